@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/idlegrid/idlegrid/node"
+	"github.com/spf13/cobra"
+)
+
+func newConfigCmd(e *env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "config",
+		Short: "Show, read or change the repository's config.toml",
+		Args:  cobra.NoArgs,
+	}
+	show := &cobra.Command{
+		Use:   "show",
+		Short: "Print the whole config, every setting with its comment",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, cfg, err := e.openRepo()
+			if err != nil {
+				return err
+			}
+			if e.asJSON {
+				return e.printJSON(cfg)
+			}
+			data, err := cfg.Marshal()
+			if err != nil {
+				return err
+			}
+			_, err = e.stdout.Write(data)
+			return err
+		},
+	}
+	addJSONFlag(show, e)
+	get := &cobra.Command{
+		Use:     "get KEY",
+		Short:   "Print one setting, such as network.listen",
+		Example: "  idlegrid config get api.port",
+		Args:    exactArgs(1, "KEY"),
+		RunE: func(_ *cobra.Command, args []string) error {
+			_, cfg, err := e.openRepo()
+			if err != nil {
+				return err
+			}
+			v, err := cfg.Get(args[0])
+			if err != nil {
+				return err
+			}
+			if e.asJSON {
+				return e.printJSON(v)
+			}
+			fmt.Fprintln(e.stdout, formatValue(v))
+			return nil
+		},
+	}
+	addJSONFlag(get, e)
+	set := &cobra.Command{
+		Use:   "set KEY VALUE",
+		Short: "Change one setting after checking it; an invalid value changes nothing",
+		Long: `Change one setting. VALUE is read as a TOML value (4001, true, "30s",
+["/ip4/0.0.0.0/tcp/4001"]); a bare word is taken as a string. The whole
+config is checked before it is written, and written atomically.
+A running daemon reads its config at start: restart it to apply.`,
+		Example: `  idlegrid config set log.level debug
+  idlegrid config set network.bootstrap '["/ip4/198.51.100.1/tcp/4001/p2p/12D3KooW…"]'
+  idlegrid config set log.subsystems.dht debug`,
+		Args: exactArgs(2, "KEY VALUE"),
+		RunE: func(_ *cobra.Command, args []string) error {
+			r, cfg, err := e.openRepo()
+			if err != nil {
+				return err
+			}
+			out, err := cfg.Set(args[0], args[1])
+			if err != nil {
+				return err
+			}
+			if err := node.WriteConfig(r.ConfigPath(), out); err != nil {
+				return err
+			}
+			v, _ := out.Get(args[0])
+			fmt.Fprintf(e.stdout, "%s = %s\n", args[0], formatValue(v))
+			if _, err := os.Stat(filepath.Join(r.Path, node.APIFile)); err == nil {
+				fmt.Fprintln(e.stderr, "a daemon is running on this repository: restart it to apply the change")
+			}
+			return nil
+		},
+	}
+	c.AddCommand(show, get, set)
+	return c
+}
+
+func formatValue(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// exactArgs is cobra.ExactArgs with a message naming the arguments.
+func exactArgs(n int, names string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s needs %s (got %d arguments); see --help", cmd.CommandPath(), names, len(args))
+		}
+		return nil
+	}
+}

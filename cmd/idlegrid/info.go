@@ -1,0 +1,179 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/spf13/cobra"
+)
+
+// client finds the running daemon of the repository through the api file
+// it writes at start, or says plainly that none runs.
+func (e *env) client() (*api.Client, error) {
+	r, err := node.Open(e.repoPath())
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(r.Path, node.APIFile))
+	if err != nil {
+		return nil, e.noDaemon(r)
+	}
+	return api.NewClient(strings.TrimSpace(string(b))), nil
+}
+
+func (e *env) noDaemon(r *node.Repo) error {
+	return fmt.Errorf("%w for repository %s: start one with `idlegrid daemon --repo %s`", api.ErrNoDaemon, r.Path, r.Path)
+}
+
+// status asks the daemon, turning "connection refused" from a stale api
+// file into the same plain answer.
+func (e *env) status() (api.Status, error) {
+	c, err := e.client()
+	if err != nil {
+		return api.Status{}, err
+	}
+	st, err := c.Status(e.ctx)
+	if errors.Is(err, api.ErrNoDaemon) {
+		return st, e.noDaemon(&node.Repo{Path: e.repoPath()})
+	}
+	return st, err
+}
+
+func newIDCmd(e *env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "id",
+		Short: "Print this node's peer ID and, if its daemon runs, its addresses",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			st, err := e.status()
+			if errors.Is(err, api.ErrNoDaemon) {
+				return e.idFromRepo()
+			}
+			if err != nil {
+				return err
+			}
+			addrs := make([]string, 0, len(st.Announced))
+			for _, a := range st.Announced {
+				addrs = append(addrs, a+"/p2p/"+st.PeerID)
+			}
+			if e.asJSON {
+				return e.printJSON(map[string]any{"peer_id": st.PeerID, "addrs": addrs, "daemon": true})
+			}
+			fmt.Fprintln(e.stdout, st.PeerID)
+			for _, a := range addrs {
+				fmt.Fprintln(e.stdout, a)
+			}
+			return nil
+		},
+	}
+	addJSONFlag(c, e)
+	return c
+}
+
+func (e *env) idFromRepo() error {
+	r, err := node.Open(e.repoPath())
+	if err != nil {
+		return err
+	}
+	key, err := r.Identity()
+	if err != nil {
+		return err
+	}
+	id, err := peerIDOf(key)
+	if err != nil {
+		return err
+	}
+	if e.asJSON {
+		return e.printJSON(map[string]any{"peer_id": id, "addrs": []string{}, "daemon": false})
+	}
+	fmt.Fprintln(e.stdout, id)
+	fmt.Fprintf(e.stderr, "no daemon is running for %s, so no addresses: start one with `idlegrid daemon --repo %s`\n", r.Path, r.Path)
+	return nil
+}
+
+func newStatusCmd(e *env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Ask the running daemon how it is",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			st, err := e.status()
+			if err != nil {
+				return err
+			}
+			if e.asJSON {
+				return e.printJSON(st)
+			}
+			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintf(w, "peer\t%s\n", st.PeerID)
+			fmt.Fprintf(w, "swarm\t%s (private: %v)\n", st.SwarmID, st.Private)
+			fmt.Fprintf(w, "profile\t%s, DHT %s mode\n", st.Profile, st.Mode)
+			fmt.Fprintf(w, "version\t%s\n", st.Version)
+			fmt.Fprintf(w, "uptime\t%s\n", (time.Duration(st.UptimeSec) * time.Second).String())
+			fmt.Fprintf(w, "peers\t%d connected, %d in the DHT routing table\n", st.Peers, st.RoutingTable)
+			for _, a := range st.Listen {
+				fmt.Fprintf(w, "listen\t%s\n", a)
+			}
+			for _, a := range st.Observed {
+				fmt.Fprintf(w, "observed\t%s\n", a)
+			}
+			for t, ts := range st.Topics {
+				fmt.Fprintf(w, "topic\t%s: %d peers, %d in mesh\n", t, ts.Peers, ts.Mesh)
+			}
+			return w.Flush()
+		},
+	}
+	addJSONFlag(c, e)
+	return c
+}
+
+func newPeersCmd(e *env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "peers",
+		Short: "List the running daemon's connected peers with their RTT",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			peers, err := cl.Peers(e.ctx)
+			if errors.Is(err, api.ErrNoDaemon) {
+				return e.noDaemon(&node.Repo{Path: e.repoPath()})
+			}
+			if err != nil {
+				return err
+			}
+			if e.asJSON {
+				return e.printJSON(peers)
+			}
+			if len(peers) == 0 {
+				fmt.Fprintln(e.stdout, "no peers connected")
+				return nil
+			}
+			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "PEER\tRTT\tDIR\tAGENT\tSINCE\tADDRESS")
+			for _, p := range peers {
+				addr := ""
+				if len(p.Addrs) > 0 {
+					addr = p.Addrs[0]
+				}
+				rtt := "-"
+				if p.RTTMillis > 0 {
+					rtt = fmt.Sprintf("%.1fms", p.RTTMillis)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, rtt, p.Direction, p.Agent, p.ConnectedSince.Local().Format(time.TimeOnly), addr)
+			}
+			return w.Flush()
+		},
+	}
+	addJSONFlag(c, e)
+	return c
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/idlegrid/idlegrid/node"
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+// Exit codes scripts can rely on.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// usageError marks a mistake in the command line itself (exit 2).
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// env is what a command may touch of the outside world.
+type env struct {
+	ctx     context.Context
+	getenv  func(string) string
+	stdout  io.Writer
+	stderr  io.Writer
+	repo    string // --repo
+	logFmt  string // --log-format
+	logLvl  string // --log-level
+	asJSON  bool   // --json where a command has it
+	verbose bool
+}
+
+// run executes one idlegrid command line and returns its exit code.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	e := &env{ctx: ctx, getenv: getenv, stdout: stdout, stderr: stderr}
+	root := newRoot(e)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "idlegrid: %s\n", oneLine(err))
+	var ue usageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		return exitUsage
+	}
+	return exitError
+}
+
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+// isCobraUsage recognises cobra's own argument errors, which it does not type.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "requires at most", "invalid argument", "flag needs an argument", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func newRoot(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "idlegrid",
+		Short: "A peer-to-peer market for GPU time",
+		Long: `idlegrid sells the idle windows of GPUs and rents them out, peer to peer.
+
+Providers run the daemon next to their GPUs; renters run a light client;
+research groups form private swarms. Every node finds its swarm through the
+Kademlia DHT and gossips signed offers and bids over libp2p pubsub.
+
+Start here:
+  idlegrid devstack                 a whole local swarm in one process
+  idlegrid init --profile provider  create a repository (~/.idlegrid)
+  idlegrid daemon                   run a node from it
+  idlegrid status                   ask the running node how it is`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Version:       version,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&e.repo, "repo", "", "repository `DIR` (default $"+node.EnvRepo+" or ~/.idlegrid)")
+	pf.StringVar(&e.logFmt, "log-format", "", "log format: text or json (default from config, else text)")
+	pf.StringVar(&e.logLvl, "log-level", "", "default log level: debug, info, warn or error (default from config)")
+	root.AddCommand(
+		newInitCmd(e), newConfigCmd(e), newDaemonCmd(e), newSwarmCmd(e),
+		newIDCmd(e), newStatusCmd(e), newPeersCmd(e), newDevstackCmd(e), newVersionCmd(e),
+	)
+	return root
+}
+
+// repoPath is --repo, else $IDLEGRID_PATH, else ~/.idlegrid.
+func (e *env) repoPath() string {
+	if e.repo != "" {
+		return e.repo
+	}
+	return node.DefaultRepoPath(e.getenv)
+}
+
+// openRepo opens the repository and loads its config.
+func (e *env) openRepo() (*node.Repo, node.Config, error) {
+	r, err := node.Open(e.repoPath())
+	if err != nil {
+		return nil, node.Config{}, err
+	}
+	cfg, err := r.Config()
+	if err != nil {
+		return nil, node.Config{}, err
+	}
+	return r, cfg, nil
+}
+
+// printJSON writes v as indented JSON on stdout.
+func (e *env) printJSON(v any) error {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func addJSONFlag(c *cobra.Command, e *env) {
+	c.Flags().BoolVar(&e.asJSON, "json", false, "print JSON instead of text")
+}
+
+func newVersionCmd(e *env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if e.asJSON {
+				return e.printJSON(map[string]string{"version": version})
+			}
+			fmt.Fprintln(e.stdout, "idlegrid", version)
+			return nil
+		},
+	}
+	addJSONFlag(c, e)
+	return c
+}

@@ -1,0 +1,71 @@
+// Command twonodes embeds idlegrid: it creates two node repositories in a
+// temporary folder, starts both in this process on loopback with the second
+// bootstrapped from the first, waits until they share a gossip mesh, and
+// publishes one message from each. It is the smallest program that uses
+// package node the way cmd/idlegrid does.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/p2p"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "twonodes:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "idlegrid-twonodes-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	var bootstrap []string
+	var nodes []*node.Node
+	for i := range 2 {
+		r, err := node.Init(filepath.Join(dir, fmt.Sprint(i)), node.InitOptions{
+			Profile: node.ProfileProvider, ListenPort: 0, APIPort: 0, Bootstrap: bootstrap,
+		})
+		if err != nil {
+			return err
+		}
+		cfg, err := r.Config()
+		if err != nil {
+			return err
+		}
+		cfg.Network.Listen = node.ListenAddrs("127.0.0.1", 0, true)
+		n, err := node.New(r, cfg, node.Options{Version: "example"})
+		if err != nil {
+			return err
+		}
+		if err := n.Start(ctx); err != nil {
+			return err
+		}
+		defer n.Close()
+		nodes = append(nodes, n)
+		bootstrap = n.Addrs()[:1]
+	}
+	for len(nodes[0].Gossip().Mesh(p2p.TopicOffers)) == 0 || len(nodes[1].Gossip().Mesh(p2p.TopicOffers)) == 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no gossip mesh after 30s: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	for _, n := range nodes {
+		fmt.Printf("%s sees %d peer(s); API at %s\n", n.Host().ID(), len(n.Host().Network().Peers()), n.APIAddr())
+	}
+	return nil
+}

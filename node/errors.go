@@ -1,0 +1,47 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of package node.
+var (
+	// ErrConfig wraps every configuration error.
+	ErrConfig = errors.New("invalid config")
+	// ErrRepoExists is returned by Init for an existing repository.
+	ErrRepoExists = errors.New("repository already exists")
+	// ErrNoRepo is returned when a repository has not been initialised.
+	ErrNoRepo = errors.New("no repository")
+	// ErrRepoLocked is returned when another process holds the repository.
+	ErrRepoLocked = errors.New("repository is in use")
+	// ErrIdentity is returned for an unusable identity key file.
+	ErrIdentity = errors.New("invalid identity key")
+	// ErrAPIListen is returned when the local API port cannot be bound.
+	ErrAPIListen = errors.New("cannot start the local API")
+)
+
+// FieldError names one bad config field, the value found and what is allowed.
+type FieldError struct {
+	Field   string
+	Value   any
+	Allowed string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s = %v: want %s", e.Field, quoteIfString(e.Value), e.Allowed)
+}
+
+// Unwrap makes every FieldError an ErrConfig.
+func (e *FieldError) Unwrap() error { return ErrConfig }
+
+func fieldErr(field string, v any, allowed string) error {
+	return &FieldError{Field: field, Value: v, Allowed: allowed}
+}
+
+func quoteIfString(v any) any {
+	if s, ok := v.(string); ok {
+		return fmt.Sprintf("%q", s)
+	}
+	return v
+}

@@ -1,0 +1,360 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/p2p"
+	ds "github.com/ipfs/go-datastore"
+	"github.com/ipfs/go-datastore/namespace"
+	pebbleds "github.com/ipfs/go-ds-pebble"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// Options are the parts of a node that come from the command line rather
+// than the repository's config.
+type Options struct {
+	// Light runs the DHT in client mode whatever the config says.
+	Light bool
+	// Version is reported by the API and in identify's agent string.
+	Version string
+	// Logger is the base logger; nil uses slog.Default().
+	Logger *slog.Logger
+	// ProcessMetrics adds the Go runtime and process collectors to
+	// /metrics; one process should add them once.
+	ProcessMetrics bool
+}
+
+// Node is one idlegrid peer: repository, datastore, libp2p host, DHT,
+// rendezvous, gossip, ping and the local API. New builds it from a
+// repository and starts nothing; Start brings it up; Close takes it down.
+type Node struct {
+	repo      *Repo
+	cfg       Config
+	opts      Options
+	log       *slog.Logger
+	key       crypto.PrivKey
+	swarm     p2p.Swarm
+	bootstrap []peer.AddrInfo
+	allow     []peer.ID
+
+	metrics *metrics
+	unlock  func()
+	store   *pebbleds.Datastore
+	host    host.Host
+	disc    *p2p.Discovery
+	gossip  *p2p.Gossip
+	pinger  *p2p.Pinger
+	conns   *connTracker
+	api     *api.Server
+	apiAddr string
+	started time.Time
+
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New reads the identity and swarm keys and checks the config. It opens
+// no file for writing and no socket.
+func New(repo *Repo, cfg Config, opts Options) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	key, err := repo.Identity()
+	if err != nil {
+		return nil, err
+	}
+	psk, err := repo.SwarmKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{repo: repo, cfg: cfg, opts: opts, key: key, swarm: p2p.Swarm{Name: cfg.Swarm.Name, PSK: psk}}
+	if n.opts.Logger == nil {
+		n.opts.Logger = slog.Default()
+	}
+	n.log = n.opts.Logger.With("subsystem", LogNode)
+	for _, s := range cfg.Network.Bootstrap {
+		ai, err := p2p.ParseAddrInfo(s)
+		if err != nil {
+			return nil, err
+		}
+		n.bootstrap = append(n.bootstrap, ai)
+	}
+	for _, s := range cfg.Swarm.AllowList {
+		id, err := peer.Decode(s)
+		if err != nil {
+			return nil, fmt.Errorf("swarm.allow_list: %q: %w", s, err)
+		}
+		n.allow = append(n.allow, id)
+	}
+	if len(n.allow) > 0 {
+		for _, ai := range n.bootstrap {
+			n.allow = append(n.allow, ai.ID)
+		}
+	}
+	return n, nil
+}
+
+// Mode is "server" or "client": the DHT mode this node runs in.
+func (n *Node) Mode() string {
+	if n.opts.Light {
+		return DHTClient
+	}
+	return n.cfg.DHT.Mode
+}
+
+// Start brings the node up: it locks the repository, binds the API port,
+// opens the datastore, starts the host, dials the bootstrap peers (and
+// fails with p2p.ErrNoBootstrap when none answers), then starts discovery,
+// gossip, ping and the API. On failure it undoes what it did.
+func (n *Node) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	n.started = time.Now()
+	if n.unlock, err = n.repo.Lock(); err != nil {
+		return err
+	}
+	apiLn, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(n.cfg.API.Port)))
+	if err != nil {
+		return fmt.Errorf("%w: api.port %d: %v; change api.port in %s or stop what holds it", ErrAPIListen, n.cfg.API.Port, errors.Unwrap(err), n.repo.ConfigPath())
+	}
+	n.apiAddr = "http://" + apiLn.Addr().String()
+	n.metrics = newMetrics(n)
+	n.api = api.NewServer(n, n.metrics.reg, n.opts.Logger.With("subsystem", LogAPI))
+	n.api.Serve(apiLn)
+
+	if n.store, err = pebbleds.NewDatastore(n.repo.DatastorePath()); err != nil {
+		return fmt.Errorf("open datastore %s: %w", n.repo.DatastorePath(), err)
+	}
+	if err := n.startHost(); err != nil {
+		return err
+	}
+	ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := n.startDiscovery(ctx); err != nil {
+		return err
+	}
+	if err := n.startGossip(ctx); err != nil {
+		return err
+	}
+	n.pinger = p2p.NewPinger(n.host, time.Duration(n.cfg.Network.PingInterval), n.opts.Logger.With("subsystem", LogP2P))
+	n.pinger.Start(ctx)
+	if err := writeFileAtomic(filepath.Join(n.repo.Path, APIFile), []byte(n.apiAddr+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write api file: %w", err)
+	}
+	n.log.Info("node started", "peer", n.host.ID(), "swarm", n.swarm.ID(), "mode", n.Mode(), "api", n.apiAddr, "listen", n.host.Network().ListenAddresses())
+	return nil
+}
+
+func (n *Node) startHost() error {
+	listen, err := multiaddrs(n.cfg.Network.Listen)
+	if err != nil {
+		return err
+	}
+	announce, err := multiaddrs(n.cfg.Network.Announce)
+	if err != nil {
+		return err
+	}
+	r := n.cfg.Resources
+	n.host, err = p2p.NewHost(p2p.HostConfig{
+		Identity:      n.key,
+		Swarm:         n.swarm,
+		ListenAddrs:   listen,
+		AnnounceAddrs: announce,
+		AllowList:     n.allow,
+		ConnLow:       n.cfg.Network.ConnLow,
+		ConnHigh:      n.cfg.Network.ConnHigh,
+		ConnGrace:     time.Duration(n.cfg.Network.ConnGrace),
+		Limits: p2p.Limits{
+			MaxMemory:       int64(r.MaxMemoryMiB) << 20,
+			MaxFDs:          r.MaxFDs,
+			MaxConns:        r.MaxConns,
+			MaxConnsInbound: r.MaxConnsInbound,
+			MaxStreams:      r.MaxStreams,
+		},
+		UserAgent:  "idlegrid/" + n.opts.Version,
+		Registerer: n.metrics.reg,
+	})
+	if err != nil {
+		if errors.Is(err, p2p.ErrListen) {
+			return fmt.Errorf("%w; change network.listen in %s or stop what holds the port", err, n.repo.ConfigPath())
+		}
+		return err
+	}
+	n.conns = newConnTracker(n.host)
+	return nil
+}
+
+func (n *Node) startDiscovery(ctx context.Context) error {
+	var err error
+	n.disc, err = p2p.NewDiscovery(n.host, p2p.DiscoveryConfig{
+		Swarm:               n.swarm,
+		Server:              n.Mode() == DHTServer,
+		Bootstrap:           n.bootstrap,
+		Datastore:           namespace.Wrap(n.store, ds.NewKey("/dht")),
+		RebootstrapInterval: time.Duration(n.cfg.DHT.RebootstrapInterval),
+		FindInterval:        time.Duration(n.cfg.DHT.FindInterval),
+		MaxPeers:            n.cfg.DHT.MaxPeers,
+		DialTimeout:         time.Duration(n.cfg.Network.DialTimeout),
+		Logger:              n.opts.Logger.With("subsystem", LogP2P),
+	})
+	if err != nil {
+		return err
+	}
+	if err := n.disc.ConnectBootstrap(ctx); err != nil {
+		return fmt.Errorf("%w; check network.bootstrap in %s and that those peers are running", err, n.repo.ConfigPath())
+	}
+	return n.disc.Start(ctx)
+}
+
+func (n *Node) startGossip(ctx context.Context) error {
+	var err error
+	n.gossip, err = p2p.NewGossip(ctx, n.host, p2p.GossipConfig{
+		Swarm:            n.swarm,
+		OutboundQueue:    n.cfg.Gossip.OutboundQueue,
+		MaxMessageSize:   n.cfg.Gossip.MaxMessageSize,
+		PeerScoring:      n.cfg.Gossip.PeerScoring,
+		ValidatorTimeout: time.Duration(n.cfg.Gossip.ValidatorTimeout),
+		Logger:           n.opts.Logger.With("logger", "pubsub"),
+	})
+	if err != nil {
+		return err
+	}
+	for _, kind := range p2p.TopicKinds {
+		sub, err := n.gossip.Topic(kind).Subscribe()
+		if err != nil {
+			return fmt.Errorf("subscribe %s: %w", kind, err)
+		}
+		n.wg.Add(1)
+		go n.readTopic(ctx, kind, sub)
+	}
+	return nil
+}
+
+// readTopic drains one subscription. Messages reached it only after the
+// topic's validator accepted them; the market work consumes them here.
+func (n *Node) readTopic(ctx context.Context, kind string, sub *pubsub.Subscription) {
+	defer n.wg.Done()
+	defer sub.Cancel()
+	for {
+		msg, err := sub.Next(ctx)
+		if err != nil {
+			return
+		}
+		n.metrics.gossipReceived.WithLabelValues(kind).Inc()
+		n.log.Debug("gossip message", "topic", kind, "from", msg.ReceivedFrom, "bytes", len(msg.Data))
+	}
+}
+
+// Publish gossips data on a topic kind (p2p.TopicOffers, …).
+func (n *Node) Publish(ctx context.Context, kind string, data []byte) error {
+	t := n.gossip.Topic(kind)
+	if t == nil {
+		return fmt.Errorf("publish: unknown topic kind %q", kind)
+	}
+	return t.Publish(ctx, data)
+}
+
+// Close stops everything Start started, in reverse order, and waits: the
+// API first (no new readers), then ping, gossip, discovery, the host, and
+// last the datastore (flushed and closed) and the repository lock. It is
+// safe to call more than once.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		var errs []error
+		if n.api != nil {
+			os.Remove(filepath.Join(n.repo.Path, APIFile))
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			errs = append(errs, n.api.Shutdown(ctx))
+			cancel()
+		}
+		if n.pinger != nil {
+			n.pinger.Close()
+		}
+		if n.cancel != nil {
+			n.cancel()
+		}
+		n.wg.Wait()
+		if n.gossip != nil {
+			errs = append(errs, n.gossip.Close())
+		}
+		if n.disc != nil {
+			errs = append(errs, n.disc.Close())
+		}
+		if n.host != nil {
+			errs = append(errs, n.host.Close())
+		}
+		if n.store != nil {
+			errs = append(errs, n.store.Close())
+		}
+		if n.unlock != nil {
+			n.unlock()
+		}
+		n.closeErr = errors.Join(errs...)
+		if n.host != nil {
+			n.log.Info("node stopped", "peer", n.host.ID())
+		}
+	})
+	return n.closeErr
+}
+
+// Host returns the libp2p host (nil before Start).
+func (n *Node) Host() host.Host { return n.host }
+
+// Gossip returns the gossip router (nil before Start).
+func (n *Node) Gossip() *p2p.Gossip { return n.gossip }
+
+// Discovery returns the DHT and rendezvous discovery (nil before Start).
+func (n *Node) Discovery() *p2p.Discovery { return n.disc }
+
+// APIAddr is the API's base URL, such as http://127.0.0.1:5080.
+func (n *Node) APIAddr() string { return n.apiAddr }
+
+// Swarm returns the swarm the node is in.
+func (n *Node) Swarm() p2p.Swarm { return n.swarm }
+
+// Addrs returns the node's full dialable addresses (with /p2p/<id>).
+func (n *Node) Addrs() []string {
+	ais, err := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: n.host.ID(), Addrs: n.host.Addrs()})
+	if err != nil {
+		return nil
+	}
+	return strs(ais)
+}
+
+func multiaddrs(ss []string) ([]ma.Multiaddr, error) {
+	out := make([]ma.Multiaddr, 0, len(ss))
+	for _, s := range ss {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %q: %v", ErrConfig, s, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func strs[T fmt.Stringer](xs []T) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = x.String()
+	}
+	return out
+}

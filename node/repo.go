@@ -1,0 +1,292 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/idlegrid/idlegrid/p2p"
+	pebbleds "github.com/ipfs/go-ds-pebble"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/pnet"
+)
+
+// Files and folders of a repository.
+const (
+	ConfigFile    = "config.toml"
+	IdentityFile  = "identity.key"
+	SwarmKeyFile  = "swarm.key"
+	DatastoreDir  = "datastore"
+	LockFile      = "repo.lock"
+	APIFile       = "api"
+	defaultFolder = ".idlegrid"
+	// EnvRepo names the repository when --repo is not given.
+	EnvRepo = "IDLEGRID_PATH"
+)
+
+// DefaultRepoPath is $IDLEGRID_PATH, else ~/.idlegrid. getenv is passed in
+// so callers (and tests) control the environment.
+func DefaultRepoPath(getenv func(string) string) string {
+	if p := getenv(EnvRepo); p != "" {
+		return p
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	return filepath.Join(home, defaultFolder)
+}
+
+// Repo is one node's directory: identity key, config, swarm key, datastore.
+type Repo struct {
+	Path string
+}
+
+// InitOptions say how Init lays out a new repository.
+type InitOptions struct {
+	Profile string
+	Swarm   string
+	// SwarmKey is the content of a PSK file for a private swarm; Init
+	// checks it and stores it as swarm.key (mode 0600).
+	SwarmKey []byte
+	// ListenPort, when >= 0, replaces the profile's P2P port (0: any free port).
+	ListenPort int
+	// APIPort, when >= 0, replaces the default API port (0: any free port).
+	APIPort int
+	// Bootstrap peers to write into the config.
+	Bootstrap []string
+	// Force moves an existing repository's files aside into a backup
+	// folder inside it instead of refusing.
+	Force bool
+}
+
+// Init creates a repository at path: an Ed25519 identity key (0600),
+// config.toml with every setting and its default, the swarm key if any, and
+// the pebble datastore. It refuses an existing repository unless Force, and
+// leaves nothing behind when it fails.
+func Init(path string, o InitOptions) (*Repo, error) {
+	r := &Repo{Path: path}
+	cfg := DefaultConfig(o.Profile)
+	if o.Swarm != "" {
+		cfg.Swarm.Name = o.Swarm
+	}
+	if o.ListenPort >= 0 {
+		cfg.Network.Listen = ListenAddrs("0.0.0.0", o.ListenPort, len(o.SwarmKey) == 0)
+	}
+	if o.APIPort >= 0 {
+		cfg.API.Port = o.APIPort
+	}
+	if len(o.SwarmKey) > 0 {
+		if _, err := p2p.ParseSwarmKey(strings.NewReader(string(o.SwarmKey))); err != nil {
+			return nil, err
+		}
+		cfg.Swarm.KeyFile = SwarmKeyFile
+		cfg.Network.Listen = tcpOnly(cfg.Network.Listen)
+	}
+	cfg.Network.Bootstrap = append(cfg.Network.Bootstrap, o.Bootstrap...)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+
+	if r.Exists() {
+		if !o.Force {
+			return nil, fmt.Errorf("%w at %s: use --force to start afresh (the old files are kept in a backup folder inside it)", ErrRepoExists, path)
+		}
+		unlock, err := r.Lock()
+		if err != nil {
+			return nil, err
+		}
+		err = r.backup()
+		unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
+	created, err := mkdirNew(path)
+	if err != nil {
+		return nil, fmt.Errorf("create repository %s: %w", path, err)
+	}
+	if err := r.populate(cfg, o.SwarmKey); err != nil {
+		if created {
+			os.RemoveAll(path)
+		} else {
+			for _, f := range []string{ConfigFile, IdentityFile, SwarmKeyFile, DatastoreDir} {
+				os.RemoveAll(r.file(f))
+			}
+		}
+		return nil, fmt.Errorf("create repository %s: %w", path, err)
+	}
+	return r, nil
+}
+
+func tcpOnly(addrs []string) []string {
+	var out []string
+	for _, a := range addrs {
+		if !strings.Contains(a, "/quic") {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func mkdirNew(path string) (created bool, err error) {
+	if _, err := os.Stat(path); err == nil {
+		return false, nil
+	}
+	return true, os.MkdirAll(path, 0o700)
+}
+
+func (r *Repo) populate(cfg Config, swarmKey []byte) error {
+	key, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		return fmt.Errorf("generate identity: %w", err)
+	}
+	raw, err := crypto.MarshalPrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("encode identity: %w", err)
+	}
+	if err := writeFileAtomic(r.file(IdentityFile), raw, 0o600); err != nil {
+		return err
+	}
+	if len(swarmKey) > 0 {
+		if err := writeFileAtomic(r.file(SwarmKeyFile), swarmKey, 0o600); err != nil {
+			return err
+		}
+	}
+	ds, err := pebbleds.NewDatastore(r.file(DatastoreDir))
+	if err != nil {
+		return fmt.Errorf("create datastore: %w", err)
+	}
+	if err := ds.Close(); err != nil {
+		return fmt.Errorf("create datastore: %w", err)
+	}
+	// config.toml last: its presence marks a complete repository.
+	return WriteConfig(r.file(ConfigFile), cfg)
+}
+
+// backup moves the repository's files into backup-<time>/ inside it.
+func (r *Repo) backup() error {
+	dir := r.file("backup-" + time.Now().UTC().Format("20060102T150405.000000000Z"))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("back up repository: %w", err)
+	}
+	for _, f := range []string{ConfigFile, IdentityFile, SwarmKeyFile, DatastoreDir} {
+		err := os.Rename(r.file(f), filepath.Join(dir, f))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("back up repository: %w", err)
+		}
+	}
+	return nil
+}
+
+// Open returns the repository at path, or ErrNoRepo naming the fix.
+func Open(path string) (*Repo, error) {
+	r := &Repo{Path: path}
+	if _, err := os.Stat(r.file(ConfigFile)); err != nil {
+		return nil, fmt.Errorf("%w at %s: create one with `idlegrid init --repo %s`", ErrNoRepo, path, path)
+	}
+	return r, nil
+}
+
+// Exists reports whether a repository (or part of one) is at r.Path.
+func (r *Repo) Exists() bool {
+	for _, f := range []string{ConfigFile, IdentityFile, DatastoreDir} {
+		if _, err := os.Stat(r.file(f)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Repo) file(name string) string { return filepath.Join(r.Path, name) }
+
+// ConfigPath is the path of config.toml.
+func (r *Repo) ConfigPath() string { return r.file(ConfigFile) }
+
+// DatastorePath is the path of the pebble datastore.
+func (r *Repo) DatastorePath() string { return r.file(DatastoreDir) }
+
+// Config loads and validates config.toml.
+func (r *Repo) Config() (Config, error) { return LoadConfig(r.ConfigPath()) }
+
+// Identity reads the node's private key. A key file that others can read
+// is refused, as ssh refuses one.
+func (r *Repo) Identity() (crypto.PrivKey, error) {
+	p := r.file(IdentityFile)
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrIdentity, err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%w: %s has mode %04o and may be read by others: run `chmod 600 %s`", ErrIdentity, p, fi.Mode().Perm(), p)
+	}
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrIdentity, err)
+	}
+	return ParseIdentity(raw, p)
+}
+
+// ParseIdentity decodes a libp2p private key file's bytes; name is used in
+// the error.
+func ParseIdentity(raw []byte, name string) (crypto.PrivKey, error) {
+	key, err := crypto.UnmarshalPrivateKey(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s is not a libp2p private key (%v); restore it from a backup or create a new identity with `idlegrid init --force`", ErrIdentity, name, err)
+	}
+	return key, nil
+}
+
+// SwarmKey reads the PSK named by the config, or nil for the public swarm.
+func (r *Repo) SwarmKey(cfg Config) (pnet.PSK, error) {
+	if cfg.Swarm.KeyFile == "" {
+		return nil, nil
+	}
+	p := cfg.Swarm.KeyFile
+	if !filepath.IsAbs(p) {
+		p = r.file(p)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("swarm.key_file: %w", err)
+	}
+	defer f.Close()
+	key, err := p2p.ParseSwarmKey(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return key, nil
+}
+
+// Lock takes the repository for this process with an exclusive flock on
+// repo.lock, recording the pid; it fails with ErrRepoLocked, naming the
+// holder, when another process has it. The lock dies with the process.
+func (r *Repo) Lock() (unlock func(), err error) {
+	p := r.file(LockFile)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock repository: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(p)
+		f.Close()
+		pid := strings.TrimSpace(string(holder))
+		if pid == "" {
+			pid = "unknown"
+		}
+		return nil, fmt.Errorf("%w: %s is held by a running daemon (pid %s); stop it first, or use another --repo", ErrRepoLocked, r.Path, pid)
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() {
+		f.Truncate(0)
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}

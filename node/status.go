@@ -1,0 +1,121 @@
+package node
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// Status reports the node's identity, addresses and peer counts for the API.
+func (n *Node) Status() api.Status {
+	s := api.Status{
+		PeerID:    n.host.ID().String(),
+		Listen:    strs(n.host.Network().ListenAddresses()),
+		Announced: strs(n.host.Addrs()),
+		Observed:  strs(n.observedAddrs()),
+		Swarm:     n.swarm.Name,
+		SwarmID:   n.swarm.ID(),
+		Private:   n.swarm.Private(),
+		Profile:   n.cfg.Profile,
+		Mode:      n.Mode(),
+		Version:   n.opts.Version,
+		StartedAt: n.started.UTC(),
+		UptimeSec: time.Since(n.started).Seconds(),
+		Peers:     len(n.host.Network().Peers()),
+		Topics:    make(map[string]api.TopicStatus),
+	}
+	if n.disc != nil {
+		s.RoutingTable = n.disc.DHT().RoutingTable().Size()
+	}
+	if n.gossip != nil {
+		for _, kind := range p2p.TopicKinds {
+			s.Topics[n.swarm.Topic(kind)] = api.TopicStatus{
+				Peers: len(n.gossip.Topic(kind).ListPeers()),
+				Mesh:  len(n.gossip.Mesh(kind)),
+			}
+		}
+	}
+	return s
+}
+
+// observedAddrs are the addresses the host advertises that none of its
+// interfaces has: what other peers saw it dial from.
+func (n *Node) observedAddrs() []ma.Multiaddr {
+	local, _ := n.host.Network().InterfaceListenAddresses()
+	var out []ma.Multiaddr
+	for _, a := range n.host.Addrs() {
+		if !slices.ContainsFunc(local, a.Equal) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Peers lists the connected peers with what the peerstore knows of them.
+func (n *Node) Peers() []api.Peer {
+	ps := n.host.Peerstore()
+	ids := n.host.Network().Peers()
+	slices.Sort(ids)
+	out := make([]api.Peer, 0, len(ids))
+	for _, id := range ids {
+		p := api.Peer{ID: id.String(), Addrs: []string{}, Protocols: []string{}}
+		for _, c := range n.host.Network().ConnsToPeer(id) {
+			p.Addrs = append(p.Addrs, c.RemoteMultiaddr().String())
+			p.Direction = c.Stat().Direction.String()
+		}
+		p.RTTMillis = float64(ps.LatencyEWMA(id)) / float64(time.Millisecond)
+		if av, err := ps.Get(id, "AgentVersion"); err == nil {
+			p.Agent, _ = av.(string)
+		}
+		if protos, err := ps.GetProtocols(id); err == nil {
+			for _, proto := range protos {
+				p.Protocols = append(p.Protocols, string(proto))
+			}
+			slices.Sort(p.Protocols)
+		}
+		p.ConnectedSince = n.conns.since(id).UTC()
+		out = append(out, p)
+	}
+	return out
+}
+
+// connTracker remembers when each peer's first live connection opened.
+type connTracker struct {
+	mu    sync.Mutex
+	first map[peer.ID]time.Time
+}
+
+func newConnTracker(h host.Host) *connTracker {
+	t := &connTracker{first: make(map[peer.ID]time.Time)}
+	h.Network().Notify(&network.NotifyBundle{
+		ConnectedF: func(_ network.Network, c network.Conn) {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if _, ok := t.first[c.RemotePeer()]; !ok {
+				t.first[c.RemotePeer()] = c.Stat().Opened
+			}
+		},
+		DisconnectedF: func(net network.Network, c network.Conn) {
+			if net.Connectedness(c.RemotePeer()) == network.Connected {
+				return
+			}
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			delete(t.first, c.RemotePeer())
+		},
+	})
+	return t
+}
+
+func (t *connTracker) since(id peer.ID) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.first[id]
+}

@@ -1,0 +1,225 @@
+package p2p
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	ds "github.com/ipfs/go-datastore"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/discovery"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
+)
+
+// DiscoveryConfig configures the DHT and rendezvous discovery of one swarm.
+type DiscoveryConfig struct {
+	Swarm Swarm
+	// Server runs the DHT in server mode (a daemon); false is client mode
+	// (a light client that queries but stores and answers nothing).
+	Server bool
+	// Bootstrap peers are dialled first and again whenever they drop.
+	Bootstrap []peer.AddrInfo
+	// Datastore holds the DHT's records; nil keeps them in memory.
+	Datastore ds.Batching
+	// RebootstrapInterval is how often lost bootstrap peers are redialled
+	// and the routing table refreshed.
+	RebootstrapInterval time.Duration
+	// FindInterval is the longest wait between rendezvous lookups; the first
+	// lookups come sooner (1 s, doubling) so a new node joins quickly.
+	FindInterval time.Duration
+	// MaxPeers caps how many rendezvous peers are dialled per lookup.
+	MaxPeers int
+	// DialTimeout bounds each dial to a bootstrap or rendezvous peer.
+	DialTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+// Discovery finds the peers of a swarm: kad-dht under the swarm's protocol
+// prefix, and a rendezvous record under the swarm's namespace, so that two
+// peers that share only one bootstrap peer find each other.
+type Discovery struct {
+	h   host.Host
+	cfg DiscoveryConfig
+	log *slog.Logger
+	dht *dht.IpfsDHT
+	rd  *drouting.RoutingDiscovery
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewDiscovery builds the DHT on h. It dials nothing: call Start.
+func NewDiscovery(h host.Host, cfg DiscoveryConfig) (*Discovery, error) {
+	mode := dht.ModeClient
+	if cfg.Server {
+		mode = dht.ModeServer
+	}
+	opts := []dht.Option{
+		dht.ProtocolPrefix(cfg.Swarm.DHTPrefix()),
+		dht.Mode(mode),
+		dht.BootstrapPeers(cfg.Bootstrap...),
+	}
+	if cfg.Datastore != nil {
+		opts = append(opts, dht.Datastore(cfg.Datastore))
+	}
+	kad, err := dht.New(h, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dht: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Discovery{h: h, cfg: cfg, log: log, dht: kad, rd: drouting.NewRoutingDiscovery(kad)}, nil
+}
+
+// DHT returns the underlying kad-dht.
+func (d *Discovery) DHT() *dht.IpfsDHT { return d.dht }
+
+// ConnectBootstrap dials every bootstrap peer at once and waits for all of
+// them. It fails with ErrNoBootstrap, naming each peer's error, only when
+// bootstrap peers are configured and none answered.
+func (d *Discovery) ConnectBootstrap(ctx context.Context) error {
+	if len(d.cfg.Bootstrap) == 0 {
+		return nil
+	}
+	errs := make([]error, len(d.cfg.Bootstrap))
+	var wg sync.WaitGroup
+	for i, ai := range d.cfg.Bootstrap {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = d.connect(ctx, ai)
+		}()
+	}
+	wg.Wait()
+	var failed []string
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		failed = append(failed, fmt.Sprintf("%s: %v", d.cfg.Bootstrap[i].ID, oneLine(err)))
+	}
+	if len(failed) == len(d.cfg.Bootstrap) {
+		return fmt.Errorf("%w (%s)", ErrNoBootstrap, strings.Join(failed, "; "))
+	}
+	for _, f := range failed {
+		d.log.Warn("bootstrap peer unreachable", "err", f)
+	}
+	return nil
+}
+
+func (d *Discovery) connect(ctx context.Context, ai peer.AddrInfo) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout)
+	defer cancel()
+	return d.h.Connect(ctx, ai)
+}
+
+// Start bootstraps the DHT and runs the re-bootstrap, advertise and find
+// loops until Close.
+func (d *Discovery) Start(ctx context.Context) error {
+	ctx, d.cancel = context.WithCancel(ctx)
+	if err := d.dht.Bootstrap(ctx); err != nil {
+		return fmt.Errorf("dht bootstrap: %w", err)
+	}
+	d.wg.Add(2)
+	go d.rebootstrapLoop(ctx)
+	go d.rendezvousLoop(ctx)
+	return nil
+}
+
+// Close stops the loops and the DHT and waits for them.
+func (d *Discovery) Close() error {
+	if d.cancel != nil {
+		d.cancel()
+	}
+	d.wg.Wait()
+	return d.dht.Close()
+}
+
+func (d *Discovery) rebootstrapLoop(ctx context.Context) {
+	defer d.wg.Done()
+	t := time.NewTicker(d.cfg.RebootstrapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, ai := range d.cfg.Bootstrap {
+			if d.h.Network().Connectedness(ai.ID) == network.Connected {
+				continue
+			}
+			if err := d.connect(ctx, ai); err != nil {
+				d.log.Debug("re-bootstrap dial failed", "peer", ai.ID, "err", err)
+			}
+		}
+		d.dht.RefreshRoutingTable()
+	}
+}
+
+// rendezvousLoop advertises the swarm's namespace and looks it up, quickly
+// at first and then every FindInterval, re-advertising before the record's
+// TTL runs out.
+func (d *Discovery) rendezvousLoop(ctx context.Context) {
+	defer d.wg.Done()
+	ns := d.cfg.Swarm.Rendezvous()
+	wait := time.Second
+	var readvertiseAt time.Time
+	for {
+		if d.cfg.Server && time.Now().After(readvertiseAt) && d.dht.RoutingTable().Size() > 0 {
+			ttl, err := d.rd.Advertise(ctx, ns)
+			if err != nil {
+				d.log.Debug("rendezvous advertise failed", "ns", ns, "err", err)
+			} else {
+				readvertiseAt = time.Now().Add(ttl * 7 / 8)
+			}
+		}
+		if d.dht.RoutingTable().Size() > 0 {
+			d.findPeers(ctx, ns)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, d.cfg.FindInterval)
+	}
+}
+
+func (d *Discovery) findPeers(ctx context.Context, ns string) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.FindInterval)
+	defer cancel()
+	found, err := d.rd.FindPeers(ctx, ns, discovery.Limit(d.cfg.MaxPeers))
+	if err != nil {
+		d.log.Debug("rendezvous lookup failed", "ns", ns, "err", err)
+		return
+	}
+	var wg sync.WaitGroup
+	for ai := range found {
+		if ai.ID == d.h.ID() || len(ai.Addrs) == 0 || d.h.Network().Connectedness(ai.ID) == network.Connected {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.connect(ctx, ai); err != nil {
+				d.log.Debug("rendezvous dial failed", "peer", ai.ID, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// oneLine folds a multi-line error (libp2p's dial errors list every
+// address) into one line.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}

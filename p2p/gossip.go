@@ -1,0 +1,172 @@
+package p2p
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// GossipConfig configures the swarm's gossipsub router.
+type GossipConfig struct {
+	Swarm Swarm
+	// OutboundQueue is the per-peer outbound queue; at pubsub's default of
+	// 32 a burst of offers is dropped silently.
+	OutboundQueue int
+	// MaxMessageSize bounds every gossiped message, in bytes.
+	MaxMessageSize int
+	// PeerScoring turns gossipsub v1.1 peer scoring on.
+	PeerScoring bool
+	// ValidatorTimeout bounds each topic validator call.
+	ValidatorTimeout time.Duration
+	Logger           *slog.Logger
+}
+
+// Gossip is the swarm's gossipsub router joined to the swarm's topics.
+type Gossip struct {
+	ps     *pubsub.PubSub
+	topics map[string]*pubsub.Topic
+	mesh   *meshTracker
+	cfg    GossipConfig
+}
+
+// MessageID is the content-hash message ID: every payload is already signed
+// by its issuer, so identical bytes are the same message whoever relays them.
+func MessageID(m *pb.Message) string {
+	sum := sha256.Sum256(m.Data)
+	return string(sum[:])
+}
+
+// NewGossip starts gossipsub on h and joins the swarm's topics. Messages
+// carry no pubsub signature or author (StrictNoSign): the payloads are
+// signed envelopes verified by the topic validators.
+func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, error) {
+	mesh := newMeshTracker()
+	opts := []pubsub.Option{
+		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
+		pubsub.WithNoAuthor(),
+		pubsub.WithMessageIdFn(MessageID),
+		pubsub.WithPeerOutboundQueueSize(cfg.OutboundQueue),
+		pubsub.WithMaxMessageSize(cfg.MaxMessageSize),
+		pubsub.WithRawTracer(mesh),
+	}
+	if cfg.Logger != nil {
+		opts = append(opts, pubsub.WithLogger(cfg.Logger))
+	}
+	if cfg.PeerScoring {
+		opts = append(opts, pubsub.WithPeerScore(peerScoreParams(cfg.Swarm), peerScoreThresholds()))
+	}
+	ps, err := pubsub.NewGossipSub(ctx, h, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("gossipsub: %w", err)
+	}
+	g := &Gossip{ps: ps, topics: make(map[string]*pubsub.Topic), mesh: mesh, cfg: cfg}
+	for _, kind := range TopicKinds {
+		t, err := ps.Join(cfg.Swarm.Topic(kind))
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("join topic %s: %w", cfg.Swarm.Topic(kind), err)
+		}
+		g.topics[kind] = t
+	}
+	return g, nil
+}
+
+// PubSub returns the router.
+func (g *Gossip) PubSub() *pubsub.PubSub { return g.ps }
+
+// Topic returns the joined topic of a kind (TopicOffers, …), or nil.
+func (g *Gossip) Topic(kind string) *pubsub.Topic { return g.topics[kind] }
+
+// Mesh returns the peers in this node's mesh for a topic kind.
+func (g *Gossip) Mesh(kind string) []peer.ID { return g.mesh.peers(g.cfg.Swarm.Topic(kind)) }
+
+// SetValidator installs v as the validator of a topic kind, wrapped so a
+// panic is a Reject rather than a crash and a slow validator times out.
+func (g *Gossip) SetValidator(kind string, v pubsub.ValidatorEx) error {
+	safe := func(ctx context.Context, from peer.ID, m *pubsub.Message) (res pubsub.ValidationResult) {
+		defer func() {
+			if r := recover(); r != nil {
+				if g.cfg.Logger != nil {
+					g.cfg.Logger.Error("validator panicked", "topic", kind, "from", from, "panic", r)
+				}
+				res = pubsub.ValidationReject
+			}
+		}()
+		return v(ctx, from, m)
+	}
+	return g.ps.RegisterTopicValidator(g.cfg.Swarm.Topic(kind), safe, pubsub.WithValidatorTimeout(g.cfg.ValidatorTimeout))
+}
+
+// Close leaves the topics. The router itself stops with the context given
+// to NewGossip.
+func (g *Gossip) Close() error {
+	for _, t := range g.topics {
+		t.Close()
+	}
+	return nil
+}
+
+func peerScoreThresholds() *pubsub.PeerScoreThresholds {
+	return &pubsub.PeerScoreThresholds{
+		GossipThreshold:             -500,
+		PublishThreshold:            -1000,
+		GraylistThreshold:           -2500,
+		AcceptPXThreshold:           10,
+		OpportunisticGraftThreshold: 3,
+	}
+}
+
+// peerScoreParams scores peers on time in the mesh, first deliveries and,
+// above all, invalid messages: a peer that relays forged offers is
+// graylisted after a handful. Loopback is exempt from the IP colocation
+// penalty so that many nodes on one machine (devstack, tests) can mesh.
+func peerScoreParams(s Swarm) *pubsub.PeerScoreParams {
+	topics := make(map[string]*pubsub.TopicScoreParams, len(TopicKinds))
+	for _, kind := range TopicKinds {
+		topics[s.Topic(kind)] = &pubsub.TopicScoreParams{
+			TopicWeight:                     1,
+			TimeInMeshWeight:                0.01,
+			TimeInMeshQuantum:               time.Second,
+			TimeInMeshCap:                   300,
+			FirstMessageDeliveriesWeight:    1,
+			FirstMessageDeliveriesDecay:     pubsub.ScoreParameterDecay(10 * time.Minute),
+			FirstMessageDeliveriesCap:       100,
+			InvalidMessageDeliveriesWeight:  -100,
+			InvalidMessageDeliveriesDecay:   pubsub.ScoreParameterDecay(time.Hour),
+			MeshMessageDeliveriesWeight:     0,
+			MeshFailurePenaltyWeight:        0,
+			MeshMessageDeliveriesDecay:      0,
+			MeshMessageDeliveriesCap:        0,
+			MeshMessageDeliveriesThreshold:  0,
+			MeshMessageDeliveriesWindow:     0,
+			MeshMessageDeliveriesActivation: 0,
+			MeshFailurePenaltyDecay:         0,
+			SkipAtomicValidation:            true,
+		}
+	}
+	_, loop4, _ := net.ParseCIDR("127.0.0.0/8")
+	_, loop6, _ := net.ParseCIDR("::1/128")
+	return &pubsub.PeerScoreParams{
+		Topics:                      topics,
+		TopicScoreCap:               100,
+		AppSpecificScore:            func(peer.ID) float64 { return 0 },
+		AppSpecificWeight:           1,
+		IPColocationFactorWeight:    -10,
+		IPColocationFactorThreshold: 4,
+		IPColocationFactorWhitelist: []*net.IPNet{loop4, loop6},
+		BehaviourPenaltyWeight:      -10,
+		BehaviourPenaltyThreshold:   6,
+		BehaviourPenaltyDecay:       pubsub.ScoreParameterDecay(10 * time.Minute),
+		DecayInterval:               time.Second,
+		DecayToZero:                 0.01,
+		RetainScore:                 10 * time.Minute,
+	}
+}

@@ -1,0 +1,69 @@
+package p2p
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+
+	"github.com/libp2p/go-libp2p/core/pnet"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// PublicSwarm is the name of the open, keyless swarm.
+const PublicSwarm = "public"
+
+// Topic kinds gossiped in every swarm.
+const (
+	TopicOffers   = "offers"
+	TopicBids     = "bids"
+	TopicEvidence = "evidence"
+)
+
+// TopicKinds lists the gossip topics every node joins, in a fixed order.
+var TopicKinds = []string{TopicOffers, TopicBids, TopicEvidence}
+
+var swarmNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// ValidateSwarmName reports whether name may name a swarm: 1 to 63
+// characters of lower-case letters, digits and '-', starting with a letter
+// or digit.
+func ValidateSwarmName(name string) error {
+	if !swarmNameRE.MatchString(name) {
+		return fmt.Errorf("%w %q: use 1-63 lower-case letters, digits and '-', starting with a letter or digit", ErrSwarmName, name)
+	}
+	return nil
+}
+
+// Swarm names one idlegrid swarm: its name and, for a private swarm, its
+// pre-shared key. Every protocol and topic name a node uses derives from it,
+// so two swarms never share a DHT or a topic.
+type Swarm struct {
+	Name string
+	PSK  pnet.PSK
+}
+
+// Private reports whether the swarm is guarded by a pre-shared key.
+func (s Swarm) Private() bool { return len(s.PSK) > 0 }
+
+// ID is the swarm's identifier in protocol and topic names: its name for the
+// public swarm, and its name plus the first 8 hex digits of the key's SHA-256
+// for a private one, so that two private swarms that happen to share a name
+// still get their own DHT and topics.
+func (s Swarm) ID() string {
+	if !s.Private() {
+		return s.Name
+	}
+	sum := sha256.Sum256(s.PSK)
+	return s.Name + "-" + hex.EncodeToString(sum[:4])
+}
+
+// DHTPrefix is the kad-dht protocol prefix: /idlegrid/<id>.
+func (s Swarm) DHTPrefix() protocol.ID { return protocol.ID("/idlegrid/" + s.ID()) }
+
+// Topic returns the gossip topic of one kind: /idlegrid/<id>/<kind>/1.
+func (s Swarm) Topic(kind string) string { return "/idlegrid/" + s.ID() + "/" + kind + "/1" }
+
+// Rendezvous is the namespace peers advertise under and look up to find
+// each other through the DHT.
+func (s Swarm) Rendezvous() string { return "/idlegrid/" + s.ID() + "/rendezvous" }
