@@ -2,20 +2,33 @@ package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // testRepo creates a repository on loopback with free ports; edit adjusts
 // the config before it is written.
 func testRepo(t testing.TB, name string, edit func(*Config)) *Repo {
 	t.Helper()
+	return testRepoWith(t, name, InitOptions{Profile: ProfileProvider}, edit)
+}
+
+func testRepoWith(t testing.TB, name string, o InitOptions, edit func(*Config)) *Repo {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
-	r, err := Init(dir, InitOptions{Profile: ProfileProvider, ListenPort: 0, APIPort: 0})
+	o.ListenPort, o.APIPort = 0, 0
+	r, err := Init(dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +36,8 @@ func testRepo(t testing.TB, name string, edit func(*Config)) *Repo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Network.Listen = ListenAddrs("127.0.0.1", 0, true)
+	cfg.Network.Listen = ListenAddrs("127.0.0.1", 0, cfg.Swarm.KeyFile == "")
+	cfg.Network.DialTimeout = Duration(3 * time.Second)
 	cfg.Log.Subsystems["libp2p"] = "error"
 	if edit != nil {
 		edit(&cfg)
@@ -34,17 +48,29 @@ func testRepo(t testing.TB, name string, edit func(*Config)) *Repo {
 	return r
 }
 
-// startNode starts a node from r and closes it when the test ends.
-func startNode(t testing.TB, r *Repo) *Node {
+func newNode(t testing.TB, r *Repo, o Options) *Node {
 	t.Helper()
 	cfg, err := r.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(r, cfg, Options{Version: "test"})
+	o.Version = "test"
+	if o.Logger == nil {
+		quiet := cfg.Log
+		quiet.Level = "warn"
+		o.Logger = slog.New(NewLogHandler(os.Stderr, quiet))
+	}
+	n, err := New(r, cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return n
+}
+
+// startNode starts a node from r and closes it when the test ends.
+func startNode(t testing.TB, r *Repo, o Options) *Node {
+	t.Helper()
+	n := newNode(t, r, o)
 	if err := n.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -64,16 +90,12 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 	}
 }
 
-func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
-	boot := startNode(t, testRepo(t, "boot", nil))
-	bootAddr := boot.Addrs()[0]
-	var nodes []*Node
-	for i := range 5 {
-		r := testRepo(t, "n"+string(rune('a'+i)), func(c *Config) { c.Network.Bootstrap = []string{bootAddr} })
-		nodes = append(nodes, startNode(t, r))
-	}
-	all := append([]*Node{boot}, nodes...)
-	waitFor(t, 30*time.Second, "every node connected to every other", func() bool {
+func bootstrapFrom(b *Node) func(*Config) {
+	return func(c *Config) { c.Network.Bootstrap = b.Addrs()[:1] }
+}
+
+func connectedToAll(all []*Node) func() bool {
+	return func() bool {
 		for _, a := range all {
 			for _, b := range all {
 				if a != b && len(a.Host().Network().ConnsToPeer(b.Host().ID())) == 0 {
@@ -82,8 +104,11 @@ func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
 			}
 		}
 		return true
-	})
-	waitFor(t, 30*time.Second, "every node in a mesh on every topic", func() bool {
+	}
+}
+
+func meshOnEveryTopic(all []*Node) func() bool {
+	return func() bool {
 		for _, a := range all {
 			for _, kind := range p2p.TopicKinds {
 				if len(a.Gossip().Mesh(kind)) == 0 {
@@ -92,10 +117,203 @@ func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
 			}
 		}
 		return true
-	})
-	st := nodes[4].Status()
-	if st.Peers != 5 {
-		t.Errorf("status peers = %d, want 5", st.Peers)
 	}
-	_ = peer.ID("")
+}
+
+func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	all := []*Node{boot}
+	for i := range 5 {
+		all = append(all, startNode(t, testRepo(t, fmt.Sprint("n", i), bootstrapFrom(boot)), Options{}))
+	}
+	waitFor(t, 30*time.Second, "every node connected to every other", connectedToAll(all))
+	waitFor(t, 30*time.Second, "every node in a mesh on every topic", meshOnEveryTopic(all))
+
+	// Rendezvous: every node finds every other under the swarm's namespace.
+	for _, n := range all {
+		waitFor(t, 30*time.Second, "rendezvous lookup returns every other node", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			found, err := n.Discovery().FindSwarmPeers(ctx)
+			if err != nil {
+				return false
+			}
+			seen := map[peer.ID]bool{}
+			for _, ai := range found {
+				seen[ai.ID] = true
+			}
+			for _, m := range all {
+				if m != n && !seen[m.Host().ID()] {
+					return false
+				}
+			}
+			return true
+		})
+	}
+
+	// A message from the last node reaches every other node's subscription.
+	if err := all[5].Publish(context.Background(), p2p.TopicOffers, []byte("hello swarm")); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range all[:5] {
+		waitFor(t, 10*time.Second, fmt.Sprintf("node %d receives the offer", i), func() bool {
+			return testutil.ToFloat64(n.metrics.gossipReceived.WithLabelValues(p2p.TopicOffers)) == 1
+		})
+	}
+	if st := all[5].Status(); st.Peers != 5 || st.RoutingTable == 0 {
+		t.Errorf("status: peers %d, routing table %d", st.Peers, st.RoutingTable)
+	}
+}
+
+func TestLightClientFindsTheSwarm(t *testing.T) {
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	a := startNode(t, testRepo(t, "a", bootstrapFrom(boot)), Options{})
+	b := startNode(t, testRepo(t, "b", bootstrapFrom(boot)), Options{})
+	light := startNode(t, testRepoWith(t, "light", InitOptions{Profile: ProfileRenter}, bootstrapFrom(boot)), Options{Light: true})
+	if light.Mode() != DHTClient || light.Status().Mode != DHTClient {
+		t.Fatalf("light node runs in %s mode", light.Mode())
+	}
+	waitFor(t, 30*time.Second, "light client connected to every provider", connectedToAll([]*Node{light, boot, a, b}))
+	waitFor(t, 30*time.Second, "light client in the offers mesh", func() bool { return len(light.Gossip().Mesh(p2p.TopicOffers)) > 0 })
+}
+
+func TestPrivateSwarmNodes(t *testing.T) {
+	key, _ := p2p.GenerateSwarmKey()
+	var buf strings.Builder
+	p2p.EncodeSwarmKey(&buf, key)
+	priv := InitOptions{Profile: ProfileProvider, Swarm: "lab", SwarmKey: []byte(buf.String())}
+	boot := startNode(t, testRepoWith(t, "boot", priv, nil), Options{})
+	a := startNode(t, testRepoWith(t, "a", priv, bootstrapFrom(boot)), Options{})
+	b := startNode(t, testRepoWith(t, "b", priv, bootstrapFrom(boot)), Options{})
+	all := []*Node{boot, a, b}
+	waitFor(t, 30*time.Second, "private nodes connected", connectedToAll(all))
+	waitFor(t, 30*time.Second, "private nodes meshed", meshOnEveryTopic(all))
+	if topic := a.Swarm().Topic(p2p.TopicOffers); !strings.HasPrefix(topic, "/idlegrid/lab-") {
+		t.Errorf("private offers topic %s", topic)
+	}
+
+	// A keyless node that knows the private bootstrap peer gets nowhere.
+	outsider := newNode(t, testRepo(t, "outsider", bootstrapFrom(boot)), Options{})
+	err := outsider.Start(context.Background())
+	if !errors.Is(err, p2p.ErrNoBootstrap) {
+		outsider.Close()
+		t.Fatalf("keyless node start: %v, want ErrNoBootstrap", err)
+	}
+	for _, n := range all {
+		if len(n.Host().Network().Peers()) != 2 {
+			t.Errorf("private node sees %d peers, want 2", len(n.Host().Network().Peers()))
+		}
+	}
+
+	// With an allow-list, a key holder that is not listed is refused.
+	guardedRepo := testRepoWith(t, "guarded", priv, func(c *Config) {
+		c.Swarm.AllowList = []string{a.Host().ID().String()}
+	})
+	guarded := startNode(t, guardedRepo, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	guardAddr := peer.AddrInfo{ID: guarded.Host().ID(), Addrs: guarded.Host().Addrs()}
+	if err := a.Host().Connect(ctx, guardAddr); err != nil {
+		t.Fatalf("listed peer refused: %v", err)
+	}
+	b.Host().Connect(ctx, guardAddr)
+	waitFor(t, 10*time.Second, "unlisted peer dropped", func() bool {
+		return len(guarded.Host().Network().ConnsToPeer(b.Host().ID())) == 0 &&
+			len(b.Host().Network().ConnsToPeer(guarded.Host().ID())) == 0
+	})
+	if len(guarded.Host().Network().ConnsToPeer(a.Host().ID())) == 0 {
+		t.Error("listed peer not connected")
+	}
+}
+
+// repoFiles snapshots every regular file's content under dir except the
+// lock file, to prove a failed start changed nothing.
+func repoFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() == LockFile || strings.Contains(p, DatastoreDir) {
+			return nil
+		}
+		b, _ := os.ReadFile(p)
+		out[p] = string(b)
+		return nil
+	})
+	return out
+}
+
+func TestStartFailsClearlyAndChangesNothing(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busyPort := busy.Addr().(*net.TCPAddr).Port
+	deadPeer := "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp"
+
+	cases := []struct {
+		name string
+		edit func(*Config)
+		want error
+		text string
+	}{
+		{"unreachable bootstrap", func(c *Config) { c.Network.Bootstrap = []string{deadPeer} }, p2p.ErrNoBootstrap, "network.bootstrap"},
+		{"p2p port in use", func(c *Config) { c.Network.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", busyPort)} }, p2p.ErrListen, "network.listen"},
+		{"api port in use", func(c *Config) { c.API.Port = busyPort }, ErrAPIListen, "api.port"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := testRepo(t, "r", tc.edit)
+			before := repoFiles(t, r.Path)
+			n := newNode(t, r, Options{})
+			err := n.Start(context.Background())
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) {
+				n.Close()
+				t.Fatalf("Start: %v, want %v naming %s", err, tc.want, tc.text)
+			}
+			if after := repoFiles(t, r.Path); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Errorf("failed start changed the repository:\nbefore %v\nafter  %v", before, after)
+			}
+			unlock, err := r.Lock()
+			if err != nil {
+				t.Fatalf("failed start left the repository locked: %v", err)
+			}
+			unlock()
+		})
+	}
+
+	t.Run("repository locked", func(t *testing.T) {
+		r := testRepo(t, "r", nil)
+		startNode(t, r, Options{})
+		second := newNode(t, r, Options{})
+		if err := second.Start(context.Background()); !errors.Is(err, ErrRepoLocked) {
+			second.Close()
+			t.Fatalf("second node on one repository: %v, want ErrRepoLocked", err)
+		}
+	})
+}
+
+func TestCloseIsQuickAndReleasesEverything(t *testing.T) {
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	r := testRepo(t, "a", bootstrapFrom(boot))
+	n := newNode(t, r, Options{})
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "connected", connectedToAll([]*Node{boot, n}))
+	start := time.Now()
+	if err := n.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Close took %s, want under 5s", d)
+	}
+	if _, err := os.Stat(filepath.Join(r.Path, APIFile)); !os.IsNotExist(err) {
+		t.Error("api file left behind")
+	}
+	// The same repository starts again at once: lock, datastore and ports free.
+	again := startNode(t, r, Options{})
+	if again.Host().ID() != n.Host().ID() {
+		t.Error("restart changed the peer ID")
+	}
 }

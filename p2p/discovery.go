@@ -194,17 +194,33 @@ func (d *Discovery) rendezvousLoop(ctx context.Context) {
 	}
 }
 
+// FindSwarmPeers looks up the swarm's rendezvous namespace once and
+// returns up to MaxPeers advertised peers other than this one.
+func (d *Discovery) FindSwarmPeers(ctx context.Context) ([]peer.AddrInfo, error) {
+	found, err := d.rd.FindPeers(ctx, d.cfg.Swarm.Rendezvous(), discovery.Limit(d.cfg.MaxPeers))
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous lookup: %w", err)
+	}
+	var out []peer.AddrInfo
+	for ai := range found {
+		if ai.ID != d.h.ID() {
+			out = append(out, ai)
+		}
+	}
+	return out, nil
+}
+
 func (d *Discovery) findPeers(ctx context.Context, ns string) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.FindInterval)
 	defer cancel()
-	found, err := d.rd.FindPeers(ctx, ns, discovery.Limit(d.cfg.MaxPeers))
+	found, err := d.FindSwarmPeers(ctx)
 	if err != nil {
 		d.log.Debug("rendezvous lookup failed", "ns", ns, "err", err)
 		return
 	}
 	var wg sync.WaitGroup
-	for ai := range found {
-		if ai.ID == d.h.ID() || len(ai.Addrs) == 0 || d.h.Network().Connectedness(ai.ID) == network.Connected {
+	for _, ai := range found {
+		if len(ai.Addrs) == 0 || d.h.Network().Connectedness(ai.ID) == network.Connected {
 			continue
 		}
 		wg.Add(1)

@@ -1,0 +1,83 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/node/api"
+)
+
+func TestAPIServesStatusPeersAndMetrics(t *testing.T) {
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	r := testRepo(t, "a", func(c *Config) {
+		c.Network.Bootstrap = boot.Addrs()[:1]
+		c.Network.PingInterval = Duration(time.Second)
+	})
+	n := startNode(t, r, Options{ProcessMetrics: true})
+	if !strings.HasPrefix(n.APIAddr(), "http://127.0.0.1:") {
+		t.Fatalf("API at %s, want 127.0.0.1", n.APIAddr())
+	}
+	b, err := os.ReadFile(filepath.Join(r.Path, APIFile))
+	if err != nil || strings.TrimSpace(string(b)) != n.APIAddr() {
+		t.Fatalf("api file = %q, %v", b, err)
+	}
+	c := api.NewClient(n.APIAddr())
+	ctx := context.Background()
+
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PeerID != n.Host().ID().String() || st.Swarm != "public" || st.Mode != DHTServer || st.Version != "test" || len(st.Listen) == 0 {
+		t.Errorf("status = %+v", st)
+	}
+	if len(st.Topics) != 3 {
+		t.Errorf("status lists %d topics, want 3", len(st.Topics))
+	}
+
+	waitFor(t, 10*time.Second, "ping measured the bootstrap peer's RTT", func() bool {
+		peers, err := c.Peers(ctx)
+		return err == nil && len(peers) == 1 && peers[0].RTTMillis > 0
+	})
+	peers, _ := c.Peers(ctx)
+	p := peers[0]
+	if p.ID != boot.Host().ID().String() || len(p.Addrs) == 0 || p.Agent != "idlegrid/test" || len(p.Protocols) == 0 || p.ConnectedSince.IsZero() {
+		t.Errorf("peer = %+v", p)
+	}
+
+	resp, err := http.Get(n.APIAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{"idlegrid_connected_peers 1", "idlegrid_info{", "idlegrid_gossip_mesh_peers{", "libp2p_", "go_goroutines", "process_resident_memory_bytes"} {
+		if !strings.Contains(string(body), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+
+	resp, err = http.Get(n.APIAddr() + "/v1/nope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e api.Error
+	json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || e.Error == "" {
+		t.Errorf("unknown endpoint: %d %+v", resp.StatusCode, e)
+	}
+
+	n.Close()
+	if _, err := c.Status(ctx); !errors.Is(err, api.ErrNoDaemon) {
+		t.Errorf("status after close: %v, want ErrNoDaemon", err)
+	}
+}
