@@ -1,8 +1,8 @@
 package node
 
 import (
-	"fmt"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -181,4 +181,3 @@ func TestConfigSet(t *testing.T) {
 		}
 	}
 }
-
