@@ -141,11 +141,16 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.api = api.NewServer(n, n.metrics.reg, n.opts.Logger.With("subsystem", LogAPI))
 	n.api.Serve(apiLn)
 
-	if n.store, err = pebbleds.NewDatastore(n.repo.DatastorePath()); err != nil {
-		return fmt.Errorf("open datastore %s: %w", n.repo.DatastorePath(), err)
-	}
 	if err := n.startHost(); err != nil {
 		return err
+	}
+	// Reach the swarm before touching the datastore: a node that cannot
+	// join fails without writing a byte.
+	if err := p2p.ConnectPeers(ctx, n.host, n.bootstrap, time.Duration(n.cfg.Network.DialTimeout), n.log); err != nil {
+		return fmt.Errorf("%w; check network.bootstrap in %s and that those peers are running", err, n.repo.ConfigPath())
+	}
+	if n.store, err = pebbleds.NewDatastore(n.repo.DatastorePath()); err != nil {
+		return fmt.Errorf("open datastore %s: %w", n.repo.DatastorePath(), err)
 	}
 	ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := n.startDiscovery(ctx); err != nil {
@@ -217,9 +222,6 @@ func (n *Node) startDiscovery(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
-	}
-	if err := n.disc.ConnectBootstrap(ctx); err != nil {
-		return fmt.Errorf("%w; check network.bootstrap in %s and that those peers are running", err, n.repo.ConfigPath())
 	}
 	return n.disc.Start(ctx)
 }

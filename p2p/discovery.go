@@ -82,20 +82,28 @@ func NewDiscovery(h host.Host, cfg DiscoveryConfig) (*Discovery, error) {
 // DHT returns the underlying kad-dht.
 func (d *Discovery) DHT() *dht.IpfsDHT { return d.dht }
 
-// ConnectBootstrap dials every bootstrap peer at once and waits for all of
-// them. It fails with ErrNoBootstrap, naming each peer's error, only when
-// bootstrap peers are configured and none answered.
+// ConnectBootstrap dials the configured bootstrap peers; see ConnectPeers.
 func (d *Discovery) ConnectBootstrap(ctx context.Context) error {
-	if len(d.cfg.Bootstrap) == 0 {
+	return ConnectPeers(ctx, d.h, d.cfg.Bootstrap, d.cfg.DialTimeout, d.log)
+}
+
+// ConnectPeers dials every peer at once, each within timeout, and waits
+// for all of them. It fails with ErrNoBootstrap, naming each peer's error
+// on one line, only when peers is non-empty and none answered; it logs the
+// ones that failed when others answered.
+func ConnectPeers(ctx context.Context, h host.Host, peers []peer.AddrInfo, timeout time.Duration, log *slog.Logger) error {
+	if len(peers) == 0 {
 		return nil
 	}
-	errs := make([]error, len(d.cfg.Bootstrap))
+	errs := make([]error, len(peers))
 	var wg sync.WaitGroup
-	for i, ai := range d.cfg.Bootstrap {
+	for i, ai := range peers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = d.connect(ctx, ai)
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			errs[i] = h.Connect(ctx, ai)
 		}()
 	}
 	wg.Wait()
@@ -104,13 +112,13 @@ func (d *Discovery) ConnectBootstrap(ctx context.Context) error {
 		if err == nil {
 			continue
 		}
-		failed = append(failed, fmt.Sprintf("%s: %v", d.cfg.Bootstrap[i].ID, oneLine(err)))
+		failed = append(failed, fmt.Sprintf("%s: %v", peers[i].ID, oneLine(err)))
 	}
-	if len(failed) == len(d.cfg.Bootstrap) {
+	if len(failed) == len(peers) {
 		return fmt.Errorf("%w (%s)", ErrNoBootstrap, strings.Join(failed, "; "))
 	}
 	for _, f := range failed {
-		d.log.Warn("bootstrap peer unreachable", "err", f)
+		log.Warn("bootstrap peer unreachable", "err", f)
 	}
 	return nil
 }

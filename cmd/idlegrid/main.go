@@ -1,5 +1,3 @@
-// Command idlegrid is the peer daemon, light client and tools of the
-// idlegrid GPU market. main is one line so that run is testable.
 package main
 
 import (

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/p2p"
+)
+
+// result is one run of the CLI.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// lastLine is the line a failed command ends with.
+func (r result) lastLine() string {
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	return lines[len(lines)-1]
+}
+
+func runCLI(t *testing.T, args ...string) result {
+	t.Helper()
+	return runCLICtx(t, context.Background(), args...)
+}
+
+func runCLICtx(t *testing.T, ctx context.Context, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := map[string]string{"HOME": t.TempDir()}
+	code := run(ctx, args, func(k string) string { return env[k] }, &out, &errb)
+	return result{code, out.String(), errb.String()}
+}
+
+// newRepo runs `idlegrid init` on free loopback ports and returns the path.
+func newRepo(t *testing.T, extra ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "repo")
+	args := append([]string{"init", "--repo", dir, "--listen-port", "0", "--api-port", "0"}, extra...)
+	if r := runCLI(t, args...); r.code != 0 {
+		t.Fatalf("init: %d %s", r.code, r.stderr)
+	}
+	setConfig(t, dir, "network.listen", `["/ip4/127.0.0.1/tcp/0"]`)
+	return dir
+}
+
+func setConfig(t *testing.T, dir, key, value string) {
+	t.Helper()
+	if r := runCLI(t, "config", "set", "--repo", dir, key, value); r.code != 0 {
+		t.Fatalf("config set %s %s: %d %s", key, value, r.code, r.stderr)
+	}
+}
+
+// snapshot reads every file of the repository but the lock, so a test can
+// prove a failed command changed nothing.
+func snapshot(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() == node.LockFile {
+			return nil
+		}
+		data, _ := os.ReadFile(p)
+		fmt.Fprintf(&b, "%s %x\n", p, data)
+		return nil
+	})
+	return b.String()
+}
+
+func TestInitAndConfig(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "repo")
+	r := runCLI(t, "init", "--repo", dir, "--profile", "renter")
+	if r.code != 0 || !strings.Contains(r.stdout, "peer ID: 12D3KooW") {
+		t.Fatalf("init: %+v", r)
+	}
+	if r := runCLI(t, "init", "--repo", dir); r.code != 1 || !strings.Contains(r.lastLine(), "--force") {
+		t.Errorf("second init: %+v", r)
+	}
+	if r := runCLI(t, "config", "get", "--repo", dir, "dht.mode"); r.code != 0 || r.stdout != "client\n" {
+		t.Errorf("config get dht.mode: %+v", r)
+	}
+	if r := runCLI(t, "config", "set", "--repo", dir, "log.level", "debug"); r.code != 0 {
+		t.Errorf("config set: %+v", r)
+	}
+	if r := runCLI(t, "config", "get", "--repo", dir, "--json", "network.listen"); r.code != 0 || !strings.Contains(r.stdout, `"/ip4/0.0.0.0/tcp/0"`) {
+		t.Errorf("config get --json: %+v", r)
+	}
+	if r := runCLI(t, "config", "show", "--repo", dir); r.code != 0 || !strings.Contains(r.stdout, "level = 'debug'") {
+		t.Errorf("config show: %+v", r)
+	}
+	if r := runCLI(t, "id", "--repo", dir); r.code != 0 || !strings.HasPrefix(r.stdout, "12D3KooW") || !strings.Contains(r.stderr, "no daemon is running") {
+		t.Errorf("id without daemon: %+v", r)
+	}
+	for _, cmd := range []string{"status", "peers"} {
+		r := runCLI(t, cmd, "--repo", dir)
+		if r.code != 1 || !strings.Contains(r.lastLine(), "no daemon is running") || !strings.Contains(r.lastLine(), "idlegrid daemon --repo") {
+			t.Errorf("%s without daemon: %+v", cmd, r)
+		}
+	}
+}
+
+func TestSwarmKeygenWritesAKeyInitAccepts(t *testing.T) {
+	r := runCLI(t, "swarm", "keygen")
+	if r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	if _, err := p2p.ParseSwarmKey(strings.NewReader(r.stdout)); err != nil {
+		t.Fatalf("keygen output does not parse: %v\n%s", err, r.stdout)
+	}
+	keyFile := filepath.Join(t.TempDir(), "swarm.key")
+	os.WriteFile(keyFile, []byte(r.stdout), 0o600)
+	dir := filepath.Join(t.TempDir(), "repo")
+	if r := runCLI(t, "init", "--repo", dir, "--swarm", "lab", "--swarm-key", keyFile); r.code != 0 {
+		t.Fatalf("init with key: %+v", r)
+	}
+	if r := runCLI(t, "config", "get", "--repo", dir, "swarm.key_file"); r.stdout != "swarm.key\n" {
+		t.Errorf("key_file = %q", r.stdout)
+	}
+}
+
+func TestBadInputGetsOneClearLineAndChangesNothing(t *testing.T) {
+	badKey := filepath.Join(t.TempDir(), "bad.key")
+	os.WriteFile(badKey, []byte("/key/swarm/psk/1.0.0/\n/base16/\nxyz\n"), 0o600)
+
+	// Command-line mistakes: exit 2.
+	usage := [][]string{
+		{"init", "--profile", "miner"},
+		{"init", "--bogus"},
+		{"init", "--swarm", "Not A Name"},
+		{"init", "--bootstrap", "/ip4/1.2.3.4/tcp/1"},
+		{"config", "set", "only-a-key"},
+		{"devstack", "--nodes", "0"},
+		{"nosuchcommand"},
+	}
+	for _, args := range usage {
+		dir := filepath.Join(t.TempDir(), "repo")
+		r := runCLI(t, append(args, "--repo", dir)...)
+		if r.code != 2 || !strings.HasPrefix(r.lastLine(), "idlegrid: ") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line", args, r.code, r.stderr)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%v created %s", args, dir)
+		}
+	}
+
+	// A bad swarm key: exit 1, nothing created.
+	dir := filepath.Join(t.TempDir(), "repo")
+	r := runCLI(t, "init", "--repo", dir, "--swarm", "lab", "--swarm-key", badKey)
+	if r.code != 1 || !strings.Contains(r.lastLine(), "invalid swarm key") || !strings.Contains(r.lastLine(), "3 characters, want 64 hex digits") {
+		t.Errorf("bad swarm key: %+v", r)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Error("init with a bad key created the repository")
+	}
+
+	// Bad config values through `config set`: exit 1, config unchanged.
+	dir = newRepo(t)
+	before := snapshot(t, dir)
+	for _, kv := range [][2]string{
+		{"network.conn_low", "0"},
+		{"network.conn_low", "many"},
+		{"network.nope", "1"},
+		{"network.bootstrap", `["/ip4/1.2.3.4/tcp/1"]`},
+		{"swarm.allow_list", `["nobody"]`},
+	} {
+		r := runCLI(t, "config", "set", "--repo", dir, kv[0], kv[1])
+		if r.code != 1 || !strings.Contains(r.lastLine(), strings.Split(kv[0], ".")[0]) {
+			t.Errorf("config set %s %s: %+v", kv[0], kv[1], r)
+		}
+	}
+	if snapshot(t, dir) != before {
+		t.Error("a refused config set changed the repository")
+	}
+
+	// A config edited by hand into something wrong: the daemon refuses to
+	// start, naming the problem, and changes nothing.
+	cfgPath := filepath.Join(dir, node.ConfigFile)
+	good, _ := os.ReadFile(cfgPath)
+	for _, tc := range []struct{ edit, want string }{
+		{"\n[extra]\nkey = 1\n", `unknown key "extra`},
+		{strings.Replace(string(good), "conn_low = 100", "conn_low = 'lots'", 1), "network.conn_low: want an integer"},
+		{strings.Replace(string(good), "max_peers = 64", "max_peers = 0", 1), "dht.max_peers = 0: want 1 to 10000"},
+	} {
+		doc := tc.edit
+		if strings.HasPrefix(doc, "\n") {
+			doc = string(good) + doc
+		}
+		os.WriteFile(cfgPath, []byte(doc), 0o644)
+		before := snapshot(t, dir)
+		r := runCLI(t, "daemon", "--repo", dir)
+		if r.code != 1 || !strings.Contains(r.lastLine(), tc.want) || !strings.Contains(r.lastLine(), cfgPath) {
+			t.Errorf("daemon with bad config: exit %d, last line %q, want %q", r.code, r.lastLine(), tc.want)
+		}
+		if snapshot(t, dir) != before {
+			t.Error("daemon with a bad config changed the repository")
+		}
+	}
+	os.WriteFile(cfgPath, good, 0o644)
+}
+
+func TestDaemonStartFailures(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	port := fmt.Sprint(busy.Addr().(*net.TCPAddr).Port)
+	for _, tc := range []struct {
+		key, value, want string
+	}{
+		{"network.bootstrap", `["/ip4/127.0.0.1/tcp/1/p2p/12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp"]`, "no bootstrap peer reachable"},
+		{"network.listen", `["/ip4/127.0.0.1/tcp/` + port + `"]`, "cannot listen on /ip4/127.0.0.1/tcp/" + port},
+		{"api.port", port, "api.port " + port},
+	} {
+		dir := newRepo(t)
+		setConfig(t, dir, "network.dial_timeout", "2s")
+		setConfig(t, dir, tc.key, tc.value)
+		before := snapshot(t, dir)
+		r := runCLI(t, "daemon", "--repo", dir)
+		if r.code != 1 || !strings.Contains(r.lastLine(), tc.want) {
+			t.Errorf("%s: exit %d, last line %q, want %q", tc.key, r.code, r.lastLine(), tc.want)
+		}
+		if snapshot(t, dir) != before {
+			t.Errorf("%s: failed daemon changed the repository", tc.key)
+		}
+	}
+}
+
+func TestDaemonOnALockedRepository(t *testing.T) {
+	dir := newRepo(t)
+	repo, _ := node.Open(dir)
+	unlock, err := repo.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	r := runCLI(t, "daemon", "--repo", dir)
+	if r.code != 1 || !strings.Contains(r.lastLine(), "held by a running daemon (pid") {
+		t.Errorf("daemon on a locked repo: %+v", r)
+	}
+}
+
+func TestDevstackRunsAndCleansUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := runCLICtx(t, ctx, "devstack", "--nodes", "3", "--duration", "4s")
+	if r.code != 0 {
+		t.Fatalf("devstack: %+v", r)
+	}
+	if !strings.Contains(r.stdout, "3 of 3 nodes see every other node") {
+		t.Errorf("devstack never showed a full swarm:\n%s", r.stdout)
+	}
+	var dir string
+	fmt.Sscanf(r.stdout[strings.Index(r.stdout, " in ")+4:], "%s", &dir)
+	dir = strings.TrimSuffix(dir, ",")
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("devstack left %s behind", dir)
+	}
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/node/api"
+)
+
+// buildBinary compiles cmd/idlegrid once for the process tests.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "idlegrid")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// cli runs the binary to completion and returns stdout.
+func cli(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("idlegrid %v: %v\n%s", args, err, errb.String())
+	}
+	return out.String()
+}
+
+// daemon is a running `idlegrid daemon` child process.
+type daemon struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+func startDaemon(t *testing.T, bin, repo string) *daemon {
+	t.Helper()
+	d := &daemon{cmd: exec.Command(bin, "daemon", "--repo", repo, "--log-format", "json"), stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		d.cmd.Process.Kill()
+		<-d.done
+	})
+	return d
+}
+
+// waitJSON runs a CLI command until its JSON answer satisfies ok.
+func waitJSON[T any](t *testing.T, within time.Duration, what, bin string, ok func(T) bool, args ...string) T {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var v T
+		out, err := exec.Command(bin, args...).Output()
+		if err == nil && json.Unmarshal(out, &v) == nil && ok(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s (last answer %s)", within, what, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (d *daemon) stop(t *testing.T) {
+	t.Helper()
+	start := time.Now()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		d.done <- err
+		if err != nil {
+			t.Errorf("daemon exited with %v after SIGTERM\n%s", err, d.stderr)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("daemon took %s to stop, want under 5s", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("daemon still running 10s after SIGTERM\n%s", d.stderr)
+	}
+}
+
+func TestTwoDaemonProcessesPeer(t *testing.T) {
+	bin := buildBinary(t)
+	dirA := filepath.Join(t.TempDir(), "a")
+	dirB := filepath.Join(t.TempDir(), "b")
+	cli(t, bin, "init", "--repo", dirA, "--listen-port", "0", "--api-port", "0")
+	cli(t, bin, "config", "set", "--repo", dirA, "network.listen", `["/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"]`)
+	a := startDaemon(t, bin, dirA)
+
+	type idOut struct {
+		PeerID string   `json:"peer_id"`
+		Addrs  []string `json:"addrs"`
+		Daemon bool     `json:"daemon"`
+	}
+	idA := waitJSON(t, 30*time.Second, "daemon A answers id", bin, func(v idOut) bool { return v.Daemon && len(v.Addrs) > 0 }, "id", "--json", "--repo", dirA)
+
+	cli(t, bin, "init", "--repo", dirB, "--listen-port", "0", "--api-port", "0", "--bootstrap", idA.Addrs[0])
+	cli(t, bin, "config", "set", "--repo", dirB, "network.listen", `["/ip4/127.0.0.1/tcp/0"]`)
+	b := startDaemon(t, bin, dirB)
+	idB := waitJSON(t, 30*time.Second, "daemon B answers id", bin, func(v idOut) bool { return v.Daemon }, "id", "--json", "--repo", dirB)
+
+	hasPeer := func(id string) func([]api.Peer) bool {
+		return func(ps []api.Peer) bool {
+			for _, p := range ps {
+				if p.ID == id {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	waitJSON(t, 30*time.Second, "A lists B as a peer", bin, hasPeer(idB.PeerID), "peers", "--json", "--repo", dirA)
+	waitJSON(t, 30*time.Second, "B lists A as a peer", bin, hasPeer(idA.PeerID), "peers", "--json", "--repo", dirB)
+	st := waitJSON(t, 30*time.Second, "B joins A in the offers mesh", bin, func(s api.Status) bool {
+		return s.Topics["/idlegrid/public/offers/1"].Mesh == 1
+	}, "status", "--json", "--repo", dirB)
+	if st.Peers != 1 || st.Swarm != "public" || st.Mode != "server" {
+		t.Errorf("B's status: %+v", st)
+	}
+
+	b.stop(t)
+	a.stop(t)
+	for _, dir := range []string{dirA, dirB} {
+		if _, err := os.Stat(filepath.Join(dir, "api")); !os.IsNotExist(err) {
+			t.Errorf("%s: api file left after shutdown", dir)
+		}
+	}
+	if !strings.Contains(a.stderr.String(), `"msg":"node stopped"`) {
+		t.Errorf("A's JSON log does not record a clean stop:\n%s", a.stderr)
+	}
+}
