@@ -118,8 +118,9 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// tree renders the config as nested maps keyed by the TOML names.
-func (c Config) tree() (map[string]any, error) {
+// Tree renders the config as nested maps keyed by the TOML names, the
+// shape `config show --json` prints.
+func (c Config) Tree() (map[string]any, error) {
 	data, err := toml.Marshal(c)
 	if err != nil {
 		return nil, err
@@ -133,7 +134,7 @@ func (c Config) tree() (map[string]any, error) {
 
 // Keys lists every settable key in dotted form, sorted.
 func (c Config) Keys() []string {
-	m, err := c.tree()
+	m, err := c.Tree()
 	if err != nil {
 		return nil
 	}
@@ -155,7 +156,7 @@ func (c Config) Keys() []string {
 
 // Get returns the value at a dotted key such as "network.conn_low".
 func (c Config) Get(key string) (any, error) {
-	m, err := c.tree()
+	m, err := c.Tree()
 	if err != nil {
 		return nil, err
 	}

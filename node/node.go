@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
@@ -149,7 +150,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := p2p.ConnectPeers(ctx, n.host, n.bootstrap, time.Duration(n.cfg.Network.DialTimeout), n.log); err != nil {
 		return fmt.Errorf("%w; check network.bootstrap in %s and that those peers are running", err, n.repo.ConfigPath())
 	}
-	if n.store, err = pebbleds.NewDatastore(n.repo.DatastorePath()); err != nil {
+	// Every write is fsynced: what the node stored survives a crash.
+	if n.store, err = pebbleds.NewDatastore(n.repo.DatastorePath(), pebbleds.WithPebbleWriteOptions(pebble.Sync)); err != nil {
 		return fmt.Errorf("open datastore %s: %w", n.repo.DatastorePath(), err)
 	}
 	ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))

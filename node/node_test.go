@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/p2p"
+	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -301,6 +302,10 @@ func TestCloseIsQuickAndReleasesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "connected", connectedToAll([]*Node{boot, n}))
+	key := ds.NewKey("/test/kept")
+	if err := n.store.Put(context.Background(), key, []byte("across restarts")); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	if err := n.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -315,5 +320,8 @@ func TestCloseIsQuickAndReleasesEverything(t *testing.T) {
 	again := startNode(t, r, Options{})
 	if again.Host().ID() != n.Host().ID() {
 		t.Error("restart changed the peer ID")
+	}
+	if v, err := again.store.Get(context.Background(), key); err != nil || string(v) != "across restarts" {
+		t.Errorf("datastore after restart: %q, %v", v, err)
 	}
 }

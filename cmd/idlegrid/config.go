@@ -26,7 +26,11 @@ func newConfigCmd(e *env) *cobra.Command {
 				return err
 			}
 			if e.asJSON {
-				return e.printJSON(cfg)
+				tree, err := cfg.Tree()
+				if err != nil {
+					return err
+				}
+				return e.printJSON(tree)
 			}
 			data, err := cfg.Marshal()
 			if err != nil {

@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -124,8 +126,8 @@ func newStatusCmd(e *env) *cobra.Command {
 			for _, a := range st.Observed {
 				fmt.Fprintf(w, "observed\t%s\n", a)
 			}
-			for t, ts := range st.Topics {
-				fmt.Fprintf(w, "topic\t%s: %d peers, %d in mesh\n", t, ts.Peers, ts.Mesh)
+			for _, t := range slices.Sorted(maps.Keys(st.Topics)) {
+				fmt.Fprintf(w, "topic\t%s: %d peers, %d in mesh\n", t, st.Topics[t].Peers, st.Topics[t].Mesh)
 			}
 			return w.Flush()
 		},

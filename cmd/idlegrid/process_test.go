@@ -15,7 +15,7 @@ import (
 )
 
 // buildBinary compiles cmd/idlegrid once for the process tests.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "idlegrid")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
@@ -26,7 +26,7 @@ func buildBinary(t *testing.T) string {
 }
 
 // cli runs the binary to completion and returns stdout.
-func cli(t *testing.T, bin string, args ...string) string {
+func cli(t testing.TB, bin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	var out, errb bytes.Buffer
@@ -39,19 +39,24 @@ func cli(t *testing.T, bin string, args ...string) string {
 
 // daemon is a running `idlegrid daemon` child process.
 type daemon struct {
+	repo   string
 	cmd    *exec.Cmd
 	stderr *bytes.Buffer
-	done   chan error
+	done   chan struct{} // closed when the process has exited
+	err    error         // its exit status, once done is closed
 }
 
-func startDaemon(t *testing.T, bin, repo string) *daemon {
+func startDaemon(t testing.TB, bin, repo string) *daemon {
 	t.Helper()
-	d := &daemon{cmd: exec.Command(bin, "daemon", "--repo", repo, "--log-format", "json"), stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	d := &daemon{repo: repo, cmd: exec.Command(bin, "daemon", "--repo", repo, "--log-format", "json"), stderr: &bytes.Buffer{}, done: make(chan struct{})}
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { d.done <- d.cmd.Wait() }()
+	go func() {
+		d.err = d.cmd.Wait()
+		close(d.done)
+	}()
 	t.Cleanup(func() {
 		d.cmd.Process.Kill()
 		<-d.done
@@ -60,7 +65,7 @@ func startDaemon(t *testing.T, bin, repo string) *daemon {
 }
 
 // waitJSON runs a CLI command until its JSON answer satisfies ok.
-func waitJSON[T any](t *testing.T, within time.Duration, what, bin string, ok func(T) bool, args ...string) T {
+func waitJSON[T any](t testing.TB, within time.Duration, what, bin string, ok func(T) bool, args ...string) T {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -81,10 +86,9 @@ func (d *daemon) stop(t *testing.T) {
 	start := time.Now()
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-d.done:
-		d.done <- err
-		if err != nil {
-			t.Errorf("daemon exited with %v after SIGTERM\n%s", err, d.stderr)
+	case <-d.done:
+		if d.err != nil {
+			t.Errorf("daemon exited with %v after SIGTERM\n%s", d.err, d.stderr)
 		}
 		if took := time.Since(start); took > 5*time.Second {
 			t.Errorf("daemon took %s to stop, want under 5s", took)

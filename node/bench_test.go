@@ -1,0 +1,62 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// BenchmarkJoinSwarm20 measures how long a new node takes to see (hold a
+// connection to) every peer of a 20-node loopback swarm it knows only one
+// bootstrap peer of. Each iteration is one join of a fresh node; it reports
+// the median join time and, as the reference from the same run, the median
+// time of the node's first step, dialling its bootstrap peer.
+//
+//	go test ./node -run '^$' -bench JoinSwarm20 -benchtime 5x
+func BenchmarkJoinSwarm20(b *testing.B) {
+	boot := startNode(b, testRepo(b, "boot", nil), Options{})
+	swarm := []*Node{boot}
+	for i := range 19 {
+		swarm = append(swarm, startNode(b, testRepo(b, fmt.Sprint("n", i), bootstrapFrom(boot)), Options{}))
+	}
+	waitFor(b, time.Minute, "the 20-node swarm is fully connected", connectedToAll(swarm))
+
+	var joins, dials []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		r := testRepo(b, fmt.Sprint("new", i), bootstrapFrom(boot))
+		n := newNode(b, r, Options{})
+		b.StartTimer()
+		start := time.Now()
+		if err := n.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		dials = append(dials, time.Since(start)) // Start returns once the bootstrap peer answered
+		waitFor(b, time.Minute, "the new node sees all 20 peers", func() bool {
+			for _, m := range swarm {
+				if len(n.Host().Network().ConnsToPeer(m.Host().ID())) == 0 {
+					return false
+				}
+			}
+			return true
+		})
+		joins = append(joins, time.Since(start))
+		b.StopTimer()
+		n.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(ms(median(joins)), "ms/join-p50")
+	b.ReportMetric(ms(median(dials)), "ms/bootstrap-dial-p50")
+	b.ReportMetric(float64(median(joins))/float64(median(dials)), "join/dial")
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
