@@ -64,10 +64,11 @@ type Node struct {
 	apiAddr string
 	started time.Time
 
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	closeOnce sync.Once
-	closeErr  error
+	cancel      context.CancelFunc // stops discovery, gossip and ping
+	stopReaders context.CancelFunc // stops the topic readers (before the router)
+	wg          sync.WaitGroup     // the topic readers
+	closeOnce   sync.Once
+	closeErr    error
 }
 
 // New reads the identity and swarm keys and checks the config. It opens
@@ -241,13 +242,17 @@ func (n *Node) startGossip(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Readers get their own context: Close stops them and leaves the
+	// topics while the router still runs, then stops the router.
+	var readCtx context.Context
+	readCtx, n.stopReaders = context.WithCancel(ctx)
 	for _, kind := range p2p.TopicKinds {
 		sub, err := n.gossip.Topic(kind).Subscribe()
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", kind, err)
 		}
 		n.wg.Add(1)
-		go n.readTopic(ctx, kind, sub)
+		go n.readTopic(readCtx, kind, sub)
 	}
 	return nil
 }
@@ -292,12 +297,15 @@ func (n *Node) Close() error {
 		if n.pinger != nil {
 			n.pinger.Close()
 		}
-		if n.cancel != nil {
-			n.cancel()
+		if n.stopReaders != nil {
+			n.stopReaders()
 		}
 		n.wg.Wait()
 		if n.gossip != nil {
 			errs = append(errs, n.gossip.Close())
+		}
+		if n.cancel != nil {
+			n.cancel()
 		}
 		if n.disc != nil {
 			errs = append(errs, n.disc.Close())

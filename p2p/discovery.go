@@ -54,8 +54,38 @@ type Discovery struct {
 	wg     sync.WaitGroup
 }
 
-// NewDiscovery builds the DHT on h. It dials nothing: call Start.
+// Defaults of DiscoveryConfig's optional fields.
+const (
+	DefaultRebootstrapInterval = 5 * time.Minute
+	DefaultFindInterval        = time.Minute
+	DefaultMaxPeers            = 64
+	DefaultDialTimeout         = 15 * time.Second
+)
+
+// withDefaults fills each zero optional field with its default.
+func (c DiscoveryConfig) withDefaults() DiscoveryConfig {
+	if c.RebootstrapInterval <= 0 {
+		c.RebootstrapInterval = DefaultRebootstrapInterval
+	}
+	if c.FindInterval <= 0 {
+		c.FindInterval = DefaultFindInterval
+	}
+	if c.MaxPeers <= 0 {
+		c.MaxPeers = DefaultMaxPeers
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// NewDiscovery builds the DHT on h. It dials nothing: call Start. Zero
+// durations and counts in cfg take the Default… values.
 func NewDiscovery(h host.Host, cfg DiscoveryConfig) (*Discovery, error) {
+	cfg = cfg.withDefaults()
 	mode := dht.ModeClient
 	if cfg.Server {
 		mode = dht.ModeServer
@@ -72,11 +102,7 @@ func NewDiscovery(h host.Host, cfg DiscoveryConfig) (*Discovery, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dht: %w", err)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Discovery{h: h, cfg: cfg, log: log, dht: kad, rd: drouting.NewRoutingDiscovery(kad)}, nil
+	return &Discovery{h: h, cfg: cfg, log: cfg.Logger, dht: kad, rd: drouting.NewRoutingDiscovery(kad)}, nil
 }
 
 // DHT returns the underlying kad-dht.

@@ -3,9 +3,9 @@ package p2p
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -105,13 +105,17 @@ func (g *Gossip) SetValidator(kind string, v pubsub.ValidatorEx) error {
 	return g.ps.RegisterTopicValidator(g.cfg.Swarm.Topic(kind), safe, pubsub.WithValidatorTimeout(g.cfg.ValidatorTimeout))
 }
 
-// Close leaves the topics. The router itself stops with the context given
-// to NewGossip.
+// Close leaves the topics; cancel every subscription first, or a topic
+// refuses to close. The router itself stops with the context given to
+// NewGossip, which must still be live here.
 func (g *Gossip) Close() error {
-	for _, t := range g.topics {
-		t.Close()
+	var errs []error
+	for kind, t := range g.topics {
+		if err := t.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("leave %s: %w", kind, err))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func peerScoreThresholds() *pubsub.PeerScoreThresholds {
@@ -126,47 +130,41 @@ func peerScoreThresholds() *pubsub.PeerScoreThresholds {
 
 // peerScoreParams scores peers on time in the mesh, first deliveries and,
 // above all, invalid messages: a peer that relays forged offers is
-// graylisted after a handful. Loopback is exempt from the IP colocation
-// penalty so that many nodes on one machine (devstack, tests) can mesh.
+// graylisted after a handful.
+//
+// The IP colocation penalty is off. It counts every peer of one IPv4
+// address or IPv6 /64 against the rest, and the providers this market
+// serves often sit many to one address (a rack behind one NAT, a cloud
+// /64): with it on they would score negative and never be grafted. A
+// Sybil gains nothing from sharing an address here, since every payload is
+// signed by its issuer and checked by the topic validators.
 func peerScoreParams(s Swarm) *pubsub.PeerScoreParams {
 	topics := make(map[string]*pubsub.TopicScoreParams, len(TopicKinds))
 	for _, kind := range TopicKinds {
 		topics[s.Topic(kind)] = &pubsub.TopicScoreParams{
-			TopicWeight:                     1,
-			TimeInMeshWeight:                0.01,
-			TimeInMeshQuantum:               time.Second,
-			TimeInMeshCap:                   300,
-			FirstMessageDeliveriesWeight:    1,
-			FirstMessageDeliveriesDecay:     pubsub.ScoreParameterDecay(10 * time.Minute),
-			FirstMessageDeliveriesCap:       100,
-			InvalidMessageDeliveriesWeight:  -100,
-			InvalidMessageDeliveriesDecay:   pubsub.ScoreParameterDecay(time.Hour),
-			MeshMessageDeliveriesWeight:     0,
-			MeshFailurePenaltyWeight:        0,
-			MeshMessageDeliveriesDecay:      0,
-			MeshMessageDeliveriesCap:        0,
-			MeshMessageDeliveriesThreshold:  0,
-			MeshMessageDeliveriesWindow:     0,
-			MeshMessageDeliveriesActivation: 0,
-			MeshFailurePenaltyDecay:         0,
-			SkipAtomicValidation:            true,
+			TopicWeight:                    1,
+			TimeInMeshWeight:               0.01,
+			TimeInMeshQuantum:              time.Second,
+			TimeInMeshCap:                  300,
+			FirstMessageDeliveriesWeight:   1,
+			FirstMessageDeliveriesDecay:    pubsub.ScoreParameterDecay(10 * time.Minute),
+			FirstMessageDeliveriesCap:      100,
+			InvalidMessageDeliveriesWeight: -100,
+			InvalidMessageDeliveriesDecay:  pubsub.ScoreParameterDecay(time.Hour),
+			SkipAtomicValidation:           true,
 		}
 	}
-	_, loop4, _ := net.ParseCIDR("127.0.0.0/8")
-	_, loop6, _ := net.ParseCIDR("::1/128")
 	return &pubsub.PeerScoreParams{
-		Topics:                      topics,
-		TopicScoreCap:               100,
-		AppSpecificScore:            func(peer.ID) float64 { return 0 },
-		AppSpecificWeight:           1,
-		IPColocationFactorWeight:    -10,
-		IPColocationFactorThreshold: 4,
-		IPColocationFactorWhitelist: []*net.IPNet{loop4, loop6},
-		BehaviourPenaltyWeight:      -10,
-		BehaviourPenaltyThreshold:   6,
-		BehaviourPenaltyDecay:       pubsub.ScoreParameterDecay(10 * time.Minute),
-		DecayInterval:               time.Second,
-		DecayToZero:                 0.01,
-		RetainScore:                 10 * time.Minute,
+		Topics:                    topics,
+		TopicScoreCap:             100,
+		AppSpecificScore:          func(peer.ID) float64 { return 0 },
+		AppSpecificWeight:         1,
+		BehaviourPenaltyWeight:    -10,
+		BehaviourPenaltyThreshold: 6,
+		BehaviourPenaltyDecay:     pubsub.ScoreParameterDecay(10 * time.Minute),
+		DecayInterval:             time.Second,
+		DecayToZero:               0.01,
+		RetainScore:               10 * time.Minute,
+		SkipAtomicValidation:      true,
 	}
 }

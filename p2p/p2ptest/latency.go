@@ -1,0 +1,138 @@
+package p2ptest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MatrixFile is the shared PlanetLab RTT matrix (490 hosts), relative to the
+// repository root: shared/ sits beside the clone, in development and in CI.
+const MatrixFile = "../shared/data/latency/planetlab-490.tsv"
+
+// Matrix is a square matrix of round-trip times in milliseconds: Matrix[i][j]
+// is the RTT between hosts i and j, 0 on the diagonal.
+type Matrix [][]float64
+
+// RTT returns the round-trip time between hosts i and j.
+func (m Matrix) RTT(i, j int) time.Duration {
+	return time.Duration(math.Round(m[i][j] * float64(time.Millisecond)))
+}
+
+// LoadLatencyMatrix reads a tab-separated square matrix of RTTs in
+// milliseconds, one row a line, such as MatrixFile. An error wraps
+// ErrMatrix and names the 0-based row and column at fault.
+func LoadLatencyMatrix(path string) (Matrix, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("latency matrix: %w", err)
+	}
+	defer f.Close()
+	m, err := parseMatrix(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// LoadDefaultMatrix loads the shared PlanetLab matrix found by
+// DefaultMatrixPath.
+func LoadDefaultMatrix() (Matrix, error) {
+	path, err := DefaultMatrixPath()
+	if err != nil {
+		return nil, err
+	}
+	return LoadLatencyMatrix(path)
+}
+
+// DefaultMatrixPath finds MatrixFile beside the repository: it walks up from
+// the working directory and, at every directory that holds a go.mod, looks
+// for MatrixFile relative to it. It fails with ErrNoMatrix naming every
+// place it looked.
+func DefaultMatrixPath() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("%w: working directory: %v", ErrNoMatrix, err)
+	}
+	var tried []string
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			p := filepath.Join(dir, filepath.FromSlash(MatrixFile))
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+			tried = append(tried, p)
+		}
+		if filepath.Dir(dir) == dir {
+			break
+		}
+	}
+	if len(tried) == 0 {
+		return "", fmt.Errorf("%w: no go.mod in %s or above it, so no repository root to look beside", ErrNoMatrix, wd)
+	}
+	return "", fmt.Errorf("%w: not at %s (shared/ must sit beside the repository)", ErrNoMatrix, strings.Join(tried, " or "))
+}
+
+// parseMatrix reads the rows of a matrix and checks that it is square, that
+// every value is a finite, non-negative number and that the diagonal is 0.
+func parseMatrix(r io.Reader) (Matrix, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	var m Matrix
+	blank := -1 // the first blank line; only trailing blank lines are allowed
+	for line := 0; sc.Scan(); line++ {
+		text := strings.TrimRight(sc.Text(), "\r")
+		if strings.TrimSpace(text) == "" {
+			if blank < 0 {
+				blank = line
+			}
+			continue
+		}
+		if blank >= 0 {
+			return nil, fmt.Errorf("%w: line %d is blank", ErrMatrix, blank+1)
+		}
+		row, err := parseRow(len(m), text)
+		if err != nil {
+			return nil, err
+		}
+		if len(m) > 0 && len(row) != len(m[0]) {
+			return nil, fmt.Errorf("%w: not square: row %d has %d columns, row 0 has %d", ErrMatrix, len(m), len(row), len(m[0]))
+		}
+		m = append(m, row)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: read: %v", ErrMatrix, err)
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("%w: no rows", ErrMatrix)
+	}
+	if len(m) != len(m[0]) {
+		return nil, fmt.Errorf("%w: not square: %d rows of %d columns", ErrMatrix, len(m), len(m[0]))
+	}
+	return m, nil
+}
+
+// parseRow parses row i: tab-separated RTTs, 0 in column i.
+func parseRow(i int, text string) ([]float64, error) {
+	fields := strings.Split(text, "\t")
+	row := make([]float64, len(fields))
+	for j, f := range fields {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		switch {
+		case err != nil || math.IsNaN(v) || math.IsInf(v, 0):
+			return nil, fmt.Errorf("%w: row %d, column %d: %q is not a finite number of milliseconds", ErrMatrix, i, j, f)
+		case v < 0:
+			return nil, fmt.Errorf("%w: row %d, column %d: negative RTT %v ms", ErrMatrix, i, j, v)
+		case i == j && v != 0:
+			return nil, fmt.Errorf("%w: row %d, column %d: %v ms on the diagonal, want 0", ErrMatrix, i, j, v)
+		}
+		row[j] = v
+	}
+	return row, nil
+}

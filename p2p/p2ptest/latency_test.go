@@ -1,0 +1,142 @@
+package p2ptest
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// planetLab loads the shared matrix or fails the test: a missing data file
+// is a broken checkout, not a reason to skip.
+func planetLab(t *testing.T) Matrix {
+	t.Helper()
+	m, err := LoadDefaultMatrix()
+	if err != nil {
+		t.Fatalf("the shared PlanetLab matrix is needed (shared/ must sit beside the repository, as in CI): %v", err)
+	}
+	return m
+}
+
+func TestLoadLatencyMatrixPlanetLab(t *testing.T) {
+	m := planetLab(t)
+	if len(m) != 490 {
+		t.Fatalf("rows = %d, want 490", len(m))
+	}
+	for i, row := range m {
+		if len(row) != 490 {
+			t.Fatalf("row %d has %d columns, want 490", i, len(row))
+		}
+		if row[i] != 0 {
+			t.Errorf("diagonal [%d][%d] = %v, want 0", i, i, row[i])
+		}
+	}
+	if m[0][1] != 0.175 {
+		t.Errorf("[0][1] = %v, want 0.175", m[0][1])
+	}
+	if got := m.RTT(0, 1); got != 175*time.Microsecond {
+		t.Errorf("RTT(0, 1) = %v, want 175µs", got)
+	}
+	if got := m.RTT(0, 3); got != 121420*time.Microsecond {
+		t.Errorf("RTT(0, 3) = %v, want 121.42ms", got)
+	}
+}
+
+func TestLoadLatencyMatrixRejects(t *testing.T) {
+	tests := []struct {
+		name, data, want string
+	}{
+		{"empty", "", "no rows"},
+		{"ragged row", "0\t1\t2\n1\t0\n2\t1\t0\n", "row 1 has 2 columns, row 0 has 3"},
+		{"more rows than columns", "0\t1\n1\t0\n2\t3\n", "not square: 3 rows of 2 columns"},
+		{"bad number", "0\t1\t2\n1\t0\tx7\n2\t1\t0\n", `row 1, column 2: "x7" is not a finite number`},
+		{"empty cell", "0\t\n1\t0\n", `row 0, column 1: "" is not a finite number`},
+		{"NaN", "0\tNaN\n1\t0\n", `row 0, column 1: "NaN" is not a finite number`},
+		{"negative", "0\t1\t2\n1\t0\t3\n2\t-3.5\t0\n", "row 2, column 1: negative RTT -3.5 ms"},
+		{"diagonal", "0\t1\n1\t4.2\n", "row 1, column 1: 4.2 ms on the diagonal"},
+		{"blank line inside", "0\t1\n\n1\t0\n", "line 2 is blank"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.tsv")
+			if err := os.WriteFile(path, []byte(tt.data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			m, err := LoadLatencyMatrix(path)
+			if err == nil {
+				t.Fatalf("accepted %q as %v", tt.data, m)
+			}
+			if !errors.Is(err, ErrMatrix) {
+				t.Errorf("error %q does not wrap ErrMatrix", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), path) {
+				t.Errorf("error %q does not name %s and %q", err, path, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadLatencyMatrixAccepts(t *testing.T) {
+	// CRLF line ends, a trailing blank line and no final newline are all
+	// fine; so is an asymmetric matrix.
+	for name, data := range map[string]string{
+		"crlf":             "0\t1.5\r\n2.5\t0\r\n",
+		"trailing blank":   "0\t1.5\n2.5\t0\n\n",
+		"no final newline": "0\t1.5\n2.5\t0",
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.tsv")
+			if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			m, err := LoadLatencyMatrix(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.RTT(0, 1) != 1500*time.Microsecond || m.RTT(1, 0) != 2500*time.Microsecond {
+				t.Errorf("got %v", m)
+			}
+		})
+	}
+}
+
+func TestLoadLatencyMatrixMissingFile(t *testing.T) {
+	_, err := LoadLatencyMatrix(filepath.Join(t.TempDir(), "nope.tsv"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("err = %v, want one wrapping os.ErrNotExist", err)
+	}
+}
+
+func TestDefaultMatrixPath(t *testing.T) {
+	// X/repo is a clone with go.mod, X/shared the data beside it; the test
+	// runs from a package two levels down, as go test does.
+	x := t.TempDir()
+	deep := filepath.Join(x, "repo", "p2p", "p2ptest")
+	data := filepath.Join(x, "shared", "data", "latency")
+	for _, dir := range []string{deep, data} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(x, "repo", "go.mod"), []byte("module example.com/repo\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(deep)
+
+	if _, err := DefaultMatrixPath(); !errors.Is(err, ErrNoMatrix) || !strings.Contains(err.Error(), "planetlab-490.tsv") {
+		t.Fatalf("without the file: err = %v, want ErrNoMatrix naming the path tried", err)
+	}
+	want := filepath.Join(data, "planetlab-490.tsv")
+	if err := os.WriteFile(want, []byte("0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := DefaultMatrixPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("DefaultMatrixPath() = %s, want %s", got, want)
+	}
+}

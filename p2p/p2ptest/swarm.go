@@ -1,0 +1,361 @@
+package p2ptest
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/p2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// DefaultSwarmName names the public swarm every harness node joins unless
+// WithSwarm says otherwise.
+const DefaultSwarmName = "test"
+
+// Discovery timings of harness nodes: short, so that a swarm of tens of
+// nodes finds itself in seconds rather than the daemon's minutes.
+const (
+	findInterval        = 2 * time.Second
+	rebootstrapInterval = 5 * time.Second
+	dialTimeout         = 5 * time.Second
+)
+
+// Node is one idlegrid p2p stack in a test swarm.
+type Node struct {
+	// Host is a mocknet host or, on loopback, one from p2p.NewHost.
+	Host host.Host
+	// Discovery runs kad-dht in server mode and the swarm's rendezvous.
+	Discovery *p2p.Discovery
+	// Gossip is joined and subscribed to every topic in p2p.TopicKinds.
+	Gossip *p2p.Gossip
+}
+
+// Swarm is N nodes that bootstrap from node 0, run kad-dht in server mode
+// and are subscribed to every topic in p2p.TopicKinds. Its constructors
+// register Close with t.Cleanup.
+type Swarm struct {
+	Nodes []*Node
+
+	cfg config
+	mn  mocknet.Mocknet // nil on loopback
+
+	ctx    context.Context // the routers' and discovery loops' lifetime
+	cancel context.CancelFunc
+	// drainCtx ends the goroutines that drain the harness's own
+	// subscriptions; they stop before the topics are closed.
+	drainCtx    context.Context
+	drainCancel context.CancelFunc
+	drains      sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Option changes how a swarm is built.
+type Option func(*config)
+
+type config struct {
+	swarm  p2p.Swarm
+	matrix Matrix
+	offset int
+	logger *slog.Logger
+}
+
+// WithLatency maps node i to row offset+i of m and gives every mocknet link
+// the RTT of its two rows (the mean of both directions where m is not
+// symmetric), so that a ping between two nodes measures their RTT in m.
+// It applies to NewMocknet only.
+func WithLatency(m Matrix, offset int) Option {
+	return func(c *config) { c.matrix, c.offset = m, offset }
+}
+
+// WithSwarm puts the nodes in swarm s instead of the public swarm
+// DefaultSwarmName. On loopback a private swarm runs on TCP only, with its
+// PSK; mocknet has no PSK and ignores it.
+func WithSwarm(s p2p.Swarm) Option {
+	return func(c *config) { c.swarm = s }
+}
+
+// WithLogger sends the discovery and gossip logs of every node to l.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) { c.logger = l }
+}
+
+func newConfig(t testing.TB, n int, opts []Option) config {
+	t.Helper()
+	cfg := config{swarm: p2p.Swarm{Name: DefaultSwarmName}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if n < 1 {
+		t.Fatalf("p2ptest: a swarm needs at least 1 node, got %d", n)
+	}
+	if err := p2p.ValidateSwarmName(cfg.swarm.Name); err != nil {
+		t.Fatalf("p2ptest: %v", err)
+	}
+	if cfg.matrix != nil && (cfg.offset < 0 || cfg.offset+n > len(cfg.matrix)) {
+		t.Fatalf("p2ptest: latency rows %d..%d are outside the %d-row matrix", cfg.offset, cfg.offset+n-1, len(cfg.matrix))
+	}
+	return cfg
+}
+
+func newSwarm(cfg config) *Swarm {
+	s := &Swarm{cfg: cfg}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.drainCtx, s.drainCancel = context.WithCancel(s.ctx)
+	return s
+}
+
+// NewMocknet builds a swarm of n nodes on mocknet: every pair is linked
+// (with WithLatency, at the matrix's RTT), node 0 is every other node's
+// only bootstrap peer, and each node runs libp2p ping, kad-dht discovery
+// and gossipsub. Connections open instantly; there is no PSK or gater.
+func NewMocknet(t testing.TB, n int, opts ...Option) *Swarm {
+	t.Helper()
+	s := newSwarm(newConfig(t, n, opts))
+	s.mn = mocknet.New()
+	t.Cleanup(s.cleanup(t))
+	for i := range n {
+		h, err := newMockHost(s.mn, i)
+		if err != nil {
+			t.Fatalf("p2ptest: mocknet node %d: %v", i, err)
+		}
+		ping.NewPingService(h) // p2p.NewHost enables ping; mocknet hosts need it added
+		s.Nodes = append(s.Nodes, &Node{Host: h})
+	}
+	if err := s.link(); err != nil {
+		t.Fatalf("p2ptest: %v", err)
+	}
+	s.start(t)
+	return s
+}
+
+// newMockHost adds node i to mn at its own IPv4 address in 198.18.0.0/15,
+// the range set aside for network tests, so each node looks like a machine
+// of its own as in a real swarm (mocknet's GenPeer puts every peer in one
+// IPv6 /64). No packet leaves the process: mocknet links are in memory.
+func newMockHost(mn mocknet.Mocknet, i int) (host.Host, error) {
+	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	k := i + 1 // 198.18.0.1 onwards
+	a, err := ma.NewMultiaddr(fmt.Sprintf("/ip4/198.%d.%d.%d/tcp/4001", 18+(k>>16), (k>>8)&0xff, k&0xff))
+	if err != nil {
+		return nil, err
+	}
+	return mn.AddPeer(key, a)
+}
+
+// link joins every pair of mocknet nodes. Mocknet delays every write by the
+// link's latency, one way, so a link carries half the pair's RTT.
+func (s *Swarm) link() error {
+	for i, a := range s.Nodes {
+		for j := i + 1; j < len(s.Nodes); j++ {
+			b := s.Nodes[j]
+			l, err := s.mn.LinkPeers(a.Host.ID(), b.Host.ID())
+			if err != nil {
+				return fmt.Errorf("link nodes %d and %d: %w", i, j, err)
+			}
+			if m := s.cfg.matrix; m != nil {
+				ri, rj := s.cfg.offset+i, s.cfg.offset+j
+				l.SetOptions(mocknet.LinkOptions{Latency: (m.RTT(ri, rj) + m.RTT(rj, ri)) / 4})
+			}
+		}
+	}
+	return nil
+}
+
+// NewLoopback builds a swarm of n nodes on real libp2p hosts from
+// p2p.NewHost, listening on 127.0.0.1 over TCP and (in a public swarm)
+// QUIC on ports the kernel picks. Node 0 is every other node's only
+// bootstrap peer.
+func NewLoopback(t testing.TB, n int, opts ...Option) *Swarm {
+	t.Helper()
+	cfg := newConfig(t, n, opts)
+	if cfg.matrix != nil {
+		t.Fatalf("p2ptest: WithLatency applies to mocknet only; loopback has no link latency")
+	}
+	s := newSwarm(cfg)
+	t.Cleanup(s.cleanup(t))
+	for i := range n {
+		h, err := newLoopbackHost(cfg.swarm)
+		if err != nil {
+			t.Fatalf("p2ptest: loopback node %d: %v", i, err)
+		}
+		s.Nodes = append(s.Nodes, &Node{Host: h})
+	}
+	s.start(t)
+	return s
+}
+
+func newLoopbackHost(swarm p2p.Swarm) (host.Host, error) {
+	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	listen := []ma.Multiaddr{ma.StringCast("/ip4/127.0.0.1/tcp/0")}
+	if !swarm.Private() {
+		listen = append(listen, ma.StringCast("/ip4/127.0.0.1/udp/0/quic-v1"))
+	}
+	return p2p.NewHost(p2p.HostConfig{
+		Identity:    key,
+		Swarm:       swarm,
+		ListenAddrs: listen,
+		ConnLow:     100,
+		ConnHigh:    400,
+		ConnGrace:   time.Minute,
+		Limits:      p2p.DefaultLimits,
+		UserAgent:   "idlegrid-p2ptest",
+	})
+}
+
+// start runs gossip and then discovery on every node, in order: node 0
+// first, so that it is up before the others dial it.
+func (s *Swarm) start(t testing.TB) {
+	t.Helper()
+	h0 := s.Nodes[0].Host
+	boot := []peer.AddrInfo{{ID: h0.ID(), Addrs: h0.Network().ListenAddresses()}}
+	for i, nd := range s.Nodes {
+		var bootstrap []peer.AddrInfo
+		if i > 0 {
+			bootstrap = boot
+		}
+		if err := s.startNode(nd, bootstrap); err != nil {
+			t.Fatalf("p2ptest: start node %d: %v", i, err)
+		}
+	}
+}
+
+// startNode joins the swarm's topics and subscribes to each (gossipsub
+// grafts only subscribers into a mesh), then dials the bootstrap peers and
+// starts discovery.
+func (s *Swarm) startNode(nd *Node, bootstrap []peer.AddrInfo) error {
+	g, err := p2p.NewGossip(s.ctx, nd.Host, p2p.GossipConfig{
+		Swarm:            s.cfg.swarm,
+		OutboundQueue:    1024,
+		MaxMessageSize:   1 << 20,
+		PeerScoring:      true,
+		ValidatorTimeout: 2 * time.Second,
+		Logger:           s.cfg.logger,
+	})
+	if err != nil {
+		return err
+	}
+	nd.Gossip = g
+	for _, kind := range p2p.TopicKinds {
+		sub, err := g.Topic(kind).Subscribe()
+		if err != nil {
+			return fmt.Errorf("subscribe %s: %w", kind, err)
+		}
+		s.drains.Add(1)
+		go s.drain(sub)
+	}
+	d, err := p2p.NewDiscovery(nd.Host, p2p.DiscoveryConfig{
+		Swarm:               s.cfg.swarm,
+		Server:              true,
+		Bootstrap:           bootstrap,
+		RebootstrapInterval: rebootstrapInterval,
+		FindInterval:        findInterval,
+		MaxPeers:            64,
+		DialTimeout:         dialTimeout,
+		Logger:              s.cfg.logger,
+	})
+	if err != nil {
+		return err
+	}
+	nd.Discovery = d
+	if err := d.ConnectBootstrap(s.ctx); err != nil {
+		return err
+	}
+	return d.Start(s.ctx)
+}
+
+// drain reads a harness subscription until Close, so that it never holds
+// up the router; tests read messages through subscriptions of their own.
+func (s *Swarm) drain(sub *pubsub.Subscription) {
+	defer s.drains.Done()
+	defer sub.Cancel()
+	for {
+		if _, err := sub.Next(s.drainCtx); err != nil {
+			return
+		}
+	}
+}
+
+// Mocknet returns the mocknet of a NewMocknet swarm, to unlink or
+// disconnect peers; nil on loopback.
+func (s *Swarm) Mocknet() mocknet.Mocknet { return s.mn }
+
+// Close stops every node and waits: the harness's subscriptions, then each
+// node's topics, routers and discovery, then the hosts and the mocknet. It
+// is safe to call more than once and returns the first call's errors.
+func (s *Swarm) Close() error {
+	s.closeOnce.Do(func() {
+		s.drainCancel()
+		s.drains.Wait()
+		var errs []error
+		for i, nd := range s.Nodes {
+			if nd.Gossip == nil {
+				continue
+			}
+			if err := nd.Gossip.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("node %d: gossip: %w", i, err))
+			}
+		}
+		s.cancel()
+		nodeErrs := make([]error, len(s.Nodes))
+		var wg sync.WaitGroup
+		for i, nd := range s.Nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := nd.close(); err != nil {
+					nodeErrs[i] = fmt.Errorf("node %d: %w", i, err)
+				}
+			}()
+		}
+		wg.Wait()
+		errs = append(errs, nodeErrs...)
+		if s.mn != nil {
+			errs = append(errs, s.mn.Close())
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+func (nd *Node) close() error {
+	var errs []error
+	if nd.Discovery != nil {
+		if err := nd.Discovery.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("discovery: %w", err))
+		}
+	}
+	if err := nd.Host.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("host: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// cleanup closes the swarm at the end of the test and fails the test if
+// tearing down failed.
+func (s *Swarm) cleanup(t testing.TB) func() {
+	return func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("p2ptest: close swarm: %v", err)
+		}
+	}
+}
