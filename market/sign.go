@@ -1,0 +1,126 @@
+package market
+
+import (
+	"fmt"
+
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/record"
+	"google.golang.org/protobuf/proto"
+)
+
+// Envelope domains and payload types, one per message type: a signature
+// made for one type never verifies as another.
+const (
+	OfferDomain = "idlegrid-offer"
+	BidDomain   = "idlegrid-bid"
+	QuoteDomain = "idlegrid-quote"
+)
+
+var (
+	offerCodec = []byte("/idlegrid/offer/1")
+	bidCodec   = []byte("/idlegrid/bid/1")
+	quoteCodec = []byte("/idlegrid/quote/1")
+)
+
+// MaxEnvelopeSize bounds every signed market message, in bytes. Decoding
+// refuses anything larger before it allocates for it.
+const MaxEnvelopeSize = 64 << 10
+
+// Message is a market wire type.
+type Message interface {
+	*pb.Offer | *pb.Bid | *pb.Quote
+	proto.Message
+	GetHeader() *pb.Header
+}
+
+// signed adapts a wire message to libp2p's record.Record.
+type signed[M Message] struct {
+	msg    M
+	domain string
+	codec  []byte
+}
+
+func (s *signed[M]) Domain() string { return s.domain }
+func (s *signed[M]) Codec() []byte  { return s.codec }
+
+func (s *signed[M]) MarshalRecord() ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(s.msg)
+}
+
+func (s *signed[M]) UnmarshalRecord(b []byte) error {
+	s.msg = s.msg.ProtoReflect().New().Interface().(M)
+	return proto.UnmarshalOptions{DiscardUnknown: false}.Unmarshal(b, s.msg)
+}
+
+func recordFor[M Message](m M) *signed[M] {
+	switch any(m).(type) {
+	case *pb.Offer:
+		return &signed[M]{msg: m, domain: OfferDomain, codec: offerCodec}
+	case *pb.Bid:
+		return &signed[M]{msg: m, domain: BidDomain, codec: bidCodec}
+	default:
+		return &signed[M]{msg: m, domain: QuoteDomain, codec: quoteCodec}
+	}
+}
+
+// Sign seals m in a signed envelope with key. The message's header must
+// name key's peer as its issuer.
+func Sign[M Message](key crypto.PrivKey, m M) ([]byte, error) {
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("sign: %w", err)
+	}
+	h := m.GetHeader()
+	if h == nil {
+		return nil, invalid("header", "missing")
+	}
+	if peer.ID(h.Issuer) != id {
+		return nil, fmt.Errorf("sign: %w: header names %s, key is %s", ErrWrongIssuer, peer.ID(h.Issuer), id)
+	}
+	env, err := record.Seal(recordFor(m), key)
+	if err != nil {
+		return nil, fmt.Errorf("sign: %w", err)
+	}
+	b, err := env.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("sign: %w", err)
+	}
+	if len(b) > MaxEnvelopeSize {
+		return nil, fmt.Errorf("sign: %w: %d bytes, limit %d", ErrTooLarge, len(b), MaxEnvelopeSize)
+	}
+	return b, nil
+}
+
+// Open verifies a signed envelope of message type M and returns the
+// message. It fails with ErrTooLarge, ErrSignature (a changed byte, another
+// type's envelope) or ErrWrongIssuer (signed by someone other than the
+// issuer the header names). It checks the signature only: Validate checks
+// the content.
+func Open[M Message](data []byte) (M, error) {
+	var zero M
+	if len(data) > MaxEnvelopeSize {
+		return zero, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), MaxEnvelopeSize)
+	}
+	rec := recordFor(zero)
+	env, err := record.ConsumeTypedEnvelope(data, rec)
+	if err != nil {
+		return zero, fmt.Errorf("%w: %v", ErrSignature, err)
+	}
+	h := rec.msg.GetHeader()
+	if h == nil {
+		return zero, invalid("header", "missing")
+	}
+	issuer, err := peer.IDFromBytes(h.Issuer)
+	if err != nil {
+		return zero, invalid("header.issuer", "not a peer ID: %v", err)
+	}
+	if !issuer.MatchesPublicKey(env.PublicKey) {
+		return zero, fmt.Errorf("%w: header names %s", ErrWrongIssuer, issuer)
+	}
+	return rec.msg, nil
+}
+
+// Issuer returns the issuer of a message whose header Open has checked.
+func Issuer[M Message](m M) peer.ID { return peer.ID(m.GetHeader().GetIssuer()) }
