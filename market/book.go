@@ -1,0 +1,492 @@
+package market
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Book holds the live offers and bids a node knows, keyed by (issuer, id),
+// and the indexes the matcher asks: offers by GPU model and country, each
+// sorted by price per tier. It is safe for concurrent use; readers work on
+// a Snapshot while writers continue.
+//
+// The book remembers the highest sequence number seen for every key, also
+// after a withdrawal or expiry, so a replayed older message cannot bring an
+// offer back. A remembered key is forgotten at max(expiry, creation +
+// DefaultLimits().MaxHorizon): by then every message an honest issuer made
+// with a lower seq has expired too and is refused as such. Memory is thus
+// bounded by the keys seen within one horizon.
+//
+// Snapshots share the book's data; the trade-off is where the copying
+// goes. A write is cheap (about a microsecond: a map update and an append
+// to its bucket), except that the first write to a key shard after a
+// snapshot copies that shard (1/256 of the keys). The price-sorted indexes
+// are brought up to date by Snapshot, only for the (model, country)
+// buckets that changed since the last one, by merging the changes into
+// the previous sorted lists: O(1) when nothing changed, else O(size of the
+// changed buckets + number of buckets). Matching then reads immutable,
+// sorted arrays and never waits for a writer.
+type Book struct {
+	mu      sync.Mutex
+	offers  shardSet[*offerEntry]
+	bids    shardSet[*bidEntry]
+	buckets map[bucketKey]*offerBucket
+	order   []*offerBucket // every bucket, sorted by model then country
+	nOffers int
+	nBids   int
+	horizon int64     // ms a remembered seq outlives its message's creation
+	last    *Snapshot // nil once the book changed after it
+}
+
+// NewBook returns an empty book.
+func NewBook() *Book {
+	return &Book{
+		buckets: make(map[bucketKey]*offerBucket),
+		horizon: DefaultLimits().MaxHorizon.Milliseconds(),
+	}
+}
+
+// bookKey names a message: its issuer and the issuer's ID for it.
+type bookKey struct {
+	issuer peer.ID
+	id     string
+}
+
+func keyOf(h *pb.Header) bookKey { return bookKey{peer.ID(h.GetIssuer()), h.GetId()} }
+
+// stamp is what the book remembers of a key, live or withdrawn.
+type stamp struct {
+	seq     uint64
+	expires int64 // Unix ms
+	forget  int64 // Unix ms after which a tombstone is dropped
+}
+
+// offerEntry is one offer in the book; offer is nil for a tombstone. An
+// entry is immutable once stored, except dead, which only the book reads.
+type offerEntry struct {
+	stamp
+	offerFacts
+	key     bookKey
+	offer   *pb.Offer
+	buckets []*offerBucket
+	dead    bool // replaced, withdrawn or expired; guarded by Book.mu
+}
+
+// bidEntry is one bid in the book; bid is nil for a tombstone.
+type bidEntry struct {
+	stamp
+	bid *pb.Bid
+}
+
+// admit applies the book's rules to a message with header h arriving at
+// now for a key of s: it returns the entry s holds (zero if none) and the
+// stamp to remember, or why the message is refused.
+func admit[V interface {
+	comparable
+	stampOf() *stamp
+}](s *shardSet[V], kind string, h *pb.Header, now time.Time, horizon int64) (old V, st stamp, err error) {
+	if h == nil {
+		return old, st, fmt.Errorf("book: %s: %w", kind, invalid("header", "missing"))
+	}
+	k := keyOf(h)
+	var zero V
+	if old = s.get(k); old != zero && h.GetSeq() <= old.stampOf().seq {
+		err = fmt.Errorf("%w: seq %d, have %d", ErrStale, h.GetSeq(), old.stampOf().seq)
+	} else if h.GetExpiresUnixMs() <= now.UnixMilli() {
+		err = fmt.Errorf("%w at %s", ErrExpired, ms(h.GetExpiresUnixMs()))
+	}
+	if err != nil {
+		return old, st, fmt.Errorf("book: %s %s/%s: %w", kind, k.issuer, k.id, err)
+	}
+	forget := max(h.GetExpiresUnixMs(), h.GetCreatedUnixMs()+horizon)
+	return old, stamp{seq: h.GetSeq(), expires: h.GetExpiresUnixMs(), forget: forget}, nil
+}
+
+// PutOffer inserts o, or replaces the offer with its (issuer, id) if o's
+// seq is higher than any seen for that key; a lower or equal seq fails with
+// ErrStale, an offer expired at now with ErrExpired. A withdrawn offer
+// removes the live one and is remembered by its seq. The caller has
+// verified the signature and validated the content.
+func (b *Book) PutOffer(o *pb.Offer, now time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old, st, err := admit(&b.offers, "offer", o.GetHeader(), now, b.horizon)
+	if err != nil {
+		return err
+	}
+	e := &offerEntry{stamp: st, key: keyOf(o.GetHeader())}
+	if !o.GetWithdrawn() {
+		e.offer, e.offerFacts = o, factsOf(o)
+	}
+	b.replaceOffer(old, e)
+	return nil
+}
+
+// replaceOffer stores e in place of old (either may be a tombstone).
+func (b *Book) replaceOffer(old, e *offerEntry) {
+	if old != nil && old.offer != nil {
+		b.unindex(old)
+		b.nOffers--
+	}
+	if e.offer != nil {
+		b.index(e)
+		b.nOffers++
+	}
+	b.offers.put(e.key, e)
+	b.last = nil
+}
+
+// PutBid inserts or replaces x by the same rules as PutOffer. Bids have no
+// withdrawn flag: a bid leaves the book by expiring.
+func (b *Book) PutBid(x *pb.Bid, now time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old, st, err := admit(&b.bids, "bid", x.GetHeader(), now, b.horizon)
+	if err != nil {
+		return err
+	}
+	if old == nil || old.bid == nil {
+		b.nBids++
+	}
+	b.bids.put(keyOf(x.GetHeader()), &bidEntry{stamp: st, bid: x})
+	b.last = nil
+	return nil
+}
+
+// Expire drops the offers and bids that expired at now, keeping their
+// seqs as tombstones, and forgets tombstones past their horizon. It
+// returns how many live offers and bids it dropped. It walks the whole
+// book: call it every few seconds, not per message.
+func (b *Book) Expire(now time.Time) (offers, bids int) {
+	nowMs := now.UnixMilli()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	expired, forgotten := sweep(&b.offers, nowMs, func(e *offerEntry) bool { return e.offer != nil })
+	for _, e := range expired {
+		b.replaceOffer(e, &offerEntry{stamp: e.stamp, key: e.key})
+	}
+	for _, k := range forgotten {
+		b.offers.del(k)
+	}
+	bidsExpired, bidsForgotten := sweep(&b.bids, nowMs, func(e *bidEntry) bool { return e.bid != nil })
+	for _, e := range bidsExpired {
+		b.bids.put(keyOf(e.bid.GetHeader()), &bidEntry{stamp: e.stamp})
+		b.nBids--
+	}
+	for _, k := range bidsForgotten {
+		b.bids.del(k)
+	}
+	if len(expired)+len(forgotten)+len(bidsExpired)+len(bidsForgotten) > 0 {
+		b.last = nil
+	}
+	return len(expired), len(bidsExpired)
+}
+
+// sweep lists the live entries of s expired at nowMs and the keys of the
+// tombstones to forget.
+func sweep[V interface{ stampOf() *stamp }](s *shardSet[V], nowMs int64, live func(V) bool) (expired []V, forget []bookKey) {
+	for _, sh := range s {
+		if sh == nil {
+			continue
+		}
+		for k, e := range sh.m {
+			st := e.stampOf()
+			switch {
+			case live(e) && st.expires <= nowMs:
+				expired = append(expired, e)
+			case !live(e) && st.forget <= nowMs:
+				forget = append(forget, k)
+			}
+		}
+	}
+	return expired, forget
+}
+
+func (e *offerEntry) stampOf() *stamp { return &e.stamp }
+func (e *bidEntry) stampOf() *stamp   { return &e.stamp }
+
+// Snapshot returns an immutable view of the book as it is now. Readers
+// may use it from any goroutine while the book keeps changing.
+func (b *Book) Snapshot() *Snapshot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last != nil {
+		return b.last
+	}
+	s := &Snapshot{
+		offers:    b.offers.freeze(),
+		bids:      b.bids.freeze(),
+		nOffers:   b.nOffers,
+		nBids:     b.nBids,
+		byModel:   make(map[string][]*bucketView),
+		countries: make(map[string]string),
+	}
+	s.views = b.publish()
+	for _, v := range s.views {
+		s.byModel[v.model] = append(s.byModel[v.model], v)
+		s.countries[v.country] = v.country
+	}
+	b.last = s
+	return s
+}
+
+// A bookShards-way split of the key space lets a snapshot share every
+// shard with the book, and a write after a snapshot copy only its shard.
+const bookShards = 256
+
+type shard[V any] struct {
+	m      map[bookKey]V
+	frozen bool // shared with a snapshot: copy before writing
+}
+
+type shardSet[V any] [bookShards]*shard[V]
+
+// shardOf spreads keys over shards by FNV-1a of the id and the issuer's
+// last bytes (the random part of a key-derived peer ID).
+func shardOf(k bookKey) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(k.id); i++ {
+		h = (h ^ uint32(k.id[i])) * 16777619
+	}
+	for i := max(0, len(k.issuer)-8); i < len(k.issuer); i++ {
+		h = (h ^ uint32(k.issuer[i])) * 16777619
+	}
+	return int(h % bookShards)
+}
+
+func (s *shardSet[V]) get(k bookKey) V {
+	var zero V
+	sh := s[shardOf(k)]
+	if sh == nil {
+		return zero
+	}
+	return sh.m[k]
+}
+
+// writable returns k's shard, copied first if a snapshot shares it.
+func (s *shardSet[V]) writable(k bookKey) *shard[V] {
+	i := shardOf(k)
+	sh := s[i]
+	switch {
+	case sh == nil:
+		sh = &shard[V]{m: make(map[bookKey]V)}
+		s[i] = sh
+	case sh.frozen:
+		sh = &shard[V]{m: maps.Clone(sh.m)}
+		s[i] = sh
+	}
+	return sh
+}
+
+func (s *shardSet[V]) put(k bookKey, v V) { s.writable(k).m[k] = v }
+func (s *shardSet[V]) del(k bookKey)      { delete(s.writable(k).m, k) }
+
+// freeze marks every shard shared and returns their maps for a snapshot.
+func (s *shardSet[V]) freeze() [bookShards]map[bookKey]V {
+	var out [bookShards]map[bookKey]V
+	for i, sh := range s {
+		if sh != nil {
+			sh.frozen = true
+			out[i] = sh.m
+		}
+	}
+	return out
+}
+
+// bucketKey names an index bucket: offers of one GPU model in one country.
+type bucketKey struct{ model, country string }
+
+// offerBucket collects the offers of one bucketKey. Between snapshots new
+// entries wait in added and dead ones in removed; Snapshot merges them
+// into a fresh bucketView.
+type offerBucket struct {
+	key     bucketKey
+	view    *bucketView   // as last published, shared with snapshots
+	added   []*offerEntry // entered since view was published
+	removed []*offerEntry // died since view was published
+	live    int
+	dirty   bool
+}
+
+// bucketView is a published, immutable bucket: per tier, the entries that
+// offer it, sorted by that tier's price, then issuer and id.
+type bucketView struct {
+	model, country string
+	tiers          [4][]viewItem
+}
+
+// viewItem is an entry in a bucket view with what the matcher's walk reads
+// without touching the entry: the tier's price, and upper bounds of what
+// the offer has: GPUs of the bucket's model in all its groups, their most
+// VRAM, the host's cores and RAM (sizes in GiB, rounded up). 32 bytes.
+type viewItem struct {
+	price                 uint64
+	e                     *offerEntry
+	gpus, vramGiB         uint32
+	hostCores, hostRAMGiB uint32
+}
+
+func itemOf(e *offerEntry, model string, t pb.Tier) viewItem {
+	it := viewItem{price: e.prices[t], e: e, hostCores: e.host.cores, hostRAMGiB: ceilGiB(e.host.ram)}
+	for _, g := range e.gpus {
+		if g.model == model {
+			it.gpus += g.count
+			it.vramGiB = max(it.vramGiB, ceilGiB(g.vram))
+		}
+	}
+	return it
+}
+
+// fits says whether the offer may have what the bid's plan needs (false
+// means it surely has not).
+func (it *viewItem) fits(p *bidPlan) bool {
+	return it.gpus >= p.need && uint64(it.vramGiB)<<30 >= p.minVRAM &&
+		it.hostCores >= p.minCores && uint64(it.hostRAMGiB)<<30 >= p.minRAM
+}
+
+func ceilGiB(b uint64) uint32 { return uint32(min((b+(1<<30)-1)>>30, 1<<32-1)) }
+
+// index adds e to the bucket of each of its GPU models. It points e's
+// model and country strings at the bucket's, which stay hot in cache.
+func (b *Book) index(e *offerEntry) {
+	for i := range e.gpus {
+		g := &e.gpus[i]
+		if j := slices.IndexFunc(e.gpus[:i], func(p gpuFacts) bool { return p.model == g.model }); j >= 0 {
+			g.model = e.gpus[j].model
+			continue // a model already indexed for this offer
+		}
+		k := bucketKey{g.model, e.country}
+		bk := b.buckets[k]
+		if bk == nil {
+			bk = &offerBucket{key: k}
+			b.buckets[k] = bk
+			i, _ := slices.BinarySearchFunc(b.order, k, func(x *offerBucket, k bucketKey) int {
+				return cmp.Or(cmp.Compare(x.key.model, k.model), cmp.Compare(x.key.country, k.country))
+			})
+			b.order = slices.Insert(b.order, i, bk)
+		}
+		bk.added = append(bk.added, e)
+		bk.live++
+		bk.dirty = true
+		e.buckets = append(e.buckets, bk)
+		g.model, e.country = bk.key.model, bk.key.country
+	}
+}
+
+// unindex marks e dead in its buckets. Dead entries stay listed until the
+// next snapshot, or until they outnumber the live ones: then the bucket
+// rebuilds at once, so memory stays bounded in a book nobody snapshots.
+func (b *Book) unindex(e *offerEntry) {
+	e.dead = true
+	for _, bk := range e.buckets {
+		bk.live--
+		bk.dirty = true
+		if bk.removed = append(bk.removed, e); len(bk.removed) > bk.live+32 {
+			bk.rebuild()
+		}
+	}
+}
+
+// publish brings every changed bucket's view up to date, drops empty
+// buckets, and returns all views in bucket order.
+func (b *Book) publish() []*bucketView {
+	views := make([]*bucketView, 0, len(b.order))
+	kept := b.order[:0]
+	for _, bk := range b.order {
+		if bk.live == 0 {
+			delete(b.buckets, bk.key)
+			continue
+		}
+		if bk.dirty {
+			bk.rebuild()
+		}
+		kept = append(kept, bk)
+		views = append(views, bk.view)
+	}
+	clear(b.order[len(kept):])
+	b.order = kept
+	return views
+}
+
+// rebuild merges the bucket's added entries into a new view without the
+// removed ones. Tiers that did not change keep their lists; the others
+// are copied in runs between the positions of the removed and added
+// entries, found by binary search: O(bucket size) copying, and
+// O((added + removed)·log) comparisons.
+func (bk *offerBucket) rebuild() {
+	v := &bucketView{model: bk.key.model, country: bk.key.country}
+	for t := pb.Tier_TIER_GOLD; t <= pb.Tier_TIER_BRONZE; t++ {
+		var old []viewItem
+		if bk.view != nil {
+			old = bk.view.tiers[t]
+		}
+		var drop []int
+		for _, e := range bk.removed {
+			// A key has one entry per seq: match the entry, not just its key.
+			if i, ok := slices.BinarySearchFunc(old, viewItem{price: e.prices[t], e: e}, compareItems); ok && old[i].e == e {
+				drop = append(drop, i)
+			}
+		}
+		var add []viewItem
+		for _, e := range bk.added {
+			if !e.dead && e.offers(t) {
+				add = append(add, itemOf(e, bk.key.model, t))
+			}
+		}
+		if len(drop)+len(add) == 0 {
+			v.tiers[t] = old
+			continue
+		}
+		slices.Sort(drop)
+		slices.SortFunc(add, compareItems)
+		v.tiers[t] = mergeItems(old, drop, add)
+	}
+	bk.view, bk.added, bk.removed, bk.dirty = v, nil, nil, false
+}
+
+// mergeItems returns old without the items at the sorted positions drop,
+// with the sorted items add merged in.
+func mergeItems(old []viewItem, drop []int, add []viewItem) []viewItem {
+	out := make([]viewItem, 0, len(old)-len(drop)+len(add))
+	run := func(seg []viewItem) { // seg and the adds that fall in it
+		for len(add) > 0 {
+			j, _ := slices.BinarySearchFunc(seg, add[0], compareItems)
+			if j == len(seg) {
+				break
+			}
+			out = append(append(out, seg[:j]...), add[0])
+			seg, add = seg[j:], add[1:]
+		}
+		out = append(out, seg...)
+	}
+	prev := 0
+	for _, d := range drop {
+		run(old[prev:d])
+		prev = d + 1
+	}
+	run(old[prev:])
+	return append(out, add...)
+}
+
+// compareItems orders a view by price, then by key. (Not cmp.Or: it would
+// compare the keys even where the prices differ.)
+func compareItems(x, y viewItem) int {
+	if c := cmp.Compare(x.price, y.price); c != 0 {
+		return c
+	}
+	return compareKeys(x.e.key, y.e.key)
+}
+
+func compareKeys(a, b bookKey) int {
+	if c := cmp.Compare(a.issuer, b.issuer); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id, b.id)
+}

@@ -1,0 +1,479 @@
+package market
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// bidPlan is what the matcher derives from a bid once per match.
+type bidPlan struct {
+	bid   *pb.Bid
+	nowMs int64
+	from  int64  // earliest start, Unix ms: the bid's, or now if later
+	until int64  // latest start, Unix ms
+	need  uint32 // fewest GPUs one provider must supply
+	dur   int64  // lease length in ms
+
+	minVRAM, minRAM uint64 // bytes
+	minCores        uint32
+
+	// The bid's models and countries; intern points them at the book's
+	// own strings, so comparing them with an offer's is a pointer test.
+	models, allowed, denied []string
+}
+
+func (m *Matcher) plan(bid *pb.Bid, now time.Time) *bidPlan {
+	p := &bidPlan{bid: bid, nowMs: now.UnixMilli()}
+	p.from = max(bid.GetEarliestStartUnixMs(), p.nowMs)
+	p.until = bid.GetLatestStartUnixMs()
+	if p.until == 0 {
+		p.until = p.from + m.cfg.StartHorizon.Milliseconds()
+	}
+	p.need = bid.GetGpu().GetMinPerProvider()
+	if p.need == 0 {
+		p.need = bid.GetGpu().GetCount()
+	}
+	p.dur = int64(bid.GetDurationSeconds()) * 1000
+	p.minVRAM, p.minRAM, p.minCores = bid.GetGpu().GetMinVramBytes(), bid.GetHostMin().GetRamBytes(), bid.GetHostMin().GetCpuCores()
+	p.models, p.allowed, p.denied = bid.GetGpu().GetModels(), bid.GetRegionsAllowed(), bid.GetRegionsDenied()
+	return p
+}
+
+// intern replaces the plan's strings by equal ones the snapshot holds.
+func (p *bidPlan) intern(s *Snapshot) {
+	model := func(m string) (string, bool) {
+		if vs := s.byModel[m]; len(vs) > 0 {
+			return vs[0].model, true
+		}
+		return "", false
+	}
+	country := func(c string) (string, bool) {
+		v, ok := s.countries[c]
+		return v, ok
+	}
+	p.models, p.allowed, p.denied = internAll(p.models, model), internAll(p.allowed, country), internAll(p.denied, country)
+}
+
+func internAll(xs []string, lookup func(string) (string, bool)) []string {
+	out := slices.Clone(xs)
+	for i, x := range out {
+		if y, ok := lookup(x); ok {
+			out[i] = y
+		}
+	}
+	return out
+}
+
+// evalCtx carries one offer through the checks and scorers for one bid.
+// Checks record what they compute (GPUs, start, price, reliability, RTT)
+// for the checks and scorers after them.
+type evalCtx struct {
+	m       *Matcher
+	p       *bidPlan
+	o       *pb.Offer
+	f       *offerFacts
+	issuer  peer.ID
+	explain bool   // fill detail when a check fails
+	detail  string // this offer's figures for the failed check
+
+	masks    gpuMasks
+	gpus     uint32 // GPUs this provider supplies
+	rel      float64
+	rtt      time.Duration
+	rttKnown bool
+	start    int64  // chosen start, Unix ms
+	price    uint64 // per GPU-hour in the chosen window
+}
+
+// failf records why the offer failed and returns false. Checks call it as
+// `return c.explain && c.failf(…)`, so that the figures are formatted
+// only when someone asks why: the matcher's hot path never formats.
+func (c *evalCtx) failf(format string, a ...any) bool {
+	c.detail = fmt.Sprintf(format, a...)
+	return false
+}
+
+// offerFacts are what the checks read of an offer, flattened out of the
+// proto once, when the book stores it, so that rejecting an offer touches
+// one object rather than a dozen. Lists that only a few checks read
+// (windows, workload classes, image rules) stay in the proto.
+type offerFacts struct {
+	prices    [4]uint64 // per GPU-hour by pb.Tier; 0 where not offered
+	expiresMs int64     // Unix ms
+	minDur    uint64    // seconds
+	maxDur    uint64
+	host      hostFacts
+	currency  string
+	country   string
+	gpus      []gpuFacts
+	tiers     uint8 // bit t set if tier t is offered
+	withdrawn bool
+}
+
+type hostFacts struct {
+	cores               uint32
+	ram, disk, up, down uint64
+}
+
+type gpuFacts struct {
+	model     string
+	count, cc uint32
+	vram      uint64
+}
+
+func factsOf(o *pb.Offer) offerFacts {
+	h := o.GetHost()
+	f := offerFacts{
+		expiresMs: o.GetHeader().GetExpiresUnixMs(), minDur: o.GetMinDurationSeconds(), maxDur: o.GetMaxDurationSeconds(),
+		host:     hostFacts{h.GetCpuCores(), h.GetRamBytes(), h.GetDiskBytes(), h.GetUpBitsPerSecond(), h.GetDownBitsPerSecond()},
+		currency: o.GetCurrency(), country: o.GetRegion().GetCountry(), withdrawn: o.GetWithdrawn(),
+		gpus: make([]gpuFacts, len(o.GetGpus())),
+	}
+	for i, g := range o.GetGpus() {
+		f.gpus[i] = gpuFacts{g.GetModel(), g.GetCount(), g.GetComputeCapability(), g.GetVramBytes()}
+	}
+	for _, t := range o.GetTiers() {
+		if t > pb.Tier_TIER_UNSPECIFIED && t <= pb.Tier_TIER_BRONZE {
+			f.tiers |= 1 << t
+			f.prices[t] = offerPriceFor(o, t)
+		}
+	}
+	return f
+}
+
+func (f *offerFacts) offers(t pb.Tier) bool { return t >= 0 && t < 8 && f.tiers&(1<<t) != 0 }
+
+// offerPriceFor is what o asks per GPU-hour in tier t: the first matching
+// tier_prices entry, else the base price_micros.
+func offerPriceFor(o *pb.Offer, t pb.Tier) uint64 {
+	for _, tp := range o.GetTierPrices() {
+		if tp.GetTier() == t {
+			return tp.GetMicrosPerGpuHour()
+		}
+	}
+	return o.GetPriceMicros()
+}
+
+// A feasCheck is one stage of the feasibility pipeline: fits says whether
+// the offer passes (and, when c.explain is set, why not); kind says what a
+// failing offer lacks in words that are the same for every offer of one
+// bid, which is what Explain counts.
+type feasCheck struct {
+	name string
+	kind func(p *bidPlan) string
+	fits func(c *evalCtx) bool
+}
+
+// feasibilityChecks is the pipeline, wired once. Cheap checks that reject
+// many offers come first; the calendar search, the dearest, comes last.
+var feasibilityChecks = [...]feasCheck{
+	// A withdrawn or expired offer binds nobody: nothing else matters.
+	{"live", func(*bidPlan) string { return "expired or withdrawn" }, fitsLive},
+	// Exclusion (offenders, later) overrides every merit.
+	{"excluded", func(*bidPlan) string { return "provider excluded" }, fitsExcluded},
+	// Prices in different currencies cannot be compared at all.
+	{"currency", func(p *bidPlan) string { return "currency not " + p.bid.GetCurrency() }, fitsCurrency},
+	// The tier fixes which price applies, so it precedes the price.
+	{"tier", func(p *bidPlan) string { return tierName(p.bid.GetTier()) + " tier not offered" }, fitsTier},
+	// A bronze lease can be preempted; only a bid that accepts it may take one.
+	{"preemption", func(*bidPlan) string { return "bronze is preemptible; bid does not accept preemption" }, fitsPreemption},
+	// The index already cuts here; the check keeps Feasible honest alone.
+	{"price", kindPrice, fitsPrice},
+	// Also an index dimension (country).
+	{"region", func(*bidPlan) string { return "region not allowed" }, fitsRegion},
+	// The GPU checks narrow the offer's groups step by step.
+	{"model", kindModel, fitsModel},
+	{"vram", func(p *bidPlan) string { return "vram below " + gib(p.bid.GetGpu().GetMinVramBytes()) }, fitsVRAM},
+	{"compute", kindCompute, fitsCompute},
+	{"gpus", func(p *bidPlan) string { return fmt.Sprintf("fewer than %d GPUs", p.need) }, fitsGPUs},
+	{"host", func(*bidPlan) string { return "host below minimums" }, fitsHost},
+	{"duration", kindDuration, fitsDuration},
+	{"workload", kindWorkload, fitsWorkload},
+	{"image", func(*bidPlan) string { return "image not allowed" }, fitsImage},
+	// Reliability and RTT ask outside sources; they run on fewer offers.
+	{"reliability", kindReliability, fitsReliability},
+	{"rtt", func(p *bidPlan) string { return fmt.Sprintf("rtt above %d ms", p.bid.GetMaxRttMs()) }, fitsRTT},
+	// The calendar search walks windows: last, on the fewest offers.
+	{"window", kindWindow, fitsWindow},
+}
+
+func fitsLive(c *evalCtx) bool {
+	if c.f.withdrawn {
+		return c.explain && c.failf("withdrawn")
+	}
+	if c.f.expiresMs <= c.p.nowMs {
+		return c.explain && c.failf("expired at %s", ms(c.f.expiresMs))
+	}
+	return true
+}
+
+func fitsExcluded(c *evalCtx) bool {
+	if c.m.excl != nil && c.m.excl.Excluded(c.issuer) {
+		return c.explain && c.failf("provider %s excluded", c.issuer)
+	}
+	return true
+}
+
+func fitsCurrency(c *evalCtx) bool {
+	if c.f.currency != c.p.bid.GetCurrency() {
+		return c.explain && c.failf("currency %s, bid pays %s", c.f.currency, c.p.bid.GetCurrency())
+	}
+	return true
+}
+
+func fitsTier(c *evalCtx) bool {
+	if !c.f.offers(c.p.bid.GetTier()) {
+		return c.explain && c.failf("tiers %v; bid wants %s", c.o.GetTiers(), tierName(c.p.bid.GetTier()))
+	}
+	return true
+}
+
+func fitsPreemption(c *evalCtx) bool {
+	if c.p.bid.GetTier() == pb.Tier_TIER_BRONZE && !c.p.bid.GetPreemptionOk() {
+		return c.explain && c.failf("bronze only on preemption_ok bids")
+	}
+	return true
+}
+
+func kindPrice(p *bidPlan) string {
+	return fmt.Sprintf("%s price above %s", tierName(p.bid.GetTier()), money(p.bid.GetMaxPriceMicros()))
+}
+
+func fitsPrice(c *evalCtx) bool {
+	c.price = c.f.prices[c.p.bid.GetTier()&3]
+	if c.price > c.p.bid.GetMaxPriceMicros() {
+		return c.explain && c.failf("%s %s/GPU-h > %s max", tierName(c.p.bid.GetTier()), money(c.price), money(c.p.bid.GetMaxPriceMicros()))
+	}
+	return true
+}
+
+func fitsRegion(c *evalCtx) bool {
+	country := c.f.country
+	if allowed := c.p.allowed; len(allowed) > 0 && !slices.Contains(allowed, country) {
+		return c.explain && c.failf("country %s not in %v", country, allowed)
+	}
+	if slices.Contains(c.p.denied, country) {
+		return c.explain && c.failf("country %s denied", country)
+	}
+	return true
+}
+
+// gpuMasks says which of an offer's GPU groups pass the bid's model,
+// VRAM and compute minimums, each mask within the one before (bit i for
+// group i; groups past the 64th never qualify, and validation allows 16).
+// The model check computes them once per offer; the GPU checks after it
+// read them.
+type gpuMasks struct{ model, vram, compute uint64 }
+
+func gpuMasksOf(f *offerFacts, req *pb.GPURequirement, models []string) gpuMasks {
+	var m gpuMasks
+	for i := range min(len(f.gpus), 64) {
+		g := &f.gpus[i]
+		if len(models) > 0 && !slices.Contains(models, g.model) {
+			continue
+		}
+		m.model |= 1 << i
+		if g.vram >= req.GetMinVramBytes() {
+			m.vram |= 1 << i
+			if g.cc >= req.GetMinComputeCapability() {
+				m.compute |= 1 << i
+			}
+		}
+	}
+	return m
+}
+
+// bestGroup returns the largest value of field among the groups in mask.
+func bestGroup(f *offerFacts, mask uint64, field func(*gpuFacts) uint64) uint64 {
+	var best uint64
+	for i := range min(len(f.gpus), 64) {
+		if mask&(1<<i) != 0 {
+			best = max(best, field(&f.gpus[i]))
+		}
+	}
+	return best
+}
+
+func gpuVRAM(g *gpuFacts) uint64 { return g.vram }
+
+func kindModel(p *bidPlan) string {
+	return "model not " + strings.Join(p.bid.GetGpu().GetModels(), ", ")
+}
+
+func fitsModel(c *evalCtx) bool {
+	c.masks = gpuMasksOf(c.f, c.p.bid.GetGpu(), c.p.models)
+	if c.masks.model == 0 {
+		return c.explain && c.failf("models %s; bid wants %s", offerModels(c.o), strings.Join(c.p.bid.GetGpu().GetModels(), ", "))
+	}
+	return true
+}
+
+func fitsVRAM(c *evalCtx) bool {
+	if c.masks.vram == 0 {
+		v := bestGroup(c.f, c.masks.model, gpuVRAM)
+		return c.explain && c.failf("vram %s < %s required", gib(v), gib(c.p.bid.GetGpu().GetMinVramBytes()))
+	}
+	return true
+}
+
+func kindCompute(p *bidPlan) string {
+	return "compute capability below " + computeCap(p.bid.GetGpu().GetMinComputeCapability())
+}
+
+func fitsCompute(c *evalCtx) bool {
+	if c.masks.compute == 0 {
+		cc := bestGroup(c.f, c.masks.vram, func(g *gpuFacts) uint64 { return uint64(g.cc) })
+		return c.explain && c.failf("compute capability %s < %s required", computeCap(uint32(cc)), computeCap(c.p.bid.GetGpu().GetMinComputeCapability()))
+	}
+	return true
+}
+
+// fitsGPUs counts, per model, the GPUs of fully qualifying groups: one
+// provider supplies GPUs of one model only. It records how many it gives.
+func fitsGPUs(c *evalCtx) bool {
+	var supply uint32
+	gs, ok := c.f.gpus, c.masks.compute
+	for i := range min(len(gs), 64) {
+		if ok&(1<<i) == 0 {
+			continue
+		}
+		n := gs[i].count
+		for j := i + 1; j < min(len(gs), 64); j++ {
+			if ok&(1<<j) != 0 && gs[j].model == gs[i].model {
+				n += gs[j].count
+				ok &^= 1 << j // counted with group i
+			}
+		}
+		supply = max(supply, n)
+	}
+	if supply < c.p.need {
+		return c.explain && c.failf("%d GPUs < %d per provider required", supply, c.p.need)
+	}
+	c.gpus = min(supply, c.p.bid.GetGpu().GetCount())
+	return true
+}
+
+func fitsHost(c *evalCtx) bool {
+	have, want := &c.f.host, c.p.bid.GetHostMin()
+	switch {
+	case have.cores < want.GetCpuCores():
+		return c.explain && c.failf("%d cpu cores < %d required", have.cores, want.GetCpuCores())
+	case have.ram < want.GetRamBytes():
+		return c.explain && c.failf("ram %s < %s required", gib(have.ram), gib(want.GetRamBytes()))
+	case have.disk < want.GetDiskBytes():
+		return c.explain && c.failf("disk %s < %s required", gib(have.disk), gib(want.GetDiskBytes()))
+	case have.up < want.GetUpBitsPerSecond():
+		return c.explain && c.failf("uplink %d < %d bit/s required", have.up, want.GetUpBitsPerSecond())
+	case have.down < want.GetDownBitsPerSecond():
+		return c.explain && c.failf("downlink %d < %d bit/s required", have.down, want.GetDownBitsPerSecond())
+	}
+	return true
+}
+
+func kindDuration(p *bidPlan) string {
+	return "duration " + seconds(p.bid.GetDurationSeconds()) + " outside the offer's limits"
+}
+
+func fitsDuration(c *evalCtx) bool {
+	d := c.p.bid.GetDurationSeconds()
+	if d < c.f.minDur || d > c.f.maxDur {
+		return c.explain && c.failf("duration %s not within %s-%s", seconds(d), seconds(c.f.minDur), seconds(c.f.maxDur))
+	}
+	return true
+}
+
+func kindWorkload(p *bidPlan) string {
+	return fmt.Sprintf("workload class %q not accepted", p.bid.GetWorkloadClass())
+}
+
+func fitsWorkload(c *evalCtx) bool {
+	if cls := c.o.GetWorkloadClasses(); len(cls) > 0 && !slices.Contains(cls, c.p.bid.GetWorkloadClass()) {
+		return c.explain && c.failf("workload class %q not in %v", c.p.bid.GetWorkloadClass(), cls)
+	}
+	return true
+}
+
+// fitsImage applies the offer's prefix rules: the image must start with an
+// allowed prefix (any if there are none) and with no denied one.
+func fitsImage(c *evalCtx) bool {
+	img := c.p.bid.GetImage()
+	if allow := c.o.GetImageAllow(); len(allow) > 0 && !slices.ContainsFunc(allow, func(p string) bool { return strings.HasPrefix(img, p) }) {
+		return c.explain && c.failf("image %q matches no allowed prefix %v", clip(img), allow)
+	}
+	for _, p := range c.o.GetImageDeny() {
+		if strings.HasPrefix(img, p) {
+			return c.explain && c.failf("image %q denied by prefix %q", clip(img), p)
+		}
+	}
+	return true
+}
+
+func kindReliability(p *bidPlan) string {
+	return fmt.Sprintf("reliability below %.3f", float64(p.bid.GetMinReliabilityPermille())/1000)
+}
+
+func fitsReliability(c *evalCtx) bool {
+	c.rel = clamp01(c.m.rel.Reliability(c.issuer))
+	if min := float64(c.p.bid.GetMinReliabilityPermille()) / 1000; c.rel < min {
+		return c.explain && c.failf("reliability %.3f < %.3f required", c.rel, min)
+	}
+	return true
+}
+
+// fitsRTT passes an offer whose RTT is unknown: the bid's limit applies to
+// what has been measured or estimated only.
+func fitsRTT(c *evalCtx) bool {
+	c.rtt, c.rttKnown = c.m.rtt.RTT(c.issuer)
+	c.rtt = max(c.rtt, 0)
+	if limit := time.Duration(c.p.bid.GetMaxRttMs()) * time.Millisecond; limit > 0 && c.rttKnown && c.rtt > limit {
+		return c.explain && c.failf("rtt %s > %s allowed", c.rtt.Round(time.Millisecond), limit)
+	}
+	return true
+}
+
+func kindWindow(p *bidPlan) string {
+	return "no window fits " + seconds(p.bid.GetDurationSeconds()) + " in the start range"
+}
+
+// fitsWindow finds the earliest start in the bid's start range at which an
+// availability span of the offer covers the whole lease at a floor the bid
+// pays. Spans are one-off windows, or weekly windows, each merged where
+// they touch (Sunday night into Monday morning); a merged span's floor is
+// the highest of its windows'. An offer without windows is available any
+// time. It records the start and raises the price to the window's floor.
+func fitsWindow(c *evalCtx) bool {
+	p, o := c.p, c.o
+	if p.until < p.from {
+		return c.explain && c.failf("latest start %s has passed", ms(p.until))
+	}
+	if len(o.GetWindows()) == 0 && len(o.GetWeekly()) == 0 {
+		c.start = p.from
+		return true
+	}
+	maxPrice := p.bid.GetMaxPriceMicros()
+	var blocked bool
+	start, floor, found := int64(0), uint64(0), false
+	if ws := o.GetWindows(); len(ws) > 0 {
+		start, floor, found, blocked = earliestFit(&spanIter{oneOff: ws}, p, maxPrice)
+	}
+	if ws := o.GetWeekly(); len(ws) > 0 {
+		s, f, ok, b := earliestWeeklyFit(ws, p, maxPrice)
+		blocked = blocked || b
+		if ok && (!found || s < start || s == start && f < floor) {
+			start, floor, found = s, f, true
+		}
+	}
+	if !found {
+		if blocked {
+			return c.explain && c.failf("windows that fit %s ask floors above %s", seconds(p.bid.GetDurationSeconds()), money(maxPrice))
+		}
+		return c.explain && c.failf("no window covers %s starting %s to %s", seconds(p.bid.GetDurationSeconds()), ms(p.from), ms(p.until))
+	}
+	c.start, c.price = start, max(c.price, floor)
+	return true
+}

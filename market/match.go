@@ -1,0 +1,497 @@
+package market
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Matcher runs the reverse auction of a bid against a book snapshot. It is
+// pure and deterministic: the same snapshot, bid, now and sources give the
+// same result. It is safe for concurrent use if its sources are.
+type Matcher struct {
+	cfg  MatchConfig
+	rel  Reliability
+	rtt  RTTs
+	excl Excluder
+}
+
+// NewMatcher returns a matcher with cfg (a field that fails Validate gets
+// its default) and the given sources; nil sources are neutral: every
+// provider fully reliable, every RTT unknown.
+func NewMatcher(cfg MatchConfig, rel Reliability, rtt RTTs) *Matcher {
+	if rel == nil {
+		rel = NeutralReliability{}
+	}
+	if rtt == nil {
+		rtt = UnknownRTTs{}
+	}
+	return &Matcher{cfg: cfg.sanitized(), rel: rel, rtt: rtt}
+}
+
+// WithExcluder returns a copy of m that skips the providers x excludes.
+func (m *Matcher) WithExcluder(x Excluder) *Matcher {
+	c := *m
+	c.excl = x
+	return &c
+}
+
+// Config returns the configuration in effect.
+func (m *Matcher) Config() MatchConfig { return m.cfg }
+
+// Result is the outcome of one match.
+type Result struct {
+	// Candidates are the best K, best first.
+	Candidates []Candidate
+	// Considered counts the offers the indexes handed to the checks;
+	// the rest were cut by model, country, tier or price unseen.
+	Considered int
+	// Feasible counts the considered offers that passed every check.
+	Feasible int
+
+	plan  *bidPlan
+	fails [len(feasibilityChecks)]int // considered offers failed, by check
+}
+
+// Rejected counts why considered offers failed, most common first.
+func (r Result) Rejected() []ReasonCount {
+	var out []ReasonCount
+	for i, n := range r.fails {
+		if n > 0 {
+			out = append(out, ReasonCount{Check: feasibilityChecks[i].name, Kind: feasibilityChecks[i].kind(r.plan), Count: n})
+		}
+	}
+	sortReasonCounts(out)
+	return out
+}
+
+// Reason says why one offer does not fit one bid.
+type Reason struct {
+	Check  string // the failing check, such as "vram"
+	Kind   string // the same for every offer of the bid: "vram below 40 GiB"
+	Detail string // this offer's figures: "vram 24 GiB < 40 GiB required"
+}
+
+// String reads like "vram: vram 24 GiB < 40 GiB required".
+func (r Reason) String() string { return r.Check + ": " + r.Detail }
+
+// ReasonCount is how many offers failed for one reason kind.
+type ReasonCount struct {
+	Check, Kind string
+	Count       int
+	// Example is the detail of the first such offer in key order
+	// (Explain only).
+	Example string
+}
+
+// Match returns the k best offers of s for bid at now (every feasible
+// offer if k ≤ 0). Candidates come from the snapshot's indexes in rising
+// order of tier price; as the effective price is never below the price,
+// the walk stops at the first price above the k-th best effective price.
+func (m *Matcher) Match(s *Snapshot, bid *pb.Bid, now time.Time, k int) Result {
+	p := m.plan(bid, now)
+	p.intern(s)
+	res := Result{plan: p}
+	if k > 0 {
+		res.Candidates = make([]Candidate, 0, min(k, 256))
+	}
+	h := m.cursors(s, p)
+	ctx := new(evalCtx)
+	var seen map[*offerEntry]bool // offers listed under several models
+	for len(h.cs) > 0 {
+		it := h.top()
+		if k > 0 && len(res.Candidates) == k && float64(it.price) > res.Candidates[k-1].EffectivePriceMicros {
+			break
+		}
+		h.advance()
+		if !it.fits(p) {
+			continue // too few or too small GPUs of this model, or host: cut unseen
+		}
+		e := it.e
+		if len(e.buckets) > 1 {
+			if seen[e] {
+				continue
+			}
+			if seen == nil {
+				seen = make(map[*offerEntry]bool)
+			}
+			seen[e] = true
+		}
+		res.Considered++
+		c, failed := m.evaluate(ctx, e.offer, &e.offerFacts, e.key.issuer, p, false)
+		if failed >= 0 {
+			res.fails[failed]++
+			continue
+		}
+		res.Feasible++
+		res.Candidates = insertRanked(res.Candidates, c, k)
+	}
+	return res
+}
+
+// Feasible runs every check on one offer for bid at now, without the
+// indexes. It returns the candidate the offer makes, or the first reason
+// it does not fit.
+func (m *Matcher) Feasible(o *pb.Offer, bid *pb.Bid, now time.Time) (Candidate, *Reason) {
+	p := m.plan(bid, now)
+	f := factsOf(o)
+	c, failed := m.evaluate(new(evalCtx), o, &f, Issuer(o), p, true)
+	if failed < 0 {
+		return c, nil
+	}
+	return Candidate{}, m.reason(o, &f, p, failed)
+}
+
+// evaluate runs the pipeline on o with c, which it resets (one context
+// serves a whole match, so the hot path does not allocate): the index of
+// the first failing check, or -1 and the scored candidate.
+func (m *Matcher) evaluate(c *evalCtx, o *pb.Offer, f *offerFacts, issuer peer.ID, p *bidPlan, explain bool) (Candidate, int) {
+	*c = evalCtx{m: m, p: p, o: o, f: f, issuer: issuer, explain: explain}
+	for i := range feasibilityChecks {
+		if !feasibilityChecks[i].fits(c) {
+			return Candidate{}, i
+		}
+	}
+	cand := Candidate{
+		Offer: o, Issuer: issuer, GPUs: c.gpus, PriceMicros: c.price,
+		EffectivePriceMicros: m.cfg.effectivePrice(c.price, c.rel, c.rtt, c.rttKnown),
+		Start:                time.UnixMilli(c.start).UTC(),
+		Scores:               m.score(c),
+		TotalMicros:          leaseTotal(c.price, c.gpus, p.bid.GetDurationSeconds()),
+		Reliability:          c.rel, RTT: c.rtt, RTTKnown: c.rttKnown,
+	}
+	return cand, -1
+}
+
+// reason reruns check i on o to say why it failed.
+func (m *Matcher) reason(o *pb.Offer, f *offerFacts, p *bidPlan, i int) *Reason {
+	c := evalCtx{m: m, p: p, o: o, f: f, issuer: Issuer(o), explain: true}
+	for j := 0; j < i; j++ { // later checks read what earlier ones recorded
+		feasibilityChecks[j].fits(&c)
+	}
+	feasibilityChecks[i].fits(&c)
+	return &Reason{Check: feasibilityChecks[i].name, Kind: feasibilityChecks[i].kind(p), Detail: c.detail}
+}
+
+// Explanation says, for every offer of a snapshot, whether it fits a bid
+// and if not why: each offer counts under the first check it fails.
+type Explanation struct {
+	Offers   int
+	Feasible int
+	Reasons  []ReasonCount // most common first
+}
+
+// Explain runs every check on every offer of s for bid at now. It is a
+// linear scan, for "why did nothing match?", not for ranking.
+func (m *Matcher) Explain(s *Snapshot, bid *pb.Bid, now time.Time) Explanation {
+	p := m.plan(bid, now)
+	ex := Explanation{Offers: s.Len()}
+	var counts [len(feasibilityChecks)]ReasonCount
+	ctx := new(evalCtx)
+	for _, e := range s.entries() {
+		_, failed := m.evaluate(ctx, e.offer, &e.offerFacts, e.key.issuer, p, false)
+		if failed < 0 {
+			ex.Feasible++
+			continue
+		}
+		rc := &counts[failed]
+		if rc.Count == 0 {
+			r := m.reason(e.offer, &e.offerFacts, p, failed)
+			*rc = ReasonCount{Check: r.Check, Kind: r.Kind, Example: r.Detail}
+		}
+		rc.Count++
+	}
+	for _, rc := range counts {
+		if rc.Count > 0 {
+			ex.Reasons = append(ex.Reasons, rc)
+		}
+	}
+	sortReasonCounts(ex.Reasons)
+	return ex
+}
+
+func sortReasonCounts(rs []ReasonCount) {
+	slices.SortFunc(rs, func(a, b ReasonCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Kind, b.Kind))
+	})
+}
+
+// String reads like "37 offers: vram below 40 GiB; 12: region not allowed;
+// 3 feasible".
+func (e Explanation) String() string {
+	if e.Offers == 0 {
+		return "no offers"
+	}
+	var b strings.Builder
+	for i, r := range e.Reasons {
+		if i == 0 {
+			fmt.Fprintf(&b, "%d offers: %s", r.Count, r.Kind)
+		} else {
+			fmt.Fprintf(&b, "; %d: %s", r.Count, r.Kind)
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteString("; ")
+	}
+	fmt.Fprintf(&b, "%d feasible", e.Feasible)
+	return b.String()
+}
+
+// Snapshot is an immutable view of a Book, safe for concurrent readers:
+// what the matcher and listings read. Slices it returns are the caller's
+// own.
+type Snapshot struct {
+	offers  [bookShards]map[bookKey]*offerEntry
+	bids    [bookShards]map[bookKey]*bidEntry
+	nOffers int
+	nBids   int
+	views   []*bucketView            // every bucket, by model then country
+	byModel map[string][]*bucketView // by country within a model
+	// countries maps each country of an offer to the string the book holds.
+	countries map[string]string
+
+	sortOnce sync.Once
+	sorted   []*offerEntry // live offers by key, built on first use
+}
+
+// Len returns the number of live offers.
+func (s *Snapshot) Len() int { return s.nOffers }
+
+// NumBids returns the number of live bids.
+func (s *Snapshot) NumBids() int { return s.nBids }
+
+// Offer returns the live offer of issuer with id.
+func (s *Snapshot) Offer(issuer peer.ID, id string) (*pb.Offer, bool) {
+	k := bookKey{issuer, id}
+	e := s.offers[shardOf(k)][k]
+	if e == nil || e.offer == nil {
+		return nil, false
+	}
+	return e.offer, true
+}
+
+// Bid returns the live bid of issuer with id.
+func (s *Snapshot) Bid(issuer peer.ID, id string) (*pb.Bid, bool) {
+	k := bookKey{issuer, id}
+	e := s.bids[shardOf(k)][k]
+	if e == nil || e.bid == nil {
+		return nil, false
+	}
+	return e.bid, true
+}
+
+// Offers returns every live offer, ordered by issuer, then id.
+func (s *Snapshot) Offers() []*pb.Offer {
+	es := s.entries()
+	out := make([]*pb.Offer, len(es))
+	for i, e := range es {
+		out[i] = e.offer
+	}
+	return out
+}
+
+// entries returns the live offer entries in key order, sorted once.
+func (s *Snapshot) entries() []*offerEntry {
+	s.sortOnce.Do(func() {
+		s.sorted = make([]*offerEntry, 0, s.nOffers)
+		for _, m := range s.offers {
+			for _, e := range m {
+				if e.offer != nil {
+					s.sorted = append(s.sorted, e)
+				}
+			}
+		}
+		slices.SortFunc(s.sorted, func(x, y *offerEntry) int { return compareKeys(x.key, y.key) })
+	})
+	return s.sorted
+}
+
+// Bids returns every live bid, ordered by issuer, then id.
+func (s *Snapshot) Bids() []*pb.Bid {
+	out := make([]*pb.Bid, 0, s.nBids)
+	for _, m := range s.bids {
+		for _, e := range m {
+			if e.bid != nil {
+				out = append(out, e.bid)
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y *pb.Bid) int { return compareKeys(keyOf(x.GetHeader()), keyOf(y.GetHeader())) })
+	return out
+}
+
+// offerCursor walks one bucket's list for the bid's tier, cut at the
+// bid's maximum price.
+type offerCursor struct {
+	list []viewItem
+	i    int
+}
+
+// cursorHeap merges the cursors into one walk in rising order of tier
+// price (then issuer, id), so the walk can stop at a price.
+type cursorHeap struct {
+	tier pb.Tier
+	cs   []offerCursor
+}
+
+// cursors opens a cursor on every bucket of an allowed model and country.
+func (m *Matcher) cursors(s *Snapshot, p *bidPlan) cursorHeap {
+	t := p.bid.GetTier()
+	h := cursorHeap{tier: t}
+	if t < pb.Tier_TIER_GOLD || t > pb.Tier_TIER_BRONZE {
+		return h
+	}
+	maxPrice := p.bid.GetMaxPriceMicros()
+	open := func(v *bucketView) {
+		if !countryAllowed(p, v.country) {
+			return
+		}
+		list := v.tiers[t]
+		n, _ := slices.BinarySearchFunc(list, maxPrice+1, func(it viewItem, price uint64) int { return cmp.Compare(it.price, price) })
+		if n > 0 {
+			h.cs = append(h.cs, offerCursor{list: list[:n]})
+		}
+	}
+	h.cs = make([]offerCursor, 0, len(s.views))
+	if models := p.models; len(models) > 0 {
+		for i, model := range models {
+			if !slices.Contains(models[:i], model) {
+				for _, v := range s.byModel[model] {
+					open(v)
+				}
+			}
+		}
+	} else {
+		for _, v := range s.views {
+			open(v)
+		}
+	}
+	for i := len(h.cs)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+	return h
+}
+
+func countryAllowed(p *bidPlan, country string) bool {
+	return (len(p.allowed) == 0 || slices.Contains(p.allowed, country)) && !slices.Contains(p.denied, country)
+}
+
+func (h *cursorHeap) top() *viewItem { return &h.cs[0].list[h.cs[0].i] }
+
+// advance moves past the top entry.
+func (h *cursorHeap) advance() {
+	c := &h.cs[0]
+	if c.i++; c.i == len(c.list) {
+		last := len(h.cs) - 1
+		h.cs[0] = h.cs[last]
+		h.cs = h.cs[:last]
+	}
+	h.down(0)
+}
+
+func (h *cursorHeap) less(i, j int) bool {
+	a, b := &h.cs[i].list[h.cs[i].i], &h.cs[j].list[h.cs[j].i]
+	return a.price < b.price || a.price == b.price && compareKeys(a.e.key, b.e.key) < 0
+}
+
+func (h *cursorHeap) down(i int) {
+	for n := len(h.cs); ; {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		if r := l + 1; r < n && h.less(r, l) {
+			l = r
+		}
+		if !h.less(l, i) {
+			return
+		}
+		h.cs[i], h.cs[l] = h.cs[l], h.cs[i]
+		i = l
+	}
+}
+
+// OfferFilter selects and orders offers for a listing; a zero field
+// selects all.
+type OfferFilter struct {
+	GPUModel       string
+	MinVRAMBytes   uint64 // of a GPU of GPUModel, or of any GPU
+	Country        string
+	MaxPriceMicros uint64 // for Tier, or for the offer's cheapest tier
+	Tier           pb.Tier
+	SortBy         string // "price" (the default), "vram" (most first) or "expiry" (soonest first)
+}
+
+// FindOffers lists the offers that pass f, sorted as f asks, then by
+// issuer and id. Prices are per GPU-hour for f.Tier, or for the offer's
+// cheapest tier when f.Tier is unspecified.
+func (s *Snapshot) FindOffers(f OfferFilter) []*pb.Offer {
+	type hit struct {
+		e           *offerEntry
+		price, vram uint64
+	}
+	var hits []hit
+	seen := make(map[*offerEntry]bool)
+	views, modelList := s.views, []string(nil)
+	if f.GPUModel != "" {
+		views, modelList = s.byModel[f.GPUModel], []string{f.GPUModel}
+	}
+	for _, v := range views {
+		if f.Country != "" && v.country != f.Country {
+			continue
+		}
+		for t := pb.Tier_TIER_GOLD; t <= pb.Tier_TIER_BRONZE; t++ {
+			if f.Tier != pb.Tier_TIER_UNSPECIFIED && t != f.Tier {
+				continue
+			}
+			for _, it := range v.tiers[t] {
+				e, price := it.e, it.price
+				if f.Tier == pb.Tier_TIER_UNSPECIFIED && cheapestTier(e) != t || f.MaxPriceMicros > 0 && price > f.MaxPriceMicros {
+					continue // listed under its cheapest tier, or too dear
+				}
+				vram := bestGroup(&e.offerFacts, gpuMasksOf(&e.offerFacts, nil, modelList).model, gpuVRAM)
+				if vram < f.MinVRAMBytes || seen[e] {
+					continue
+				}
+				if len(e.buckets) > 1 {
+					seen[e] = true // listed under another model too
+				}
+				hits = append(hits, hit{e, price, vram})
+			}
+		}
+	}
+	slices.SortFunc(hits, func(a, b hit) int {
+		var c int
+		switch f.SortBy {
+		case "vram":
+			c = cmp.Compare(b.vram, a.vram)
+		case "expiry":
+			c = cmp.Compare(a.e.expires, b.e.expires)
+		default:
+			c = cmp.Compare(a.price, b.price)
+		}
+		return cmp.Or(c, compareKeys(a.e.key, b.e.key))
+	})
+	out := make([]*pb.Offer, len(hits))
+	for i, h := range hits {
+		out[i] = h.e.offer
+	}
+	return out
+}
+
+// cheapestTier is the tier at which e asks least (the better tier on a tie).
+func cheapestTier(e *offerEntry) pb.Tier {
+	best := pb.Tier_TIER_UNSPECIFIED
+	for t := pb.Tier_TIER_GOLD; t <= pb.Tier_TIER_BRONZE; t++ {
+		if e.prices[t] != 0 && (best == pb.Tier_TIER_UNSPECIFIED || e.prices[t] < e.prices[best]) {
+			best = t
+		}
+	}
+	return best
+}
