@@ -179,7 +179,7 @@ var feasibilityChecks = [...]feasCheck{
 	// Prices in different currencies cannot be compared at all.
 	{"currency", func(p *bidPlan) string { return "currency not " + p.bid.GetCurrency() }, fitsCurrency},
 	// The tier fixes which price applies, so it precedes the price.
-	{"tier", func(p *bidPlan) string { return tierName(p.bid.GetTier()) + " tier not offered" }, fitsTier},
+	{"tier", func(p *bidPlan) string { return TierName(p.bid.GetTier()) + " tier not offered" }, fitsTier},
 	// A bronze lease can be preempted; only a bid that accepts it may take one.
 	{"preemption", func(*bidPlan) string { return "bronze is preemptible; bid does not accept preemption" }, fitsPreemption},
 	// The index already cuts here; the check keeps Feasible honest alone.
@@ -228,7 +228,7 @@ func fitsCurrency(c *evalCtx) bool {
 
 func fitsTier(c *evalCtx) bool {
 	if !c.f.offers(c.p.bid.GetTier()) {
-		return c.explain && c.failf("tiers %v; bid wants %s", c.o.GetTiers(), tierName(c.p.bid.GetTier()))
+		return c.explain && c.failf("tiers %v; bid wants %s", c.o.GetTiers(), TierName(c.p.bid.GetTier()))
 	}
 	return true
 }
@@ -241,13 +241,13 @@ func fitsPreemption(c *evalCtx) bool {
 }
 
 func kindPrice(p *bidPlan) string {
-	return fmt.Sprintf("%s price above %s", tierName(p.bid.GetTier()), money(p.bid.GetMaxPriceMicros()))
+	return fmt.Sprintf("%s price above %s", TierName(p.bid.GetTier()), money(p.bid.GetMaxPriceMicros()))
 }
 
 func fitsPrice(c *evalCtx) bool {
 	c.price = c.f.prices[c.p.bid.GetTier()&3]
 	if c.price > c.p.bid.GetMaxPriceMicros() {
-		return c.explain && c.failf("%s %s/GPU-h > %s max", tierName(c.p.bid.GetTier()), money(c.price), money(c.p.bid.GetMaxPriceMicros()))
+		return c.explain && c.failf("%s %s/GPU-h > %s max", TierName(c.p.bid.GetTier()), money(c.price), money(c.p.bid.GetMaxPriceMicros()))
 	}
 	return true
 }

@@ -163,7 +163,7 @@ func (m *Matcher) evaluate(c *evalCtx, o *pb.Offer, f *offerFacts, issuer peer.I
 		EffectivePriceMicros: m.cfg.effectivePrice(c.price, c.rel, c.rtt, c.rttKnown),
 		Start:                time.UnixMilli(c.start).UTC(),
 		Scores:               m.score(c),
-		TotalMicros:          leaseTotal(c.price, c.gpus, p.bid.GetDurationSeconds()),
+		TotalMicros:          LeaseTotal(c.price, c.gpus, p.bid.GetDurationSeconds()),
 		Reliability:          c.rel, RTT: c.rtt, RTTKnown: c.rttKnown,
 	}
 	return cand, -1

@@ -339,8 +339,8 @@ func TestLeaseTotal(t *testing.T) {
 		{math.MaxUint64, 2, 3600, math.MaxUint64},
 		{math.MaxUint64 / 2, 1, 1 << 40, math.MaxUint64},
 	} {
-		if got := leaseTotal(tc.price, tc.gpus, tc.secs); got != tc.want {
-			t.Errorf("leaseTotal(%d, %d, %d) = %d, want %d", tc.price, tc.gpus, tc.secs, got, tc.want)
+		if got := LeaseTotal(tc.price, tc.gpus, tc.secs); got != tc.want {
+			t.Errorf("LeaseTotal(%d, %d, %d) = %d, want %d", tc.price, tc.gpus, tc.secs, got, tc.want)
 		}
 	}
 }

@@ -252,9 +252,9 @@ func (m *Matcher) score(c *evalCtx) Scores {
 	return s
 }
 
-// leaseTotal is price × gpus × seconds / 3600 in micro-units, rounded up,
+// LeaseTotal is price × gpus × seconds / 3600 in micro-units, rounded up,
 // in 128-bit integer arithmetic; it saturates at the largest uint64.
-func leaseTotal(price uint64, gpus uint32, secs uint64) uint64 {
+func LeaseTotal(price uint64, gpus uint32, secs uint64) uint64 {
 	hi, lo := bits.Mul64(price, uint64(gpus))
 	if hi != 0 {
 		return math.MaxUint64
@@ -271,7 +271,8 @@ func leaseTotal(price uint64, gpus uint32, secs uint64) uint64 {
 
 // Words and figures for reasons.
 
-func tierName(t pb.Tier) string {
+// TierName is the lower-case name of a tier: gold, silver or bronze.
+func TierName(t pb.Tier) string {
 	switch t {
 	case pb.Tier_TIER_GOLD:
 		return "gold"

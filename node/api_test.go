@@ -19,7 +19,7 @@ func TestAPIServesStatusPeersAndMetrics(t *testing.T) {
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
 	r := testRepo(t, "a", func(c *Config) {
 		c.Network.Bootstrap = boot.Addrs()[:1]
-		c.Network.PingInterval = Duration(time.Second)
+		c.Network.PingInterval = Dur(time.Second)
 	})
 	n := startNode(t, r, Options{ProcessMetrics: true})
 	if !strings.HasPrefix(n.APIAddr(), "http://127.0.0.1:") {

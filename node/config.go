@@ -32,6 +32,7 @@ type Config struct {
 	Resources ResourcesConfig `toml:"resources" comment:"libp2p resource manager ceilings"`
 	API       APIConfig       `toml:"api" comment:"local HTTP API and Prometheus metrics, on 127.0.0.1 only"`
 	Log       LogConfig       `toml:"log" comment:"logging through log/slog on stderr"`
+	Provider  ProviderConfig  `toml:"provider" comment:"what this node sells, when it is a provider"`
 }
 
 // SwarmConfig names the swarm and, for a private one, its key and allow-list.
@@ -112,21 +113,21 @@ func DefaultConfig(profile string) Config {
 			Bootstrap:    []string{},
 			ConnLow:      100,
 			ConnHigh:     400,
-			ConnGrace:    Duration(20 * time.Second),
-			DialTimeout:  Duration(15 * time.Second),
-			PingInterval: Duration(30 * time.Second),
+			ConnGrace:    Dur(20 * time.Second),
+			DialTimeout:  Dur(15 * time.Second),
+			PingInterval: Dur(30 * time.Second),
 		},
 		DHT: DHTConfig{
 			Mode:                DHTServer,
-			RebootstrapInterval: Duration(5 * time.Minute),
-			FindInterval:        Duration(time.Minute),
+			RebootstrapInterval: Dur(5 * time.Minute),
+			FindInterval:        Dur(time.Minute),
 			MaxPeers:            64,
 		},
 		Gossip: GossipConfig{
 			OutboundQueue:    1024,
 			MaxMessageSize:   1 << 20,
 			PeerScoring:      true,
-			ValidatorTimeout: Duration(2 * time.Second),
+			ValidatorTimeout: Dur(2 * time.Second),
 		},
 		Resources: ResourcesConfig{
 			MaxMemoryMiB:    int(p2p.DefaultLimits.MaxMemory >> 20),
@@ -141,6 +142,7 @@ func DefaultConfig(profile string) Config {
 			Format:     "text",
 			Subsystems: map[string]string{"libp2p": "warn", "dht/rtrefreshmanager": "error"},
 		},
+		Provider: DefaultProviderConfig(),
 	}
 	switch profile {
 	case ProfileRenter:
@@ -188,6 +190,7 @@ func (c *Config) Validate() error {
 		c.validateResources,
 		func() error { return intRange("api.port", c.API.Port, 0, 65535) },
 		c.validateLog,
+		c.Provider.validate,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
@@ -324,7 +327,7 @@ func intRange(field string, v, lo, hi int) error {
 }
 
 func durRange(field string, v Duration, lo, hi time.Duration) error {
-	if time.Duration(v) >= lo && time.Duration(v) <= hi {
+	if v.Std() >= lo && v.Std() <= hi {
 		return nil
 	}
 	return fieldErr(field, v, fmt.Sprintf("%s to %s", lo, hi))

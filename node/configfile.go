@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -25,6 +26,9 @@ const configHeader = `# idlegrid node configuration.
 // the wrong type is an error naming its line) and validates the result.
 func ParseConfig(data []byte) (Config, error) {
 	var c Config
+	if err := checkDurations(data); err != nil {
+		return Config{}, err
+	}
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
@@ -191,8 +195,10 @@ func (c Config) Set(key, value string) (Config, error) {
 	}
 	literal := value
 	var probe map[string]any
-	if toml.Unmarshal([]byte("v = "+value), &probe) != nil {
-		literal = strconv.Quote(value)
+	current, _ := c.Get(key)
+	_, isString := current.(string)
+	if toml.Unmarshal([]byte("v = "+value), &probe) != nil || isString && !strings.HasPrefix(value, `"`) && !strings.HasPrefix(value, "'") {
+		literal = strconv.Quote(value) // a bare word, or a number for a string setting such as a price
 	}
 	var doc strings.Builder
 	if len(parts) > 1 {
@@ -200,6 +206,9 @@ func (c Config) Set(key, value string) (Config, error) {
 	}
 	fmt.Fprintf(&doc, "%s = %s\n", parts[len(parts)-1], literal)
 
+	if err := checkDurations([]byte(doc.String())); err != nil {
+		return Config{}, err
+	}
 	out := c.clone()
 	dec := toml.NewDecoder(strings.NewReader(doc.String()))
 	dec.DisallowUnknownFields()
@@ -222,7 +231,8 @@ var tomlTypeRE = regexp.MustCompile(`cannot decode TOML (\w+) into struct field 
 func typeHint(err error) string {
 	msg := err.Error()
 	if m := tomlTypeRE.FindStringSubmatch(msg); m != nil {
-		want := map[string]string{"int": "an integer", "bool": "true or false", "string": "a string", "[]string": "a list of strings"}[m[2]]
+		want := map[string]string{"int": "an integer", "bool": "true or false", "string": "a string", "[]string": "a list of strings",
+			"node.Duration": "a quoted duration such as \"30s\" or \"5m\""}[m[2]]
 		if want == "" {
 			want = "a " + m[2]
 		}
@@ -238,9 +248,52 @@ func (c Config) clone() Config {
 	out.Network.Listen = slices.Clone(c.Network.Listen)
 	out.Network.Announce = slices.Clone(c.Network.Announce)
 	out.Network.Bootstrap = slices.Clone(c.Network.Bootstrap)
+	p := &out.Provider
+	p.Tiers = slices.Clone(p.Tiers)
+	p.Weekly = slices.Clone(p.Weekly)
+	p.WorkloadClasses = slices.Clone(p.WorkloadClasses)
+	p.ImageAllow = slices.Clone(p.ImageAllow)
+	p.ImageDeny = slices.Clone(p.ImageDeny)
+	p.GPUs = slices.Clone(p.GPUs)
 	out.Log.Subsystems = make(map[string]string, len(c.Log.Subsystems))
 	for k, v := range c.Log.Subsystems {
 		out.Log.Subsystems[k] = v
 	}
 	return out
+}
+
+var durationType = reflect.TypeFor[Duration]()
+
+// checkDurations refuses a duration setting written as a bare number:
+// it has no unit, and go-toml would hand it over without naming the key.
+func checkDurations(data []byte) error {
+	var m map[string]any
+	if toml.Unmarshal(data, &m) != nil {
+		return nil // the strict decode reports syntax errors with their line
+	}
+	return walkDurations(reflect.TypeFor[Config](), m, "")
+}
+
+func walkDurations(t reflect.Type, m map[string]any, prefix string) error {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		v, ok := m[name]
+		if !ok {
+			continue
+		}
+		switch {
+		case f.Type == durationType:
+			if _, isString := v.(string); !isString {
+				return fmt.Errorf("%w: %s%s = %v: want a quoted duration such as \"30s\" or \"5m\"", ErrConfig, prefix, name, v)
+			}
+		case f.Type.Kind() == reflect.Struct:
+			if sub, ok := v.(map[string]any); ok {
+				if err := walkDurations(f.Type, sub, prefix+name+"."); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }

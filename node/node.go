@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
@@ -52,21 +53,26 @@ type Node struct {
 	bootstrap []peer.AddrInfo
 	allow     []peer.ID
 
-	metrics *metrics
-	unlock  func()
-	store   *pebbleds.Datastore
-	host    host.Host
-	disc    *p2p.Discovery
-	gossip  *p2p.Gossip
-	pinger  *p2p.Pinger
-	conns   *connTracker
-	api     *api.Server
-	apiAddr string
-	started time.Time
+	metrics  *metrics
+	unlock   func()
+	store    *pebbleds.Datastore
+	host     host.Host
+	disc     *p2p.Discovery
+	gossip   *p2p.Gossip
+	pinger   *p2p.Pinger
+	conns    *connTracker
+	market   *marketSide
+	provider *provider
+	api      *api.Server
+	apiLn    net.Listener
+	running  bool // Start succeeded
+	apiAddr  string
+	started  time.Time
 
 	cancel      context.CancelFunc // stops discovery, gossip and ping
-	stopReaders context.CancelFunc // stops the topic readers (before the router)
-	wg          sync.WaitGroup     // the topic readers
+	readCtx     context.Context    // lifetime of the goroutines in wg
+	stopReaders context.CancelFunc // ends readCtx, before the router stops
+	wg          sync.WaitGroup     // topic readers, market loops, provider
 	closeOnce   sync.Once
 	closeErr    error
 }
@@ -134,21 +140,24 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.unlock, err = n.repo.Lock(); err != nil {
 		return err
 	}
-	apiLn, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(n.cfg.API.Port)))
+	// Bind the API port first so a busy port fails at once, but serve
+	// only once the node is whole.
+	n.apiLn, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(n.cfg.API.Port)))
 	if err != nil {
 		return fmt.Errorf("%w: api.port %d: %v; change api.port in %s or stop what holds it", ErrAPIListen, n.cfg.API.Port, errors.Unwrap(err), n.repo.ConfigPath())
 	}
-	n.apiAddr = "http://" + apiLn.Addr().String()
+	n.apiAddr = "http://" + n.apiLn.Addr().String()
 	n.metrics = newMetrics(n)
-	n.api = api.NewServer(n, n.metrics.reg, n.opts.Logger.With("subsystem", LogAPI))
-	n.api.Serve(apiLn)
 
 	if err := n.startHost(); err != nil {
 		return err
 	}
 	// Reach the swarm before touching the datastore: a node that cannot
 	// join fails without writing a byte.
-	if err := p2p.ConnectPeers(ctx, n.host, n.bootstrap, time.Duration(n.cfg.Network.DialTimeout), n.log); err != nil {
+	if err := p2p.ConnectPeers(ctx, n.host, n.bootstrap, n.cfg.Network.DialTimeout.Std(), n.log); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("start: %w", ctx.Err())
+		}
 		return fmt.Errorf("%w; check network.bootstrap in %s and that those peers are running", err, n.repo.ConfigPath())
 	}
 	// Every write is fsynced: what the node stored survives a crash.
@@ -162,11 +171,22 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.startGossip(ctx); err != nil {
 		return err
 	}
-	n.pinger = p2p.NewPinger(n.host, time.Duration(n.cfg.Network.PingInterval), n.opts.Logger.With("subsystem", LogP2P))
+	if err := n.startMarket(n.readCtx); err != nil {
+		return err
+	}
+	if n.cfg.Provider.Enabled {
+		n.provider = newProvider(n)
+		n.wg.Add(1)
+		go n.provider.run(n.readCtx)
+	}
+	n.pinger = p2p.NewPinger(n.host, n.cfg.Network.PingInterval.Std(), n.opts.Logger.With("subsystem", LogP2P))
 	n.pinger.Start(ctx)
+	n.api = api.NewServer(n, n.metrics.reg, n.opts.Logger.With("subsystem", LogAPI))
+	n.api.Serve(n.apiLn)
 	if err := writeFileAtomic(filepath.Join(n.repo.Path, APIFile), []byte(n.apiAddr+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write api file: %w", err)
 	}
+	n.running = true
 	n.log.Info("node started", "peer", n.host.ID(), "swarm", n.swarm.ID(), "mode", n.Mode(), "api", n.apiAddr, "listen", n.host.Network().ListenAddresses())
 	return nil
 }
@@ -189,7 +209,7 @@ func (n *Node) startHost() error {
 		AllowList:     n.allow,
 		ConnLow:       n.cfg.Network.ConnLow,
 		ConnHigh:      n.cfg.Network.ConnHigh,
-		ConnGrace:     time.Duration(n.cfg.Network.ConnGrace),
+		ConnGrace:     n.cfg.Network.ConnGrace.Std(),
 		Limits: p2p.Limits{
 			MaxMemory:       int64(r.MaxMemoryMiB) << 20,
 			MaxFDs:          r.MaxFDs,
@@ -217,10 +237,10 @@ func (n *Node) startDiscovery(ctx context.Context) error {
 		Server:              n.Mode() == DHTServer,
 		Bootstrap:           n.bootstrap,
 		Datastore:           namespace.Wrap(n.store, ds.NewKey("/dht")),
-		RebootstrapInterval: time.Duration(n.cfg.DHT.RebootstrapInterval),
-		FindInterval:        time.Duration(n.cfg.DHT.FindInterval),
+		RebootstrapInterval: n.cfg.DHT.RebootstrapInterval.Std(),
+		FindInterval:        n.cfg.DHT.FindInterval.Std(),
 		MaxPeers:            n.cfg.DHT.MaxPeers,
-		DialTimeout:         time.Duration(n.cfg.Network.DialTimeout),
+		DialTimeout:         n.cfg.Network.DialTimeout.Std(),
 		Logger:              n.opts.Logger.With("subsystem", LogP2P),
 	})
 	if err != nil {
@@ -236,23 +256,23 @@ func (n *Node) startGossip(ctx context.Context) error {
 		OutboundQueue:    n.cfg.Gossip.OutboundQueue,
 		MaxMessageSize:   n.cfg.Gossip.MaxMessageSize,
 		PeerScoring:      n.cfg.Gossip.PeerScoring,
-		ValidatorTimeout: time.Duration(n.cfg.Gossip.ValidatorTimeout),
+		ValidatorTimeout: n.cfg.Gossip.ValidatorTimeout.Std(),
 		Logger:           n.opts.Logger.With("logger", "pubsub"),
 	})
 	if err != nil {
 		return err
 	}
-	// Readers get their own context: Close stops them and leaves the
-	// topics while the router still runs, then stops the router.
-	var readCtx context.Context
-	readCtx, n.stopReaders = context.WithCancel(ctx)
+	// Readers (and the market loops and provider) get their own context:
+	// Close stops them, so the provider can withdraw its offer and the
+	// topics can be left while the router still runs, then stops the router.
+	n.readCtx, n.stopReaders = context.WithCancel(ctx)
 	for _, kind := range p2p.TopicKinds {
 		sub, err := n.gossip.Topic(kind).Subscribe()
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", kind, err)
 		}
 		n.wg.Add(1)
-		go n.readTopic(readCtx, kind, sub)
+		go n.readTopic(n.readCtx, kind, sub)
 	}
 	return nil
 }
@@ -268,7 +288,15 @@ func (n *Node) readTopic(ctx context.Context, kind string, sub *pubsub.Subscript
 			return
 		}
 		n.metrics.gossipReceived.WithLabelValues(kind).Inc()
-		n.log.Debug("gossip message", "topic", kind, "from", msg.ReceivedFrom, "bytes", len(msg.Data))
+		switch m := msg.ValidatorData.(type) {
+		case *pb.Offer:
+			n.ingestOffer(m, msg.Data)
+		case *pb.Bid:
+			n.market.book.PutBid(m, time.Now())
+			if n.provider != nil {
+				n.provider.answer(ctx, m)
+			}
+		}
 	}
 }
 
@@ -288,11 +316,14 @@ func (n *Node) Publish(ctx context.Context, kind string, data []byte) error {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		var errs []error
-		if n.api != nil {
+		switch {
+		case n.api != nil:
 			os.Remove(filepath.Join(n.repo.Path, APIFile))
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			errs = append(errs, n.api.Shutdown(ctx))
 			cancel()
+		case n.apiLn != nil:
+			n.apiLn.Close()
 		}
 		if n.pinger != nil {
 			n.pinger.Close()
@@ -320,7 +351,7 @@ func (n *Node) Close() error {
 			n.unlock()
 		}
 		n.closeErr = errors.Join(errs...)
-		if n.host != nil {
+		if n.running {
 			n.log.Info("node stopped", "peer", n.host.ID())
 		}
 	})

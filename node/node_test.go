@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -38,7 +39,7 @@ func testRepoWith(t testing.TB, name string, o InitOptions, edit func(*Config)) 
 		t.Fatal(err)
 	}
 	cfg.Network.Listen = ListenAddrs("127.0.0.1", 0, cfg.Swarm.KeyFile == "")
-	cfg.Network.DialTimeout = Duration(3 * time.Second)
+	cfg.Network.DialTimeout = Dur(3 * time.Second)
 	cfg.Log.Subsystems["libp2p"] = "error"
 	if edit != nil {
 		edit(&cfg)
@@ -59,6 +60,9 @@ func newNode(t testing.TB, r *Repo, o Options) *Node {
 	if o.Logger == nil {
 		quiet := cfg.Log
 		quiet.Level = "warn"
+		if lvl := os.Getenv("IDLEGRID_TEST_LOG"); lvl != "" {
+			quiet.Level = lvl
+		}
 		o.Logger = slog.New(NewLogHandler(os.Stderr, quiet))
 	}
 	n, err := New(r, cfg, o)
@@ -152,8 +156,19 @@ func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
 		})
 	}
 
-	// A message from the last node reaches every other node's subscription.
-	if err := all[5].Publish(context.Background(), p2p.TopicOffers, []byte("hello swarm")); err != nil {
+	// A signed offer from the last node reaches every other node's
+	// subscription through the validators.
+	prov := DefaultConfig(ProfileProvider).Provider
+	prov.GPUs = []GPUConfig{{Model: "A100", Count: 1, VRAMGiB: 80, ComputeCapability: "8.0"}}
+	o, err := prov.BuildOffer(all[5].Host().ID(), 1, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := market.Sign(all[5].key, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := all[5].Publish(context.Background(), p2p.TopicOffers, env); err != nil {
 		t.Fatal(err)
 	}
 	for i, n := range all[:5] {

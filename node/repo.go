@@ -1,8 +1,10 @@
 package node
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/p2p"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/pnet"
 )
 
@@ -166,6 +169,11 @@ func (r *Repo) populate(cfg Config, swarmKey []byte) error {
 	if err := ds.Close(); err != nil {
 		return fmt.Errorf("create datastore: %w", err)
 	}
+	lock, err := os.OpenFile(r.file(LockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	lock.Close()
 	// config.toml last: its presence marks a complete repository.
 	return WriteConfig(r.file(ConfigFile), cfg)
 }
@@ -243,6 +251,37 @@ func ParseIdentity(raw []byte, name string) (crypto.PrivKey, error) {
 	return key, nil
 }
 
+// PeerID is the peer ID of the repository's identity key.
+func (r *Repo) PeerID() (peer.ID, error) {
+	key, err := r.Identity()
+	if err != nil {
+		return "", err
+	}
+	return peer.IDFromPrivateKey(key)
+}
+
+// WriteNewSwarmKey writes a fresh pre-shared key for a private swarm in
+// the standard libp2p PSK file format.
+func WriteNewSwarmKey(w io.Writer) error {
+	key, err := p2p.GenerateSwarmKey()
+	if err != nil {
+		return err
+	}
+	return p2p.EncodeSwarmKey(w, key)
+}
+
+// CheckSwarmKey reports what is wrong with a PSK file's content, if anything.
+func CheckSwarmKey(data []byte) error {
+	_, err := p2p.ParseSwarmKey(bytes.NewReader(data))
+	return err
+}
+
+// CheckSwarmName reports what is wrong with a swarm name, if anything.
+func CheckSwarmName(name string) error { return p2p.ValidateSwarmName(name) }
+
+// IsPublicSwarm reports whether name is the open swarm's.
+func IsPublicSwarm(name string) bool { return name == p2p.PublicSwarm }
+
 // SwarmKey reads the PSK named by the config, or nil for the public swarm.
 func (r *Repo) SwarmKey(cfg Config) (pnet.PSK, error) {
 	if cfg.Swarm.KeyFile == "" {
@@ -254,7 +293,7 @@ func (r *Repo) SwarmKey(cfg Config) (pnet.PSK, error) {
 	}
 	f, err := os.Open(p)
 	if err != nil {
-		return nil, fmt.Errorf("swarm.key_file: %w", err)
+		return nil, fmt.Errorf("swarm.key_file: %w; put the swarm's key there or correct swarm.key_file in %s", err, r.ConfigPath())
 	}
 	defer f.Close()
 	key, err := p2p.ParseSwarmKey(f)

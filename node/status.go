@@ -34,6 +34,11 @@ func (n *Node) Status() api.Status {
 	if n.disc != nil {
 		s.RoutingTable = n.disc.DHT().RoutingTable().Size()
 	}
+	if n.market != nil {
+		snap := n.market.book.Snapshot()
+		s.Offers, s.Bids = len(snap.Offers()), len(snap.Bids())
+	}
+	s.Provider = n.provider != nil
 	if n.gossip != nil {
 		for _, kind := range p2p.TopicKinds {
 			s.Topics[n.swarm.Topic(kind)] = api.TopicStatus{

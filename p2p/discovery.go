@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 )
 
 // DiscoveryConfig configures the DHT and rendezvous discovery of one swarm.
@@ -129,7 +130,7 @@ func ConnectPeers(ctx context.Context, h host.Host, peers []peer.AddrInfo, timeo
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			errs[i] = h.Connect(ctx, ai)
+			errs[i] = connectConfirmed(ctx, h, ai)
 		}()
 	}
 	wg.Wait()
@@ -266,6 +267,19 @@ func (d *Discovery) findPeers(ctx context.Context, ns string) {
 		}()
 	}
 	wg.Wait()
+}
+
+// connectConfirmed connects to ai and pings it once: a peer whose gater
+// refuses us (an allow-list we are not on) lets the handshake finish on our
+// side and then closes, so only a round trip proves the connection lives.
+func connectConfirmed(ctx context.Context, h host.Host, ai peer.AddrInfo) error {
+	if err := h.Connect(ctx, ai); err != nil {
+		return err
+	}
+	if res := <-ping.Ping(ctx, h, ai.ID); res.Error != nil {
+		return fmt.Errorf("connected, but the peer closed the connection (are we on its swarm.allow_list?): %w", res.Error)
+	}
+	return nil
 }
 
 // oneLine folds a multi-line error (libp2p's dial errors list every

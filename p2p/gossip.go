@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -35,7 +36,13 @@ type Gossip struct {
 	topics map[string]*pubsub.Topic
 	mesh   *meshTracker
 	cfg    GossipConfig
+
+	scoreMu sync.Mutex
+	scores  map[peer.ID]float64 // as of the last inspection
 }
+
+// scoreInspectPeriod is how often the router reports peer scores.
+const scoreInspectPeriod = time.Second
 
 // MessageID is the content-hash message ID: every payload is already signed
 // by its issuer, so identical bytes are the same message whoever relays them.
@@ -60,14 +67,17 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 	if cfg.Logger != nil {
 		opts = append(opts, pubsub.WithLogger(cfg.Logger))
 	}
+	g := &Gossip{topics: make(map[string]*pubsub.Topic), mesh: mesh, cfg: cfg}
 	if cfg.PeerScoring {
-		opts = append(opts, pubsub.WithPeerScore(peerScoreParams(cfg.Swarm), peerScoreThresholds()))
+		opts = append(opts,
+			pubsub.WithPeerScore(peerScoreParams(cfg.Swarm), peerScoreThresholds()),
+			pubsub.WithPeerScoreInspect(g.inspectScores, scoreInspectPeriod))
 	}
 	ps, err := pubsub.NewGossipSub(ctx, h, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("gossipsub: %w", err)
 	}
-	g := &Gossip{ps: ps, topics: make(map[string]*pubsub.Topic), mesh: mesh, cfg: cfg}
+	g.ps = ps
 	for _, kind := range TopicKinds {
 		t, err := ps.Join(cfg.Swarm.Topic(kind))
 		if err != nil {
@@ -79,6 +89,21 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 	return g, nil
 }
 
+func (g *Gossip) inspectScores(scores map[peer.ID]float64) {
+	g.scoreMu.Lock()
+	defer g.scoreMu.Unlock()
+	g.scores = scores
+}
+
+// Score returns a peer's gossipsub score as of the last inspection (once
+// a second), and whether the router scored it at all.
+func (g *Gossip) Score(p peer.ID) (float64, bool) {
+	g.scoreMu.Lock()
+	defer g.scoreMu.Unlock()
+	s, ok := g.scores[p]
+	return s, ok
+}
+
 // PubSub returns the router.
 func (g *Gossip) PubSub() *pubsub.PubSub { return g.ps }
 
@@ -87,6 +112,28 @@ func (g *Gossip) Topic(kind string) *pubsub.Topic { return g.topics[kind] }
 
 // Mesh returns the peers in this node's mesh for a topic kind.
 func (g *Gossip) Mesh(kind string) []peer.ID { return g.mesh.peers(g.cfg.Swarm.Topic(kind)) }
+
+// PublishFlushed publishes data on a topic kind and waits until it has
+// been written to at least one peer's stream, or ctx ends. A node that is
+// about to shut down uses it so its last word (an offer's withdrawal)
+// leaves before the connections close.
+func (g *Gossip) PublishFlushed(ctx context.Context, kind string, data []byte) error {
+	t := g.topics[kind]
+	if t == nil {
+		return fmt.Errorf("publish: unknown topic kind %q", kind)
+	}
+	written, stop := g.mesh.awaitWritten(MessageID(&pb.Message{Data: data}))
+	defer stop()
+	if err := t.Publish(ctx, data); err != nil {
+		return err
+	}
+	select {
+	case <-written:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // SetValidator installs v as the validator of a topic kind, wrapped so a
 // panic is a Reject rather than a crash and a slow validator times out.

@@ -11,11 +11,7 @@ import (
 )
 
 func newConfigCmd(e *env) *cobra.Command {
-	c := &cobra.Command{
-		Use:   "config",
-		Short: "Show, read or change the repository's config.toml",
-		Args:  cobra.NoArgs,
-	}
+	c := parentCmd("config", "Show, read or change the repository's config.toml")
 	show := &cobra.Command{
 		Use:   "show",
 		Short: "Print the whole config, every setting with its comment",
@@ -81,6 +77,9 @@ A running daemon reads its config at start: restart it to apply.`,
 			}
 			out, err := cfg.Set(args[0], args[1])
 			if err != nil {
+				return err
+			}
+			if _, err := r.SwarmKey(out); err != nil {
 				return err
 			}
 			if err := node.WriteConfig(r.ConfigPath(), out); err != nil {

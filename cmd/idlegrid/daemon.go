@@ -41,15 +41,15 @@ with the datastore flushed and closed.`,
 				return err
 			}
 			if err := n.Start(e.ctx); err != nil {
+				if e.ctx.Err() != nil {
+					return nil // interrupted while starting: nothing to report
+				}
 				return err
 			}
 			st := n.Status()
-			fmt.Fprintf(e.stderr, "idlegrid daemon %s: peer %s in swarm %s, API %s\n", version, st.PeerID, st.SwarmID, n.APIAddr())
-			for _, a := range n.Addrs() {
-				fmt.Fprintf(e.stderr, "  listening on %s\n", a)
-			}
+			log.Info("idlegrid daemon ready", "version", version, "peer", st.PeerID, "swarm", st.SwarmID, "api", n.APIAddr(), "addrs", n.Addrs())
 			<-e.ctx.Done()
-			log.Info("shutting down", "limit", shutdownLimit)
+			log.Info("shutting down", "limit", shutdownLimit.String())
 			done := make(chan error, 1)
 			go func() { done <- n.Close() }()
 			select {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/node"
-	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -123,6 +123,9 @@ func (s *devstack) startNode(ctx context.Context, i int, bootstrap []string) (*n
 		return nil, err
 	}
 	cfg.Network.Listen = node.ListenAddrs("127.0.0.1", 0, true)
+	if i > 0 {
+		cfg.Provider = devProvider(i - 1)
+	}
 	if err := node.WriteConfig(r.ConfigPath(), cfg); err != nil {
 		return nil, err
 	}
@@ -179,7 +182,7 @@ func (s *devstack) watch(ctx context.Context) {
 }
 
 // view renders who sees whom: one row per node, a column per node with
-// ● for a live connection, and the node's mesh and routing-table sizes.
+// # for a live connection, and the node's mesh and routing-table sizes.
 func (s *devstack) view() string {
 	s.mu.Lock()
 	nodes := append([]*node.Node(nil), s.nodes...)
@@ -188,30 +191,87 @@ func (s *devstack) view() string {
 	var b strings.Builder
 	full := 0
 	fmt.Fprintf(&b, "\nidlegrid devstack — %d nodes (Ctrl-C stops)\n\n", len(nodes))
-	fmt.Fprintf(&b, "%-4s %-14s %-*s %5s %4s %5s  %s\n", "node", "peer", len(nodes), "sees", "peers", "dht", "mesh", "api")
+	fmt.Fprintf(&b, "%-4s %-14s %-*s %5s %4s %5s %6s  %-28s %s\n", "node", "peer", len(nodes), "sees", "peers", "dht", "mesh", "offers", "sells", "api")
+	ids := make([]string, len(nodes))
+	stats := make([]api.Status, len(nodes))
 	for i, n := range nodes {
-		row := make([]byte, 0, len(nodes))
-		sees := 0
-		for j, m := range nodes {
+		stats[i] = n.Status()
+		ids[i] = stats[i].PeerID
+	}
+	for i, n := range nodes {
+		sees := map[string]bool{}
+		for _, p := range n.Peers() {
+			sees[p.ID] = true
+		}
+		row := make([]byte, len(nodes))
+		for j := range nodes {
 			switch {
 			case i == j:
-				row = append(row, '\\')
-			case len(n.Host().Network().ConnsToPeer(m.Host().ID())) > 0:
-				row = append(row, '#')
-				sees++
+				row[j] = '\\'
+			case sees[ids[j]]:
+				row[j] = '#'
 			default:
-				row = append(row, '.')
+				row[j] = '.'
 			}
 		}
-		if sees == len(nodes)-1 {
+		if len(sees) >= len(nodes)-1 {
 			full++
 		}
-		st := n.Status()
-		mesh := st.Topics[n.Swarm().Topic(p2p.TopicOffers)].Mesh
-		id := st.PeerID
-		fmt.Fprintf(&b, "%-4d …%-13s %s %5d %4d %5d  %s\n", i, id[len(id)-12:], row, st.Peers, st.RoutingTable, mesh, n.APIAddr())
+		st := stats[i]
+		fmt.Fprintf(&b, "%-4d …%-13s %s %5d %4d %5d %6d  %-28s %s\n", i, st.PeerID[len(st.PeerID)-12:], row, st.Peers, st.RoutingTable, offersMesh(st), st.Offers, sells(i), n.APIAddr())
 	}
 	fmt.Fprintf(&b, "\n%d of %d nodes see every other node. # connected, . not; mesh = offers topic.\n", full, len(nodes))
 	fmt.Fprintf(&b, "Ask any node: idlegrid status --repo %s\n", repos[0])
+	fmt.Fprintf(&b, "Shop:        idlegrid offers --repo %s   idlegrid quote --repo %s --gpu A100 --count 2 --hours 4\n", repos[0], repos[0])
 	return b.String()
+}
+
+// offersMesh is the node's mesh size on its swarm's offers topic.
+func offersMesh(st api.Status) int {
+	for topic, ts := range st.Topics {
+		if strings.HasSuffix(topic, "/offers/1") {
+			return ts.Mesh
+		}
+	}
+	return 0
+}
+
+// devGPUs are the providers a devstack runs: varied GPUs, prices, regions,
+// tiers and windows, so quote and offers have something to show.
+var devGPUs = []struct {
+	gpu                 node.GPUConfig
+	price, gold, bronze string
+	tiers               []string
+	country, label      string
+	weekly              []string
+}{
+	{node.GPUConfig{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}, "2.49", "", "1.60", []string{"silver", "bronze"}, "DE", "frankfurt", nil},
+	{node.GPUConfig{Model: "A100", Count: 4, VRAMGiB: 80, ComputeCapability: "8.0", Interconnect: "nvlink"}, "1.29", "1.49", "", []string{"gold", "silver"}, "US", "us-east", nil},
+	{node.GPUConfig{Model: "A100", Count: 8, VRAMGiB: 40, ComputeCapability: "8.0", Interconnect: "pcie"}, "0.99", "", "0.69", []string{"silver", "bronze"}, "FR", "paris", []string{"Mon 00:00-Fri 24:00 floor 0.80"}},
+	{node.GPUConfig{Model: "L40S", Count: 2, VRAMGiB: 48, ComputeCapability: "8.9", Interconnect: "pcie"}, "0.79", "", "0.49", []string{"bronze"}, "NL", "amsterdam", nil},
+	{node.GPUConfig{Model: "RTX4090", Count: 1, VRAMGiB: 24, ComputeCapability: "8.9", Interconnect: "pcie"}, "0.39", "", "", []string{"silver"}, "PL", "home-lab", []string{"Mon 18:00-Tue 08:00", "Sat 00:00-Sun 24:00"}},
+	{node.GPUConfig{Model: "H200", Count: 8, VRAMGiB: 141, ComputeCapability: "9.0", Interconnect: "sxm"}, "3.49", "3.99", "", []string{"gold", "silver"}, "SE", "stockholm", nil},
+}
+
+func devProvider(i int) node.ProviderConfig {
+	d := devGPUs[i%len(devGPUs)]
+	p := node.DefaultProviderConfig()
+	p.Enabled = true
+	p.GPUs = []node.GPUConfig{d.gpu}
+	p.Price, p.GoldPrice, p.BronzePrice = d.price, d.gold, d.bronze
+	p.Tiers = d.tiers
+	p.Country, p.RegionLabel = d.country, d.label
+	if d.weekly != nil {
+		p.Weekly = d.weekly
+	}
+	return p
+}
+
+// sells describes what devstack node i offers.
+func sells(i int) string {
+	if i == 0 {
+		return "(bootstrap)"
+	}
+	d := devGPUs[(i-1)%len(devGPUs)]
+	return fmt.Sprintf("%d×%s %s %s/h", d.gpu.Count, d.gpu.Model, d.country, d.price)
 }

@@ -84,14 +84,11 @@ func (e *env) idFromRepo() error {
 	if err != nil {
 		return err
 	}
-	key, err := r.Identity()
+	pid, err := r.PeerID()
 	if err != nil {
 		return err
 	}
-	id, err := peerIDOf(key)
-	if err != nil {
-		return err
-	}
+	id := pid.String()
 	if e.asJSON {
 		return e.printJSON(map[string]any{"peer_id": id, "addrs": []string{}, "daemon": false})
 	}
@@ -142,15 +139,8 @@ func newPeersCmd(e *env) *cobra.Command {
 		Short: "List the running daemon's connected peers with their RTT",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			cl, err := e.client()
-			if err != nil {
-				return err
-			}
-			peers, err := cl.Peers(e.ctx)
-			if errors.Is(err, api.ErrNoDaemon) {
-				return e.noDaemon(&node.Repo{Path: e.repoPath()})
-			}
-			if err != nil {
+			var peers []api.Peer
+			if err := e.apiCall(func(c *api.Client) (err error) { peers, err = c.Peers(e.ctx); return }); err != nil {
 				return err
 			}
 			if e.asJSON {

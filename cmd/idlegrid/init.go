@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/idlegrid/idlegrid/node"
-	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/spf13/cobra"
 )
 
@@ -45,7 +44,7 @@ hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.
 				return usagef("--api-port %d: want 0 to 65535", o.APIPort)
 			}
 			if o.Swarm != "" {
-				if err := p2p.ValidateSwarmName(o.Swarm); err != nil {
+				if err := node.CheckSwarmName(o.Swarm); err != nil {
 					return usageError{fmt.Errorf("--swarm: %w", err)}
 				}
 			}
@@ -54,33 +53,31 @@ hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.
 				if err != nil {
 					return fmt.Errorf("--swarm-key: %w", err)
 				}
-				if _, err := p2p.ParseSwarmKey(bytesReader(data)); err != nil {
+				if err := node.CheckSwarmKey(data); err != nil {
 					return fmt.Errorf("--swarm-key %s: %w", keyFile, err)
 				}
-				if o.Swarm == "" || o.Swarm == p2p.PublicSwarm {
+				if o.Swarm == "" || node.IsPublicSwarm(o.Swarm) {
 					return usagef("--swarm-key needs --swarm NAME: a private swarm has a name of its own")
 				}
 				o.SwarmKey = data
 			}
-			for _, b := range o.Bootstrap {
-				if _, err := p2p.ParseAddrInfo(b); err != nil {
-					return usageError{fmt.Errorf("--bootstrap: %w", err)}
+			for i, b := range o.Bootstrap {
+				c := node.DefaultConfig(o.Profile)
+				c.Network.Bootstrap = []string{b}
+				if err := c.Validate(); err != nil {
+					return usagef("--bootstrap %q (number %d): want a multiaddr ending in /p2p/<peer ID>", b, i+1)
 				}
 			}
 			r, err := node.Init(e.repoPath(), o)
 			if err != nil {
 				return err
 			}
-			key, err := r.Identity()
-			if err != nil {
-				return err
-			}
-			id, err := peerIDOf(key)
+			id, err := r.PeerID()
 			if err != nil {
 				return err
 			}
 			if e.asJSON {
-				return e.printJSON(map[string]string{"repo": r.Path, "peer_id": id, "profile": o.Profile})
+				return e.printJSON(map[string]string{"repo": r.Path, "peer_id": id.String(), "profile": o.Profile})
 			}
 			fmt.Fprintf(e.stdout, "initialised a %s repository at %s\npeer ID: %s\nnext: idlegrid daemon --repo %s\n", o.Profile, r.Path, id, r.Path)
 			return nil
@@ -90,8 +87,8 @@ hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.
 	f.StringVar(&o.Profile, "profile", node.ProfileProvider, "provider, renter or bootstrap")
 	f.StringVar(&o.Swarm, "swarm", "", "swarm name (default public)")
 	f.StringVar(&keyFile, "swarm-key", "", "pre-shared key `FILE` of a private swarm (from 'idlegrid swarm keygen')")
-	f.IntVar(&o.ListenPort, "listen-port", -1, "P2P port for TCP and QUIC (default: the profile's; 0 picks a free one)")
-	f.IntVar(&o.APIPort, "api-port", -1, "local API port (default 5080; 0 picks a free one)")
+	f.IntVar(&o.ListenPort, "listen-port", -1, "P2P port for TCP and QUIC: 0 picks a free one (default: the profile's, 4001 or free)")
+	f.IntVar(&o.APIPort, "api-port", -1, "local API port: 0 picks a free one (default: 5080)")
 	f.StringArrayVar(&o.Bootstrap, "bootstrap", nil, "bootstrap peer `MULTIADDR` ending in /p2p/<peer ID> (repeatable)")
 	f.BoolVar(&o.Force, "force", false, "start afresh over an existing repository, keeping its old files in a backup folder")
 	addJSONFlag(c, e)

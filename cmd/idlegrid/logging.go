@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 
 	"github.com/idlegrid/idlegrid/node"
 	golog "github.com/ipfs/go-log/v2"
 	"github.com/libp2p/go-libp2p/gologshim"
+	"go.uber.org/zap/zapcore"
 )
 
 // setupLogging builds the process's logger from the config and the
@@ -44,6 +46,7 @@ func (e *env) setupLogging(cfg node.LogConfig) (*slog.Logger, error) {
 		}
 	}
 	golog.SetupLogging(gc)
+	golog.SetPrimaryCore(slogCore{h: h})
 	logger := slog.New(h)
 	slog.SetDefault(logger)
 	return logger, nil
@@ -58,3 +61,55 @@ func goLevel(s string) golog.LogLevel {
 }
 
 func slogDefault() *slog.Logger { return slog.Default() }
+
+// slogCore hands go-log's zap records (kad-dht logs through go-log) to the
+// process's slog handler, so every line has one format and one set of
+// levels. go-log's per-logger levels filter first; the handler, which
+// knows the logger's name, filters again.
+type slogCore struct {
+	h slog.Handler
+}
+
+func (c slogCore) Enabled(zapcore.Level) bool { return true }
+
+func (c slogCore) With(fields []zapcore.Field) zapcore.Core {
+	return slogCore{h: c.h.WithAttrs(zapAttrs(fields))}
+}
+
+func (c slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	return ce.AddCore(e, c)
+}
+
+func (c slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	ctx := context.Background()
+	h := c.h.WithAttrs([]slog.Attr{slog.String("logger", e.LoggerName)})
+	lvl := slog.LevelInfo
+	switch {
+	case e.Level < zapcore.InfoLevel:
+		lvl = slog.LevelDebug
+	case e.Level == zapcore.WarnLevel:
+		lvl = slog.LevelWarn
+	case e.Level > zapcore.WarnLevel:
+		lvl = slog.LevelError
+	}
+	if !h.Enabled(ctx, lvl) {
+		return nil
+	}
+	r := slog.NewRecord(e.Time, lvl, e.Message, 0)
+	r.AddAttrs(zapAttrs(fields)...)
+	return h.Handle(ctx, r)
+}
+
+func (c slogCore) Sync() error { return nil }
+
+func zapAttrs(fields []zapcore.Field) []slog.Attr {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range fields {
+		f.AddTo(enc)
+	}
+	attrs := make([]slog.Attr, 0, len(enc.Fields))
+	for k, v := range enc.Fields {
+		attrs = append(attrs, slog.Any(k, v))
+	}
+	return attrs
+}

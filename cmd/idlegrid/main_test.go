@@ -139,6 +139,8 @@ func TestBadInputGetsOneClearLineAndChangesNothing(t *testing.T) {
 		{"config", "set", "only-a-key"},
 		{"devstack", "--nodes", "0"},
 		{"nosuchcommand"},
+		{"config", "bogus"},
+		{"swarm", "bogus"},
 	}
 	for _, args := range usage {
 		dir := filepath.Join(t.TempDir(), "repo")
@@ -258,9 +260,16 @@ func TestDevstackRunsAndCleansUp(t *testing.T) {
 	if !strings.Contains(r.stdout, "3 of 3 nodes see every other node") {
 		t.Errorf("devstack never showed a full swarm:\n%s", r.stdout)
 	}
+	at := strings.Index(r.stdout, " nodes in ")
+	if at < 0 {
+		t.Fatalf("devstack did not say where its repositories are:\n%s", r.stdout)
+	}
 	var dir string
-	fmt.Sscanf(r.stdout[strings.Index(r.stdout, " in ")+4:], "%s", &dir)
+	fmt.Sscanf(r.stdout[at+len(" nodes in "):], "%s", &dir)
 	dir = strings.TrimSuffix(dir, ",")
+	if !strings.Contains(dir, "idlegrid-devstack-") {
+		t.Fatalf("devstack folder %q", dir)
+	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("devstack left %s behind", dir)
 	}

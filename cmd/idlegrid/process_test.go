@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,18 +38,36 @@ func cli(t testing.TB, bin string, args ...string) string {
 	return out.String()
 }
 
+// syncBuffer is a bytes.Buffer a child process writes while a test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // daemon is a running `idlegrid daemon` child process.
 type daemon struct {
 	repo   string
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *syncBuffer
 	done   chan struct{} // closed when the process has exited
 	err    error         // its exit status, once done is closed
 }
 
 func startDaemon(t testing.TB, bin, repo string) *daemon {
 	t.Helper()
-	d := &daemon{repo: repo, cmd: exec.Command(bin, "daemon", "--repo", repo, "--log-format", "json"), stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	d := &daemon{repo: repo, cmd: exec.Command(bin, "daemon", "--repo", repo, "--log-format", "json"), stderr: &syncBuffer{}, done: make(chan struct{})}
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -104,6 +123,10 @@ func TestTwoDaemonProcessesPeer(t *testing.T) {
 	dirB := filepath.Join(t.TempDir(), "b")
 	cli(t, bin, "init", "--repo", dirA, "--listen-port", "0", "--api-port", "0")
 	cli(t, bin, "config", "set", "--repo", dirA, "network.listen", `["/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"]`)
+	cli(t, bin, "config", "set", "--repo", dirA, "provider.gpus", `[{model="A100", count=4, vram_gib=80, compute_capability="8.0", interconnect="nvlink"}]`)
+	cli(t, bin, "config", "set", "--repo", dirA, "provider.price", "1.25")
+	cli(t, bin, "config", "set", "--repo", dirA, "provider.country", "DE")
+	cli(t, bin, "config", "set", "--repo", dirA, "provider.enabled", "true")
 	a := startDaemon(t, bin, dirA)
 
 	type idOut struct {
@@ -135,6 +158,31 @@ func TestTwoDaemonProcessesPeer(t *testing.T) {
 	}, "status", "--json", "--repo", dirB)
 	if st.Peers != 1 || st.Swarm != "public" || st.Mode != "server" {
 		t.Errorf("B's status: %+v", st)
+	}
+
+	// The market through the CLI: B's book holds A's offer, the matcher
+	// ranks it, and a gossiped bid comes back with A's signed quote.
+	offers := waitJSON(t, 30*time.Second, "B's book holds A's offer", bin, func(o []api.OfferView) bool { return len(o) == 1 },
+		"offers", "--json", "--repo", dirB, "--gpu", "A100", "--region", "DE")
+	if offers[0].Provider != idA.PeerID || offers[0].Price != "1.25" || offers[0].GPUs[0].Count != 4 {
+		t.Errorf("offer in B's book: %+v", offers[0])
+	}
+	var match api.MatchResult
+	if err := json.Unmarshal([]byte(cli(t, bin, "quote", "--json", "--repo", dirB, "--gpu", "A100", "--count", "2", "--hours", "4")), &match); err != nil {
+		t.Fatal(err)
+	}
+	if len(match.Candidates) != 1 || match.Candidates[0].Total != "10.00" {
+		t.Errorf("quote: %+v", match)
+	}
+	if out := cli(t, bin, "quote", "--repo", dirB, "--gpu", "H100"); !strings.Contains(out, "nothing fits") || !strings.Contains(out, "1 offers: model not H100") {
+		t.Errorf("quote for an absent GPU says:\n%s", out)
+	}
+	var bid api.BidResult
+	if err := json.Unmarshal([]byte(cli(t, bin, "bid", "--json", "--repo", dirB, "--gpu", "A100", "--count", "2", "--hours", "1", "--wait", "2s")), &bid); err != nil {
+		t.Fatal(err)
+	}
+	if len(bid.Quotes) != 1 || bid.Quotes[0].Provider != idA.PeerID || bid.Quotes[0].Total != "2.50" {
+		t.Errorf("bid: %+v", bid)
 	}
 
 	b.stop(t)

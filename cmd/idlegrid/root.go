@@ -61,11 +61,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 
-// isCobraUsage recognises cobra's own argument errors, which it does not type.
+// isCobraUsage recognises cobra's own command-line errors, which it does
+// not type; flag errors arrive as usageError through SetFlagErrorFunc.
 func isCobraUsage(err error) bool {
 	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "requires at most", "invalid argument", "flag needs an argument", "required flag"} {
-		if strings.Contains(msg, p) {
+	for _, p := range []string{"unknown command ", "accepts ", "requires at least ", "requires at most ", "required flag(s) "} {
+		if strings.HasPrefix(msg, p) {
 			return true
 		}
 	}
@@ -99,6 +100,7 @@ Start here:
 	root.AddCommand(
 		newInitCmd(e), newConfigCmd(e), newDaemonCmd(e), newSwarmCmd(e),
 		newIDCmd(e), newStatusCmd(e), newPeersCmd(e), newDevstackCmd(e), newVersionCmd(e),
+		newOffersCmd(e), newQuoteCmd(e), newBidCmd(e),
 	)
 	return root
 }
@@ -150,4 +152,19 @@ func newVersionCmd(e *env) *cobra.Command {
 	}
 	addJSONFlag(c, e)
 	return c
+}
+
+// parentCmd is a command that only groups others: run bare it prints its
+// help; with an unknown subcommand it is a usage error (exit 2).
+func parentCmd(use, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q for %q; see %s --help", args[0], cmd.CommandPath(), cmd.CommandPath())
+			}
+			return cmd.Help()
+		},
+	}
 }

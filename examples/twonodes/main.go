@@ -1,8 +1,8 @@
 // Command twonodes embeds idlegrid: it creates two node repositories in a
 // temporary folder, starts both in this process on loopback with the second
 // bootstrapped from the first, waits until they share a gossip mesh, and
-// publishes one message from each. It is the smallest program that uses
-// package node the way cmd/idlegrid does.
+// prints what each sees. It is the smallest program that uses package node
+// the way cmd/idlegrid does.
 package main
 
 import (

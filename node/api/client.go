@@ -1,12 +1,15 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -21,7 +24,7 @@ type Client struct {
 
 // NewClient returns a client for base, such as "http://127.0.0.1:5080".
 func NewClient(base string) *Client {
-	return &Client{base: base, hc: &http.Client{Timeout: 10 * time.Second}}
+	return &Client{base: base, hc: &http.Client{Timeout: 2 * time.Minute}}
 }
 
 // Status fetches GET /v1/status.
@@ -36,11 +39,55 @@ func (c *Client) Peers(ctx context.Context) ([]Peer, error) {
 	return p, c.get(ctx, "/v1/peers", &p)
 }
 
+// Offers fetches GET /v1/offers with the query's filters.
+func (c *Client) Offers(ctx context.Context, q OfferQuery) ([]OfferView, error) {
+	v := url.Values{}
+	for k, s := range map[string]string{"gpu": q.GPU, "country": q.Country, "max_price": q.MaxPrice, "tier": q.Tier, "sort": q.Sort} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if q.MinVRAMGiB > 0 {
+		v.Set("min_vram_gib", strconv.Itoa(q.MinVRAMGiB))
+	}
+	var out []OfferView
+	return out, c.get(ctx, "/v1/offers?"+v.Encode(), &out)
+}
+
+// Match asks POST /v1/match for ranked candidates.
+func (c *Client) Match(ctx context.Context, req BidRequest) (MatchResult, error) {
+	var out MatchResult
+	return out, c.post(ctx, "/v1/match", req, &out)
+}
+
+// PlaceBid publishes a bid through POST /v1/bids and returns its quotes.
+func (c *Client) PlaceBid(ctx context.Context, req BidRequest) (BidResult, error) {
+	var out BidResult
+	return out, c.post(ctx, "/v1/bids", req, &out)
+}
+
+func (c *Client) post(ctx context.Context, path string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return c.do(req, path, out)
+}
+
 func (c *Client) get(ctx context.Context, path string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
 		return err
 	}
+	return c.do(req, path, out)
+}
+
+func (c *Client) do(req *http.Request, path string, out any) error {
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("%w at %s (%v)", ErrNoDaemon, c.base, err)
@@ -48,17 +95,17 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e Error
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("GET %s: %s", path, e.Error)
+			return fmt.Errorf("%s: %s", path, e.Error)
 		}
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
+		return fmt.Errorf("%s: %s", path, resp.Status)
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("GET %s: decode: %w", path, err)
+		return fmt.Errorf("%s: decode: %w", path, err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,7 +18,19 @@ import (
 type Backend interface {
 	Status() Status
 	Peers() []Peer
+	Offers(OfferQuery) ([]OfferView, error)
+	Match(context.Context, BidRequest) (MatchResult, error)
+	PlaceBid(context.Context, BidRequest) (BidResult, error)
 }
+
+// BadRequest marks a Backend error caused by the request (HTTP 400).
+type BadRequest struct{ Err error }
+
+func (e BadRequest) Error() string { return e.Err.Error() }
+func (e BadRequest) Unwrap() error { return e.Err }
+
+// maxRequestBody bounds a JSON request body.
+const maxRequestBody = 64 << 10
 
 // Server serves the API on one listener.
 type Server struct {
@@ -33,6 +46,31 @@ func NewServer(b Backend, metrics prometheus.Gatherer, log *slog.Logger) *Server
 	})
 	mux.HandleFunc("GET /v1/peers", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.Peers())
+	})
+	mux.HandleFunc("GET /v1/offers", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		vram, err := optInt(q.Get("min_vram_gib"))
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, Error{Error: "min_vram_gib: " + err.Error()})
+			return
+		}
+		reply(w, func() (any, error) {
+			return b.Offers(OfferQuery{GPU: q.Get("gpu"), MinVRAMGiB: vram, Country: q.Get("country"), MaxPrice: q.Get("max_price"), Tier: q.Get("tier"), Sort: q.Get("sort")})
+		})
+	})
+	mux.HandleFunc("POST /v1/match", func(w http.ResponseWriter, r *http.Request) {
+		var req BidRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		reply(w, func() (any, error) { return b.Match(r.Context(), req) })
+	})
+	mux.HandleFunc("POST /v1/bids", func(w http.ResponseWriter, r *http.Request) {
+		var req BidRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		reply(w, func() (any, error) { return b.PlaceBid(r.Context(), req) })
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -60,6 +98,38 @@ func (s *Server) Serve(ln net.Listener) {
 
 // Shutdown stops accepting requests and waits for those in flight.
 func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+
+// reply writes what f returns: 200, 400 for a BadRequest, else 500.
+func reply(w http.ResponseWriter, f func() (any, error)) {
+	v, err := f()
+	var bad BadRequest
+	switch {
+	case errors.As(err, &bad):
+		writeJSON(w, http.StatusBadRequest, Error{Error: err.Error()})
+	case err != nil:
+		writeJSON(w, http.StatusInternalServerError, Error{Error: err.Error()})
+	default:
+		writeJSON(w, http.StatusOK, v)
+	}
+}
+
+// readJSON decodes a bounded request body strictly, answering 400 itself.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeJSON(w, http.StatusBadRequest, Error{Error: "request body: " + err.Error()})
+		return false
+	}
+	return true
+}
+
+func optInt(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return strconv.Atoi(s)
+}
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -19,6 +19,11 @@ type Status struct {
 	Peers     int       `json:"peers"`
 	// RoutingTable is the number of peers in the DHT routing table.
 	RoutingTable int `json:"routing_table"`
+	// Offers and Bids count what the node's book holds.
+	Offers int `json:"offers"`
+	Bids   int `json:"bids"`
+	// Provider says whether this node sells GPU time.
+	Provider bool `json:"provider"`
 	// Topics maps each gossip topic to its subscribed and mesh peers.
 	Topics map[string]TopicStatus `json:"topics"`
 }

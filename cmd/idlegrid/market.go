@@ -1,0 +1,217 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/spf13/cobra"
+)
+
+// apiCall runs f against the repository's daemon, turning a refused
+// connection into the plain "no daemon is running" answer.
+func (e *env) apiCall(f func(*api.Client) error) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	err = f(c)
+	if errors.Is(err, api.ErrNoDaemon) {
+		return e.noDaemon(&node.Repo{Path: e.repoPath()})
+	}
+	return err
+}
+
+func newOffersCmd(e *env) *cobra.Command {
+	var q api.OfferQuery
+	c := &cobra.Command{
+		Use:   "offers",
+		Short: "List the offers in the running daemon's book",
+		Long: `List the signed offers this node's daemon has in its book, gossiped by the
+providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
+		Example: `  idlegrid offers
+  idlegrid offers --gpu H100 --min-vram 40 --region DE --max-price 2.50 --sort price
+  idlegrid offers --json`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if q.MaxPrice != "" {
+				if _, err := node.ParsePrice(q.MaxPrice); err != nil {
+					return usagef("--max-price: %v", err)
+				}
+			}
+			var offers []api.OfferView
+			if err := e.apiCall(func(c *api.Client) (err error) { offers, err = c.Offers(e.ctx, q); return }); err != nil {
+				return err
+			}
+			if e.asJSON {
+				return e.printJSON(offers)
+			}
+			if len(offers) == 0 {
+				fmt.Fprintln(e.stdout, "no offers match")
+				return nil
+			}
+			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "PROVIDER\tGPUS\tREGION\tPRICE/GPU-H\tTIERS\tDURATION\tEXPIRES")
+			for _, o := range offers {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s %s\t%s\t%s-%s\t%s\n", short(o.Provider), gpus(o.GPUs), region(o), o.Price, o.Currency,
+					strings.Join(o.Tiers, ","), o.MinDuration, o.MaxDuration, time.Until(o.Expires).Round(time.Second))
+			}
+			return w.Flush()
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&q.GPU, "gpu", "", "GPU model, such as H100")
+	f.IntVar(&q.MinVRAMGiB, "min-vram", 0, "least memory per GPU, GiB")
+	f.StringVar(&q.Country, "region", "", "country code, such as DE")
+	f.StringVar(&q.MaxPrice, "max-price", "", "highest price per GPU-hour, such as 2.50")
+	f.StringVar(&q.Tier, "tier", "", "gold, silver or bronze")
+	f.StringVar(&q.Sort, "sort", "price", "price, vram or expiry")
+	addJSONFlag(c, e)
+	return c
+}
+
+// bidFlags are the job needs shared by quote and bid.
+func bidFlags(c *cobra.Command, req *api.BidRequest, gpu *string) {
+	f := c.Flags()
+	f.StringVar(gpu, "gpu", "", "GPU models accepted, comma-separated (default: any)")
+	f.IntVar(&req.Count, "count", 1, "GPUs wanted")
+	f.IntVar(&req.MinPerProvider, "min-per-provider", 0, "fewest GPUs from one provider (default: all of --count)")
+	f.IntVar(&req.MinVRAMGiB, "min-vram", 0, "least memory per GPU, GiB")
+	f.StringVar(&req.MinCompute, "min-compute", "", "least CUDA compute capability, such as 8.0")
+	f.Float64Var(&req.Hours, "hours", 1, "lease length in hours")
+	f.StringVar(&req.Tier, "tier", "silver", "gold (reserved), silver (on demand) or bronze (preemptible)")
+	f.StringVar(&req.MaxPrice, "max-price", "100", "highest price per GPU-hour")
+	f.StringVar(&req.Currency, "currency", "USD", "currency of --max-price")
+	f.StringSliceVar(&req.Regions, "region", nil, "country codes allowed (default: any)")
+	f.StringSliceVar(&req.DenyRegions, "deny-region", nil, "country codes refused")
+	f.IntVar(&req.MaxRTTMillis, "max-rtt", 0, "largest round-trip time to the provider, ms (default: any)")
+	f.Float64Var(&req.StartWithinHours, "start-within", 0, "hours from now within which the lease may start (default: now)")
+	f.StringVar(&req.WorkloadClass, "workload", "", "workload class, such as training")
+	f.StringVar(&req.Image, "image", "", "container image the job will run")
+}
+
+func splitGPUs(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+func newQuoteCmd(e *env) *cobra.Command {
+	var (
+		req api.BidRequest
+		gpu string
+	)
+	c := &cobra.Command{
+		Use:   "quote",
+		Short: "Rank the offers in the daemon's book for a job, or say why none fits",
+		Long: `Run the matcher on the daemon's book for a job's needs: feasibility checks,
+then a reverse auction by effective price (price raised for low reliability and
+high latency). Prints the ranked candidates with the total cost, or, when
+nothing fits, how many offers failed each check. Publishes nothing.`,
+		Example: `  idlegrid quote --gpu A100 --count 2 --hours 4
+  idlegrid quote --gpu H100,A100 --min-vram 80 --tier bronze --max-price 1.80 --region DE,FR`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			req.GPUs = splitGPUs(gpu)
+			var res api.MatchResult
+			if err := e.apiCall(func(c *api.Client) (err error) { res, err = c.Match(e.ctx, req); return }); err != nil {
+				return err
+			}
+			if e.asJSON {
+				return e.printJSON(res)
+			}
+			if len(res.Candidates) == 0 {
+				fmt.Fprintf(e.stdout, "nothing fits. Why, by offers failing each check:\n  %s\n", res.Explanation)
+				return nil
+			}
+			fmt.Fprintf(e.stdout, "%d of %d offers fit; best first:\n", res.Feasible, res.Considered)
+			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "#\tPROVIDER\tGPUS\tREGION\tPRICE/GPU-H\tEFFECTIVE\tTOTAL\tSTART")
+			for _, c := range res.Candidates {
+				fmt.Fprintf(w, "%d\t%s\t%d× %s\t%s\t%s\t%s\t%s %s\t%s\n", c.Rank, short(c.Offer.Provider), c.GPUs, gpus(c.Offer.GPUs), region(c.Offer),
+					c.Price, c.EffectivePrice, c.Total, c.Offer.Currency, c.Start.Local().Format(time.DateTime))
+			}
+			return w.Flush()
+		},
+	}
+	bidFlags(c, &req, &gpu)
+	addJSONFlag(c, e)
+	return c
+}
+
+func newBidCmd(e *env) *cobra.Command {
+	var (
+		req  api.BidRequest
+		gpu  string
+		wait time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "bid",
+		Short: "Publish a signed bid to the swarm and collect providers' quotes",
+		Long: `Sign a bid for a job's needs with this node's key, gossip it on the swarm's bids
+topic, and wait for providers whose offers fit to answer with signed quotes.`,
+		Example: `  idlegrid bid --gpu A100 --count 2 --hours 4 --max-price 2.50
+  idlegrid bid --gpu H100 --tier bronze --wait 10s --json`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if wait <= 0 || wait > time.Minute {
+				return usagef("--wait %s: want more than 0 and at most 1m", wait)
+			}
+			req.GPUs = splitGPUs(gpu)
+			req.WaitMillis = int(wait.Milliseconds())
+			if !e.asJSON {
+				fmt.Fprintf(e.stderr, "bid published; collecting quotes for %s…\n", wait)
+			}
+			var res api.BidResult
+			if err := e.apiCall(func(c *api.Client) (err error) { res, err = c.PlaceBid(e.ctx, req); return }); err != nil {
+				return err
+			}
+			if e.asJSON {
+				return e.printJSON(res)
+			}
+			if len(res.Quotes) == 0 {
+				fmt.Fprintf(e.stdout, "bid %s: no quotes within %s (try `idlegrid quote` with the same flags to see why)\n", res.BidID, wait)
+				return nil
+			}
+			fmt.Fprintf(e.stdout, "bid %s: %d quotes\n", res.BidID, len(res.Quotes))
+			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "PROVIDER\tTIER\tGPUS\tPRICE/GPU-H\tTOTAL\tSTART\tVALID UNTIL")
+			for _, q := range res.Quotes {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s %s\t%s\t%s\n", short(q.Provider), q.Tier, q.GPUs, q.Price, q.Total, q.Currency,
+					q.Start.Local().Format(time.DateTime), q.Expires.Local().Format(time.TimeOnly))
+			}
+			return w.Flush()
+		},
+	}
+	bidFlags(c, &req, &gpu)
+	c.Flags().DurationVar(&wait, "wait", 3*time.Second, "how long to collect quotes")
+	addJSONFlag(c, e)
+	return c
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return "…" + id[len(id)-10:]
+	}
+	return id
+}
+
+func gpus(gs []api.GPUView) string {
+	parts := make([]string, len(gs))
+	for i, g := range gs {
+		parts[i] = fmt.Sprintf("%d×%s %dG", g.Count, g.Model, g.VRAMGiB)
+	}
+	return strings.Join(parts, "+")
+}
+
+func region(o api.OfferView) string {
+	if o.Label != "" {
+		return o.Country + "/" + o.Label
+	}
+	return o.Country
+}

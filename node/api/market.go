@@ -1,0 +1,104 @@
+package api
+
+import "time"
+
+// OfferQuery filters GET /v1/offers; zero fields match everything.
+type OfferQuery struct {
+	GPU        string `json:"gpu,omitempty"`
+	MinVRAMGiB int    `json:"min_vram_gib,omitempty"`
+	Country    string `json:"country,omitempty"`
+	MaxPrice   string `json:"max_price,omitempty"`
+	Tier       string `json:"tier,omitempty"`
+	Sort       string `json:"sort,omitempty"`
+}
+
+// GPUView is one group of GPUs in an offer.
+type GPUView struct {
+	Model             string `json:"model"`
+	Count             uint32 `json:"count"`
+	VRAMGiB           uint64 `json:"vram_gib"`
+	ComputeCapability string `json:"compute_capability"`
+	Interconnect      string `json:"interconnect,omitempty"`
+}
+
+// OfferView is an offer in the book as the API shows it; prices are
+// decimal strings of the offer's currency per GPU-hour.
+type OfferView struct {
+	Provider    string            `json:"provider"`
+	ID          string            `json:"id"`
+	Seq         uint64            `json:"seq"`
+	GPUs        []GPUView         `json:"gpus"`
+	Country     string            `json:"country"`
+	Label       string            `json:"label,omitempty"`
+	Currency    string            `json:"currency"`
+	Price       string            `json:"price"`
+	TierPrices  map[string]string `json:"tier_prices,omitempty"`
+	Tiers       []string          `json:"tiers"`
+	MinDuration string            `json:"min_duration"`
+	MaxDuration string            `json:"max_duration"`
+	Weekly      []string          `json:"weekly,omitempty"`
+	Expires     time.Time         `json:"expires"`
+}
+
+// BidRequest is a renter's job needs, for POST /v1/match and /v1/bids.
+type BidRequest struct {
+	GPUs             []string `json:"gpus,omitempty"`
+	MinVRAMGiB       int      `json:"min_vram_gib,omitempty"`
+	MinCompute       string   `json:"min_compute_capability,omitempty"`
+	Count            int      `json:"count"`
+	MinPerProvider   int      `json:"min_per_provider,omitempty"`
+	Hours            float64  `json:"hours"`
+	Tier             string   `json:"tier"`
+	MaxPrice         string   `json:"max_price"`
+	Currency         string   `json:"currency,omitempty"`
+	Regions          []string `json:"regions,omitempty"`
+	DenyRegions      []string `json:"deny_regions,omitempty"`
+	MaxRTTMillis     int      `json:"max_rtt_ms,omitempty"`
+	MinReliability   float64  `json:"min_reliability,omitempty"`
+	PreemptionOK     bool     `json:"preemption_ok,omitempty"`
+	WorkloadClass    string   `json:"workload_class,omitempty"`
+	Image            string   `json:"image,omitempty"`
+	StartWithinHours float64  `json:"start_within_hours,omitempty"`
+	Limit            int      `json:"limit,omitempty"`
+	WaitMillis       int      `json:"wait_ms,omitempty"`
+}
+
+// CandidateView is one ranked provider for a bid.
+type CandidateView struct {
+	Rank           int                `json:"rank"`
+	Offer          OfferView          `json:"offer"`
+	GPUs           uint32             `json:"gpus"`
+	Price          string             `json:"price"`
+	EffectivePrice string             `json:"effective_price"`
+	Total          string             `json:"total"`
+	Start          time.Time          `json:"start"`
+	Scores         map[string]float64 `json:"scores"`
+}
+
+// MatchResult answers POST /v1/match.
+type MatchResult struct {
+	Considered  int             `json:"considered"`
+	Feasible    int             `json:"feasible"`
+	Candidates  []CandidateView `json:"candidates"`
+	Explanation string          `json:"explanation,omitempty"`
+}
+
+// QuoteView is a provider's signed answer to a bid.
+type QuoteView struct {
+	Provider string    `json:"provider"`
+	OfferID  string    `json:"offer_id"`
+	Tier     string    `json:"tier"`
+	GPUs     uint32    `json:"gpus"`
+	Price    string    `json:"price"`
+	Currency string    `json:"currency"`
+	Total    string    `json:"total"`
+	Start    time.Time `json:"start"`
+	Expires  time.Time `json:"expires"`
+}
+
+// BidResult answers POST /v1/bids: the bid published and the quotes that
+// came back while the daemon waited.
+type BidResult struct {
+	BidID  string      `json:"bid_id"`
+	Quotes []QuoteView `json:"quotes"`
+}

@@ -1,0 +1,170 @@
+package node
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/p2p"
+	ds "github.com/ipfs/go-datastore"
+	"google.golang.org/protobuf/proto"
+)
+
+// quoteTTL is how long a provider's quote holds.
+const quoteTTL = 5 * time.Minute
+
+// provider publishes this node's offer and answers bids with quotes. Only
+// its loop goroutine touches current after start.
+type provider struct {
+	n       *Node
+	cfg     ProviderConfig
+	own     *market.Book // holds only this node's offer, for quoting
+	current *pb.Offer
+	seqKey  ds.Key
+}
+
+func newProvider(n *Node) *provider {
+	return &provider{n: n, cfg: n.cfg.Provider, own: market.NewBook(), seqKey: ds.NewKey("/provider/seq/" + ProviderOfferID)}
+}
+
+// nextSeq returns a sequence number above every one this node has used,
+// persisted first, so a restarted provider is never ignored as stale: the
+// current time in milliseconds, or one above the last if the clock went back.
+func (p *provider) nextSeq(ctx context.Context, now time.Time) (uint64, error) {
+	seq := uint64(now.UnixMilli())
+	last, err := p.n.store.Get(ctx, p.seqKey)
+	switch {
+	case errors.Is(err, ds.ErrNotFound):
+	case err != nil:
+		return 0, err
+	case len(last) == 8 && binary.BigEndian.Uint64(last) >= seq:
+		seq = binary.BigEndian.Uint64(last) + 1
+	}
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], seq)
+	return seq, p.n.store.Put(ctx, p.seqKey, buf[:])
+}
+
+// publish signs and gossips o (a fresh offer, or a withdrawal, which it
+// waits to see written to a peer: the node is about to close).
+func (p *provider) publish(ctx context.Context, o *pb.Offer) error {
+	env, err := market.Sign(p.n.key, o)
+	if err != nil {
+		return err
+	}
+	if o.Withdrawn {
+		err = p.n.gossip.PublishFlushed(ctx, p2p.TopicOffers, env)
+	} else {
+		err = p.n.Publish(ctx, p2p.TopicOffers, env)
+	}
+	if err != nil {
+		return fmt.Errorf("publish offer: %w", err)
+	}
+	if !o.Withdrawn {
+		p.own.PutOffer(o, time.Now())
+	}
+	return nil
+}
+
+// withdrawLinger is how long a stopping provider keeps its connections
+// open after its withdrawal was written, so peers read it before the close.
+const withdrawLinger = 250 * time.Millisecond
+
+// firstPeerWait bounds how long a provider waits for a peer on the offers
+// topic before its first publication.
+const firstPeerWait = 10 * time.Second
+
+// run publishes the offer once the offers topic has a peer (or after
+// firstPeerWait), again after three quarters of its TTL, and withdraws it
+// when ctx ends. Peers that arrive later get it by book sync.
+func (p *provider) run(ctx context.Context) {
+	defer p.n.wg.Done()
+	p.n.awaitMesh(ctx, p2p.TopicOffers, firstPeerWait)
+	for {
+		now := time.Now()
+		seq, err := p.nextSeq(ctx, now)
+		if err == nil {
+			var o *pb.Offer
+			if o, err = p.cfg.BuildOffer(p.n.host.ID(), seq, now); err == nil {
+				if err = p.publish(ctx, o); err == nil {
+					p.current = o
+					p.n.log.Info("offer published", "seq", seq, "gpus", len(o.Gpus), "expires", time.UnixMilli(o.Header.ExpiresUnixMs).UTC())
+				}
+			}
+		}
+		wait := p.cfg.OfferTTL.Std() * 3 / 4
+		if err != nil && ctx.Err() == nil {
+			p.n.log.Warn("offer not published; retrying in 10s", "err", err)
+			wait = 10 * time.Second
+		}
+		select {
+		case <-ctx.Done():
+			p.withdraw()
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// withdraw gossips a withdrawal of the current offer so books drop it now
+// rather than at expiry. It runs during shutdown, with its own deadline.
+func (p *provider) withdraw() {
+	if p.current == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	now := time.Now()
+	seq, err := p.nextSeq(ctx, now)
+	if err != nil {
+		return
+	}
+	h := proto.Clone(p.current.Header).(*pb.Header)
+	h.Seq, h.CreatedUnixMs = seq, now.UnixMilli()
+	if err := p.publish(ctx, &pb.Offer{Header: h, Withdrawn: true}); err != nil {
+		p.n.log.Debug("withdrawal not published", "err", err)
+		return
+	}
+	// Linger: closing a TCP connection with unread data in its receive
+	// buffer (peers keep sending us pings and gossip) resets it, and the
+	// reset can discard the withdrawal before the peer has read it.
+	select {
+	case <-time.After(withdrawLinger):
+	case <-ctx.Done():
+	}
+}
+
+// answer quotes a bid that this provider's own offer fits, and sends the
+// quote to the bidder.
+func (p *provider) answer(ctx context.Context, b *pb.Bid) {
+	if market.Issuer(b) == p.n.host.ID() {
+		return
+	}
+	now := time.Now()
+	res := p.n.market.matcher.Match(p.own.Snapshot(), b, now, 1)
+	if len(res.Candidates) == 0 {
+		p.n.log.Debug("bid not quoted", "bid", b.Header.Id, "why", p.n.market.matcher.Explain(p.own.Snapshot(), b, now).String())
+		return
+	}
+	c := res.Candidates[0]
+	// One quote per bid: the quote's ID derives from the bid's.
+	q := &pb.Quote{
+		Header: &pb.Header{Version: market.Version, Issuer: []byte(p.n.host.ID()), Id: "q-" + b.Header.Id, Seq: b.Header.Seq,
+			CreatedUnixMs: now.UnixMilli(), ExpiresUnixMs: now.Add(quoteTTL).UnixMilli()},
+		BidIssuer: b.Header.Issuer, BidId: b.Header.Id, BidSeq: b.Header.Seq,
+		OfferId: c.Offer.Header.Id, Tier: b.Tier, Currency: c.Offer.Currency, PriceMicros: c.PriceMicros,
+		Gpus: c.GPUs, StartUnixMs: c.Start.UnixMilli(), DurationSeconds: b.DurationSeconds,
+	}
+	env, err := market.Sign(p.n.key, q)
+	if err != nil {
+		p.n.log.Warn("quote not signed", "err", err)
+		return
+	}
+	if err := p2p.SendQuote(ctx, p.n.host, market.Issuer(b), env); err != nil {
+		p.n.log.Debug("quote not delivered", "bid", b.Header.Id, "err", err)
+	}
+}

@@ -1,0 +1,245 @@
+package node
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ProviderConfig is the [provider] section: what this node sells and on
+// what terms. With enabled = false the node sells nothing.
+type ProviderConfig struct {
+	Enabled         bool        `toml:"enabled" comment:"sell GPU time: publish offers built from the settings below"`
+	Currency        string      `toml:"currency" comment:"currency of every price, such as USD"`
+	Price           string      `toml:"price" comment:"base price per GPU-hour, a decimal such as \"2.10\" (silver, and gold unless gold_price is set)"`
+	GoldPrice       string      `toml:"gold_price" comment:"price per GPU-hour for reserved (gold) leases; empty: price"`
+	BronzePrice     string      `toml:"bronze_price" comment:"price per GPU-hour for preemptible (bronze) leases; empty: price"`
+	Tiers           []string    `toml:"tiers" comment:"tiers sold: gold (reserved), silver (on demand), bronze (preemptible)"`
+	BronzeNotice    Duration    `toml:"bronze_notice" comment:"notice a bronze lease gets before it is preempted"`
+	MinDuration     Duration    `toml:"min_duration" comment:"shortest lease sold"`
+	MaxDuration     Duration    `toml:"max_duration" comment:"longest lease sold"`
+	Weekly          []string    `toml:"weekly" comment:"weekly availability in UTC, each \"Mon 18:00-Tue 08:00\" with an optional \" floor 1.50\"; empty: always"`
+	Country         string      `toml:"country" comment:"ISO 3166 country code of the hardware, such as DE"`
+	RegionLabel     string      `toml:"region_label" comment:"free region label, such as eu-central or a data centre's name"`
+	WorkloadClasses []string    `toml:"workload_classes" comment:"workload classes accepted, such as training or inference; empty: any"`
+	ImageAllow      []string    `toml:"image_allow" comment:"image reference prefixes allowed; empty: any"`
+	ImageDeny       []string    `toml:"image_deny" comment:"image reference prefixes refused"`
+	PowerCapWatts   int         `toml:"power_cap_watts" comment:"power cap per GPU in watts; 0: none"`
+	ThermalCapC     int         `toml:"thermal_cap_celsius" comment:"thermal cap in degrees Celsius; 0: none"`
+	OfferTTL        Duration    `toml:"offer_ttl" comment:"how long a published offer is valid; it is re-published after three quarters of this"`
+	Host            HostConfig  `toml:"host" comment:"the machine around the GPUs"`
+	GPUs            []GPUConfig `toml:"gpus" comment:"the GPUs for sale (a static list until the NVML inventory replaces it)"`
+}
+
+// HostConfig describes the provider's machine.
+type HostConfig struct {
+	CPUCores int `toml:"cpu_cores" comment:"CPU cores available to leases"`
+	RAMGiB   int `toml:"ram_gib" comment:"memory available to leases, GiB"`
+	DiskGiB  int `toml:"disk_gib" comment:"disk available to leases, GiB"`
+	UpMbps   int `toml:"up_mbps" comment:"upload bandwidth, Mbit/s"`
+	DownMbps int `toml:"down_mbps" comment:"download bandwidth, Mbit/s"`
+}
+
+// GPUConfig is one group of identical GPUs.
+type GPUConfig struct {
+	Model             string `toml:"model" comment:"model name, such as H100"`
+	Count             int    `toml:"count" comment:"how many"`
+	VRAMGiB           int    `toml:"vram_gib" comment:"memory per GPU, GiB"`
+	ComputeCapability string `toml:"compute_capability" comment:"CUDA compute capability, such as 9.0"`
+	Interconnect      string `toml:"interconnect" comment:"nvlink, sxm or pcie"`
+}
+
+// DefaultProviderConfig sells nothing until enabled, with sane terms.
+func DefaultProviderConfig() ProviderConfig {
+	return ProviderConfig{
+		Currency:        "USD",
+		Price:           "2.00",
+		Tiers:           []string{"silver", "bronze"},
+		BronzeNotice:    Dur(2 * time.Minute),
+		MinDuration:     Dur(10 * time.Minute),
+		MaxDuration:     Dur(24 * time.Hour),
+		Weekly:          []string{},
+		Country:         "US",
+		WorkloadClasses: []string{},
+		ImageAllow:      []string{},
+		ImageDeny:       []string{},
+		OfferTTL:        Dur(time.Hour),
+		Host:            HostConfig{CPUCores: 16, RAMGiB: 64, DiskGiB: 500, UpMbps: 1000, DownMbps: 1000},
+		GPUs:            []GPUConfig{},
+	}
+}
+
+// ParsePrice reads a decimal price such as "2.10" as micro-units.
+func ParsePrice(s string) (uint64, error) {
+	whole, frac, _ := strings.Cut(strings.TrimSpace(s), ".")
+	if whole == "" || len(frac) > 6 {
+		return 0, fmt.Errorf("%q is not a decimal with at most 6 places", s)
+	}
+	w, err := strconv.ParseUint(whole, 10, 64)
+	if err != nil || w > math.MaxUint64/1_000_000-1 {
+		return 0, fmt.Errorf("%q is not a decimal with at most 6 places", s)
+	}
+	f := uint64(0)
+	if frac != "" {
+		f, err = strconv.ParseUint(frac+strings.Repeat("0", 6-len(frac)), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a decimal with at most 6 places", s)
+		}
+	}
+	return w*1_000_000 + f, nil
+}
+
+// FormatPrice writes micro-units as a decimal with two to six places.
+func FormatPrice(micros uint64) string {
+	s := fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000)
+	for strings.HasSuffix(s, "0") && len(s)-strings.IndexByte(s, '.') > 3 {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+var (
+	countryCodeRE  = regexp.MustCompile(`^[A-Z]{2}$`)
+	currencyCodeRE = regexp.MustCompile(`^[A-Z]{3,5}$`)
+	ccRE           = regexp.MustCompile(`^([0-9]{1,2})\.([0-9])$`)
+	weeklyRE       = regexp.MustCompile(`^(Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([0-2][0-9]):([0-5][0-9])-(?:(Mon|Tue|Wed|Thu|Fri|Sat|Sun) )?([0-2][0-9]):([0-5][0-9])(?: floor ([0-9.]+))?$`)
+	weekdays       = []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
+	tierNames      = []string{"gold", "silver", "bronze"}
+)
+
+// WeeklySpan is a parsed weekly window: minutes since Monday 00:00 UTC.
+type WeeklySpan struct {
+	Start, End  uint32
+	FloorMicros uint64
+}
+
+// ParseWeekly reads "Mon 18:00-Tue 08:00 floor 1.50" (the second day and
+// the floor are optional; 24:00 ends a day).
+func ParseWeekly(s string) (WeeklySpan, error) {
+	m := weeklyRE.FindStringSubmatch(s)
+	if m == nil {
+		return WeeklySpan{}, fmt.Errorf("%q: want \"Mon 18:00-Tue 08:00\", optionally followed by \" floor 1.50\"", s)
+	}
+	minute := func(day, hh, mm string) (uint32, bool) {
+		h, _ := strconv.Atoi(hh)
+		mi, _ := strconv.Atoi(mm)
+		if h > 24 || (h == 24 && mi != 0) {
+			return 0, false
+		}
+		return uint32(slices.Index(weekdays, day)*1440 + h*60 + mi), true
+	}
+	endDay := m[4]
+	if endDay == "" {
+		endDay = m[1]
+	}
+	start, ok1 := minute(m[1], m[2], m[3])
+	end, ok2 := minute(endDay, m[5], m[6])
+	if !ok1 || !ok2 || end <= start {
+		return WeeklySpan{}, fmt.Errorf("%q: the window must end after it starts within one week (Mon 00:00 to Sun 24:00); split one that wraps", s)
+	}
+	w := WeeklySpan{Start: start, End: end}
+	if m[7] != "" {
+		f, err := ParsePrice(m[7])
+		if err != nil {
+			return WeeklySpan{}, fmt.Errorf("%q: floor %w", s, err)
+		}
+		w.FloorMicros = f
+	}
+	return w, nil
+}
+
+// ParseComputeCapability reads "9.0" as 90.
+func ParseComputeCapability(s string) (uint32, error) {
+	m := ccRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("%q: want major.minor such as 8.6", s)
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	return uint32(major*10 + minor), nil
+}
+
+func (p *ProviderConfig) validate() error {
+	if !currencyCodeRE.MatchString(p.Currency) {
+		return fieldErr("provider.currency", p.Currency, "a currency code such as USD")
+	}
+	for _, f := range []struct{ name, v string }{{"provider.price", p.Price}, {"provider.gold_price", p.GoldPrice}, {"provider.bronze_price", p.BronzePrice}} {
+		if f.v == "" && f.name != "provider.price" {
+			continue
+		}
+		if v, err := ParsePrice(f.v); err != nil || v < 1_000 || v > 10_000_000_000 {
+			return fieldErr(f.name, f.v, "a decimal price per GPU-hour from 0.001 to 10000, such as \"2.10\"")
+		}
+	}
+	if len(p.Tiers) == 0 {
+		return fieldErr("provider.tiers", p.Tiers, "one or more of gold, silver, bronze")
+	}
+	for i, t := range p.Tiers {
+		if !slices.Contains(tierNames, t) {
+			return fieldErr(fmt.Sprintf("provider.tiers[%d]", i), t, "gold, silver or bronze")
+		}
+	}
+	if err := durRange("provider.bronze_notice", p.BronzeNotice, time.Second, time.Hour); err != nil {
+		return err
+	}
+	if err := durRange("provider.min_duration", p.MinDuration, time.Minute, 366*24*time.Hour); err != nil {
+		return err
+	}
+	if err := durRange("provider.max_duration", p.MaxDuration, p.MinDuration.Std(), 366*24*time.Hour); err != nil {
+		return err
+	}
+	var prevEnd uint32
+	for i, w := range p.Weekly {
+		span, err := ParseWeekly(w)
+		if err != nil {
+			return fieldErr(fmt.Sprintf("provider.weekly[%d]", i), w, "\"Mon 18:00-Tue 08:00\" with an optional \" floor 1.50\", in UTC")
+		}
+		if i > 0 && span.Start < prevEnd {
+			return fieldErr(fmt.Sprintf("provider.weekly[%d]", i), w, "windows in week order that do not overlap")
+		}
+		prevEnd = span.End
+	}
+	if !countryCodeRE.MatchString(p.Country) {
+		return fieldErr("provider.country", p.Country, "an ISO 3166 country code such as DE")
+	}
+	if err := durRange("provider.offer_ttl", p.OfferTTL, time.Minute, 24*time.Hour); err != nil {
+		return err
+	}
+	if err := intRange("provider.power_cap_watts", p.PowerCapWatts, 0, 5000); err != nil {
+		return err
+	}
+	if err := intRange("provider.thermal_cap_celsius", p.ThermalCapC, 0, 150); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name  string
+		v, lo int
+	}{{"provider.host.cpu_cores", p.Host.CPUCores, 1}, {"provider.host.ram_gib", p.Host.RAMGiB, 1}, {"provider.host.disk_gib", p.Host.DiskGiB, 0}, {"provider.host.up_mbps", p.Host.UpMbps, 0}, {"provider.host.down_mbps", p.Host.DownMbps, 0}} {
+		if err := intRange(f.name, f.v, f.lo, 1<<24); err != nil {
+			return err
+		}
+	}
+	if p.Enabled && len(p.GPUs) == 0 {
+		return fieldErr("provider.gpus", "[]", "at least one [[provider.gpus]] group when provider.enabled is true")
+	}
+	for i, g := range p.GPUs {
+		f := fmt.Sprintf("provider.gpus[%d]", i)
+		if g.Model == "" || len(g.Model) > 64 {
+			return fieldErr(f+".model", g.Model, "a model name such as H100")
+		}
+		if err := intRange(f+".count", g.Count, 1, 64); err != nil {
+			return err
+		}
+		if err := intRange(f+".vram_gib", g.VRAMGiB, 1, 4096); err != nil {
+			return err
+		}
+		if _, err := ParseComputeCapability(g.ComputeCapability); err != nil {
+			return fieldErr(f+".compute_capability", g.ComputeCapability, "major.minor such as 9.0")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package node
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+func TestParsePrice(t *testing.T) {
+	for in, want := range map[string]uint64{"2": 2_000_000, "2.1": 2_100_000, "2.10": 2_100_000, "0.000001": 1, "10000": 10_000_000_000} {
+		if got, err := ParsePrice(in); err != nil || got != want {
+			t.Errorf("ParsePrice(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", ".5", "-1", "1.2345678", "1,5", "abc", "1e3", "99999999999999999999"} {
+		if _, err := ParsePrice(in); err == nil {
+			t.Errorf("ParsePrice(%q) accepted", in)
+		}
+	}
+	for micros, want := range map[uint64]string{2_100_000: "2.10", 1: "0.000001", 0: "0.00", 1_234_500: "1.2345"} {
+		if got := FormatPrice(micros); got != want {
+			t.Errorf("FormatPrice(%d) = %s, want %s", micros, got, want)
+		}
+	}
+}
+
+func TestParseWeekly(t *testing.T) {
+	for in, want := range map[string]WeeklySpan{
+		"Mon 18:00-Tue 08:00":        {Start: 18 * 60, End: 1440 + 8*60},
+		"Sat 00:00-Sun 24:00":        {Start: 5 * 1440, End: 7 * 1440},
+		"Wed 09:00-17:30 floor 1.50": {Start: 2*1440 + 9*60, End: 2*1440 + 17*60 + 30, FloorMicros: 1_500_000},
+	} {
+		if got, err := ParseWeekly(in); err != nil || got != want {
+			t.Errorf("ParseWeekly(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "Mon 18:00", "Sun 22:00-Mon 06:00", "Mon 25:00-26:00", "Mon 10:00-09:00", "mon 10:00-11:00", "Mon 10:00-11:00 floor x"} {
+		if _, err := ParseWeekly(in); err == nil {
+			t.Errorf("ParseWeekly(%q) accepted", in)
+		}
+	}
+}
+
+func TestProviderConfigValidation(t *testing.T) {
+	cases := []struct {
+		field string
+		edit  func(*ProviderConfig)
+	}{
+		{"provider.currency", func(p *ProviderConfig) { p.Currency = "dollars" }},
+		{"provider.price", func(p *ProviderConfig) { p.Price = "free" }},
+		{"provider.price", func(p *ProviderConfig) { p.Price = "0" }},
+		{"provider.bronze_price", func(p *ProviderConfig) { p.BronzePrice = "x" }},
+		{"provider.tiers", func(p *ProviderConfig) { p.Tiers = nil }},
+		{"provider.tiers[1]", func(p *ProviderConfig) { p.Tiers = []string{"gold", "platinum"} }},
+		{"provider.bronze_notice", func(p *ProviderConfig) { p.BronzeNotice = Dur(0) }},
+		{"provider.max_duration", func(p *ProviderConfig) { p.MaxDuration = Dur(time.Minute) }},
+		{"provider.weekly[0]", func(p *ProviderConfig) { p.Weekly = []string{"weekends"} }},
+		{"provider.weekly[1]", func(p *ProviderConfig) { p.Weekly = []string{"Tue 00:00-Wed 00:00", "Mon 00:00-Mon 10:00"} }},
+		{"provider.country", func(p *ProviderConfig) { p.Country = "Germany" }},
+		{"provider.offer_ttl", func(p *ProviderConfig) { p.OfferTTL = Dur(48 * time.Hour) }},
+		{"provider.host.cpu_cores", func(p *ProviderConfig) { p.Host.CPUCores = 0 }},
+		{"provider.gpus", func(p *ProviderConfig) { p.Enabled = true }},
+		{"provider.gpus[0].count", func(p *ProviderConfig) {
+			p.GPUs = []GPUConfig{{Model: "A100", Count: 0, VRAMGiB: 80, ComputeCapability: "8.0"}}
+		}},
+		{"provider.gpus[0].compute_capability", func(p *ProviderConfig) {
+			p.GPUs = []GPUConfig{{Model: "A100", Count: 1, VRAMGiB: 80, ComputeCapability: "eight"}}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.field, func(t *testing.T) {
+			c := DefaultConfig(ProfileProvider).clone()
+			tc.edit(&c.Provider)
+			var fe *FieldError
+			if err := c.Validate(); !errors.As(err, &fe) || fe.Field != tc.field {
+				t.Fatalf("got %v, want a FieldError for %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestBuildOfferIsAValidSignedOffer(t *testing.T) {
+	key, _, _ := crypto.GenerateEd25519Key(nil)
+	id, _ := peer.IDFromPrivateKey(key)
+	c := DefaultConfig(ProfileProvider)
+	asProvider("H100", 8, 80, "2.49", "DE")(&c)
+	c.Provider.BronzePrice = "1.60"
+	c.Provider.Weekly = []string{"Mon 18:00-Tue 08:00 floor 1.00", "Sat 00:00-Sun 24:00"}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	o, err := c.Provider.BuildOffer(id, 7, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := market.DefaultLimits().ValidateOffer(o, now); err != nil {
+		t.Fatalf("built offer is invalid: %v", err)
+	}
+	if o.PriceMicros != 2_490_000 || len(o.TierPrices) != 1 || o.TierPrices[0].MicrosPerGpuHour != 1_600_000 || len(o.Weekly) != 2 || o.Weekly[0].FloorMicros != 1_000_000 {
+		t.Errorf("built offer: %v", o)
+	}
+	if _, err := market.Sign(key, o); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,113 @@
+package node
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/api"
+)
+
+// Offers lists the book's offers that pass the query's filters.
+func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
+	f := market.OfferFilter{GPUModel: q.GPU, MinVRAMBytes: uint64(q.MinVRAMGiB) << 30, Country: strings.ToUpper(q.Country), SortBy: q.Sort}
+	if q.MaxPrice != "" {
+		p, err := ParsePrice(q.MaxPrice)
+		if err != nil {
+			return nil, api.BadRequest{Err: fmt.Errorf("max_price: %w", err)}
+		}
+		f.MaxPriceMicros = p
+	}
+	if q.Tier != "" {
+		t, err := TierFromName(q.Tier)
+		if err != nil {
+			return nil, api.BadRequest{Err: err}
+		}
+		f.Tier = t
+	}
+	switch q.Sort {
+	case "", "price", "vram", "expiry":
+	default:
+		return nil, api.BadRequest{Err: fmt.Errorf("sort %q: want price, vram or expiry", q.Sort)}
+	}
+	out := []api.OfferView{}
+	for _, o := range n.market.book.Snapshot().FindOffers(f) {
+		out = append(out, offerView(o))
+	}
+	return out, nil
+}
+
+func offerView(o *pb.Offer) api.OfferView {
+	v := api.OfferView{
+		Provider:    market.Issuer(o).String(),
+		ID:          o.Header.Id,
+		Seq:         o.Header.Seq,
+		Country:     o.Region.GetCountry(),
+		Label:       o.Region.GetLabel(),
+		Currency:    o.Currency,
+		Price:       FormatPrice(o.PriceMicros),
+		MinDuration: (time.Duration(o.MinDurationSeconds) * time.Second).String(),
+		MaxDuration: (time.Duration(o.MaxDurationSeconds) * time.Second).String(),
+		Expires:     time.UnixMilli(o.Header.ExpiresUnixMs).UTC(),
+	}
+	for _, g := range o.Gpus {
+		v.GPUs = append(v.GPUs, api.GPUView{Model: g.Model, Count: g.Count, VRAMGiB: g.VramBytes >> 30,
+			ComputeCapability: fmt.Sprintf("%d.%d", g.ComputeCapability/10, g.ComputeCapability%10), Interconnect: g.Interconnect})
+	}
+	for _, t := range o.Tiers {
+		v.Tiers = append(v.Tiers, market.TierName(t))
+	}
+	if len(o.TierPrices) > 0 {
+		v.TierPrices = map[string]string{}
+		for _, tp := range o.TierPrices {
+			v.TierPrices[market.TierName(tp.Tier)] = FormatPrice(tp.MicrosPerGpuHour)
+		}
+	}
+	for _, w := range o.Weekly {
+		v.Weekly = append(v.Weekly, formatWeekly(w))
+	}
+	return v
+}
+
+func formatWeekly(w *pb.WeeklyWindow) string {
+	at := func(m uint32) string {
+		day := min(int(m/1440), 6)
+		rest := m - uint32(day)*1440
+		return fmt.Sprintf("%s %02d:%02d", weekdays[day], rest/60, rest%60)
+	}
+	s := at(w.StartMinute) + "-" + at(w.EndMinute)
+	if w.FloorMicros > 0 {
+		s += " floor " + FormatPrice(w.FloorMicros)
+	}
+	return s
+}
+
+func candidateView(rank int, c market.Candidate) api.CandidateView {
+	return api.CandidateView{
+		Rank:           rank,
+		Offer:          offerView(c.Offer),
+		GPUs:           c.GPUs,
+		Price:          FormatPrice(c.PriceMicros),
+		EffectivePrice: FormatPrice(uint64(c.EffectivePriceMicros + 0.5)),
+		Total:          FormatPrice(c.TotalMicros),
+		Start:          c.Start.UTC(),
+		Scores:         c.ScoreMap(),
+	}
+}
+
+func quoteView(q *pb.Quote) api.QuoteView {
+	total := market.LeaseTotal(q.PriceMicros, q.Gpus, q.DurationSeconds)
+	return api.QuoteView{
+		Provider: market.Issuer(q).String(),
+		OfferID:  q.OfferId,
+		Tier:     market.TierName(q.Tier),
+		GPUs:     q.Gpus,
+		Price:    FormatPrice(q.PriceMicros),
+		Currency: q.Currency,
+		Total:    FormatPrice(total),
+		Start:    time.UnixMilli(q.StartUnixMs).UTC(),
+		Expires:  time.UnixMilli(q.Header.ExpiresUnixMs).UTC(),
+	}
+}

@@ -1,0 +1,233 @@
+package p2p_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/idlegrid/idlegrid/p2p/p2ptest"
+	ds "github.com/ipfs/go-datastore"
+	dssync "github.com/ipfs/go-datastore/sync"
+	pebbleds "github.com/ipfs/go-ds-pebble"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/record"
+	"google.golang.org/protobuf/proto"
+)
+
+// signer issues offers for one provider, with a key of its own.
+type signer struct {
+	key crypto.PrivKey
+	id  peer.ID
+}
+
+func newSigner(t testing.TB, key crypto.PrivKey) signer {
+	if key == nil {
+		var err error
+		if key, _, err = crypto.GenerateEd25519Key(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, _ := peer.IDFromPrivateKey(key)
+	return signer{key, id}
+}
+
+func (s signer) offer(t testing.TB, name string, seq uint64, now time.Time) []byte {
+	o := &pb.Offer{
+		Header: &pb.Header{Version: market.Version, Issuer: []byte(s.id), Id: name, Seq: seq,
+			CreatedUnixMs: now.UnixMilli(), ExpiresUnixMs: now.Add(time.Hour).UnixMilli()},
+		Gpus:     []*pb.GPUGroup{{Model: "A100", Count: 4, VramBytes: 80 << 30, ComputeCapability: 80}},
+		Region:   &pb.Region{Country: "DE"},
+		Currency: "USD", PriceMicros: 1_500_000, MinDurationSeconds: 60, MaxDurationSeconds: 3600,
+		Tiers: []pb.Tier{pb.Tier_TIER_SILVER},
+	}
+	env, err := market.Sign(s.key, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// marketNode is a harness node with the market validator and a book fed
+// by its offers subscription.
+type marketNode struct {
+	*p2ptest.Node
+	validator *p2p.MarketValidator
+	book      *market.Book
+}
+
+func withMarket(t *testing.T, s *p2ptest.Swarm, skip map[int]bool) []*marketNode {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	var out []*marketNode
+	for i, nd := range s.Nodes {
+		mn := &marketNode{Node: nd, book: market.NewBook()}
+		out = append(out, mn)
+		if skip[i] {
+			continue // this node validates nothing: it can publish forgeries
+		}
+		mn.validator = p2p.NewMarketValidator(market.DefaultLimits(), p2p.NewSeqGuard(dssync.MutexWrap(ds.NewMapDatastore())), time.Now, nil)
+		if err := mn.validator.Install(nd.Gossip); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := nd.Gossip.Topic(p2p.TopicOffers).Subscribe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer sub.Cancel()
+			for {
+				msg, err := sub.Next(ctx)
+				if err != nil {
+					return
+				}
+				mn.book.PutOffer(msg.ValidatorData.(*pb.Offer), time.Now())
+			}
+		}()
+	}
+	return out
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestOffersReachEveryBookOnTenNodes(t *testing.T) {
+	m, err := p2ptest.LoadDefaultMatrix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p2ptest.NewMocknet(t, 10, p2ptest.WithLatency(m, 20))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nodes := withMarket(t, s, nil)
+	if err := s.WaitMesh(ctx, p2p.TopicOffers); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for _, i := range []int{2, 5, 8} {
+		prov := newSigner(t, s.Nodes[i].Host.Peerstore().PrivKey(s.Nodes[i].Host.ID()))
+		if err := s.Nodes[i].Gossip.Topic(p2p.TopicOffers).Publish(ctx, prov.offer(t, "gpus", 1, time.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 2*time.Second, "every book holds the 3 offers", func() bool {
+		for _, n := range nodes {
+			if len(n.book.Snapshot().Offers()) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("10 books converged on 3 offers in %s (PlanetLab latencies)", time.Since(start).Round(time.Millisecond))
+}
+
+func TestForgedOfferIsRejectedAndCostsTheSenderScore(t *testing.T) {
+	s := p2ptest.NewLoopback(t, 4)
+	nodes := withMarket(t, s, map[int]bool{3: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.WaitMesh(ctx, p2p.TopicOffers); err != nil {
+		t.Fatal(err)
+	}
+	attacker := s.Nodes[3]
+	victim := newSigner(t, nil)
+	forger := newSigner(t, attacker.Host.Peerstore().PrivKey(attacker.Host.ID()))
+	env := forger.offer(t, "gpus", 1, time.Now())
+	// Claim the victim's identity in the header while keeping the forger's
+	// signature: what an attacker would send to pass an offer as another's.
+	o, _ := market.Open[*pb.Offer](env)
+	o.Header.Issuer = []byte(victim.id)
+	forged := resign(t, forger.key, o)
+	for i := range 5 {
+		if err := attacker.Gossip.Topic(p2p.TopicOffers).Publish(ctx, append(forged, byte(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, n := range nodes[:3] {
+		waitUntil(t, 10*time.Second, "an honest node rejects the forgeries and scores the attacker below zero", func() bool {
+			score, ok := n.Gossip.Score(attacker.Host.ID())
+			return n.validator.Rejected.Load() > 0 && ok && score < 0
+		})
+		if len(n.book.Snapshot().Offers()) != 0 {
+			t.Errorf("node %d's book took a forged offer", i)
+		}
+	}
+}
+
+func TestReplayedSequenceIsIgnoredAlsoAfterRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	prov := newSigner(t, nil)
+	now := time.Now()
+	open := func() (*pebbleds.Datastore, *p2p.MarketValidator) {
+		store, err := pebbleds.NewDatastore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store, p2p.NewMarketValidator(market.DefaultLimits(), p2p.NewSeqGuard(store), func() time.Time { return now }, nil)
+	}
+	ctx := context.Background()
+	store, v := open()
+	check := func(env []byte, want pubsub.ValidationResult, what string) {
+		t.Helper()
+		if _, got := v.CheckOffer(ctx, env); got != want {
+			t.Errorf("%s: verdict %v, want %v", what, got, want)
+		}
+	}
+	seq5 := prov.offer(t, "gpus", 5, now)
+	check(seq5, pubsub.ValidationAccept, "first offer")
+	check(seq5, pubsub.ValidationIgnore, "the same offer again")
+	check(prov.offer(t, "gpus", 3, now), pubsub.ValidationIgnore, "an older sequence")
+	check(prov.offer(t, "other", 1, now), pubsub.ValidationAccept, "another offer ID of the issuer")
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	store, v = open()
+	defer store.Close()
+	check(seq5, pubsub.ValidationIgnore, "the old offer replayed after a restart")
+	check(prov.offer(t, "gpus", 4, now), pubsub.ValidationIgnore, "an older sequence after a restart")
+	check(prov.offer(t, "gpus", 6, now), pubsub.ValidationAccept, "a newer sequence after a restart")
+	check([]byte("garbage"), pubsub.ValidationReject, "garbage")
+	expired := prov.offer(t, "late", 1, now.Add(-2*time.Hour))
+	check(expired, pubsub.ValidationIgnore, "an expired offer")
+}
+
+// resign signs o with key without market.Sign's issuer check.
+func resign(t *testing.T, key crypto.PrivKey, o *pb.Offer) []byte {
+	t.Helper()
+	env, err := record.Seal(offerRecord{o}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := env.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// offerRecord is market's offer record, rebuilt here as a forger would.
+type offerRecord struct{ o *pb.Offer }
+
+func (r offerRecord) Domain() string                 { return market.OfferDomain }
+func (r offerRecord) Codec() []byte                  { return []byte("/idlegrid/offer/1") }
+func (r offerRecord) MarshalRecord() ([]byte, error) { return proto.Marshal(r.o) }
+func (r offerRecord) UnmarshalRecord([]byte) error   { return nil }

@@ -1,0 +1,52 @@
+package p2p
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-msgio"
+)
+
+// QuoteProtocol carries a provider's signed quote to the renter whose bid
+// it answers: one length-prefixed envelope per stream.
+const QuoteProtocol protocol.ID = "/idlegrid/quote/1.0.0"
+
+// quoteDeadline bounds one quote exchange.
+const quoteDeadline = 10 * time.Second
+
+// ServeQuotes hands every quote envelope received on h to handle, which
+// verifies it. One envelope per stream, at most market.MaxEnvelopeSize.
+func ServeQuotes(h host.Host, handle func(from peer.ID, env []byte)) {
+	h.SetStreamHandler(QuoteProtocol, func(s network.Stream) {
+		defer s.Close()
+		s.SetDeadline(time.Now().Add(quoteDeadline))
+		env, err := msgio.NewVarintReaderSize(s, market.MaxEnvelopeSize).ReadMsg()
+		if err != nil {
+			s.Reset()
+			return
+		}
+		handle(s.Conn().RemotePeer(), env)
+	})
+}
+
+// SendQuote delivers a signed quote envelope to the renter to.
+func SendQuote(ctx context.Context, h host.Host, to peer.ID, env []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, quoteDeadline)
+	defer cancel()
+	s, err := h.NewStream(ctx, to, QuoteProtocol)
+	if err != nil {
+		return fmt.Errorf("send quote to %s: %w", to, err)
+	}
+	s.SetDeadline(time.Now().Add(quoteDeadline))
+	if err := msgio.NewVarintWriter(s).WriteMsg(env); err != nil {
+		s.Reset()
+		return fmt.Errorf("send quote to %s: %w", to, err)
+	}
+	return s.Close()
+}
