@@ -116,10 +116,26 @@ func Open[M Message](data []byte) (M, error) {
 	if err != nil {
 		return zero, invalid("header.issuer", "not a peer ID: %v", err)
 	}
-	if !issuer.MatchesPublicKey(env.PublicKey) {
+	if !signedBy(issuer, env.PublicKey) {
 		return zero, fmt.Errorf("%w: header names %s", ErrWrongIssuer, issuer)
 	}
 	return rec.msg, nil
+}
+
+// ed25519IDPrefix opens every peer ID of an Ed25519 key: an identity
+// multihash (0x00, length 36) of the protobuf PublicKey{Type: Ed25519,
+// Data: 32 bytes}; the raw key follows.
+var ed25519IDPrefix = []byte{0x00, 0x24, 0x08, 0x01, 0x12, 0x20}
+
+// signedBy reports whether pk is the key of peer id. For Ed25519 keys, the
+// common case, it compares the raw key inside the ID instead of re-encoding
+// and hashing the key as peer.ID.MatchesPublicKey does.
+func signedBy(id peer.ID, pk crypto.PubKey) bool {
+	if pk.Type() == crypto.Ed25519 && len(id) == len(ed25519IDPrefix)+32 && string(id[:len(ed25519IDPrefix)]) == string(ed25519IDPrefix) {
+		raw, err := pk.Raw()
+		return err == nil && string(raw) == string(id[len(ed25519IDPrefix):])
+	}
+	return id.MatchesPublicKey(pk)
 }
 
 // Issuer returns the issuer of a message whose header Open has checked.
