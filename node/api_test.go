@@ -81,3 +81,41 @@ func TestAPIServesStatusPeersAndMetrics(t *testing.T) {
 		t.Errorf("status after close: %v, want ErrNoDaemon", err)
 	}
 }
+
+func TestAPIRefusesBadMarketRequests(t *testing.T) {
+	n := startNode(t, testRepo(t, "a", nil), Options{})
+	for _, tc := range []struct{ path, body, want string }{
+		{"/v1/match", `{"count": 1, "hours": 1, "max_price": "2"`, "request body"},
+		{"/v1/match", `{"count": 1, "hours": 1, "max_price": "2"} {}`, "more follows"},
+		{"/v1/match", `{"count": 1, "hours": 1, "max_price": "2", "colour": "red"}`, "unknown field"},
+		{"/v1/match", `{"count": 1, "hours": 1, "max_price": "2", "min_vram_gib": -1}`, "min_vram_gib -1"},
+		{"/v1/match", `{"count": 1, "hours": 1, "max_price": "2", "max_rtt_ms": -5}`, "max_rtt_ms -5"},
+		{"/v1/match", `{"count": 1, "hours": 1e-9, "max_price": "2"}`, "hours"},
+		{"/v1/match", `{"count": 0, "hours": 1, "max_price": "2"}`, "count 0"},
+		{"/v1/match", `{"count": 1, "hours": 1, "max_price": "free"}`, "max_price"},
+		{"/v1/match", `{"count": 1, "hours": 1, "max_price": "2", "tier": "platinum"}`, "tier"},
+		{"/v1/match", `{"count": 1, "hours": 1, "max_price": "2", "gpus": [""]}`, "gpus[0]"},
+		{"/v1/match", `{"count": 1, "hours": 1, "max_price": "2", "start_within_hours": -5}`, "start_within_hours"},
+		{"/v1/bids", `{"count": 1, "hours": 1, "max_price": "2", "wait_ms": -1}`, "wait_ms"},
+		{"/v1/bids", `{"count": 1, "hours": 1, "max_price": "2", "image": "` + strings.Repeat("x", 70<<10) + `"}`, "request body"},
+	} {
+		resp, err := http.Post(n.APIAddr()+tc.path, "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e api.Error
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(e.Error, tc.want) {
+			t.Errorf("POST %s %.60s: %d %q, want 400 naming %q", tc.path, tc.body, resp.StatusCode, e.Error, tc.want)
+		}
+	}
+	resp, err := http.Get(n.APIAddr() + "/v1/offers?min_vram_gib=-5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("GET /v1/offers?min_vram_gib=-5: %d, want 400", resp.StatusCode)
+	}
+}

@@ -1,11 +1,13 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,8 +35,24 @@ func BuildBid(req api.BidRequest, issuer peer.ID, now time.Time) (*pb.Bid, error
 	if req.Count < 1 || req.Count > 1024 {
 		return nil, bad("count %d: want 1 to 1024", req.Count)
 	}
-	if req.Hours <= 0 || req.Hours > 24*366 {
-		return nil, bad("hours %g: want more than 0 and at most %d", req.Hours, 24*366)
+	if !(req.Hours >= 1.0/60 && req.Hours <= 24*366) {
+		return nil, bad("hours %g: want 1/60 (a minute) to %d", req.Hours, 24*366)
+	}
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{{"min_vram_gib", req.MinVRAMGiB, 1 << 20}, {"min_per_provider", req.MinPerProvider, req.Count}, {"max_rtt_ms", req.MaxRTTMillis, 60_000}, {"limit", req.Limit, 1000}, {"wait_ms", req.WaitMillis, int(maxBidWait.Milliseconds())}} {
+		if f.v < 0 || f.v > f.max {
+			return nil, bad("%s %d: want 0 to %d", f.name, f.v, f.max)
+		}
+	}
+	if !(req.StartWithinHours >= 0 && req.StartWithinHours <= 24*366) {
+		return nil, bad("start_within_hours %g: want 0 to %d", req.StartWithinHours, 24*366)
+	}
+	for i, g := range req.GPUs {
+		if g == "" || len(g) > 64 {
+			return nil, bad("gpus[%d] %q: want a model name such as A100", i, g)
+		}
 	}
 	tierName := req.Tier
 	if tierName == "" {
@@ -163,10 +181,20 @@ func (n *Node) PlaceBid(ctx context.Context, req api.BidRequest) (api.BidResult,
 	out := api.BidResult{BidID: b.Header.Id, Quotes: []api.QuoteView{}}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, q := range pend.quotes {
+	quotes := slices.Clone(pend.quotes)
+	slices.SortFunc(quotes, func(a, b *pb.Quote) int { return cmp.Compare(a.PriceMicros, b.PriceMicros) })
+	for _, q := range quotes {
 		out.Quotes = append(out.Quotes, quoteView(q))
 	}
 	return out, nil
+}
+
+// answers reports whether q is a quote for bid b on b's terms.
+func answers(q *pb.Quote, b *pb.Bid) bool {
+	return q.BidSeq == b.Header.Seq && q.Tier == b.Tier && q.Currency == b.Currency &&
+		q.PriceMicros <= b.MaxPriceMicros && q.DurationSeconds == b.DurationSeconds &&
+		q.Gpus >= 1 && q.Gpus <= b.Gpu.GetCount() &&
+		q.StartUnixMs >= b.EarliestStartUnixMs && q.StartUnixMs <= b.LatestStartUnixMs
 }
 
 // receiveQuote keeps a verified quote that answers one of our open bids.
@@ -183,8 +211,14 @@ func (n *Node) receiveQuote(from peer.ID, env []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	pend, ok := m.pending[q.BidId]
-	if !ok || pend.bid.Header.Seq != q.BidSeq || len(pend.quotes) >= 1000 {
+	if !ok || !answers(q, pend.bid) {
 		return
+	}
+	for i, held := range pend.quotes {
+		if market.Issuer(held) == from { // one quote per provider: the latest
+			pend.quotes[i] = q
+			return
+		}
 	}
 	pend.quotes = append(pend.quotes, q)
 }

@@ -101,8 +101,8 @@ type heldEnvelope struct {
 // keeps its envelope for peers that sync.
 func (n *Node) ingestOffer(o *pb.Offer, env []byte) {
 	m := n.market
-	if err := m.book.PutOffer(o, time.Now()); err != nil && !o.Withdrawn {
-		return // stale or expired: the book keeps what it had
+	if err := m.book.PutOffer(o, time.Now()); err != nil {
+		return // stale or expired: the book keeps what it had, and so do we
 	}
 	k := offerKey{market.Issuer(o), o.Header.Id}
 	m.mu.Lock()
@@ -216,7 +216,7 @@ func (m *marketSide) forgetSync(p peer.ID) {
 
 func (n *Node) fetchBook(ctx context.Context, p peer.ID) {
 	got, err := p2p.FetchBook(ctx, n.host, p, func(env []byte) {
-		if o, res := n.market.validator.CheckOffer(ctx, env); res == pubsub.ValidationAccept {
+		if o, res := n.market.validator.CheckSyncedOffer(ctx, env); res == pubsub.ValidationAccept {
 			n.ingestOffer(o, env)
 		}
 	})
@@ -245,6 +245,9 @@ func (n *Node) expireLoop(ctx context.Context) {
 func (n *Node) expire(now time.Time) {
 	m := n.market
 	m.book.Expire(now)
+	if _, err := m.seqs.Prune(context.Background(), now.UnixMilli()); err != nil {
+		n.log.Warn("pruning sequence numbers failed", "err", err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, h := range m.envelopes {

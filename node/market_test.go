@@ -85,6 +85,13 @@ func TestMarketAcrossNodes(t *testing.T) {
 		t.Errorf("quotes: %+v", bid.Quotes)
 	}
 
+	// A node that restarts (its book lives in memory, its sequence numbers
+	// on disk) takes the offers back by syncing.
+	renterRepo := renter.repo
+	renter.Close()
+	renter = startNode(t, renterRepo, Options{})
+	waitFor(t, 15*time.Second, "the restarted renter's book holds both offers again", bookHolds(renter, 2))
+
 	// A node that joins late gets the whole book by syncing, without
 	// waiting for a re-publication.
 	late := startNode(t, testRepo(t, "late", bootstrapFrom(boot)), Options{})

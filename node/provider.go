@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -151,9 +153,11 @@ func (p *provider) answer(ctx context.Context, b *pb.Bid) {
 		return
 	}
 	c := res.Candidates[0]
-	// One quote per bid: the quote's ID derives from the bid's.
+	// One quote per bid: the quote's ID derives from the bid's, at a fixed
+	// length whatever the bid ID's.
+	sum := sha256.Sum256([]byte(b.Header.Id))
 	q := &pb.Quote{
-		Header: &pb.Header{Version: market.Version, Issuer: []byte(p.n.host.ID()), Id: "q-" + b.Header.Id, Seq: b.Header.Seq,
+		Header: &pb.Header{Version: market.Version, Issuer: []byte(p.n.host.ID()), Id: "q-" + hex.EncodeToString(sum[:12]), Seq: b.Header.Seq,
 			CreatedUnixMs: now.UnixMilli(), ExpiresUnixMs: now.Add(quoteTTL).UnixMilli()},
 		BidIssuer: b.Header.Issuer, BidId: b.Header.Id, BidSeq: b.Header.Seq,
 		OfferId: c.Offer.Header.Id, Tier: b.Tier, Currency: c.Offer.Currency, PriceMicros: c.PriceMicros,

@@ -204,10 +204,27 @@ func TestReplayedSequenceIsIgnoredAlsoAfterRestart(t *testing.T) {
 	defer store.Close()
 	check(seq5, pubsub.ValidationIgnore, "the old offer replayed after a restart")
 	check(prov.offer(t, "gpus", 4, now), pubsub.ValidationIgnore, "an older sequence after a restart")
+	if _, got := v.CheckSyncedOffer(ctx, seq5); got != pubsub.ValidationAccept {
+		t.Errorf("the held offer handed back by book sync after a restart: %v, want accept", got)
+	}
+	if _, got := v.CheckSyncedOffer(ctx, prov.offer(t, "gpus", 4, now)); got != pubsub.ValidationIgnore {
+		t.Errorf("an older sequence by book sync: %v, want ignore", got)
+	}
 	check(prov.offer(t, "gpus", 6, now), pubsub.ValidationAccept, "a newer sequence after a restart")
 	check([]byte("garbage"), pubsub.ValidationReject, "garbage")
 	expired := prov.offer(t, "late", 1, now.Add(-2*time.Hour))
 	check(expired, pubsub.ValidationIgnore, "an expired offer")
+
+	// Records of expired messages are pruned; a replay of such a message
+	// is refused as expired all the same.
+	guard := p2p.NewSeqGuard(store)
+	if n, err := guard.Prune(ctx, now.Add(2*time.Hour).UnixMilli()); err != nil || n != 2 {
+		t.Errorf("Prune dropped %d records (%v), want the 2 of gpus and other", n, err)
+	}
+	v2 := p2p.NewMarketValidator(market.DefaultLimits(), guard, func() time.Time { return now.Add(2 * time.Hour) }, nil)
+	if _, got := v2.CheckOffer(ctx, seq5); got != pubsub.ValidationIgnore {
+		t.Errorf("a pruned, expired offer replayed: %v, want ignore", got)
+	}
 }
 
 // resign signs o with key without market.Sign's issuer check.

@@ -60,7 +60,7 @@ func (v *MarketValidator) Install(g *Gossip) error {
 }
 
 func (v *MarketValidator) validateOffer(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	o, res := v.CheckOffer(ctx, msg.Data)
+	o, res := v.checkOffer(ctx, msg.Data, false)
 	if res == pubsub.ValidationAccept {
 		msg.ValidatorData = o
 	}
@@ -75,15 +75,26 @@ func (v *MarketValidator) validateBid(ctx context.Context, from peer.ID, msg *pu
 	return res
 }
 
-// CheckOffer runs the whole check on one offer envelope, however it came
-// (gossip or book sync): signature, content at the local time, sequence.
-// The offer is returned only with ValidationAccept.
+// CheckOffer runs the whole check on one offer envelope, however it came:
+// signature, content at the local time, sequence. The offer is returned
+// only with ValidationAccept. A gossiped offer needs a sequence number
+// above any seen; one from book sync may equal it, so that a restarted
+// node can take back what it held (its book lives in memory).
 func (v *MarketValidator) CheckOffer(ctx context.Context, data []byte) (*pb.Offer, pubsub.ValidationResult) {
+	return v.checkOffer(ctx, data, false)
+}
+
+// CheckSyncedOffer is CheckOffer for an envelope that came by book sync.
+func (v *MarketValidator) CheckSyncedOffer(ctx context.Context, data []byte) (*pb.Offer, pubsub.ValidationResult) {
+	return v.checkOffer(ctx, data, true)
+}
+
+func (v *MarketValidator) checkOffer(ctx context.Context, data []byte, synced bool) (*pb.Offer, pubsub.ValidationResult) {
 	o, err := market.Open[*pb.Offer](data)
 	if err == nil {
 		err = v.limits.ValidateOffer(o, v.now())
 	}
-	if res := v.verdict(ctx, TopicOffers, o, err); res != pubsub.ValidationAccept {
+	if res := v.verdict(ctx, TopicOffers, o, err, synced); res != pubsub.ValidationAccept {
 		return nil, res
 	}
 	return o, pubsub.ValidationAccept
@@ -95,7 +106,7 @@ func (v *MarketValidator) CheckBid(ctx context.Context, data []byte) (*pb.Bid, p
 	if err == nil {
 		err = v.limits.ValidateBid(b, v.now())
 	}
-	if res := v.verdict(ctx, TopicBids, b, err); res != pubsub.ValidationAccept {
+	if res := v.verdict(ctx, TopicBids, b, err, false); res != pubsub.ValidationAccept {
 		return nil, res
 	}
 	return b, pubsub.ValidationAccept
@@ -104,7 +115,7 @@ func (v *MarketValidator) CheckBid(ctx context.Context, data []byte) (*pb.Bid, p
 // header is what verdict needs of an opened message.
 type header interface{ GetHeader() *pb.Header }
 
-func (v *MarketValidator) verdict(ctx context.Context, kind string, m header, err error) pubsub.ValidationResult {
+func (v *MarketValidator) verdict(ctx context.Context, kind string, m header, err error, equalOK bool) pubsub.ValidationResult {
 	switch {
 	case errors.Is(err, market.ErrExpired) || errors.Is(err, market.ErrFuture):
 		v.Ignored.Add(1)
@@ -116,7 +127,7 @@ func (v *MarketValidator) verdict(ctx context.Context, kind string, m header, er
 		return pubsub.ValidationReject
 	}
 	h := m.GetHeader()
-	fresh, err := v.seqs.Advance(ctx, kind, peer.ID(h.Issuer), h.Id, h.Seq)
+	fresh, err := v.seqs.Advance(ctx, kind, peer.ID(h.Issuer), h.Id, h.Seq, h.ExpiresUnixMs, equalOK)
 	if err != nil {
 		v.log.Warn("sequence store failed", "err", err)
 		v.Ignored.Add(1)

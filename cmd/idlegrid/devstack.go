@@ -88,6 +88,7 @@ type devstack struct {
 }
 
 func (s *devstack) start(ctx context.Context, n int) error {
+	s.nodes, s.repos = make([]*node.Node, n), make([]string, n)
 	first, err := s.startNode(ctx, 0, nil)
 	if err != nil {
 		return err
@@ -138,14 +139,16 @@ func (s *devstack) startNode(ctx context.Context, i int, bootstrap []string) (*n
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.nodes = append(s.nodes, n)
-	s.repos = append(s.repos, path)
+	s.nodes[i], s.repos[i] = n, path
 	return n, nil
 }
 
 func (s *devstack) close() {
 	var wg sync.WaitGroup
 	for _, n := range s.nodes {
+		if n == nil {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -185,8 +188,13 @@ func (s *devstack) watch(ctx context.Context) {
 // # for a live connection, and the node's mesh and routing-table sizes.
 func (s *devstack) view() string {
 	s.mu.Lock()
-	nodes := append([]*node.Node(nil), s.nodes...)
-	repos := append([]string(nil), s.repos...)
+	var nodes []*node.Node
+	var repos []string
+	for i, n := range s.nodes {
+		if n != nil {
+			nodes, repos = append(nodes, n), append(repos, s.repos[i])
+		}
+	}
 	s.mu.Unlock()
 	var b strings.Builder
 	full := 0

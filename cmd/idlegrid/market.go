@@ -133,7 +133,7 @@ nothing fits, how many offers failed each check. Publishes nothing.`,
 			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "#\tPROVIDER\tGPUS\tREGION\tPRICE/GPU-H\tEFFECTIVE\tTOTAL\tSTART")
 			for _, c := range res.Candidates {
-				fmt.Fprintf(w, "%d\t%s\t%d× %s\t%s\t%s\t%s\t%s %s\t%s\n", c.Rank, short(c.Offer.Provider), c.GPUs, gpus(c.Offer.GPUs), region(c.Offer),
+				fmt.Fprintf(w, "%d\t%s\t%d of %s\t%s\t%s\t%s\t%s %s\t%s\n", c.Rank, short(c.Offer.Provider), c.GPUs, gpus(c.Offer.GPUs), region(c.Offer),
 					c.Price, c.EffectivePrice, c.Total, c.Offer.Currency, c.Start.Local().Format(time.DateTime))
 			}
 			return w.Flush()
@@ -165,7 +165,7 @@ topic, and wait for providers whose offers fit to answer with signed quotes.`,
 			req.GPUs = splitGPUs(gpu)
 			req.WaitMillis = int(wait.Milliseconds())
 			if !e.asJSON {
-				fmt.Fprintf(e.stderr, "bid published; collecting quotes for %s…\n", wait)
+				fmt.Fprintf(e.stderr, "placing the bid and collecting quotes for %s…\n", wait)
 			}
 			var res api.BidResult
 			if err := e.apiCall(func(c *api.Client) (err error) { res, err = c.PlaceBid(e.ctx, req); return }); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -121,14 +122,23 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeJSON(w, http.StatusBadRequest, Error{Error: "request body: " + err.Error()})
 		return false
 	}
+	if dec.More() {
+		writeJSON(w, http.StatusBadRequest, Error{Error: "request body: one JSON object expected, more follows"})
+		return false
+	}
 	return true
 }
 
+// optInt reads an optional non-negative integer query parameter.
 func optInt(s string) (int, error) {
 	if s == "" {
 		return 0, nil
 	}
-	return strconv.Atoi(s)
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 0 || v > 1<<20 {
+		return 0, fmt.Errorf("%q: want an integer from 0 to %d", s, 1<<20)
+	}
+	return v, nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
