@@ -32,7 +32,7 @@ type DiscoveryConfig struct {
 	// and the routing table refreshed.
 	RebootstrapInterval time.Duration
 	// FindInterval is the longest wait between rendezvous lookups; the first
-	// lookups come sooner (1 s, doubling) so a new node joins quickly.
+	// lookups come sooner (100 ms, doubling) so a new node joins quickly.
 	FindInterval time.Duration
 	// MaxPeers caps how many rendezvous peers are dialled per lookup.
 	MaxPeers int
@@ -206,7 +206,7 @@ func (d *Discovery) rebootstrapLoop(ctx context.Context) {
 func (d *Discovery) rendezvousLoop(ctx context.Context) {
 	defer d.wg.Done()
 	ns := d.cfg.Swarm.Rendezvous()
-	wait := time.Second
+	wait := 100 * time.Millisecond
 	var readvertiseAt time.Time
 	for {
 		if d.cfg.Server && time.Now().After(readvertiseAt) && d.dht.RoutingTable().Size() > 0 {
