@@ -29,7 +29,10 @@ repository in a temporary folder, all bootstrapped from the first, and show
 who sees whom until Ctrl-C (or --duration), then stop them and clean up.
 
 Each node is a full node: TCP and QUIC, the DHT, rendezvous, gossip and its
-own local API, so 'idlegrid status --repo <dir>' works against any of them.`,
+own local API, so 'idlegrid status --repo <dir>' works against any of them.
+Every node but the first is a provider with its own GPUs, prices, region
+and windows, so 'offers', 'quote' and 'bid' have a market to work on.
+devstack makes its own repositories and ignores --repo.`,
 		Example: `  idlegrid devstack
   idlegrid devstack --nodes 10
   idlegrid devstack --nodes 3 --duration 20s   # stop by itself`,

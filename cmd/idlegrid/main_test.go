@@ -140,6 +140,8 @@ func TestBadInputGetsOneClearLineAndChangesNothing(t *testing.T) {
 		{"devstack", "--nodes", "0"},
 		{"nosuchcommand"},
 		{"config", "bogus"},
+		{"status", "--log-format", "xml"},
+		{"status", "--log-level", "loud"},
 		{"swarm", "bogus"},
 	}
 	for _, args := range usage {

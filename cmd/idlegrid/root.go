@@ -93,6 +93,17 @@ Start here:
 		Version:       version,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if e.logFmt != "" && e.logFmt != "text" && e.logFmt != "json" {
+			return usagef("--log-format %q: want text or json", e.logFmt)
+		}
+		if e.logLvl != "" {
+			if _, err := node.ParseLevel(e.logLvl); err != nil {
+				return usagef("--log-level: %v", err)
+			}
+		}
+		return nil
+	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&e.repo, "repo", "", "repository `DIR` (default $"+node.EnvRepo+" or ~/.idlegrid)")
 	pf.StringVar(&e.logFmt, "log-format", "", "log format: text or json (default from config, else text)")
