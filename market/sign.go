@@ -1,6 +1,7 @@
 package market
 
 import (
+	"crypto/ed25519"
 	"fmt"
 
 	"github.com/idlegrid/idlegrid/market/pb"
@@ -103,6 +104,15 @@ func Open[M Message](data []byte) (M, error) {
 	if len(data) > MaxEnvelopeSize {
 		return zero, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), MaxEnvelopeSize)
 	}
+	if e, ok := parseFast(data); ok {
+		return openFast(recordFor(zero), e)
+	}
+	return openGeneral[M](data)
+}
+
+// openGeneral is Open through libp2p's record package, for any key type.
+func openGeneral[M Message](data []byte) (M, error) {
+	var zero M
 	rec := recordFor(zero)
 	env, err := record.ConsumeTypedEnvelope(data, rec)
 	if err != nil {
@@ -118,6 +128,32 @@ func Open[M Message](data []byte) (M, error) {
 	}
 	if !signedBy(issuer, env.PublicKey) {
 		return zero, fmt.Errorf("%w: header names %s", ErrWrongIssuer, issuer)
+	}
+	return rec.msg, nil
+}
+
+// openFast finishes Open for an Ed25519 envelope that parseFast read.
+func openFast[M Message](rec *signed[M], e fastEnvelope) (M, error) {
+	var zero M
+	if string(e.payloadType) != string(rec.codec) {
+		return zero, fmt.Errorf("%w: payload type %q, want %q", ErrSignature, clip(string(e.payloadType)), rec.codec)
+	}
+	if !verifyFast(e, rec.domain) {
+		return zero, fmt.Errorf("%w: signature does not verify", ErrSignature)
+	}
+	if err := rec.UnmarshalRecord(e.payload); err != nil {
+		return zero, fmt.Errorf("%w: payload: %v", ErrSignature, err)
+	}
+	h := rec.msg.GetHeader()
+	if h == nil {
+		return zero, invalid("header", "missing")
+	}
+	id := h.Issuer
+	if len(id) != len(ed25519IDPrefix)+ed25519.PublicKeySize || string(id[:len(ed25519IDPrefix)]) != string(ed25519IDPrefix) || string(id[len(ed25519IDPrefix):]) != string(e.pub) {
+		if _, err := peer.IDFromBytes(id); err != nil {
+			return zero, invalid("header.issuer", "not a peer ID: %v", err)
+		}
+		return zero, fmt.Errorf("%w: header names %s", ErrWrongIssuer, peer.ID(id))
 	}
 	return rec.msg, nil
 }

@@ -81,3 +81,37 @@ func sealUnchecked(key crypto.PrivKey, m *pb.Offer) ([]byte, error) {
 	}
 	return env.Marshal()
 }
+
+// TestFastOpenAgreesWithLibp2p checks the Ed25519 fast path of Open against
+// libp2p's general envelope path on a valid envelope and on every one-byte
+// change, truncation and extension of it: both accept or both refuse.
+func TestFastOpenAgreesWithLibp2p(t *testing.T) {
+	key, id := fuzzKey(t)
+	env, err := Sign(key, fuzzSeedOffer(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := parseFast(env); !ok {
+		t.Fatal("a plain Ed25519 envelope does not take the fast path")
+	}
+	agree := func(what string, data []byte) {
+		t.Helper()
+		_, fastErr := Open[*pb.Offer](data)
+		_, generalErr := openGeneral[*pb.Offer](data)
+		if (fastErr == nil) != (generalErr == nil) {
+			t.Fatalf("%s: fast path says %v, libp2p path says %v", what, fastErr, generalErr)
+		}
+	}
+	agree("valid", env)
+	for i := range env {
+		for _, bit := range []byte{0x01, 0x80} {
+			bad := append([]byte(nil), env...)
+			bad[i] ^= bit
+			agree("flipped byte", bad)
+		}
+		agree("truncated", env[:i])
+	}
+	agree("extended", append(append([]byte(nil), env...), 0x2a, 0x00))
+	bid, _ := Sign(key, fuzzSeedBid(id))
+	agree("a bid", bid)
+}
