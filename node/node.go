@@ -294,7 +294,7 @@ func (n *Node) readTopic(ctx context.Context, kind string, sub *pubsub.Subscript
 		case *pb.Bid:
 			n.market.book.PutBid(m, time.Now())
 			if n.provider != nil {
-				n.provider.answer(ctx, m)
+				n.provider.answerAsync(ctx, m)
 			}
 		}
 	}

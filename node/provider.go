@@ -23,6 +23,7 @@ const quoteTTL = 5 * time.Minute
 // its loop goroutine touches current after start.
 type provider struct {
 	n       *Node
+	quoting chan struct{} // bounds the quotes being sent at once
 	cfg     ProviderConfig
 	own     *market.Book // holds only this node's offer, for quoting
 	current *pb.Offer
@@ -30,7 +31,7 @@ type provider struct {
 }
 
 func newProvider(n *Node) *provider {
-	return &provider{n: n, cfg: n.cfg.Provider, own: market.NewBook(), seqKey: ds.NewKey("/provider/seq/" + ProviderOfferID)}
+	return &provider{n: n, cfg: n.cfg.Provider, own: market.NewBook(), seqKey: ds.NewKey("/provider/seq/" + ProviderOfferID), quoting: make(chan struct{}, maxQuoting)}
 }
 
 // nextSeq returns a sequence number above every one this node has used,
@@ -138,6 +139,27 @@ func (p *provider) withdraw() {
 	case <-time.After(withdrawLinger):
 	case <-ctx.Done():
 	}
+}
+
+// maxQuoting bounds the quotes a provider sends at once; bids beyond it
+// go unanswered rather than queue up behind slow renters.
+const maxQuoting = 16
+
+// answerAsync answers a bid off the bids reader's goroutine, so a slow
+// renter never holds up the topic.
+func (p *provider) answerAsync(ctx context.Context, b *pb.Bid) {
+	select {
+	case p.quoting <- struct{}{}:
+	default:
+		p.n.log.Debug("bid not quoted: too many quotes in flight", "bid", b.Header.Id)
+		return
+	}
+	p.n.wg.Add(1)
+	go func() {
+		defer p.n.wg.Done()
+		defer func() { <-p.quoting }()
+		p.answer(ctx, b)
+	}()
 }
 
 // answer quotes a bid that this provider's own offer fits, and sends the
