@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -143,27 +144,20 @@ func newPeersCmd(e *env) *cobra.Command {
 			if err := e.apiCall(func(c *api.Client) (err error) { peers, err = c.Peers(e.ctx); return }); err != nil {
 				return err
 			}
-			if e.asJSON {
-				return e.printJSON(peers)
-			}
-			if len(peers) == 0 {
-				fmt.Fprintln(e.stdout, "no peers connected")
-				return nil
-			}
-			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "PEER\tRTT\tDIR\tAGENT\tSINCE\tADDRESS")
-			for _, p := range peers {
-				addr := ""
-				if len(p.Addrs) > 0 {
-					addr = p.Addrs[0]
+			return e.printList(peers, len(peers), "no peers connected", func(w io.Writer) {
+				fmt.Fprintln(w, "PEER\tRTT\tDIR\tAGENT\tSINCE\tADDRESS")
+				for _, p := range peers {
+					addr := ""
+					if len(p.Addrs) > 0 {
+						addr = p.Addrs[0]
+					}
+					rtt := "-"
+					if p.RTTMillis > 0 {
+						rtt = fmt.Sprintf("%.1fms", p.RTTMillis)
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, rtt, p.Direction, p.Agent, p.ConnectedSince.Local().Format(time.TimeOnly), addr)
 				}
-				rtt := "-"
-				if p.RTTMillis > 0 {
-					rtt = fmt.Sprintf("%.1fms", p.RTTMillis)
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, rtt, p.Direction, p.Agent, p.ConnectedSince.Local().Format(time.TimeOnly), addr)
-			}
-			return w.Flush()
+			})
 		},
 	}
 	addJSONFlag(c, e)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -47,20 +48,13 @@ providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
 			if err := e.apiCall(func(c *api.Client) (err error) { offers, err = c.Offers(e.ctx, q); return }); err != nil {
 				return err
 			}
-			if e.asJSON {
-				return e.printJSON(offers)
-			}
-			if len(offers) == 0 {
-				fmt.Fprintln(e.stdout, "no offers match")
-				return nil
-			}
-			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "PROVIDER\tGPUS\tREGION\tPRICE/GPU-H\tTIERS\tDURATION\tEXPIRES")
-			for _, o := range offers {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s %s\t%s\t%s-%s\t%s\n", short(o.Provider), gpus(o.GPUs), region(o), o.Price, o.Currency,
-					strings.Join(o.Tiers, ","), o.MinDuration, o.MaxDuration, time.Until(o.Expires).Round(time.Second))
-			}
-			return w.Flush()
+			return e.printList(offers, len(offers), "no offers match", func(w io.Writer) {
+				fmt.Fprintln(w, "PROVIDER\tGPUS\tREGION\tPRICE/GPU-H\tTIERS\tDURATION\tEXPIRES")
+				for _, o := range offers {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s %s\t%s\t%s-%s\t%s\n", short(o.Provider), gpus(o.GPUs), region(o), o.Price, o.Currency,
+						strings.Join(o.Tiers, ","), o.MinDuration, o.MaxDuration, time.Until(o.Expires).Round(time.Second))
+				}
+			})
 		},
 	}
 	f := c.Flags()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/spf13/cobra"
@@ -142,6 +143,21 @@ func (e *env) printJSON(v any) error {
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printList prints a list as JSON with --json, else as an aligned table
+// that rows writes (tab-separated), or the empty message when n is 0.
+func (e *env) printList(v any, n int, empty string, rows func(io.Writer)) error {
+	if e.asJSON {
+		return e.printJSON(v)
+	}
+	if n == 0 {
+		fmt.Fprintln(e.stdout, empty)
+		return nil
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	rows(w)
+	return w.Flush()
 }
 
 func addJSONFlag(c *cobra.Command, e *env) {
