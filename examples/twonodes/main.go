@@ -1,8 +1,3 @@
-// Command twonodes embeds idlegrid: it creates two node repositories in a
-// temporary folder, starts both in this process on loopback with the second
-// bootstrapped from the first, waits until they share a gossip mesh, and
-// prints what each sees. It is the smallest program that uses package node
-// the way cmd/idlegrid does.
 package main
 
 import (
