@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -274,5 +275,25 @@ func TestDevstackRunsAndCleansUp(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("devstack left %s behind", dir)
+	}
+}
+
+func TestGPUs(t *testing.T) {
+	r := runCLI(t, "gpus")
+	if r.code != 0 || !(strings.HasPrefix(r.stdout, "no GPUs: ") || strings.Contains(r.stdout, " GPUs\n")) {
+		t.Errorf("gpus: %+v", r)
+	}
+	r = runCLI(t, "gpus", "--fake", "dgxh100", "--json")
+	var inv struct {
+		GPUs []struct {
+			UUID string `json:"uuid"`
+			Name string `json:"name"`
+		} `json:"gpus"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &inv); r.code != 0 || err != nil || len(inv.GPUs) != 8 || !strings.Contains(inv.GPUs[0].Name, "H100") {
+		t.Errorf("gpus --fake dgxh100 --json: %+v (%v)", r, err)
+	}
+	if r := runCLI(t, "gpus", "--fake", "dgx1"); r.code != 2 || !strings.Contains(r.lastLine(), "dgxa100") {
+		t.Errorf("gpus --fake dgx1: %+v", r)
 	}
 }

@@ -1,0 +1,59 @@
+package attest
+
+import (
+	"context"
+	"errors"
+)
+
+// GPU is what an inventory knows of one GPU.
+type GPU struct {
+	Index             int       `json:"index"`
+	UUID              string    `json:"uuid"`
+	Name              string    `json:"name"`
+	MemoryBytes       uint64    `json:"memory_bytes"`
+	MemoryUsedBytes   uint64    `json:"memory_used_bytes"`
+	ComputeCapability string    `json:"compute_capability"`
+	PCIBusID          string    `json:"pci_bus_id"`
+	PCIDeviceID       uint32    `json:"pci_device_id"`
+	PCIeGeneration    int       `json:"pcie_generation"`
+	PCIeWidth         int       `json:"pcie_width"`
+	PowerLimitWatts   float64   `json:"power_limit_watts"`
+	PowerDrawWatts    float64   `json:"power_draw_watts"`
+	TemperatureC      int       `json:"temperature_c"`
+	UtilizationPct    int       `json:"utilization_pct"`
+	ECCEnabled        bool      `json:"ecc_enabled"`
+	MIGEnabled        bool      `json:"mig_enabled"`
+	Serial            string    `json:"serial"`
+	VBIOS             string    `json:"vbios"`
+	Processes         []Process `json:"processes"`
+}
+
+// Process is a compute process running on a GPU.
+type Process struct {
+	PID             uint32 `json:"pid"`
+	UsedMemoryBytes uint64 `json:"used_memory_bytes"`
+}
+
+// Inventory is one reading of a machine's GPUs. With no GPUs, Unavailable
+// says why (no driver, no cgo, …).
+type Inventory struct {
+	Source        string `json:"source"`
+	DriverVersion string `json:"driver_version"`
+	CUDAVersion   string `json:"cuda_version"`
+	GPUs          []GPU  `json:"gpus"`
+	Unavailable   string `json:"unavailable,omitempty"`
+}
+
+// GPUSource reads a machine's GPUs.
+type GPUSource interface {
+	// Inventory reads every GPU now. A machine without GPUs or without a
+	// driver is not an error: it is an inventory with no GPUs and a reason.
+	Inventory(ctx context.Context) (Inventory, error)
+}
+
+// ErrUnknownFake is returned for a fake machine name that does not exist.
+var ErrUnknownFake = errors.New("unknown fake GPU machine")
+
+// FakeMachines names the fake machines NewFake builds, on go-nvml's mock
+// servers (8 GPUs each).
+var FakeMachines = []string{"dgxa100", "dgxh100", "dgxh200", "dgxb200"}

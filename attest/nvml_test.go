@@ -1,0 +1,81 @@
+//go:build cgo
+
+package attest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+)
+
+func TestFakeMachines(t *testing.T) {
+	for _, tc := range []struct {
+		machine, name, cc string
+		minMemory         uint64
+	}{
+		{"dgxa100", "A100", "8.0", 40 << 30},
+		{"dgxh100", "H100", "9.0", 80 << 30},
+		{"dgxh200", "H200", "9.0", 140 << 30},
+		{"dgxb200", "B200", "10.0", 180 << 30},
+	} {
+		t.Run(tc.machine, func(t *testing.T) {
+			src, err := NewFake(tc.machine)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inv, err := src.Inventory(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(inv.GPUs) != 8 || inv.Unavailable != "" || inv.DriverVersion == "" || inv.CUDAVersion == "" {
+				t.Fatalf("inventory: %d GPUs, driver %q, CUDA %q, unavailable %q", len(inv.GPUs), inv.DriverVersion, inv.CUDAVersion, inv.Unavailable)
+			}
+			uuids := map[string]bool{}
+			for i, g := range inv.GPUs {
+				if g.Index != i || !strings.HasPrefix(g.UUID, "GPU-") || uuids[g.UUID] {
+					t.Errorf("GPU %d: index %d, UUID %q (unique: %v)", i, g.Index, g.UUID, !uuids[g.UUID])
+				}
+				uuids[g.UUID] = true
+				if !strings.Contains(g.Name, tc.name) || g.ComputeCapability != tc.cc || g.MemoryBytes < tc.minMemory {
+					t.Errorf("GPU %d: %q, CC %s, %d bytes; want %s, %s, at least %d", i, g.Name, g.ComputeCapability, g.MemoryBytes, tc.name, tc.cc, tc.minMemory)
+				}
+				if g.TemperatureC == 0 || g.PowerDrawWatts == 0 || g.PowerLimitWatts == 0 || g.Serial == "" || !g.ECCEnabled || g.PCIeGeneration == 0 || g.PCIBusID == "" {
+					t.Errorf("GPU %d lacks a reading: %+v", i, g)
+				}
+			}
+		})
+	}
+	if _, err := NewFake("dgx1"); !errors.Is(err, ErrUnknownFake) {
+		t.Errorf("unknown fake: %v", err)
+	}
+}
+
+// A machine without the driver: Init fails with LIBRARY_NOT_FOUND, the
+// inventory is empty with the reason, and nothing else is called (the
+// mock panics on any function that is not set).
+func TestNoDriverReportsZeroGPUsAndCallsNothingElse(t *testing.T) {
+	lib := &mock.Interface{
+		InitFunc:        func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND },
+		ErrorStringFunc: func(r nvml.Return) string { return "not found" },
+	}
+	inv, err := NewNVMLSource(lib, "nvml").Inventory(context.Background())
+	if err != nil || len(inv.GPUs) != 0 || !strings.Contains(inv.Unavailable, "no NVIDIA driver") {
+		t.Fatalf("inventory %+v, %v", inv, err)
+	}
+	if n := len(lib.InitCalls()); n != 1 {
+		t.Errorf("Init called %d times", n)
+	}
+}
+
+// The real library, pointed at a file that does not exist: the dlopen
+// fails inside Init, and the process lives on.
+func TestNVMLLibraryMissing(t *testing.T) {
+	inv, err := OpenNVML("/nonexistent/libnvidia-ml.so.1").Inventory(context.Background())
+	if err != nil || len(inv.GPUs) != 0 || !strings.Contains(inv.Unavailable, "no NVIDIA driver") {
+		t.Fatalf("inventory %+v, %v", inv, err)
+	}
+}
