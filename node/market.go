@@ -152,6 +152,7 @@ func (n *Node) syncBooks(ctx context.Context, joins *pubsub.TopicEventHandler) {
 		}
 	}()
 	sem := make(chan struct{}, 4)
+	joinSyncs := syncBudget{burst: joinSyncBurst, every: joinSyncEvery}
 	wait := 5 * time.Second
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -167,7 +168,7 @@ func (n *Node) syncBooks(ctx context.Context, joins *pubsub.TopicEventHandler) {
 				continue
 			}
 		case p = <-events:
-			if !n.market.firstSync(p) {
+			if !n.market.firstSync(p) || !joinSyncs.allow(time.Now()) {
 				continue
 			}
 		}
@@ -183,6 +184,39 @@ func (n *Node) syncBooks(ctx context.Context, joins *pubsub.TopicEventHandler) {
 			n.fetchBook(ctx, p)
 		}()
 	}
+}
+
+// A node syncs with the first joinSyncBurst peers that join the offers
+// topic, then with at most one more per joinSyncEvery: a whole book per
+// joining peer would not scale to a swarm of thousands, and the periodic
+// resync catches anything the gossip missed.
+const (
+	joinSyncBurst = 3
+	joinSyncEvery = 10 * time.Second
+)
+
+// syncBudget is a token bucket for join-triggered syncs; only the
+// syncBooks goroutine uses it.
+type syncBudget struct {
+	burst  int
+	every  time.Duration
+	tokens int
+	last   time.Time
+	primed bool
+}
+
+func (b *syncBudget) allow(now time.Time) bool {
+	if !b.primed {
+		b.tokens, b.last, b.primed = b.burst, now, true
+	}
+	if gained := int(now.Sub(b.last) / b.every); gained > 0 {
+		b.tokens, b.last = min(b.burst, b.tokens+gained), b.last.Add(time.Duration(gained)*b.every)
+	}
+	if b.tokens == 0 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 // randomSyncPeer picks a connected peer that serves book sync, or "".

@@ -119,3 +119,25 @@ func TestProviderRestartIsNotStale(t *testing.T) {
 		t.Errorf("restarted provider's seq %d is not above %d", again[0].Seq, first[0].Seq)
 	}
 }
+
+func TestSyncBudget(t *testing.T) {
+	b := syncBudget{burst: 3, every: 10 * time.Second}
+	t0 := time.Now()
+	for i := range 3 {
+		if !b.allow(t0) {
+			t.Fatalf("sync %d of the burst refused", i+1)
+		}
+	}
+	if b.allow(t0.Add(time.Second)) {
+		t.Error("a fourth sync within 10 s allowed")
+	}
+	if !b.allow(t0.Add(11 * time.Second)) {
+		t.Error("no sync allowed after 11 s")
+	}
+	if b.allow(t0.Add(12 * time.Second)) {
+		t.Error("two syncs allowed in one period")
+	}
+	if !b.allow(t0.Add(time.Hour)) || !b.allow(t0.Add(time.Hour)) || !b.allow(t0.Add(time.Hour)) || b.allow(t0.Add(time.Hour)) {
+		t.Error("after a long quiet the burst is not back to 3, or exceeds it")
+	}
+}
