@@ -4,6 +4,7 @@ package attest
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
@@ -13,12 +14,35 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
+// Fake is a GPU source over one of go-nvml's mock DGX servers whose GPUs a
+// test (or the devstack) can make busy or hot. It is never the real thing.
+type Fake struct {
+	*NVMLSource
+	mu   sync.Mutex
+	busy map[int]bool
+	temp map[int]uint32
+}
+
+// SetBusy makes GPU i report a running compute process (or none).
+func (f *Fake) SetBusy(i int, busy bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.busy[i] = busy
+}
+
+// SetTemperature makes GPU i report c degrees Celsius.
+func (f *Fake) SetTemperature(i int, c uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.temp[i] = c
+}
+
 // NewFake returns a source over one of go-nvml's mock DGX servers
 // (FakeMachines), with the readings the mocks leave out filled in:
 // temperature, power, utilisation, PCIe link, serial, VBIOS, ECC and no
 // running processes. It serves tests and the devstack; it is never the
 // real thing. UUIDs are random per call, as on the mocks.
-func NewFake(machine string) (*NVMLSource, error) {
+func NewFake(machine string) (*Fake, error) {
 	var s *server.Server
 	switch machine {
 	case "dgxa100":
@@ -32,15 +56,23 @@ func NewFake(machine string) (*NVMLSource, error) {
 	default:
 		return nil, fmt.Errorf("%w %q: want one of %v", ErrUnknownFake, machine, FakeMachines)
 	}
+	f := &Fake{NVMLSource: NewNVMLSource(s, "fake "+machine), busy: map[int]bool{}, temp: map[int]uint32{}}
 	for i, d := range s.Devices {
-		fillFakeReadings(i, d.(*server.Device))
+		f.fillReadings(i, d.(*server.Device))
 	}
-	return NewNVMLSource(s, "fake "+machine), nil
+	return f, nil
 }
 
-// fillFakeReadings gives device i plausible, deterministic readings.
-func fillFakeReadings(i int, d *server.Device) {
-	d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return uint32(34 + 3*i), nvml.SUCCESS }
+// fillReadings gives device i plausible, deterministic readings.
+func (f *Fake) fillReadings(i int, d *server.Device) {
+	d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if c, ok := f.temp[i]; ok {
+			return c, nvml.SUCCESS
+		}
+		return uint32(34 + 3*i), nvml.SUCCESS
+	}
 	d.GetPowerUsageFunc = func() (uint32, nvml.Return) { return uint32(60_000 + 5_000*i), nvml.SUCCESS }
 	d.GetPowerManagementLimitFunc = func() (uint32, nvml.Return) { return 700_000, nvml.SUCCESS }
 	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: uint32(i % 3)}, nvml.SUCCESS }
@@ -51,7 +83,14 @@ func fillFakeReadings(i int, d *server.Device) {
 	d.GetEccModeFunc = func() (nvml.EnableState, nvml.EnableState, nvml.Return) {
 		return nvml.FEATURE_ENABLED, nvml.FEATURE_ENABLED, nvml.SUCCESS
 	}
-	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.busy[i] {
+			return []nvml.ProcessInfo{{Pid: uint32(4000 + i), UsedGpuMemory: 1 << 30}}, nvml.SUCCESS
+		}
+		return nil, nvml.SUCCESS
+	}
 	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
 		p := nvml.PciInfo{PciDeviceId: d.Config.PciDeviceId}
 		for j, c := range []byte(d.PciBusID) {

@@ -16,8 +16,17 @@ const noCgo = "this idlegrid was built without cgo, so NVML is not in it: rebuil
 // OpenNVML returns a source that explains NVML is not in this build.
 func OpenNVML(string) *NVMLSource { return &NVMLSource{name: "nvml"} }
 
+// Fake stands in for the mock-server source, which needs cgo.
+type Fake struct{ *NVMLSource }
+
+// SetBusy does nothing without cgo.
+func (f *Fake) SetBusy(int, bool) {}
+
+// SetTemperature does nothing without cgo.
+func (f *Fake) SetTemperature(int, uint32) {}
+
 // NewFake is unavailable without cgo: go-nvml's mock servers need it too.
-func NewFake(machine string) (*NVMLSource, error) {
+func NewFake(machine string) (*Fake, error) {
 	return nil, fmt.Errorf("fake %s: %s", machine, noCgo)
 }
 

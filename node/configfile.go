@@ -255,6 +255,7 @@ func (c Config) clone() Config {
 	p.ImageAllow = slices.Clone(p.ImageAllow)
 	p.ImageDeny = slices.Clone(p.ImageDeny)
 	p.GPUs = slices.Clone(p.GPUs)
+	p.Share = slices.Clone(p.Share)
 	out.Log.Subsystems = make(map[string]string, len(c.Log.Subsystems))
 	for k, v := range c.Log.Subsystems {
 		out.Log.Subsystems[k] = v

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/node/api"
 )
 
@@ -139,5 +140,77 @@ func TestSyncBudget(t *testing.T) {
 	}
 	if !b.allow(t0.Add(time.Hour)) || !b.allow(t0.Add(time.Hour)) || !b.allow(t0.Add(time.Hour)) || b.allow(t0.Add(time.Hour)) {
 		t.Error("after a long quiet the burst is not back to 3, or exceeds it")
+	}
+}
+
+// offeredGPUs is how many GPUs n's book holds from provider p, or -1.
+func offeredGPUs(n, p *Node) int {
+	offers, _ := n.Offers(api.OfferQuery{})
+	for _, o := range offers {
+		if o.Provider == p.Host().ID().String() {
+			total := 0
+			for _, g := range o.GPUs {
+				total += int(g.Count)
+			}
+			return total
+		}
+	}
+	return -1
+}
+
+func TestOffersFollowTheGPUs(t *testing.T) {
+	fake, err := attest.NewFake("dgxh100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
+		c.Provider.Enabled = true
+		c.Provider.GPUSource = "fake:dgxh100"
+		c.Provider.Share = []string{"0", "1", "2", "3"}
+		c.Provider.ThermalCapC = 85
+		c.Provider.WatchInterval = Dur(time.Second)
+	})), Options{GPUSource: fake})
+	waitFor(t, 15*time.Second, "4 shared H100s offered", func() bool { return offeredGPUs(boot, prov) == 4 })
+	offers, _ := boot.Offers(api.OfferQuery{})
+	if g := offers[0].GPUs[0]; g.Model != "H100" || g.VRAMGiB != 80 || g.ComputeCapability != "9.0" {
+		t.Errorf("offered group %+v", g)
+	}
+
+	fake.SetBusy(1, true)
+	waitFor(t, 10*time.Second, "a busy GPU leaves the offer", func() bool { return offeredGPUs(boot, prov) == 3 })
+	for i := range 8 {
+		fake.SetTemperature(i, 90)
+	}
+	waitFor(t, 10*time.Second, "the offer is withdrawn while every GPU is past the thermal cap", func() bool { return offeredGPUs(boot, prov) == -1 })
+	for i := range 8 {
+		fake.SetTemperature(i, 40)
+	}
+	fake.SetBusy(1, false)
+	waitFor(t, 10*time.Second, "all 4 come back", func() bool { return offeredGPUs(boot, prov) == 4 })
+}
+
+func TestSellable(t *testing.T) {
+	p := DefaultProviderConfig()
+	p.ThermalCapC, p.BusyUtilization = 80, 10
+	inv := attest.Inventory{GPUs: []attest.GPU{
+		{Index: 0, UUID: "GPU-a", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0"},
+		{Index: 1, UUID: "GPU-b", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0", Processes: []attest.Process{{PID: 1}}},
+		{Index: 2, UUID: "GPU-c", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0", UtilizationPct: 50},
+		{Index: 3, UUID: "GPU-d", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0", TemperatureC: 81},
+		{Index: 4, UUID: "GPU-e", Name: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, ComputeCapability: "9.0"},
+	}}
+	groups, why := p.sellable(inv)
+	if len(groups) != 2 || groups[0] != (GPUConfig{Model: "A100", Count: 1, VRAMGiB: 40, ComputeCapability: "8.0"}) || groups[1].Model != "H100" || len(why) != 3 {
+		t.Errorf("sellable = %+v, why %v", groups, why)
+	}
+	p.Share = []string{"GPU-e"}
+	if groups, _ := p.sellable(inv); len(groups) != 1 || groups[0].Model != "H100" {
+		t.Errorf("share by UUID: %+v", groups)
+	}
+	for name, want := range map[string]string{"NVIDIA H100 80GB HBM3": "H100", "NVIDIA A100-SXM4-40GB": "A100", "NVIDIA B200 180GB HBM3e": "B200", "Tesla T4": "Tesla"} {
+		if got := ModelOf(name); got != want {
+			t.Errorf("ModelOf(%q) = %q, want %q", name, got, want)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -35,6 +36,9 @@ type Options struct {
 	Version string
 	// Logger is the base logger; nil uses slog.Default().
 	Logger *slog.Logger
+	// GPUSource, when set, replaces provider.gpu_source (tests drive a
+	// fake through it).
+	GPUSource attest.GPUSource
 	// ProcessMetrics adds the Go runtime and process collectors to
 	// /metrics; one process should add them once.
 	ProcessMetrics bool
@@ -175,7 +179,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if n.cfg.Provider.Enabled {
-		n.provider = newProvider(n)
+		source := n.opts.GPUSource
+		if source == nil {
+			if source, err = n.cfg.Provider.gpuSource(); err != nil {
+				return fmt.Errorf("provider.gpu_source: %w", err)
+			}
+		}
+		n.provider = newProvider(n, source)
 		n.wg.Add(1)
 		go n.provider.run(n.readCtx)
 	}

@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -28,10 +30,12 @@ type provider struct {
 	own     *market.Book // holds only this node's offer, for quoting
 	current *pb.Offer
 	seqKey  ds.Key
+	source  attest.GPUSource // nil: the static provider.gpus
+	selling []GPUConfig      // what the current offer sells
 }
 
-func newProvider(n *Node) *provider {
-	return &provider{n: n, cfg: n.cfg.Provider, own: market.NewBook(), seqKey: ds.NewKey("/provider/seq/" + ProviderOfferID), quoting: make(chan struct{}, maxQuoting)}
+func newProvider(n *Node, source attest.GPUSource) *provider {
+	return &provider{source: source, n: n, cfg: n.cfg.Provider, own: market.NewBook(), seqKey: ds.NewKey("/provider/seq/" + ProviderOfferID), quoting: make(chan struct{}, maxQuoting)}
 }
 
 // nextSeq returns a sequence number above every one this node has used,
@@ -81,25 +85,35 @@ const withdrawLinger = 250 * time.Millisecond
 // topic before its first publication.
 const firstPeerWait = 10 * time.Second
 
-// run publishes the offer once the offers topic has a peer (or after
+// run publishes the offer once the offers topic has a mesh (or after
 // firstPeerWait), again after three quarters of its TTL, and withdraws it
-// when ctx ends. Peers that arrive later get it by book sync.
+// when ctx ends. With a GPU source it reads the GPUs every watch_interval
+// and republishes at once when what it can sell changes, or withdraws the
+// offer while nothing is sellable. Peers that arrive later get it by sync.
 func (p *provider) run(ctx context.Context) {
 	defer p.n.wg.Done()
 	p.n.awaitMesh(ctx, p2p.TopicOffers, firstPeerWait)
+	var due time.Time // when the offer must be re-published
 	for {
 		now := time.Now()
-		seq, err := p.nextSeq(ctx, now)
-		if err == nil {
-			var o *pb.Offer
-			if o, err = p.cfg.BuildOffer(p.n.host.ID(), seq, now); err == nil {
-				if err = p.publish(ctx, o); err == nil {
-					p.current = o
-					p.n.log.Info("offer published", "seq", seq, "gpus", len(o.Gpus), "expires", time.UnixMilli(o.Header.ExpiresUnixMs).UTC())
-				}
+		gpus, err := p.sellableNow(ctx)
+		switch {
+		case err != nil:
+			p.n.log.Warn("GPUs not read", "err", err)
+		case len(gpus) == 0:
+			if p.current != nil && !p.current.Withdrawn {
+				p.withdrawNow(ctx)
+				p.n.log.Info("offer withdrawn: no GPU sellable now")
+			}
+		case !slices.EqualFunc(gpus, p.selling, func(a, b GPUConfig) bool { return a == b }) || now.After(due) || p.current.Withdrawn:
+			if err = p.publishOffer(ctx, gpus, now); err == nil {
+				due = now.Add(p.cfg.OfferTTL.Std() * 3 / 4)
 			}
 		}
-		wait := p.cfg.OfferTTL.Std() * 3 / 4
+		wait := time.Until(due)
+		if p.source != nil {
+			wait = min(wait, p.cfg.WatchInterval.Std())
+		}
 		if err != nil && ctx.Err() == nil {
 			p.n.log.Warn("offer not published; retrying in 10s", "err", err)
 			wait = 10 * time.Second
@@ -113,10 +127,59 @@ func (p *provider) run(ctx context.Context) {
 	}
 }
 
+// sellableNow is what the provider can sell now: the static list, or what
+// the GPU source reads.
+func (p *provider) sellableNow(ctx context.Context) ([]GPUConfig, error) {
+	if p.source == nil {
+		return p.cfg.GPUs, nil
+	}
+	return p.readSellable(ctx)
+}
+
+// publishOffer signs and gossips an offer for gpus.
+func (p *provider) publishOffer(ctx context.Context, gpus []GPUConfig, now time.Time) error {
+	seq, err := p.nextSeq(ctx, now)
+	if err != nil {
+		return err
+	}
+	cfg := p.cfg
+	cfg.GPUs = gpus
+	o, err := cfg.BuildOffer(p.n.host.ID(), seq, now)
+	if err != nil {
+		return err
+	}
+	if err := p.publish(ctx, o); err != nil {
+		return err
+	}
+	p.current, p.selling = o, slices.Clone(gpus)
+	p.n.log.Info("offer published", "seq", seq, "gpus", len(o.Gpus), "expires", time.UnixMilli(o.Header.ExpiresUnixMs).UTC())
+	return nil
+}
+
+// withdrawNow gossips a withdrawal of the current offer while the node runs.
+func (p *provider) withdrawNow(ctx context.Context) {
+	seq, err := p.nextSeq(ctx, time.Now())
+	if err != nil {
+		return
+	}
+	h := proto.Clone(p.current.Header).(*pb.Header)
+	h.Seq, h.CreatedUnixMs = seq, time.Now().UnixMilli()
+	w := &pb.Offer{Header: h, Withdrawn: true}
+	env, err := market.Sign(p.n.key, w)
+	if err == nil {
+		err = p.n.Publish(ctx, p2p.TopicOffers, env)
+	}
+	if err != nil {
+		p.n.log.Warn("withdrawal not published", "err", err)
+		return
+	}
+	p.current, p.selling = w, nil
+}
+
 // withdraw gossips a withdrawal of the current offer so books drop it now
 // rather than at expiry. It runs during shutdown, with its own deadline.
 func (p *provider) withdraw() {
-	if p.current == nil {
+	if p.current == nil || p.current.Withdrawn {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -31,8 +31,12 @@ type ProviderConfig struct {
 	PowerCapWatts   int         `toml:"power_cap_watts" comment:"power cap per GPU in watts; 0: none"`
 	ThermalCapC     int         `toml:"thermal_cap_celsius" comment:"thermal cap in degrees Celsius; 0: none"`
 	OfferTTL        Duration    `toml:"offer_ttl" comment:"how long a published offer is valid; it is re-published after three quarters of this"`
+	GPUSource       string      `toml:"gpu_source" comment:"where the GPUs for sale come from: static (provider.gpus), nvml (this machine's GPUs), or fake:dgxa100|dgxh100|dgxh200|dgxb200"`
+	Share           []string    `toml:"share" comment:"with nvml or fake: the GPUs to sell, by index or UUID; empty sells all"`
+	BusyUtilization int         `toml:"busy_utilization" comment:"with nvml or fake: a GPU above this utilisation (percent), or running a process, is withdrawn until it is idle"`
+	WatchInterval   Duration    `toml:"watch_interval" comment:"with nvml or fake: how often the GPUs are read; a change republishes or withdraws the offer"`
 	Host            HostConfig  `toml:"host" comment:"the machine around the GPUs"`
-	GPUs            []GPUConfig `toml:"gpus" comment:"the GPUs for sale (a static list until the NVML inventory replaces it)"`
+	GPUs            []GPUConfig `toml:"gpus" comment:"with gpu_source = static: the GPUs for sale, one [[provider.gpus]] table per group"`
 }
 
 // HostConfig describes the provider's machine.
@@ -68,6 +72,10 @@ func DefaultProviderConfig() ProviderConfig {
 		ImageAllow:      []string{},
 		ImageDeny:       []string{},
 		OfferTTL:        Dur(time.Hour),
+		GPUSource:       "static",
+		Share:           []string{},
+		BusyUtilization: 10,
+		WatchInterval:   Dur(10 * time.Second),
 		Host:            HostConfig{CPUCores: 16, RAMGiB: 64, DiskGiB: 500, UpMbps: 1000, DownMbps: 1000},
 		GPUs:            []GPUConfig{},
 	}
@@ -107,6 +115,7 @@ var (
 	currencyCodeRE = regexp.MustCompile(`^[A-Z]{3,5}$`)
 	ccRE           = regexp.MustCompile(`^([0-9]{1,2})\.([0-9])$`)
 	weeklyRE       = regexp.MustCompile(`^(Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([0-2][0-9]):([0-5][0-9])-(?:(Mon|Tue|Wed|Thu|Fri|Sat|Sun) )?([0-2][0-9]):([0-5][0-9])(?: floor ([0-9.]+))?$`)
+	gpuSourceRE    = regexp.MustCompile(`^(static|nvml|fake:dgx(a100|h100|h200|b200))$`)
 	weekdays       = []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
 	tierNames      = []string{"gold", "silver", "bronze"}
 )
@@ -223,8 +232,17 @@ func (p *ProviderConfig) validate() error {
 			return err
 		}
 	}
-	if p.Enabled && len(p.GPUs) == 0 {
-		return fieldErr("provider.gpus", "[]", "at least one [[provider.gpus]] group when provider.enabled is true")
+	if !gpuSourceRE.MatchString(p.GPUSource) {
+		return fieldErr("provider.gpu_source", p.GPUSource, "static, nvml, or fake:dgxa100, fake:dgxh100, fake:dgxh200 or fake:dgxb200")
+	}
+	if err := intRange("provider.busy_utilization", p.BusyUtilization, 0, 100); err != nil {
+		return err
+	}
+	if err := durRange("provider.watch_interval", p.WatchInterval, time.Second, 10*time.Minute); err != nil {
+		return err
+	}
+	if p.Enabled && p.GPUSource == "static" && len(p.GPUs) == 0 {
+		return fieldErr("provider.gpus", "[]", "at least one [[provider.gpus]] group when provider.enabled is true and gpu_source is static")
 	}
 	for i, g := range p.GPUs {
 		f := fmt.Sprintf("provider.gpus[%d]", i)

@@ -1,0 +1,82 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/idlegrid/idlegrid/attest"
+)
+
+// gpuSource opens the provider's GPU source, or nil for a static list.
+func (p ProviderConfig) gpuSource() (attest.GPUSource, error) {
+	switch {
+	case p.GPUSource == "nvml":
+		return attest.OpenNVML(""), nil
+	case strings.HasPrefix(p.GPUSource, "fake:"):
+		return attest.NewFake(strings.TrimPrefix(p.GPUSource, "fake:"))
+	}
+	return nil, nil
+}
+
+// sellable turns an inventory into the GPU groups this provider may sell
+// now: the GPUs provider.share names (all when it is empty) that run no
+// compute process, are at most busy_utilization busy, and are below the
+// thermal cap. why says, per GPU left out, the reason.
+func (p ProviderConfig) sellable(inv attest.Inventory) (groups []GPUConfig, why []string) {
+	type key struct {
+		model, cc string
+		vram      int
+	}
+	counts := map[key]int{}
+	for _, g := range inv.GPUs {
+		switch {
+		case len(p.Share) > 0 && !slices.Contains(p.Share, g.UUID) && !slices.Contains(p.Share, fmt.Sprint(g.Index)):
+			continue
+		case len(g.Processes) > 0:
+			why = append(why, fmt.Sprintf("GPU %d busy: %d processes", g.Index, len(g.Processes)))
+		case g.UtilizationPct > p.BusyUtilization:
+			why = append(why, fmt.Sprintf("GPU %d busy: %d%% utilised", g.Index, g.UtilizationPct))
+		case p.ThermalCapC > 0 && g.TemperatureC >= p.ThermalCapC:
+			why = append(why, fmt.Sprintf("GPU %d at %d°C, cap %d°C", g.Index, g.TemperatureC, p.ThermalCapC))
+		default:
+			counts[key{ModelOf(g.Name), g.ComputeCapability, int(g.MemoryBytes >> 30)}]++
+		}
+	}
+	for k, n := range counts {
+		groups = append(groups, GPUConfig{Model: k.model, Count: n, VRAMGiB: k.vram, ComputeCapability: k.cc, Interconnect: ""})
+	}
+	slices.SortFunc(groups, func(a, b GPUConfig) int {
+		return cmp.Or(cmp.Compare(a.Model, b.Model), cmp.Compare(a.VRAMGiB, b.VRAMGiB), cmp.Compare(a.ComputeCapability, b.ComputeCapability))
+	})
+	return groups, why
+}
+
+// ModelOf shortens an NVML device name to the model offers use:
+// "NVIDIA H100 80GB HBM3" → "H100", "NVIDIA A100-SXM4-40GB" → "A100".
+func ModelOf(name string) string {
+	name = strings.TrimPrefix(strings.TrimSpace(name), "NVIDIA ")
+	if f := strings.Fields(name); len(f) > 0 {
+		name = f[0]
+	}
+	model, _, _ := strings.Cut(name, "-")
+	return model
+}
+
+// readSellable reads the source and returns the sellable groups.
+func (p *provider) readSellable(ctx context.Context) ([]GPUConfig, error) {
+	inv, err := p.source.Inventory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if inv.Unavailable != "" {
+		return nil, fmt.Errorf("no GPUs to sell: %s", inv.Unavailable)
+	}
+	groups, why := p.cfg.sellable(inv)
+	if len(why) > 0 {
+		p.n.log.Debug("GPUs held back", "why", why)
+	}
+	return groups, nil
+}
