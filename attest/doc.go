@@ -3,6 +3,9 @@
 // go-nvml's mock servers), signed attestation documents and challenges,
 // evidence against cheaters, and signed, hash-chained telemetry.
 //
-// attest may import market's types and libp2p's core/crypto and core/record;
-// it must never import p2p, node or cmd.
+// Its wire types (the attestation document) are in attest/pb.
+//
+// attest may import market's wire types, its own, libp2p's core/crypto,
+// core/peer and core/record, and go-nvml; it must never import p2p, node or
+// cmd.
 package attest

@@ -3,6 +3,7 @@ package attest
 import (
 	"context"
 	"errors"
+	"strings"
 )
 
 // GPU is what an inventory knows of one GPU.
@@ -57,3 +58,14 @@ var ErrUnknownFake = errors.New("unknown fake GPU machine")
 // FakeMachines names the fake machines NewFake builds, on go-nvml's mock
 // servers (8 GPUs each).
 var FakeMachines = []string{"dgxa100", "dgxh100", "dgxh200", "dgxb200"}
+
+// ModelOf shortens an NVML device name to the model offers use:
+// "NVIDIA H100 80GB HBM3" → "H100", "NVIDIA A100-SXM4-40GB" → "A100".
+func ModelOf(name string) string {
+	name = strings.TrimPrefix(strings.TrimSpace(name), "NVIDIA ")
+	if f := strings.Fields(name); len(f) > 0 {
+		name = f[0]
+	}
+	model, _, _ := strings.Cut(name, "-")
+	return model
+}

@@ -42,7 +42,7 @@ func (p ProviderConfig) sellable(inv attest.Inventory) (groups []GPUConfig, why 
 		case p.ThermalCapC > 0 && g.TemperatureC >= p.ThermalCapC:
 			why = append(why, fmt.Sprintf("GPU %d at %d°C, cap %d°C", g.Index, g.TemperatureC, p.ThermalCapC))
 		default:
-			counts[key{ModelOf(g.Name), g.ComputeCapability, int(g.MemoryBytes >> 30)}]++
+			counts[key{attest.ModelOf(g.Name), g.ComputeCapability, int(g.MemoryBytes >> 30)}]++
 		}
 	}
 	for k, n := range counts {
@@ -52,17 +52,6 @@ func (p ProviderConfig) sellable(inv attest.Inventory) (groups []GPUConfig, why 
 		return cmp.Or(cmp.Compare(a.Model, b.Model), cmp.Compare(a.VRAMGiB, b.VRAMGiB), cmp.Compare(a.ComputeCapability, b.ComputeCapability))
 	})
 	return groups, why
-}
-
-// ModelOf shortens an NVML device name to the model offers use:
-// "NVIDIA H100 80GB HBM3" → "H100", "NVIDIA A100-SXM4-40GB" → "A100".
-func ModelOf(name string) string {
-	name = strings.TrimPrefix(strings.TrimSpace(name), "NVIDIA ")
-	if f := strings.Fields(name); len(f) > 0 {
-		name = f[0]
-	}
-	model, _, _ := strings.Cut(name, "-")
-	return model
 }
 
 // readSellable reads the source and returns the sellable groups.

@@ -209,7 +209,7 @@ func TestSellable(t *testing.T) {
 		t.Errorf("share by UUID: %+v", groups)
 	}
 	for name, want := range map[string]string{"NVIDIA H100 80GB HBM3": "H100", "NVIDIA A100-SXM4-40GB": "A100", "NVIDIA B200 180GB HBM3e": "B200", "Tesla T4": "Tesla"} {
-		if got := ModelOf(name); got != want {
+		if got := attest.ModelOf(name); got != want {
 			t.Errorf("ModelOf(%q) = %q, want %q", name, got, want)
 		}
 	}

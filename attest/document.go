@@ -1,0 +1,177 @@
+package attest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/idlegrid/idlegrid/attest/pb"
+	marketpb "github.com/idlegrid/idlegrid/market/pb"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/record"
+	"google.golang.org/protobuf/proto"
+)
+
+// Document envelope domain and payload type, and limits.
+const (
+	DocumentDomain  = "idlegrid-attestation"
+	NonceSize       = 32
+	MaxDocumentSize = 256 << 10
+	// DocumentVersion is the version this package writes and accepts.
+	DocumentVersion = 1
+)
+
+var documentCodec = []byte("/idlegrid/attestation/1")
+
+// Errors of document verification, each its own reason.
+var (
+	ErrDocSignature = errors.New("attestation does not verify")
+	ErrDocSigner    = errors.New("attestation signed by another peer")
+	ErrDocNonce     = errors.New("attestation answers another nonce")
+	ErrDocStale     = errors.New("attestation is not fresh")
+	ErrDocInvalid   = errors.New("malformed attestation")
+	ErrNotAttested  = errors.New("offer claims GPUs the attestation does not show")
+)
+
+type docRecord struct{ doc *pb.Document }
+
+func (r *docRecord) Domain() string { return DocumentDomain }
+func (r *docRecord) Codec() []byte  { return documentCodec }
+func (r *docRecord) MarshalRecord() ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(r.doc)
+}
+func (r *docRecord) UnmarshalRecord(b []byte) error {
+	r.doc = new(pb.Document)
+	return proto.Unmarshal(b, r.doc)
+}
+
+// SerialHash hides a GPU serial: SHA-256 of the serial and the issuer's
+// peer ID, stable for one provider and useless to anyone else.
+func SerialHash(serial string, issuer peer.ID) []byte {
+	h := sha256.New()
+	h.Write([]byte(serial))
+	h.Write([]byte(issuer))
+	return h.Sum(nil)
+}
+
+// NewDocument states an inventory as issuer's, answering nonce at now,
+// backing the offers named.
+func NewDocument(inv Inventory, issuer peer.ID, nonce []byte, now time.Time, offerIDs []string) *pb.Document {
+	d := &pb.Document{
+		Version: DocumentVersion, Issuer: []byte(issuer), Nonce: slices.Clone(nonce), CreatedUnixMs: now.UnixMilli(),
+		DriverVersion: inv.DriverVersion, CudaVersion: inv.CUDAVersion, OfferIds: slices.Clone(offerIDs),
+	}
+	for _, g := range inv.GPUs {
+		d.Gpus = append(d.Gpus, &pb.GPUFingerprint{
+			Uuid: g.UUID, Name: g.Name, MemoryBytes: g.MemoryBytes, Vbios: g.VBIOS, PciDeviceId: g.PCIDeviceID,
+			PciBusId: g.PCIBusID, SerialHash: SerialHash(g.Serial, issuer), ComputeCapability: g.ComputeCapability,
+		})
+	}
+	return d
+}
+
+// SignDocument seals d with key, whose peer must be d's issuer.
+func SignDocument(key crypto.PrivKey, d *pb.Document) ([]byte, error) {
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if peer.ID(d.Issuer) != id {
+		return nil, fmt.Errorf("%w: document names %s, key is %s", ErrDocSigner, peer.ID(d.Issuer), id)
+	}
+	env, err := record.Seal(&docRecord{d}, key)
+	if err != nil {
+		return nil, err
+	}
+	return env.Marshal()
+}
+
+// DocumentHash is what an offer's attestation_hash holds: SHA-256 of the
+// signed envelope.
+func DocumentHash(env []byte) []byte {
+	sum := sha256.Sum256(env)
+	return sum[:]
+}
+
+// VerifyDocument checks a signed document from want against the nonce the
+// verifier sent: signature, signer, nonce, and that it was made within
+// maxAge of now (and not ahead of it by more than maxAge). Each failure has
+// its own error.
+func VerifyDocument(env []byte, want peer.ID, nonce []byte, now time.Time, maxAge time.Duration) (*pb.Document, error) {
+	if len(env) > MaxDocumentSize {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrDocInvalid, len(env), MaxDocumentSize)
+	}
+	rec := &docRecord{}
+	e, err := record.ConsumeTypedEnvelope(env, rec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDocSignature, err)
+	}
+	d := rec.doc
+	if d.Version != DocumentVersion {
+		return nil, fmt.Errorf("%w: version %d", ErrDocInvalid, d.Version)
+	}
+	issuer, err := peer.IDFromBytes(d.Issuer)
+	if err != nil || !issuer.MatchesPublicKey(e.PublicKey) || issuer != want {
+		return nil, fmt.Errorf("%w: want %s", ErrDocSigner, want)
+	}
+	if len(nonce) != NonceSize || !bytes.Equal(d.Nonce, nonce) {
+		return nil, ErrDocNonce
+	}
+	age := now.Sub(time.UnixMilli(d.CreatedUnixMs))
+	if age > maxAge || age < -maxAge {
+		return nil, fmt.Errorf("%w: made %s from now, limit %s", ErrDocStale, age.Round(time.Millisecond), maxAge)
+	}
+	return d, nil
+}
+
+// CheckOffer reports whether every GPU an offer claims is among the
+// attested ones: for each group, at least as many attested GPUs of that
+// model with at least that memory and that compute capability.
+func CheckOffer(d *pb.Document, o *marketpb.Offer) error {
+	free := slices.Clone(d.Gpus)
+	for _, g := range o.Gpus {
+		cc := fmt.Sprintf("%d.%d", g.ComputeCapability/10, g.ComputeCapability%10)
+		for range g.Count {
+			i := slices.IndexFunc(free, func(f *pb.GPUFingerprint) bool {
+				return f != nil && ModelOf(f.Name) == g.Model && f.MemoryBytes >= g.VramBytes && f.ComputeCapability == cc
+			})
+			if i < 0 {
+				return fmt.Errorf("%w: %d × %s", ErrNotAttested, g.Count, g.Model)
+			}
+			free[i] = nil
+		}
+	}
+	return nil
+}
+
+// Changes lists what differs between two documents of one provider: GPUs
+// that appeared or vanished, and driver or CUDA versions.
+func Changes(prev, cur *pb.Document) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, g := range prev.Gpus {
+		seen[g.Uuid] = true
+	}
+	for _, g := range cur.Gpus {
+		if !seen[g.Uuid] {
+			out = append(out, "new GPU "+g.Uuid)
+		}
+		delete(seen, g.Uuid)
+	}
+	for _, g := range prev.Gpus {
+		if seen[g.Uuid] {
+			out = append(out, "GPU gone "+g.Uuid)
+		}
+	}
+	if prev.DriverVersion != cur.DriverVersion {
+		out = append(out, fmt.Sprintf("driver %s → %s", prev.DriverVersion, cur.DriverVersion))
+	}
+	if prev.CudaVersion != cur.CudaVersion {
+		out = append(out, fmt.Sprintf("CUDA %s → %s", prev.CudaVersion, cur.CudaVersion))
+	}
+	return out
+}
