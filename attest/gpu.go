@@ -60,9 +60,12 @@ var ErrUnknownFake = errors.New("unknown fake GPU machine")
 var FakeMachines = []string{"dgxa100", "dgxh100", "dgxh200", "dgxb200"}
 
 // ModelOf shortens an NVML device name to the model offers use:
-// "NVIDIA H100 80GB HBM3" → "H100", "NVIDIA A100-SXM4-40GB" → "A100".
+// "NVIDIA H100 80GB HBM3" → "H100", "NVIDIA A100-SXM4-40GB" → "A100"
+// (go-nvml's dgxa100 mock says "Mock NVIDIA A100-SXM4-40GB").
 func ModelOf(name string) string {
-	name = strings.TrimPrefix(strings.TrimSpace(name), "NVIDIA ")
+	name = strings.TrimSpace(name)
+	name = strings.TrimPrefix(name, "Mock ")
+	name = strings.TrimPrefix(name, "NVIDIA ")
 	if f := strings.Fields(name); len(f) > 0 {
 		name = f[0]
 	}

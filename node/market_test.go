@@ -208,9 +208,39 @@ func TestSellable(t *testing.T) {
 	if groups, _ := p.sellable(inv); len(groups) != 1 || groups[0].Model != "H100" {
 		t.Errorf("share by UUID: %+v", groups)
 	}
-	for name, want := range map[string]string{"NVIDIA H100 80GB HBM3": "H100", "NVIDIA A100-SXM4-40GB": "A100", "NVIDIA B200 180GB HBM3e": "B200", "Tesla T4": "Tesla"} {
+	for name, want := range map[string]string{"NVIDIA H100 80GB HBM3": "H100", "NVIDIA A100-SXM4-40GB": "A100", "NVIDIA B200 180GB HBM3e": "B200", "Mock NVIDIA A100-SXM4-40GB": "A100", "Tesla T4": "Tesla"} {
 		if got := attest.ModelOf(name); got != want {
 			t.Errorf("ModelOf(%q) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+func TestAttestationBetweenNodes(t *testing.T) {
+	fake, err := attest.NewFake("dgxh200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
+		c.Provider.Enabled = true
+		c.Provider.GPUSource = "fake:dgxh200"
+	})), Options{GPUSource: fake})
+	waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(boot, prov) == 8 })
+	ctx := context.Background()
+	res, err := boot.Attest(ctx, api.AttestRequest{Peer: prov.Host().ID().String()})
+	if err != nil || !res.Verified || len(res.GPUs) != 8 || res.Offer != "covered" || res.CC != "absent" || len(res.Changes) != 0 {
+		t.Fatalf("attest: %+v, %v", res, err)
+	}
+	again, _ := boot.Attest(ctx, api.AttestRequest{Peer: prov.Host().ID().String()})
+	if !again.Verified || len(again.Changes) != 0 {
+		t.Errorf("second attestation: %+v", again)
+	}
+	// A node that sells nothing it can attest refuses the challenge.
+	plain, _ := prov.Attest(ctx, api.AttestRequest{Peer: boot.Host().ID().String()})
+	if plain.Verified || plain.Reason == "" {
+		t.Errorf("attesting a node without GPUs: %+v", plain)
+	}
+	if _, err := boot.Attest(ctx, api.AttestRequest{Peer: "nobody"}); err == nil {
+		t.Error("a bad peer ID was accepted")
 	}
 }

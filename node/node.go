@@ -66,6 +66,7 @@ type Node struct {
 	pinger   *p2p.Pinger
 	conns    *connTracker
 	market   *marketSide
+	attested attestations
 	provider *provider
 	api      *api.Server
 	apiLn    net.Listener
@@ -186,6 +187,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			}
 		}
 		n.provider = newProvider(n, source)
+		if source != nil {
+			p2p.ServeAttestation(n.host, n.makeDocument)
+		}
 		n.wg.Add(1)
 		go n.provider.run(n.readCtx)
 	}

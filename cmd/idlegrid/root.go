@@ -112,7 +112,7 @@ Start here:
 	root.AddCommand(
 		newInitCmd(e), newConfigCmd(e), newDaemonCmd(e), newSwarmCmd(e),
 		newIDCmd(e), newStatusCmd(e), newPeersCmd(e), newDevstackCmd(e), newVersionCmd(e),
-		newOffersCmd(e), newQuoteCmd(e), newBidCmd(e), newGPUsCmd(e),
+		newOffersCmd(e), newQuoteCmd(e), newBidCmd(e), newGPUsCmd(e), newAttestCmd(e),
 	)
 	return root
 }

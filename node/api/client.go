@@ -66,6 +66,12 @@ func (c *Client) PlaceBid(ctx context.Context, req BidRequest) (BidResult, error
 	return out, c.post(ctx, "/v1/bids", req, &out)
 }
 
+// Attest asks POST /v1/attest to challenge a peer.
+func (c *Client) Attest(ctx context.Context, req AttestRequest) (AttestResult, error) {
+	var out AttestResult
+	return out, c.post(ctx, "/v1/attest", req, &out)
+}
+
 func (c *Client) post(ctx context.Context, path string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {

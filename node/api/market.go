@@ -102,3 +102,34 @@ type BidResult struct {
 	BidID  string      `json:"bid_id"`
 	Quotes []QuoteView `json:"quotes"`
 }
+
+// AttestRequest asks POST /v1/attest to challenge a peer.
+type AttestRequest struct {
+	Peer string `json:"peer"`
+}
+
+// AttestedGPU is one GPU of a verified attestation.
+type AttestedGPU struct {
+	UUID              string `json:"uuid"`
+	Name              string `json:"name"`
+	MemoryGiB         uint64 `json:"memory_gib"`
+	ComputeCapability string `json:"compute_capability"`
+}
+
+// AttestResult is the verdict on a peer's attestation.
+type AttestResult struct {
+	Peer      string        `json:"peer"`
+	Verified  bool          `json:"verified"`
+	Reason    string        `json:"reason,omitempty"`
+	RTTMillis float64       `json:"rtt_ms"`
+	Driver    string        `json:"driver_version,omitempty"`
+	CUDA      string        `json:"cuda_version,omitempty"`
+	GPUs      []AttestedGPU `json:"gpus"`
+	// Offer says whether the peer's offer in this node's book claims only
+	// attested GPUs: "covered", "not covered: …" or "no offer in the book".
+	Offer string `json:"offer"`
+	// Changes since the last document this node saw from the peer.
+	Changes []string `json:"changes"`
+	// Confidential computing: "absent", or "present, not verified".
+	CC string `json:"confidential_computing"`
+}

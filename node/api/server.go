@@ -22,6 +22,7 @@ type Backend interface {
 	Offers(OfferQuery) ([]OfferView, error)
 	Match(context.Context, BidRequest) (MatchResult, error)
 	PlaceBid(context.Context, BidRequest) (BidResult, error)
+	Attest(context.Context, AttestRequest) (AttestResult, error)
 }
 
 // BadRequest marks a Backend error caused by the request (HTTP 400).
@@ -72,6 +73,13 @@ func NewServer(b Backend, metrics prometheus.Gatherer, log *slog.Logger) *Server
 			return
 		}
 		reply(w, func() (any, error) { return b.PlaceBid(r.Context(), req) })
+	})
+	mux.HandleFunc("POST /v1/attest", func(w http.ResponseWriter, r *http.Request) {
+		var req AttestRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		reply(w, func() (any, error) { return b.Attest(r.Context(), req) })
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
