@@ -99,7 +99,9 @@ func (p *provider) run(ctx context.Context) {
 		gpus, err := p.sellableNow(ctx)
 		switch {
 		case err != nil:
-			p.n.log.Warn("GPUs not read", "err", err)
+			if ctx.Err() == nil {
+				p.n.log.Warn("GPUs not read", "err", err)
+			}
 		case len(gpus) == 0:
 			if p.current != nil && !p.current.Withdrawn {
 				p.withdrawNow(ctx)

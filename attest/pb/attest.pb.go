@@ -327,6 +327,185 @@ func (x *Document) GetCcCertificate() []byte {
 	return nil
 }
 
+// GPUSample is one GPU's reading in a heartbeat.
+type GPUSample struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Uuid            string                 `protobuf:"bytes,1,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	UtilizationPct  uint32                 `protobuf:"varint,2,opt,name=utilization_pct,json=utilizationPct,proto3" json:"utilization_pct,omitempty"`
+	MemoryUsedBytes uint64                 `protobuf:"varint,3,opt,name=memory_used_bytes,json=memoryUsedBytes,proto3" json:"memory_used_bytes,omitempty"`
+	TemperatureC    uint32                 `protobuf:"varint,4,opt,name=temperature_c,json=temperatureC,proto3" json:"temperature_c,omitempty"`
+	PowerMilliwatts uint32                 `protobuf:"varint,5,opt,name=power_milliwatts,json=powerMilliwatts,proto3" json:"power_milliwatts,omitempty"`
+	EccErrors       uint64                 `protobuf:"varint,6,opt,name=ecc_errors,json=eccErrors,proto3" json:"ecc_errors,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GPUSample) Reset() {
+	*x = GPUSample{}
+	mi := &file_attest_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GPUSample) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GPUSample) ProtoMessage() {}
+
+func (x *GPUSample) ProtoReflect() protoreflect.Message {
+	mi := &file_attest_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GPUSample.ProtoReflect.Descriptor instead.
+func (*GPUSample) Descriptor() ([]byte, []int) {
+	return file_attest_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GPUSample) GetUuid() string {
+	if x != nil {
+		return x.Uuid
+	}
+	return ""
+}
+
+func (x *GPUSample) GetUtilizationPct() uint32 {
+	if x != nil {
+		return x.UtilizationPct
+	}
+	return 0
+}
+
+func (x *GPUSample) GetMemoryUsedBytes() uint64 {
+	if x != nil {
+		return x.MemoryUsedBytes
+	}
+	return 0
+}
+
+func (x *GPUSample) GetTemperatureC() uint32 {
+	if x != nil {
+		return x.TemperatureC
+	}
+	return 0
+}
+
+func (x *GPUSample) GetPowerMilliwatts() uint32 {
+	if x != nil {
+		return x.PowerMilliwatts
+	}
+	return 0
+}
+
+func (x *GPUSample) GetEccErrors() uint64 {
+	if x != nil {
+		return x.EccErrors
+	}
+	return 0
+}
+
+// Heartbeat is one signed telemetry beat of a lease; beats form a hash
+// chain through prev_hash (SHA-256 of the previous beat's envelope).
+type Heartbeat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Issuer        []byte                 `protobuf:"bytes,2,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	LeaseId       string                 `protobuf:"bytes,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Seq           uint64                 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	UnixMs        int64                  `protobuf:"varint,5,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
+	Gpus          []*GPUSample           `protobuf:"bytes,6,rep,name=gpus,proto3" json:"gpus,omitempty"`
+	PrevHash      []byte                 `protobuf:"bytes,7,opt,name=prev_hash,json=prevHash,proto3" json:"prev_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Heartbeat) Reset() {
+	*x = Heartbeat{}
+	mi := &file_attest_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Heartbeat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Heartbeat) ProtoMessage() {}
+
+func (x *Heartbeat) ProtoReflect() protoreflect.Message {
+	mi := &file_attest_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
+func (*Heartbeat) Descriptor() ([]byte, []int) {
+	return file_attest_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Heartbeat) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Heartbeat) GetIssuer() []byte {
+	if x != nil {
+		return x.Issuer
+	}
+	return nil
+}
+
+func (x *Heartbeat) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *Heartbeat) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Heartbeat) GetUnixMs() int64 {
+	if x != nil {
+		return x.UnixMs
+	}
+	return 0
+}
+
+func (x *Heartbeat) GetGpus() []*GPUSample {
+	if x != nil {
+		return x.Gpus
+	}
+	return nil
+}
+
+func (x *Heartbeat) GetPrevHash() []byte {
+	if x != nil {
+		return x.PrevHash
+	}
+	return nil
+}
+
 var File_attest_proto protoreflect.FileDescriptor
 
 const file_attest_proto_rawDesc = "" +
@@ -360,7 +539,23 @@ const file_attest_proto_rawDesc = "" +
 	"\toffer_ids\x18\t \x03(\tR\bofferIds\x12\x1b\n" +
 	"\tcc_report\x18\n" +
 	" \x01(\fR\bccReport\x12%\n" +
-	"\x0ecc_certificate\x18\v \x01(\fR\rccCertificateB(Z&github.com/idlegrid/idlegrid/attest/pbb\x06proto3"
+	"\x0ecc_certificate\x18\v \x01(\fR\rccCertificate\"\xe3\x01\n" +
+	"\tGPUSample\x12\x12\n" +
+	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12'\n" +
+	"\x0futilization_pct\x18\x02 \x01(\rR\x0eutilizationPct\x12*\n" +
+	"\x11memory_used_bytes\x18\x03 \x01(\x04R\x0fmemoryUsedBytes\x12#\n" +
+	"\rtemperature_c\x18\x04 \x01(\rR\ftemperatureC\x12)\n" +
+	"\x10power_milliwatts\x18\x05 \x01(\rR\x0fpowerMilliwatts\x12\x1d\n" +
+	"\n" +
+	"ecc_errors\x18\x06 \x01(\x04R\teccErrors\"\xd3\x01\n" +
+	"\tHeartbeat\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
+	"\x06issuer\x18\x02 \x01(\fR\x06issuer\x12\x19\n" +
+	"\blease_id\x18\x03 \x01(\tR\aleaseId\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x17\n" +
+	"\aunix_ms\x18\x05 \x01(\x03R\x06unixMs\x121\n" +
+	"\x04gpus\x18\x06 \x03(\v2\x1d.idlegrid.attest.v1.GPUSampleR\x04gpus\x12\x1b\n" +
+	"\tprev_hash\x18\a \x01(\fR\bprevHashB(Z&github.com/idlegrid/idlegrid/attest/pbb\x06proto3"
 
 var (
 	file_attest_proto_rawDescOnce sync.Once
@@ -374,20 +569,23 @@ func file_attest_proto_rawDescGZIP() []byte {
 	return file_attest_proto_rawDescData
 }
 
-var file_attest_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_attest_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_attest_proto_goTypes = []any{
 	(*GPUFingerprint)(nil), // 0: idlegrid.attest.v1.GPUFingerprint
 	(*HostInfo)(nil),       // 1: idlegrid.attest.v1.HostInfo
 	(*Document)(nil),       // 2: idlegrid.attest.v1.Document
+	(*GPUSample)(nil),      // 3: idlegrid.attest.v1.GPUSample
+	(*Heartbeat)(nil),      // 4: idlegrid.attest.v1.Heartbeat
 }
 var file_attest_proto_depIdxs = []int32{
 	0, // 0: idlegrid.attest.v1.Document.gpus:type_name -> idlegrid.attest.v1.GPUFingerprint
 	1, // 1: idlegrid.attest.v1.Document.host:type_name -> idlegrid.attest.v1.HostInfo
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3, // 2: idlegrid.attest.v1.Heartbeat.gpus:type_name -> idlegrid.attest.v1.GPUSample
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_attest_proto_init() }
@@ -401,7 +599,7 @@ func file_attest_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_attest_proto_rawDesc), len(file_attest_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,192 @@
+package attest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/idlegrid/idlegrid/attest/pb"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/record"
+	"google.golang.org/protobuf/proto"
+)
+
+// Telemetry envelope domain, payload type and size limit.
+const (
+	TelemetryDomain = "idlegrid-telemetry"
+	MaxBeatSize     = 16 << 10
+)
+
+var telemetryCodec = []byte("/idlegrid/telemetry/1")
+
+type beatRecord struct{ beat *pb.Heartbeat }
+
+func (r *beatRecord) Domain() string { return TelemetryDomain }
+func (r *beatRecord) Codec() []byte  { return telemetryCodec }
+func (r *beatRecord) MarshalRecord() ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(r.beat)
+}
+func (r *beatRecord) UnmarshalRecord(b []byte) error {
+	r.beat = new(pb.Heartbeat)
+	return proto.Unmarshal(b, r.beat)
+}
+
+// Chain signs the heartbeats of one lease, each linked to the one before
+// by its hash. It is not safe for concurrent use.
+type Chain struct {
+	key    crypto.PrivKey
+	issuer peer.ID
+	lease  string
+	seq    uint64
+	prev   []byte
+}
+
+// NewChain starts the heartbeat chain of a lease, signed with key.
+func NewChain(key crypto.PrivKey, leaseID string) (*Chain, error) {
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return &Chain{key: key, issuer: id, lease: leaseID}, nil
+}
+
+// Next signs the next beat, taken at now, and returns its envelope.
+func (c *Chain) Next(now time.Time, samples []*pb.GPUSample) ([]byte, error) {
+	b := &pb.Heartbeat{Version: 1, Issuer: []byte(c.issuer), LeaseId: c.lease, Seq: c.seq + 1, UnixMs: now.UnixMilli(), Gpus: samples, PrevHash: c.prev}
+	env, err := record.Seal(&beatRecord{b}, c.key)
+	if err != nil {
+		return nil, err
+	}
+	data, err := env.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	c.seq++
+	c.prev = beatHash(data)
+	return data, nil
+}
+
+// Root is the hash of the last beat: what a receipt records.
+func (c *Chain) Root() []byte { return slices.Clone(c.prev) }
+
+func beatHash(env []byte) []byte {
+	sum := sha256.Sum256(env)
+	return sum[:]
+}
+
+// Gap is a stretch of a lease no valid beat covers.
+type Gap struct {
+	From, To time.Time
+}
+
+// ChainReport is what a verifier concludes from a lease's beats.
+type ChainReport struct {
+	Beats, Valid int
+	// Coverage is the share of the lease covered by valid beats, each
+	// covering the interval before it.
+	Coverage float64
+	Gaps     []Gap
+	// Problems names each beat refused or out of place, and each break.
+	Problems []string
+	// Root is the hash of the last valid beat.
+	Root []byte
+}
+
+// VerifyChain checks a lease's beats in the order received: signature,
+// signer, lease, sequence and hash links. A forged beat (bad signature,
+// another signer or lease) is refused; one whose seq is not above the
+// last valid one is reported out of order; a skipped seq or a broken hash
+// link is reported, and the beats after it still count, being signed.
+func VerifyChain(envs [][]byte, issuer peer.ID, lease string, start, end time.Time, interval time.Duration) ChainReport {
+	r := ChainReport{Beats: len(envs), Gaps: []Gap{}, Problems: []string{}}
+	var lastSeq uint64
+	var lastHash []byte
+	var covered []Gap
+	for i, env := range envs {
+		b, err := openBeat(env, issuer, lease)
+		if err != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("beat %d: %v", i, err))
+			continue
+		}
+		switch {
+		case b.Seq <= lastSeq:
+			r.Problems = append(r.Problems, fmt.Sprintf("beat %d: seq %d out of order after %d", i, b.Seq, lastSeq))
+			continue
+		case b.Seq > lastSeq+1:
+			r.Problems = append(r.Problems, fmt.Sprintf("beat %d: seq %d follows %d: %d beats missing", i, b.Seq, lastSeq, b.Seq-lastSeq-1))
+		case lastSeq > 0 && !bytes.Equal(b.PrevHash, lastHash):
+			r.Problems = append(r.Problems, fmt.Sprintf("beat %d: seq %d does not link to the beat before", i, b.Seq))
+		}
+		lastSeq, lastHash = b.Seq, beatHash(env)
+		r.Valid++
+		t := time.UnixMilli(b.UnixMs)
+		covered = append(covered, Gap{From: maxTime(t.Add(-interval), start), To: minTime(t, end)})
+	}
+	r.Root = lastHash
+	r.Coverage, r.Gaps = coverage(covered, start, end)
+	return r
+}
+
+func openBeat(env []byte, issuer peer.ID, lease string) (*pb.Heartbeat, error) {
+	if len(env) > MaxBeatSize {
+		return nil, fmt.Errorf("%d bytes, limit %d", len(env), MaxBeatSize)
+	}
+	rec := &beatRecord{}
+	e, err := record.ConsumeTypedEnvelope(env, rec)
+	if err != nil {
+		return nil, fmt.Errorf("bad signature: %v", err)
+	}
+	b := rec.beat
+	if peer.ID(b.Issuer) != issuer || !issuer.MatchesPublicKey(e.PublicKey) {
+		return nil, fmt.Errorf("signed by another peer than %s", issuer)
+	}
+	if b.LeaseId != lease {
+		return nil, fmt.Errorf("beat of lease %q, not %q", b.LeaseId, lease)
+	}
+	return b, nil
+}
+
+// coverage merges the covered spans and returns the covered share of
+// [start, end) and the gaps.
+func coverage(spans []Gap, start, end time.Time) (float64, []Gap) {
+	total := end.Sub(start)
+	if total <= 0 {
+		return 0, []Gap{}
+	}
+	slices.SortFunc(spans, func(a, b Gap) int { return a.From.Compare(b.From) })
+	gaps := []Gap{}
+	var covered time.Duration
+	at := start
+	for _, s := range spans {
+		if !s.To.After(s.From) || !s.To.After(at) {
+			continue
+		}
+		if s.From.After(at) {
+			gaps = append(gaps, Gap{From: at, To: s.From})
+			at = s.From
+		}
+		covered += s.To.Sub(at)
+		at = s.To
+	}
+	if end.After(at) {
+		gaps = append(gaps, Gap{From: at, To: end})
+	}
+	return float64(covered) / float64(total), gaps
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
