@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/ipfs/go-datastore/namespace"
+	"github.com/ipfs/go-datastore/query"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -39,6 +40,53 @@ type marketSide struct {
 	envelopes map[offerKey]heldEnvelope
 	pending   map[string]*pendingBid // by bid ID
 	synced    map[peer.ID]bool       // peers whose book we fetched this connection
+	offenders map[peer.ID]bool       // proven cheats, excluded from matching
+}
+
+// Excluded tells the matcher to skip proven offenders.
+func (m *marketSide) Excluded(p peer.ID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.offenders[p]
+}
+
+var evidencePrefix = ds.NewKey("/evidence")
+
+// recordOffenders remembers offenders proven by verified evidence, in
+// memory and in the datastore, so a restart does not forgive them.
+func (n *Node) recordOffenders(ctx context.Context, offenders []peer.ID) {
+	m := n.market
+	for _, p := range offenders {
+		m.mu.Lock()
+		known := m.offenders[p]
+		m.offenders[p] = true
+		m.mu.Unlock()
+		if known {
+			continue
+		}
+		n.log.Warn("offender recorded from evidence", "peer", p)
+		if err := n.store.Put(ctx, evidencePrefix.ChildString(p.String()), []byte{1}); err != nil {
+			n.log.Warn("offender not persisted", "peer", p, "err", err)
+		}
+	}
+}
+
+// loadOffenders reads the offenders recorded before a restart.
+func (n *Node) loadOffenders(ctx context.Context) error {
+	res, err := n.store.Query(ctx, query.Query{Prefix: evidencePrefix.String(), KeysOnly: true})
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	for e := range res.Next() {
+		if e.Error != nil {
+			return e.Error
+		}
+		if p, err := peer.Decode(ds.NewKey(e.Key).BaseNamespace()); err == nil {
+			n.market.offenders[p] = true
+		}
+	}
+	return nil
 }
 
 // pendingBid collects the quotes that come back for one of our bids.
@@ -57,10 +105,14 @@ func (n *Node) startMarket(ctx context.Context) error {
 		envelopes: make(map[offerKey]heldEnvelope),
 		pending:   make(map[string]*pendingBid),
 		synced:    make(map[peer.ID]bool),
+		offenders: make(map[peer.ID]bool),
 	}
-	m.matcher = market.NewMatcher(market.DefaultMatchConfig(), nil, peerstoreRTT{n})
+	m.matcher = market.NewMatcher(market.DefaultMatchConfig(), nil, peerstoreRTT{n}).WithExcluder(m)
 	m.validator = p2p.NewMarketValidator(m.limits, m.seqs, time.Now, n.opts.Logger.With("subsystem", LogP2P))
 	n.market = m
+	if err := n.loadOffenders(ctx); err != nil {
+		return fmt.Errorf("load recorded offenders: %w", err)
+	}
 	if err := m.validator.Install(n.gossip); err != nil {
 		return err
 	}

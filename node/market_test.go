@@ -8,6 +8,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/p2p"
 )
 
 // asProvider sells a group of GPUs at a price from a country.
@@ -242,5 +243,47 @@ func TestAttestationBetweenNodes(t *testing.T) {
 	}
 	if _, err := boot.Attest(ctx, api.AttestRequest{Peer: "nobody"}); err == nil {
 		t.Error("a bad peer ID was accepted")
+	}
+}
+
+func TestEvidenceExcludesAnOffenderAlsoAfterARestart(t *testing.T) {
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), asProvider("A100", 4, 80, "1.00", "DE"))), Options{})
+	renterRepo := testRepo(t, "renter", bootstrapFrom(boot))
+	renter := startNode(t, renterRepo, Options{})
+	waitFor(t, 15*time.Second, "the renter's book holds the offer", bookHolds(renter, 1))
+	req := api.BidRequest{GPUs: []string{"A100"}, Count: 1, Hours: 1, Tier: "silver", MaxPrice: "2.00"}
+	if res, _ := renter.Match(context.Background(), req); len(res.Candidates) != 1 {
+		t.Fatalf("before evidence: %+v", res)
+	}
+
+	// The provider signed two documents seconds apart with different GPUs.
+	doc := func(at time.Time, uuid string) []byte {
+		d := attest.NewDocument(attest.Inventory{GPUs: []attest.GPU{{UUID: uuid}}}, prov.Host().ID(), make([]byte, attest.NonceSize), at, nil)
+		env, err := attest.SignDocument(prov.key, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	now := time.Now()
+	ev, _ := attest.NewEvidence(doc(now, "GPU-1"), doc(now.Add(2*time.Second), "GPU-2"))
+	waitFor(t, 10*time.Second, "both other nodes in the bootstrap node's evidence mesh", func() bool { return len(boot.Gossip().Mesh(p2p.TopicEvidence)) == 2 })
+	if err := boot.Publish(context.Background(), p2p.TopicEvidence, ev); err != nil {
+		t.Fatal(err)
+	}
+	excluded := func(n *Node) func() bool {
+		return func() bool {
+			res, _ := n.Match(context.Background(), req)
+			return len(res.Candidates) == 0 && strings.Contains(res.Explanation, "excluded")
+		}
+	}
+	waitFor(t, 10*time.Second, "the renter excludes the offender", excluded(renter))
+
+	renter.Close()
+	renter = startNode(t, renterRepo, Options{})
+	waitFor(t, 15*time.Second, "the restarted renter's book holds the offer", bookHolds(renter, 1))
+	if !excluded(renter)() {
+		t.Error("a restart forgave the offender")
 	}
 }

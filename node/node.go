@@ -305,6 +305,8 @@ func (n *Node) readTopic(ctx context.Context, kind string, sub *pubsub.Subscript
 		switch m := msg.ValidatorData.(type) {
 		case *pb.Offer:
 			n.ingestOffer(m, msg.Data)
+		case []peer.ID:
+			n.recordOffenders(ctx, m)
 		case *pb.Bid:
 			n.market.book.PutBid(m, time.Now())
 			if n.provider != nil {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/attest"
+	attestpb "github.com/idlegrid/idlegrid/attest/pb"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -248,3 +250,116 @@ func (r offerRecord) Domain() string                 { return market.OfferDomain
 func (r offerRecord) Codec() []byte                  { return []byte("/idlegrid/offer/1") }
 func (r offerRecord) MarshalRecord() ([]byte, error) { return proto.Marshal(r.o) }
 func (r offerRecord) UnmarshalRecord([]byte) error   { return nil }
+
+// offenderSet records the offenders a node's evidence subscription saw.
+type offenderSet struct {
+	mu  sync.Mutex
+	set map[peer.ID]bool
+}
+
+func (o *offenderSet) Excluded(p peer.ID) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.set[p]
+}
+
+func TestEvidenceReachesEveryNodeAndExcludesTheOffender(t *testing.T) {
+	m, err := p2ptest.LoadDefaultMatrix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p2ptest.NewMocknet(t, 10, p2ptest.WithLatency(m, 40))
+	nodes := withMarket(t, s, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.WaitMesh(ctx, p2p.TopicOffers, p2p.TopicEvidence); err != nil {
+		t.Fatal(err)
+	}
+	sets := make([]*offenderSet, len(nodes))
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for i, n := range nodes {
+		sets[i] = &offenderSet{set: map[peer.ID]bool{}}
+		sub, err := n.Gossip.Topic(p2p.TopicEvidence).Subscribe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer sub.Cancel()
+			for {
+				msg, err := sub.Next(ctx)
+				if err != nil {
+					return
+				}
+				sets[i].mu.Lock()
+				for _, p := range msg.ValidatorData.([]peer.ID) {
+					sets[i].set[p] = true
+				}
+				sets[i].mu.Unlock()
+			}
+		}()
+	}
+
+	cheatHost := s.Nodes[3].Host
+	cheat := newSigner(t, cheatHost.Peerstore().PrivKey(cheatHost.ID()))
+	if err := s.Nodes[3].Gossip.Topic(p2p.TopicOffers).Publish(ctx, cheat.offer(t, "gpus", 1, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "every book holds the offer", func() bool {
+		for _, n := range nodes {
+			if len(n.book.Snapshot().Offers()) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+
+	// The cheat signed two documents a few seconds apart listing different GPUs.
+	now := time.Now()
+	docA := signDoc(t, cheat, now, "GPU-1", "GPU-2")
+	docB := signDoc(t, cheat, now.Add(5*time.Second), "GPU-1", "GPU-7")
+	ev, _ := attest.NewEvidence(docA, docB)
+	if err := s.Nodes[0].Gossip.Topic(p2p.TopicEvidence).Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	bid := &pb.Bid{Header: &pb.Header{Version: 1, Issuer: []byte(s.Nodes[0].Host.ID()), Id: "b", Seq: 1, CreatedUnixMs: now.UnixMilli(), ExpiresUnixMs: now.Add(time.Hour).UnixMilli()},
+		Gpu: &pb.GPURequirement{Count: 1}, Tier: pb.Tier_TIER_SILVER, Currency: "USD", MaxPriceMicros: 5_000_000, DurationSeconds: 600}
+	waitUntil(t, 5*time.Second, "every node records the offender and excludes it from its matches", func() bool {
+		for i, n := range nodes {
+			if !sets[i].Excluded(cheatHost.ID()) {
+				return false
+			}
+			matcher := market.NewMatcher(market.DefaultMatchConfig(), nil, nil).WithExcluder(sets[i])
+			if res := matcher.Match(n.book.Snapshot(), bid, time.Now(), 5); len(res.Candidates) != 0 {
+				return false
+			}
+		}
+		return true
+	})
+
+	// Evidence that proves nothing is rejected, already by the validator of
+	// the node that tries to publish it.
+	before := nodes[9].validator.Rejected.Load()
+	junk, _ := attest.NewEvidence(docA, docA)
+	if err := s.Nodes[9].Gossip.Topic(p2p.TopicEvidence).Publish(ctx, junk); err == nil {
+		t.Error("evidence that proves nothing was published")
+	}
+	if nodes[9].validator.Rejected.Load() != before+1 {
+		t.Error("the validator did not reject evidence that proves nothing")
+	}
+}
+
+func signDoc(t *testing.T, s signer, at time.Time, uuids ...string) []byte {
+	t.Helper()
+	d := attest.NewDocument(attest.Inventory{}, s.id, make([]byte, attest.NonceSize), at, nil)
+	for _, u := range uuids {
+		d.Gpus = append(d.Gpus, &attestpb.GPUFingerprint{Uuid: u})
+	}
+	env, err := attest.SignDocument(s.key, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -42,15 +43,11 @@ func NewMarketValidator(l market.Limits, seqs *SeqGuard, now func() time.Time, l
 }
 
 // Install sets the validators of the offers, bids and evidence topics.
-// Evidence has no wire format yet, so every evidence message is ignored:
-// it goes no further than this node and costs its sender nothing.
 func (v *MarketValidator) Install(g *Gossip) error {
 	for kind, fn := range map[string]pubsub.ValidatorEx{
-		TopicOffers: v.validateOffer,
-		TopicBids:   v.validateBid,
-		TopicEvidence: func(context.Context, peer.ID, *pubsub.Message) pubsub.ValidationResult {
-			return pubsub.ValidationIgnore
-		},
+		TopicOffers:   v.validateOffer,
+		TopicBids:     v.validateBid,
+		TopicEvidence: v.validateEvidence,
 	} {
 		if err := g.SetValidator(kind, fn); err != nil {
 			return err
@@ -73,6 +70,22 @@ func (v *MarketValidator) validateBid(ctx context.Context, from peer.ID, msg *pu
 		msg.ValidatorData = b
 	}
 	return res
+}
+
+// validateEvidence accepts evidence whose signed documents prove the
+// offenders it names (attest.VerifyEvidence), passing them on in
+// ValidatorData as []peer.ID, and rejects anything else: evidence that does
+// not prove cheating is an attempt to frame someone.
+func (v *MarketValidator) validateEvidence(_ context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+	offenders, err := attest.VerifyEvidence(msg.Data)
+	if err != nil {
+		v.Rejected.Add(1)
+		v.log.Debug("rejected evidence", "from", from, "err", err)
+		return pubsub.ValidationReject
+	}
+	msg.ValidatorData = offenders
+	v.Accepted.Add(1)
+	return pubsub.ValidationAccept
 }
 
 // CheckOffer runs the whole check on one offer envelope, however it came:

@@ -506,6 +506,69 @@ func (x *Heartbeat) GetPrevHash() []byte {
 	return nil
 }
 
+// Evidence proves a provider cheated, with the signed documents
+// themselves: anyone can check it without trusting the reporter.
+type Evidence struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Two signed attestation envelopes (Document) that cannot both be true.
+	DocumentA     []byte `protobuf:"bytes,2,opt,name=document_a,json=documentA,proto3" json:"document_a,omitempty"`
+	DocumentB     []byte `protobuf:"bytes,3,opt,name=document_b,json=documentB,proto3" json:"document_b,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Evidence) Reset() {
+	*x = Evidence{}
+	mi := &file_attest_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Evidence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Evidence) ProtoMessage() {}
+
+func (x *Evidence) ProtoReflect() protoreflect.Message {
+	mi := &file_attest_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Evidence.ProtoReflect.Descriptor instead.
+func (*Evidence) Descriptor() ([]byte, []int) {
+	return file_attest_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Evidence) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Evidence) GetDocumentA() []byte {
+	if x != nil {
+		return x.DocumentA
+	}
+	return nil
+}
+
+func (x *Evidence) GetDocumentB() []byte {
+	if x != nil {
+		return x.DocumentB
+	}
+	return nil
+}
+
 var File_attest_proto protoreflect.FileDescriptor
 
 const file_attest_proto_rawDesc = "" +
@@ -555,7 +618,13 @@ const file_attest_proto_rawDesc = "" +
 	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x17\n" +
 	"\aunix_ms\x18\x05 \x01(\x03R\x06unixMs\x121\n" +
 	"\x04gpus\x18\x06 \x03(\v2\x1d.idlegrid.attest.v1.GPUSampleR\x04gpus\x12\x1b\n" +
-	"\tprev_hash\x18\a \x01(\fR\bprevHashB(Z&github.com/idlegrid/idlegrid/attest/pbb\x06proto3"
+	"\tprev_hash\x18\a \x01(\fR\bprevHash\"b\n" +
+	"\bEvidence\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12\x1d\n" +
+	"\n" +
+	"document_a\x18\x02 \x01(\fR\tdocumentA\x12\x1d\n" +
+	"\n" +
+	"document_b\x18\x03 \x01(\fR\tdocumentBB(Z&github.com/idlegrid/idlegrid/attest/pbb\x06proto3"
 
 var (
 	file_attest_proto_rawDescOnce sync.Once
@@ -569,13 +638,14 @@ func file_attest_proto_rawDescGZIP() []byte {
 	return file_attest_proto_rawDescData
 }
 
-var file_attest_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_attest_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_attest_proto_goTypes = []any{
 	(*GPUFingerprint)(nil), // 0: idlegrid.attest.v1.GPUFingerprint
 	(*HostInfo)(nil),       // 1: idlegrid.attest.v1.HostInfo
 	(*Document)(nil),       // 2: idlegrid.attest.v1.Document
 	(*GPUSample)(nil),      // 3: idlegrid.attest.v1.GPUSample
 	(*Heartbeat)(nil),      // 4: idlegrid.attest.v1.Heartbeat
+	(*Evidence)(nil),       // 5: idlegrid.attest.v1.Evidence
 }
 var file_attest_proto_depIdxs = []int32{
 	0, // 0: idlegrid.attest.v1.Document.gpus:type_name -> idlegrid.attest.v1.GPUFingerprint
@@ -599,7 +669,7 @@ func file_attest_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_attest_proto_rawDesc), len(file_attest_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
