@@ -263,7 +263,7 @@ func (o *offenderSet) Excluded(p peer.ID) bool {
 	return o.set[p]
 }
 
-func TestEvidenceReachesEveryNodeAndExcludesTheOffender(t *testing.T) {
+func TestEvidenceOfADoubleClaimedUUIDReachesEveryNodeAndExcludesTheOffenders(t *testing.T) {
 	m, err := p2ptest.LoadDefaultMatrix()
 	if err != nil {
 		t.Fatal(err)
@@ -316,10 +316,12 @@ func TestEvidenceReachesEveryNodeAndExcludesTheOffender(t *testing.T) {
 		return true
 	})
 
-	// The cheat signed two documents a few seconds apart listing different GPUs.
+	// The cheat and another peer both attest GPU-1.
 	now := time.Now()
+	otherHost := s.Nodes[5].Host
+	other := newSigner(t, otherHost.Peerstore().PrivKey(otherHost.ID()))
 	docA := signDoc(t, cheat, now, "GPU-1", "GPU-2")
-	docB := signDoc(t, cheat, now.Add(5*time.Second), "GPU-1", "GPU-7")
+	docB := signDoc(t, other, now.Add(5*time.Second), "GPU-1", "GPU-7")
 	ev, _ := attest.NewEvidence(docA, docB)
 	if err := s.Nodes[0].Gossip.Topic(p2p.TopicEvidence).Publish(ctx, ev); err != nil {
 		t.Fatal(err)
@@ -328,7 +330,7 @@ func TestEvidenceReachesEveryNodeAndExcludesTheOffender(t *testing.T) {
 		Gpu: &pb.GPURequirement{Count: 1}, Tier: pb.Tier_TIER_SILVER, Currency: "USD", MaxPriceMicros: 5_000_000, DurationSeconds: 600}
 	waitUntil(t, 5*time.Second, "every node records the offender and excludes it from its matches", func() bool {
 		for i, n := range nodes {
-			if !sets[i].Excluded(cheatHost.ID()) {
+			if !sets[i].Excluded(cheatHost.ID()) || !sets[i].Excluded(otherHost.ID()) {
 				return false
 			}
 			matcher := market.NewMatcher(market.DefaultMatchConfig(), nil, nil).WithExcluder(sets[i])
