@@ -105,17 +105,14 @@ func VerifyDocument(env []byte, want peer.ID, nonce []byte, now time.Time, maxAg
 	if len(env) > MaxDocumentSize {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrDocInvalid, len(env), MaxDocumentSize)
 	}
-	rec := &docRecord{}
-	e, err := record.ConsumeTypedEnvelope(env, rec)
+	d, err := openDocument(env)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrDocSignature, err)
+		return nil, err
 	}
-	d := rec.doc
 	if d.Version != DocumentVersion {
 		return nil, fmt.Errorf("%w: version %d", ErrDocInvalid, d.Version)
 	}
-	issuer, err := peer.IDFromBytes(d.Issuer)
-	if err != nil || !issuer.MatchesPublicKey(e.PublicKey) || issuer != want {
+	if peer.ID(d.Issuer) != want {
 		return nil, fmt.Errorf("%w: want %s", ErrDocSigner, want)
 	}
 	if len(nonce) != NonceSize || !bytes.Equal(d.Nonce, nonce) {

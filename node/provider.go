@@ -56,14 +56,15 @@ func (p *provider) nextSeq(ctx context.Context, now time.Time) (uint64, error) {
 	return seq, p.n.store.Put(ctx, p.seqKey, buf[:])
 }
 
-// publish signs and gossips o (a fresh offer, or a withdrawal, which it
-// waits to see written to a peer: the node is about to close).
-func (p *provider) publish(ctx context.Context, o *pb.Offer) error {
+// publish signs and gossips o, an offer or a withdrawal, and keeps it in
+// the provider's own book, which quotes are made from. With flush it waits
+// until o was written to a peer: the node is about to close.
+func (p *provider) publish(ctx context.Context, o *pb.Offer, flush bool) error {
 	env, err := market.Sign(p.n.key, o)
 	if err != nil {
 		return err
 	}
-	if o.Withdrawn {
+	if flush {
 		err = p.n.gossip.PublishFlushed(ctx, p2p.TopicOffers, env)
 	} else {
 		err = p.n.Publish(ctx, p2p.TopicOffers, env)
@@ -71,9 +72,7 @@ func (p *provider) publish(ctx context.Context, o *pb.Offer) error {
 	if err != nil {
 		return fmt.Errorf("publish offer: %w", err)
 	}
-	if !o.Withdrawn {
-		p.own.PutOffer(o, time.Now())
-	}
+	p.own.PutOffer(o, time.Now())
 	return nil
 }
 
@@ -150,7 +149,7 @@ func (p *provider) publishOffer(ctx context.Context, gpus []GPUConfig, now time.
 	if err != nil {
 		return err
 	}
-	if err := p.publish(ctx, o); err != nil {
+	if err := p.publish(ctx, o, false); err != nil {
 		return err
 	}
 	p.current, p.selling = o, slices.Clone(gpus)
@@ -160,22 +159,9 @@ func (p *provider) publishOffer(ctx context.Context, gpus []GPUConfig, now time.
 
 // withdrawNow gossips a withdrawal of the current offer while the node runs.
 func (p *provider) withdrawNow(ctx context.Context) {
-	seq, err := p.nextSeq(ctx, time.Now())
-	if err != nil {
-		return
-	}
-	h := proto.Clone(p.current.Header).(*pb.Header)
-	h.Seq, h.CreatedUnixMs = seq, time.Now().UnixMilli()
-	w := &pb.Offer{Header: h, Withdrawn: true}
-	env, err := market.Sign(p.n.key, w)
-	if err == nil {
-		err = p.n.Publish(ctx, p2p.TopicOffers, env)
-	}
-	if err != nil {
+	if err := p.withdrawOffer(ctx, false); err != nil {
 		p.n.log.Warn("withdrawal not published", "err", err)
-		return
 	}
-	p.current, p.selling = w, nil
 }
 
 // withdraw gossips a withdrawal of the current offer so books drop it now
@@ -186,14 +172,7 @@ func (p *provider) withdraw() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	now := time.Now()
-	seq, err := p.nextSeq(ctx, now)
-	if err != nil {
-		return
-	}
-	h := proto.Clone(p.current.Header).(*pb.Header)
-	h.Seq, h.CreatedUnixMs = seq, now.UnixMilli()
-	if err := p.publish(ctx, &pb.Offer{Header: h, Withdrawn: true}); err != nil {
+	if err := p.withdrawOffer(ctx, true); err != nil {
 		p.n.log.Debug("withdrawal not published", "err", err)
 		return
 	}
@@ -204,6 +183,24 @@ func (p *provider) withdraw() {
 	case <-time.After(withdrawLinger):
 	case <-ctx.Done():
 	}
+}
+
+// withdrawOffer publishes a withdrawal of the current offer: its header
+// at a new sequence number.
+func (p *provider) withdrawOffer(ctx context.Context, flush bool) error {
+	now := time.Now()
+	seq, err := p.nextSeq(ctx, now)
+	if err != nil {
+		return err
+	}
+	h := proto.Clone(p.current.Header).(*pb.Header)
+	h.Seq, h.CreatedUnixMs = seq, now.UnixMilli()
+	w := &pb.Offer{Header: h, Withdrawn: true}
+	if err := p.publish(ctx, w, flush); err != nil {
+		return err
+	}
+	p.current, p.selling = w, nil
+	return nil
 }
 
 // maxQuoting bounds the quotes a provider sends at once; bids beyond it
