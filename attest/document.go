@@ -35,6 +35,9 @@ var (
 	ErrDocStale     = errors.New("attestation is not fresh")
 	ErrDocInvalid   = errors.New("malformed attestation")
 	ErrNotAttested  = errors.New("offer claims GPUs the attestation does not show")
+	ErrDocHash      = errors.New("attestation does not match the offer's attestation hash")
+	ErrDocOffer     = errors.New("attestation does not back this offer")
+	ErrDocChanged   = errors.New("hardware changed since the offer's attestation")
 )
 
 type docRecord struct{ doc *pb.Document }
@@ -123,6 +126,70 @@ func VerifyDocument(env []byte, want peer.ID, nonce []byte, now time.Time, maxAg
 		return nil, fmt.Errorf("%w: made %s from now, limit %s", ErrDocStale, age.Round(time.Millisecond), maxAge)
 	}
 	return d, nil
+}
+
+// AttachCC puts each GPU's CC evidence into d's fingerprints, by UUID.
+func AttachCC(d *pb.Document, evidence []CCEvidence) {
+	for _, e := range evidence {
+		for _, g := range d.Gpus {
+			if g.Uuid == e.UUID {
+				g.CcReport, g.CcCertChain = slices.Clone(e.Report), slices.Clone(e.CertChain)
+			}
+		}
+	}
+}
+
+// VerifyStanding checks the standing document an offer names by its
+// attestation hash: the envelope hashes to hash, was signed by want, is
+// standing (it has no nonce, it answers no challenge) and backs offerID.
+// Its freshness is the offer's: a provider makes a new one with each offer.
+func VerifyStanding(env []byte, want peer.ID, hash []byte, offerID string) (*pb.Document, error) {
+	if len(env) > MaxDocumentSize {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrDocInvalid, len(env), MaxDocumentSize)
+	}
+	if !bytes.Equal(DocumentHash(env), hash) {
+		return nil, ErrDocHash
+	}
+	d, err := openDocument(env)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case d.Version != DocumentVersion:
+		return nil, fmt.Errorf("%w: version %d", ErrDocInvalid, d.Version)
+	case peer.ID(d.Issuer) != want:
+		return nil, fmt.Errorf("%w: want %s", ErrDocSigner, want)
+	case len(d.Nonce) != 0:
+		return nil, fmt.Errorf("%w: a standing attestation carries no nonce", ErrDocInvalid)
+	case !slices.Contains(d.OfferIds, offerID):
+		return nil, fmt.Errorf("%w: it backs %q, not %q", ErrDocOffer, d.OfferIds, offerID)
+	}
+	return d, nil
+}
+
+// SameHardware reports whether every GPU of the standing document is in
+// the fresh one with the same fingerprint (CC evidence aside, which is
+// per nonce): the hardware an offer was made from is still there.
+func SameHardware(standing, fresh *pb.Document) error {
+	now := map[string]*pb.GPUFingerprint{}
+	for _, g := range fresh.Gpus {
+		now[g.Uuid] = g
+	}
+	for _, g := range standing.Gpus {
+		f, ok := now[g.Uuid]
+		if !ok {
+			return fmt.Errorf("%w: GPU %s gone", ErrDocChanged, g.Uuid)
+		}
+		a, b := proto.Clone(g).(*pb.GPUFingerprint), proto.Clone(f).(*pb.GPUFingerprint)
+		a.CcReport, a.CcCertChain, b.CcReport, b.CcCertChain = nil, nil, nil, nil
+		if !proto.Equal(a, b) {
+			return fmt.Errorf("%w: GPU %s fingerprint differs", ErrDocChanged, g.Uuid)
+		}
+	}
+	if standing.DriverVersion != fresh.DriverVersion {
+		return fmt.Errorf("%w: driver %s → %s", ErrDocChanged, standing.DriverVersion, fresh.DriverVersion)
+	}
+	return nil
 }
 
 // CheckOffer reports whether every GPU an offer claims is among the

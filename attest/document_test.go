@@ -147,3 +147,61 @@ func FuzzVerifyDocument(f *testing.F) {
 		}
 	})
 }
+
+func TestStandingDocument(t *testing.T) {
+	key, id := newKey(t)
+	otherKey, _ := newKey(t)
+	inv := fakeInventory(t, "dgxh200")
+	now := time.Now()
+	sign := func(k crypto.PrivKey, d *pb.Document) []byte {
+		env, err := SignDocument(k, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	standing := sign(key, NewDocument(inv, id, nil, now, []string{"gpus"}))
+	hash := DocumentHash(standing)
+	d, err := VerifyStanding(standing, id, hash, "gpus")
+	if err != nil {
+		t.Fatalf("standing document: %v", err)
+	}
+	fresh := NewDocument(inv, id, nonce(t), now.Add(time.Minute), []string{"gpus"})
+	fresh.Gpus[0].CcReport = []byte("per-nonce evidence does not count as a change")
+	if err := SameHardware(d, fresh); err != nil {
+		t.Fatalf("same hardware: %v", err)
+	}
+
+	otherID, _ := peer.IDFromPrivateKey(otherKey)
+	withNonce := sign(key, NewDocument(inv, id, nonce(t), now, []string{"gpus"}))
+	otherOffer := sign(key, NewDocument(inv, id, nil, now, []string{"other"}))
+	bySomeoneElse := sign(otherKey, NewDocument(inv, otherID, nil, now, []string{"gpus"}))
+	for _, c := range []struct {
+		name string
+		env  []byte
+		hash []byte
+		want error
+	}{
+		{"another document than the hash names", withNonce, hash, ErrDocHash},
+		{"a challenge's document", withNonce, DocumentHash(withNonce), ErrDocInvalid},
+		{"backs another offer", otherOffer, DocumentHash(otherOffer), ErrDocOffer},
+		{"another provider's", bySomeoneElse, DocumentHash(bySomeoneElse), ErrDocSigner},
+		{"empty", nil, hash, ErrDocHash},
+	} {
+		if _, err := VerifyStanding(c.env, id, c.hash, "gpus"); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+
+	gone := NewDocument(inv, id, nonce(t), now, nil)
+	gone.Gpus = gone.Gpus[1:]
+	swapped := NewDocument(inv, id, nonce(t), now, nil)
+	swapped.Gpus[3].SerialHash = SerialHash("another board", id)
+	upgraded := NewDocument(inv, id, nonce(t), now, nil)
+	upgraded.DriverVersion = "999.1"
+	for name, f := range map[string]*pb.Document{"GPU gone": gone, "board swapped": swapped, "driver changed": upgraded} {
+		if err := SameHardware(d, f); !errors.Is(err, ErrDocChanged) {
+			t.Errorf("%s: %v, want ErrDocChanged", name, err)
+		}
+	}
+}

@@ -21,6 +21,26 @@ type Fake struct {
 	mu   sync.Mutex
 	busy map[int]bool
 	temp map[int]uint32
+	cc   CCMaker // nil: CC mode off
+}
+
+// CCMaker makes GPU i's CC evidence over nonce, as a GPU in CC mode would:
+// an SPDM report and the certificate chain whose leaf signed it.
+type CCMaker func(i int, nonce []byte) (report, chain []byte)
+
+// EnableCC puts the fake machine in confidential-computing mode, its
+// evidence made by m (tests sign it with their own certificate authority:
+// only a real H100/H200 has NVIDIA's).
+func (f *Fake) EnableCC(m CCMaker) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cc = m
+}
+
+func (f *Fake) ccMaker() CCMaker {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cc
 }
 
 // SetBusy makes GPU i report a running compute process (or none).
@@ -57,8 +77,17 @@ func NewFake(machine string) (*Fake, error) {
 		return nil, fmt.Errorf("%w %q: want one of %v", ErrUnknownFake, machine, FakeMachines)
 	}
 	f := &Fake{NVMLSource: NewNVMLSource(s, "fake "+machine), busy: map[int]bool{}, temp: map[int]uint32{}}
+	s.ErrorStringFunc = func(r nvml.Return) string { return r.Error() }
+	s.SystemGetConfComputeStateFunc = func() (nvml.ConfComputeSystemState, nvml.Return) {
+		st := nvml.ConfComputeSystemState{CcFeature: nvml.CC_SYSTEM_FEATURE_DISABLED}
+		if f.ccMaker() != nil {
+			st.CcFeature = nvml.CC_SYSTEM_FEATURE_ENABLED
+		}
+		return st, nvml.SUCCESS
+	}
 	for i, d := range s.Devices {
 		f.fillReadings(i, d.(*server.Device))
+		f.fillCC(i, d.(*server.Device))
 	}
 	return f, nil
 }
@@ -99,5 +128,29 @@ func (f *Fake) fillReadings(i int, d *server.Device) {
 			}
 		}
 		return p, nvml.SUCCESS
+	}
+}
+
+// fillCC answers device i's CC queries through the CCMaker, or with
+// NOT_SUPPORTED while CC mode is off.
+func (f *Fake) fillCC(i int, d *server.Device) {
+	d.GetConfComputeGpuCertificateFunc = func() (nvml.ConfComputeGpuCertificate, nvml.Return) {
+		var c nvml.ConfComputeGpuCertificate
+		m := f.ccMaker()
+		if m == nil {
+			return c, nvml.ERROR_NOT_SUPPORTED
+		}
+		_, chain := m(i, make([]byte, NonceSize))
+		c.AttestationCertChainSize = uint32(copy(c.AttestationCertChain[:], chain))
+		return c, nvml.SUCCESS
+	}
+	d.GetConfComputeGpuAttestationReportFunc = func(r *nvml.ConfComputeGpuAttestationReport) nvml.Return {
+		m := f.ccMaker()
+		if m == nil {
+			return nvml.ERROR_NOT_SUPPORTED
+		}
+		report, _ := m(i, r.Nonce[:])
+		r.AttestationReportSize = uint32(copy(r.AttestationReport[:], report))
+		return nvml.SUCCESS
 	}
 }

@@ -72,3 +72,19 @@ func ModelOf(name string) string {
 	model, _, _ := strings.Cut(name, "-")
 	return model
 }
+
+// CCEvidence is one GPU's confidential-computing evidence over a nonce:
+// the SPDM measurement report and the certificate chain whose leaf signed
+// it (see VerifyCC).
+type CCEvidence struct {
+	UUID      string
+	Report    []byte
+	CertChain []byte
+}
+
+// CCSource is a GPU source that can give confidential-computing evidence.
+type CCSource interface {
+	// CCEvidence returns the evidence of every GPU in CC mode, made over
+	// nonce (NonceSize bytes); none when the machine is not in CC mode.
+	CCEvidence(ctx context.Context, nonce []byte) ([]CCEvidence, error)
+}

@@ -5,6 +5,7 @@ package attest
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -50,21 +51,32 @@ func (s *NVMLSource) Inventory(ctx context.Context) (Inventory, error) {
 	if v, ret := s.lib.SystemGetCudaDriverVersion(); ret == nvml.SUCCESS {
 		inv.CUDAVersion = fmt.Sprintf("%d.%d", v/1000, v%1000/10)
 	}
+	err := s.devices(ctx, func(i int, dev nvml.Device) error {
+		inv.GPUs = append(inv.GPUs, readGPU(i, dev))
+		return nil
+	})
+	return inv, err
+}
+
+// devices calls f with each device NVML lists; Init must have succeeded.
+func (s *NVMLSource) devices(ctx context.Context, f func(i int, dev nvml.Device) error) error {
 	n, ret := s.lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
-		return inv, fmt.Errorf("nvml: device count: %s", s.lib.ErrorString(ret))
+		return fmt.Errorf("nvml: device count: %s", s.lib.ErrorString(ret))
 	}
 	for i := range n {
 		if err := ctx.Err(); err != nil {
-			return inv, err
+			return err
 		}
 		dev, ret := s.lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			return inv, fmt.Errorf("nvml: device %d: %s", i, s.lib.ErrorString(ret))
+			return fmt.Errorf("nvml: device %d: %s", i, s.lib.ErrorString(ret))
 		}
-		inv.GPUs = append(inv.GPUs, readGPU(i, dev))
+		if err := f(i, dev); err != nil {
+			return fmt.Errorf("nvml: device %d: %w", i, err)
+		}
 	}
-	return inv, nil
+	return nil
 }
 
 // readGPU reads what NVML tells of one device; a query the device does not
@@ -137,4 +149,57 @@ func busID(b []int8) string {
 		out = append(out, byte(c))
 	}
 	return string(out)
+}
+
+// CCEvidence reads each GPU's CC attestation report over nonce and its
+// certificate chain, when the system's CC feature is on. Off, unsupported
+// or no driver: no evidence and no error.
+func (s *NVMLSource) CCEvidence(ctx context.Context, nonce []byte) ([]CCEvidence, error) {
+	if len(nonce) != NonceSize {
+		return nil, fmt.Errorf("CC nonce of %d bytes, want %d", len(nonce), NonceSize)
+	}
+	if ret := s.lib.Init(); ret != nvml.SUCCESS {
+		return nil, nil
+	}
+	defer s.lib.Shutdown()
+	st, ret := s.lib.SystemGetConfComputeState()
+	if ret != nvml.SUCCESS || st.CcFeature != nvml.CC_SYSTEM_FEATURE_ENABLED {
+		return nil, nil
+	}
+	var out []CCEvidence
+	err := s.devices(ctx, func(_ int, dev nvml.Device) error {
+		ev, err := readCC(s.lib, dev, nonce)
+		out = append(out, ev)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readCC reads one device's CC evidence; sizes NVML reports beyond its
+// own buffers are refused rather than trusted.
+func readCC(lib nvml.Interface, d nvml.Device, nonce []byte) (CCEvidence, error) {
+	uuid, ret := d.GetUUID()
+	if ret != nvml.SUCCESS {
+		return CCEvidence{}, fmt.Errorf("uuid: %s", lib.ErrorString(ret))
+	}
+	cert, ret := d.GetConfComputeGpuCertificate()
+	if ret != nvml.SUCCESS {
+		return CCEvidence{}, fmt.Errorf("CC certificate: %s", lib.ErrorString(ret))
+	}
+	var rep nvml.ConfComputeGpuAttestationReport
+	copy(rep.Nonce[:], nonce)
+	if ret := d.GetConfComputeGpuAttestationReport(&rep); ret != nvml.SUCCESS {
+		return CCEvidence{}, fmt.Errorf("CC report: %s", lib.ErrorString(ret))
+	}
+	if int(cert.AttestationCertChainSize) > len(cert.AttestationCertChain) || int(rep.AttestationReportSize) > len(rep.AttestationReport) {
+		return CCEvidence{}, fmt.Errorf("CC evidence sizes out of range (%d, %d)", cert.AttestationCertChainSize, rep.AttestationReportSize)
+	}
+	return CCEvidence{
+		UUID:      uuid,
+		Report:    slices.Clone(rep.AttestationReport[:rep.AttestationReportSize]),
+		CertChain: slices.Clone(cert.AttestationCertChain[:cert.AttestationCertChainSize]),
+	}, nil
 }

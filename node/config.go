@@ -33,6 +33,12 @@ type Config struct {
 	API       APIConfig       `toml:"api" comment:"local HTTP API and Prometheus metrics, on 127.0.0.1 only"`
 	Log       LogConfig       `toml:"log" comment:"logging through log/slog on stderr"`
 	Provider  ProviderConfig  `toml:"provider" comment:"what this node sells, when it is a provider"`
+	Attest    AttestConfig    `toml:"attest" comment:"how this node verifies other providers' attestations"`
+}
+
+// AttestConfig holds what a verifier trusts.
+type AttestConfig struct {
+	CCRootCert string `toml:"cc_root_cert" comment:"PEM file of NVIDIA's device identity root certificate, relative to the repository; with it, confidential-computing reports of H100/H200 GPUs are verified, without it shown as 'present, not verified'"`
 }
 
 // SwarmConfig names the swarm and, for a private one, its key and allow-list.

@@ -54,18 +54,19 @@ func (p ProviderConfig) sellable(inv attest.Inventory) (groups []GPUConfig, why 
 	return groups, why
 }
 
-// readSellable reads the source and returns the sellable groups.
-func (p *provider) readSellable(ctx context.Context) ([]GPUConfig, error) {
+// readSellable reads the source and returns the sellable groups, with
+// the inventory they came from.
+func (p *provider) readSellable(ctx context.Context) ([]GPUConfig, *attest.Inventory, error) {
 	inv, err := p.source.Inventory(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if inv.Unavailable != "" {
-		return nil, fmt.Errorf("no GPUs to sell: %s", inv.Unavailable)
+		return nil, nil, fmt.Errorf("no GPUs to sell: %s", inv.Unavailable)
 	}
 	groups, why := p.cfg.sellable(inv)
 	if len(why) > 0 {
 		p.n.log.Debug("GPUs held back", "why", why)
 	}
-	return groups, nil
+	return groups, &inv, nil
 }

@@ -2,11 +2,14 @@ package node
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/attest/attesttest"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/p2p"
 )
@@ -221,21 +224,68 @@ func TestAttestationBetweenNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	ca := attesttest.NewCCAuthority(t)
+	rootFile := filepath.Join(t.TempDir(), "nvidia-root.pem")
+	if err := os.WriteFile(rootFile, ca.RootPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	boot := startNode(t, testRepo(t, "boot", func(c *Config) { c.Attest.CCRootCert = rootFile }), Options{})
 	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
 		c.Provider.Enabled = true
 		c.Provider.GPUSource = "fake:dgxh200"
 	})), Options{GPUSource: fake})
-	waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(boot, prov) == 8 })
+	noRoots := startNode(t, testRepo(t, "noroots", bootstrapFrom(boot)), Options{})
+	waitFor(t, 15*time.Second, "the provider's offer in both books", func() bool {
+		return offeredGPUs(boot, prov) == 8 && offeredGPUs(noRoots, prov) == 8
+	})
+	o, _ := boot.market.book.Snapshot().Offer(prov.Host().ID(), ProviderOfferID)
+	if len(o.AttestationHash) != 32 {
+		t.Fatalf("the offer's attestation hash has %d bytes", len(o.AttestationHash))
+	}
+	const covered = "covered; its attestation hash matches the hardware"
 	ctx := context.Background()
 	res, err := boot.Attest(ctx, api.AttestRequest{Peer: prov.Host().ID().String()})
-	if err != nil || !res.Verified || len(res.GPUs) != 8 || res.Offer != "covered" || res.CC != "absent" || len(res.Changes) != 0 {
+	if err != nil || !res.Verified || len(res.GPUs) != 8 || res.Offer != covered || res.CC != attest.CCAbsent || len(res.Changes) != 0 {
 		t.Fatalf("attest: %+v, %v", res, err)
 	}
 	again, _ := boot.Attest(ctx, api.AttestRequest{Peer: prov.Host().ID().String()})
 	if !again.Verified || len(again.Changes) != 0 {
 		t.Errorf("second attestation: %+v", again)
 	}
+
+	// In CC mode every GPU's report, over the renter's nonce, verifies
+	// against the configured root; a renter without one is told so.
+	fake.EnableCC(ca.Evidence)
+	cc, _ := boot.Attest(ctx, api.AttestRequest{Peer: prov.Host().ID().String()})
+	if !cc.Verified || cc.CC != attest.CCVerified || cc.Offer != covered {
+		t.Fatalf("CC attestation with the root: %+v", cc)
+	}
+	for _, g := range cc.GPUs {
+		if g.CC != attest.CCVerified {
+			t.Errorf("GPU %s: CC %q", g.UUID, g.CC)
+		}
+	}
+	if cc, _ := noRoots.Attest(ctx, api.AttestRequest{Peer: prov.Host().ID().String()}); !cc.Verified || cc.CC != attest.CCNotVerified {
+		t.Errorf("CC attestation without a root: %+v", cc)
+	}
+	// Evidence from another authority's certificates does not verify.
+	fake.EnableCC(attesttest.NewCCAuthority(t).Evidence)
+	if bad, _ := boot.Attest(ctx, api.AttestRequest{Peer: prov.Host().ID().String()}); !strings.HasPrefix(bad.CC, "invalid: "+attest.ErrCCChain.Error()) {
+		t.Errorf("CC evidence under a foreign root: %q", bad.CC)
+	}
+
+	// Hardware that differs from what the offer's standing attestation
+	// shows leaves the offer uncovered.
+	inv, _ := fake.Inventory(ctx)
+	fresh := attest.NewDocument(inv, prov.Host().ID(), make([]byte, attest.NonceSize), time.Now(), []string{ProviderOfferID})
+	fresh.Gpus[2].SerialHash = attest.SerialHash("a swapped board", prov.Host().ID())
+	if got := boot.checkOffer(prov.Host().ID(), fresh, *prov.provider.standing.Load()); !strings.Contains(got, attest.ErrDocChanged.Error()) {
+		t.Errorf("swapped board: %q", got)
+	}
+	if got := boot.checkOffer(prov.Host().ID(), fresh, []byte("not the document")); !strings.Contains(got, attest.ErrDocHash.Error()) {
+		t.Errorf("wrong standing document: %q", got)
+	}
+
 	// A node that sells nothing it can attest refuses the challenge.
 	plain, _ := prov.Attest(ctx, api.AttestRequest{Peer: boot.Host().ID().String()})
 	if plain.Verified || plain.Reason == "" {

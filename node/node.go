@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,6 +68,7 @@ type Node struct {
 	conns    *connTracker
 	market   *marketSide
 	attested attestations
+	ccRoots  *x509.CertPool // nil: CC evidence is shown, not verified
 	provider *provider
 	api      *api.Server
 	apiLn    net.Listener
@@ -118,6 +120,14 @@ func New(repo *Repo, cfg Config, opts Options) (*Node, error) {
 	if len(n.allow) > 0 {
 		for _, ai := range n.bootstrap {
 			n.allow = append(n.allow, ai.ID)
+		}
+	}
+	if p := cfg.Attest.CCRootCert; p != "" {
+		if !filepath.IsAbs(p) {
+			p = repo.file(p)
+		}
+		if n.ccRoots, err = attest.LoadCCRoots(p); err != nil {
+			return nil, fmt.Errorf("attest.cc_root_cert: %w", err)
 		}
 	}
 	return n, nil

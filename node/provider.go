@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
@@ -32,6 +33,9 @@ type provider struct {
 	seqKey  ds.Key
 	source  attest.GPUSource // nil: the static provider.gpus
 	selling []GPUConfig      // what the current offer sells
+	// standing is the signed standing attestation the current offer names
+	// by hash; challengers get it with their fresh document.
+	standing atomic.Pointer[[]byte]
 }
 
 func newProvider(n *Node, source attest.GPUSource) *provider {
@@ -95,7 +99,7 @@ func (p *provider) run(ctx context.Context) {
 	var due time.Time // when the offer must be re-published
 	for {
 		now := time.Now()
-		gpus, err := p.sellableNow(ctx)
+		gpus, inv, err := p.sellableNow(ctx)
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
@@ -107,7 +111,7 @@ func (p *provider) run(ctx context.Context) {
 				p.n.log.Info("offer withdrawn: no GPU sellable now")
 			}
 		case !slices.EqualFunc(gpus, p.selling, func(a, b GPUConfig) bool { return a == b }) || now.After(due) || p.current.Withdrawn:
-			if err = p.publishOffer(ctx, gpus, now); err == nil {
+			if err = p.publishOffer(ctx, gpus, inv, now); err == nil {
 				due = now.Add(p.cfg.OfferTTL.Std() * 3 / 4)
 			}
 		}
@@ -129,16 +133,18 @@ func (p *provider) run(ctx context.Context) {
 }
 
 // sellableNow is what the provider can sell now: the static list, or what
-// the GPU source reads.
-func (p *provider) sellableNow(ctx context.Context) ([]GPUConfig, error) {
+// the GPU source reads, with the inventory it read (nil for the static
+// list).
+func (p *provider) sellableNow(ctx context.Context) ([]GPUConfig, *attest.Inventory, error) {
 	if p.source == nil {
-		return p.cfg.GPUs, nil
+		return p.cfg.GPUs, nil, nil
 	}
 	return p.readSellable(ctx)
 }
 
-// publishOffer signs and gossips an offer for gpus.
-func (p *provider) publishOffer(ctx context.Context, gpus []GPUConfig, now time.Time) error {
+// publishOffer signs and gossips an offer for gpus. With an inventory it
+// first signs a standing attestation of it, whose hash the offer carries.
+func (p *provider) publishOffer(ctx context.Context, gpus []GPUConfig, inv *attest.Inventory, now time.Time) error {
 	seq, err := p.nextSeq(ctx, now)
 	if err != nil {
 		return err
@@ -148,6 +154,14 @@ func (p *provider) publishOffer(ctx context.Context, gpus []GPUConfig, now time.
 	o, err := cfg.BuildOffer(p.n.host.ID(), seq, now)
 	if err != nil {
 		return err
+	}
+	if inv != nil {
+		env, err := attest.SignDocument(p.n.key, attest.NewDocument(*inv, p.n.host.ID(), nil, now, []string{o.Header.Id}))
+		if err != nil {
+			return err
+		}
+		o.AttestationHash = attest.DocumentHash(env)
+		p.standing.Store(&env)
 	}
 	if err := p.publish(ctx, o, false); err != nil {
 		return err

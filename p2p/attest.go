@@ -16,14 +16,17 @@ import (
 )
 
 // AttestProtocol carries an attestation challenge: the renter sends a
-// fresh nonce, the provider answers with a signed document made over it.
+// fresh nonce; the provider answers with two varint-delimited messages, a
+// signed document made over the nonce and the standing document its offer
+// names by hash (empty when it has none).
 const AttestProtocol protocol.ID = "/idlegrid/attest/1.0.0"
 
 // attestDeadline bounds one challenge, either side.
 const attestDeadline = 15 * time.Second
 
-// DocumentMaker makes a signed attestation document over a nonce.
-type DocumentMaker func(ctx context.Context, nonce []byte) ([]byte, error)
+// DocumentMaker makes a signed attestation document over a nonce, and
+// returns it with the provider's current standing document (or nil).
+type DocumentMaker func(ctx context.Context, nonce []byte) (fresh, standing []byte, err error)
 
 // ServeAttestation answers challenges on h with what makeDoc returns.
 func ServeAttestation(h host.Host, makeDoc DocumentMaker) {
@@ -37,44 +40,62 @@ func ServeAttestation(h host.Host, makeDoc DocumentMaker) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), attestDeadline)
 		defer cancel()
-		env, err := makeDoc(ctx, nonce)
+		fresh, standing, err := makeDoc(ctx, nonce)
 		if err != nil {
 			s.Reset()
 			return
 		}
-		if err := msgio.NewVarintWriter(s).WriteMsg(env); err != nil {
+		w := msgio.NewVarintWriter(s)
+		if err := w.WriteMsg(fresh); err != nil {
+			s.Reset()
+			return
+		}
+		if err := w.WriteMsg(standing); err != nil {
 			s.Reset()
 		}
 	})
 }
 
-// Challenge sends p a fresh random nonce and returns it with p's signed
-// answer, unverified (attest.VerifyDocument does that), and the round trip.
-func Challenge(ctx context.Context, h host.Host, p peer.ID) (nonce, env []byte, rtt time.Duration, err error) {
+// Answer is a provider's answer to a challenge, unverified
+// (attest.VerifyDocument and attest.VerifyStanding do that).
+type Answer struct {
+	Nonce    []byte
+	Fresh    []byte // signed document over Nonce
+	Standing []byte // standing document, or empty
+	RTT      time.Duration
+}
+
+// Challenge sends p a fresh random nonce and returns its answer, and the
+// round trip.
+func Challenge(ctx context.Context, h host.Host, p peer.ID) (Answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, attestDeadline)
 	defer cancel()
-	nonce = make([]byte, attest.NonceSize)
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, nil, 0, err
+	a := Answer{Nonce: make([]byte, attest.NonceSize)}
+	if _, err := rand.Read(a.Nonce); err != nil {
+		return Answer{}, err
 	}
 	start := time.Now()
 	s, err := h.NewStream(ctx, p, AttestProtocol)
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("attest %s: %w", p, err)
+		return Answer{}, fmt.Errorf("attest %s: %w", p, err)
 	}
 	defer s.Close()
 	if d, ok := ctx.Deadline(); ok {
 		s.SetDeadline(d)
 	}
-	if _, err := s.Write(nonce); err != nil {
+	if _, err := s.Write(a.Nonce); err != nil {
 		s.Reset()
-		return nil, nil, 0, fmt.Errorf("attest %s: %w", p, err)
+		return Answer{}, fmt.Errorf("attest %s: %w", p, err)
 	}
 	s.CloseWrite()
-	env, err = msgio.NewVarintReaderSize(s, attest.MaxDocumentSize).ReadMsg()
+	r := msgio.NewVarintReaderSize(s, attest.MaxDocumentSize)
+	if a.Fresh, err = r.ReadMsg(); err == nil {
+		a.RTT = time.Since(start)
+		a.Standing, err = r.ReadMsg()
+	}
 	if err != nil {
 		s.Reset()
-		return nil, nil, 0, fmt.Errorf("attest %s: %w", p, err)
+		return Answer{}, fmt.Errorf("attest %s: %w", p, err)
 	}
-	return nonce, env, time.Since(start), nil
+	return a, nil
 }

@@ -39,8 +39,14 @@ type GPUFingerprint struct {
 	// useless to anyone else.
 	SerialHash        []byte `protobuf:"bytes,8,opt,name=serial_hash,json=serialHash,proto3" json:"serial_hash,omitempty"`
 	ComputeCapability string `protobuf:"bytes,9,opt,name=compute_capability,json=computeCapability,proto3" json:"compute_capability,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Confidential computing, as NVML gives it for a GPU in CC mode
+	// (H100/H200): the SPDM measurement report made over the document's
+	// nonce, and the attestation certificate chain (PEM, leaf first) whose
+	// leaf signed it. Empty when the GPU is not in CC mode.
+	CcReport      []byte `protobuf:"bytes,10,opt,name=cc_report,json=ccReport,proto3" json:"cc_report,omitempty"`
+	CcCertChain   []byte `protobuf:"bytes,11,opt,name=cc_cert_chain,json=ccCertChain,proto3" json:"cc_cert_chain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GPUFingerprint) Reset() {
@@ -136,6 +142,20 @@ func (x *GPUFingerprint) GetComputeCapability() string {
 	return ""
 }
 
+func (x *GPUFingerprint) GetCcReport() []byte {
+	if x != nil {
+		return x.CcReport
+	}
+	return nil
+}
+
+func (x *GPUFingerprint) GetCcCertChain() []byte {
+	if x != nil {
+		return x.CcCertChain
+	}
+	return nil
+}
+
 // HostInfo describes the machine around the GPUs.
 type HostInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -197,8 +217,9 @@ func (x *HostInfo) GetRamBytes() uint64 {
 	return 0
 }
 
-// Document is a provider's signed statement of its hardware, fresh
-// against a renter's nonce.
+// Document is a provider's signed statement of its hardware: fresh
+// against a renter's nonce when it answers a challenge, or standing (no
+// nonce) when its hash goes into the provider's offers.
 type Document struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Version uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -211,11 +232,7 @@ type Document struct {
 	CudaVersion   string            `protobuf:"bytes,7,opt,name=cuda_version,json=cudaVersion,proto3" json:"cuda_version,omitempty"`
 	Host          *HostInfo         `protobuf:"bytes,8,opt,name=host,proto3" json:"host,omitempty"`
 	// IDs of the offers this document backs.
-	OfferIds []string `protobuf:"bytes,9,rep,name=offer_ids,json=offerIds,proto3" json:"offer_ids,omitempty"`
-	// Confidential-computing attestation report and certificate chain, as
-	// NVML gives them on H100/H200 in CC mode; opaque here.
-	CcReport      []byte `protobuf:"bytes,10,opt,name=cc_report,json=ccReport,proto3" json:"cc_report,omitempty"`
-	CcCertificate []byte `protobuf:"bytes,11,opt,name=cc_certificate,json=ccCertificate,proto3" json:"cc_certificate,omitempty"`
+	OfferIds      []string `protobuf:"bytes,9,rep,name=offer_ids,json=offerIds,proto3" json:"offer_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -309,20 +326,6 @@ func (x *Document) GetHost() *HostInfo {
 func (x *Document) GetOfferIds() []string {
 	if x != nil {
 		return x.OfferIds
-	}
-	return nil
-}
-
-func (x *Document) GetCcReport() []byte {
-	if x != nil {
-		return x.CcReport
-	}
-	return nil
-}
-
-func (x *Document) GetCcCertificate() []byte {
-	if x != nil {
-		return x.CcCertificate
 	}
 	return nil
 }
@@ -573,7 +576,7 @@ var File_attest_proto protoreflect.FileDescriptor
 
 const file_attest_proto_rawDesc = "" +
 	"\n" +
-	"\fattest.proto\x12\x12idlegrid.attest.v1\"\xaf\x02\n" +
+	"\fattest.proto\x12\x12idlegrid.attest.v1\"\xf0\x02\n" +
 	"\x0eGPUFingerprint\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
@@ -585,11 +588,14 @@ const file_attest_proto_rawDesc = "" +
 	"\x11board_part_number\x18\a \x01(\tR\x0fboardPartNumber\x12\x1f\n" +
 	"\vserial_hash\x18\b \x01(\fR\n" +
 	"serialHash\x12-\n" +
-	"\x12compute_capability\x18\t \x01(\tR\x11computeCapability\"\\\n" +
+	"\x12compute_capability\x18\t \x01(\tR\x11computeCapability\x12\x1b\n" +
+	"\tcc_report\x18\n" +
+	" \x01(\fR\bccReport\x12\"\n" +
+	"\rcc_cert_chain\x18\v \x01(\fR\vccCertChain\"\\\n" +
 	"\bHostInfo\x12\x16\n" +
 	"\x06kernel\x18\x01 \x01(\tR\x06kernel\x12\x1b\n" +
 	"\tcpu_model\x18\x02 \x01(\tR\bcpuModel\x12\x1b\n" +
-	"\tram_bytes\x18\x03 \x01(\x04R\bramBytes\"\x8f\x03\n" +
+	"\tram_bytes\x18\x03 \x01(\x04R\bramBytes\"\xf2\x02\n" +
 	"\bDocument\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
 	"\x06issuer\x18\x02 \x01(\fR\x06issuer\x12\x14\n" +
@@ -599,10 +605,8 @@ const file_attest_proto_rawDesc = "" +
 	"\x0edriver_version\x18\x06 \x01(\tR\rdriverVersion\x12!\n" +
 	"\fcuda_version\x18\a \x01(\tR\vcudaVersion\x120\n" +
 	"\x04host\x18\b \x01(\v2\x1c.idlegrid.attest.v1.HostInfoR\x04host\x12\x1b\n" +
-	"\toffer_ids\x18\t \x03(\tR\bofferIds\x12\x1b\n" +
-	"\tcc_report\x18\n" +
-	" \x01(\fR\bccReport\x12%\n" +
-	"\x0ecc_certificate\x18\v \x01(\fR\rccCertificate\"\xe3\x01\n" +
+	"\toffer_ids\x18\t \x03(\tR\bofferIdsJ\x04\b\n" +
+	"\x10\vJ\x04\b\v\x10\fR\tcc_reportR\x0ecc_certificate\"\xe3\x01\n" +
 	"\tGPUSample\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12'\n" +
 	"\x0futilization_pct\x18\x02 \x01(\rR\x0eutilizationPct\x12*\n" +

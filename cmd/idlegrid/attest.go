@@ -14,9 +14,12 @@ func newAttestCmd(e *env) *cobra.Command {
 		Short: "Challenge a provider to prove its GPUs, and show the verdict",
 		Long: `Send PEER a fresh nonce over /idlegrid/attest/1.0.0 through the running daemon,
 and verify the signed attestation it answers with: signature and signer, the
-nonce, freshness (30 s), that its offer in the book claims only attested GPUs,
-and what changed since its last attestation. Exit 0 with verified: false when
-the attestation fails; the reason says why.`,
+nonce, freshness (30 s), each GPU's confidential-computing report (verified
+when attest.cc_root_cert names NVIDIA's root certificate, else shown as
+"present, not verified"), that its offer in the book claims only attested GPUs
+and names by hash a standing attestation of the same hardware, and what
+changed since its last attestation. Exit 1 when the attestation fails; the
+reason says why (with --json, the verdict is printed first).`,
 		Example: `  idlegrid attest 12D3KooW…
   idlegrid attest 12D3KooW… --json`,
 		Args: exactArgs(1, "PEER"),
@@ -29,16 +32,20 @@ the attestation fails; the reason says why.`,
 				return err
 			}
 			if e.asJSON {
-				return e.printJSON(res)
+				if err := e.printJSON(res); err != nil {
+					return err
+				}
 			}
 			if !res.Verified {
-				fmt.Fprintf(e.stdout, "%s: NOT verified: %s\n", res.Peer, res.Reason)
+				return fmt.Errorf("%s: attestation NOT verified: %s", res.Peer, res.Reason)
+			}
+			if e.asJSON {
 				return nil
 			}
 			fmt.Fprintf(e.stdout, "%s: verified in %.1f ms; driver %s, CUDA %s; %d GPUs; offer %s; confidential computing %s\n",
 				res.Peer, res.RTTMillis, res.Driver, res.CUDA, len(res.GPUs), res.Offer, res.CC)
 			for _, g := range res.GPUs {
-				fmt.Fprintf(e.stdout, "  %s  %s  %d GiB  CC %s\n", g.UUID, g.Name, g.MemoryGiB, g.ComputeCapability)
+				fmt.Fprintf(e.stdout, "  %s  %s  %d GiB  compute %s  confidential computing %s\n", g.UUID, g.Name, g.MemoryGiB, g.ComputeCapability, g.CC)
 			}
 			if len(res.Changes) > 0 {
 				fmt.Fprintf(e.stdout, "changed since the last attestation: %s\n", strings.Join(res.Changes, "; "))

@@ -224,6 +224,8 @@ func TestDaemonStartFailures(t *testing.T) {
 		{"network.bootstrap", `["/ip4/127.0.0.1/tcp/1/p2p/12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp"]`, "no bootstrap peer reachable"},
 		{"network.listen", `["/ip4/127.0.0.1/tcp/` + port + `"]`, "cannot listen on /ip4/127.0.0.1/tcp/" + port},
 		{"api.port", port, "api.port " + port},
+		{"attest.cc_root_cert", `"no-such-root.pem"`, "attest.cc_root_cert: open "},
+		{"attest.cc_root_cert", `"config.toml"`, "config.toml: no PEM certificate in it"},
 	} {
 		dir := newRepo(t)
 		setConfig(t, dir, "network.dial_timeout", "2s")

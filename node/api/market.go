@@ -114,6 +114,9 @@ type AttestedGPU struct {
 	Name              string `json:"name"`
 	MemoryGiB         uint64 `json:"memory_gib"`
 	ComputeCapability string `json:"compute_capability"`
+	// CC is this GPU's confidential-computing verdict: "absent",
+	// "present, not verified", "verified" or "invalid: …".
+	CC string `json:"confidential_computing"`
 }
 
 // AttestResult is the verdict on a peer's attestation.
@@ -126,10 +129,13 @@ type AttestResult struct {
 	CUDA      string        `json:"cuda_version,omitempty"`
 	GPUs      []AttestedGPU `json:"gpus"`
 	// Offer says whether the peer's offer in this node's book claims only
-	// attested GPUs: "covered", "not covered: …" or "no offer in the book".
+	// attested GPUs and names a standing attestation of the same hardware:
+	// "covered; …", "not covered: …" or "no offer in the book".
 	Offer string `json:"offer"`
 	// Changes since the last document this node saw from the peer.
 	Changes []string `json:"changes"`
-	// Confidential computing: "absent", or "present, not verified".
+	// Confidential computing over all GPUs: "absent", "present, not
+	// verified" (no attest.cc_root_cert), "verified", "invalid: …" or
+	// "mixed: …".
 	CC string `json:"confidential_computing"`
 }
