@@ -82,6 +82,143 @@ func (Tier) EnumDescriptor() ([]byte, []int) {
 	return file_market_proto_rawDescGZIP(), []int{0}
 }
 
+// Outcome is how a lease ended.
+type Outcome int32
+
+const (
+	Outcome_OUTCOME_UNSPECIFIED Outcome = 0
+	// Ran to its end or the workload exited.
+	Outcome_OUTCOME_COMPLETED Outcome = 1
+	// A bronze lease cut short for a higher tier, after notice.
+	Outcome_OUTCOME_PREEMPTED Outcome = 2
+	// The provider or the workload failed, or the provider vanished.
+	Outcome_OUTCOME_FAILED Outcome = 3
+	// The renter cancelled, or vanished.
+	Outcome_OUTCOME_CANCELLED Outcome = 4
+)
+
+// Enum value maps for Outcome.
+var (
+	Outcome_name = map[int32]string{
+		0: "OUTCOME_UNSPECIFIED",
+		1: "OUTCOME_COMPLETED",
+		2: "OUTCOME_PREEMPTED",
+		3: "OUTCOME_FAILED",
+		4: "OUTCOME_CANCELLED",
+	}
+	Outcome_value = map[string]int32{
+		"OUTCOME_UNSPECIFIED": 0,
+		"OUTCOME_COMPLETED":   1,
+		"OUTCOME_PREEMPTED":   2,
+		"OUTCOME_FAILED":      3,
+		"OUTCOME_CANCELLED":   4,
+	}
+)
+
+func (x Outcome) Enum() *Outcome {
+	p := new(Outcome)
+	*p = x
+	return p
+}
+
+func (x Outcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Outcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_market_proto_enumTypes[1].Descriptor()
+}
+
+func (Outcome) Type() protoreflect.EnumType {
+	return &file_market_proto_enumTypes[1]
+}
+
+func (x Outcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Outcome.Descriptor instead.
+func (Outcome) EnumDescriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{1}
+}
+
+// RejectCode says why a provider refused a lease.
+type RejectCode int32
+
+const (
+	RejectCode_REJECT_UNSPECIFIED   RejectCode = 0
+	RejectCode_REJECT_BAD_REQUEST   RejectCode = 1
+	RejectCode_REJECT_NO_OFFER      RejectCode = 2
+	RejectCode_REJECT_DOES_NOT_FIT  RejectCode = 3
+	RejectCode_REJECT_PRICE         RejectCode = 4
+	RejectCode_REJECT_START         RejectCode = 5
+	RejectCode_REJECT_DURATION      RejectCode = 6
+	RejectCode_REJECT_IMAGE         RejectCode = 7
+	RejectCode_REJECT_NO_CAPACITY   RejectCode = 8
+	RejectCode_REJECT_NOT_AVAILABLE RejectCode = 9
+	RejectCode_REJECT_INTERNAL      RejectCode = 10
+	RejectCode_REJECT_UNKNOWN_LEASE RejectCode = 11
+)
+
+// Enum value maps for RejectCode.
+var (
+	RejectCode_name = map[int32]string{
+		0:  "REJECT_UNSPECIFIED",
+		1:  "REJECT_BAD_REQUEST",
+		2:  "REJECT_NO_OFFER",
+		3:  "REJECT_DOES_NOT_FIT",
+		4:  "REJECT_PRICE",
+		5:  "REJECT_START",
+		6:  "REJECT_DURATION",
+		7:  "REJECT_IMAGE",
+		8:  "REJECT_NO_CAPACITY",
+		9:  "REJECT_NOT_AVAILABLE",
+		10: "REJECT_INTERNAL",
+		11: "REJECT_UNKNOWN_LEASE",
+	}
+	RejectCode_value = map[string]int32{
+		"REJECT_UNSPECIFIED":   0,
+		"REJECT_BAD_REQUEST":   1,
+		"REJECT_NO_OFFER":      2,
+		"REJECT_DOES_NOT_FIT":  3,
+		"REJECT_PRICE":         4,
+		"REJECT_START":         5,
+		"REJECT_DURATION":      6,
+		"REJECT_IMAGE":         7,
+		"REJECT_NO_CAPACITY":   8,
+		"REJECT_NOT_AVAILABLE": 9,
+		"REJECT_INTERNAL":      10,
+		"REJECT_UNKNOWN_LEASE": 11,
+	}
+)
+
+func (x RejectCode) Enum() *RejectCode {
+	p := new(RejectCode)
+	*p = x
+	return p
+}
+
+func (x RejectCode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RejectCode) Descriptor() protoreflect.EnumDescriptor {
+	return file_market_proto_enumTypes[2].Descriptor()
+}
+
+func (RejectCode) Type() protoreflect.EnumType {
+	return &file_market_proto_enumTypes[2]
+}
+
+func (x RejectCode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RejectCode.Descriptor instead.
+func (RejectCode) EnumDescriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{2}
+}
+
 // Header opens every market message.
 type Header struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1213,6 +1350,887 @@ func (x *Quote) GetDurationSeconds() uint64 {
 	return 0
 }
 
+// Workload is what a lease runs on the provider.
+type Workload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Container image; the provider's image rules apply to it.
+	Image string `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	// argv; empty runs the image's default command.
+	Command []string `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
+	// Environment, KEY=VALUE.
+	Env           []string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty"`
+	WorkloadClass string   `protobuf:"bytes,4,opt,name=workload_class,json=workloadClass,proto3" json:"workload_class,omitempty"`
+	// Limits; 0 leaves the provider's default.
+	MemoryBytes   uint64 `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	CpuMillis     uint32 `protobuf:"varint,6,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
+	Pids          uint32 `protobuf:"varint,7,opt,name=pids,proto3" json:"pids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Workload) Reset() {
+	*x = Workload{}
+	mi := &file_market_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Workload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Workload) ProtoMessage() {}
+
+func (x *Workload) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Workload.ProtoReflect.Descriptor instead.
+func (*Workload) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Workload) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *Workload) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *Workload) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *Workload) GetWorkloadClass() string {
+	if x != nil {
+		return x.WorkloadClass
+	}
+	return ""
+}
+
+func (x *Workload) GetMemoryBytes() uint64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *Workload) GetCpuMillis() uint32 {
+	if x != nil {
+		return x.CpuMillis
+	}
+	return 0
+}
+
+func (x *Workload) GetPids() uint32 {
+	if x != nil {
+		return x.Pids
+	}
+	return 0
+}
+
+// Lease is the terms of one rental. The renter signs it as a proposal; a
+// provider that admits it countersigns the very same bytes (CoSigned).
+type Lease struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Chosen by the renter; proposals are idempotent by it.
+	Id       string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Renter   []byte `protobuf:"bytes,3,opt,name=renter,proto3" json:"renter,omitempty"`
+	Provider []byte `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
+	OfferId  string `protobuf:"bytes,5,opt,name=offer_id,json=offerId,proto3" json:"offer_id,omitempty"`
+	OfferSeq uint64 `protobuf:"varint,6,opt,name=offer_seq,json=offerSeq,proto3" json:"offer_seq,omitempty"`
+	// The renter's requirements, as in its bid; the provider matches them
+	// against its own offer before admitting the lease.
+	Bid             *Bid   `protobuf:"bytes,7,opt,name=bid,proto3" json:"bid,omitempty"`
+	Tier            Tier   `protobuf:"varint,8,opt,name=tier,proto3,enum=idlegrid.market.v1.Tier" json:"tier,omitempty"`
+	GpuCount        uint32 `protobuf:"varint,9,opt,name=gpu_count,json=gpuCount,proto3" json:"gpu_count,omitempty"`
+	StartUnixMs     int64  `protobuf:"varint,10,opt,name=start_unix_ms,json=startUnixMs,proto3" json:"start_unix_ms,omitempty"`
+	DurationSeconds uint64 `protobuf:"varint,11,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"`
+	Currency        string `protobuf:"bytes,12,opt,name=currency,proto3" json:"currency,omitempty"`
+	// Agreed price per GPU-hour.
+	PriceMicros   uint64    `protobuf:"varint,13,opt,name=price_micros,json=priceMicros,proto3" json:"price_micros,omitempty"`
+	Workload      *Workload `protobuf:"bytes,14,opt,name=workload,proto3" json:"workload,omitempty"`
+	CreatedUnixMs int64     `protobuf:"varint,15,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Lease) Reset() {
+	*x = Lease{}
+	mi := &file_market_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Lease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Lease) ProtoMessage() {}
+
+func (x *Lease) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Lease.ProtoReflect.Descriptor instead.
+func (*Lease) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Lease) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Lease) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Lease) GetRenter() []byte {
+	if x != nil {
+		return x.Renter
+	}
+	return nil
+}
+
+func (x *Lease) GetProvider() []byte {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+func (x *Lease) GetOfferId() string {
+	if x != nil {
+		return x.OfferId
+	}
+	return ""
+}
+
+func (x *Lease) GetOfferSeq() uint64 {
+	if x != nil {
+		return x.OfferSeq
+	}
+	return 0
+}
+
+func (x *Lease) GetBid() *Bid {
+	if x != nil {
+		return x.Bid
+	}
+	return nil
+}
+
+func (x *Lease) GetTier() Tier {
+	if x != nil {
+		return x.Tier
+	}
+	return Tier_TIER_UNSPECIFIED
+}
+
+func (x *Lease) GetGpuCount() uint32 {
+	if x != nil {
+		return x.GpuCount
+	}
+	return 0
+}
+
+func (x *Lease) GetStartUnixMs() int64 {
+	if x != nil {
+		return x.StartUnixMs
+	}
+	return 0
+}
+
+func (x *Lease) GetDurationSeconds() uint64 {
+	if x != nil {
+		return x.DurationSeconds
+	}
+	return 0
+}
+
+func (x *Lease) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *Lease) GetPriceMicros() uint64 {
+	if x != nil {
+		return x.PriceMicros
+	}
+	return 0
+}
+
+func (x *Lease) GetWorkload() *Workload {
+	if x != nil {
+		return x.Workload
+	}
+	return nil
+}
+
+func (x *Lease) GetCreatedUnixMs() int64 {
+	if x != nil {
+		return x.CreatedUnixMs
+	}
+	return 0
+}
+
+// CoSigned is a body (a Lease or a Receipt, deterministic protobuf) with
+// both parties' signatures over the same bytes, each under the type's own
+// domain. A signature still missing is empty.
+type CoSigned struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Body              []byte                 `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	RenterSignature   []byte                 `protobuf:"bytes,2,opt,name=renter_signature,json=renterSignature,proto3" json:"renter_signature,omitempty"`
+	ProviderSignature []byte                 `protobuf:"bytes,3,opt,name=provider_signature,json=providerSignature,proto3" json:"provider_signature,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CoSigned) Reset() {
+	*x = CoSigned{}
+	mi := &file_market_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CoSigned) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CoSigned) ProtoMessage() {}
+
+func (x *CoSigned) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CoSigned.ProtoReflect.Descriptor instead.
+func (*CoSigned) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CoSigned) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *CoSigned) GetRenterSignature() []byte {
+	if x != nil {
+		return x.RenterSignature
+	}
+	return nil
+}
+
+func (x *CoSigned) GetProviderSignature() []byte {
+	if x != nil {
+		return x.ProviderSignature
+	}
+	return nil
+}
+
+// Receipt is what a lease cost, co-signed at its end.
+type Receipt struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	LeaseId string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// SHA-256 of the co-signed lease's body.
+	LeaseHash   []byte  `protobuf:"bytes,3,opt,name=lease_hash,json=leaseHash,proto3" json:"lease_hash,omitempty"`
+	Renter      []byte  `protobuf:"bytes,4,opt,name=renter,proto3" json:"renter,omitempty"`
+	Provider    []byte  `protobuf:"bytes,5,opt,name=provider,proto3" json:"provider,omitempty"`
+	Outcome     Outcome `protobuf:"varint,6,opt,name=outcome,proto3,enum=idlegrid.market.v1.Outcome" json:"outcome,omitempty"`
+	StartUnixMs int64   `protobuf:"varint,7,opt,name=start_unix_ms,json=startUnixMs,proto3" json:"start_unix_ms,omitempty"`
+	EndUnixMs   int64   `protobuf:"varint,8,opt,name=end_unix_ms,json=endUnixMs,proto3" json:"end_unix_ms,omitempty"`
+	// Seconds metered: from the lease's start to the last verified
+	// telemetry beat, within the lease's duration.
+	MeteredSeconds uint64 `protobuf:"varint,9,opt,name=metered_seconds,json=meteredSeconds,proto3" json:"metered_seconds,omitempty"`
+	Beats          uint64 `protobuf:"varint,10,opt,name=beats,proto3" json:"beats,omitempty"`
+	// SHA-256 of the last verified beat's envelope: the telemetry chain's root.
+	TelemetryRoot []byte `protobuf:"bytes,11,opt,name=telemetry_root,json=telemetryRoot,proto3" json:"telemetry_root,omitempty"`
+	Currency      string `protobuf:"bytes,12,opt,name=currency,proto3" json:"currency,omitempty"`
+	AmountMicros  uint64 `protobuf:"varint,13,opt,name=amount_micros,json=amountMicros,proto3" json:"amount_micros,omitempty"`
+	ExitCode      int32  `protobuf:"varint,14,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	Note          string `protobuf:"bytes,15,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Receipt) Reset() {
+	*x = Receipt{}
+	mi := &file_market_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Receipt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Receipt) ProtoMessage() {}
+
+func (x *Receipt) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
+func (*Receipt) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Receipt) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Receipt) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *Receipt) GetLeaseHash() []byte {
+	if x != nil {
+		return x.LeaseHash
+	}
+	return nil
+}
+
+func (x *Receipt) GetRenter() []byte {
+	if x != nil {
+		return x.Renter
+	}
+	return nil
+}
+
+func (x *Receipt) GetProvider() []byte {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+func (x *Receipt) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *Receipt) GetStartUnixMs() int64 {
+	if x != nil {
+		return x.StartUnixMs
+	}
+	return 0
+}
+
+func (x *Receipt) GetEndUnixMs() int64 {
+	if x != nil {
+		return x.EndUnixMs
+	}
+	return 0
+}
+
+func (x *Receipt) GetMeteredSeconds() uint64 {
+	if x != nil {
+		return x.MeteredSeconds
+	}
+	return 0
+}
+
+func (x *Receipt) GetBeats() uint64 {
+	if x != nil {
+		return x.Beats
+	}
+	return 0
+}
+
+func (x *Receipt) GetTelemetryRoot() []byte {
+	if x != nil {
+		return x.TelemetryRoot
+	}
+	return nil
+}
+
+func (x *Receipt) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *Receipt) GetAmountMicros() uint64 {
+	if x != nil {
+		return x.AmountMicros
+	}
+	return 0
+}
+
+func (x *Receipt) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *Receipt) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// LeaseRequest travels renter → provider on /idlegrid/lease/1.0.0. The
+// stream's authenticated remote peer must be the lease's renter.
+type LeaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*LeaseRequest_Propose
+	//	*LeaseRequest_CancelLeaseId
+	Kind          isLeaseRequest_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseRequest) Reset() {
+	*x = LeaseRequest{}
+	mi := &file_market_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseRequest) ProtoMessage() {}
+
+func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
+func (*LeaseRequest) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LeaseRequest) GetKind() isLeaseRequest_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *LeaseRequest) GetPropose() *CoSigned {
+	if x != nil {
+		if x, ok := x.Kind.(*LeaseRequest_Propose); ok {
+			return x.Propose
+		}
+	}
+	return nil
+}
+
+func (x *LeaseRequest) GetCancelLeaseId() string {
+	if x != nil {
+		if x, ok := x.Kind.(*LeaseRequest_CancelLeaseId); ok {
+			return x.CancelLeaseId
+		}
+	}
+	return ""
+}
+
+type isLeaseRequest_Kind interface {
+	isLeaseRequest_Kind()
+}
+
+type LeaseRequest_Propose struct {
+	// A lease the renter signed; idempotent by its ID.
+	Propose *CoSigned `protobuf:"bytes,1,opt,name=propose,proto3,oneof"`
+}
+
+type LeaseRequest_CancelLeaseId struct {
+	// Withdraw a lease before it ends (before its start: nothing is owed).
+	CancelLeaseId string `protobuf:"bytes,2,opt,name=cancel_lease_id,json=cancelLeaseId,proto3,oneof"`
+}
+
+func (*LeaseRequest_Propose) isLeaseRequest_Kind() {}
+
+func (*LeaseRequest_CancelLeaseId) isLeaseRequest_Kind() {}
+
+// LeaseReply answers a LeaseRequest: the countersigned lease, or why not.
+type LeaseReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lease         *CoSigned              `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	Code          RejectCode             `protobuf:"varint,2,opt,name=code,proto3,enum=idlegrid.market.v1.RejectCode" json:"code,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseReply) Reset() {
+	*x = LeaseReply{}
+	mi := &file_market_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseReply) ProtoMessage() {}
+
+func (x *LeaseReply) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseReply.ProtoReflect.Descriptor instead.
+func (*LeaseReply) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *LeaseReply) GetLease() *CoSigned {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+func (x *LeaseReply) GetCode() RejectCode {
+	if x != nil {
+		return x.Code
+	}
+	return RejectCode_REJECT_UNSPECIFIED
+}
+
+func (x *LeaseReply) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// JobAttach travels renter → provider on /idlegrid/job/1.0.0 to follow a
+// lease's job; a renter that lost its stream attaches again.
+type JobAttach struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId       string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobAttach) Reset() {
+	*x = JobAttach{}
+	mi := &file_market_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobAttach) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobAttach) ProtoMessage() {}
+
+func (x *JobAttach) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobAttach.ProtoReflect.Descriptor instead.
+func (*JobAttach) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *JobAttach) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+// JobFrame is one frame provider → renter on /idlegrid/job/1.0.0.
+type JobFrame struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*JobFrame_Stdout
+	//	*JobFrame_Stderr
+	//	*JobFrame_Heartbeat
+	//	*JobFrame_Notice
+	//	*JobFrame_Receipt
+	//	*JobFrame_Started
+	Kind          isJobFrame_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobFrame) Reset() {
+	*x = JobFrame{}
+	mi := &file_market_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobFrame) ProtoMessage() {}
+
+func (x *JobFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobFrame.ProtoReflect.Descriptor instead.
+func (*JobFrame) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *JobFrame) GetKind() isJobFrame_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *JobFrame) GetStdout() []byte {
+	if x != nil {
+		if x, ok := x.Kind.(*JobFrame_Stdout); ok {
+			return x.Stdout
+		}
+	}
+	return nil
+}
+
+func (x *JobFrame) GetStderr() []byte {
+	if x != nil {
+		if x, ok := x.Kind.(*JobFrame_Stderr); ok {
+			return x.Stderr
+		}
+	}
+	return nil
+}
+
+func (x *JobFrame) GetHeartbeat() []byte {
+	if x != nil {
+		if x, ok := x.Kind.(*JobFrame_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+func (x *JobFrame) GetNotice() string {
+	if x != nil {
+		if x, ok := x.Kind.(*JobFrame_Notice); ok {
+			return x.Notice
+		}
+	}
+	return ""
+}
+
+func (x *JobFrame) GetReceipt() *CoSigned {
+	if x != nil {
+		if x, ok := x.Kind.(*JobFrame_Receipt); ok {
+			return x.Receipt
+		}
+	}
+	return nil
+}
+
+func (x *JobFrame) GetStarted() string {
+	if x != nil {
+		if x, ok := x.Kind.(*JobFrame_Started); ok {
+			return x.Started
+		}
+	}
+	return ""
+}
+
+type isJobFrame_Kind interface {
+	isJobFrame_Kind()
+}
+
+type JobFrame_Stdout struct {
+	Stdout []byte `protobuf:"bytes,1,opt,name=stdout,proto3,oneof"`
+}
+
+type JobFrame_Stderr struct {
+	Stderr []byte `protobuf:"bytes,2,opt,name=stderr,proto3,oneof"`
+}
+
+type JobFrame_Heartbeat struct {
+	// A signed telemetry beat (attest Heartbeat envelope).
+	Heartbeat []byte `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
+}
+
+type JobFrame_Notice struct {
+	// A notice to the renter, e.g. of preemption.
+	Notice string `protobuf:"bytes,4,opt,name=notice,proto3,oneof"`
+}
+
+type JobFrame_Receipt struct {
+	// The lease ended: the receipt, signed by the provider.
+	Receipt *CoSigned `protobuf:"bytes,5,opt,name=receipt,proto3,oneof"`
+}
+
+type JobFrame_Started struct {
+	// The job started (executor and the GPUs it got).
+	Started string `protobuf:"bytes,6,opt,name=started,proto3,oneof"`
+}
+
+func (*JobFrame_Stdout) isJobFrame_Kind() {}
+
+func (*JobFrame_Stderr) isJobFrame_Kind() {}
+
+func (*JobFrame_Heartbeat) isJobFrame_Kind() {}
+
+func (*JobFrame_Notice) isJobFrame_Kind() {}
+
+func (*JobFrame_Receipt) isJobFrame_Kind() {}
+
+func (*JobFrame_Started) isJobFrame_Kind() {}
+
+// ReceiptReply travels renter → provider after a receipt frame: the
+// receipt countersigned, or why the renter will not sign it.
+type ReceiptReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Receipt       *CoSigned              `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	Refusal       string                 `protobuf:"bytes,2,opt,name=refusal,proto3" json:"refusal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiptReply) Reset() {
+	*x = ReceiptReply{}
+	mi := &file_market_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiptReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiptReply) ProtoMessage() {}
+
+func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiptReply.ProtoReflect.Descriptor instead.
+func (*ReceiptReply) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReceiptReply) GetReceipt() *CoSigned {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
+func (x *ReceiptReply) GetRefusal() string {
+	if x != nil {
+		return x.Refusal
+	}
+	return ""
+}
+
 var File_market_proto protoreflect.FileDescriptor
 
 const file_market_proto_rawDesc = "" +
@@ -1327,12 +2345,103 @@ const file_market_proto_rawDesc = "" +
 	"\x04gpus\x18\t \x01(\rR\x04gpus\x12\"\n" +
 	"\rstart_unix_ms\x18\n" +
 	" \x01(\x03R\vstartUnixMs\x12)\n" +
-	"\x10duration_seconds\x18\v \x01(\x04R\x0fdurationSeconds*M\n" +
+	"\x10duration_seconds\x18\v \x01(\x04R\x0fdurationSeconds\"\xc9\x01\n" +
+	"\bWorkload\x12\x14\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
+	"\acommand\x18\x02 \x03(\tR\acommand\x12\x10\n" +
+	"\x03env\x18\x03 \x03(\tR\x03env\x12%\n" +
+	"\x0eworkload_class\x18\x04 \x01(\tR\rworkloadClass\x12!\n" +
+	"\fmemory_bytes\x18\x05 \x01(\x04R\vmemoryBytes\x12\x1d\n" +
+	"\n" +
+	"cpu_millis\x18\x06 \x01(\rR\tcpuMillis\x12\x12\n" +
+	"\x04pids\x18\a \x01(\rR\x04pids\"\x83\x04\n" +
+	"\x05Lease\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
+	"\x06renter\x18\x03 \x01(\fR\x06renter\x12\x1a\n" +
+	"\bprovider\x18\x04 \x01(\fR\bprovider\x12\x19\n" +
+	"\boffer_id\x18\x05 \x01(\tR\aofferId\x12\x1b\n" +
+	"\toffer_seq\x18\x06 \x01(\x04R\bofferSeq\x12)\n" +
+	"\x03bid\x18\a \x01(\v2\x17.idlegrid.market.v1.BidR\x03bid\x12,\n" +
+	"\x04tier\x18\b \x01(\x0e2\x18.idlegrid.market.v1.TierR\x04tier\x12\x1b\n" +
+	"\tgpu_count\x18\t \x01(\rR\bgpuCount\x12\"\n" +
+	"\rstart_unix_ms\x18\n" +
+	" \x01(\x03R\vstartUnixMs\x12)\n" +
+	"\x10duration_seconds\x18\v \x01(\x04R\x0fdurationSeconds\x12\x1a\n" +
+	"\bcurrency\x18\f \x01(\tR\bcurrency\x12!\n" +
+	"\fprice_micros\x18\r \x01(\x04R\vpriceMicros\x128\n" +
+	"\bworkload\x18\x0e \x01(\v2\x1c.idlegrid.market.v1.WorkloadR\bworkload\x12&\n" +
+	"\x0fcreated_unix_ms\x18\x0f \x01(\x03R\rcreatedUnixMs\"x\n" +
+	"\bCoSigned\x12\x12\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body\x12)\n" +
+	"\x10renter_signature\x18\x02 \x01(\fR\x0frenterSignature\x12-\n" +
+	"\x12provider_signature\x18\x03 \x01(\fR\x11providerSignature\"\xe4\x03\n" +
+	"\aReceipt\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1d\n" +
+	"\n" +
+	"lease_hash\x18\x03 \x01(\fR\tleaseHash\x12\x16\n" +
+	"\x06renter\x18\x04 \x01(\fR\x06renter\x12\x1a\n" +
+	"\bprovider\x18\x05 \x01(\fR\bprovider\x125\n" +
+	"\aoutcome\x18\x06 \x01(\x0e2\x1b.idlegrid.market.v1.OutcomeR\aoutcome\x12\"\n" +
+	"\rstart_unix_ms\x18\a \x01(\x03R\vstartUnixMs\x12\x1e\n" +
+	"\vend_unix_ms\x18\b \x01(\x03R\tendUnixMs\x12'\n" +
+	"\x0fmetered_seconds\x18\t \x01(\x04R\x0emeteredSeconds\x12\x14\n" +
+	"\x05beats\x18\n" +
+	" \x01(\x04R\x05beats\x12%\n" +
+	"\x0etelemetry_root\x18\v \x01(\fR\rtelemetryRoot\x12\x1a\n" +
+	"\bcurrency\x18\f \x01(\tR\bcurrency\x12#\n" +
+	"\ramount_micros\x18\r \x01(\x04R\famountMicros\x12\x1b\n" +
+	"\texit_code\x18\x0e \x01(\x05R\bexitCode\x12\x12\n" +
+	"\x04note\x18\x0f \x01(\tR\x04note\"z\n" +
+	"\fLeaseRequest\x128\n" +
+	"\apropose\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedH\x00R\apropose\x12(\n" +
+	"\x0fcancel_lease_id\x18\x02 \x01(\tH\x00R\rcancelLeaseIdB\x06\n" +
+	"\x04kind\"\x8c\x01\n" +
+	"\n" +
+	"LeaseReply\x122\n" +
+	"\x05lease\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\x05lease\x122\n" +
+	"\x04code\x18\x02 \x01(\x0e2\x1e.idlegrid.market.v1.RejectCodeR\x04code\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"&\n" +
+	"\tJobAttach\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\tR\aleaseId\"\xd6\x01\n" +
+	"\bJobFrame\x12\x18\n" +
+	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
+	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12\x1e\n" +
+	"\theartbeat\x18\x03 \x01(\fH\x00R\theartbeat\x12\x18\n" +
+	"\x06notice\x18\x04 \x01(\tH\x00R\x06notice\x128\n" +
+	"\areceipt\x18\x05 \x01(\v2\x1c.idlegrid.market.v1.CoSignedH\x00R\areceipt\x12\x1a\n" +
+	"\astarted\x18\x06 \x01(\tH\x00R\astartedB\x06\n" +
+	"\x04kind\"`\n" +
+	"\fReceiptReply\x126\n" +
+	"\areceipt\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\areceipt\x12\x18\n" +
+	"\arefusal\x18\x02 \x01(\tR\arefusal*M\n" +
 	"\x04Tier\x12\x14\n" +
 	"\x10TIER_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tTIER_GOLD\x10\x01\x12\x0f\n" +
 	"\vTIER_SILVER\x10\x02\x12\x0f\n" +
-	"\vTIER_BRONZE\x10\x03B(Z&github.com/idlegrid/idlegrid/market/pbb\x06proto3"
+	"\vTIER_BRONZE\x10\x03*{\n" +
+	"\aOutcome\x12\x17\n" +
+	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11OUTCOME_COMPLETED\x10\x01\x12\x15\n" +
+	"\x11OUTCOME_PREEMPTED\x10\x02\x12\x12\n" +
+	"\x0eOUTCOME_FAILED\x10\x03\x12\x15\n" +
+	"\x11OUTCOME_CANCELLED\x10\x04*\x96\x02\n" +
+	"\n" +
+	"RejectCode\x12\x16\n" +
+	"\x12REJECT_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12REJECT_BAD_REQUEST\x10\x01\x12\x13\n" +
+	"\x0fREJECT_NO_OFFER\x10\x02\x12\x17\n" +
+	"\x13REJECT_DOES_NOT_FIT\x10\x03\x12\x10\n" +
+	"\fREJECT_PRICE\x10\x04\x12\x10\n" +
+	"\fREJECT_START\x10\x05\x12\x13\n" +
+	"\x0fREJECT_DURATION\x10\x06\x12\x10\n" +
+	"\fREJECT_IMAGE\x10\a\x12\x16\n" +
+	"\x12REJECT_NO_CAPACITY\x10\b\x12\x18\n" +
+	"\x14REJECT_NOT_AVAILABLE\x10\t\x12\x13\n" +
+	"\x0fREJECT_INTERNAL\x10\n" +
+	"\x12\x18\n" +
+	"\x14REJECT_UNKNOWN_LEASE\x10\vB(Z&github.com/idlegrid/idlegrid/market/pbb\x06proto3"
 
 var (
 	file_market_proto_rawDescOnce sync.Once
@@ -1346,45 +2455,65 @@ func file_market_proto_rawDescGZIP() []byte {
 	return file_market_proto_rawDescData
 }
 
-var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_market_proto_goTypes = []any{
 	(Tier)(0),                 // 0: idlegrid.market.v1.Tier
-	(*Header)(nil),            // 1: idlegrid.market.v1.Header
-	(*GPUGroup)(nil),          // 2: idlegrid.market.v1.GPUGroup
-	(*HostSpec)(nil),          // 3: idlegrid.market.v1.HostSpec
-	(*Region)(nil),            // 4: idlegrid.market.v1.Region
-	(*NetworkCoordinate)(nil), // 5: idlegrid.market.v1.NetworkCoordinate
-	(*TierPrice)(nil),         // 6: idlegrid.market.v1.TierPrice
-	(*Interval)(nil),          // 7: idlegrid.market.v1.Interval
-	(*WeeklyWindow)(nil),      // 8: idlegrid.market.v1.WeeklyWindow
-	(*Offer)(nil),             // 9: idlegrid.market.v1.Offer
-	(*GPURequirement)(nil),    // 10: idlegrid.market.v1.GPURequirement
-	(*Bid)(nil),               // 11: idlegrid.market.v1.Bid
-	(*Quote)(nil),             // 12: idlegrid.market.v1.Quote
+	(Outcome)(0),              // 1: idlegrid.market.v1.Outcome
+	(RejectCode)(0),           // 2: idlegrid.market.v1.RejectCode
+	(*Header)(nil),            // 3: idlegrid.market.v1.Header
+	(*GPUGroup)(nil),          // 4: idlegrid.market.v1.GPUGroup
+	(*HostSpec)(nil),          // 5: idlegrid.market.v1.HostSpec
+	(*Region)(nil),            // 6: idlegrid.market.v1.Region
+	(*NetworkCoordinate)(nil), // 7: idlegrid.market.v1.NetworkCoordinate
+	(*TierPrice)(nil),         // 8: idlegrid.market.v1.TierPrice
+	(*Interval)(nil),          // 9: idlegrid.market.v1.Interval
+	(*WeeklyWindow)(nil),      // 10: idlegrid.market.v1.WeeklyWindow
+	(*Offer)(nil),             // 11: idlegrid.market.v1.Offer
+	(*GPURequirement)(nil),    // 12: idlegrid.market.v1.GPURequirement
+	(*Bid)(nil),               // 13: idlegrid.market.v1.Bid
+	(*Quote)(nil),             // 14: idlegrid.market.v1.Quote
+	(*Workload)(nil),          // 15: idlegrid.market.v1.Workload
+	(*Lease)(nil),             // 16: idlegrid.market.v1.Lease
+	(*CoSigned)(nil),          // 17: idlegrid.market.v1.CoSigned
+	(*Receipt)(nil),           // 18: idlegrid.market.v1.Receipt
+	(*LeaseRequest)(nil),      // 19: idlegrid.market.v1.LeaseRequest
+	(*LeaseReply)(nil),        // 20: idlegrid.market.v1.LeaseReply
+	(*JobAttach)(nil),         // 21: idlegrid.market.v1.JobAttach
+	(*JobFrame)(nil),          // 22: idlegrid.market.v1.JobFrame
+	(*ReceiptReply)(nil),      // 23: idlegrid.market.v1.ReceiptReply
 }
 var file_market_proto_depIdxs = []int32{
 	0,  // 0: idlegrid.market.v1.TierPrice.tier:type_name -> idlegrid.market.v1.Tier
-	1,  // 1: idlegrid.market.v1.Offer.header:type_name -> idlegrid.market.v1.Header
-	2,  // 2: idlegrid.market.v1.Offer.gpus:type_name -> idlegrid.market.v1.GPUGroup
-	3,  // 3: idlegrid.market.v1.Offer.host:type_name -> idlegrid.market.v1.HostSpec
-	4,  // 4: idlegrid.market.v1.Offer.region:type_name -> idlegrid.market.v1.Region
-	5,  // 5: idlegrid.market.v1.Offer.coordinate:type_name -> idlegrid.market.v1.NetworkCoordinate
-	6,  // 6: idlegrid.market.v1.Offer.tier_prices:type_name -> idlegrid.market.v1.TierPrice
-	7,  // 7: idlegrid.market.v1.Offer.windows:type_name -> idlegrid.market.v1.Interval
-	8,  // 8: idlegrid.market.v1.Offer.weekly:type_name -> idlegrid.market.v1.WeeklyWindow
+	3,  // 1: idlegrid.market.v1.Offer.header:type_name -> idlegrid.market.v1.Header
+	4,  // 2: idlegrid.market.v1.Offer.gpus:type_name -> idlegrid.market.v1.GPUGroup
+	5,  // 3: idlegrid.market.v1.Offer.host:type_name -> idlegrid.market.v1.HostSpec
+	6,  // 4: idlegrid.market.v1.Offer.region:type_name -> idlegrid.market.v1.Region
+	7,  // 5: idlegrid.market.v1.Offer.coordinate:type_name -> idlegrid.market.v1.NetworkCoordinate
+	8,  // 6: idlegrid.market.v1.Offer.tier_prices:type_name -> idlegrid.market.v1.TierPrice
+	9,  // 7: idlegrid.market.v1.Offer.windows:type_name -> idlegrid.market.v1.Interval
+	10, // 8: idlegrid.market.v1.Offer.weekly:type_name -> idlegrid.market.v1.WeeklyWindow
 	0,  // 9: idlegrid.market.v1.Offer.tiers:type_name -> idlegrid.market.v1.Tier
-	1,  // 10: idlegrid.market.v1.Bid.header:type_name -> idlegrid.market.v1.Header
-	10, // 11: idlegrid.market.v1.Bid.gpu:type_name -> idlegrid.market.v1.GPURequirement
-	3,  // 12: idlegrid.market.v1.Bid.host_min:type_name -> idlegrid.market.v1.HostSpec
+	3,  // 10: idlegrid.market.v1.Bid.header:type_name -> idlegrid.market.v1.Header
+	12, // 11: idlegrid.market.v1.Bid.gpu:type_name -> idlegrid.market.v1.GPURequirement
+	5,  // 12: idlegrid.market.v1.Bid.host_min:type_name -> idlegrid.market.v1.HostSpec
 	0,  // 13: idlegrid.market.v1.Bid.tier:type_name -> idlegrid.market.v1.Tier
-	1,  // 14: idlegrid.market.v1.Quote.header:type_name -> idlegrid.market.v1.Header
+	3,  // 14: idlegrid.market.v1.Quote.header:type_name -> idlegrid.market.v1.Header
 	0,  // 15: idlegrid.market.v1.Quote.tier:type_name -> idlegrid.market.v1.Tier
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	13, // 16: idlegrid.market.v1.Lease.bid:type_name -> idlegrid.market.v1.Bid
+	0,  // 17: idlegrid.market.v1.Lease.tier:type_name -> idlegrid.market.v1.Tier
+	15, // 18: idlegrid.market.v1.Lease.workload:type_name -> idlegrid.market.v1.Workload
+	1,  // 19: idlegrid.market.v1.Receipt.outcome:type_name -> idlegrid.market.v1.Outcome
+	17, // 20: idlegrid.market.v1.LeaseRequest.propose:type_name -> idlegrid.market.v1.CoSigned
+	17, // 21: idlegrid.market.v1.LeaseReply.lease:type_name -> idlegrid.market.v1.CoSigned
+	2,  // 22: idlegrid.market.v1.LeaseReply.code:type_name -> idlegrid.market.v1.RejectCode
+	17, // 23: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
+	17, // 24: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_market_proto_init() }
@@ -1392,13 +2521,25 @@ func file_market_proto_init() {
 	if File_market_proto != nil {
 		return
 	}
+	file_market_proto_msgTypes[16].OneofWrappers = []any{
+		(*LeaseRequest_Propose)(nil),
+		(*LeaseRequest_CancelLeaseId)(nil),
+	}
+	file_market_proto_msgTypes[19].OneofWrappers = []any{
+		(*JobFrame_Stdout)(nil),
+		(*JobFrame_Stderr)(nil),
+		(*JobFrame_Heartbeat)(nil),
+		(*JobFrame_Notice)(nil),
+		(*JobFrame_Receipt)(nil),
+		(*JobFrame_Started)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   12,
+			NumEnums:      3,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,273 @@
+package market
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
+)
+
+// Co-signing domains: a signature over a lease never verifies as one over
+// a receipt, nor as any enveloped market message.
+const (
+	LeaseDomain   = "idlegrid-lease"
+	ReceiptDomain = "idlegrid-receipt"
+)
+
+// Party is one side of a lease.
+type Party int
+
+// The two sides of a lease.
+const (
+	Renter Party = iota + 1
+	Provider
+)
+
+func (p Party) String() string {
+	if p == Renter {
+		return "renter"
+	}
+	return "provider"
+}
+
+// Errors of co-signed documents.
+var (
+	ErrCoSignature = errors.New("co-signature does not verify")
+	ErrCoSigner    = errors.New("signed by a peer that is not the party named")
+	ErrUnsigned    = errors.New("a party's signature is missing")
+)
+
+// CoSignable is a wire type both parties sign: a Lease or a Receipt.
+type CoSignable interface {
+	*pb.Lease | *pb.Receipt
+	proto.Message
+	GetRenter() []byte
+	GetProvider() []byte
+}
+
+func domainOf[M CoSignable]() string {
+	var m M
+	if _, ok := any(m).(*pb.Lease); ok {
+		return LeaseDomain
+	}
+	return ReceiptDomain
+}
+
+// signedBytes is what a party signs: the domain, length-prefixed, then the
+// body, as libp2p's envelopes do.
+func signedBytes(domain string, body []byte) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(domain)))
+	b = append(b, domain...)
+	b = binary.AppendUvarint(b, uint64(len(body)))
+	return append(b, body...)
+}
+
+// NewCoSigned marshals m deterministically and signs it as party with key,
+// whose peer must be the one m names for that party.
+func NewCoSigned[M CoSignable](key crypto.PrivKey, as Party, m M) (*pb.CoSigned, error) {
+	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	cs := &pb.CoSigned{Body: body}
+	return cs, CoSign[M](key, as, cs)
+}
+
+// CoSign adds party's signature, made with key, to cs. It checks that key
+// is the party's and that the other party's signature, if there, verifies.
+func CoSign[M CoSignable](key crypto.PrivKey, as Party, cs *pb.CoSigned) error {
+	m, err := openBody[M](cs)
+	if err != nil {
+		return err
+	}
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if want := partyID(m, as); id != want {
+		return fmt.Errorf("%w: key is %s, %s is %s", ErrCoSigner, id, as, want)
+	}
+	other := Renter
+	if as == Renter {
+		other = Provider
+	}
+	if sig := signatureOf(cs, other); len(sig) > 0 {
+		if err := verifyParty(m, other, domainOf[M](), cs.Body, sig); err != nil {
+			return err
+		}
+	}
+	sig, err := key.Sign(signedBytes(domainOf[M](), cs.Body))
+	if err != nil {
+		return err
+	}
+	if as == Renter {
+		cs.RenterSignature = sig
+	} else {
+		cs.ProviderSignature = sig
+	}
+	return nil
+}
+
+// OpenCoSigned decodes cs's body and verifies the signatures of the
+// parties in need (each must be present) and of any other present.
+func OpenCoSigned[M CoSignable](cs *pb.CoSigned, need ...Party) (M, error) {
+	m, err := openBody[M](cs)
+	if err != nil {
+		return m, err
+	}
+	for _, p := range []Party{Renter, Provider} {
+		sig := signatureOf(cs, p)
+		if len(sig) == 0 {
+			for _, n := range need {
+				if n == p {
+					return m, fmt.Errorf("%w: %s", ErrUnsigned, p)
+				}
+			}
+			continue
+		}
+		if err := verifyParty(m, p, domainOf[M](), cs.Body, sig); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+// BodyHash is SHA-256 of a co-signed body: a receipt names its lease by it.
+func BodyHash(cs *pb.CoSigned) []byte {
+	sum := sha256.Sum256(cs.GetBody())
+	return sum[:]
+}
+
+// SameBody reports whether two co-signed documents carry the same terms.
+func SameBody(a, b *pb.CoSigned) bool { return bytes.Equal(a.GetBody(), b.GetBody()) }
+
+func openBody[M CoSignable](cs *pb.CoSigned) (M, error) {
+	var m M
+	if cs == nil || len(cs.Body) == 0 {
+		return m, invalid("body", "empty")
+	}
+	if len(cs.Body) > MaxEnvelopeSize {
+		return m, invalid("body", "%d bytes; limit %d", len(cs.Body), MaxEnvelopeSize)
+	}
+	m = m.ProtoReflect().New().Interface().(M)
+	if err := proto.Unmarshal(cs.Body, m); err != nil {
+		return m, invalid("body", "%v", err)
+	}
+	return m, nil
+}
+
+func signatureOf(cs *pb.CoSigned, p Party) []byte {
+	if p == Renter {
+		return cs.RenterSignature
+	}
+	return cs.ProviderSignature
+}
+
+func partyID[M CoSignable](m M, p Party) peer.ID {
+	if p == Renter {
+		return peer.ID(m.GetRenter())
+	}
+	return peer.ID(m.GetProvider())
+}
+
+func verifyParty[M CoSignable](m M, p Party, domain string, body, sig []byte) error {
+	id := partyID(m, p)
+	pub, err := id.ExtractPublicKey()
+	if err != nil {
+		return fmt.Errorf("%w: %s %q has no embedded key: %v", ErrCoSigner, p, id, err)
+	}
+	ok, err := pub.Verify(signedBytes(domain, body), sig)
+	if err != nil || !ok {
+		return fmt.Errorf("%w: %s's", ErrCoSignature, p)
+	}
+	return nil
+}
+
+// ValidateLease checks a lease's fields: both parties, terms in range,
+// a workload the bid agrees with. It does not read the clock.
+func (l Limits) ValidateLease(m *pb.Lease) error {
+	switch {
+	case m.Version != Version:
+		return invalid("version", "%d; want %d", m.Version, Version)
+	case !idChars.MatchString(m.Id):
+		return invalid("id", "%q; want 1-64 of A-Z a-z 0-9 . _ : -", clip(m.Id))
+	}
+	for _, p := range []struct {
+		field string
+		b     []byte
+	}{{"renter", m.Renter}, {"provider", m.Provider}} {
+		if _, err := peer.IDFromBytes(p.b); err != nil {
+			return invalid(p.field, "not a peer ID")
+		}
+	}
+	if bytes.Equal(m.Renter, m.Provider) {
+		return invalid("provider", "the renter itself")
+	}
+	switch {
+	case !idChars.MatchString(m.OfferId):
+		return invalid("offer_id", "%q; want 1-64 of A-Z a-z 0-9 . _ : -", clip(m.OfferId))
+	case m.Bid == nil || m.Bid.Gpu == nil:
+		return invalid("bid", "missing")
+	case m.Tier == pb.Tier_TIER_UNSPECIFIED || m.Tier != m.Bid.Tier:
+		return invalid("tier", "%s; the bid's is %s", m.Tier, m.Bid.Tier)
+	case m.GpuCount < 1 || m.GpuCount > m.Bid.Gpu.Count:
+		return invalid("gpu_count", "%d; want 1 to the bid's %d", m.GpuCount, m.Bid.Gpu.Count)
+	case m.StartUnixMs <= 0:
+		return invalid("start_unix_ms", "%d", m.StartUnixMs)
+	case m.DurationSeconds < 1 || m.DurationSeconds != m.Bid.DurationSeconds:
+		return invalid("duration_seconds", "%d; want the bid's %d", m.DurationSeconds, m.Bid.DurationSeconds)
+	case m.PriceMicros == 0:
+		return invalid("price_micros", "0")
+	case m.PriceMicros > m.Bid.MaxPriceMicros:
+		return invalid("price_micros", "%s above the renter's cap %s", money(m.PriceMicros), money(m.Bid.MaxPriceMicros))
+	case m.Currency != m.Bid.Currency:
+		return invalid("currency", "%q; the bid's is %q", m.Currency, m.Bid.Currency)
+	case m.Workload == nil || m.Workload.Image == "":
+		return invalid("workload.image", "empty")
+	case m.Workload.Image != m.Bid.Image:
+		return invalid("workload.image", "%q; the bid's is %q", m.Workload.Image, m.Bid.Image)
+	case m.Workload.WorkloadClass != m.Bid.WorkloadClass:
+		return invalid("workload.workload_class", "%q; the bid's is %q", m.Workload.WorkloadClass, m.Bid.WorkloadClass)
+	}
+	if err := l.str("workload.image", m.Workload.Image); err != nil {
+		return err
+	}
+	if err := l.strs("workload.command", m.Workload.Command); err != nil {
+		return err
+	}
+	if err := l.strs("workload.env", m.Workload.Env); err != nil {
+		return err
+	}
+	for i, kv := range m.Workload.Env {
+		if k, _, ok := bytes.Cut([]byte(kv), []byte("=")); !ok || len(k) == 0 {
+			return invalid(indexed("workload.env", i), "%q: want KEY=VALUE", kv)
+		}
+	}
+	return nil
+}
+
+// LeaseEnd is when a lease's term ends.
+func LeaseEnd(m *pb.Lease) time.Time {
+	return time.UnixMilli(m.StartUnixMs).Add(time.Duration(m.DurationSeconds) * time.Second)
+}
+
+// Meter is what a lease costs when its last verified telemetry beat is at
+// last: the seconds from its start to that beat, within its term, and
+// their price for its GPUs, rounded up to the micro-unit. Both parties
+// compute it from the same chain, so their receipts agree.
+func Meter(m *pb.Lease, last time.Time) (seconds, amount uint64) {
+	start := time.UnixMilli(m.StartUnixMs)
+	if !last.After(start) {
+		return 0, 0
+	}
+	seconds = uint64(last.Sub(start) / time.Second)
+	seconds = min(seconds, m.DurationSeconds)
+	return seconds, LeaseTotal(m.PriceMicros, m.GpuCount, seconds)
+}
