@@ -42,6 +42,7 @@ type Chain struct {
 	lease  string
 	seq    uint64
 	prev   []byte
+	last   time.Time
 }
 
 // NewChain starts the heartbeat chain of a lease, signed with key.
@@ -65,9 +66,15 @@ func (c *Chain) Next(now time.Time, samples []*pb.GPUSample) ([]byte, error) {
 		return nil, err
 	}
 	c.seq++
-	c.prev = beatHash(data)
+	c.prev, c.last = beatHash(data), time.UnixMilli(b.UnixMs)
 	return data, nil
 }
+
+// Last is when the last beat was taken; zero before the first.
+func (c *Chain) Last() time.Time { return c.last }
+
+// Beats is how many beats the chain has signed.
+func (c *Chain) Beats() uint64 { return c.seq }
 
 // Root is the hash of the last beat: what a receipt records.
 func (c *Chain) Root() []byte { return slices.Clone(c.prev) }
@@ -76,6 +83,50 @@ func beatHash(env []byte) []byte {
 	sum := sha256.Sum256(env)
 	return sum[:]
 }
+
+// Follower verifies a lease's beats as they arrive: each must be signed
+// by the issuer for the lease and follow the last accepted one (its seq
+// next, its prev_hash that beat's hash). A beat already accepted (a
+// replay after the renter re-attached) is skipped without error. It is
+// not safe for concurrent use.
+type Follower struct {
+	issuer peer.ID
+	lease  string
+	seq    uint64
+	root   []byte
+	last   time.Time
+}
+
+// NewFollower follows the beats issuer signs for lease.
+func NewFollower(issuer peer.ID, lease string) *Follower {
+	return &Follower{issuer: issuer, lease: lease}
+}
+
+// Add verifies one beat and, when it is the next, accepts it.
+func (f *Follower) Add(env []byte) error {
+	b, err := openBeat(env, f.issuer, f.lease)
+	switch {
+	case err != nil:
+		return err
+	case b.Seq <= f.seq:
+		return nil
+	case b.Seq != f.seq+1:
+		return fmt.Errorf("beat %d follows %d: %d beats missing", b.Seq, f.seq, b.Seq-f.seq-1)
+	case f.seq > 0 && !bytes.Equal(b.PrevHash, f.root):
+		return fmt.Errorf("beat %d does not link to the beat before", b.Seq)
+	}
+	f.seq, f.root, f.last = b.Seq, beatHash(env), time.UnixMilli(b.UnixMs)
+	return nil
+}
+
+// Beats is how many beats were accepted.
+func (f *Follower) Beats() uint64 { return f.seq }
+
+// Root is the hash of the last accepted beat.
+func (f *Follower) Root() []byte { return slices.Clone(f.root) }
+
+// Last is when the last accepted beat was taken; zero before the first.
+func (f *Follower) Last() time.Time { return f.last }
 
 // Gap is a stretch of a lease no valid beat covers.
 type Gap struct {

@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"strings"
 	"testing"
@@ -140,4 +141,36 @@ func FuzzVerifyChain(f *testing.F) {
 			t.Fatalf("report %+v", r)
 		}
 	})
+}
+
+func TestFollower(t *testing.T) {
+	key, id := newKey(t)
+	otherKey, _ := newKey(t)
+	c, _ := NewChain(key, "lease-1")
+	forger, _ := NewChain(otherKey, "lease-1")
+	start := time.Now()
+	var beats [][]byte
+	for i := range 4 {
+		env, err := c.Next(start.Add(time.Duration(i)*time.Second), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		beats = append(beats, env)
+	}
+	f := NewFollower(id, "lease-1")
+	if err := f.Add(beats[1]); err == nil {
+		t.Error("a beat after a missing one was accepted")
+	}
+	forged, _ := forger.Next(start, nil)
+	if err := f.Add(forged); err == nil {
+		t.Error("a forged beat was accepted")
+	}
+	for _, b := range append(beats[:2:2], beats[0], beats[1], beats[2], beats[3]) {
+		if err := f.Add(b); err != nil {
+			t.Fatalf("in-order beats, with a replay: %v", err)
+		}
+	}
+	if f.Beats() != 4 || !bytes.Equal(f.Root(), c.Root()) || !f.Last().Equal(c.Last()) {
+		t.Errorf("follower: %d beats, root %x, last %s; chain: root %x, last %s", f.Beats(), f.Root(), f.Last(), c.Root(), c.Last())
+	}
 }
