@@ -1,0 +1,284 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+)
+
+// DefaultLabelPrefix prefixes the labels and names of the containers a
+// Docker executor starts: labels "idlegrid.lease" and "idlegrid.managed",
+// names "idlegrid-<lease>".
+const DefaultLabelPrefix = "idlegrid"
+
+// Docker runs each lease as one container of a local Docker engine.
+//
+// Containers run with no network unless the spec asks for one, with every
+// capability dropped, no-new-privileges, an init process (so a workload
+// that never installed a SIGTERM handler still stops on SIGTERM), the
+// spec's CPU, memory (swap included) and PID limits, and exactly the GPUs
+// named, through an "nvidia" device request. Their output reaches the
+// job's Output through an attach made before the container starts, so
+// none is lost however soon it exits. Nothing is ever pulled: the image
+// must be present (see Check).
+type Docker struct {
+	cli    *client.Client
+	prefix string
+	// life ends the output streams and exit watchers of every job when
+	// Close is called; the containers themselves keep running.
+	life  context.Context
+	close context.CancelFunc
+}
+
+var _ Executor = (*Docker)(nil)
+
+type dockerConfig struct {
+	host   string
+	prefix string
+}
+
+// DockerOption configures NewDocker.
+type DockerOption func(*dockerConfig)
+
+// DockerHost sets the engine's address ("unix:///var/run/docker.sock",
+// "tcp://host:2376"); by default DOCKER_HOST, or the local unix socket.
+func DockerHost(host string) DockerOption {
+	return func(c *dockerConfig) { c.host = host }
+}
+
+// LabelPrefix replaces DefaultLabelPrefix, so that two providers sharing
+// one engine do not adopt each other's containers.
+func LabelPrefix(prefix string) DockerOption {
+	return func(c *dockerConfig) { c.prefix = prefix }
+}
+
+// NewDocker returns an executor for the engine the options name. It does
+// not contact the engine: an unreachable one shows as ErrNoEngine from the
+// first call that needs it.
+func NewDocker(opts ...DockerOption) (*Docker, error) {
+	cfg := dockerConfig{prefix: DefaultLabelPrefix}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.prefix == "" {
+		return nil, errors.New("docker executor: empty label prefix")
+	}
+	copts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if cfg.host != "" {
+		copts = append(copts, client.WithHost(cfg.host))
+	}
+	cli, err := client.NewClientWithOpts(copts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker executor: client: %w", err)
+	}
+	life, cancel := context.WithCancel(context.Background())
+	return &Docker{cli: cli, prefix: cfg.prefix, life: life, close: cancel}, nil
+}
+
+// Name returns "docker".
+func (d *Docker) Name() string { return "docker" }
+
+// Close ends the output streams of the jobs this value returned (their
+// Wait then fails) and closes the connection to the engine. The
+// containers keep running; a new Docker value can Adopt them.
+func (d *Docker) Close() error {
+	d.close()
+	return d.cli.Close()
+}
+
+// Check refuses a spec whose image is not present (ErrUnknownImage) or
+// whose engine cannot be reached (ErrNoEngine).
+//
+// It cannot tell whether the engine can attach GPUs: Docker 20.10 says
+// which device drivers it has through no API call, only by failing
+// ContainerStart. Start reports that as ErrNoGPUSupport.
+func (d *Docker) Check(ctx context.Context, s Spec) error {
+	if s.Image == "" {
+		return errors.New("docker check: empty image")
+	}
+	if _, err := d.cli.ImageInspect(ctx, s.Image); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("docker check: image %s is not present on this provider: %w", s.Image, ErrUnknownImage)
+		}
+		return d.engineErr("docker check", err)
+	}
+	return nil
+}
+
+// Start creates a container for s, attaches to its output and starts it,
+// so out receives everything it writes. A spec asking for GPUs on an
+// engine without the NVIDIA container toolkit fails with ErrNoGPUSupport
+// and leaves no container.
+func (d *Docker) Start(ctx context.Context, s Spec, out Output) (Job, error) {
+	if s.LeaseID == "" || s.Image == "" {
+		return nil, errors.New("docker start: spec needs a lease ID and an image")
+	}
+	cfg, host := d.containerConfig(s)
+	created, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, d.containerName(s.LeaseID))
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("docker start: lease %s: image %s is not present on this provider: %w", s.LeaseID, s.Image, ErrUnknownImage)
+		}
+		return nil, d.engineErr("docker start: lease "+s.LeaseID+": create", err)
+	}
+	id := created.ID
+	stream, err := d.attach(ctx, id)
+	if err != nil {
+		d.discard(id)
+		return nil, fmt.Errorf("docker start: lease %s: %w", s.LeaseID, err)
+	}
+	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		stream.Close()
+		d.discard(id)
+		if strings.Contains(err.Error(), "could not select device driver") {
+			return nil, fmt.Errorf("docker start: lease %s: gpus %s: %w (%v)", s.LeaseID, strings.Join(s.GPUs, ","), ErrNoGPUSupport, err)
+		}
+		return nil, d.engineErr("docker start: lease "+s.LeaseID, err)
+	}
+	return d.watch(id, s.LeaseID, stream, out), nil
+}
+
+// containerConfig turns a spec into the engine's create request.
+func (d *Docker) containerConfig(s Spec) (*container.Config, *container.HostConfig) {
+	cfg := &container.Config{
+		Image: s.Image,
+		Cmd:   s.Command,
+		Env:   s.Env,
+		Labels: map[string]string{
+			d.label("lease"):   s.LeaseID,
+			d.label("managed"): "1",
+		},
+	}
+	useInit := true
+	host := &container.HostConfig{
+		CapDrop:     []string{"ALL"},
+		SecurityOpt: []string{"no-new-privileges"},
+		Init:        &useInit,
+	}
+	if !s.Network {
+		host.NetworkMode = "none"
+	}
+	r := &host.Resources
+	r.NanoCPUs = s.NanoCPUs
+	if s.MemoryBytes > 0 {
+		r.Memory = s.MemoryBytes
+		r.MemorySwap = s.MemoryBytes // no swap beyond the limit
+	}
+	if s.PIDs > 0 {
+		pids := s.PIDs
+		r.PidsLimit = &pids
+	}
+	if len(s.GPUs) > 0 {
+		r.DeviceRequests = []container.DeviceRequest{{
+			Driver:       "nvidia",
+			DeviceIDs:    append([]string(nil), s.GPUs...),
+			Capabilities: [][]string{{"gpu"}},
+		}}
+	}
+	return cfg, host
+}
+
+// Adopt finds the container labelled with leaseID and attaches to its
+// output: out receives what it writes from now on; what it wrote before is
+// not replayed (it stays in the engine's log until the container is
+// removed). A container that already stopped is adopted too: Wait returns
+// its exit code at once, and Stop removes it. When several carry the label, the newest wins.
+func (d *Docker) Adopt(ctx context.Context, leaseID string, out Output) (Job, error) {
+	list, err := d.cli.ContainerList(ctx, container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", d.label("lease")+"="+leaseID)),
+	})
+	if err != nil {
+		return nil, d.engineErr("docker adopt: lease "+leaseID, err)
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("docker adopt: lease %s: %w", leaseID, ErrNotFound)
+	}
+	newest := list[0]
+	for _, c := range list[1:] {
+		if c.Created > newest.Created {
+			newest = c
+		}
+	}
+	stream, err := d.attach(ctx, newest.ID)
+	if err != nil {
+		return nil, fmt.Errorf("docker adopt: lease %s: %w", leaseID, err)
+	}
+	// The engine holds an attach to a stopped container open until the
+	// container starts again, so a stopped one gets no stream. One that
+	// stopped while Adopt ran loses what it wrote in those milliseconds.
+	info, err := d.cli.ContainerInspect(ctx, newest.ID)
+	if err != nil || info.State == nil || !info.State.Running {
+		stream.Close()
+		stream = nil
+	}
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return nil, d.engineErr("docker adopt: lease "+leaseID, err)
+	}
+	return d.watch(newest.ID, leaseID, stream, out), nil
+}
+
+// Running lists the leases of every container this executor's label
+// prefix marks as managed, running or exited, sorted.
+func (d *Docker) Running(ctx context.Context) ([]string, error) {
+	list, err := d.cli.ContainerList(ctx, container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", d.label("managed")+"=1")),
+	})
+	if err != nil {
+		return nil, d.engineErr("docker running", err)
+	}
+	seen := make(map[string]bool, len(list))
+	leases := make([]string, 0, len(list))
+	for _, c := range list {
+		l := c.Labels[d.label("lease")]
+		if l != "" && !seen[l] {
+			seen[l] = true
+			leases = append(leases, l)
+		}
+	}
+	sort.Strings(leases)
+	return leases, nil
+}
+
+func (d *Docker) label(key string) string { return d.prefix + "." + key }
+
+// containerName is the prefix and the lease ID with every character the
+// engine refuses in a name replaced by '-'. The label, not the name,
+// identifies the lease; the name is for a human running `docker ps`.
+func (d *Docker) containerName(leaseID string) string {
+	b := []byte(d.prefix + "-" + leaseID)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '_' || c == '.' || c == '-'
+		if !ok {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+// discard removes a container Start could not hand over; the error that
+// made Start give up is the one worth reporting.
+func (d *Docker) discard(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = d.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+}
+
+// engineErr wraps err with op, and with ErrNoEngine and the engine's
+// address when the engine could not be reached at all.
+func (d *Docker) engineErr(op string, err error) error {
+	if client.IsErrConnectionFailed(err) {
+		return fmt.Errorf("%s: %w at %s: %w", op, ErrNoEngine, d.cli.DaemonHost(), err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

@@ -1,0 +1,312 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/idlegrid/idlegrid/node/executor/executortest"
+)
+
+// dockerEnv is a Docker executor, a raw client to look behind it, and the
+// test image.
+type dockerEnv struct {
+	d     *executor.Docker
+	cli   *client.Client
+	image string
+}
+
+func newDockerEnv(t *testing.T) dockerEnv {
+	t.Helper()
+	t.Parallel()
+	img := executortest.BusyboxImage(t)
+	d, err := executor.NewDocker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return dockerEnv{d: d, cli: executortest.Docker(t), image: img}
+}
+
+func (e dockerEnv) spec(t *testing.T, script string) executor.Spec {
+	return executor.Spec{LeaseID: leaseID(t), Image: e.image, Command: []string{"sh", "-c", script}}
+}
+
+func (e dockerEnv) inspect(t *testing.T, id string) container.InspectResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	info, err := e.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", id, err)
+	}
+	return info
+}
+
+// An immediately exiting container's output arrives whole, each stream
+// on its own writer.
+func TestDockerOutputApart(t *testing.T) {
+	e := newDockerEnv(t)
+	st := start(t, e.d, e.spec(t, apart))
+	checkApart(t, st)
+}
+
+func TestDockerExitCodeAndEnv(t *testing.T) {
+	e := newDockerEnv(t)
+	s := e.spec(t, `echo "$FOO"; exit 3`)
+	s.Env = []string{"FOO=bar baz"}
+	st := start(t, e.d, s)
+	if code := wait(t, st.job); code != 3 {
+		t.Errorf("exit code %d, want 3", code)
+	}
+	if got := st.stdout.String(); got != "bar baz\n" {
+		t.Errorf("stdout = %q, want the env value", got)
+	}
+}
+
+// No network but lo, no capabilities, no new privileges, yet a plain
+// command still runs; the container carries the lease in its labels and
+// a name the engine accepts.
+func TestDockerConfinement(t *testing.T) {
+	e := newDockerEnv(t)
+	s := e.spec(t, `cat /proc/net/dev; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status`)
+	s.LeaseID += "/odd:chars"
+	st := start(t, e.d, s)
+	if code := wait(t, st.job); code != 0 {
+		t.Fatalf("exit code %d; stderr %q", code, st.stderr.String())
+	}
+	var ifaces []string
+	for _, line := range strings.Split(st.stdout.String(), "\n") {
+		if name, _, ok := strings.Cut(line, ":"); ok && !strings.Contains(name, "Cap") && !strings.Contains(name, "NoNew") {
+			ifaces = append(ifaces, strings.TrimSpace(name))
+		}
+	}
+	if !slices.Equal(ifaces, []string{"lo"}) {
+		t.Errorf("interfaces %v, want only lo", ifaces)
+	}
+	out := strings.Join(strings.Fields(st.stdout.String()), " ")
+	if !strings.Contains(out, "CapEff: 0000000000000000") || !strings.Contains(out, "NoNewPrivs: 1") {
+		t.Errorf("want no capabilities and no new privileges; got %q", out)
+	}
+	info := e.inspect(t, st.job.ID())
+	if info.Config.Labels["idlegrid.lease"] != s.LeaseID || info.Config.Labels["idlegrid.managed"] != "1" {
+		t.Errorf("labels %v", info.Config.Labels)
+	}
+	if want := "/idlegrid-" + strings.NewReplacer("/", "-", ":", "-").Replace(s.LeaseID); info.Name != want {
+		t.Errorf("name %q, want %q", info.Name, want)
+	}
+	if info.HostConfig.Privileged || string(info.HostConfig.NetworkMode) != "none" {
+		t.Errorf("privileged %v, network %q", info.HostConfig.Privileged, info.HostConfig.NetworkMode)
+	}
+}
+
+// The limits reach the engine and the kernel: the cgroup shows the memory
+// limit, and forking past the PID limit fails.
+func TestDockerLimits(t *testing.T) {
+	e := newDockerEnv(t)
+	const mem = 64 << 20
+	s := e.spec(t, `cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes
+for i in $(seq 1 40); do sleep 30 & done; echo forked all`)
+	s.MemoryBytes, s.PIDs, s.NanoCPUs = mem, 16, 500_000_000
+	st := start(t, e.d, s)
+	code := wait(t, st.job)
+	if got := strings.TrimSpace(strings.SplitN(st.stdout.String(), "\n", 2)[0]); got != strconv.Itoa(mem) {
+		t.Errorf("cgroup memory limit %q, want %d", got, mem)
+	}
+	if code == 0 || !strings.Contains(st.stderr.String(), "can't fork") {
+		t.Errorf("40 forks under a limit of 16: exit %d, stderr %q", code, st.stderr.String())
+	}
+	r := e.inspect(t, st.job.ID()).HostConfig.Resources
+	if r.Memory != mem || r.MemorySwap != mem || r.NanoCPUs != s.NanoCPUs || r.PidsLimit == nil || *r.PidsLimit != 16 {
+		t.Errorf("resources: memory %d swap %d cpus %d pids %v", r.Memory, r.MemorySwap, r.NanoCPUs, r.PidsLimit)
+	}
+}
+
+// SIGTERM comes first and a trap may answer it; then the container is
+// gone, and stopping again is nil.
+func TestDockerStopTerm(t *testing.T) {
+	e := newDockerEnv(t)
+	st := start(t, e.d, e.spec(t, termTrap))
+	st.stdout.WaitFor(t, "ready", testTimeout)
+	stop(t, st.job, time.Second)
+	if code := wait(t, st.job); code != 7 {
+		t.Errorf("exit code %d, want 7 from the TERM trap", code)
+	}
+	if !strings.Contains(st.stdout.String(), "got TERM") {
+		t.Errorf("stdout %q lacks the trap's line", st.stdout.String())
+	}
+	if _, err := e.cli.ContainerInspect(context.Background(), st.job.ID()); !cerrdefs.IsNotFound(err) {
+		t.Errorf("container after Stop: %v, want not found", err)
+	}
+	stop(t, st.job, time.Second)
+}
+
+// A container that ignores SIGTERM is killed once grace is over.
+func TestDockerStopKillsAfterGrace(t *testing.T) {
+	e := newDockerEnv(t)
+	st := start(t, e.d, e.spec(t, termIgnored))
+	st.stdout.WaitFor(t, "ready", testTimeout)
+	took := stop(t, st.job, time.Second)
+	if code := wait(t, st.job); code != 137 {
+		t.Errorf("exit code %d, want 137 (SIGKILL)", code)
+	}
+	if took < time.Second {
+		t.Errorf("stopped in %v, before the 1s grace", took)
+	}
+}
+
+// A container that exited by itself is removed by Stop.
+func TestDockerStopAfterExit(t *testing.T) {
+	e := newDockerEnv(t)
+	st := start(t, e.d, e.spec(t, "true"))
+	wait(t, st.job)
+	stop(t, st.job, time.Second)
+	if _, err := e.cli.ContainerInspect(context.Background(), st.job.ID()); !cerrdefs.IsNotFound(err) {
+		t.Errorf("container after Stop: %v, want not found", err)
+	}
+}
+
+func TestDockerUnknownImage(t *testing.T) {
+	e := newDockerEnv(t)
+	ctx := context.Background()
+	if err := e.d.Check(ctx, e.spec(t, "true")); err != nil {
+		t.Errorf("check of %s: %v", e.image, err)
+	}
+	s := e.spec(t, "true")
+	s.Image = "idlegrid-test/absent:0"
+	err := e.d.Check(ctx, s)
+	if !errors.Is(err, executor.ErrUnknownImage) || !strings.Contains(err.Error(), "image idlegrid-test/absent:0 is not present on this provider") {
+		t.Errorf("check: %v, want ErrUnknownImage naming the image", err)
+	}
+	if _, err := e.d.Start(ctx, s, executor.Output{}); !errors.Is(err, executor.ErrUnknownImage) {
+		t.Errorf("start: %v, want ErrUnknownImage", err)
+	}
+}
+
+// An engine that does not answer is ErrNoEngine, naming its socket.
+func TestDockerNoEngine(t *testing.T) {
+	const sock = "/nonexistent/idlegrid-docker.sock"
+	d, err := executor.NewDocker(executor.DockerHost("unix://" + sock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	err = d.Check(context.Background(), executor.Spec{Image: "x"})
+	if !errors.Is(err, executor.ErrNoEngine) || !strings.Contains(err.Error(), sock) {
+		t.Errorf("check: %v, want ErrNoEngine naming %s", err, sock)
+	}
+	if _, err := d.Running(context.Background()); !errors.Is(err, executor.ErrNoEngine) {
+		t.Errorf("running: %v, want ErrNoEngine", err)
+	}
+}
+
+// Without the NVIDIA toolkit the engine cannot attach GPUs: Start says so
+// and leaves no container behind.
+func TestDockerGPUsWithoutToolkit(t *testing.T) {
+	e := newDockerEnv(t)
+	s := e.spec(t, "true")
+	s.GPUs = []string{"GPU-00000000-0000-0000-0000-000000000000"}
+	_, err := e.d.Start(context.Background(), s, executor.Output{})
+	_, toolkit := exec.LookPath("nvidia-container-runtime-hook")
+	switch {
+	case toolkit != nil && !errors.Is(err, executor.ErrNoGPUSupport):
+		t.Errorf("start: %v, want ErrNoGPUSupport", err)
+	case toolkit == nil && err == nil:
+		t.Errorf("start with an unknown GPU UUID succeeded")
+	}
+	t.Logf("start: %v", err)
+	list, lerr := e.cli.ContainerList(context.Background(), container.ListOptions{
+		All: true, Filters: filters.NewArgs(filters.Arg("label", "idlegrid.lease="+s.LeaseID)),
+	})
+	if lerr != nil || len(list) != 0 {
+		t.Errorf("containers left: %d (%v)", len(list), lerr)
+	}
+}
+
+// A restarted provider (a new Docker value) lists the container, adopts
+// it by lease, follows its output from now on, and can stop it.
+func TestDockerAdoptAfterRestart(t *testing.T) {
+	e := newDockerEnv(t)
+	s := e.spec(t, `echo started; i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done`)
+	first := start(t, e.d, s)
+	first.stdout.WaitFor(t, "tick 1", testTimeout)
+	e.d.Close() // the provider goes away; the container stays
+	if _, err := first.job.Wait(context.Background()); err == nil {
+		t.Error("wait on a job of a closed executor: nil error")
+	}
+
+	d2, err := executor.NewDocker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if leases, err := d2.Running(ctx); err != nil || !slices.Contains(leases, s.LeaseID) {
+		t.Fatalf("running: %v, %v; want %s among them", leases, err, s.LeaseID)
+	}
+	other, err := executor.NewDocker(executor.LabelPrefix("other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if leases, _ := other.Running(ctx); slices.Contains(leases, s.LeaseID) {
+		t.Errorf("another label prefix lists %s", s.LeaseID)
+	}
+
+	var out executortest.Buffer
+	j, err := d2.Adopt(ctx, s.LeaseID, executor.Output{Stdout: &out})
+	if err != nil {
+		t.Fatalf("adopt: %v", err)
+	}
+	if j.ID() != first.job.ID() {
+		t.Errorf("adopted %s, want %s", j.ID(), first.job.ID())
+	}
+	out.WaitFor(t, "tick", testTimeout)
+	stop(t, j, time.Second)
+	if code := wait(t, j); code != 143 {
+		t.Errorf("exit code %d, want 143 (SIGTERM)", code)
+	}
+	if strings.Contains(out.String(), "started") {
+		t.Errorf("adopted output replays what was written before Adopt: %.60q", out.String())
+	}
+	if leases, err := d2.Running(ctx); err != nil || slices.Contains(leases, s.LeaseID) {
+		t.Errorf("running after stop: %v, %v", leases, err)
+	}
+	if _, err := d2.Adopt(ctx, s.LeaseID, executor.Output{}); !errors.Is(err, executor.ErrNotFound) {
+		t.Errorf("adopt after stop: %v, want ErrNotFound", err)
+	}
+}
+
+// A container that exited while no provider watched is adopted with its
+// exit code.
+func TestDockerAdoptExited(t *testing.T) {
+	e := newDockerEnv(t)
+	s := e.spec(t, "exit 5")
+	first := start(t, e.d, s)
+	wait(t, first.job)
+	d2, err := executor.NewDocker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	j, err := d2.Adopt(context.Background(), s.LeaseID, executor.Output{})
+	if err != nil {
+		t.Fatalf("adopt: %v", err)
+	}
+	if code := wait(t, j); code != 5 {
+		t.Errorf("exit code %d, want 5", code)
+	}
+	stop(t, j, time.Second)
+}

@@ -1,0 +1,66 @@
+package executor
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Spec is what to run for one lease.
+type Spec struct {
+	// LeaseID names the job: containers are labelled with it, so a
+	// restarted provider finds what it started (see Executor.Adopt).
+	LeaseID string
+	Image   string   // container image; ignored by the process executor
+	Command []string // argv; for a container, empty means the image's default
+	Env     []string // KEY=VALUE
+	// GPUs by UUID; a container gets exactly these through a device
+	// request, a process through CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES.
+	GPUs []string
+	// Limits; zero means no limit of that kind.
+	NanoCPUs    int64 // 1e9 = one CPU
+	MemoryBytes int64
+	PIDs        int64
+	// Network: false (the default) runs with no network at all.
+	Network bool
+}
+
+// Output receives a job's output as it is written, stdout and stderr apart.
+type Output struct {
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Job is one running workload.
+type Job interface {
+	// ID is the executor's own name for it (container ID, process ID).
+	ID() string
+	// Wait blocks until the workload exits (or ctx ends) and returns its
+	// exit code. Output has been fully written when Wait returns nil.
+	Wait(ctx context.Context) (exitCode int, err error)
+	// Stop ends the workload: SIGTERM, then after grace SIGKILL, then
+	// removes what it left (the container). Safe to call more than once
+	// and after the workload exited by itself.
+	Stop(ctx context.Context, grace time.Duration) error
+}
+
+// Executor starts workloads.
+type Executor interface {
+	// Name says which executor this is ("docker", "process").
+	Name() string
+	// Check refuses a spec this executor cannot run, before any lease is
+	// signed: an image that is not present (ErrUnknownImage), an empty
+	// command for a process, GPUs requested from an engine without them.
+	Check(ctx context.Context, s Spec) error
+	// Start runs s, streaming its output to out until it exits.
+	Start(ctx context.Context, s Spec, out Output) (Job, error)
+	// Adopt finds a workload started earlier for leaseID (by this or a
+	// previous process of the provider) and returns it, with out receiving
+	// its output from now on; ErrNotFound if there is none.
+	Adopt(ctx context.Context, leaseID string, out Output) (Job, error)
+	// Running lists the lease IDs of workloads this executor started and
+	// that still exist (running or exited but not removed).
+	Running(ctx context.Context) ([]string, error)
+	// Close releases the executor's connections; it leaves jobs running.
+	Close() error
+}
