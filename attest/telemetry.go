@@ -54,6 +54,17 @@ func NewChain(key crypto.PrivKey, leaseID string) (*Chain, error) {
 	return &Chain{key: key, issuer: id, lease: leaseID}, nil
 }
 
+// ResumeChain continues a lease's chain after a restart, from its last
+// beat: its seq, hash and time, as the provider persisted them.
+func ResumeChain(key crypto.PrivKey, leaseID string, seq uint64, root []byte, last time.Time) (*Chain, error) {
+	c, err := NewChain(key, leaseID)
+	if err != nil {
+		return nil, err
+	}
+	c.seq, c.prev, c.last = seq, slices.Clone(root), last
+	return c, nil
+}
+
 // Next signs the next beat, taken at now, and returns its envelope.
 func (c *Chain) Next(now time.Time, samples []*pb.GPUSample) ([]byte, error) {
 	b := &pb.Heartbeat{Version: 1, Issuer: []byte(c.issuer), LeaseId: c.lease, Seq: c.seq + 1, UnixMs: now.UnixMilli(), Gpus: samples, PrevHash: c.prev}

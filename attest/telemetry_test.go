@@ -158,6 +158,8 @@ func TestFollower(t *testing.T) {
 		beats = append(beats, env)
 	}
 	f := NewFollower(id, "lease-1")
+	resumed, _ := ResumeChain(key, "lease-1", c.Beats(), c.Root(), c.Last())
+	fifth, _ := resumed.Next(start.Add(4*time.Second), nil)
 	if err := f.Add(beats[1]); err == nil {
 		t.Error("a beat after a missing one was accepted")
 	}
@@ -170,7 +172,10 @@ func TestFollower(t *testing.T) {
 			t.Fatalf("in-order beats, with a replay: %v", err)
 		}
 	}
-	if f.Beats() != 4 || !bytes.Equal(f.Root(), c.Root()) || !f.Last().Equal(c.Last()) {
-		t.Errorf("follower: %d beats, root %x, last %s; chain: root %x, last %s", f.Beats(), f.Root(), f.Last(), c.Root(), c.Last())
+	if err := f.Add(fifth); err != nil {
+		t.Fatalf("a beat of the chain resumed after a restart: %v", err)
+	}
+	if f.Beats() != 5 || !bytes.Equal(f.Root(), resumed.Root()) || !f.Last().Equal(resumed.Last()) {
+		t.Errorf("follower: %d beats, root %x, last %s; chain: root %x, last %s", f.Beats(), f.Root(), f.Last(), resumed.Root(), resumed.Last())
 	}
 }

@@ -252,6 +252,22 @@ func (c *Calendar) Release(id string, at time.Time) bool {
 	return true
 }
 
+// Restore puts back an allocation committed before a restart, as it was:
+// no admission check applies, since the lease was signed then. It fails
+// only for a slot the calendar does not have or an ID already held.
+func (c *Calendar) Restore(a Allocation) error {
+	if _, ok := c.allocs[a.ID]; ok {
+		return refuse(AdmissionBadRequest, "lease ID %q already held", a.ID)
+	}
+	if _, err := c.slotsOf(a.GPUIDs); err != nil {
+		return err
+	}
+	r := a.clone()
+	r.Start, r.End = r.Start.Round(0), r.End.Round(0)
+	c.allocs[a.ID] = &r
+	return nil
+}
+
 // Prune drops every allocation that has ended by now.
 func (c *Calendar) Prune(now time.Time) {
 	for id, a := range c.allocs {

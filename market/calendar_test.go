@@ -496,3 +496,22 @@ func checkNoOverlap(t *rapid.T, c *Calendar, ends map[string]time.Time) {
 		}
 	}
 }
+
+func TestCalendarRestore(t *testing.T) {
+	c := newCalendarT(t, 2, Availability{}, time.Minute)
+	now := time.Unix(1_700_000_000, 0)
+	a := Allocation{ID: "l1", GPUIDs: []string{c.gpus[0]}, Start: now.Add(-time.Hour), End: now.Add(time.Hour), Tier: pb.Tier_TIER_SILVER, PriceMicros: 1}
+	if err := c.Restore(a); err != nil {
+		t.Fatalf("restoring a lease that started before now: %v", err)
+	}
+	if err := c.Restore(a); err == nil {
+		t.Error("the same lease restored twice")
+	}
+	if err := c.Restore(Allocation{ID: "l2", GPUIDs: []string{"no-such-gpu"}, Start: now, End: now.Add(time.Hour)}); err == nil {
+		t.Error("a lease on an unknown GPU restored")
+	}
+	r := LeaseRequest{ID: "l3", GPUs: 2, Start: now, Duration: time.Minute, Tier: pb.Tier_TIER_SILVER, PriceMicros: 1}
+	if _, err := c.Admit(r, now); err == nil {
+		t.Error("a restored lease's GPU was handed out again")
+	}
+}

@@ -33,6 +33,7 @@ type Config struct {
 	API       APIConfig       `toml:"api" comment:"local HTTP API and Prometheus metrics, on 127.0.0.1 only"`
 	Log       LogConfig       `toml:"log" comment:"logging through log/slog on stderr"`
 	Provider  ProviderConfig  `toml:"provider" comment:"what this node sells, when it is a provider"`
+	Jobs      JobsConfig      `toml:"jobs" comment:"how a provider runs and meters leased workloads"`
 	Attest    AttestConfig    `toml:"attest" comment:"how this node verifies other providers' attestations"`
 }
 
@@ -149,6 +150,7 @@ func DefaultConfig(profile string) Config {
 			Subsystems: map[string]string{"libp2p": "warn", "dht/rtrefreshmanager": "error"},
 		},
 		Provider: DefaultProviderConfig(),
+		Jobs:     DefaultJobsConfig(),
 	}
 	switch profile {
 	case ProfileRenter:
@@ -197,6 +199,7 @@ func (c *Config) Validate() error {
 		func() error { return intRange("api.port", c.API.Port, 0, 65535) },
 		c.validateLog,
 		c.Provider.validate,
+		c.validateJobs,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

@@ -19,6 +19,10 @@ var (
 	ErrIdentity = errors.New("invalid identity key")
 	// ErrAPIListen is returned when the local API port cannot be bound.
 	ErrAPIListen = errors.New("cannot start the local API")
+	// ErrClosed is returned by calls on a node that is closing.
+	ErrClosed = errors.New("node is closing")
+	// ErrNoProvider is returned by Rent when no candidate took the lease.
+	ErrNoProvider = errors.New("no provider took the lease")
 )
 
 // FieldError names one bad config field, the value found and what is allowed.

@@ -70,6 +70,7 @@ type Node struct {
 	attested attestations
 	ccRoots  *x509.CertPool // nil: CC evidence is shown, not verified
 	provider *provider
+	leases   *leaseManager // provider side of leases; nil unless a provider
 	api      *api.Server
 	apiLn    net.Listener
 	running  bool // Start succeeded
@@ -81,7 +82,12 @@ type Node struct {
 	stopReaders context.CancelFunc // ends readCtx, before the router stops
 	wg          sync.WaitGroup     // topic readers, market loops, provider
 	closeOnce   sync.Once
-	closeErr    error
+	// users counts the callers (rentals) that use the datastore outside
+	// wg; Close waits for them before it closes the store.
+	usersMu  sync.Mutex
+	users    sync.WaitGroup
+	closing  bool
+	closeErr error
 }
 
 // New reads the identity and swarm keys and checks the config. It opens
@@ -202,6 +208,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 		n.wg.Add(1)
 		go n.provider.run(n.readCtx)
+		if err := n.startLeases(n.readCtx, source); err != nil {
+			return err
+		}
 	}
 	n.pinger = p2p.NewPinger(n.host, n.cfg.Network.PingInterval.Std(), n.opts.Logger.With("subsystem", LogP2P))
 	n.pinger.Start(ctx)
@@ -358,6 +367,13 @@ func (n *Node) Close() error {
 			n.stopReaders()
 		}
 		n.wg.Wait()
+		n.usersMu.Lock()
+		n.closing = true
+		n.usersMu.Unlock()
+		n.users.Wait()
+		if n.leases != nil {
+			n.leases.close()
+		}
 		if n.gossip != nil {
 			errs = append(errs, n.gossip.Close())
 		}
@@ -382,6 +398,19 @@ func (n *Node) Close() error {
 		}
 	})
 	return n.closeErr
+}
+
+// use registers a caller of the datastore that runs outside the node's
+// own goroutines; done must be called when it is finished. It fails once
+// the node is closing.
+func (n *Node) use() (done func(), err error) {
+	n.usersMu.Lock()
+	defer n.usersMu.Unlock()
+	if n.closing || n.readCtx == nil {
+		return nil, ErrClosed
+	}
+	n.users.Add(1)
+	return n.users.Done, nil
 }
 
 // Host returns the libp2p host (nil before Start).

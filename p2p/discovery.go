@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 )
@@ -104,6 +105,21 @@ func NewDiscovery(h host.Host, cfg DiscoveryConfig) (*Discovery, error) {
 		return nil, fmt.Errorf("dht: %w", err)
 	}
 	return &Discovery{h: h, cfg: cfg, log: cfg.Logger, dht: kad, rd: drouting.NewRoutingDiscovery(kad)}, nil
+}
+
+// Locate makes sure the host has addresses for p, asking the DHT when
+// the peerstore has none (a renter may know a provider only from its
+// offer, which a third peer relayed).
+func (d *Discovery) Locate(ctx context.Context, p peer.ID) error {
+	if len(d.h.Peerstore().Addrs(p)) > 0 {
+		return nil
+	}
+	ai, err := d.dht.FindPeer(ctx, p)
+	if err != nil {
+		return fmt.Errorf("find %s: %w", p, err)
+	}
+	d.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
+	return nil
 }
 
 // DHT returns the underlying kad-dht.

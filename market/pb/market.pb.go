@@ -1921,12 +1921,15 @@ func (*LeaseRequest_CancelLeaseId) isLeaseRequest_Kind() {}
 
 // LeaseReply answers a LeaseRequest: the countersigned lease, or why not.
 type LeaseReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lease         *CoSigned              `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
-	Code          RejectCode             `protobuf:"varint,2,opt,name=code,proto3,enum=idlegrid.market.v1.RejectCode" json:"code,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Lease  *CoSigned              `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	Code   RejectCode             `protobuf:"varint,2,opt,name=code,proto3,enum=idlegrid.market.v1.RejectCode" json:"code,omitempty"`
+	Reason string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// With REJECT_NO_CAPACITY: the earliest start at which the lease would
+	// fit, e.g. once preempted bronze leases have had their notice; 0 if none.
+	EarliestStartUnixMs int64 `protobuf:"varint,4,opt,name=earliest_start_unix_ms,json=earliestStartUnixMs,proto3" json:"earliest_start_unix_ms,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *LeaseReply) Reset() {
@@ -1978,6 +1981,13 @@ func (x *LeaseReply) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *LeaseReply) GetEarliestStartUnixMs() int64 {
+	if x != nil {
+		return x.EarliestStartUnixMs
+	}
+	return 0
 }
 
 // JobAttach travels renter → provider on /idlegrid/job/1.0.0 to follow a
@@ -2397,12 +2407,13 @@ const file_market_proto_rawDesc = "" +
 	"\fLeaseRequest\x128\n" +
 	"\apropose\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedH\x00R\apropose\x12(\n" +
 	"\x0fcancel_lease_id\x18\x02 \x01(\tH\x00R\rcancelLeaseIdB\x06\n" +
-	"\x04kind\"\x8c\x01\n" +
+	"\x04kind\"\xc1\x01\n" +
 	"\n" +
 	"LeaseReply\x122\n" +
 	"\x05lease\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\x05lease\x122\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x1e.idlegrid.market.v1.RejectCodeR\x04code\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"&\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x123\n" +
+	"\x16earliest_start_unix_ms\x18\x04 \x01(\x03R\x13earliestStartUnixMs\"&\n" +
 	"\tJobAttach\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\"\xd6\x01\n" +
 	"\bJobFrame\x12\x18\n" +

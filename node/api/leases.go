@@ -1,0 +1,94 @@
+package api
+
+import "time"
+
+// RentRequest is what `idlegrid rent` asks a light client to do: a bid's
+// needs plus the workload to run.
+type RentRequest struct {
+	BidRequest
+	// Command is the workload's argv; empty runs the image's default.
+	Command []string `json:"command,omitempty"`
+	// Env is the workload's environment, KEY=VALUE.
+	Env []string `json:"env,omitempty"`
+	// Candidates is how many providers to try, best first (default 5).
+	Candidates int `json:"candidates,omitempty"`
+	// GatherMillis bounds the wait for fitting offers (default 15 s).
+	GatherMillis int `json:"gather_ms,omitempty"`
+	// SkipAttest leases without challenging the provider's attestation.
+	SkipAttest bool `json:"skip_attest,omitempty"`
+}
+
+// Attempt is one provider a renter tried and why it moved on.
+type Attempt struct {
+	Provider string `json:"provider"`
+	Stage    string `json:"stage"` // attest or negotiate
+	Reason   string `json:"reason"`
+}
+
+// RentTimings break a rental's wait down by stage.
+type RentTimings struct {
+	Discover  time.Duration `json:"discover_ns"`
+	Match     time.Duration `json:"match_ns"`
+	Attest    time.Duration `json:"attest_ns"`
+	Negotiate time.Duration `json:"negotiate_ns"`
+	// Start is from the lease's acceptance to the job's first output.
+	Start time.Duration `json:"start_ns"`
+	// FirstOutput is from the start of the rental to the first output.
+	FirstOutput time.Duration `json:"first_output_ns"`
+}
+
+// RentResult is how a rental went.
+type RentResult struct {
+	Lease   LeaseView   `json:"lease"`
+	Receipt ReceiptView `json:"receipt"`
+	Tried   []Attempt   `json:"tried"`
+	Timings RentTimings `json:"timings"`
+}
+
+// LeaseView is one lease as `idlegrid leases` shows it.
+type LeaseView struct {
+	ID       string    `json:"id"`
+	Role     string    `json:"role"`
+	State    string    `json:"state"`
+	Renter   string    `json:"renter"`
+	Provider string    `json:"provider"`
+	Tier     string    `json:"tier"`
+	GPUs     uint32    `json:"gpus"`
+	Assigned []string  `json:"assigned_gpus,omitempty"`
+	Price    string    `json:"price"`
+	Currency string    `json:"currency"`
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
+	Image    string    `json:"image"`
+	Beats    uint64    `json:"beats"`
+	Note     string    `json:"note,omitempty"`
+}
+
+// ReceiptView is one receipt as `idlegrid receipts` shows it.
+type ReceiptView struct {
+	LeaseID        string    `json:"lease_id"`
+	Outcome        string    `json:"outcome"`
+	Renter         string    `json:"renter"`
+	Provider       string    `json:"provider"`
+	Start          time.Time `json:"start"`
+	End            time.Time `json:"end"`
+	MeteredSeconds uint64    `json:"metered_seconds"`
+	Beats          uint64    `json:"beats"`
+	TelemetryRoot  string    `json:"telemetry_root"`
+	Amount         string    `json:"amount"`
+	Currency       string    `json:"currency"`
+	ExitCode       int32     `json:"exit_code"`
+	Note           string    `json:"note,omitempty"`
+	// SignedBy lists the parties whose signatures verify: a receipt both
+	// signed is settled; one signed by one side is that side's claim.
+	SignedBy []string `json:"signed_by"`
+}
+
+// LedgerEntry is the local ledger's balance with one counterparty.
+type LedgerEntry struct {
+	Peer     string `json:"peer"`
+	Currency string `json:"currency"`
+	// Balance is positive when the peer owes this node.
+	Balance  string `json:"balance"`
+	Receipts int    `json:"receipts"`
+}

@@ -1,0 +1,220 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
+)
+
+// reattachFor is how long a renter keeps trying to re-attach to a job
+// whose stream broke before it counts the provider as gone.
+const reattachFor = 10 * time.Second
+
+// follow is a renter following its leased job to the receipt.
+type follow struct {
+	n        *Node
+	lease    *pb.Lease
+	cs       *pb.CoSigned
+	out      RentOutput
+	t0       time.Time
+	accepted time.Time
+
+	beats       *attest.Follower
+	rec         *leaseRecord
+	receipt     api.ReceiptView
+	firstOutput time.Time
+	cancelOnce  sync.Once
+}
+
+// run attaches to the job and reads its frames until the receipt; a
+// broken stream is re-attached, and a provider gone for reattachFor
+// leaves the renter with a receipt of its own for what it verified.
+func (f *follow) run(ctx context.Context) error {
+	provider := peer.ID(f.lease.Provider)
+	f.beats = attest.NewFollower(provider, f.lease.Id)
+	raw, _ := proto.Marshal(f.cs)
+	f.rec = &leaseRecord{ID: f.lease.Id, Role: roleRenter, State: LeaseActive, Lease: raw, EndMs: market.LeaseEnd(f.lease).UnixMilli()}
+	lost := time.Time{}
+	for {
+		s, err := p2p.AttachJob(context.WithoutCancel(ctx), f.n.host, provider, f.lease.Id)
+		if err == nil {
+			lost = time.Time{}
+			done, err := f.read(ctx, s)
+			if done {
+				return err
+			}
+		}
+		if f.n.readCtx.Err() != nil {
+			f.persist()
+			return ErrClosed
+		}
+		if lost.IsZero() {
+			lost = time.Now()
+			f.out.say("lost the job stream; re-attaching for up to %s", reattachFor)
+		}
+		if time.Since(lost) > reattachFor {
+			return f.providerGone()
+		}
+		if ctx.Err() != nil {
+			f.cancel()
+		}
+		<-time.After(500 * time.Millisecond) // back off before re-attaching
+
+	}
+}
+
+// read handles one attached stream's frames; done when the lease ended
+// here (receipt handled) or failed for good.
+func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err error) {
+	defer s.Reset()
+	stop := context.AfterFunc(ctx, func() { f.cancel() })
+	defer stop()
+	for {
+		fr := new(pb.JobFrame)
+		if err := p2p.ReadMsg(s, p2p.MaxJobFrame, fr); err != nil {
+			return false, err
+		}
+		switch k := fr.Kind.(type) {
+		case *pb.JobFrame_Stdout:
+			f.output()
+			f.out.Stdout.Write(k.Stdout)
+		case *pb.JobFrame_Stderr:
+			f.output()
+			f.out.Stderr.Write(k.Stderr)
+		case *pb.JobFrame_Heartbeat:
+			if err := f.beats.Add(k.Heartbeat); err != nil {
+				f.out.say("telemetry beat refused: %v", err)
+			} else if f.beats.Beats()%10 == 1 {
+				f.persist()
+			}
+		case *pb.JobFrame_Notice:
+			f.out.say("provider: %s", k.Notice)
+		case *pb.JobFrame_Started:
+			f.out.say("job started: %s", k.Started)
+		case *pb.JobFrame_Receipt:
+			return true, f.settle(s, k.Receipt)
+		}
+	}
+}
+
+func (f *follow) output() {
+	if f.firstOutput.IsZero() {
+		f.firstOutput = time.Now()
+	}
+}
+
+// cancel asks the provider to end the lease now; the receipt follows on
+// the job stream.
+func (f *follow) cancel() { f.cancelOnce.Do(f.sendCancel) }
+
+func (f *follow) sendCancel() {
+	f.out.say("cancelling lease %s; waiting for the receipt", f.lease.Id)
+	ctx, done := context.WithTimeout(context.Background(), cancelWait)
+	defer done()
+	reply, err := p2p.RequestLease(ctx, f.n.host, peer.ID(f.lease.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: f.lease.Id}})
+	if err != nil || reply.Lease == nil {
+		f.out.say("cancel not confirmed: %v%s", err, reply.GetReason())
+	}
+}
+
+// settle checks the provider's receipt against what this renter verified:
+// the lease, the telemetry chain's root and beats, and the amount metered
+// from the last verified beat. Agreed, it countersigns and sends it back;
+// otherwise it refuses and keeps a receipt of its own.
+func (f *follow) settle(s network.Stream, rcs *pb.CoSigned) error {
+	rc, err := market.OpenCoSigned[*pb.Receipt](rcs, market.Provider)
+	if err == nil {
+		err = f.check(rc)
+	}
+	if err != nil {
+		p2p.WriteMsg(s, &pb.ReceiptReply{Refusal: err.Error()})
+		f.out.say("receipt refused: %v", err)
+		return f.own(rc.GetOutcome(), "refused the provider's receipt: "+err.Error())
+	}
+	if err := market.CoSign[*pb.Receipt](f.n.key, market.Renter, rcs); err != nil {
+		return err
+	}
+	if err := p2p.WriteMsg(s, &pb.ReceiptReply{Receipt: rcs}); err != nil {
+		f.out.say("countersigned receipt not delivered: %v", err)
+	}
+	s.CloseWrite()
+	return f.store(rc, rcs)
+}
+
+// check compares a receipt with the renter's own view.
+func (f *follow) check(rc *pb.Receipt) error {
+	seconds, amount := market.Meter(f.lease, f.last())
+	switch {
+	case rc.LeaseId != f.lease.Id || !bytes.Equal(rc.LeaseHash, market.BodyHash(f.cs)):
+		return errors.New("the receipt names another lease")
+	case !bytes.Equal(rc.Renter, f.lease.Renter) || !bytes.Equal(rc.Provider, f.lease.Provider):
+		return errors.New("the receipt names other parties")
+	case rc.Beats != f.beats.Beats() || !bytes.Equal(rc.TelemetryRoot, f.beats.Root()):
+		return fmt.Errorf("telemetry: the receipt says %d beats, %d verified here", rc.Beats, f.beats.Beats())
+	case rc.MeteredSeconds != seconds || rc.AmountMicros != amount || rc.Currency != f.lease.Currency:
+		return fmt.Errorf("amount: the receipt says %d s for %s, verified here %d s for %s", rc.MeteredSeconds, FormatPrice(rc.AmountMicros), seconds, FormatPrice(amount))
+	}
+	return nil
+}
+
+// last is when the last verified beat was taken (zero with none).
+func (f *follow) last() time.Time {
+	if f.beats.Beats() == 0 {
+		return time.Time{}
+	}
+	return f.beats.Last()
+}
+
+// providerGone ends the lease without the provider: a receipt of the
+// renter's own, for the time its verified beats cover.
+func (f *follow) providerGone() error {
+	f.out.say("the provider is gone; paying only for verified telemetry")
+	return f.own(pb.Outcome_OUTCOME_FAILED, "the provider vanished")
+}
+
+// own records a receipt signed by the renter alone.
+func (f *follow) own(outcome pb.Outcome, note string) error {
+	seconds, amount := market.Meter(f.lease, f.last())
+	rc := &pb.Receipt{
+		Version: market.Version, LeaseId: f.lease.Id, LeaseHash: market.BodyHash(f.cs), Renter: f.lease.Renter, Provider: f.lease.Provider,
+		Outcome: outcome, StartUnixMs: f.lease.StartUnixMs, EndUnixMs: time.Now().UnixMilli(), MeteredSeconds: seconds,
+		Beats: f.beats.Beats(), TelemetryRoot: f.beats.Root(), Currency: f.lease.Currency, AmountMicros: amount, ExitCode: -1, Note: note,
+	}
+	if outcome == pb.Outcome_OUTCOME_UNSPECIFIED {
+		rc.Outcome = pb.Outcome_OUTCOME_FAILED
+	}
+	rcs, err := market.NewCoSigned(f.n.key, market.Renter, rc)
+	if err != nil {
+		return err
+	}
+	return f.store(rc, rcs)
+}
+
+// store records the lease's end and settles the receipt in one batch.
+func (f *follow) store(rc *pb.Receipt, rcs *pb.CoSigned) error {
+	f.rec.State, f.rec.Note, f.rec.EndMs = stateOf(rc.Outcome), rc.Note, rc.EndUnixMs
+	f.rec.Beats, f.rec.Root, f.rec.LastBeat = f.beats.Beats(), f.beats.Root(), f.last().UnixMilli()
+	f.rec.Receipt, _ = proto.Marshal(rcs)
+	f.receipt = receiptView(rc, rcs)
+	return leaseStore{f.n.store}.put(context.Background(), f.rec, rc)
+}
+
+// persist writes the lease's progress: its state and verified beats.
+func (f *follow) persist() {
+	f.rec.Beats, f.rec.Root, f.rec.LastBeat = f.beats.Beats(), f.beats.Root(), f.last().UnixMilli()
+	if err := (leaseStore{f.n.store}).put(context.Background(), f.rec, nil); err != nil {
+		f.n.log.Warn("lease progress not persisted", "lease", f.lease.Id, "err", err)
+	}
+}

@@ -1,0 +1,71 @@
+package node
+
+import (
+	"time"
+)
+
+// Executors a provider may run leases with.
+const (
+	ExecutorDocker  = "docker"
+	ExecutorProcess = "process"
+	ExecutorNone    = "none"
+)
+
+// JobsConfig is the [jobs] section: how a provider runs leased workloads
+// and meters them.
+type JobsConfig struct {
+	Executor          string   `toml:"executor" comment:"how leases run: docker (containers through the Docker Engine API), process (plain processes: private swarms only, by explicit choice) or none (sell nothing that runs)"`
+	DockerHost        string   `toml:"docker_host" comment:"Docker Engine API address, such as unix:///var/run/docker.sock; empty: $DOCKER_HOST or the default socket"`
+	HeartbeatInterval Duration `toml:"heartbeat_interval" comment:"how often a running lease's signed telemetry beat is taken and sent to the renter"`
+	StopGrace         Duration `toml:"stop_grace" comment:"at a lease's end, preemption or cancellation: time between SIGTERM and SIGKILL"`
+	RenterGrace       Duration `toml:"renter_grace" comment:"a running lease whose renter has been gone this long is stopped and cancelled"`
+	MemoryGiB         int      `toml:"memory_gib" comment:"memory limit of a job when its lease names none, GiB; 0: none"`
+	CPUs              int      `toml:"cpus" comment:"CPU limit of a job when its lease names none; 0: none"`
+	PIDs              int      `toml:"pids" comment:"process limit of a job when its lease names none; 0: none"`
+	PassGPUs          bool     `toml:"pass_gpus" comment:"hand the leased GPUs to the container through a device request (needs NVIDIA's container runtime); set for real GPUs (gpu_source = nvml)"`
+}
+
+// DefaultJobsConfig runs containers with modest default limits.
+func DefaultJobsConfig() JobsConfig {
+	return JobsConfig{
+		Executor:          ExecutorDocker,
+		HeartbeatInterval: Dur(5 * time.Second),
+		StopGrace:         Dur(10 * time.Second),
+		RenterGrace:       Dur(30 * time.Second),
+		MemoryGiB:         16,
+		CPUs:              4,
+		PIDs:              1024,
+	}
+}
+
+func (c *Config) validateJobs() error {
+	j := c.Jobs
+	if err := oneOf("jobs.executor", j.Executor, []string{ExecutorDocker, ExecutorProcess, ExecutorNone}); err != nil {
+		return err
+	}
+	if j.Executor == ExecutorProcess && c.Swarm.KeyFile == "" {
+		return fieldErr("jobs.executor", j.Executor, "docker or none in the public swarm: plain processes run only in a private swarm (swarm.key_file set)")
+	}
+	for _, d := range []struct {
+		name   string
+		v      Duration
+		lo, hi time.Duration
+	}{
+		{"jobs.heartbeat_interval", j.HeartbeatInterval, 100 * time.Millisecond, 10 * time.Minute},
+		{"jobs.stop_grace", j.StopGrace, 0, 10 * time.Minute},
+		{"jobs.renter_grace", j.RenterGrace, time.Second, time.Hour},
+	} {
+		if err := durRange(d.name, d.v, d.lo, d.hi); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"jobs.memory_gib", j.MemoryGiB}, {"jobs.cpus", j.CPUs}, {"jobs.pids", j.PIDs}} {
+		if err := intRange(f.name, f.v, 0, 1<<20); err != nil {
+			return err
+		}
+	}
+	return nil
+}

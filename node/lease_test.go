@@ -1,0 +1,383 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/p2p"
+	"google.golang.org/protobuf/proto"
+)
+
+// leaseSwarm starts a bootstrap node, a provider selling 8 fake H100s
+// through a real Docker engine, and a light renter.
+func leaseSwarm(t *testing.T, edit func(*Config)) (prov, renter *Node) {
+	t.Helper()
+	fake, err := attest.NewFake("dgxh100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	prov = startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
+		c.Provider.Enabled = true
+		c.Provider.GPUSource = "fake:dgxh100"
+		c.Provider.Price = "2.00"
+		c.Provider.Tiers = []string{"gold", "silver", "bronze"}
+		c.Provider.MinDuration = Dur(time.Minute)
+		c.Jobs.HeartbeatInterval = Dur(200 * time.Millisecond)
+		c.Jobs.StopGrace = Dur(time.Second)
+		c.Jobs.RenterGrace = Dur(2 * time.Second)
+		if edit != nil {
+			edit(c)
+		}
+	})), Options{GPUSource: fake})
+	removeJobsOf(t, prov)
+	renter = startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), Options{Light: true})
+	return prov, renter
+}
+
+// removeJobsOf force-removes, when the test ends, every container the
+// provider n left: a closed provider leaves its jobs for adoption.
+func removeJobsOf(t *testing.T, n *Node) {
+	cli := executortest.Docker(t)
+	id := n.Host().ID().String()
+	prefix := "/idlegrid-" + id[len(id)-12:]
+	t.Cleanup(func() {
+		n.Close()
+		cs, err := cli.ContainerList(context.Background(), container.ListOptions{All: true})
+		if err != nil {
+			return
+		}
+		for _, c := range cs {
+			if len(c.Names) > 0 && strings.HasPrefix(c.Names[0], prefix) {
+				cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
+			}
+		}
+	})
+}
+
+func rentRequest(image string, cmd ...string) api.RentRequest {
+	return api.RentRequest{
+		BidRequest: api.BidRequest{GPUs: []string{"H100"}, Count: 2, Hours: 1, Tier: "silver", MaxPrice: "2.50", Image: image},
+		Command:    cmd, Env: []string{"GREETING=hello"}, GatherMillis: 15_000,
+	}
+}
+
+// storedReceipt reads the receipt a node stored for a lease.
+func storedReceipt(t *testing.T, n *Node, id string) *pb.CoSigned {
+	t.Helper()
+	rec, err := (leaseStore{n.store}).get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("lease %s: %v", id, err)
+	}
+	cs := new(pb.CoSigned)
+	if err := proto.Unmarshal(rec.Receipt, cs); err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func TestRentRunsAContainerAndBothSidesSignOneReceipt(t *testing.T) {
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, nil)
+	var stdout, stderr executortest.Buffer
+	var progress []string
+	res, err := renter.Rent(context.Background(), rentRequest(image, "sh", "-c", `echo "$GREETING from $IDLEGRID_LEASE"; echo oops >&2; sleep 1; exit 3`),
+		RentOutput{Stdout: &stdout, Stderr: &stderr, Progress: func(s string) { progress = append(progress, s) }})
+	if err != nil {
+		t.Fatalf("rent: %v\n%s", err, strings.Join(progress, "\n"))
+	}
+	id := res.Lease.ID
+	if got := stdout.String(); got != "hello from "+id+"\n" {
+		t.Errorf("stdout %q", got)
+	}
+	if got := stderr.String(); got != "oops\n" {
+		t.Errorf("stderr %q", got)
+	}
+	rc := res.Receipt
+	if rc.Outcome != "completed" || rc.ExitCode != 3 || len(rc.SignedBy) != 2 || rc.Beats < 2 || rc.MeteredSeconds > 5 {
+		t.Errorf("receipt %+v", rc)
+	}
+	// The provider stores the very receipt the renter stored, both
+	// signatures on it.
+	waitFor(t, 5*time.Second, "the provider holds the countersigned receipt", func() bool {
+		return len(storedReceipt(t, prov, id).RenterSignature) > 0
+	})
+	if a, b := storedReceipt(t, prov, id), storedReceipt(t, renter, id); !proto.Equal(a, b) || !bytes.Equal(a.Body, b.Body) {
+		t.Error("the two sides hold different receipts")
+	}
+	for _, n := range []*Node{prov, renter} {
+		ls, _ := n.Leases(context.Background())
+		if len(ls) != 1 || ls[0].State != LeaseCompleted {
+			t.Errorf("leases: %+v", ls)
+		}
+		ledger, _ := n.Ledger(context.Background())
+		if len(ledger) != 1 || ledger[0].Receipts != 1 {
+			t.Errorf("ledger: %+v", ledger)
+		}
+	}
+	if res.Timings.FirstOutput <= 0 || res.Timings.Attest <= 0 {
+		t.Errorf("timings %+v", res.Timings)
+	}
+}
+
+// proposeRaw signs l as the renter and proposes it to prov.
+func proposeRaw(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.LeaseReply {
+	t.Helper()
+	req := rentRequest(executortest.BusyboxImageName, "true")
+	b, err := BuildBid(req.BidRequest, renter.Host().ID(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := renter.market.book.Snapshot().Offer(prov.Host().ID(), ProviderOfferID)
+	if !ok {
+		t.Fatal("no offer in the renter's book")
+	}
+	l := &pb.Lease{
+		Version: 1, Id: fmt.Sprintf("lease-raw-%d", time.Now().UnixNano()), Renter: []byte(renter.Host().ID()), Provider: []byte(prov.Host().ID()),
+		OfferId: o.Header.Id, OfferSeq: o.Header.Seq, Bid: b, Tier: b.Tier, GpuCount: 2, StartUnixMs: time.Now().UnixMilli(),
+		DurationSeconds: b.DurationSeconds, Currency: b.Currency, PriceMicros: 2_000_000,
+		Workload: &pb.Workload{Image: b.Image, Command: []string{"true"}}, CreatedUnixMs: time.Now().UnixMilli(),
+	}
+	edit(l)
+	cs, err := market.NewCoSigned(renter.key, market.Renter, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := p2p.RequestLease(context.Background(), renter.Host(), prov.Host().ID(), &pb.LeaseRequest{Kind: &pb.LeaseRequest_Propose{Propose: cs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reply
+}
+
+func TestBadLeaseRequestsAreRefusedWithAReason(t *testing.T) {
+	executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, func(c *Config) {
+		c.Provider.ImageAllow = []string{"idlegrid-test/", "registry.example/"}
+		c.Provider.MaxDuration = Dur(2 * time.Hour)
+	})
+	waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(renter, prov) == 8 })
+	for _, c := range []struct {
+		name string
+		edit func(*pb.Lease)
+		code pb.RejectCode
+		want string
+	}{
+		{"unknown image", func(l *pb.Lease) {
+			l.Bid.Image, l.Workload.Image = "idlegrid-test/nothing:9", "idlegrid-test/nothing:9"
+		},
+			pb.RejectCode_REJECT_IMAGE, "image idlegrid-test/nothing:9 is not present on this provider"},
+		{"image outside the allow-list", func(l *pb.Lease) { l.Bid.Image, l.Workload.Image = "docker.io/miner:1", "docker.io/miner:1" },
+			pb.RejectCode_REJECT_IMAGE, `image "docker.io/miner:1" is not allowed here`},
+		{"price above the renter's cap", func(l *pb.Lease) { l.PriceMicros = l.Bid.MaxPriceMicros + 1 },
+			pb.RejectCode_REJECT_BAD_REQUEST, "above the renter's cap"},
+		{"price below the provider's", func(l *pb.Lease) { l.PriceMicros = 1_500_000 },
+			pb.RejectCode_REJECT_PRICE, "price 1.50 below this provider's 2.00"},
+		{"start in the past", func(l *pb.Lease) { l.StartUnixMs = time.Now().Add(-time.Hour).UnixMilli() },
+			pb.RejectCode_REJECT_START, "is in the past"},
+		{"duration beyond the offer's", func(l *pb.Lease) { l.DurationSeconds, l.Bid.DurationSeconds = 3*3600, 3*3600 },
+			pb.RejectCode_REJECT_DURATION, "duration 3h0m0s outside this offer's 1m0s to 2h0m0s"},
+		{"duration below the offer's", func(l *pb.Lease) { l.DurationSeconds, l.Bid.DurationSeconds = 30, 30 },
+			pb.RejectCode_REJECT_DURATION, "outside this offer's"},
+		{"a renter signing for another", func(l *pb.Lease) { l.Provider = l.Renter },
+			pb.RejectCode_REJECT_BAD_REQUEST, "provider"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			reply := proposeRaw(t, renter, prov, c.edit)
+			if reply.Lease != nil || reply.Code != c.code || !strings.Contains(reply.Reason, c.want) {
+				t.Errorf("reply %v %q; want %v containing %q", reply.Code, reply.Reason, c.code, c.want)
+			}
+		})
+	}
+	if ls, _ := prov.Leases(context.Background()); len(ls) != 0 {
+		t.Errorf("refused proposals left leases: %+v", ls)
+	}
+}
+
+// rentAsync rents in the background; the result arrives on the channel.
+type rentDone struct {
+	res api.RentResult
+	err error
+}
+
+func rentAsync(ctx context.Context, n *Node, req api.RentRequest, out RentOutput) chan rentDone {
+	c := make(chan rentDone, 1)
+	go func() {
+		res, err := n.Rent(ctx, req, out)
+		c <- rentDone{res, err}
+	}()
+	return c
+}
+
+// activeLease waits until n runs a lease in state active and returns it.
+func activeLease(t *testing.T, n *Node) api.LeaseView {
+	t.Helper()
+	var found api.LeaseView
+	waitFor(t, 20*time.Second, "a lease running on "+short(n.Host().ID()), func() bool {
+		ls, _ := n.Leases(context.Background())
+		for _, l := range ls {
+			if l.State == LeaseActive && l.Role == roleProvider {
+				found = l
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+func TestBronzeLeaseIsPreemptedByGoldWithNoticeAndPaysWhatRan(t *testing.T) {
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, func(c *Config) { c.Provider.BronzeNotice = Dur(time.Second) })
+	bronzeReq := rentRequest(image, "sh", "-c", `trap 'echo got TERM; exit 143' TERM; echo bronze running; while true; do sleep 0.1; done`)
+	bronzeReq.Tier, bronzeReq.Count = "bronze", 8
+	var out, errs executortest.Buffer
+	var notices []string
+	var mu sync.Mutex
+	bronze := rentAsync(context.Background(), renter, bronzeReq, RentOutput{Stdout: &out, Stderr: &errs, Progress: func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		notices = append(notices, s)
+	}})
+	out.WaitFor(t, "bronze running", 20*time.Second)
+	activeLease(t, prov)
+
+	goldReq := rentRequest(image, "echo", "gold ran")
+	goldReq.Tier = "gold"
+	var gold executortest.Buffer
+	gres, err := renter.Rent(context.Background(), goldReq, RentOutput{Stdout: &gold, Stderr: &gold})
+	if err != nil {
+		t.Fatalf("gold rent: %v; tried %+v", err, gres.Tried)
+	}
+	if gres.Receipt.Outcome != "completed" || gold.String() != "gold ran\n" {
+		t.Errorf("gold: %+v, output %q", gres.Receipt, gold.String())
+	}
+	b := <-bronze
+	if b.err != nil {
+		t.Fatalf("bronze rent: %v", b.err)
+	}
+	rc := b.res.Receipt
+	if rc.Outcome != "preempted" || len(rc.SignedBy) != 2 || !strings.Contains(out.String(), "got TERM") {
+		t.Errorf("bronze receipt %+v, output %q", rc, out.String())
+	}
+	// Pro-rated: it paid for the seconds it ran, not the hour it asked for.
+	if rc.MeteredSeconds >= 60 || rc.Amount == "0.00" && rc.MeteredSeconds > 0 {
+		t.Errorf("bronze metered %d s for %s", rc.MeteredSeconds, rc.Amount)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.ContainsFunc(notices, func(s string) bool {
+		return strings.Contains(s, "preempted by a gold lease: the job will be stopped at")
+	}) {
+		t.Errorf("no preemption notice among %q", notices)
+	}
+}
+
+func TestProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T) {
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, nil)
+	var out executortest.Buffer
+	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo up; sleep 30"), RentOutput{Stdout: &out, Stderr: &out})
+	out.WaitFor(t, "up", 20*time.Second)
+	l := activeLease(t, prov)
+	waitFor(t, 10*time.Second, "a few verified beats", func() bool {
+		rec, err := (leaseStore{renter.store}).get(context.Background(), l.ID)
+		return err == nil && rec.Beats >= 3
+	})
+	prov.host.Close() // the provider's machine drops off the network
+	d := <-done
+	if d.err != nil {
+		t.Fatalf("rent: %v", d.err)
+	}
+	rc := d.res.Receipt
+	if rc.Outcome != "failed" || !strings.Contains(rc.Note, "provider vanished") || len(rc.SignedBy) != 1 || rc.SignedBy[0] != "renter" || rc.Beats < 3 {
+		t.Errorf("receipt %+v", rc)
+	}
+	// The renter pays from the lease's start to its last verified beat.
+	if rc.MeteredSeconds > 5 {
+		t.Errorf("metered %d s for a job the provider ran a few seconds", rc.MeteredSeconds)
+	}
+}
+
+func TestRenterVanishingStopsTheJobAfterTheGracePeriod(t *testing.T) {
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, nil)
+	var out executortest.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := rentAsync(ctx, renter, rentRequest(image, "sh", "-c", "echo up; sleep 300"), RentOutput{Stdout: &out, Stderr: &out})
+	out.WaitFor(t, "up", 20*time.Second)
+	l := activeLease(t, prov)
+	renter.host.Close() // the renter's laptop drops off the network
+	var rec *leaseRecord
+	waitFor(t, 20*time.Second, "the provider ends the lease", func() bool {
+		rec, _ = (leaseStore{prov.store}).get(context.Background(), l.ID)
+		return rec != nil && terminal(rec.State)
+	})
+	if rec.State != LeaseCancelled || !strings.Contains(rec.Note, "the renter was gone for") {
+		t.Errorf("lease ended %s: %s", rec.State, rec.Note)
+	}
+	rs, _ := prov.Receipts(context.Background())
+	if len(rs) != 1 || len(rs[0].SignedBy) != 1 || rs[0].SignedBy[0] != "provider" {
+		t.Errorf("receipts %+v", rs)
+	}
+	if ids, err := prov.leases.exec.Running(context.Background()); err != nil || len(ids) != 0 {
+		t.Errorf("jobs still there after the renter left: %v %v", ids, err)
+	}
+	cancel()
+	<-done
+}
+
+func TestTwoRentersRaceForOneProviderAndTheLoserMovesOn(t *testing.T) {
+	image := executortest.BusyboxImage(t)
+	cheap, renterA := leaseSwarm(t, func(c *Config) { c.Provider.Price = "1.00" })
+	boot := cheap // a provider runs its DHT in server mode: a fine bootstrap peer
+	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), func(c *Config) {
+		c.Provider.Enabled = true
+		c.Provider.GPUSource = "fake:dgxa100"
+		c.Provider.Price = "2.00"
+		c.Jobs.HeartbeatInterval = Dur(200 * time.Millisecond)
+	})), Options{})
+	removeJobsOf(t, dear)
+	renterB := startNode(t, testRepo(t, "renterB", bootstrapFrom(boot)), Options{Light: true})
+	req := rentRequest(image, "sh", "-c", "echo ran; sleep 1")
+	req.GPUs, req.Count = nil, 8
+	for _, r := range []*Node{renterA, renterB} {
+		waitFor(t, 15*time.Second, "both offers in every renter's book", func() bool { return offeredGPUs(r, cheap) == 8 && offeredGPUs(r, dear) == 8 })
+	}
+	var outA, outB executortest.Buffer
+	a := rentAsync(context.Background(), renterA, req, RentOutput{Stdout: &outA, Stderr: &outA})
+	b := rentAsync(context.Background(), renterB, req, RentOutput{Stdout: &outB, Stderr: &outB})
+	ra, rb := <-a, <-b
+	if ra.err != nil || rb.err != nil {
+		t.Fatalf("rents: %v (tried %+v), %v (tried %+v)", ra.err, ra.res.Tried, rb.err, rb.res.Tried)
+	}
+	providers := []string{ra.res.Lease.Provider, rb.res.Lease.Provider}
+	if !slices.Contains(providers, cheap.Host().ID().String()) || !slices.Contains(providers, dear.Host().ID().String()) {
+		t.Fatalf("leases went to %v", providers)
+	}
+	loser := ra.res
+	if loser.Lease.Provider == cheap.Host().ID().String() {
+		loser = rb.res
+	}
+	if len(loser.Tried) != 1 || loser.Tried[0].Stage != "negotiate" || !strings.Contains(loser.Tried[0].Reason, "REJECT_NO_CAPACITY") {
+		t.Errorf("the loser tried %+v", loser.Tried)
+	}
+	for _, r := range []rentDone{ra, rb} {
+		if r.res.Receipt.Outcome != "completed" || len(r.res.Receipt.SignedBy) != 2 {
+			t.Errorf("receipt %+v", r.res.Receipt)
+		}
+	}
+}
