@@ -268,6 +268,9 @@ func (c *Calendar) Restore(a Allocation) error {
 	return nil
 }
 
+// Slots is how many GPU slots the calendar holds.
+func (c *Calendar) Slots() int { return len(c.gpus) }
+
 // Prune drops every allocation that has ended by now.
 func (c *Calendar) Prune(now time.Time) {
 	for id, a := range c.allocs {

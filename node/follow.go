@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -17,6 +20,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 )
+
+// LogsDir is the repository folder where a renter keeps its jobs' output,
+// <lease>.stdout and <lease>.stderr.
+const LogsDir = "logs"
 
 // reattachFor is how long a renter keeps trying to re-attach to a job
 // whose stream broke before it counts the provider as gone.
@@ -36,6 +43,38 @@ type follow struct {
 	receipt     api.ReceiptView
 	firstOutput time.Time
 	cancelOnce  sync.Once
+	stdout      io.Writer // the caller's, and the kept log
+	stderr      io.Writer
+}
+
+// keepLogs tees the job's output into the repository's logs folder; a
+// folder that cannot be written costs the copy, not the rental.
+func (f *follow) keepLogs() (closeLogs func()) {
+	f.stdout, f.stderr = f.out.Stdout, f.out.Stderr
+	dir := filepath.Join(f.n.repo.Path, LogsDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		f.n.log.Warn("job output not kept", "err", err)
+		return func() {}
+	}
+	var files []*os.File
+	for _, w := range []*io.Writer{&f.stdout, &f.stderr} {
+		name := f.lease.Id + ".stdout"
+		if w == &f.stderr {
+			name = f.lease.Id + ".stderr"
+		}
+		file, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			f.n.log.Warn("job output not kept", "err", err)
+			continue
+		}
+		files = append(files, file)
+		*w = io.MultiWriter(*w, file)
+	}
+	return func() {
+		for _, file := range files {
+			file.Close()
+		}
+	}
 }
 
 // run attaches to the job and reads its frames until the receipt; a
@@ -44,6 +83,7 @@ type follow struct {
 func (f *follow) run(ctx context.Context) error {
 	provider := peer.ID(f.lease.Provider)
 	f.beats = attest.NewFollower(provider, f.lease.Id)
+	defer f.keepLogs()()
 	raw, _ := proto.Marshal(f.cs)
 	f.rec = &leaseRecord{ID: f.lease.Id, Role: roleRenter, State: LeaseActive, Lease: raw, EndMs: market.LeaseEnd(f.lease).UnixMilli()}
 	lost := time.Time{}
@@ -89,10 +129,10 @@ func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err err
 		switch k := fr.Kind.(type) {
 		case *pb.JobFrame_Stdout:
 			f.output()
-			f.out.Stdout.Write(k.Stdout)
+			f.stdout.Write(k.Stdout)
 		case *pb.JobFrame_Stderr:
 			f.output()
-			f.out.Stderr.Write(k.Stderr)
+			f.stderr.Write(k.Stderr)
 		case *pb.JobFrame_Heartbeat:
 			if err := f.beats.Add(k.Heartbeat); err != nil {
 				f.out.say("telemetry beat refused: %v", err)

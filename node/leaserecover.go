@@ -110,3 +110,14 @@ func (lm *leaseManager) liveIDs() []string {
 	slices.Sort(ids)
 	return ids
 }
+
+// slotCounts is how many GPUs each model's calendar holds.
+func (lm *leaseManager) slotCounts() map[string]int {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	out := map[string]int{}
+	for m, c := range lm.cals {
+		out[m] = c.Slots()
+	}
+	return out
+}

@@ -276,6 +276,18 @@ func (lm *leaseManager) cancel(from peer.ID, id string) *pb.LeaseReply {
 	return &pb.LeaseReply{Lease: ll.cs}
 }
 
+// stopLease cancels a running lease on the provider's own initiative.
+func (lm *leaseManager) stopLease(id, note string) bool {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	ll := lm.live[id]
+	if ll == nil {
+		return false
+	}
+	ll.requestStop(stopRequest{outcome: pb.Outcome_OUTCOME_CANCELLED, note: note, at: time.Now()})
+	return true
+}
+
 // requestStop hands a stop to the supervisor without blocking; a later
 // request replaces one not yet taken.
 func (ll *liveLease) requestStop(r stopRequest) {

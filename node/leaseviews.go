@@ -3,13 +3,17 @@ package node
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"github.com/idlegrid/idlegrid/p2p"
+	ds "github.com/ipfs/go-datastore"
 	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 )
@@ -47,7 +51,21 @@ func receiptView(rc *pb.Receipt, cs *pb.CoSigned) api.ReceiptView {
 
 // Leases lists every lease this node took part in, newest last.
 func (n *Node) Leases(ctx context.Context) ([]api.LeaseView, error) {
-	recs, err := (leaseStore{n.store}).all(ctx)
+	return leaseStore{n.store}.views(ctx)
+}
+
+// Receipts lists every receipt this node holds.
+func (n *Node) Receipts(ctx context.Context) ([]api.ReceiptView, error) {
+	return leaseStore{n.store}.receipts(ctx)
+}
+
+// Ledger lists the local ledger's balances.
+func (n *Node) Ledger(ctx context.Context) ([]api.LedgerEntry, error) {
+	return leaseStore{n.store}.ledgerViews(ctx)
+}
+
+func (s leaseStore) views(ctx context.Context) ([]api.LeaseView, error) {
+	recs, err := s.all(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -58,9 +76,8 @@ func (n *Node) Leases(ctx context.Context) ([]api.LeaseView, error) {
 	return out, nil
 }
 
-// Receipts lists every receipt this node holds.
-func (n *Node) Receipts(ctx context.Context) ([]api.ReceiptView, error) {
-	recs, err := (leaseStore{n.store}).all(ctx)
+func (s leaseStore) receipts(ctx context.Context) ([]api.ReceiptView, error) {
+	recs, err := s.all(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -82,9 +99,8 @@ func (n *Node) Receipts(ctx context.Context) ([]api.ReceiptView, error) {
 	return out, nil
 }
 
-// Ledger lists the local ledger's balances.
-func (n *Node) Ledger(ctx context.Context) ([]api.LedgerEntry, error) {
-	es, err := (leaseStore{n.store}).ledger(ctx)
+func (s leaseStore) ledgerViews(ctx context.Context) ([]api.LedgerEntry, error) {
+	es, err := s.ledger(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -97,4 +113,85 @@ func (n *Node) Ledger(ctx context.Context) ([]api.LedgerEntry, error) {
 		out = append(out, api.LedgerEntry{Peer: e.Peer, Currency: e.Currency, Balance: bal, Receipts: e.Receipts})
 	}
 	return out, nil
+}
+
+// Records reads a repository's leases, receipts and ledger while no
+// daemon runs: it holds the repository's lock until Close.
+type Records struct {
+	store  *pebbleds.Datastore
+	unlock func()
+}
+
+// OpenRecords locks r and opens its datastore.
+func OpenRecords(r *Repo) (*Records, error) {
+	unlock, err := r.Lock()
+	if err != nil {
+		return nil, err
+	}
+	store, err := pebbleds.NewDatastore(r.DatastorePath())
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("open datastore %s: %w", r.DatastorePath(), err)
+	}
+	return &Records{store: store, unlock: unlock}, nil
+}
+
+// Leases lists the repository's leases.
+func (r *Records) Leases(ctx context.Context) ([]api.LeaseView, error) {
+	return leaseStore{r.store}.views(ctx)
+}
+
+// Receipts lists the repository's receipts.
+func (r *Records) Receipts(ctx context.Context) ([]api.ReceiptView, error) {
+	return leaseStore{r.store}.receipts(ctx)
+}
+
+// Ledger lists the repository's ledger.
+func (r *Records) Ledger(ctx context.Context) ([]api.LedgerEntry, error) {
+	return leaseStore{r.store}.ledgerViews(ctx)
+}
+
+// Close closes the datastore and releases the lock.
+func (r *Records) Close() error {
+	err := r.store.Close()
+	r.unlock()
+	return err
+}
+
+// CancelLease ends a lease early. A renter's lease is cancelled at its
+// provider, which stops the job and sends the receipt to the renter
+// following it; a provider's lease is stopped here.
+func (n *Node) CancelLease(ctx context.Context, id string) (api.LeaseView, error) {
+	rec, err := leaseStore{n.store}.get(ctx, id)
+	if errors.Is(err, ds.ErrNotFound) {
+		return api.LeaseView{}, api.BadRequest{Err: fmt.Errorf("no lease %q here", id)}
+	}
+	if err != nil {
+		return api.LeaseView{}, err
+	}
+	if terminal(rec.State) {
+		return api.LeaseView{}, api.BadRequest{Err: fmt.Errorf("lease %s already ended: %s", id, rec.State)}
+	}
+	l, _, err := rec.lease()
+	if err != nil {
+		return api.LeaseView{}, err
+	}
+	if rec.Role == roleProvider {
+		if n.leases == nil || !n.leases.stopLease(id, "cancelled by the provider") {
+			return api.LeaseView{}, fmt.Errorf("lease %s is not running here", id)
+		}
+		return leaseView(rec), nil
+	}
+	provider := peer.ID(l.Provider)
+	if err := n.disc.Locate(ctx, provider); err != nil {
+		return api.LeaseView{}, err
+	}
+	reply, err := p2p.RequestLease(ctx, n.host, provider, &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: id}})
+	if err != nil {
+		return api.LeaseView{}, err
+	}
+	if reply.Lease == nil {
+		return api.LeaseView{}, fmt.Errorf("provider refused: %s: %s", reply.Code, reply.Reason)
+	}
+	return leaseView(rec), nil
 }

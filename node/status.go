@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"time"
@@ -47,7 +48,54 @@ func (n *Node) Status() api.Status {
 			}
 		}
 	}
+	if n.store != nil {
+		s.Leases = n.leaseSummary(context.Background())
+	}
 	return s
+}
+
+// leaseSummary counts the leases, the GPUs they hold of those offered, and
+// the ledger's earnings and spending.
+func (n *Node) leaseSummary(ctx context.Context) api.LeaseSummary {
+	sum := api.LeaseSummary{Active: []api.LeaseView{}, Earned: []string{}, Spent: []string{}}
+	views, err := n.Leases(ctx)
+	if err != nil {
+		return sum
+	}
+	for _, v := range views {
+		if terminal(v.State) {
+			sum.Ended++
+			continue
+		}
+		sum.Active = append(sum.Active, v)
+		if v.Role == roleProvider {
+			sum.GPUsLeased += int(v.GPUs)
+		}
+	}
+	if n.leases != nil {
+		for _, c := range n.leases.slotCounts() {
+			sum.GPUsOffered += c
+		}
+	}
+	if sum.GPUsOffered > 0 {
+		sum.Utilisation = float64(sum.GPUsLeased) / float64(sum.GPUsOffered)
+	}
+	earned, spent := map[string]int64{}, map[string]int64{}
+	ledger, _ := leaseStore{n.store}.ledger(ctx)
+	for _, e := range ledger {
+		if e.Balance > 0 {
+			earned[e.Currency] += e.Balance
+		} else {
+			spent[e.Currency] -= e.Balance
+		}
+	}
+	for cur, v := range earned {
+		sum.Earned = append(sum.Earned, FormatPrice(uint64(v))+" "+cur)
+	}
+	for cur, v := range spent {
+		sum.Spent = append(sum.Spent, FormatPrice(uint64(v))+" "+cur)
+	}
+	return sum
 }
 
 // observedAddrs are the addresses the host advertises that none of its

@@ -72,6 +72,30 @@ func (c *Client) Attest(ctx context.Context, req AttestRequest) (AttestResult, e
 	return out, c.post(ctx, "/v1/attest", req, &out)
 }
 
+// Leases fetches GET /v1/leases.
+func (c *Client) Leases(ctx context.Context) ([]LeaseView, error) {
+	var out []LeaseView
+	return out, c.get(ctx, "/v1/leases", &out)
+}
+
+// CancelLease asks POST /v1/leases/{id}/cancel to end a lease.
+func (c *Client) CancelLease(ctx context.Context, id string) (LeaseView, error) {
+	var out LeaseView
+	return out, c.post(ctx, "/v1/leases/"+url.PathEscape(id)+"/cancel", struct{}{}, &out)
+}
+
+// Receipts fetches GET /v1/receipts.
+func (c *Client) Receipts(ctx context.Context) ([]ReceiptView, error) {
+	var out []ReceiptView
+	return out, c.get(ctx, "/v1/receipts", &out)
+}
+
+// Ledger fetches GET /v1/ledger.
+func (c *Client) Ledger(ctx context.Context) ([]LedgerEntry, error) {
+	var out []LedgerEntry
+	return out, c.get(ctx, "/v1/ledger", &out)
+}
+
 func (c *Client) post(ctx context.Context, path string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {

@@ -23,6 +23,10 @@ type Backend interface {
 	Match(context.Context, BidRequest) (MatchResult, error)
 	PlaceBid(context.Context, BidRequest) (BidResult, error)
 	Attest(context.Context, AttestRequest) (AttestResult, error)
+	Leases(context.Context) ([]LeaseView, error)
+	Receipts(context.Context) ([]ReceiptView, error)
+	Ledger(context.Context) ([]LedgerEntry, error)
+	CancelLease(context.Context, string) (LeaseView, error)
 }
 
 // BadRequest marks a Backend error caused by the request (HTTP 400).
@@ -80,6 +84,18 @@ func NewServer(b Backend, metrics prometheus.Gatherer, log *slog.Logger) *Server
 			return
 		}
 		reply(w, func() (any, error) { return b.Attest(r.Context(), req) })
+	})
+	mux.HandleFunc("GET /v1/leases", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, func() (any, error) { return b.Leases(r.Context()) })
+	})
+	mux.HandleFunc("POST /v1/leases/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, func() (any, error) { return b.CancelLease(r.Context(), r.PathValue("id")) })
+	})
+	mux.HandleFunc("GET /v1/receipts", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, func() (any, error) { return b.Receipts(r.Context()) })
+	})
+	mux.HandleFunc("GET /v1/ledger", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, func() (any, error) { return b.Ledger(r.Context()) })
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

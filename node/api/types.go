@@ -26,6 +26,23 @@ type Status struct {
 	Provider bool `json:"provider"`
 	// Topics maps each gossip topic to its subscribed and mesh peers.
 	Topics map[string]TopicStatus `json:"topics"`
+	// Leases sums up this node's leases, either side.
+	Leases LeaseSummary `json:"leases"`
+}
+
+// LeaseSummary is the lease part of a status.
+type LeaseSummary struct {
+	// Active lists the leases running now (accepted or active).
+	Active []LeaseView `json:"active"`
+	Ended  int         `json:"ended"`
+	// GPUsLeased of GPUsOffered are held by running leases now;
+	// Utilisation is their ratio (0 when nothing is offered).
+	GPUsLeased  int     `json:"gpus_leased"`
+	GPUsOffered int     `json:"gpus_offered"`
+	Utilisation float64 `json:"utilisation"`
+	// Earned and Spent sum the ledger per currency, such as "12.40 USD".
+	Earned []string `json:"earned"`
+	Spent  []string `json:"spent"`
 }
 
 // TopicStatus counts the peers of one gossip topic.

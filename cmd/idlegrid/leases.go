@@ -1,0 +1,204 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/spf13/cobra"
+)
+
+// records asks the running daemon, or, with none, reads the repository's
+// datastore directly (it then holds the repository's lock meanwhile).
+func records[T any](e *env, viaAPI func(*api.Client) (T, error), offline func(*node.Records) (T, error)) (T, error) {
+	var out T
+	err := e.apiCall(func(c *api.Client) (err error) { out, err = viaAPI(c); return })
+	if !errors.Is(err, api.ErrNoDaemon) {
+		return out, err
+	}
+	r, err := node.Open(e.repoPath())
+	if err != nil {
+		return out, err
+	}
+	recs, err := node.OpenRecords(r)
+	if err != nil {
+		return out, err
+	}
+	defer recs.Close()
+	return offline(recs)
+}
+
+func newLeasesCmd(e *env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "leases",
+		Short: "List this node's leases, as renter and as provider",
+		Long: `List every lease of this repository: the ones rented (role renter) and, on a
+provider, the ones sold (role provider), with their state: accepted, active,
+completed, preempted, failed or cancelled. Through the daemon when one runs,
+else from the repository itself.`,
+		Example: `  idlegrid leases
+  idlegrid leases --json`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			ls, err := records(e, func(c *api.Client) ([]api.LeaseView, error) { return c.Leases(e.ctx) },
+				func(r *node.Records) ([]api.LeaseView, error) { return r.Leases(e.ctx) })
+			if err != nil {
+				return err
+			}
+			return e.printList(ls, len(ls), "no leases", func(w io.Writer) {
+				fmt.Fprintln(w, "LEASE\tROLE\tSTATE\tPEER\tGPUS\tTIER\tPRICE/GPU-H\tSTART\tEND\tIMAGE")
+				for _, l := range ls {
+					other := l.Provider
+					if l.Role == "provider" {
+						other = l.Renter
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s %s\t%s\t%s\t%s\n", l.ID, l.Role, l.State, short(other), l.GPUs, l.Tier, l.Price, l.Currency,
+						l.Start.Local().Format(time.DateTime), l.End.Local().Format(time.TimeOnly), l.Image)
+				}
+			})
+		},
+	}
+	addJSONFlag(c, e)
+	return c
+}
+
+func newReceiptsCmd(e *env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "receipts",
+		Short: "List the receipts of ended leases and who signed them",
+		Long: `List the receipt of every ended lease: outcome, metered seconds, amount, the
+telemetry chain's root, and which parties' signatures verify. A receipt both
+renter and provider signed is settled; one signed by one side is that side's
+claim (the other vanished or disagreed).`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			rs, err := records(e, func(c *api.Client) ([]api.ReceiptView, error) { return c.Receipts(e.ctx) },
+				func(r *node.Records) ([]api.ReceiptView, error) { return r.Receipts(e.ctx) })
+			if err != nil {
+				return err
+			}
+			return e.printList(rs, len(rs), "no receipts", func(w io.Writer) {
+				fmt.Fprintln(w, "LEASE\tOUTCOME\tSECONDS\tAMOUNT\tBEATS\tEXIT\tSIGNED BY\tNOTE")
+				for _, r := range rs {
+					fmt.Fprintf(w, "%s\t%s\t%d\t%s %s\t%d\t%d\t%s\t%s\n", r.LeaseID, r.Outcome, r.MeteredSeconds, r.Amount, r.Currency, r.Beats, r.ExitCode,
+						strings.Join(r.SignedBy, "+"), r.Note)
+				}
+			})
+		},
+	}
+	addJSONFlag(c, e)
+	return c
+}
+
+func newLedgerCmd(e *env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "ledger",
+		Short: "Show the local ledger: what each counterparty owes or is owed",
+		Long: `Show the local ledger, the default settlement: one balance per counterparty
+and currency, the sum of the receipts with it. Positive: the peer owes this
+node (it rented from us); negative: this node owes the peer.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			es, err := records(e, func(c *api.Client) ([]api.LedgerEntry, error) { return c.Ledger(e.ctx) },
+				func(r *node.Records) ([]api.LedgerEntry, error) { return r.Ledger(e.ctx) })
+			if err != nil {
+				return err
+			}
+			return e.printList(es, len(es), "the ledger is empty", func(w io.Writer) {
+				fmt.Fprintln(w, "PEER\tBALANCE\tRECEIPTS")
+				for _, l := range es {
+					fmt.Fprintf(w, "%s\t%s %s\t%d\n", l.Peer, l.Balance, l.Currency, l.Receipts)
+				}
+			})
+		},
+	}
+	addJSONFlag(c, e)
+	return c
+}
+
+func newLogsCmd(e *env) *cobra.Command {
+	var stream string
+	c := &cobra.Command{
+		Use:   "logs LEASE",
+		Short: "Print a rented job's output, kept by 'idlegrid rent'",
+		Long: `Print the stdout and stderr a rented job streamed back, as 'idlegrid rent'
+kept them under the repository's logs/ folder.`,
+		Example: `  idlegrid logs lease-4f2a…
+  idlegrid logs lease-4f2a… --stream stderr`,
+		Args: exactArgs(1, "LEASE"),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if stream != "stdout" && stream != "stderr" && stream != "both" {
+				return usagef("--stream %q: want stdout, stderr or both", stream)
+			}
+			r, err := node.Open(e.repoPath())
+			if err != nil {
+				return err
+			}
+			found := false
+			for _, s := range []string{"stdout", "stderr"} {
+				if stream != "both" && stream != s {
+					continue
+				}
+				b, err := os.ReadFile(filepath.Join(r.Path, node.LogsDir, args[0]+"."+s))
+				if errors.Is(err, os.ErrNotExist) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				found = true
+				w := e.stdout
+				if s == "stderr" {
+					w = e.stderr
+				}
+				w.Write(b)
+			}
+			if !found {
+				return fmt.Errorf("no output kept for lease %q in %s (see `idlegrid leases`)", args[0], filepath.Join(r.Path, node.LogsDir))
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&stream, "stream", "both", "stdout, stderr or both")
+	return c
+}
+
+func newCancelCmd(e *env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "cancel LEASE",
+		Short: "End a lease early: the provider stops the job, the receipt pays what ran",
+		Long: `Cancel a lease before its term ends. As the renter: the provider is asked to
+stop the job (SIGTERM, its grace, SIGKILL); the 'idlegrid rent' following it
+prints the receipt. As the provider: the job is stopped here. Through the
+daemon when one runs, else as a light client.`,
+		Args: exactArgs(1, "LEASE"),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var l api.LeaseView
+			err := e.apiCall(func(c *api.Client) (err error) { l, err = c.CancelLease(e.ctx, args[0]); return })
+			if errors.Is(err, api.ErrNoDaemon) {
+				n, done, lerr := e.lightNode(nil)
+				if lerr != nil {
+					return lerr
+				}
+				defer done()
+				l, err = n.CancelLease(e.ctx, args[0])
+			}
+			if err != nil {
+				return err
+			}
+			if e.asJSON {
+				return e.printJSON(l)
+			}
+			fmt.Fprintf(e.stdout, "lease %s: cancellation sent to %s\n", l.ID, short(l.Provider))
+			return nil
+		},
+	}
+	addJSONFlag(c, e)
+	return c
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/spf13/cobra"
+)
+
+func newRentCmd(e *env) *cobra.Command {
+	var (
+		req       api.RentRequest
+		gpu       string
+		bootstrap []string
+		gather    time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "rent [flags] -- [CMD ARGS...]",
+		Short: "Rent GPUs and run a container on them: match, attest, lease, run, pay",
+		Long: `Rent GPUs for one job, as a light client: no daemon needed.
+
+rent joins the swarm (network.bootstrap of the repository, or --bootstrap),
+gathers offers until some fit (a progress line on stderr), ranks them by
+effective price, challenges the best provider to attest its GPUs, proposes a
+lease both sides sign, and runs --image with CMD ARGS on the leased GPUs. The
+job's stdout and stderr stream back apart (and are kept under the
+repository's logs/ folder for 'idlegrid logs'); its telemetry is verified as
+it arrives. At the end both sides sign a receipt for the metered time, which
+is printed and settled in the local ledger. A refused lease moves on to the
+next candidate by itself.
+
+Ctrl-C cancels the lease: the provider stops the job and the receipt, for
+what ran, is still printed. Without a repository, rent uses a throw-away
+identity (and keeps nothing).`,
+		Example: `  idlegrid rent --gpu A100 --count 1 --hours 2 --max-price 2.50 --tier silver \
+      --image pytorch/pytorch:2.4 -- python train.py
+  idlegrid rent --bootstrap /ip4/127.0.0.1/tcp/4001/p2p/12D3KooW… --gpu H100 \
+      --image idlegrid-test/busybox:1 -- sh -c 'nvidia-smi || echo "$IDLEGRID_GPUS"'`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if req.Image == "" {
+				return usagef("--image: name the container image to run")
+			}
+			if gather <= 0 || gather > 10*time.Minute {
+				return usagef("--gather %s: want more than 0 and at most 10m", gather)
+			}
+			req.GPUs, req.Command, req.GatherMillis = splitGPUs(gpu), args, int(gather.Milliseconds())
+			n, done, err := e.lightNode(bootstrap)
+			if err != nil {
+				return err
+			}
+			defer done()
+			progress := func(line string) {
+				if !e.asJSON {
+					fmt.Fprintf(e.stderr, "idlegrid: %s\n", line)
+				}
+			}
+			res, err := n.Rent(e.ctx, req, node.RentOutput{Stdout: e.stdout, Stderr: e.stderr, Progress: progress})
+			if err != nil {
+				for _, t := range res.Tried {
+					progress(fmt.Sprintf("tried %s (%s): %s", short(t.Provider), t.Stage, t.Reason))
+				}
+				return err
+			}
+			if e.asJSON {
+				return e.printJSON(res)
+			}
+			r := res.Receipt
+			fmt.Fprintf(e.stderr, "idlegrid: lease %s %s: %d s metered, %s %s, exit code %d, signed by %s\n",
+				r.LeaseID, r.Outcome, r.MeteredSeconds, r.Amount, r.Currency, r.ExitCode, strings.Join(r.SignedBy, " and "))
+			if r.Note != "" {
+				fmt.Fprintf(e.stderr, "idlegrid: %s\n", r.Note)
+			}
+			t := res.Timings
+			fmt.Fprintf(e.stderr, "idlegrid: first output after %s (discover %s, match %s, attest %s, negotiate %s, start %s)\n",
+				ms(t.FirstOutput), ms(t.Discover), ms(t.Match), ms(t.Attest), ms(t.Negotiate), ms(t.Start))
+			return nil
+		},
+	}
+	bidFlags(c, &req.BidRequest, &gpu)
+	f := c.Flags()
+	f.StringArrayVar(&req.Env, "env", nil, "KEY=VALUE for the job's environment (repeatable)")
+	f.StringArrayVar(&bootstrap, "bootstrap", nil, "bootstrap peer multiaddr, replacing network.bootstrap (repeatable)")
+	f.DurationVar(&gather, "gather", 15*time.Second, "how long to wait for fitting offers")
+	f.IntVar(&req.Candidates, "candidates", 5, "providers to try, best first")
+	f.BoolVar(&req.SkipAttest, "no-attest", false, "lease without challenging the provider's attestation")
+	addJSONFlag(c, e)
+	return c
+}
+
+func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+// lightNode starts a light client from the repository, or from a throw-away
+// one when there is none, with the API and P2P ports left to the system so
+// it runs beside a daemon. done closes it (and removes a throw-away one).
+func (e *env) lightNode(bootstrap []string) (*node.Node, func(), error) {
+	path, cleanup := e.repoPath(), func() {}
+	r, err := node.Open(path)
+	if errors.Is(err, node.ErrNoRepo) {
+		tmp, terr := os.MkdirTemp("", "idlegrid-rent-")
+		if terr != nil {
+			return nil, nil, terr
+		}
+		cleanup = func() { os.RemoveAll(tmp) }
+		if r, err = node.Init(tmp, node.InitOptions{Profile: node.ProfileRenter, ListenPort: 0, APIPort: 0, Bootstrap: bootstrap}); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		fmt.Fprintf(e.stderr, "idlegrid: no repository at %s: renting with a throw-away identity\n", path)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := r.Config()
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	cfg.API.Port, cfg.Network.Listen = 0, node.ListenAddrs("0.0.0.0", 0, cfg.Swarm.KeyFile == "")
+	if len(bootstrap) > 0 {
+		cfg.Network.Bootstrap = bootstrap
+	}
+	log, err := e.setupLogging(cfg.Log)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	n, err := node.New(r, cfg, node.Options{Light: true, Version: version, Logger: log})
+	if err != nil {
+		cleanup()
+		return nil, nil, usageIfFlag(err, len(bootstrap) > 0)
+	}
+	if err := n.Start(e.ctx); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return n, func() { n.Close(); cleanup() }, nil
+}
+
+// usageIfFlag reports a bad --bootstrap as a usage error.
+func usageIfFlag(err error, fromFlag bool) error {
+	if fromFlag && errors.Is(err, node.ErrConfig) {
+		return usagef("--bootstrap: %v", err)
+	}
+	return err
+}
