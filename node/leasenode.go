@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/idlegrid/idlegrid/attest"
@@ -23,7 +24,11 @@ func (n *Node) newExecutor() (executor.Executor, error) {
 		}
 		return executor.NewDocker(opts...)
 	case ExecutorProcess:
-		return executor.NewProcess(executor.ProcessBaseDir(filepath.Join(n.repo.Path, "jobs")))
+		dir := filepath.Join(n.repo.Path, "jobs")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		return executor.NewProcess(executor.ProcessBaseDir(dir))
 	}
 	return nil, nil
 }

@@ -20,6 +20,7 @@ func newDevstackCmd(e *env) *cobra.Command {
 		nodes    int
 		duration time.Duration
 		keep     bool
+		demo     bool
 	)
 	c := &cobra.Command{
 		Use:   "devstack",
@@ -30,16 +31,27 @@ who sees whom until Ctrl-C (or --duration), then stop them and clean up.
 
 Each node is a full node: TCP and QUIC, the DHT, rendezvous, gossip and its
 own local API, so 'idlegrid status --repo <dir>' works against any of them.
-Every node but the first is a provider with its own GPUs, prices, region
-and windows, so 'offers', 'quote' and 'bid' have a market to work on.
-devstack makes its own repositories and ignores --repo.`,
+Every node but the first is a provider with its own GPUs (fake DGX machines
+on go-nvml's mock servers, or static lists), prices, region and windows, so
+'offers', 'quote', 'bid' and 'rent' have a market to work on.
+
+Leased jobs run as containers when a Docker engine answers (devstack imports
+a tiny busybox image, idlegrid-test/busybox:1, from the host's static
+busybox); with no engine, the devstack makes its swarm private and runs jobs
+as plain processes, and says so. devstack prints the 'idlegrid rent' command
+that rents from it; --demo runs one such rental itself and prints its
+receipt. devstack makes its own repositories and ignores --repo.`,
 		Example: `  idlegrid devstack
+  idlegrid devstack --demo
   idlegrid devstack --nodes 10
   idlegrid devstack --nodes 3 --duration 20s   # stop by itself`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if nodes < 1 || nodes > 100 {
 				return usagef("--nodes %d: want 1 to 100", nodes)
+			}
+			if demo && nodes < 2 {
+				return usagef("--demo needs a provider: --nodes 2 or more")
 			}
 			if duration < 0 {
 				return usagef("--duration %s: want a positive duration, or 0 to run until Ctrl-C", duration)
@@ -67,8 +79,19 @@ devstack makes its own repositories and ignores --repo.`,
 			}
 			s := &devstack{e: e, dir: dir}
 			defer s.close()
+			if err := s.chooseJobs(ctx); err != nil {
+				return err
+			}
 			if err := s.start(ctx, nodes); err != nil {
 				return err
+			}
+			if err := s.makeRenter(); err != nil {
+				return err
+			}
+			if demo {
+				if err := s.demo(ctx); err != nil {
+					fmt.Fprintf(e.stderr, "idlegrid: demo: %v\n", err)
+				}
 			}
 			s.watch(ctx)
 			fmt.Fprintln(e.stdout, "stopping the devstack…")
@@ -79,15 +102,23 @@ devstack makes its own repositories and ignores --repo.`,
 	f.IntVar(&nodes, "nodes", 5, "how many nodes to run (1 to 100)")
 	f.DurationVar(&duration, "duration", 0, "stop after this long (default: run until Ctrl-C)")
 	f.BoolVar(&keep, "keep", false, "keep the nodes' repositories when done")
+	f.BoolVar(&demo, "demo", false, "also rent from the devstack: run a job on a provider's fake GPUs and print its receipt")
 	return c
 }
 
 type devstack struct {
-	e     *env
-	dir   string
-	nodes []*node.Node
-	repos []string
-	mu    sync.Mutex
+	e      *env
+	dir    string
+	nodes  []*node.Node
+	repos  []string
+	mu     sync.Mutex
+	boot   string
+	renter string // a renter repository, for the rent command it prints
+	// How jobs run: the executor, the image rentals name, and for a
+	// devstack with no Docker engine the private swarm's key.
+	executor string
+	image    string
+	swarmKey []byte
 }
 
 func (s *devstack) start(ctx context.Context, n int) error {
@@ -97,6 +128,7 @@ func (s *devstack) start(ctx context.Context, n int) error {
 		return err
 	}
 	boot := first.Addrs()
+	s.boot = boot[0]
 	fmt.Fprintf(s.e.stdout, "devstack: %d nodes in %s, bootstrap %s\n", n, s.dir, boot[0])
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -118,7 +150,7 @@ func (s *devstack) start(ctx context.Context, n int) error {
 
 func (s *devstack) startNode(ctx context.Context, i int, bootstrap []string) (*node.Node, error) {
 	path := filepath.Join(s.dir, fmt.Sprintf("node%02d", i))
-	r, err := node.Init(path, node.InitOptions{Profile: node.ProfileProvider, ListenPort: 0, APIPort: 0, Bootstrap: bootstrap})
+	r, err := node.Init(path, s.initOptions(node.ProfileProvider, bootstrap))
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +158,9 @@ func (s *devstack) startNode(ctx context.Context, i int, bootstrap []string) (*n
 	if err != nil {
 		return nil, err
 	}
-	cfg.Network.Listen = node.ListenAddrs("127.0.0.1", 0, true)
+	cfg.Network.Listen = node.ListenAddrs("127.0.0.1", 0, s.swarmKey == nil)
+	cfg.Jobs.Executor = s.executor
+	cfg.Jobs.HeartbeatInterval = node.Dur(time.Second)
 	if i > 0 {
 		cfg.Provider = devProvider(i - 1)
 	}
@@ -234,6 +268,7 @@ func (s *devstack) view() string {
 	fmt.Fprintf(&b, "\n%d of %d nodes see every other node. # connected, . not; mesh = offers topic.\n", full, len(nodes))
 	fmt.Fprintf(&b, "Ask any node: idlegrid status --repo %s\n", repos[0])
 	fmt.Fprintf(&b, "Shop:        idlegrid offers --repo %s   idlegrid quote --repo %s --gpu A100 --count 2 --hours 4\n", repos[0], repos[0])
+	fmt.Fprintf(&b, "Rent:        %s\n", s.rentCommand())
 	return b.String()
 }
 
@@ -249,26 +284,33 @@ func offersMesh(st api.Status) int {
 
 // devGPUs are the providers a devstack runs: varied GPUs, prices, regions,
 // tiers and windows, so quote and offers have something to show.
+// The DGX ones are fake machines on go-nvml's mock servers, read through
+// the same NVML code as real GPUs, so they attest and meter; the others
+// are static lists, which sell but cannot attest.
 var devGPUs = []struct {
+	source              string // gpu_source: a fake DGX, or static
 	gpu                 node.GPUConfig
 	price, gold, bronze string
 	tiers               []string
 	country, label      string
 	weekly              []string
 }{
-	{node.GPUConfig{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}, "2.49", "", "1.60", []string{"silver", "bronze"}, "DE", "frankfurt", nil},
-	{node.GPUConfig{Model: "A100", Count: 4, VRAMGiB: 80, ComputeCapability: "8.0", Interconnect: "nvlink"}, "1.29", "1.49", "", []string{"gold", "silver"}, "US", "us-east", nil},
-	{node.GPUConfig{Model: "A100", Count: 8, VRAMGiB: 40, ComputeCapability: "8.0", Interconnect: "pcie"}, "0.99", "", "0.69", []string{"silver", "bronze"}, "FR", "paris", []string{"Mon 00:00-Fri 24:00 floor 0.80"}},
-	{node.GPUConfig{Model: "L40S", Count: 2, VRAMGiB: 48, ComputeCapability: "8.9", Interconnect: "pcie"}, "0.79", "", "0.49", []string{"bronze"}, "NL", "amsterdam", nil},
-	{node.GPUConfig{Model: "RTX4090", Count: 1, VRAMGiB: 24, ComputeCapability: "8.9", Interconnect: "pcie"}, "0.39", "", "", []string{"silver"}, "PL", "home-lab", []string{"Mon 18:00-Tue 08:00", "Sat 00:00-Sun 24:00"}},
-	{node.GPUConfig{Model: "H200", Count: 8, VRAMGiB: 141, ComputeCapability: "9.0", Interconnect: "sxm"}, "3.49", "3.99", "", []string{"gold", "silver"}, "SE", "stockholm", nil},
+	{"fake:dgxh100", node.GPUConfig{Model: "H100", Count: 8, VRAMGiB: 80}, "2.49", "", "1.60", []string{"silver", "bronze"}, "DE", "frankfurt", nil},
+	{"fake:dgxa100", node.GPUConfig{Model: "A100", Count: 8, VRAMGiB: 40}, "0.99", "1.29", "0.69", []string{"gold", "silver", "bronze"}, "FR", "paris", nil},
+	{"fake:dgxh200", node.GPUConfig{Model: "H200", Count: 8, VRAMGiB: 141}, "3.49", "3.99", "", []string{"gold", "silver"}, "SE", "stockholm", nil},
+	{"static", node.GPUConfig{Model: "L40S", Count: 2, VRAMGiB: 48, ComputeCapability: "8.9", Interconnect: "pcie"}, "0.79", "", "0.49", []string{"bronze"}, "NL", "amsterdam", nil},
+	{"static", node.GPUConfig{Model: "RTX4090", Count: 1, VRAMGiB: 24, ComputeCapability: "8.9", Interconnect: "pcie"}, "0.39", "", "", []string{"silver"}, "PL", "home-lab", []string{"Mon 18:00-Tue 08:00", "Sat 00:00-Sun 24:00"}},
+	{"fake:dgxb200", node.GPUConfig{Model: "B200", Count: 8, VRAMGiB: 180}, "4.99", "", "", []string{"silver"}, "US", "us-east", nil},
 }
 
 func devProvider(i int) node.ProviderConfig {
 	d := devGPUs[i%len(devGPUs)]
 	p := node.DefaultProviderConfig()
 	p.Enabled = true
-	p.GPUs = []node.GPUConfig{d.gpu}
+	p.MinDuration = node.Dur(time.Minute)
+	if p.GPUSource = d.source; d.source == "static" {
+		p.GPUs = []node.GPUConfig{d.gpu}
+	}
 	p.Price, p.GoldPrice, p.BronzePrice = d.price, d.gold, d.bronze
 	p.Tiers = d.tiers
 	p.Country, p.RegionLabel = d.country, d.label

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/p2p"
 )
 
@@ -297,5 +298,32 @@ func TestGPUs(t *testing.T) {
 	}
 	if r := runCLI(t, "gpus", "--fake", "dgx1"); r.code != 2 || !strings.Contains(r.lastLine(), "dgxa100") {
 		t.Errorf("gpus --fake dgx1: %+v", r)
+	}
+}
+
+func TestDevstackDemoRentsAndPrintsAReceipt(t *testing.T) {
+	executortest.BusyboxImage(t)
+	for _, c := range []struct {
+		name, dockerHost, says string
+	}{
+		{"containers", "", "jobs run as Docker containers of idlegrid-test/busybox:1"},
+		{"plain processes without an engine", "unix:///nonexistent/docker.sock", "jobs run as PLAIN PROCESSES on this machine, in a private devstack swarm"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.dockerHost != "" {
+				t.Setenv("DOCKER_HOST", c.dockerHost)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			r := runCLICtx(t, ctx, "devstack", "--nodes", "2", "--demo", "--duration", "8s")
+			if r.code != 0 {
+				t.Fatalf("devstack --demo: %+v", r)
+			}
+			for _, want := range []string{c.says, "idlegrid rent --repo ", "hello from GPU-", "step 3\n", "completed", "signed by renter and provider", "Rent:        idlegrid rent --repo "} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("no %q in:\n%s", want, r.stdout)
+				}
+			}
+		})
 	}
 }
