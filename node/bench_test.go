@@ -9,6 +9,8 @@ import (
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 )
 
@@ -100,4 +102,89 @@ func BenchmarkAttestRoundTrip(b *testing.B) {
 	b.ReportMetric(ms(median(rtts)), "ms/attest-p50")
 	b.ReportMetric(ms(median(pings)), "ms/ping-p50")
 	b.ReportMetric(float64(median(rtts))/float64(median(pings)), "attest/ping")
+}
+
+// BenchmarkRentFirstOutput20 measures what a renter waits for: from
+// starting a fresh light client to its container's first line of output,
+// renting 2 H100s in a loopback swarm of 20 providers (fake DGX machines,
+// real Docker containers, the image already present). Each iteration is a
+// new renter; the stages are reported as medians: discover (start, join,
+// book sync until an offer fits), match, attest, negotiate, start (lease
+// accepted to first output). The reference from the same run is the
+// executor alone: a container of the same image started directly, to its
+// first output.
+//
+//	go test ./node -run '^$' -bench RentFirstOutput20 -benchtime 5x
+func BenchmarkRentFirstOutput20(b *testing.B) {
+	image := executortest.BusyboxImage(b)
+	boot := startNode(b, testRepo(b, "boot", nil), Options{})
+	var provs []*Node
+	for i := range 20 {
+		fake, err := attest.NewFake(attest.FakeMachines[i%len(attest.FakeMachines)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := startNode(b, testRepo(b, fmt.Sprint("prov", i), both(bootstrapFrom(boot), func(c *Config) {
+			c.Provider.Enabled, c.Provider.GPUSource = true, "fake:"+attest.FakeMachines[i%len(attest.FakeMachines)]
+			c.Provider.Price = fmt.Sprintf("2.%02d", i)
+			c.Jobs.HeartbeatInterval = Dur(time.Second)
+		})), Options{GPUSource: fake})
+		removeJobsOf(b, p)
+		provs = append(provs, p)
+	}
+	waitFor(b, time.Minute, "every provider's offer in the bootstrap node's book", func() bool {
+		return boot.market.book.Snapshot().Len() == 20
+	})
+	req := rentRequest(image, "sh", "-c", "echo first")
+	req.Hours = 1.0 / 60 * 10
+	var total, discover, match, att, negotiate, start, direct []time.Duration
+	for i := 0; b.Loop(); i++ {
+		r := testRepo(b, fmt.Sprint("renter", i), bootstrapFrom(boot))
+		t0 := time.Now()
+		renter := newNode(b, r, Options{Light: true})
+		if err := renter.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		started := time.Since(t0) // the light client is up: bootstrap peer dialled
+		var out executortest.Buffer
+		res, err := renter.Rent(context.Background(), req, RentOutput{Stdout: &out, Stderr: &out})
+		if err != nil || res.Timings.FirstOutput == 0 {
+			b.Fatalf("rent: %v %+v", err, res)
+		}
+		t := res.Timings
+		total, discover = append(total, started+t.FirstOutput), append(discover, started+t.Discover)
+		match, att, negotiate, start = append(match, t.Match), append(att, t.Attest), append(negotiate, t.Negotiate), append(start, t.Start)
+		renter.Close()
+		direct = append(direct, directFirstOutput(b, image, i))
+	}
+	b.ReportMetric(ms(median(total)), "ms/first-output-p50")
+	for _, m := range []struct {
+		name string
+		ds   []time.Duration
+	}{{"discover", discover}, {"match", match}, {"attest", att}, {"negotiate", negotiate}, {"start", start}, {"container-alone", direct}} {
+		b.ReportMetric(ms(median(m.ds)), "ms/"+m.name+"-p50")
+	}
+	b.ReportMetric(float64(median(total))/float64(median(direct)), "rent/container-alone")
+}
+
+// directFirstOutput starts a container of image through the executor
+// alone and returns the time to its first output.
+func directFirstOutput(b *testing.B, image string, i int) time.Duration {
+	d, err := executor.NewDocker(executor.LabelPrefix("idlegrid-bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	var out executortest.Buffer
+	t0 := time.Now()
+	job, err := d.Start(context.Background(), executor.Spec{LeaseID: fmt.Sprintf("direct-%d-%d", time.Now().UnixNano(), i), Image: image, Command: []string{"echo", "first"}}, executor.Output{Stdout: &out, Stderr: &out})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out.WaitFor(b, "first", time.Minute)
+	took := time.Since(t0)
+	if err := job.Stop(context.Background(), 0); err != nil {
+		b.Fatal(err)
+	}
+	return took
 }

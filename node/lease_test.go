@@ -49,7 +49,7 @@ func leaseSwarm(t *testing.T, edit func(*Config)) (prov, renter *Node) {
 
 // removeJobsOf force-removes, when the test ends, every container the
 // provider n left: a closed provider leaves its jobs for adoption.
-func removeJobsOf(t *testing.T, n *Node) {
+func removeJobsOf(t testing.TB, n *Node) {
 	cli := executortest.Docker(t)
 	id := n.Host().ID().String()
 	prefix := "/idlegrid-" + id[len(id)-12:]
