@@ -96,16 +96,19 @@ func beatHash(env []byte) []byte {
 }
 
 // Follower verifies a lease's beats as they arrive: each must be signed
-// by the issuer for the lease and follow the last accepted one (its seq
-// next, its prev_hash that beat's hash). A beat already accepted (a
-// replay after the renter re-attached) is skipped without error. It is
-// not safe for concurrent use.
+// by the issuer for the lease, and the next beat must link to the last
+// accepted one by its prev_hash. A beat already passed (a replay after the
+// renter re-attached) is skipped without error. A beat further ahead is
+// accepted, being signed, and the beats skipped are counted missing: the
+// follower was away, or the provider restarted and could not replay them.
+// It is not safe for concurrent use.
 type Follower struct {
-	issuer peer.ID
-	lease  string
-	seq    uint64
-	root   []byte
-	last   time.Time
+	issuer  peer.ID
+	lease   string
+	seq     uint64
+	root    []byte
+	last    time.Time
+	missing uint64
 }
 
 // NewFollower follows the beats issuer signs for lease.
@@ -113,7 +116,13 @@ func NewFollower(issuer peer.ID, lease string) *Follower {
 	return &Follower{issuer: issuer, lease: lease}
 }
 
-// Add verifies one beat and, when it is the next, accepts it.
+// ResumeFollower continues following after a restart from the last beat
+// accepted: its seq, hash and time, as the renter persisted them.
+func ResumeFollower(issuer peer.ID, lease string, seq uint64, root []byte, last time.Time) *Follower {
+	return &Follower{issuer: issuer, lease: lease, seq: seq, root: slices.Clone(root), last: last}
+}
+
+// Add verifies one beat and accepts it when it is ahead of the last.
 func (f *Follower) Add(env []byte) error {
 	b, err := openBeat(env, f.issuer, f.lease)
 	switch {
@@ -121,17 +130,20 @@ func (f *Follower) Add(env []byte) error {
 		return err
 	case b.Seq <= f.seq:
 		return nil
-	case b.Seq != f.seq+1:
-		return fmt.Errorf("beat %d follows %d: %d beats missing", b.Seq, f.seq, b.Seq-f.seq-1)
-	case f.seq > 0 && !bytes.Equal(b.PrevHash, f.root):
+	case b.Seq == f.seq+1 && f.seq > 0 && !bytes.Equal(b.PrevHash, f.root):
 		return fmt.Errorf("beat %d does not link to the beat before", b.Seq)
 	}
+	f.missing += b.Seq - f.seq - 1
 	f.seq, f.root, f.last = b.Seq, beatHash(env), time.UnixMilli(b.UnixMs)
 	return nil
 }
 
-// Beats is how many beats were accepted.
+// Beats is the seq of the last beat accepted: the beats the provider had
+// signed by then.
 func (f *Follower) Beats() uint64 { return f.seq }
+
+// Missing is how many beats before the last accepted one never arrived.
+func (f *Follower) Missing() uint64 { return f.missing }
 
 // Root is the hash of the last accepted beat.
 func (f *Follower) Root() []byte { return slices.Clone(f.root) }

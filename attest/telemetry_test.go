@@ -160,17 +160,27 @@ func TestFollower(t *testing.T) {
 	f := NewFollower(id, "lease-1")
 	resumed, _ := ResumeChain(key, "lease-1", c.Beats(), c.Root(), c.Last())
 	fifth, _ := resumed.Next(start.Add(4*time.Second), nil)
-	if err := f.Add(beats[1]); err == nil {
-		t.Error("a beat after a missing one was accepted")
-	}
+	relinked, _ := ResumeChain(key, "lease-1", 1, []byte("not beat 1's hash"), start)
+	badLink, _ := relinked.Next(start.Add(time.Second), nil)
 	forged, _ := forger.Next(start, nil)
 	if err := f.Add(forged); err == nil {
 		t.Error("a forged beat was accepted")
 	}
-	for _, b := range append(beats[:2:2], beats[0], beats[1], beats[2], beats[3]) {
+	if err := f.Add(beats[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Add(badLink); err == nil {
+		t.Error("a next beat that does not link to the last was accepted")
+	}
+	// Beat 2 goes missing; 3 is accepted, counted after a gap; replays of
+	// 1 and 2 change nothing.
+	for _, b := range [][]byte{beats[2], beats[0], beats[1], beats[3]} {
 		if err := f.Add(b); err != nil {
-			t.Fatalf("in-order beats, with a replay: %v", err)
+			t.Fatalf("beats with a gap and replays: %v", err)
 		}
+	}
+	if f.Missing() != 1 {
+		t.Errorf("%d beats missing, want 1", f.Missing())
 	}
 	if err := f.Add(fifth); err != nil {
 		t.Fatalf("a beat of the chain resumed after a restart: %v", err)

@@ -82,10 +82,14 @@ func (f *follow) keepLogs() (closeLogs func()) {
 // leaves the renter with a receipt of its own for what it verified.
 func (f *follow) run(ctx context.Context) error {
 	provider := peer.ID(f.lease.Provider)
-	f.beats = attest.NewFollower(provider, f.lease.Id)
+	if f.rec == nil {
+		raw, _ := proto.Marshal(f.cs)
+		f.rec = &leaseRecord{ID: f.lease.Id, Role: roleRenter, State: LeaseActive, Lease: raw, EndMs: market.LeaseEnd(f.lease).UnixMilli()}
+		f.beats = attest.NewFollower(provider, f.lease.Id)
+	} else {
+		f.beats = attest.ResumeFollower(provider, f.lease.Id, f.rec.Beats, f.rec.Root, time.UnixMilli(f.rec.LastBeat))
+	}
 	defer f.keepLogs()()
-	raw, _ := proto.Marshal(f.cs)
-	f.rec = &leaseRecord{ID: f.lease.Id, Role: roleRenter, State: LeaseActive, Lease: raw, EndMs: market.LeaseEnd(f.lease).UnixMilli()}
 	lost := time.Time{}
 	for {
 		s, err := p2p.AttachJob(context.WithoutCancel(ctx), f.n.host, provider, f.lease.Id)
@@ -103,6 +107,10 @@ func (f *follow) run(ctx context.Context) error {
 		if lost.IsZero() {
 			lost = time.Now()
 			f.out.say("lost the job stream; re-attaching for up to %s", reattachFor)
+		} else {
+			find, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			f.n.disc.Relocate(find, provider) // it may be back on another address
+			cancel()
 		}
 		if time.Since(lost) > reattachFor {
 			return f.providerGone()
@@ -121,6 +129,8 @@ func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err err
 	defer s.Reset()
 	stop := context.AfterFunc(ctx, func() { f.cancel() })
 	defer stop()
+	closing := context.AfterFunc(f.n.readCtx, func() { s.Reset() })
+	defer closing()
 	for {
 		fr := new(pb.JobFrame)
 		if err := p2p.ReadMsg(s, p2p.MaxJobFrame, fr); err != nil {
@@ -257,4 +267,39 @@ func (f *follow) persist() {
 	if err := (leaseStore{f.n.store}).put(context.Background(), f.rec, nil); err != nil {
 		f.n.log.Warn("lease progress not persisted", "lease", f.lease.Id, "err", err)
 	}
+}
+
+// resumeRentals follows again, after a restart, the leases this node
+// rented and had not seen end: a lease still running is followed to its
+// receipt (its output kept under logs/), an ended one gets the receipt
+// its provider kept, and one whose provider is gone ends with a receipt
+// of the renter's own for the beats it verified. Nothing is cancelled.
+func (n *Node) resumeRentals(ctx context.Context) {
+	defer n.wg.Done()
+	recs, err := leaseStore{n.store}.all(ctx)
+	if err != nil {
+		n.log.Warn("rentals not resumed", "err", err)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, rec := range recs {
+		if rec.Role != roleRenter || terminal(rec.State) {
+			continue
+		}
+		l, cs, err := rec.lease()
+		if err != nil {
+			n.log.Warn("stored rental unreadable; left as it is", "lease", rec.ID, "err", err)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			progress := func(line string) { n.log.Info("resumed rental: "+line, "lease", l.Id) }
+			f := &follow{n: n, lease: l, cs: cs, rec: rec, out: RentOutput{Stdout: io.Discard, Stderr: io.Discard, Progress: progress}}
+			if err := f.run(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
+				n.log.Warn("resumed rental", "lease", l.Id, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
 }

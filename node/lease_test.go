@@ -3,7 +3,11 @@ package node
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -380,4 +384,78 @@ func TestTwoRentersRaceForOneProviderAndTheLoserMovesOn(t *testing.T) {
 			t.Errorf("receipt %+v", r.res.Receipt)
 		}
 	}
+}
+
+func TestProviderRestartAdoptsTheRunningJob(t *testing.T) {
+	image := executortest.BusyboxImage(t)
+	fake, err := attest.NewFake("dgxh100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	port := freePort(t) // a provider restarts where it listened, as a daemon on its configured port does
+	provRepo := testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
+		c.Network.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)}
+		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.MinDuration = true, "fake:dgxh100", Dur(time.Minute)
+		c.Jobs.HeartbeatInterval, c.Jobs.StopGrace, c.Jobs.RenterGrace = Dur(200*time.Millisecond), Dur(time.Second), Dur(5*time.Second)
+	}))
+	prov := startNode(t, provRepo, Options{GPUSource: fake})
+	removeJobsOf(t, prov)
+	renter := startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), Options{Light: true})
+	var out executortest.Buffer
+	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo before; sleep 4; echo after"), RentOutput{Stdout: &out, Stderr: &out, Progress: func(s string) { t.Log(s) }})
+	out.WaitFor(t, "before", 20*time.Second)
+	id := activeLease(t, prov).ID
+
+	prov.Close() // the daemon stops (or is upgraded); its container runs on
+	prov = startNode(t, provRepo, Options{GPUSource: fake})
+	d := <-done
+	if d.err != nil {
+		t.Fatalf("rent across the provider's restart: %v", d.err)
+	}
+	rc := d.res.Receipt
+	if rc.LeaseID != id || rc.Outcome != "completed" || rc.ExitCode != 0 || len(rc.SignedBy) != 2 || !strings.Contains(out.String(), "after") {
+		t.Errorf("receipt %+v, output %q", rc, out.String())
+	}
+	if ls, _ := prov.Leases(context.Background()); len(ls) != 1 || ls[0].State != LeaseCompleted {
+		t.Errorf("the restarted provider's leases: %+v", ls)
+	}
+}
+
+func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, nil)
+	renterRepo := renter.repo
+	var out executortest.Buffer
+	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo before; sleep 3; echo after"), RentOutput{Stdout: &out, Stderr: &out})
+	out.WaitFor(t, "before", 20*time.Second)
+	id := activeLease(t, prov).ID
+	renter.Close() // the renter's laptop restarts
+	if d := <-done; !errors.Is(d.err, ErrClosed) {
+		t.Fatalf("rent on a closing node: %v", d.err)
+	}
+	renter = startNode(t, renterRepo, Options{Light: true})
+	var rec *leaseRecord
+	waitFor(t, 20*time.Second, "the restarted renter settles the lease", func() bool {
+		rec, _ = (leaseStore{renter.store}).get(context.Background(), id)
+		return rec != nil && terminal(rec.State)
+	})
+	rs, _ := renter.Receipts(context.Background())
+	if rec.State != LeaseCompleted || len(rs) != 1 || len(rs[0].SignedBy) != 2 {
+		t.Errorf("lease %s: %s, receipts %+v", id, rec.State, rs)
+	}
+	kept, _ := os.ReadFile(filepath.Join(renterRepo.Path, LogsDir, id+".stdout"))
+	if !strings.Contains(string(kept), "after") {
+		t.Errorf("kept output %q lacks what the job printed after the restart", kept)
+	}
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

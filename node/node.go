@@ -195,6 +195,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.startMarket(n.readCtx); err != nil {
 		return err
 	}
+	n.wg.Add(1)
+	go n.resumeRentals(n.readCtx)
 	if n.cfg.Provider.Enabled {
 		source := n.opts.GPUSource
 		if source == nil {

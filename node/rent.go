@@ -43,7 +43,9 @@ func (o RentOutput) say(format string, a ...any) {
 // moves on to the next candidate on a refusal; then it follows the job,
 // streaming its output, verifying its telemetry, and countersigns the
 // receipt when it agrees with what it verified. Cancelling ctx cancels
-// the lease and still waits for the receipt.
+// the lease and still waits for the receipt. A node closing meanwhile
+// returns ErrClosed and leaves the lease running: the node follows it
+// again when it restarts.
 func (n *Node) Rent(ctx context.Context, req api.RentRequest, out RentOutput) (api.RentResult, error) {
 	t0 := time.Now()
 	res := api.RentResult{Tried: []api.Attempt{}}
@@ -52,10 +54,6 @@ func (n *Node) Rent(ctx context.Context, req api.RentRequest, out RentOutput) (a
 		return res, err
 	}
 	defer done()
-	// A closing node ends the rental as a cancellation would.
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	defer context.AfterFunc(n.readCtx, stop)()
 	b, err := BuildBid(req.BidRequest, n.host.ID(), t0)
 	if err != nil {
 		return res, err
@@ -143,6 +141,8 @@ func (n *Node) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out R
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-n.readCtx.Done():
+			return nil, ErrClosed
 		case <-tick.C:
 		}
 	}

@@ -114,6 +114,12 @@ func (d *Discovery) Locate(ctx context.Context, p peer.ID) error {
 	if len(d.h.Peerstore().Addrs(p)) > 0 {
 		return nil
 	}
+	return d.Relocate(ctx, p)
+}
+
+// Relocate asks the DHT for p's addresses even when the peerstore has
+// some: they may be stale (a provider restarted on another port).
+func (d *Discovery) Relocate(ctx context.Context, p peer.ID) error {
 	ai, err := d.dht.FindPeer(ctx, p)
 	if err != nil {
 		return fmt.Errorf("find %s: %w", p, err)
