@@ -258,7 +258,11 @@ func (f *follow) store(rc *pb.Receipt, rcs *pb.CoSigned) error {
 	f.rec.Beats, f.rec.Root, f.rec.LastBeat = f.beats.Beats(), f.beats.Root(), f.last().UnixMilli()
 	f.rec.Receipt, _ = proto.Marshal(rcs)
 	f.receipt = receiptView(rc, rcs)
-	return leaseStore{f.n.store}.put(context.Background(), f.rec, rc)
+	if err := (leaseStore{f.n.store}).put(context.Background(), f.rec, rc); err != nil {
+		return err
+	}
+	f.n.ended(f.rec, rc)
+	return nil
 }
 
 // persist writes the lease's progress: its state and verified beats.

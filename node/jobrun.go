@@ -291,6 +291,7 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 	if err := lm.store.put(context.WithoutCancel(lm.ctx), rec, rc); err != nil {
 		lm.n.log.Error("lease end not persisted", "lease", l.Id, "err", err)
 	}
+	lm.n.ended(rec, rc)
 	lm.mu.Lock()
 	for _, c := range lm.cals {
 		c.Release(l.Id, time.Now())

@@ -131,6 +131,12 @@ func TestRentRunsAContainerAndBothSidesSignOneReceipt(t *testing.T) {
 			t.Errorf("ledger: %+v", ledger)
 		}
 	}
+	if st := prov.Status().Leases; st.Ended != 1 || len(st.Active) != 0 || st.GPUsOffered != 8 || len(st.Earned) != 1 {
+		t.Errorf("provider status: %+v", st)
+	}
+	if st := renter.Status().Leases; len(st.Spent) != 1 || st.Spent[0] != rc.Amount+" USD" {
+		t.Errorf("renter status: %+v, receipt amount %s", st, rc.Amount)
+	}
 	if res.Timings.FirstOutput <= 0 || res.Timings.Attest <= 0 {
 		t.Errorf("timings %+v", res.Timings)
 	}

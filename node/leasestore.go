@@ -98,6 +98,15 @@ type ledgerEntry struct {
 // leaseStore persists lease records, receipts and the ledger.
 type leaseStore struct{ d ds.Batching }
 
+// ended counts a lease's end in the node's metrics.
+func (n *Node) ended(rec *leaseRecord, rc *pb.Receipt) {
+	if n.metrics == nil {
+		return
+	}
+	n.metrics.leasesEnded.WithLabelValues(rec.Role, rec.State).Inc()
+	n.metrics.leaseSeconds.WithLabelValues(rec.Role).Add(float64(rc.MeteredSeconds))
+}
+
 // put writes r and, when it holds one, its receipt; with settle it also
 // settles that receipt in the ledger (once per lease and side), all in
 // one batch.

@@ -13,6 +13,10 @@ import (
 type metrics struct {
 	reg            *prometheus.Registry
 	gossipReceived *prometheus.CounterVec
+	// leasesEnded counts leases ended, by side and state; leaseSeconds
+	// the seconds metered on their receipts.
+	leasesEnded  *prometheus.CounterVec
+	leaseSeconds *prometheus.CounterVec
 }
 
 func newMetrics(n *Node) *metrics {
@@ -22,6 +26,14 @@ func newMetrics(n *Node) *metrics {
 			Name: "idlegrid_gossip_messages_received_total",
 			Help: "Gossip messages accepted and delivered, by topic kind.",
 		}, []string{"topic"}),
+		leasesEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idlegrid_leases_ended_total",
+			Help: "Leases ended, by this node's role and the state they ended in.",
+		}, []string{"role", "state"}),
+		leaseSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idlegrid_lease_metered_seconds_total",
+			Help: "Seconds metered on the receipts of ended leases, by this node's role.",
+		}, []string{"role"}),
 	}
 	if n.opts.ProcessMetrics {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -32,7 +44,16 @@ func newMetrics(n *Node) *metrics {
 		ConstLabels: prometheus.Labels{"version": n.opts.Version, "swarm": n.swarm.ID(), "mode": n.Mode()},
 	})
 	info.Set(1)
-	m.reg.MustRegister(m.gossipReceived, info,
+	m.reg.MustRegister(m.gossipReceived, m.leasesEnded, m.leaseSeconds, info,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idlegrid_leases_running",
+			Help: "Leases this provider supervises now.",
+		}, func() float64 {
+			if n.leases == nil {
+				return 0
+			}
+			return float64(len(n.leases.liveIDs()))
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "idlegrid_uptime_seconds",
 			Help: "Seconds since the node started.",

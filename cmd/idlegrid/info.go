@@ -127,6 +127,20 @@ func newStatusCmd(e *env) *cobra.Command {
 			for _, t := range slices.Sorted(maps.Keys(st.Topics)) {
 				fmt.Fprintf(w, "topic\t%s: %d peers, %d in mesh\n", t, st.Topics[t].Peers, st.Topics[t].Mesh)
 			}
+			l := st.Leases
+			fmt.Fprintf(w, "leases\t%d active, %d ended\n", len(l.Active), l.Ended)
+			if l.GPUsOffered > 0 {
+				fmt.Fprintf(w, "utilisation\t%d of %d offered GPUs leased (%.0f%%)\n", l.GPUsLeased, l.GPUsOffered, 100*l.Utilisation)
+			}
+			for _, a := range l.Active {
+				fmt.Fprintf(w, "lease\t%s %s %s: %d GPUs %s until %s\n", a.ID, a.Role, a.State, a.GPUs, a.Tier, a.End.Local().Format(time.DateTime))
+			}
+			if len(l.Earned) > 0 {
+				fmt.Fprintf(w, "earned\t%s\n", strings.Join(l.Earned, ", "))
+			}
+			if len(l.Spent) > 0 {
+				fmt.Fprintf(w, "spent\t%s\n", strings.Join(l.Spent, ", "))
+			}
 			return w.Flush()
 		},
 	}
