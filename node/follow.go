@@ -258,7 +258,7 @@ func (f *follow) store(rc *pb.Receipt, rcs *pb.CoSigned) error {
 	f.rec.Beats, f.rec.Root, f.rec.LastBeat = f.beats.Beats(), f.beats.Root(), f.last().UnixMilli()
 	f.rec.Receipt, _ = proto.Marshal(rcs)
 	f.receipt = receiptView(rc, rcs)
-	if err := (leaseStore{f.n.store}).put(context.Background(), f.rec, rc); err != nil {
+	if err := f.n.leaseStore().put(context.Background(), f.rec, rc); err != nil {
 		return err
 	}
 	f.n.ended(f.rec, rc)
@@ -268,7 +268,7 @@ func (f *follow) store(rc *pb.Receipt, rcs *pb.CoSigned) error {
 // persist writes the lease's progress: its state and verified beats.
 func (f *follow) persist() {
 	f.rec.Beats, f.rec.Root, f.rec.LastBeat = f.beats.Beats(), f.beats.Root(), f.last().UnixMilli()
-	if err := (leaseStore{f.n.store}).put(context.Background(), f.rec, nil); err != nil {
+	if err := f.n.leaseStore().put(context.Background(), f.rec, nil); err != nil {
 		f.n.log.Warn("lease progress not persisted", "lease", f.lease.Id, "err", err)
 	}
 }
@@ -280,7 +280,7 @@ func (f *follow) persist() {
 // of the renter's own for the beats it verified. Nothing is cancelled.
 func (n *Node) resumeRentals(ctx context.Context) {
 	defer n.wg.Done()
-	recs, err := leaseStore{n.store}.all(ctx)
+	recs, err := n.leaseStore().all(ctx)
 	if err != nil {
 		n.log.Warn("rentals not resumed", "err", err)
 		return

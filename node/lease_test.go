@@ -21,6 +21,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/p2p"
+	ds "github.com/ipfs/go-datastore"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -81,7 +82,7 @@ func rentRequest(image string, cmd ...string) api.RentRequest {
 // storedReceipt reads the receipt a node stored for a lease.
 func storedReceipt(t *testing.T, n *Node, id string) *pb.CoSigned {
 	t.Helper()
-	rec, err := (leaseStore{n.store}).get(context.Background(), id)
+	rec, err := leaseStore{d: n.store}.get(context.Background(), id)
 	if err != nil {
 		t.Fatalf("lease %s: %v", id, err)
 	}
@@ -142,8 +143,15 @@ func TestRentRunsAContainerAndBothSidesSignOneReceipt(t *testing.T) {
 	}
 }
 
-// proposeRaw signs l as the renter and proposes it to prov.
+// proposeRaw signs a lease for 2 of prov's GPUs as the renter, edited by
+// edit, and proposes it to prov.
 func proposeRaw(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.LeaseReply {
+	t.Helper()
+	return proposeCS(t, renter, prov, signedLease(t, renter, prov, edit))
+}
+
+// signedLease is a lease for 2 of prov's GPUs, edited, signed by renter.
+func signedLease(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.CoSigned {
 	t.Helper()
 	req := rentRequest(executortest.BusyboxImageName, "true")
 	b, err := BuildBid(req.BidRequest, renter.Host().ID(), time.Now())
@@ -165,7 +173,14 @@ func proposeRaw(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.Leas
 	if err != nil {
 		t.Fatal(err)
 	}
-	reply, err := p2p.RequestLease(context.Background(), renter.Host(), prov.Host().ID(), &pb.LeaseRequest{Kind: &pb.LeaseRequest_Propose{Propose: cs}})
+	return cs
+}
+
+// proposeCS sends a signed proposal, or a cancellation, to prov.
+func proposeCS(t *testing.T, renter, prov *Node, cs *pb.CoSigned) *pb.LeaseReply {
+	t.Helper()
+	req := &pb.LeaseRequest{Kind: &pb.LeaseRequest_Propose{Propose: cs}}
+	reply, err := p2p.RequestLease(context.Background(), renter.Host(), prov.Host().ID(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +318,7 @@ func TestProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 	out.WaitFor(t, "up", 20*time.Second)
 	l := activeLease(t, prov)
 	waitFor(t, 10*time.Second, "a few verified beats", func() bool {
-		rec, err := (leaseStore{renter.store}).get(context.Background(), l.ID)
+		rec, err := leaseStore{d: renter.store}.get(context.Background(), l.ID)
 		return err == nil && rec.Beats >= 3
 	})
 	prov.host.Close() // the provider's machine drops off the network
@@ -333,7 +348,7 @@ func TestRenterVanishingStopsTheJobAfterTheGracePeriod(t *testing.T) {
 	renter.host.Close() // the renter's laptop drops off the network
 	var rec *leaseRecord
 	waitFor(t, 20*time.Second, "the provider ends the lease", func() bool {
-		rec, _ = (leaseStore{prov.store}).get(context.Background(), l.ID)
+		rec, _ = leaseStore{d: prov.store}.get(context.Background(), l.ID)
 		return rec != nil && terminal(rec.State)
 	})
 	if rec.State != LeaseCancelled || !strings.Contains(rec.Note, "the renter was gone for") {
@@ -443,7 +458,7 @@ func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {
 	renter = startNode(t, renterRepo, Options{Light: true})
 	var rec *leaseRecord
 	waitFor(t, 20*time.Second, "the restarted renter settles the lease", func() bool {
-		rec, _ = (leaseStore{renter.store}).get(context.Background(), id)
+		rec, _ = leaseStore{d: renter.store}.get(context.Background(), id)
 		return rec != nil && terminal(rec.State)
 	})
 	rs, _ := renter.Receipts(context.Background())
@@ -464,4 +479,74 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// recordingSettlement settles nothing itself: it remembers the receipts.
+type recordingSettlement struct {
+	mu       sync.Mutex
+	receipts []*pb.Receipt
+}
+
+func (r *recordingSettlement) Settle(_ context.Context, _ ds.Batch, _ string, rc *pb.Receipt) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.receipts = append(r.receipts, rc)
+	return nil
+}
+
+func TestProposalsAreIdempotentAndWithdrawableBeforeTheirStart(t *testing.T) {
+	executortest.BusyboxImage(t)
+	settled := &recordingSettlement{}
+	fake, _ := attest.NewFake("dgxh100")
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
+		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.MinDuration = true, "fake:dgxh100", Dur(time.Minute)
+	})), Options{GPUSource: fake, Settlement: settled})
+	removeJobsOf(t, prov)
+	renter := startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), Options{Light: true})
+	waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(renter, prov) == 8 })
+
+	// A lease that starts in a minute, proposed twice: one lease, the same
+	// countersigned bytes both times.
+	later := func(l *pb.Lease) {
+		l.StartUnixMs = time.Now().Add(time.Minute).UnixMilli()
+		l.Bid.LatestStartUnixMs = l.StartUnixMs
+	}
+	cs := signedLease(t, renter, prov, later)
+	first, again := proposeCS(t, renter, prov, cs), proposeCS(t, renter, prov, cs)
+	if first.Lease == nil || again.Lease == nil || !proto.Equal(first.Lease, again.Lease) {
+		t.Fatalf("the same proposal twice: %v / %v", first, again)
+	}
+	l, _ := market.OpenCoSigned[*pb.Lease](first.Lease, market.Renter, market.Provider)
+	other := signedLease(t, renter, prov, func(m *pb.Lease) { later(m); m.Id, m.PriceMicros = l.Id, 2_100_000 })
+	if r := proposeCS(t, renter, prov, other); r.Lease != nil || r.Code != pb.RejectCode_REJECT_BAD_REQUEST || !strings.Contains(r.Reason, "already names other terms") {
+		t.Errorf("other terms under a used ID: %v %q", r.Code, r.Reason)
+	}
+	if ls, _ := prov.Leases(context.Background()); len(ls) != 1 || ls[0].State != LeaseAccepted {
+		t.Fatalf("provider's leases: %+v", ls)
+	}
+
+	// Withdrawn before its start: cancelled, nothing owed, nothing ran.
+	reply, err := p2p.RequestLease(context.Background(), renter.Host(), prov.Host().ID(), &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: l.Id}})
+	if err != nil || reply.Lease == nil {
+		t.Fatalf("withdraw: %v %v", reply, err)
+	}
+	var rec *leaseRecord
+	waitFor(t, 10*time.Second, "the withdrawn lease ends", func() bool {
+		rec, _ = leaseStore{d: prov.store}.get(context.Background(), l.Id)
+		return rec != nil && terminal(rec.State)
+	})
+	rs, _ := prov.Receipts(context.Background())
+	if rec.State != LeaseCancelled || rec.Job != "" || len(rs) != 1 || rs[0].Amount != "0.00" || rs[0].MeteredSeconds != 0 {
+		t.Errorf("withdrawn lease: %s, job %q, receipts %+v", rec.State, rec.Job, rs)
+	}
+	// Receipts go through the node's settlement.
+	settled.mu.Lock()
+	defer settled.mu.Unlock()
+	if len(settled.receipts) != 1 || settled.receipts[0].LeaseId != l.Id {
+		t.Errorf("settled %d receipts", len(settled.receipts))
+	}
+	if ledger, _ := prov.Ledger(context.Background()); len(ledger) != 0 {
+		t.Errorf("the local ledger settled what another settlement took: %+v", ledger)
+	}
 }

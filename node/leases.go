@@ -61,7 +61,7 @@ type stopRequest struct {
 // newLeaseManager builds the calendars from the provider's GPUs: each
 // GPU UUID is a slot (static GPUs get numbered slots).
 func newLeaseManager(ctx context.Context, n *Node, exec executor.Executor, inv *attest.Inventory) (*leaseManager, error) {
-	lm := &leaseManager{n: n, exec: exec, store: leaseStore{n.store}, ctx: ctx, cals: map[string]*market.Calendar{}, live: map[string]*liveLease{}}
+	lm := &leaseManager{n: n, exec: exec, store: n.leaseStore(), ctx: ctx, cals: map[string]*market.Calendar{}, live: map[string]*liveLease{}}
 	slots := map[string][]string{}
 	if inv != nil {
 		for _, g := range inv.GPUs {

@@ -95,8 +95,36 @@ type ledgerEntry struct {
 	Receipts int    `json:"receipts"`
 }
 
-// leaseStore persists lease records, receipts and the ledger.
-type leaseStore struct{ d ds.Batching }
+// Settlement settles the receipts of ended leases: a chain, a payment
+// channel or a swarm's credit ledger could. It writes what it records into
+// the batch that stores the receipt, so the receipt and its settlement are
+// stored together or not at all; work outside the datastore should be
+// queued there and done after.
+type Settlement interface {
+	Settle(ctx context.Context, batch ds.Batch, role string, r *pb.Receipt) error
+}
+
+// localLedger is the default settlement: a balance per counterparty and
+// currency in the node's own datastore.
+type localLedger struct{ d ds.Datastore }
+
+// leaseStore persists lease records and receipts, and settles receipts
+// through its settlement (the local ledger when nil).
+type leaseStore struct {
+	d      ds.Batching
+	settle Settlement
+}
+
+func (s leaseStore) settlement() Settlement {
+	if s.settle == nil {
+		return localLedger{s.d}
+	}
+	return s.settle
+}
+
+// leaseStore is the node's store of leases, settling through
+// Options.Settlement (default: the local ledger).
+func (n *Node) leaseStore() leaseStore { return leaseStore{d: n.store, settle: n.opts.Settlement} }
 
 // ended counts a lease's end in the node's metrics.
 func (n *Node) ended(rec *leaseRecord, rc *pb.Receipt) {
@@ -129,16 +157,16 @@ func (s leaseStore) put(ctx context.Context, r *leaseRecord, settle *pb.Receipt)
 		}
 	}
 	if settle != nil {
-		if err := s.settle(ctx, batch, r.Role, settle); err != nil {
+		if err := s.settlement().Settle(ctx, batch, r.Role, settle); err != nil {
 			return err
 		}
 	}
 	return batch.Commit(ctx)
 }
 
-// settle is the local ledger, the default settlement: the provider is
-// owed the receipt's amount, the renter owes it.
-func (s leaseStore) settle(ctx context.Context, batch ds.Batch, role string, rc *pb.Receipt) error {
+// Settle records the receipt in the ledger: the provider is owed the
+// receipt's amount, the renter owes it.
+func (s localLedger) Settle(ctx context.Context, batch ds.Batch, role string, rc *pb.Receipt) error {
 	other, sign := peer.ID(rc.Renter), int64(1)
 	if role == "renter" {
 		other, sign = peer.ID(rc.Provider), -1

@@ -51,17 +51,17 @@ func receiptView(rc *pb.Receipt, cs *pb.CoSigned) api.ReceiptView {
 
 // Leases lists every lease this node took part in, newest last.
 func (n *Node) Leases(ctx context.Context) ([]api.LeaseView, error) {
-	return leaseStore{n.store}.views(ctx)
+	return n.leaseStore().views(ctx)
 }
 
 // Receipts lists every receipt this node holds.
 func (n *Node) Receipts(ctx context.Context) ([]api.ReceiptView, error) {
-	return leaseStore{n.store}.receipts(ctx)
+	return n.leaseStore().receipts(ctx)
 }
 
 // Ledger lists the local ledger's balances.
 func (n *Node) Ledger(ctx context.Context) ([]api.LedgerEntry, error) {
-	return leaseStore{n.store}.ledgerViews(ctx)
+	return n.leaseStore().ledgerViews(ctx)
 }
 
 func (s leaseStore) views(ctx context.Context) ([]api.LeaseView, error) {
@@ -138,17 +138,17 @@ func OpenRecords(r *Repo) (*Records, error) {
 
 // Leases lists the repository's leases.
 func (r *Records) Leases(ctx context.Context) ([]api.LeaseView, error) {
-	return leaseStore{r.store}.views(ctx)
+	return leaseStore{d: r.store}.views(ctx)
 }
 
 // Receipts lists the repository's receipts.
 func (r *Records) Receipts(ctx context.Context) ([]api.ReceiptView, error) {
-	return leaseStore{r.store}.receipts(ctx)
+	return leaseStore{d: r.store}.receipts(ctx)
 }
 
 // Ledger lists the repository's ledger.
 func (r *Records) Ledger(ctx context.Context) ([]api.LedgerEntry, error) {
-	return leaseStore{r.store}.ledgerViews(ctx)
+	return leaseStore{d: r.store}.ledgerViews(ctx)
 }
 
 // Close closes the datastore and releases the lock.
@@ -162,7 +162,7 @@ func (r *Records) Close() error {
 // provider, which stops the job and sends the receipt to the renter
 // following it; a provider's lease is stopped here.
 func (n *Node) CancelLease(ctx context.Context, id string) (api.LeaseView, error) {
-	rec, err := leaseStore{n.store}.get(ctx, id)
+	rec, err := n.leaseStore().get(ctx, id)
 	if errors.Is(err, ds.ErrNotFound) {
 		return api.LeaseView{}, api.BadRequest{Err: fmt.Errorf("no lease %q here", id)}
 	}

@@ -40,6 +40,9 @@ type Options struct {
 	// GPUSource, when set, replaces provider.gpu_source (tests drive a
 	// fake through it).
 	GPUSource attest.GPUSource
+	// Settlement settles the receipts of ended leases; nil keeps the
+	// local ledger in the datastore.
+	Settlement Settlement
 	// ProcessMetrics adds the Go runtime and process collectors to
 	// /metrics; one process should add them once.
 	ProcessMetrics bool

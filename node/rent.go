@@ -207,7 +207,7 @@ func (n *Node) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, req
 	}
 	raw, _ := proto.Marshal(reply.Lease)
 	rec := &leaseRecord{ID: l.Id, Role: roleRenter, State: LeaseAccepted, Lease: raw, EndMs: market.LeaseEnd(l).UnixMilli()}
-	if err := (leaseStore{n.store}).put(ctx, rec, nil); err != nil {
+	if err := n.leaseStore().put(ctx, rec, nil); err != nil {
 		return nil, nil, reply, "lease store: " + err.Error()
 	}
 	return reply.Lease, l, reply, ""

@@ -81,7 +81,7 @@ func (n *Node) leaseSummary(ctx context.Context) api.LeaseSummary {
 		sum.Utilisation = float64(sum.GPUsLeased) / float64(sum.GPUsOffered)
 	}
 	earned, spent := map[string]int64{}, map[string]int64{}
-	ledger, _ := leaseStore{n.store}.ledger(ctx)
+	ledger, _ := n.leaseStore().ledger(ctx)
 	for _, e := range ledger {
 		if e.Balance > 0 {
 			earned[e.Currency] += e.Balance
