@@ -98,6 +98,7 @@ func TestAPIRefusesBadMarketRequests(t *testing.T) {
 		{"/v1/match", `{"count": 1, "hours": 1, "max_price": "2", "start_within_hours": -5}`, "start_within_hours"},
 		{"/v1/bids", `{"count": 1, "hours": 1, "max_price": "2", "wait_ms": -1}`, "wait_ms"},
 		{"/v1/bids", `{"count": 1, "hours": 1, "max_price": "2", "image": "` + strings.Repeat("x", 70<<10) + `"}`, "request body"},
+		{"/v1/leases/lease-nope/cancel", `{}`, `no lease "lease-nope" here`},
 	} {
 		resp, err := http.Post(n.APIAddr()+tc.path, "application/json", strings.NewReader(tc.body))
 		if err != nil {
@@ -108,6 +109,17 @@ func TestAPIRefusesBadMarketRequests(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(e.Error, tc.want) {
 			t.Errorf("POST %s %.60s: %d %q, want 400 naming %q", tc.path, tc.body, resp.StatusCode, e.Error, tc.want)
+		}
+	}
+	for _, path := range []string{"/v1/leases", "/v1/receipts", "/v1/ledger"} {
+		resp, err := http.Get(n.APIAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(b)) != "[]" {
+			t.Errorf("GET %s on a new node: %d %s, want 200 []", path, resp.StatusCode, b)
 		}
 	}
 	resp, err := http.Get(n.APIAddr() + "/v1/offers?min_vram_gib=-5")
