@@ -91,6 +91,9 @@ func (lm *leaseManager) supervise(ll *liveLease, adopted executor.Job, lost stri
 		r.finish(pb.Outcome_OUTCOME_FAILED, lost, -1)
 		return
 	}
+	if o := ll.rec.StopOutcome; o != 0 {
+		r.pending = &stopRequest{outcome: pb.Outcome(o), note: ll.rec.StopNote, at: time.UnixMilli(ll.rec.EndMs)}
+	}
 	if r.job == nil {
 		if !r.waitStart() {
 			return
@@ -138,7 +141,6 @@ func (r *run) loop() {
 		select {
 		case code := <-r.exited:
 			r.beat()
-			r.remove()
 			outcome, note := pb.Outcome_OUTCOME_COMPLETED, fmt.Sprintf("the job exited with code %d", code)
 			if r.pending != nil && r.pending.outcome == pb.Outcome_OUTCOME_CANCELLED {
 				outcome, note = r.pending.outcome, r.pending.note
@@ -161,7 +163,7 @@ func (r *run) loop() {
 		case s := <-ll.stop:
 			if time.Until(s.at) > 0 {
 				r.pending = &s
-				ll.rec.EndMs = s.at.UnixMilli()
+				ll.rec.EndMs, ll.rec.StopOutcome, ll.rec.StopNote = s.at.UnixMilli(), int32(s.outcome), s.note
 				r.persist()
 				end.Reset(time.Until(s.at))
 				ll.out.send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: fmt.Sprintf("%s: the job will be stopped at %s (in %s)", s.note, s.at.UTC().Format(time.RFC3339), time.Until(s.at).Round(time.Second))}})
@@ -195,7 +197,8 @@ func (r *run) stopJob(s stopRequest) {
 	r.finish(s.outcome, s.note, code)
 }
 
-// remove takes away what an exited job left (its container).
+// remove takes away what a job left (its container); Stop is idempotent,
+// so a job already stopped is only checked.
 func (r *run) remove() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.lm.ctx), 30*time.Second)
 	defer cancel()
@@ -292,6 +295,12 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 		lm.n.log.Error("lease end not persisted", "lease", l.Id, "err", err)
 	}
 	lm.n.ended(rec, rc)
+	// Removed only once the end is stored: a provider killed in between
+	// finds the container on restart and stops it as an orphan, where the
+	// other order would leave an ended job looking lost.
+	if r.job != nil {
+		r.remove()
+	}
 	lm.mu.Lock()
 	for _, c := range lm.cals {
 		c.Release(l.Id, time.Now())

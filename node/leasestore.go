@@ -64,10 +64,14 @@ type leaseRecord struct {
 	LastBeat int64  `json:"last_beat_ms,omitempty"`
 	// End is when the lease must be off the GPUs (moved earlier by a
 	// preemption or a cancellation).
-	EndMs   int64  `json:"end_ms"`
-	Receipt []byte `json:"receipt,omitempty"` // co-signed receipt, once ended
-	Note    string `json:"note,omitempty"`
-	Updated int64  `json:"updated_ms"`
+	EndMs int64 `json:"end_ms"`
+	// A stop ahead with notice (a preemption): its outcome and note, so a
+	// restarted provider ends the lease the way it was told.
+	StopOutcome int32  `json:"stop_outcome,omitempty"`
+	StopNote    string `json:"stop_note,omitempty"`
+	Receipt     []byte `json:"receipt,omitempty"` // co-signed receipt, once ended
+	Note        string `json:"note,omitempty"`
+	Updated     int64  `json:"updated_ms"`
 }
 
 var (
