@@ -110,7 +110,11 @@ func (n *Node) Rent(ctx context.Context, req api.RentRequest, out RentOutput) (a
 		}
 		return res, nil
 	}
-	return res, fmt.Errorf("%w: %d candidates tried", ErrNoProvider, len(res.Tried))
+	if len(res.Tried) == 0 {
+		return res, fmt.Errorf("%w: no candidate", ErrNoProvider)
+	}
+	last := res.Tried[len(res.Tried)-1]
+	return res, fmt.Errorf("%w: %d candidates tried; last, %s at %s: %s", ErrNoProvider, len(res.Tried), last.Provider[max(0, len(last.Provider)-8):], last.Stage, last.Reason)
 }
 
 // gather waits until the book holds offers that fit b, saying how many
