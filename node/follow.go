@@ -126,7 +126,11 @@ func (f *follow) run(ctx context.Context) error {
 // read handles one attached stream's frames; done when the lease ended
 // here (receipt handled) or failed for good.
 func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err error) {
-	defer s.Reset()
+	defer func() {
+		if !done {
+			s.Reset()
+		}
+	}()
 	stop := context.AfterFunc(ctx, func() { f.cancel() })
 	defer stop()
 	closing := context.AfterFunc(f.n.readCtx, func() { s.Reset() })
@@ -190,6 +194,7 @@ func (f *follow) settle(s network.Stream, rcs *pb.CoSigned) error {
 	}
 	if err != nil {
 		p2p.WriteMsg(s, &pb.ReceiptReply{Refusal: err.Error()})
+		s.Close()
 		f.out.say("receipt refused: %v", err)
 		return f.own(rc.GetOutcome(), "refused the provider's receipt: "+err.Error())
 	}
@@ -199,7 +204,9 @@ func (f *follow) settle(s network.Stream, rcs *pb.CoSigned) error {
 	if err := p2p.WriteMsg(s, &pb.ReceiptReply{Receipt: rcs}); err != nil {
 		f.out.say("countersigned receipt not delivered: %v", err)
 	}
-	s.CloseWrite()
+	// Close, never reset, a stream with the countersignature in it: a
+	// reset may drop it before the provider reads it.
+	s.Close()
 	return f.store(rc, rcs)
 }
 
