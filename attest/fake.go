@@ -3,6 +3,7 @@
 package attest
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"sync"
 
@@ -61,7 +62,8 @@ func (f *Fake) SetTemperature(i int, c uint32) {
 // (FakeMachines), with the readings the mocks leave out filled in:
 // temperature, power, utilisation, PCIe link, serial, VBIOS, ECC and no
 // running processes. It serves tests and the devstack; it is never the
-// real thing. UUIDs are random per call, as on the mocks.
+// real thing. UUIDs are random per call, as on the mocks; NewFakeSeeded
+// makes them a function of a seed.
 func NewFake(machine string) (*Fake, error) {
 	var s *server.Server
 	switch machine {
@@ -88,6 +90,24 @@ func NewFake(machine string) (*Fake, error) {
 	for i, d := range s.Devices {
 		f.fillReadings(i, d.(*server.Device))
 		f.fillCC(i, d.(*server.Device))
+	}
+	return f, nil
+}
+
+// NewFakeSeeded is NewFake with GPU UUIDs derived from seed, machine and
+// index, so that the same seed (a provider's peer ID) finds the same GPUs
+// after a restart, as it would on real hardware, and two seeds never
+// share a GPU.
+func NewFakeSeeded(machine, seed string) (*Fake, error) {
+	f, err := NewFake(machine)
+	if err != nil {
+		return nil, err
+	}
+	for i, d := range f.NVMLSource.lib.(*server.Server).Devices {
+		sum := sha256.Sum256(fmt.Appendf(nil, "idlegrid fake GPU\x00%s\x00%s\x00%d", seed, machine, i))
+		sum[6] = sum[6]&0x0f | 0x50 // a name-based UUID (version 5 layout)
+		sum[8] = sum[8]&0x3f | 0x80
+		d.(*server.Device).UUID = fmt.Sprintf("GPU-%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16])
 	}
 	return f, nil
 }

@@ -30,6 +30,9 @@ func NewFake(machine string) (*Fake, error) {
 	return nil, fmt.Errorf("fake %s: %s", machine, noCgo)
 }
 
+// NewFakeSeeded is unavailable without cgo, as NewFake is.
+func NewFakeSeeded(machine, _ string) (*Fake, error) { return NewFake(machine) }
+
 // Inventory reports no GPUs and the reason.
 func (s *NVMLSource) Inventory(context.Context) (Inventory, error) {
 	return Inventory{Source: s.name, GPUs: []GPU{}, Unavailable: noCgo}, nil

@@ -5,6 +5,8 @@ package attest
 import (
 	"context"
 	"errors"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,6 +53,45 @@ func TestFakeMachines(t *testing.T) {
 	}
 	if _, err := NewFake("dgx1"); !errors.Is(err, ErrUnknownFake) {
 		t.Errorf("unknown fake: %v", err)
+	}
+}
+
+// A seeded fake finds the same GPUs every time it is built with the same
+// seed, as a restarted provider finds its hardware, and other GPUs under
+// another seed; the UUIDs keep NVML's form and lookups by UUID work.
+func TestSeededFakeKeepsItsGPUs(t *testing.T) {
+	uuids := func(seed string) []string {
+		t.Helper()
+		f, err := NewFakeSeeded("dgxh100", seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := f.Inventory(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, g := range inv.GPUs {
+			out = append(out, g.UUID)
+		}
+		return out
+	}
+	a, again, b := uuids("peer-a"), uuids("peer-a"), uuids("peer-b")
+	if len(a) != 8 || !slices.Equal(a, again) {
+		t.Fatalf("same seed, other GPUs:\n%v\n%v", a, again)
+	}
+	seen := map[string]bool{}
+	for _, u := range append(slices.Clone(a), b...) {
+		if seen[u] || !regexp.MustCompile(`^GPU-[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(u) {
+			t.Errorf("UUID %q repeated or malformed", u)
+		}
+		seen[u] = true
+	}
+	f, _ := NewFakeSeeded("dgxa100", "peer-a")
+	d, ret := f.lib.DeviceGetHandleByIndex(3)
+	u, _ := d.GetUUID()
+	if byUUID, ret2 := f.lib.DeviceGetHandleByUUID(u); ret != nvml.SUCCESS || ret2 != nvml.SUCCESS || byUUID != d {
+		t.Errorf("lookup by seeded UUID %s: %v %v", u, ret, ret2)
 	}
 }
 

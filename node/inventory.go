@@ -11,12 +11,14 @@ import (
 )
 
 // gpuSource opens the provider's GPU source, or nil for a static list.
-func (p ProviderConfig) gpuSource() (attest.GPUSource, error) {
+// A fake machine's GPUs are derived from seed (the node's peer ID), so a
+// restarted provider finds the GPUs its stored leases name.
+func (p ProviderConfig) gpuSource(seed string) (attest.GPUSource, error) {
 	switch {
 	case p.GPUSource == "nvml":
 		return attest.OpenNVML(""), nil
 	case strings.HasPrefix(p.GPUSource, "fake:"):
-		return attest.NewFake(strings.TrimPrefix(p.GPUSource, "fake:"))
+		return attest.NewFakeSeeded(strings.TrimPrefix(p.GPUSource, "fake:"), seed)
 	}
 	return nil, nil
 }

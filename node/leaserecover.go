@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -34,8 +35,10 @@ func (lm *leaseManager) recover(ctx context.Context) error {
 			continue
 		}
 		a := market.Allocation{ID: l.Id, GPUIDs: rec.GPUs, Start: time.UnixMilli(l.StartUnixMs), End: time.UnixMilli(rec.EndMs), Tier: l.Tier, PriceMicros: l.PriceMicros}
+		held := false
 		for _, c := range lm.cals {
 			if c.Restore(a) == nil {
+				held = true
 				break
 			}
 		}
@@ -49,6 +52,12 @@ func (lm *leaseManager) recover(ctx context.Context) error {
 		}
 		lost := ""
 		switch {
+		case !held:
+			// Its GPUs are gone from this machine (or the calendar holds
+			// the ID twice): kept going, the lease would run on GPUs the
+			// calendar could sell again.
+			lost = fmt.Sprintf("its GPUs %v are not among this provider's any more", rec.GPUs)
+			lm.n.log.Error("lease's GPUs not found after restart; the lease fails", "lease", l.Id, "gpus", rec.GPUs)
 		case job != nil:
 		case rec.State == LeaseActive:
 			lost = "the job was lost while the provider was down"

@@ -203,7 +203,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.cfg.Provider.Enabled {
 		source := n.opts.GPUSource
 		if source == nil {
-			if source, err = n.cfg.Provider.gpuSource(); err != nil {
+			if source, err = n.cfg.Provider.gpuSource(n.host.ID().String()); err != nil {
 				return fmt.Errorf("provider.gpu_source: %w", err)
 			}
 		}
