@@ -123,6 +123,9 @@ func (d *Docker) Start(ctx context.Context, s Spec, out Output) (Job, error) {
 	}
 	cfg, host := d.containerConfig(s)
 	created, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, d.containerName(s.LeaseID))
+	if cerrdefs.IsConflict(err) && d.clearName(ctx, d.containerName(s.LeaseID)) {
+		created, err = d.cli.ContainerCreate(ctx, cfg, host, nil, nil, d.containerName(s.LeaseID))
+	}
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return nil, fmt.Errorf("docker start: lease %s: image %s is not present on this provider: %w", s.LeaseID, s.Image, ErrUnknownImage)
@@ -199,14 +202,21 @@ func (d *Docker) Adopt(ctx context.Context, leaseID string, out Output) (Job, er
 	if err != nil {
 		return nil, d.engineErr("docker adopt: lease "+leaseID, err)
 	}
-	if len(list) == 0 {
-		return nil, fmt.Errorf("docker adopt: lease %s: %w", leaseID, ErrNotFound)
-	}
-	newest := list[0]
-	for _, c := range list[1:] {
-		if c.Created > newest.Created {
-			newest = c
+	// A container still in "created" never ran: a provider killed between
+	// creating and starting it. It is removed, so the lease's job is
+	// started afresh rather than adopted as a job that exited with 0.
+	var newest *container.Summary
+	for i, c := range list {
+		if c.State == "created" {
+			d.discard(c.ID)
+			continue
 		}
+		if newest == nil || c.Created > newest.Created {
+			newest = &list[i]
+		}
+	}
+	if newest == nil {
+		return nil, fmt.Errorf("docker adopt: lease %s: %w", leaseID, ErrNotFound)
 	}
 	stream, err := d.attach(ctx, newest.ID)
 	if err != nil {
@@ -264,6 +274,17 @@ func (d *Docker) containerName(leaseID string) string {
 		}
 	}
 	return string(b)
+}
+
+// clearName removes the container holding name when it is not running
+// (one a killed provider created and never started, or left exited), so
+// that the lease's job can be created again; true when it is gone.
+func (d *Docker) clearName(ctx context.Context, name string) bool {
+	info, err := d.cli.ContainerInspect(ctx, name)
+	if err != nil || info.State == nil || info.State.Running {
+		return false
+	}
+	return d.cli.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}) == nil
 }
 
 // discard removes a container Start could not hand over; the error that

@@ -310,3 +310,40 @@ func TestDockerAdoptExited(t *testing.T) {
 	}
 	stop(t, j, time.Second)
 }
+
+// A container created but never started (a provider killed between the
+// two calls) is no job to adopt: Adopt removes it and says ErrNotFound,
+// and Start for the same lease creates and runs the job afresh.
+func TestDockerCreatedButNeverStartedIsNotAdopted(t *testing.T) {
+	e := newDockerEnv(t)
+	s := e.spec(t, "echo fresh")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	prefix := executor.DefaultLabelPrefix
+	stale, err := e.cli.ContainerCreate(ctx, &container.Config{
+		Image: e.image, Cmd: []string{"true"},
+		Labels: map[string]string{prefix + ".lease": s.LeaseID, prefix + ".managed": "1"},
+	}, nil, nil, nil, prefix+"-"+s.LeaseID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.cli.ContainerRemove(context.Background(), stale.ID, container.RemoveOptions{Force: true})
+	})
+	if _, err := e.d.Adopt(ctx, s.LeaseID, executor.Output{}); !errors.Is(err, executor.ErrNotFound) {
+		t.Fatalf("adopt a never-started container: %v, want ErrNotFound", err)
+	}
+	if _, err := e.cli.ContainerInspect(ctx, stale.ID); !cerrdefs.IsNotFound(err) {
+		t.Errorf("the never-started container is still there: %v", err)
+	}
+
+	// Start under a name a stale, stopped container still holds.
+	if _, err := e.cli.ContainerCreate(ctx, &container.Config{Image: e.image, Cmd: []string{"true"}}, nil, nil, nil, prefix+"-"+s.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	j := start(t, e.d, s)
+	if code := wait(t, j.job); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	j.stdout.WaitFor(t, "fresh", testTimeout)
+}
