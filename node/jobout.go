@@ -33,8 +33,14 @@ type jobOutput struct {
 	replies      chan *pb.ReceiptReply
 }
 
-func newJobOutput(now time.Time) *jobOutput {
-	return &jobOutput{detachedAt: now, replies: make(chan *pb.ReceiptReply, 1)}
+// newJobOutput starts with lastBeat, when not nil, as the beat to replay:
+// the last one a previous run of the provider signed.
+func newJobOutput(now time.Time, lastBeat []byte) *jobOutput {
+	o := &jobOutput{detachedAt: now, replies: make(chan *pb.ReceiptReply, 1)}
+	if lastBeat != nil {
+		o.beats = [][]byte{lastBeat}
+	}
+	return o
 }
 
 // attach makes s the renter's stream, replacing any other, and replays

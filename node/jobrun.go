@@ -50,7 +50,7 @@ func (lm *leaseManager) spec(l *pb.Lease, gpus []string) executor.Spec {
 
 // newLive is the live state of a lease about to be supervised.
 func newLive(l *pb.Lease, cs *pb.CoSigned, rec *leaseRecord) *liveLease {
-	return &liveLease{lease: l, cs: cs, rec: rec, out: newJobOutput(time.Now()), stop: make(chan stopRequest, 1), done: make(chan struct{})}
+	return &liveLease{lease: l, cs: cs, rec: rec, out: newJobOutput(time.Now(), rec.LastEnv), stop: make(chan stopRequest, 1), done: make(chan struct{})}
 }
 
 // superviseLocked starts the goroutine that runs a lease: adopted is a
@@ -218,16 +218,19 @@ func (r *run) leaveOrStop() {
 	r.stopJob(stopRequest{outcome: pb.Outcome_OUTCOME_FAILED, note: "the provider shut down"})
 }
 
-// beat signs the next telemetry beat with the leased GPUs' readings, sends
-// it to the renter and persists the chain.
+// beat signs the next telemetry beat with the leased GPUs' readings,
+// persists the chain and then sends the beat to the renter. In the other
+// order a provider killed in between would sign that seq again after its
+// restart, a second beat the renter could not link.
 func (r *run) beat() {
 	env, err := r.chain.Next(time.Now(), r.samples())
 	if err != nil {
 		r.lm.n.log.Warn("telemetry beat not signed", "lease", r.ll.lease.Id, "err", err)
 		return
 	}
-	r.ll.out.send(&pb.JobFrame{Kind: &pb.JobFrame_Heartbeat{Heartbeat: env}})
+	r.ll.rec.LastEnv = env
 	r.persist()
+	r.ll.out.send(&pb.JobFrame{Kind: &pb.JobFrame_Heartbeat{Heartbeat: env}})
 }
 
 // samples reads the leased GPUs, when the provider has a GPU source.

@@ -407,29 +407,53 @@ func TestTwoRentersRaceForOneProviderAndTheLoserMovesOn(t *testing.T) {
 	}
 }
 
-func TestProviderRestartAdoptsTheRunningJob(t *testing.T) {
-	image := executortest.BusyboxImage(t)
-	fake, err := attest.NewFake("dgxh100")
-	if err != nil {
-		t.Fatal(err)
-	}
+// restartableProvider is a bootstrap node, a provider on a fixed port (a
+// daemon restarts where it listened) selling a fake DGX H100 seeded by
+// its peer ID, as a daemon's config makes it, and a light renter.
+func restartableProvider(t *testing.T, renterGrace time.Duration) (provRepo *Repo, prov, renter *Node) {
+	t.Helper()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
-	port := freePort(t) // a provider restarts where it listened, as a daemon on its configured port does
-	provRepo := testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
+	port := freePort(t)
+	provRepo = testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
 		c.Network.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)}
 		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.MinDuration = true, "fake:dgxh100", Dur(time.Minute)
-		c.Jobs.HeartbeatInterval, c.Jobs.StopGrace, c.Jobs.RenterGrace = Dur(200*time.Millisecond), Dur(time.Second), Dur(5*time.Second)
+		c.Jobs.HeartbeatInterval, c.Jobs.StopGrace, c.Jobs.RenterGrace = Dur(200*time.Millisecond), Dur(time.Second), Dur(renterGrace)
 	}))
-	prov := startNode(t, provRepo, Options{GPUSource: fake})
+	prov = startNode(t, provRepo, Options{})
 	removeJobsOf(t, prov)
-	renter := startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), Options{Light: true})
+	renter = startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), Options{Light: true})
+	return provRepo, prov, renter
+}
+
+// holds reports whether the provider's calendar holds lease id.
+func holds(n *Node, id string) bool {
+	n.leases.mu.Lock()
+	defer n.leases.mu.Unlock()
+	for _, c := range n.leases.cals {
+		for _, a := range c.Allocations() {
+			if a.ID == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestProviderRestartAdoptsTheRunningJob(t *testing.T) {
+	image := executortest.BusyboxImage(t)
+	provRepo, prov, renter := restartableProvider(t, 5*time.Second)
 	var out executortest.Buffer
-	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo before; sleep 4; echo after"), RentOutput{Stdout: &out, Stderr: &out, Progress: func(s string) { t.Log(s) }})
+	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo before; sleep 6; echo after"), RentOutput{Stdout: &out, Stderr: &out, Progress: func(s string) { t.Log(s) }})
 	out.WaitFor(t, "before", 20*time.Second)
 	id := activeLease(t, prov).ID
 
 	prov.Close() // the daemon stops (or is upgraded); its container runs on
-	prov = startNode(t, provRepo, Options{GPUSource: fake})
+	prov = startNode(t, provRepo, Options{})
+	// The restarted provider finds the same GPUs and holds the lease's
+	// slots again: they are not for sale until it ends.
+	if !holds(prov, id) {
+		t.Errorf("the restarted provider's calendar does not hold lease %s", id)
+	}
 	d := <-done
 	if d.err != nil {
 		t.Fatalf("rent across the provider's restart: %v", d.err)
@@ -441,6 +465,70 @@ func TestProviderRestartAdoptsTheRunningJob(t *testing.T) {
 	if ls, _ := prov.Leases(context.Background()); len(ls) != 1 || ls[0].State != LeaseCompleted {
 		t.Errorf("the restarted provider's leases: %+v", ls)
 	}
+}
+
+// Both sides restart: the renter goes away while beats go on, and the
+// provider comes back on other GPUs (its hardware changed), so the lease
+// fails at once and its container is stopped. The restarted renter was
+// sent none of the beats signed while it was away, yet it verifies the
+// last one, replayed from the provider's store, and countersigns the
+// receipt, which pays for every beat.
+func TestRestartsOnBothSidesStillSettleOneReceipt(t *testing.T) {
+	image := executortest.BusyboxImage(t)
+	provRepo, prov, renter := restartableProvider(t, time.Minute)
+	renterRepo := renter.repo
+	var out executortest.Buffer
+	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo before; sleep 600"), RentOutput{Stdout: &out, Stderr: &out})
+	out.WaitFor(t, "before", 20*time.Second)
+	id := activeLease(t, prov).ID
+	renter.Close()
+	<-done
+	offline, err := OpenRecords(renterRepo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, err := leaseStore{d: offline.store}.get(context.Background(), id)
+	offline.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "beats the renter does not see", func() bool {
+		rec, _ := leaseStore{d: prov.store}.get(context.Background(), id)
+		return rec != nil && rec.Beats >= seen.Beats+3
+	})
+
+	prov.Close()
+	other, err := attest.NewFake("dgxh100") // GPUs with other UUIDs
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov = startNode(t, provRepo, Options{GPUSource: other})
+	var ended *leaseRecord
+	waitFor(t, 20*time.Second, "the provider fails the lease", func() bool {
+		ended, _ = leaseStore{d: prov.store}.get(context.Background(), id)
+		return ended != nil && terminal(ended.State)
+	})
+	if ended.State != LeaseFailed || !strings.Contains(ended.Note, "not among this provider's") || holds(prov, id) {
+		t.Errorf("lease on GPUs the provider no longer has: %s %q (held: %v)", ended.State, ended.Note, holds(prov, id))
+	}
+	waitFor(t, 20*time.Second, "the failed lease's container is removed", func() bool {
+		running, err := prov.leases.exec.Running(context.Background())
+		return err == nil && !slices.Contains(running, id)
+	})
+
+	renter = startNode(t, renterRepo, Options{Light: true})
+	var rec *leaseRecord
+	waitFor(t, 30*time.Second, "the restarted renter settles the lease", func() bool {
+		rec, _ = leaseStore{d: renter.store}.get(context.Background(), id)
+		return rec != nil && terminal(rec.State)
+	})
+	rs, _ := renter.Receipts(context.Background())
+	if rec.State != LeaseFailed || len(rs) != 1 || len(rs[0].SignedBy) != 2 || rec.Beats != ended.Beats || rec.Beats <= seen.Beats {
+		t.Errorf("renter: lease %s, %d beats (provider %d, seen before the restart %d), receipts %+v", rec.State, rec.Beats, ended.Beats, seen.Beats, rs)
+	}
+	waitFor(t, 10*time.Second, "the provider stores the countersigned receipt", func() bool {
+		return len(storedReceipt(t, prov, id).RenterSignature) > 0
+	})
 }
 
 func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {

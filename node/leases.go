@@ -325,7 +325,7 @@ func (lm *leaseManager) attach(from peer.ID, id string, s network.Stream) {
 		s.Reset()
 		return
 	}
-	out := newJobOutput(time.Now())
+	out := newJobOutput(time.Now(), rec.LastEnv)
 	out.attach(s)
 	lm.collectSignature(rec, out)
 }

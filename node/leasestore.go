@@ -62,6 +62,10 @@ type leaseRecord struct {
 	Beats    uint64 `json:"beats"`
 	Root     []byte `json:"root,omitempty"`
 	LastBeat int64  `json:"last_beat_ms,omitempty"`
+	// LastEnv is the provider's last signed beat, replayed to a renter
+	// that attaches after a restart, so it has verified what the receipt
+	// counts even when it missed beats while the provider was down.
+	LastEnv []byte `json:"last_beat_env,omitempty"`
 	// End is when the lease must be off the GPUs (moved earlier by a
 	// preemption or a cancellation).
 	EndMs int64 `json:"end_ms"`
