@@ -1,7 +1,9 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -216,6 +218,55 @@ func TestSellable(t *testing.T) {
 		if got := attest.ModelOf(name); got != want {
 			t.Errorf("ModelOf(%q) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// The standing attestation an offer names by hash is kept while the
+// hardware stays: republishing (a GPU got busy) and restarting keep the
+// hash, so a renter holding an older copy of the offer finds it covered;
+// other hardware gets a new one.
+func TestStandingAttestationLastsAsLongAsTheHardware(t *testing.T) {
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	port := freePort(t)
+	repo := testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
+		c.Network.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)}
+		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.WatchInterval = true, "fake:dgxh100", Dur(time.Second)
+	}))
+	hashOf := func(p *Node, gpus int) []byte {
+		t.Helper()
+		var h []byte
+		waitFor(t, 15*time.Second, fmt.Sprintf("an offer of %d GPUs in the bootstrap's book", gpus), func() bool {
+			o, ok := boot.market.book.Snapshot().Offer(p.Host().ID(), ProviderOfferID)
+			if ok && offeredGPUs(boot, p) == gpus {
+				h = o.AttestationHash
+			}
+			return h != nil
+		})
+		return h
+	}
+	machine := func(seed string) *attest.Fake {
+		f, err := attest.NewFakeSeeded("dgxh100", seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	fake := machine("rack 1")
+	prov := startNode(t, repo, Options{GPUSource: fake})
+	first := hashOf(prov, 8)
+	fake.SetBusy(0, true)
+	if busy := hashOf(prov, 7); !bytes.Equal(busy, first) {
+		t.Errorf("republished for a busy GPU, the standing attestation changed")
+	}
+	prov.Close()
+	prov = startNode(t, repo, Options{GPUSource: machine("rack 1")})
+	if restarted := hashOf(prov, 8); !bytes.Equal(restarted, first) {
+		t.Errorf("restarted on the same GPUs, the standing attestation changed")
+	}
+	prov.Close()
+	prov = startNode(t, repo, Options{GPUSource: machine("rack 2")})
+	if moved := hashOf(prov, 8); bytes.Equal(moved, first) {
+		t.Errorf("on other GPUs, the standing attestation stayed")
 	}
 }
 

@@ -211,6 +211,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		if source != nil {
 			p2p.ServeAttestation(n.host, n.makeDocument)
 		}
+		n.provider.prepare(ctx)
 		n.wg.Add(1)
 		go n.provider.run(n.readCtx)
 		if err := n.startLeases(n.readCtx, source); err != nil {

@@ -145,30 +145,77 @@ func (p *provider) sellableNow(ctx context.Context) ([]GPUConfig, *attest.Invent
 // publishOffer signs and gossips an offer for gpus. With an inventory it
 // first signs a standing attestation of it, whose hash the offer carries.
 func (p *provider) publishOffer(ctx context.Context, gpus []GPUConfig, inv *attest.Inventory, now time.Time) error {
-	seq, err := p.nextSeq(ctx, now)
+	o, err := p.buildOffer(ctx, gpus, inv, now)
 	if err != nil {
 		return err
-	}
-	cfg := p.cfg
-	cfg.GPUs = gpus
-	o, err := cfg.BuildOffer(p.n.host.ID(), seq, now)
-	if err != nil {
-		return err
-	}
-	if inv != nil {
-		env, err := attest.SignDocument(p.n.key, attest.NewDocument(*inv, p.n.host.ID(), nil, now, []string{o.Header.Id}))
-		if err != nil {
-			return err
-		}
-		o.AttestationHash = attest.DocumentHash(env)
-		p.standing.Store(&env)
 	}
 	if err := p.publish(ctx, o, false); err != nil {
 		return err
 	}
 	p.current, p.selling = o, slices.Clone(gpus)
-	p.n.log.Info("offer published", "seq", seq, "gpus", len(o.Gpus), "expires", time.UnixMilli(o.Header.ExpiresUnixMs).UTC())
+	p.n.log.Info("offer published", "seq", o.Header.Seq, "gpus", len(o.Gpus), "expires", time.UnixMilli(o.Header.ExpiresUnixMs).UTC())
 	return nil
+}
+
+// prepare puts the offer the provider is about to publish in its own book,
+// and its standing attestation in the challengers' answers, before it
+// serves leases: a renter holding the offer from before a restart is not
+// refused while the first publication waits for a mesh.
+func (p *provider) prepare(ctx context.Context) {
+	gpus, inv, err := p.sellableNow(ctx)
+	if err != nil || len(gpus) == 0 {
+		return
+	}
+	if o, err := p.buildOffer(ctx, gpus, inv, time.Now()); err == nil {
+		p.own.PutOffer(o, time.Now())
+	}
+}
+
+// buildOffer makes the offer for gpus under the next sequence number, with
+// the standing attestation of inv when there is one.
+func (p *provider) buildOffer(ctx context.Context, gpus []GPUConfig, inv *attest.Inventory, now time.Time) (*pb.Offer, error) {
+	seq, err := p.nextSeq(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	cfg := p.cfg
+	cfg.GPUs = gpus
+	o, err := cfg.BuildOffer(p.n.host.ID(), seq, now)
+	if err != nil {
+		return nil, err
+	}
+	if inv != nil {
+		env, err := p.standingFor(ctx, *inv, o.Header.Id, now)
+		if err != nil {
+			return nil, err
+		}
+		o.AttestationHash = attest.DocumentHash(env)
+		p.standing.Store(&env)
+	}
+	return o, nil
+}
+
+// standingKey holds the provider's standing attestation across restarts.
+var standingKey = ds.NewKey("/provider/standing/" + ProviderOfferID)
+
+// standingFor returns the standing attestation of inv for offerID: the one
+// stored, while it shows exactly this hardware (the same GPUs, driver and
+// CUDA), or a new one, signed and stored. Kept across republishing and
+// restarts, its hash stays the one in every copy of the offer that books
+// still hold, so a challenger with an older copy finds it covered.
+func (p *provider) standingFor(ctx context.Context, inv attest.Inventory, offerID string, now time.Time) ([]byte, error) {
+	fresh := attest.NewDocument(inv, p.n.host.ID(), nil, now, []string{offerID})
+	if env, err := p.n.store.Get(ctx, standingKey); err == nil {
+		d, err := attest.VerifyStanding(env, p.n.host.ID(), attest.DocumentHash(env), offerID)
+		if err == nil && attest.SameHardware(d, fresh) == nil && attest.SameHardware(fresh, d) == nil && d.CudaVersion == fresh.CudaVersion {
+			return env, nil
+		}
+	}
+	env, err := attest.SignDocument(p.n.key, fresh)
+	if err != nil {
+		return nil, err
+	}
+	return env, p.n.store.Put(ctx, standingKey, env)
 }
 
 // withdrawNow gossips a withdrawal of the current offer while the node runs.
