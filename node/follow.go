@@ -92,7 +92,11 @@ func (f *follow) run(ctx context.Context) error {
 	defer f.keepLogs()()
 	lost := time.Time{}
 	for {
-		s, err := p2p.AttachJob(context.WithoutCancel(ctx), f.n.host, provider, f.lease.Id)
+		// Past the swarm's dial backoff (5 s and more after a failed dial),
+		// which would keep a provider back from a restart unreachable for
+		// most of reattachFor.
+		attach := network.WithForceDirectDial(context.WithoutCancel(ctx), "re-attach to a leased job")
+		s, err := p2p.AttachJob(attach, f.n.host, provider, f.lease.Id)
 		if err == nil {
 			lost = time.Time{}
 			done, err := f.read(ctx, s)
@@ -175,7 +179,7 @@ func (f *follow) cancel() { f.cancelOnce.Do(f.sendCancel) }
 
 func (f *follow) sendCancel() {
 	f.out.say("cancelling lease %s; waiting for the receipt", f.lease.Id)
-	ctx, done := context.WithTimeout(context.Background(), cancelWait)
+	ctx, done := context.WithTimeout(network.WithForceDirectDial(context.Background(), "cancel a lease"), cancelWait)
 	defer done()
 	reply, err := p2p.RequestLease(ctx, f.n.host, peer.ID(f.lease.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: f.lease.Id}})
 	if err != nil || reply.Lease == nil {
