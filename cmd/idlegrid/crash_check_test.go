@@ -175,8 +175,8 @@ func (c *crashTest) recoveries() map[string]int {
 func (c *crashTest) settle(seed int64) {
 	t := c.t
 	killed := c.waitRents()
-	c.cancelUnstarted()
-	ls := c.waitEnded(30*time.Second, seed)
+	later := c.cancelUnstarted()
+	ls := c.waitEnded(30*time.Second+later, seed)
 	states := map[string]int{}
 	for _, l := range ls {
 		states[l.State]++
@@ -194,8 +194,10 @@ func (c *crashTest) settle(seed int64) {
 // cancelUnstarted withdraws, with `idlegrid cancel` from the renter's
 // repository, every lease accepted to start later (once other leases
 // end) whose rent was killed: nothing else would end it before its start.
-// A started one ends by itself once its renter stays away.
-func (c *crashTest) cancelUnstarted() {
+// A started one ends by itself once its renter stays away, and so does
+// one whose renter gave up on it (it counted the provider gone) once it
+// starts: the returned wait covers the latest such start.
+func (c *crashTest) cancelUnstarted() (later time.Duration) {
 	t := c.t
 	for id, l := range c.leases() {
 		if l.State != node.LeaseAccepted || time.Until(l.Start) <= 0 {
@@ -203,12 +205,19 @@ func (c *crashTest) cancelUnstarted() {
 		}
 		for _, repo := range c.renters {
 			mine := mustJSON[[]api.LeaseView](t, c.bin, "leases", "--json", "--repo", repo)
-			if slices.ContainsFunc(mine, func(m api.LeaseView) bool { return m.ID == id }) {
+			i := slices.IndexFunc(mine, func(m api.LeaseView) bool { return m.ID == id })
+			switch {
+			case i < 0:
+			case ended(mine[i].State):
+				t.Logf("lease %s starts in %s; its renter gave up on it: %s %s", id, time.Until(l.Start).Round(time.Second), mine[i].State, mine[i].Note)
+				later = max(later, time.Until(l.Start))
+			default:
 				t.Logf("lease %s starts in %s and its rent was killed: %s", id, time.Until(l.Start).Round(time.Second),
 					strings.TrimSpace(cli(t, c.bin, "cancel", id, "--repo", repo)))
 			}
 		}
 	}
+	return later
 }
 
 // waitEnded waits until every provider lease has ended and returns them;
@@ -290,6 +299,7 @@ func (c *crashTest) waitRents() map[string]int {
 			outcomes["receipt both signed"]++
 		case code == 0 && receiptAny.MatchString(p.stderr.String()):
 			outcomes["receipt the renter alone signed"]++
+			t.Logf("rent of round %d kept a receipt of its own:\n%s", p.round, strings.Join(lines[max(len(lines)-6, 0):], "\n"))
 		case code == 1:
 			outcomes["exit 1"]++
 			why := lines[len(lines)-1]
