@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,7 +51,7 @@ func (lm *leaseManager) spec(l *pb.Lease, gpus []string) executor.Spec {
 
 // newLive is the live state of a lease about to be supervised.
 func newLive(l *pb.Lease, cs *pb.CoSigned, rec *leaseRecord) *liveLease {
-	return &liveLease{lease: l, cs: cs, rec: rec, out: newJobOutput(time.Now(), rec.LastEnv), stop: make(chan stopRequest, 1), done: make(chan struct{})}
+	return &liveLease{lease: l, cs: cs, rec: rec, out: newJobOutput(time.Now(), rec.LastEnv), stop: make(chan stopRequest, 1), done: make(chan struct{}), off: make(chan struct{})}
 }
 
 // superviseLocked starts the goroutine that runs a lease: adopted is a
@@ -95,7 +96,7 @@ func (lm *leaseManager) supervise(ll *liveLease, adopted executor.Job, lost stri
 		r.pending = &stopRequest{outcome: pb.Outcome(o), note: ll.rec.StopNote, at: time.UnixMilli(ll.rec.EndMs)}
 	}
 	if r.job == nil {
-		if !r.waitStart() {
+		if !r.waitStart() || !r.waitGPUs() {
 			return
 		}
 		if r.job, err = lm.exec.Start(lm.ctx, lm.spec(ll.lease, ll.rec.GPUs), executor.Output{Stdout: ll.out.writer(false), Stderr: ll.out.writer(true)}); err != nil {
@@ -128,6 +129,36 @@ func (r *run) waitStart() bool {
 	case <-r.lm.ctx.Done():
 	}
 	return false
+}
+
+// waitGPUs waits until the jobs of the leases that held this lease's GPUs
+// before it are gone: a preempted bronze job may still be in its stop
+// grace at this lease's start, and two jobs must not share a GPU. The
+// wait is bounded by the stop grace and half a minute for the engine;
+// false when the node closes first.
+func (r *run) waitGPUs() bool {
+	lm, l := r.lm, r.ll.lease
+	lm.mu.Lock()
+	var before []*liveLease
+	for id, o := range lm.live {
+		if id != l.Id && o.lease.StartUnixMs < l.StartUnixMs && slices.ContainsFunc(o.rec.GPUs, func(g string) bool { return slices.Contains(r.ll.rec.GPUs, g) }) {
+			before = append(before, o)
+		}
+	}
+	lm.mu.Unlock()
+	limit := time.NewTimer(lm.n.cfg.Jobs.StopGrace.Std() + 30*time.Second)
+	defer limit.Stop()
+	for _, o := range before {
+		select {
+		case <-o.off:
+		case <-limit.C:
+			lm.n.log.Warn("starting while an earlier lease's job still holds the GPUs", "lease", l.Id, "earlier", o.lease.Id)
+			return true
+		case <-lm.ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // loop meters the running job until it ends.
@@ -304,6 +335,7 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 	if r.job != nil {
 		r.remove()
 	}
+	close(ll.off)
 	lm.mu.Lock()
 	for _, c := range lm.cals {
 		c.Release(l.Id, time.Now())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -265,8 +266,10 @@ func activeLease(t *testing.T, n *Node) api.LeaseView {
 
 func TestBronzeLeaseIsPreemptedByGoldWithNoticeAndPaysWhatRan(t *testing.T) {
 	image := executortest.BusyboxImage(t)
-	prov, renter := leaseSwarm(t, func(c *Config) { c.Provider.BronzeNotice = Dur(time.Second) })
-	bronzeReq := rentRequest(image, "sh", "-c", `trap 'echo got TERM; exit 143' TERM; echo bronze running; while true; do sleep 0.1; done`)
+	// The bronze job ignores SIGTERM, so it holds the GPUs through its
+	// stop grace, past the gold lease's start.
+	prov, renter := leaseSwarm(t, func(c *Config) { c.Provider.BronzeNotice, c.Jobs.StopGrace = Dur(time.Second), Dur(3*time.Second) })
+	bronzeReq := rentRequest(image, "sh", "-c", `trap 'echo got TERM' TERM; echo bronze running; while true; do sleep 0.1; done`)
 	bronzeReq.Tier, bronzeReq.Count = "bronze", 8
 	var out, errs executortest.Buffer
 	var notices []string
@@ -282,7 +285,8 @@ func TestBronzeLeaseIsPreemptedByGoldWithNoticeAndPaysWhatRan(t *testing.T) {
 	goldReq := rentRequest(image, "echo", "gold ran")
 	goldReq.Tier = "gold"
 	var gold executortest.Buffer
-	gres, err := renter.Rent(context.Background(), goldReq, RentOutput{Stdout: &gold, Stderr: &gold})
+	goldOut := &firstWrite{w: &gold}
+	gres, err := renter.Rent(context.Background(), goldReq, RentOutput{Stdout: goldOut, Stderr: &gold})
 	if err != nil {
 		t.Fatalf("gold rent: %v; tried %+v", err, gres.Tried)
 	}
@@ -297,6 +301,10 @@ func TestBronzeLeaseIsPreemptedByGoldWithNoticeAndPaysWhatRan(t *testing.T) {
 	if rc.Outcome != "preempted" || len(rc.SignedBy) != 2 || !strings.Contains(out.String(), "got TERM") {
 		t.Errorf("bronze receipt %+v, output %q", rc, out.String())
 	}
+	// The gold job ran only once the bronze one was off the GPUs.
+	if bronzeEnd := time.UnixMilli(storedReceiptBody(t, prov, rc.LeaseID).EndUnixMs); !goldOut.at().After(bronzeEnd) {
+		t.Errorf("the gold job printed at %s, before the bronze job was stopped at %s", goldOut.at().Format(time.StampMilli), bronzeEnd.Format(time.StampMilli))
+	}
 	// Pro-rated: it paid for the seconds it ran, not the hour it asked for.
 	if rc.MeteredSeconds >= 60 || rc.Amount == "0.00" && rc.MeteredSeconds > 0 {
 		t.Errorf("bronze metered %d s for %s", rc.MeteredSeconds, rc.Amount)
@@ -308,6 +316,38 @@ func TestBronzeLeaseIsPreemptedByGoldWithNoticeAndPaysWhatRan(t *testing.T) {
 	}) {
 		t.Errorf("no preemption notice among %q", notices)
 	}
+}
+
+// firstWrite passes writes to w and remembers when the first came.
+type firstWrite struct {
+	mu    sync.Mutex
+	w     io.Writer
+	first time.Time
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first.IsZero() {
+		f.first = time.Now()
+	}
+	return f.w.Write(p)
+}
+
+func (f *firstWrite) at() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.first
+}
+
+// storedReceiptBody opens the receipt a node stored for a lease.
+func storedReceiptBody(t *testing.T, n *Node, id string) *pb.Receipt {
+	t.Helper()
+	rc, err := market.OpenCoSigned[*pb.Receipt](storedReceipt(t, n, id), market.Provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
 }
 
 func TestProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T) {

@@ -48,6 +48,9 @@ type liveLease struct {
 	out   *jobOutput
 	stop  chan stopRequest // to the supervisor
 	done  chan struct{}    // closed when the supervisor returns
+	// off is closed once the lease has ended and its job is gone from
+	// the GPUs (stopped and removed).
+	off chan struct{}
 }
 
 // stopRequest ends a live lease with an outcome, at a time (a preemption
