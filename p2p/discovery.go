@@ -299,7 +299,8 @@ func connectConfirmed(ctx context.Context, h host.Host, ai peer.AddrInfo) error 
 		return err
 	}
 	if res := <-ping.Ping(ctx, h, ai.ID); res.Error != nil {
-		return fmt.Errorf("connected, but the peer closed the connection (are we on its swarm.allow_list?): %w", res.Error)
+		// Either the peer went away in between, or its gater refused us.
+		return fmt.Errorf("connected, but the connection closed at once (the peer stopped, or we are not on its swarm.allow_list): %w", res.Error)
 	}
 	return nil
 }
