@@ -13,21 +13,22 @@ import (
 // Bounds of what a provider keeps for a renter that is not attached.
 const (
 	maxBacklogBytes = 1 << 20 // output kept while detached, newest first
-	maxBeatsKept    = 100_000 // beats replayed to a renter that re-attaches
 	outputChunk     = 64 << 10
 	frameDeadline   = 10 * time.Second
 )
 
 // jobOutput carries one lease's job frames to its renter: output,
 // telemetry beats, notices and at the end the receipt. At most one renter
-// stream is attached; one that re-attaches gets every beat again and the
-// output written while it was away (the last MiB). A stream that cannot
-// take a frame within frameDeadline is dropped. Safe for concurrent use.
+// stream is attached; one that re-attaches gets the last beat again (its
+// follower accepts the beats it missed as a gap: the last one vouches for
+// the chain) and the output written while it was away (the last MiB). A
+// stream that cannot take a frame within frameDeadline is dropped. Safe
+// for concurrent use.
 type jobOutput struct {
 	mu           sync.Mutex
 	s            network.Stream
 	detachedAt   time.Time
-	beats        [][]byte
+	lastBeat     []byte
 	backlog      []*pb.JobFrame
 	backlogBytes int
 	replies      chan *pb.ReceiptReply
@@ -36,11 +37,7 @@ type jobOutput struct {
 // newJobOutput starts with lastBeat, when not nil, as the beat to replay:
 // the last one a previous run of the provider signed.
 func newJobOutput(now time.Time, lastBeat []byte) *jobOutput {
-	o := &jobOutput{detachedAt: now, replies: make(chan *pb.ReceiptReply, 1)}
-	if lastBeat != nil {
-		o.beats = [][]byte{lastBeat}
-	}
-	return o
+	return &jobOutput{detachedAt: now, lastBeat: lastBeat, replies: make(chan *pb.ReceiptReply, 1)}
 }
 
 // attach makes s the renter's stream, replacing any other, and replays
@@ -52,13 +49,17 @@ func (o *jobOutput) attach(s network.Stream) {
 		o.s.Reset()
 	}
 	o.s = s
-	for _, b := range o.beats {
-		o.writeLocked(&pb.JobFrame{Kind: &pb.JobFrame_Heartbeat{Heartbeat: b}})
+	// A failed write drops the stream: the rest stays for the next attach.
+	if o.lastBeat != nil && !o.writeLocked(&pb.JobFrame{Kind: &pb.JobFrame_Heartbeat{Heartbeat: o.lastBeat}}) {
+		return
 	}
-	for _, f := range o.backlog {
-		o.writeLocked(f)
+	for len(o.backlog) > 0 {
+		if !o.writeLocked(o.backlog[0]) {
+			return
+		}
+		o.backlogBytes -= frameSize(o.backlog[0])
+		o.backlog = o.backlog[1:]
 	}
-	o.backlog, o.backlogBytes = nil, 0
 	go o.readReplies(s)
 }
 
@@ -81,8 +82,8 @@ func (o *jobOutput) readReplies(s network.Stream) {
 func (o *jobOutput) send(f *pb.JobFrame) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if b, ok := f.Kind.(*pb.JobFrame_Heartbeat); ok && len(o.beats) < maxBeatsKept {
-		o.beats = append(o.beats, b.Heartbeat)
+	if b, ok := f.Kind.(*pb.JobFrame_Heartbeat); ok {
+		o.lastBeat = b.Heartbeat
 	}
 	if o.s != nil && o.writeLocked(f) {
 		return
