@@ -269,26 +269,25 @@ func admissionReject(err error) *pb.LeaseReply {
 // cancel ends a lease at its renter's request: before its start it is
 // dropped, owing nothing; running, its job is stopped.
 func (lm *leaseManager) cancel(from peer.ID, id string) *pb.LeaseReply {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	ll := lm.live[id]
-	if ll == nil || peer.ID(ll.lease.Renter) != from {
+	cs := lm.stopLease(id, "cancelled by the renter", from)
+	if cs == nil {
 		return reject(pb.RejectCode_REJECT_UNKNOWN_LEASE, "no running lease %s of yours here", id)
 	}
-	ll.requestStop(stopRequest{outcome: pb.Outcome_OUTCOME_CANCELLED, note: "cancelled by the renter", at: time.Now()})
-	return &pb.LeaseReply{Lease: ll.cs}
+	return &pb.LeaseReply{Lease: cs}
 }
 
-// stopLease cancels a running lease on the provider's own initiative.
-func (lm *leaseManager) stopLease(id, note string) bool {
+// stopLease cancels a live lease now, with note; a renter that is not
+// empty must be the lease's. It returns the lease's co-signed terms, or
+// nil when no such lease is live here.
+func (lm *leaseManager) stopLease(id, note string, renter peer.ID) *pb.CoSigned {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
 	ll := lm.live[id]
-	if ll == nil {
-		return false
+	if ll == nil || renter != "" && peer.ID(ll.lease.Renter) != renter {
+		return nil
 	}
 	ll.requestStop(stopRequest{outcome: pb.Outcome_OUTCOME_CANCELLED, note: note, at: time.Now()})
-	return true
+	return ll.cs
 }
 
 // requestStop hands a stop to the supervisor without blocking; a later

@@ -177,7 +177,7 @@ func (n *Node) CancelLease(ctx context.Context, id string) (api.LeaseView, error
 		return api.LeaseView{}, err
 	}
 	if rec.Role == roleProvider {
-		if n.leases == nil || !n.leases.stopLease(id, "cancelled by the provider") {
+		if n.leases == nil || n.leases.stopLease(id, "cancelled by the provider", "") == nil {
 			return api.LeaseView{}, fmt.Errorf("lease %s is not running here", id)
 		}
 		return leaseView(rec), nil
