@@ -678,3 +678,35 @@ func TestProposalsAreIdempotentAndWithdrawableBeforeTheirStart(t *testing.T) {
 		t.Errorf("the local ledger settled what another settlement took: %+v", ledger)
 	}
 }
+
+// `idlegrid cancel` on either side: the provider stopping a lease of its
+// own, the renter cancelling one it follows; each receipt is co-signed
+// and says who cancelled. A lease that ended cannot be cancelled again.
+func TestEitherSideCancelsALease(t *testing.T) {
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, nil)
+	ctx := context.Background()
+	for _, side := range []struct {
+		name string
+		n    *Node
+		note string
+	}{{"provider", prov, "cancelled by the provider"}, {"renter", renter, "cancelled by the renter"}} {
+		var out executortest.Buffer
+		done := rentAsync(ctx, renter, rentRequest(image, "sh", "-c", "echo up; sleep 300"), RentOutput{Stdout: &out, Stderr: &out})
+		out.WaitFor(t, "up", 20*time.Second)
+		id := activeLease(t, prov).ID
+		if _, err := side.n.CancelLease(ctx, id); err != nil {
+			t.Fatalf("%s cancels: %v", side.name, err)
+		}
+		d := <-done
+		if d.err != nil {
+			t.Fatalf("rent cancelled by the %s: %v", side.name, d.err)
+		}
+		if rc := d.res.Receipt; rc.Outcome != LeaseCancelled || len(rc.SignedBy) != 2 || rc.Note != side.note {
+			t.Errorf("cancelled by the %s: receipt %+v", side.name, rc)
+		}
+		if _, err := side.n.CancelLease(ctx, id); err == nil || !strings.Contains(err.Error(), "already ended") {
+			t.Errorf("%s cancels an ended lease: %v", side.name, err)
+		}
+	}
+}
