@@ -142,8 +142,8 @@ func (p *provider) sellableNow(ctx context.Context) ([]GPUConfig, *attest.Invent
 	return p.readSellable(ctx)
 }
 
-// publishOffer signs and gossips an offer for gpus. With an inventory it
-// first signs a standing attestation of it, whose hash the offer carries.
+// publishOffer signs and gossips an offer for gpus. With an inventory the
+// offer carries the hash of its standing attestation (standingFor).
 func (p *provider) publishOffer(ctx context.Context, gpus []GPUConfig, inv *attest.Inventory, now time.Time) error {
 	o, err := p.buildOffer(ctx, gpus, inv, now)
 	if err != nil {
