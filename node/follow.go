@@ -298,7 +298,7 @@ func (n *Node) resumeRentals(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	for _, rec := range recs {
-		if rec.Role != roleRenter || terminal(rec.State) {
+		if rec.Role != roleRenter || LeaseEnded(rec.State) {
 			continue
 		}
 		l, cs, err := rec.lease()

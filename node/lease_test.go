@@ -389,7 +389,7 @@ func TestRenterVanishingStopsTheJobAfterTheGracePeriod(t *testing.T) {
 	var rec *leaseRecord
 	waitFor(t, 20*time.Second, "the provider ends the lease", func() bool {
 		rec, _ = leaseStore{d: prov.store}.get(context.Background(), l.ID)
-		return rec != nil && terminal(rec.State)
+		return rec != nil && LeaseEnded(rec.State)
 	})
 	if rec.State != LeaseCancelled || !strings.Contains(rec.Note, "the renter was gone for") {
 		t.Errorf("lease ended %s: %s", rec.State, rec.Note)
@@ -546,7 +546,7 @@ func TestRestartsOnBothSidesStillSettleOneReceipt(t *testing.T) {
 	var ended *leaseRecord
 	waitFor(t, 20*time.Second, "the provider fails the lease", func() bool {
 		ended, _ = leaseStore{d: prov.store}.get(context.Background(), id)
-		return ended != nil && terminal(ended.State)
+		return ended != nil && LeaseEnded(ended.State)
 	})
 	if ended.State != LeaseFailed || !strings.Contains(ended.Note, "not among this provider's") || holds(prov, id) {
 		t.Errorf("lease on GPUs the provider no longer has: %s %q (held: %v)", ended.State, ended.Note, holds(prov, id))
@@ -560,7 +560,7 @@ func TestRestartsOnBothSidesStillSettleOneReceipt(t *testing.T) {
 	var rec *leaseRecord
 	waitFor(t, 30*time.Second, "the restarted renter settles the lease", func() bool {
 		rec, _ = leaseStore{d: renter.store}.get(context.Background(), id)
-		return rec != nil && terminal(rec.State)
+		return rec != nil && LeaseEnded(rec.State)
 	})
 	rs, _ := renter.Receipts(context.Background())
 	if rec.State != LeaseFailed || len(rs) != 1 || len(rs[0].SignedBy) != 2 || rec.Beats != ended.Beats || rec.Beats <= seen.Beats {
@@ -587,7 +587,7 @@ func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {
 	var rec *leaseRecord
 	waitFor(t, 20*time.Second, "the restarted renter settles the lease", func() bool {
 		rec, _ = leaseStore{d: renter.store}.get(context.Background(), id)
-		return rec != nil && terminal(rec.State)
+		return rec != nil && LeaseEnded(rec.State)
 	})
 	rs, _ := renter.Receipts(context.Background())
 	if rec.State != LeaseCompleted || len(rs) != 1 || len(rs[0].SignedBy) != 2 {
@@ -662,7 +662,7 @@ func TestProposalsAreIdempotentAndWithdrawableBeforeTheirStart(t *testing.T) {
 	var rec *leaseRecord
 	waitFor(t, 10*time.Second, "the withdrawn lease ends", func() bool {
 		rec, _ = leaseStore{d: prov.store}.get(context.Background(), l.Id)
-		return rec != nil && terminal(rec.State)
+		return rec != nil && LeaseEnded(rec.State)
 	})
 	rs, _ := prov.Receipts(context.Background())
 	if rec.State != LeaseCancelled || rec.Job != "" || len(rs) != 1 || rs[0].Amount != "0.00" || rs[0].MeteredSeconds != 0 {

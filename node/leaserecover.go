@@ -26,7 +26,7 @@ func (lm *leaseManager) recover(ctx context.Context) error {
 	defer lm.mu.Unlock()
 	now := time.Now()
 	for _, rec := range recs {
-		if rec.Role != roleProvider || terminal(rec.State) {
+		if rec.Role != roleProvider || LeaseEnded(rec.State) {
 			continue
 		}
 		l, cs, err := rec.lease()

@@ -27,8 +27,8 @@ const (
 	LeaseCancelled = "cancelled"
 )
 
-// terminal reports whether a lease in state s is over.
-func terminal(s string) bool {
+// LeaseEnded reports whether a lease in state s is over.
+func LeaseEnded(s string) bool {
 	return s == LeaseCompleted || s == LeasePreempted || s == LeaseFailed || s == LeaseCancelled
 }
 

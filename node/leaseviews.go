@@ -169,7 +169,7 @@ func (n *Node) CancelLease(ctx context.Context, id string) (api.LeaseView, error
 	if err != nil {
 		return api.LeaseView{}, err
 	}
-	if terminal(rec.State) {
+	if LeaseEnded(rec.State) {
 		return api.LeaseView{}, api.BadRequest{Err: fmt.Errorf("lease %s already ended: %s", id, rec.State)}
 	}
 	l, _, err := rec.lease()

@@ -63,7 +63,7 @@ func (n *Node) leaseSummary(ctx context.Context) api.LeaseSummary {
 		return sum
 	}
 	for _, v := range views {
-		if terminal(v.State) {
+		if LeaseEnded(v.State) {
 			sum.Ended++
 			continue
 		}

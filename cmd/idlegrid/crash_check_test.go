@@ -34,11 +34,6 @@ func (c *crashTest) leases() map[string]api.LeaseView {
 	return out
 }
 
-// ended reports whether a lease in state s is over.
-func ended(s string) bool {
-	return s == node.LeaseCompleted || s == node.LeasePreempted || s == node.LeaseFailed || s == node.LeaseCancelled
-}
-
 // providerGPUs is how many GPUs fake:dgxh100 sells.
 const providerGPUs = 8
 
@@ -59,14 +54,14 @@ func (c *crashTest) check(round int) {
 		switch {
 		case !ok:
 			c.t.Errorf("round %d: lease %s (%s) lost by the provider", round, id, state)
-		case ended(state) && l.State != state:
+		case node.LeaseEnded(state) && l.State != state:
 			c.t.Errorf("round %d: lease %s ended %s, now %s", round, id, state, l.State)
 		}
 	}
 	var open []api.LeaseView
 	for id, l := range before {
 		c.seen[id] = l.State
-		if ended(l.State) {
+		if node.LeaseEnded(l.State) {
 			continue
 		}
 		if now.Sub(l.End) > slack {
@@ -127,9 +122,9 @@ func (c *crashTest) checkContainers(round int, before map[string]api.LeaseView) 
 			c.t.Errorf("round %d: container for lease %s the provider has no record of (%v)", round, id, states)
 		case len(states) > 1:
 			c.t.Errorf("round %d: lease %s runs in %d containers: %v", round, id, len(states), states)
-		case ended(before[id].State) && running(states[0]):
+		case node.LeaseEnded(before[id].State) && running(states[0]):
 			c.t.Errorf("round %d: lease %s ended %s but its container is %s\nthe provider logged:\n%s", round, id, l.State, states[0], c.logOf(id))
-		case ended(before[id].State):
+		case node.LeaseEnded(before[id].State):
 			c.t.Logf("round %d: lease %s ended %s, its container is still there, %s", round, id, l.State, states[0])
 		}
 	}
@@ -208,7 +203,7 @@ func (c *crashTest) cancelUnstarted() (later time.Duration) {
 			i := slices.IndexFunc(mine, func(m api.LeaseView) bool { return m.ID == id })
 			switch {
 			case i < 0:
-			case ended(mine[i].State):
+			case node.LeaseEnded(mine[i].State):
 				t.Logf("lease %s starts in %s; its renter gave up on it: %s %s", id, time.Until(l.Start).Round(time.Second), mine[i].State, mine[i].Note)
 				later = max(later, time.Until(l.Start))
 			default:
@@ -224,48 +219,37 @@ func (c *crashTest) cancelUnstarted() (later time.Duration) {
 // if one stays open, it fails with what the provider logged about it.
 func (c *crashTest) waitEnded(within time.Duration, seed int64) []api.LeaseView {
 	t := c.t
-	deadline := time.Now().Add(within)
-	for {
-		ls := mustJSON[[]api.LeaseView](t, c.bin, "leases", "--json", "--repo", c.prov)
-		var open []api.LeaseView
-		for _, l := range ls {
-			if !ended(l.State) {
-				open = append(open, l)
-			}
-		}
-		if len(open) == 0 {
-			return ls
-		}
-		if time.Now().After(deadline) {
-			for _, l := range open {
-				t.Errorf("lease %s still %s %s after every rent exited (seed %d): %+v\nthe provider logged:\n%s",
-					l.ID, l.State, within, seed, l, c.logOf(l.ID))
-			}
-			t.FailNow()
-		}
-		time.Sleep(100 * time.Millisecond) // poll, under the deadline above
+	var ls, open []api.LeaseView
+	if poll(within, 100*time.Millisecond, func() bool {
+		ls = mustJSON[[]api.LeaseView](t, c.bin, "leases", "--json", "--repo", c.prov)
+		open = slices.DeleteFunc(slices.Clone(ls), func(l api.LeaseView) bool { return node.LeaseEnded(l.State) })
+		return len(open) == 0
+	}) {
+		return ls
 	}
+	for _, l := range open {
+		t.Errorf("lease %s still %s %s after every rent exited (seed %d): %+v\nthe provider logged:\n%s",
+			l.ID, l.State, within, seed, l, c.logOf(l.ID))
+	}
+	t.FailNow()
+	return nil
 }
 
 // noContainers waits until the engine holds no container of the
 // provider's, all its leases having ended.
 func (c *crashTest) noContainers(within time.Duration) {
-	deadline := time.Now().Add(within)
-	for {
-		jobs, err := jobContainers(context.Background(), c.docker, c.peerID)
-		if err != nil {
+	var jobs map[string][]string
+	if poll(within, 100*time.Millisecond, func() bool {
+		var err error
+		if jobs, err = jobContainers(context.Background(), c.docker, c.peerID); err != nil {
 			c.t.Fatal(err)
 		}
-		if len(jobs) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			for id, states := range jobs {
-				c.t.Errorf("container of lease %s (%v) left %s after every lease ended\nthe provider logged:\n%s", id, states, within, c.logOf(id))
-			}
-			return
-		}
-		time.Sleep(100 * time.Millisecond) // poll, under the deadline above
+		return len(jobs) == 0
+	}) {
+		return
+	}
+	for id, states := range jobs {
+		c.t.Errorf("container of lease %s (%v) left %s after every lease ended\nthe provider logged:\n%s", id, states, within, c.logOf(id))
 	}
 }
 
@@ -329,7 +313,7 @@ func (c *crashTest) checkRenter(repo string, killed int, provider map[string]api
 		if _, ok := c.seen[l.ID]; !ok {
 			t.Errorf("lease %s, recorded by %s, lost by the provider (seed %d)", l.ID, name, seed)
 		}
-		if !ended(l.State) {
+		if !node.LeaseEnded(l.State) {
 			open++
 		}
 	}
@@ -338,7 +322,7 @@ func (c *crashTest) checkRenter(repo string, killed int, provider map[string]api
 	}
 	var closed []api.LeaseView
 	for _, l := range ls {
-		if ended(l.State) {
+		if node.LeaseEnded(l.State) {
 			closed = append(closed, l)
 		}
 	}

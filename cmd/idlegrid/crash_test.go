@@ -90,22 +90,23 @@ func (c *crashTest) killProvider() {
 // freeRenter returns a renter whose last rent has exited, waiting for
 // one when every renter is busy.
 func (c *crashTest) freeRenter(first int) int {
-	deadline := time.Now().Add(40 * time.Second)
-	for {
+	free := -1
+	if !poll(40*time.Second, 50*time.Millisecond, func() bool {
 		for k := range c.rents {
 			i := (first + k) % len(c.rents)
 			if p := c.rents[i]; p == nil || isDone(p) {
-				return i
+				free = i
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			for _, p := range c.rents {
-				c.t.Logf("rent of round %d on %s:\n%s", p.round, p.repo, p.stderr)
-			}
-			c.t.Fatal("no rent exited within 40s")
+		return false
+	}) {
+		for _, p := range c.rents {
+			c.t.Logf("rent of round %d on %s:\n%s", p.round, p.repo, p.stderr)
 		}
-		time.Sleep(50 * time.Millisecond) // poll the exits, under the deadline above
+		c.t.Fatal("no rent exited within 40s")
 	}
+	return free
 }
 
 func isDone(p *rentProc) bool {

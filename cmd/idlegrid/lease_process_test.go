@@ -107,15 +107,25 @@ func mustJSON[T any](t *testing.T, bin string, args ...string) T {
 	return v
 }
 
+// poll checks cond every interval until it holds (true) or within has
+// passed (false); the caller reports what did not happen.
+func poll(within, every time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(every) // poll, under the deadline above
+	}
+	return true
+}
+
 // waitOutput waits until the rent has printed want on its stdout.
 func waitOutput(t *testing.T, p *rentProc, want string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !strings.Contains(p.stdout.String(), want) {
-		if time.Now().After(deadline) || isDone(p) {
-			t.Fatalf("rent printed no %q within %s:\n%s", want, within, p.stderr)
-		}
-		time.Sleep(20 * time.Millisecond) // poll the output, under the deadline above
+	printed := func() bool { return strings.Contains(p.stdout.String(), want) }
+	if !poll(within, 20*time.Millisecond, func() bool { return printed() || isDone(p) }) || !printed() {
+		t.Fatalf("rent printed no %q within %s:\n%s", want, within, p.stderr)
 	}
 }
 
