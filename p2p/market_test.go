@@ -112,7 +112,7 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 }
 
 func TestOffersReachEveryBookOnTenNodes(t *testing.T) {
-	m, err := p2ptest.LoadDefaultMatrix()
+	m, err := p2ptest.PlanetLab()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func (o *offenderSet) Excluded(p peer.ID) bool {
 }
 
 func TestEvidenceOfADoubleClaimedUUIDReachesEveryNodeAndExcludesTheOffenders(t *testing.T) {
-	m, err := p2ptest.LoadDefaultMatrix()
+	m, err := p2ptest.PlanetLab()
 	if err != nil {
 		t.Fatal(err)
 	}

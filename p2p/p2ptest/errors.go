@@ -8,7 +8,4 @@ var (
 	// ErrMatrix is returned for a latency matrix file that is not a square
 	// matrix of non-negative RTTs in milliseconds with 0 on the diagonal.
 	ErrMatrix = errors.New("invalid latency matrix")
-	// ErrNoMatrix is returned when the shared latency matrix cannot be found
-	// beside the repository.
-	ErrNoMatrix = errors.New("latency matrix not found")
 )

@@ -2,19 +2,22 @@ package p2ptest
 
 import (
 	"bufio"
+	"bytes"
+	_ "embed"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// MatrixFile is the shared PlanetLab RTT matrix (490 hosts), relative to the
-// repository root: shared/ sits beside the clone, in development and in CI.
-const MatrixFile = "../shared/data/latency/planetlab-490.tsv"
+// planetLab490 is the PlanetLab RTT matrix (490 hosts) committed in
+// testdata with its licence (testdata/README.md says where it is from).
+//
+//go:embed testdata/planetlab-490.tsv
+var planetLab490 []byte
 
 // Matrix is a square matrix of round-trip times in milliseconds: Matrix[i][j]
 // is the RTT between hosts i and j, 0 on the diagonal.
@@ -26,7 +29,7 @@ func (m Matrix) RTT(i, j int) time.Duration {
 }
 
 // LoadLatencyMatrix reads a tab-separated square matrix of RTTs in
-// milliseconds, one row a line, such as MatrixFile. An error wraps
+// milliseconds, one row a line, such as testdata/planetlab-490.tsv. An error wraps
 // ErrMatrix and names the 0-based row and column at fault.
 func LoadLatencyMatrix(path string) (Matrix, error) {
 	f, err := os.Open(path)
@@ -41,42 +44,14 @@ func LoadLatencyMatrix(path string) (Matrix, error) {
 	return m, nil
 }
 
-// LoadDefaultMatrix loads the shared PlanetLab matrix found by
-// DefaultMatrixPath.
-func LoadDefaultMatrix() (Matrix, error) {
-	path, err := DefaultMatrixPath()
+// PlanetLab parses the embedded PlanetLab matrix: 490 hosts, RTTs in
+// milliseconds. Each call returns a fresh copy the caller may change.
+func PlanetLab() (Matrix, error) {
+	m, err := parseMatrix(bytes.NewReader(planetLab490))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("testdata/planetlab-490.tsv: %w", err)
 	}
-	return LoadLatencyMatrix(path)
-}
-
-// DefaultMatrixPath finds MatrixFile beside the repository: it walks up from
-// the working directory and, at every directory that holds a go.mod, looks
-// for MatrixFile relative to it. It fails with ErrNoMatrix naming every
-// place it looked.
-func DefaultMatrixPath() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("%w: working directory: %v", ErrNoMatrix, err)
-	}
-	var tried []string
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, filepath.FromSlash(MatrixFile))
-			if _, err := os.Stat(p); err == nil {
-				return p, nil
-			}
-			tried = append(tried, p)
-		}
-		if filepath.Dir(dir) == dir {
-			break
-		}
-	}
-	if len(tried) == 0 {
-		return "", fmt.Errorf("%w: no go.mod in %s or above it, so no repository root to look beside", ErrNoMatrix, wd)
-	}
-	return "", fmt.Errorf("%w: not at %s (shared/ must sit beside the repository)", ErrNoMatrix, strings.Join(tried, " or "))
+	return m, nil
 }
 
 // parseMatrix reads the rows of a matrix and checks that it is square, that

@@ -9,13 +9,12 @@ import (
 	"time"
 )
 
-// planetLab loads the shared matrix or fails the test: a missing data file
-// is a broken checkout, not a reason to skip.
+// planetLab loads the embedded matrix or fails the test.
 func planetLab(t *testing.T) Matrix {
 	t.Helper()
-	m, err := LoadDefaultMatrix()
+	m, err := PlanetLab()
 	if err != nil {
-		t.Fatalf("the shared PlanetLab matrix is needed (shared/ must sit beside the repository, as in CI): %v", err)
+		t.Fatal(err)
 	}
 	return m
 }
@@ -106,37 +105,5 @@ func TestLoadLatencyMatrixMissingFile(t *testing.T) {
 	_, err := LoadLatencyMatrix(filepath.Join(t.TempDir(), "nope.tsv"))
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("err = %v, want one wrapping os.ErrNotExist", err)
-	}
-}
-
-func TestDefaultMatrixPath(t *testing.T) {
-	// X/repo is a clone with go.mod, X/shared the data beside it; the test
-	// runs from a package two levels down, as go test does.
-	x := t.TempDir()
-	deep := filepath.Join(x, "repo", "p2p", "p2ptest")
-	data := filepath.Join(x, "shared", "data", "latency")
-	for _, dir := range []string{deep, data} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(x, "repo", "go.mod"), []byte("module example.com/repo\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Chdir(deep)
-
-	if _, err := DefaultMatrixPath(); !errors.Is(err, ErrNoMatrix) || !strings.Contains(err.Error(), "planetlab-490.tsv") {
-		t.Fatalf("without the file: err = %v, want ErrNoMatrix naming the path tried", err)
-	}
-	want := filepath.Join(data, "planetlab-490.tsv")
-	if err := os.WriteFile(want, []byte("0\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	got, err := DefaultMatrixPath()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != want {
-		t.Errorf("DefaultMatrixPath() = %s, want %s", got, want)
 	}
 }
