@@ -34,6 +34,9 @@ import (
 // changed buckets + number of buckets). Matching then reads immutable,
 // sorted arrays and never waits for a writer.
 type Book struct {
+	// mu guards everything below; it is held for no I/O, only map and
+	// slice updates, so readers and the one writer (a node's market
+	// owner) never wait on anything slow.
 	mu      sync.Mutex
 	offers  shardSet[*offerEntry]
 	bids    shardSet[*bidEntry]
