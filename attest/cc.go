@@ -34,14 +34,6 @@ const (
 	ccNonceOffset  = 4
 )
 
-// Errors of confidential-computing verification, each its own reason.
-var (
-	ErrCCMalformed = errors.New("confidential-computing report malformed")
-	ErrCCNonce     = errors.New("confidential-computing report answers another nonce")
-	ErrCCChain     = errors.New("confidential-computing certificate chain does not verify")
-	ErrCCSignature = errors.New("confidential-computing report signature does not verify")
-)
-
 // CC verdicts, as a verifier shows them.
 const (
 	CCAbsent      = "absent"

@@ -3,7 +3,6 @@ package attest
 import (
 	"bytes"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -26,19 +25,6 @@ const (
 )
 
 var documentCodec = []byte("/idlegrid/attestation/1")
-
-// Errors of document verification, each its own reason.
-var (
-	ErrDocSignature = errors.New("attestation does not verify")
-	ErrDocSigner    = errors.New("attestation signed by another peer")
-	ErrDocNonce     = errors.New("attestation answers another nonce")
-	ErrDocStale     = errors.New("attestation is not fresh")
-	ErrDocInvalid   = errors.New("malformed attestation")
-	ErrNotAttested  = errors.New("offer claims GPUs the attestation does not show")
-	ErrDocHash      = errors.New("attestation does not match the offer's attestation hash")
-	ErrDocOffer     = errors.New("attestation does not back this offer")
-	ErrDocChanged   = errors.New("hardware changed since the offer's attestation")
-)
 
 type docRecord struct{ doc *pb.Document }
 

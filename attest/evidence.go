@@ -1,7 +1,6 @@
 package attest
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -19,9 +18,6 @@ const (
 	// made for different GPU sets to be a contradiction rather than a change.
 	ConflictWindow = time.Minute
 )
-
-// ErrNoEvidence is returned for evidence that proves nothing.
-var ErrNoEvidence = errors.New("not evidence of cheating")
 
 // NewEvidence pairs two signed documents that cannot both be true.
 func NewEvidence(docA, docB []byte) ([]byte, error) {

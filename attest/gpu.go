@@ -2,7 +2,6 @@ package attest
 
 import (
 	"context"
-	"errors"
 	"strings"
 )
 
@@ -51,9 +50,6 @@ type GPUSource interface {
 	// driver is not an error: it is an inventory with no GPUs and a reason.
 	Inventory(ctx context.Context) (Inventory, error)
 }
-
-// ErrUnknownFake is returned for a fake machine name that does not exist.
-var ErrUnknownFake = errors.New("unknown fake GPU machine")
 
 // FakeMachines names the fake machines NewFake builds, on go-nvml's mock
 // servers (8 GPUs each).
