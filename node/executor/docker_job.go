@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -20,8 +20,10 @@ type dockerJob struct {
 	d       *Docker
 	id      string
 
-	stopMu  sync.Mutex // serialises Stop; guards removed
-	removed bool
+	// stopping serialises Stop: whoever holds its one token stops the
+	// container; another Stop waits for it, or for its own ctx.
+	stopping chan struct{}
+	removed  atomic.Bool
 }
 
 // attach opens the container's output: all it writes from now on. Start
@@ -43,7 +45,7 @@ func (d *Docker) attach(ctx context.Context, id string) (*types.HijackedResponse
 // long as the executor.
 func (d *Docker) watch(id, lease string, stream *types.HijackedResponse, out Output) *dockerJob {
 	waitC, errC := d.cli.ContainerWait(d.life, id, container.WaitConditionNotRunning)
-	j := &dockerJob{outcome: newOutcome(lease), d: d, id: id}
+	j := &dockerJob{outcome: newOutcome(lease), d: d, id: id, stopping: make(chan struct{}, 1)}
 	go j.watch(stream, waitC, errC, out)
 	return j
 }
@@ -95,9 +97,13 @@ func (j *dockerJob) ID() string { return j.id }
 // rounded up to whole seconds), waits for its output to drain, and removes
 // it with its anonymous volumes. A container already gone is not an error.
 func (j *dockerJob) Stop(ctx context.Context, grace time.Duration) error {
-	j.stopMu.Lock()
-	defer j.stopMu.Unlock()
-	if j.removed {
+	select {
+	case j.stopping <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("lease %s: stop: %w", j.lease, ctx.Err())
+	}
+	defer func() { <-j.stopping }()
+	if j.removed.Load() {
 		return nil
 	}
 	secs := int(math.Ceil(grace.Seconds()))
@@ -120,7 +126,7 @@ func (j *dockerJob) Stop(ctx context.Context, grace time.Duration) error {
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return j.d.engineErr("lease "+j.lease+": remove", err)
 	}
-	j.removed = true
+	j.removed.Store(true)
 	return nil
 }
 
