@@ -1,0 +1,140 @@
+package jobstream
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"google.golang.org/protobuf/proto"
+)
+
+const testProto = "/idlegrid-test/job"
+
+// pair is a provider and a renter host on mocknet; the renter reads every
+// stream it is given into frames, and closes on ends.
+func pair(t *testing.T) (provider host.Host, frames chan *pb.JobFrame, ends chan struct{}) {
+	t.Helper()
+	mn, err := mocknet.FullMeshConnected(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mn.Close() })
+	provider, renter := mn.Hosts()[0], mn.Hosts()[1]
+	frames, ends = make(chan *pb.JobFrame, 16), make(chan struct{}, 16)
+	renter.SetStreamHandler(testProto, func(s network.Stream) {
+		defer s.Close()
+		for {
+			f := new(pb.JobFrame)
+			if err := p2p.ReadMsg(s, p2p.MaxJobFrame, f); err != nil {
+				ends <- struct{}{}
+				return
+			}
+			frames <- f
+		}
+	})
+	return provider, frames, ends
+}
+
+func open(t *testing.T, h host.Host) network.Stream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := h.NewStream(ctx, h.Network().Peers()[0], testProto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func expect(t *testing.T, frames chan *pb.JobFrame, want ...*pb.JobFrame) {
+	t.Helper()
+	for i, w := range want {
+		select {
+		case got := <-frames:
+			if !proto.Equal(got, w) {
+				t.Errorf("frame %d: %v, want %v", i, got, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("frame %d never came", i)
+		}
+	}
+}
+
+func beat(b string) *pb.JobFrame {
+	return &pb.JobFrame{Kind: &pb.JobFrame_Heartbeat{Heartbeat: []byte(b)}}
+}
+
+// A renter that attaches gets the last beat (one kept from before a
+// restart until a newer one is signed) and then the output it missed, in
+// order. An attach whose stream cannot be written drops the stream and
+// keeps all of it for the next one.
+func TestFeedReplaysTheLastBeatAndKeepsWhatAFailedAttachMissed(t *testing.T) {
+	provider, frames, _ := pair(t)
+	clk := clock.NewFake()
+	f := New(clk, []byte("beat 7, signed before a restart"))
+	f.Start()
+	defer f.Close()
+	f.Send(&pb.JobFrame{Kind: &pb.JobFrame_Stdout{Stdout: []byte("early ")}})
+	f.Send(beat("beat 8"))
+	f.Send(beat("beat 9"))
+	f.Send(&pb.JobFrame{Kind: &pb.JobFrame_Stderr{Stderr: []byte("late")}})
+
+	dead := open(t, provider)
+	dead.CloseWrite()
+	select {
+	case <-f.Attach(dead):
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stream that took no frame was kept")
+	}
+	clk.Advance(time.Minute)
+	if d := f.DetachedFor(clk.Now()); d < time.Minute {
+		t.Fatalf("detached for %s after a failed attach and a minute", d)
+	}
+
+	f.Attach(open(t, provider))
+	f.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: "live"}})
+	expect(t, frames, beat("beat 9"),
+		&pb.JobFrame{Kind: &pb.JobFrame_Stdout{Stdout: []byte("early ")}},
+		&pb.JobFrame{Kind: &pb.JobFrame_Stderr{Stderr: []byte("late")}},
+		&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: "live"}})
+	if d := f.DetachedFor(clk.Now()); d != 0 {
+		t.Errorf("detached for %s while a renter follows", d)
+	}
+}
+
+// A stream is let go of when another replaces it and when the feed
+// closes; what was sent before Close is delivered first, and a Send after
+// it returns at once.
+func TestFeedLetsGoOfItsStreams(t *testing.T) {
+	provider, frames, ends := pair(t)
+	f := New(nil, nil)
+	f.Start()
+	first := f.Attach(open(t, provider))
+	second := f.Attach(open(t, provider))
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a replaced stream was not let go of")
+	}
+	f.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: "bye"}})
+	f.Close()
+	select {
+	case <-second:
+	default:
+		t.Fatal("Close kept the stream")
+	}
+	expect(t, frames, &pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: "bye"}})
+	<-ends
+	f.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: "after"}})
+	select {
+	case <-f.Attach(open(t, provider)):
+	default:
+		t.Error("a closed feed held a stream")
+	}
+}

@@ -1,0 +1,111 @@
+// Package records keeps what a node remembers of its leases, on either
+// side: each lease's record (its co-signed terms, state, GPUs, the
+// telemetry chain so far), its receipt, and the ledger the receipts
+// settle in. A record, its receipt and its settlement are written in one
+// datastore batch, so a killed node restarts with all of them or none.
+//
+// records imports market's wire types, node/clock and go-datastore; it
+// must never import node, p2p or cmd.
+package records
+
+import (
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+)
+
+// Lease states. A lease is accepted (countersigned, not yet running),
+// active (its job runs), or ended in one of the terminal states.
+const (
+	Accepted  = "accepted"
+	Active    = "active"
+	Completed = "completed"
+	Preempted = "preempted"
+	Failed    = "failed"
+	Cancelled = "cancelled"
+)
+
+// Ended reports whether a lease in state s is over.
+func Ended(s string) bool {
+	return s == Completed || s == Preempted || s == Failed || s == Cancelled
+}
+
+// StateOf maps a receipt's outcome to the lease state it ends in.
+func StateOf(o pb.Outcome) string {
+	switch o {
+	case pb.Outcome_OUTCOME_COMPLETED:
+		return Completed
+	case pb.Outcome_OUTCOME_PREEMPTED:
+		return Preempted
+	case pb.Outcome_OUTCOME_CANCELLED:
+		return Cancelled
+	}
+	return Failed
+}
+
+// Roles a node plays in a lease.
+const (
+	Provider = "provider"
+	Renter   = "renter"
+)
+
+// Lease is what a node keeps of one lease, on either side. It is written
+// whole, in one batch with the receipt and the ledger entry it settles.
+type Lease struct {
+	ID    string `json:"id"`
+	Role  string `json:"role"` // Provider or Renter
+	State string `json:"state"`
+	// Lease is the co-signed lease (protobuf CoSigned).
+	Lease []byte `json:"lease"`
+	// GPUs are the calendar slots (GPU UUIDs) the provider assigned.
+	GPUs []string `json:"gpus,omitempty"`
+	Job  string   `json:"job,omitempty"` // executor's job ID
+	// Telemetry chain so far: beats signed (provider) or accepted
+	// (renter), the last beat's hash and time.
+	Beats    uint64 `json:"beats"`
+	Root     []byte `json:"root,omitempty"`
+	LastBeat int64  `json:"last_beat_ms,omitempty"`
+	// LastEnv is the provider's last signed beat, replayed to a renter
+	// that attaches after a restart, so it has verified what the receipt
+	// counts even when it missed beats while the provider was down.
+	LastEnv []byte `json:"last_beat_env,omitempty"`
+	// End is when the lease must be off the GPUs (moved earlier by a
+	// preemption or a cancellation).
+	EndMs int64 `json:"end_ms"`
+	// A stop ahead with notice (a preemption): its outcome and note, so a
+	// restarted provider ends the lease the way it was told.
+	StopOutcome int32  `json:"stop_outcome,omitempty"`
+	StopNote    string `json:"stop_note,omitempty"`
+	Receipt     []byte `json:"receipt,omitempty"` // co-signed receipt, once ended
+	Note        string `json:"note,omitempty"`
+	Updated     int64  `json:"updated_ms"`
+}
+
+// Open decodes the record's co-signed lease and verifies its signatures.
+func (r *Lease) Open() (*pb.Lease, *pb.CoSigned, error) {
+	cs := new(pb.CoSigned)
+	if err := unmarshal(r.Lease, cs); err != nil {
+		return nil, nil, err
+	}
+	l, err := market.OpenCoSigned[*pb.Lease](cs)
+	return l, cs, err
+}
+
+// OpenReceipt decodes the record's co-signed receipt; nil with none.
+func (r *Lease) OpenReceipt() (*pb.Receipt, *pb.CoSigned, error) {
+	if len(r.Receipt) == 0 {
+		return nil, nil, nil
+	}
+	cs := new(pb.CoSigned)
+	if err := unmarshal(r.Receipt, cs); err != nil {
+		return nil, nil, err
+	}
+	rc, err := market.OpenCoSigned[*pb.Receipt](cs)
+	return rc, cs, err
+}
+
+// End records the end of the lease: its state, note and end from the
+// receipt rc, signed as rcs.
+func (r *Lease) End(rc *pb.Receipt, rcs *pb.CoSigned) {
+	r.State, r.Note, r.EndMs = StateOf(rc.Outcome), rc.Note, rc.EndUnixMs
+	r.Receipt = marshal(rcs)
+}
