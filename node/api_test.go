@@ -36,7 +36,7 @@ func TestAPIServesStatusPeersAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.PeerID != n.Host().ID().String() || st.Swarm != "public" || st.Mode != DHTServer || st.Version != "test" || len(st.Listen) == 0 {
+	if st.PeerID != n.id.String() || st.Swarm != "public" || st.Mode != DHTServer || st.Version != "test" || len(st.Listen) == 0 {
 		t.Errorf("status = %+v", st)
 	}
 	if len(st.Topics) != 3 {
@@ -49,7 +49,7 @@ func TestAPIServesStatusPeersAndMetrics(t *testing.T) {
 	})
 	peers, _ := c.Peers(ctx)
 	p := peers[0]
-	if p.ID != boot.Host().ID().String() || len(p.Addrs) == 0 || p.Agent != "idlegrid/test" || len(p.Protocols) == 0 || p.ConnectedSince.IsZero() {
+	if p.ID != boot.id.String() || len(p.Addrs) == 0 || p.Agent != "idlegrid/test" || len(p.Protocols) == 0 || p.ConnectedSince.IsZero() {
 		t.Errorf("peer = %+v", p)
 	}
 

@@ -43,7 +43,7 @@ func BenchmarkJoinSwarm20(b *testing.B) {
 		dials = append(dials, time.Since(start)) // Start returns once the bootstrap peer answered
 		waitFor(b, time.Minute, "the new node sees all 20 peers", func() bool {
 			for _, m := range swarm {
-				if len(n.Host().Network().ConnsToPeer(m.Host().ID())) == 0 {
+				if len(n.host.Network().ConnsToPeer(m.id)) == 0 {
 					return false
 				}
 			}
@@ -86,13 +86,13 @@ func BenchmarkAttestRoundTrip(b *testing.B) {
 	var rtts, pings []time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		res, err := renter.Attest(ctx, api.AttestRequest{Peer: prov.Host().ID().String()})
+		res, err := renter.Attest(ctx, api.AttestRequest{Peer: prov.id.String()})
 		rtts = append(rtts, time.Since(t0))
 		if err != nil || !res.Verified {
 			b.Fatalf("attest: %+v %v", res, err)
 		}
 		pctx, cancel := context.WithCancel(ctx) // ping.Ping pings until cancelled
-		pr := <-ping.Ping(pctx, renter.Host(), prov.Host().ID())
+		pr := <-ping.Ping(pctx, renter.host, prov.id)
 		cancel()
 		if pr.Error != nil {
 			b.Fatal(pr.Error)
@@ -133,7 +133,7 @@ func BenchmarkRentFirstOutput20(b *testing.B) {
 		provs = append(provs, p)
 	}
 	waitFor(b, time.Minute, "every provider's offer in the bootstrap node's book", func() bool {
-		return boot.market.book.Snapshot().Len() == 20
+		return boot.market.snapshot().Len() == 20
 	})
 	req := rentRequest(image, "sh", "-c", "echo first")
 	req.Hours = 1.0 / 60 * 10

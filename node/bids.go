@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,90 +21,77 @@ import (
 const (
 	defaultBidWait = 3 * time.Second
 	maxBidWait     = time.Minute
-	bidTTL         = 10 * time.Minute
 	defaultLimit   = 10
-	// startSlack is how soon "start now" must start.
-	startSlack = 10 * time.Minute
 )
 
-// BuildBid turns an API bid request into a wire bid issued by issuer.
-// Mistakes in the request come back as api.BadRequest naming the field.
+// BuildBid turns an API bid request into a wire bid issued by issuer at
+// now. Mistakes in the request come back as api.BadRequest naming the
+// field; the bid's rules are market.NewBid's.
 func BuildBid(req api.BidRequest, issuer peer.ID, now time.Time) (*pb.Bid, error) {
-	bad := func(format string, a ...any) error { return api.BadRequest{Err: fmt.Errorf(format, a...)} }
+	spec, err := bidSpec(req)
+	if err != nil {
+		return nil, api.BadRequest{Err: err}
+	}
+	b, err := market.NewBid(issuer, newID("bid-"), spec, now, market.DefaultLimits())
+	if err != nil {
+		return nil, api.BadRequest{Err: err}
+	}
+	return b, nil
+}
+
+// bidSpec checks the request's fields, each against its range, and turns
+// them into wire units.
+func bidSpec(req api.BidRequest) (market.BidSpec, error) {
+	var s market.BidSpec
 	if req.Count < 1 || req.Count > 1024 {
-		return nil, bad("count %d: want 1 to 1024", req.Count)
+		return s, fmt.Errorf("count %d: want 1 to 1024", req.Count)
 	}
 	if !(req.Hours >= 1.0/60 && req.Hours <= 24*366) {
-		return nil, bad("hours %g: want 1/60 (a minute) to %d", req.Hours, 24*366)
+		return s, fmt.Errorf("hours %g: want 1/60 (a minute) to %d", req.Hours, 24*366)
 	}
 	for _, f := range []struct {
 		name   string
 		v, max int
 	}{{"min_vram_gib", req.MinVRAMGiB, 1 << 20}, {"min_per_provider", req.MinPerProvider, req.Count}, {"max_rtt_ms", req.MaxRTTMillis, 60_000}, {"limit", req.Limit, 1000}, {"wait_ms", req.WaitMillis, int(maxBidWait.Milliseconds())}} {
 		if f.v < 0 || f.v > f.max {
-			return nil, bad("%s %d: want 0 to %d", f.name, f.v, f.max)
+			return s, fmt.Errorf("%s %d: want 0 to %d", f.name, f.v, f.max)
 		}
 	}
 	if !(req.StartWithinHours >= 0 && req.StartWithinHours <= 24*366) {
-		return nil, bad("start_within_hours %g: want 0 to %d", req.StartWithinHours, 24*366)
+		return s, fmt.Errorf("start_within_hours %g: want 0 to %d", req.StartWithinHours, 24*366)
 	}
 	for i, g := range req.GPUs {
 		if g == "" || len(g) > 64 {
-			return nil, bad("gpus[%d] %q: want a model name such as A100", i, g)
+			return s, fmt.Errorf("gpus[%d] %q: want a model name such as A100", i, g)
 		}
 	}
-	tierName := req.Tier
-	if tierName == "" {
-		tierName = "silver"
+	if req.MinReliability < 0 || req.MinReliability > 1 {
+		return s, fmt.Errorf("min_reliability %g: want 0 to 1", req.MinReliability)
 	}
-	tier, err := TierFromName(tierName)
+	tier, err := TierFromName(cmp.Or(req.Tier, "silver"))
 	if err != nil {
-		return nil, bad("%v", err)
+		return s, err
 	}
 	maxPrice, err := ParsePrice(req.MaxPrice)
 	if err != nil {
-		return nil, bad("max_price: %v", err)
-	}
-	currency := req.Currency
-	if currency == "" {
-		currency = "USD"
+		return s, fmt.Errorf("max_price: %w", err)
 	}
 	var cc uint32
 	if req.MinCompute != "" {
 		if cc, err = ParseComputeCapability(req.MinCompute); err != nil {
-			return nil, bad("min_compute_capability: %v", err)
+			return s, fmt.Errorf("min_compute_capability: %w", err)
 		}
 	}
-	if req.MinReliability < 0 || req.MinReliability > 1 {
-		return nil, bad("min_reliability %g: want 0 to 1", req.MinReliability)
-	}
-	within := time.Duration(req.StartWithinHours * float64(time.Hour))
-	if within < startSlack {
-		within = startSlack // "now" leaves the providers a moment to answer
-	}
-	id := make([]byte, 8)
-	rand.Read(id)
-	b := &pb.Bid{
-		Header: &pb.Header{Version: market.Version, Issuer: []byte(issuer), Id: "bid-" + hex.EncodeToString(id), Seq: 1,
-			CreatedUnixMs: now.UnixMilli(), ExpiresUnixMs: now.Add(bidTTL).UnixMilli()},
-		Gpu: &pb.GPURequirement{Models: req.GPUs, MinVramBytes: uint64(req.MinVRAMGiB) << 30, MinComputeCapability: cc,
-			Count: uint32(req.Count), MinPerProvider: uint32(req.MinPerProvider)},
-		Tier: tier, Currency: strings.ToUpper(currency), MaxPriceMicros: maxPrice,
-		DurationSeconds:        uint64(math.Ceil(req.Hours * 3600)),
-		EarliestStartUnixMs:    now.UnixMilli(),
-		LatestStartUnixMs:      now.Add(within).UnixMilli(),
-		RegionsAllowed:         upper(req.Regions),
-		RegionsDenied:          upper(req.DenyRegions),
-		MaxRttMs:               uint32(req.MaxRTTMillis),
-		MinReliabilityPermille: uint32(math.Round(req.MinReliability * 1000)),
-		PreemptionOk:           req.PreemptionOK || tier == pb.Tier_TIER_BRONZE,
-		WorkloadClass:          req.WorkloadClass,
-		Image:                  req.Image,
-	}
-	if err := market.DefaultLimits().ValidateBid(b, now); err != nil {
-		return nil, api.BadRequest{Err: err}
-	}
-	return b, nil
+	return market.BidSpec{
+		Models: req.GPUs, MinVRAMBytes: uint64(req.MinVRAMGiB) << 30, MinComputeCapability: cc,
+		Count: uint32(req.Count), MinPerProvider: uint32(req.MinPerProvider),
+		Tier: tier, Currency: strings.ToUpper(cmp.Or(req.Currency, "USD")), MaxPriceMicros: maxPrice,
+		DurationSeconds: uint64(math.Ceil(req.Hours * 3600)),
+		StartWithin:     time.Duration(req.StartWithinHours * float64(time.Hour)),
+		RegionsAllowed:  upper(req.Regions), RegionsDenied: upper(req.DenyRegions),
+		MaxRTTMillis: uint32(req.MaxRTTMillis), MinReliabilityPermille: uint32(math.Round(req.MinReliability * 1000)),
+		PreemptionOK: req.PreemptionOK, WorkloadClass: req.WorkloadClass, Image: req.Image,
+	}, nil
 }
 
 func upper(ss []string) []string {
@@ -116,11 +102,18 @@ func upper(ss []string) []string {
 	return out
 }
 
+// newID is prefix and 16 random hex digits: a bid's or a lease's ID.
+func newID(prefix string) string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
 // Match ranks the offers in this node's book for a bid, without
 // publishing anything; when nothing fits it explains why.
 func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, error) {
-	now := time.Now()
-	b, err := BuildBid(req, n.host.ID(), now)
+	now := n.clock.Now()
+	b, err := BuildBid(req, n.id, now)
 	if err != nil {
 		return api.MatchResult{}, err
 	}
@@ -128,7 +121,7 @@ func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, 
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	snap := n.market.book.Snapshot()
+	snap := n.market.snapshot()
 	res := n.market.matcher.Match(snap, b, now, limit)
 	out := api.MatchResult{Considered: res.Considered, Feasible: res.Feasible, Candidates: []api.CandidateView{}}
 	for i, c := range res.Candidates {
@@ -150,7 +143,8 @@ func (n *Node) PlaceBid(ctx context.Context, req api.BidRequest) (api.BidResult,
 	if wait > maxBidWait {
 		return api.BidResult{}, api.BadRequest{Err: fmt.Errorf("wait_ms %d: at most %d", req.WaitMillis, maxBidWait.Milliseconds())}
 	}
-	b, err := BuildBid(req, n.host.ID(), time.Now())
+	start := n.clock.Now()
+	b, err := BuildBid(req, n.id, start)
 	if err != nil {
 		return api.BidResult{}, err
 	}
@@ -158,67 +152,34 @@ func (n *Node) PlaceBid(ctx context.Context, req api.BidRequest) (api.BidResult,
 	if err != nil {
 		return api.BidResult{}, err
 	}
-	pend := &pendingBid{bid: b}
-	m := n.market
-	m.mu.Lock()
-	m.pending[b.Header.Id] = pend
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		delete(m.pending, b.Header.Id)
-		m.mu.Unlock()
-	}()
-	start := time.Now()
-	n.awaitMesh(ctx, p2p.TopicBids, wait)
-	if err := n.Publish(ctx, p2p.TopicBids, env); err != nil {
-		return api.BidResult{}, fmt.Errorf("publish bid: %w", err)
+	if err := n.market.placeBid(ctx, b); err != nil {
+		return api.BidResult{}, err
 	}
-	select {
-	case <-time.After(wait - time.Since(start)):
-	case <-ctx.Done():
-		return api.BidResult{}, ctx.Err()
+	quotes, err := n.collectQuotes(ctx, b, env, start.Add(wait))
+	if err != nil {
+		return api.BidResult{}, err
 	}
 	out := api.BidResult{BidID: b.Header.Id, Quotes: []api.QuoteView{}}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	quotes := slices.Clone(pend.quotes)
-	slices.SortFunc(quotes, func(a, b *pb.Quote) int { return cmp.Compare(a.PriceMicros, b.PriceMicros) })
 	for _, q := range quotes {
 		out.Quotes = append(out.Quotes, quoteView(q))
 	}
 	return out, nil
 }
 
-// answers reports whether q is a quote for bid b on b's terms.
-func answers(q *pb.Quote, b *pb.Bid) bool {
-	return q.BidSeq == b.Header.Seq && q.Tier == b.Tier && q.Currency == b.Currency &&
-		q.PriceMicros <= b.MaxPriceMicros && q.DurationSeconds == b.DurationSeconds &&
-		q.Gpus >= 1 && q.Gpus <= b.Gpu.GetCount() &&
-		q.StartUnixMs >= b.EarliestStartUnixMs && q.StartUnixMs <= b.LatestStartUnixMs
-}
-
-// receiveQuote keeps a verified quote that answers one of our open bids.
-func (n *Node) receiveQuote(from peer.ID, env []byte) {
-	q, err := market.Open[*pb.Quote](env)
+// collectQuotes publishes the registered bid b once the bids topic has a
+// mesh, and takes the quotes that came back by until.
+func (n *Node) collectQuotes(ctx context.Context, b *pb.Bid, env []byte, until time.Time) ([]*pb.Quote, error) {
+	n.link.AwaitMesh(ctx, p2p.TopicBids, n.clock.Until(until))
+	err := n.link.Publish(ctx, p2p.TopicBids, env)
 	if err == nil {
-		err = n.market.limits.ValidateQuote(q, time.Now())
-	}
-	if err != nil || market.Issuer(q) != from || peer.ID(q.BidIssuer) != n.host.ID() {
-		n.log.Debug("quote refused", "from", from, "err", err)
-		return
-	}
-	m := n.market
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	pend, ok := m.pending[q.BidId]
-	if !ok || !answers(q, pend.bid) {
-		return
-	}
-	for i, held := range pend.quotes {
-		if market.Issuer(held) == from { // one quote per provider: the latest
-			pend.quotes[i] = q
-			return
+		select {
+		case <-n.clock.After(n.clock.Until(until)):
+		case <-ctx.Done():
+			err = ctx.Err()
 		}
+	} else {
+		err = fmt.Errorf("publish bid: %w", err)
 	}
-	pend.quotes = append(pend.quotes, q)
+	quotes, qerr := n.market.takeQuotes(context.WithoutCancel(ctx), b.Header.Id)
+	return quotes, cmp.Or(err, qerr)
 }

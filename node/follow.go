@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -29,17 +30,19 @@ const LogsDir = "logs"
 // whose stream broke before it counts the provider as gone.
 const reattachFor = 10 * time.Second
 
+// reattachEvery is the pause between attempts to re-attach.
+const reattachEvery = 500 * time.Millisecond
+
 // follow is a renter following its leased job to the receipt.
 type follow struct {
-	n        *Node
+	r        *renter
 	lease    *pb.Lease
 	cs       *pb.CoSigned
 	out      RentOutput
-	t0       time.Time
 	accepted time.Time
 
 	beats       *attest.Follower
-	rec         *leaseRecord
+	rec         *records.Lease
 	receipt     api.ReceiptView
 	firstOutput time.Time
 	cancelOnce  sync.Once
@@ -51,9 +54,8 @@ type follow struct {
 // folder that cannot be written costs the copy, not the rental.
 func (f *follow) keepLogs() (closeLogs func()) {
 	f.stdout, f.stderr = f.out.Stdout, f.out.Stderr
-	dir := filepath.Join(f.n.repo.Path, LogsDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		f.n.log.Warn("job output not kept", "err", err)
+	if err := os.MkdirAll(f.r.logsDir, 0o700); err != nil {
+		f.r.log.Warn("job output not kept", "err", err)
 		return func() {}
 	}
 	var files []*os.File
@@ -62,9 +64,9 @@ func (f *follow) keepLogs() (closeLogs func()) {
 		if w == &f.stderr {
 			name = f.lease.Id + ".stderr"
 		}
-		file, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		file, err := os.OpenFile(filepath.Join(f.r.logsDir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
-			f.n.log.Warn("job output not kept", "err", err)
+			f.r.log.Warn("job output not kept", "err", err)
 			continue
 		}
 		files = append(files, file)
@@ -84,46 +86,48 @@ func (f *follow) run(ctx context.Context) error {
 	provider := peer.ID(f.lease.Provider)
 	if f.rec == nil {
 		raw, _ := proto.Marshal(f.cs)
-		f.rec = &leaseRecord{ID: f.lease.Id, Role: roleRenter, State: LeaseActive, Lease: raw, EndMs: market.LeaseEnd(f.lease).UnixMilli()}
+		f.rec = &records.Lease{ID: f.lease.Id, Role: records.Renter, State: records.Active, Lease: raw, EndMs: market.LeaseEnd(f.lease).UnixMilli()}
 		f.beats = attest.NewFollower(provider, f.lease.Id)
 	} else {
 		f.beats = attest.ResumeFollower(provider, f.lease.Id, f.rec.Beats, f.rec.Root, time.UnixMilli(f.rec.LastBeat))
 	}
 	defer f.keepLogs()()
+	clk := f.r.clock
 	lost := time.Time{}
 	for {
 		// Past the swarm's dial backoff (5 s and more after a failed dial),
 		// which would keep a provider back from a restart unreachable for
 		// most of reattachFor.
 		attach := network.WithForceDirectDial(context.WithoutCancel(ctx), "re-attach to a leased job")
-		s, err := p2p.AttachJob(attach, f.n.host, provider, f.lease.Id)
+		s, err := f.r.net.AttachJob(attach, provider, f.lease.Id)
 		if err == nil {
 			lost = time.Time{}
-			done, err := f.read(ctx, s)
-			if done {
+			if done, err := f.read(ctx, s); done {
 				return err
 			}
 		}
-		if f.n.readCtx.Err() != nil {
+		if f.r.ctx.Err() != nil {
 			f.persist()
 			return ErrClosed
 		}
 		if lost.IsZero() {
-			lost = time.Now()
+			lost = clk.Now()
 			f.out.say("lost the job stream; re-attaching for up to %s", reattachFor)
 		} else {
 			find, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			f.n.disc.Relocate(find, provider) // it may be back on another address
+			f.r.net.Relocate(find, provider) // it may be back on another address
 			cancel()
 		}
-		if time.Since(lost) > reattachFor {
+		if clk.Since(lost) > reattachFor {
 			return f.providerGone()
 		}
 		if ctx.Err() != nil {
 			f.cancel()
 		}
-		<-time.After(500 * time.Millisecond) // back off before re-attaching
-
+		select { // back off before re-attaching
+		case <-clk.After(reattachEvery):
+		case <-f.r.ctx.Done():
+		}
 	}
 }
 
@@ -137,7 +141,7 @@ func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err err
 	}()
 	stop := context.AfterFunc(ctx, func() { f.cancel() })
 	defer stop()
-	closing := context.AfterFunc(f.n.readCtx, func() { s.Reset() })
+	closing := context.AfterFunc(f.r.ctx, func() { s.Reset() })
 	defer closing()
 	for {
 		fr := new(pb.JobFrame)
@@ -169,7 +173,7 @@ func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err err
 
 func (f *follow) output() {
 	if f.firstOutput.IsZero() {
-		f.firstOutput = time.Now()
+		f.firstOutput = f.r.clock.Now()
 	}
 }
 
@@ -181,7 +185,7 @@ func (f *follow) sendCancel() {
 	f.out.say("cancelling lease %s; waiting for the receipt", f.lease.Id)
 	ctx, done := context.WithTimeout(network.WithForceDirectDial(context.Background(), "cancel a lease"), cancelWait)
 	defer done()
-	reply, err := p2p.RequestLease(ctx, f.n.host, peer.ID(f.lease.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: f.lease.Id}})
+	reply, err := f.r.net.RequestLease(ctx, peer.ID(f.lease.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: f.lease.Id}})
 	if err != nil || reply.Lease == nil {
 		f.out.say("cancel not confirmed: %v%s", err, reply.GetReason())
 	}
@@ -202,7 +206,7 @@ func (f *follow) settle(s network.Stream, rcs *pb.CoSigned) error {
 		f.out.say("receipt refused: %v", err)
 		return f.own(rc.GetOutcome(), "refused the provider's receipt: "+err.Error())
 	}
-	if err := market.CoSign[*pb.Receipt](f.n.key, market.Renter, rcs); err != nil {
+	if err := market.CoSign[*pb.Receipt](f.r.key, market.Renter, rcs); err != nil {
 		return err
 	}
 	if err := p2p.WriteMsg(s, &pb.ReceiptReply{Receipt: rcs}); err != nil {
@@ -214,18 +218,23 @@ func (f *follow) settle(s network.Stream, rcs *pb.CoSigned) error {
 	return f.store(rc, rcs)
 }
 
-// check compares a receipt with the renter's own view.
+// check compares a receipt with the one this renter makes from its own
+// view of the lease and its verified telemetry, on the provider's stated
+// outcome, end, exit code and note: the same builder, so the same bytes.
 func (f *follow) check(rc *pb.Receipt) error {
-	seconds, amount := market.Meter(f.lease, f.last())
+	mine := market.NewReceipt(f.lease, f.cs, market.ReceiptTerms{Outcome: rc.Outcome, End: time.UnixMilli(rc.EndUnixMs),
+		Beats: f.beats.Beats(), Root: f.beats.Root(), LastBeat: f.last(), ExitCode: rc.ExitCode, Note: rc.Note})
 	switch {
-	case rc.LeaseId != f.lease.Id || !bytes.Equal(rc.LeaseHash, market.BodyHash(f.cs)):
+	case rc.LeaseId != mine.LeaseId || !bytes.Equal(rc.LeaseHash, mine.LeaseHash):
 		return errors.New("the receipt names another lease")
-	case !bytes.Equal(rc.Renter, f.lease.Renter) || !bytes.Equal(rc.Provider, f.lease.Provider):
+	case !bytes.Equal(rc.Renter, mine.Renter) || !bytes.Equal(rc.Provider, mine.Provider):
 		return errors.New("the receipt names other parties")
-	case rc.Beats != f.beats.Beats() || !bytes.Equal(rc.TelemetryRoot, f.beats.Root()):
-		return fmt.Errorf("telemetry: the receipt says %d beats, %d verified here", rc.Beats, f.beats.Beats())
-	case rc.MeteredSeconds != seconds || rc.AmountMicros != amount || rc.Currency != f.lease.Currency:
-		return fmt.Errorf("amount: the receipt says %d s for %s, verified here %d s for %s", rc.MeteredSeconds, FormatPrice(rc.AmountMicros), seconds, FormatPrice(amount))
+	case rc.Beats != mine.Beats || !bytes.Equal(rc.TelemetryRoot, mine.TelemetryRoot):
+		return fmt.Errorf("telemetry: the receipt says %d beats, %d verified here", rc.Beats, mine.Beats)
+	case rc.MeteredSeconds != mine.MeteredSeconds || rc.AmountMicros != mine.AmountMicros || rc.Currency != mine.Currency:
+		return fmt.Errorf("amount: the receipt says %d s for %s, verified here %d s for %s", rc.MeteredSeconds, market.FormatPrice(rc.AmountMicros), mine.MeteredSeconds, market.FormatPrice(mine.AmountMicros))
+	case !proto.Equal(rc, mine):
+		return errors.New("the receipt's terms differ from the lease's")
 	}
 	return nil
 }
@@ -247,16 +256,9 @@ func (f *follow) providerGone() error {
 
 // own records a receipt signed by the renter alone.
 func (f *follow) own(outcome pb.Outcome, note string) error {
-	seconds, amount := market.Meter(f.lease, f.last())
-	rc := &pb.Receipt{
-		Version: market.Version, LeaseId: f.lease.Id, LeaseHash: market.BodyHash(f.cs), Renter: f.lease.Renter, Provider: f.lease.Provider,
-		Outcome: outcome, StartUnixMs: f.lease.StartUnixMs, EndUnixMs: time.Now().UnixMilli(), MeteredSeconds: seconds,
-		Beats: f.beats.Beats(), TelemetryRoot: f.beats.Root(), Currency: f.lease.Currency, AmountMicros: amount, ExitCode: -1, Note: note,
-	}
-	if outcome == pb.Outcome_OUTCOME_UNSPECIFIED {
-		rc.Outcome = pb.Outcome_OUTCOME_FAILED
-	}
-	rcs, err := market.NewCoSigned(f.n.key, market.Renter, rc)
+	rc := market.NewReceipt(f.lease, f.cs, market.ReceiptTerms{Outcome: outcome, End: f.r.clock.Now(),
+		Beats: f.beats.Beats(), Root: f.beats.Root(), LastBeat: f.last(), ExitCode: -1, Note: note})
+	rcs, err := market.NewCoSigned(f.r.key, market.Renter, rc)
 	if err != nil {
 		return err
 	}
@@ -265,54 +267,54 @@ func (f *follow) own(outcome pb.Outcome, note string) error {
 
 // store records the lease's end and settles the receipt in one batch.
 func (f *follow) store(rc *pb.Receipt, rcs *pb.CoSigned) error {
-	f.rec.State, f.rec.Note, f.rec.EndMs = stateOf(rc.Outcome), rc.Note, rc.EndUnixMs
+	f.rec.End(rc, rcs)
 	f.rec.Beats, f.rec.Root, f.rec.LastBeat = f.beats.Beats(), f.beats.Root(), f.last().UnixMilli()
-	f.rec.Receipt, _ = proto.Marshal(rcs)
 	f.receipt = receiptView(rc, rcs)
-	if err := f.n.leaseStore().put(context.Background(), f.rec, rc); err != nil {
+	if err := f.r.store.Put(context.Background(), f.rec, rc); err != nil {
 		return err
 	}
-	f.n.ended(f.rec, rc)
+	if f.r.ended != nil {
+		f.r.ended(f.rec, rc)
+	}
 	return nil
 }
 
 // persist writes the lease's progress: its state and verified beats.
 func (f *follow) persist() {
 	f.rec.Beats, f.rec.Root, f.rec.LastBeat = f.beats.Beats(), f.beats.Root(), f.last().UnixMilli()
-	if err := f.n.leaseStore().put(context.Background(), f.rec, nil); err != nil {
-		f.n.log.Warn("lease progress not persisted", "lease", f.lease.Id, "err", err)
+	if err := f.r.store.Put(context.Background(), f.rec, nil); err != nil {
+		f.r.log.Warn("lease progress not persisted", "lease", f.lease.Id, "err", err)
 	}
 }
 
-// resumeRentals follows again, after a restart, the leases this node
-// rented and had not seen end: a lease still running is followed to its
-// receipt (its output kept under logs/), an ended one gets the receipt
-// its provider kept, and one whose provider is gone ends with a receipt
-// of the renter's own for the beats it verified. Nothing is cancelled.
-func (n *Node) resumeRentals(ctx context.Context) {
-	defer n.wg.Done()
-	recs, err := n.leaseStore().all(ctx)
+// resume follows again, after a restart, the leases this node rented
+// and had not seen end: a lease still running is followed to its receipt
+// (its output kept under logs/), an ended one gets the receipt its
+// provider kept, and one whose provider is gone ends with a receipt of
+// the renter's own for the beats it verified. Nothing is cancelled.
+func (r *renter) resume(ctx context.Context) {
+	recs, err := r.store.All(ctx)
 	if err != nil {
-		n.log.Warn("rentals not resumed", "err", err)
+		r.log.Warn("rentals not resumed", "err", err)
 		return
 	}
 	var wg sync.WaitGroup
 	for _, rec := range recs {
-		if rec.Role != roleRenter || LeaseEnded(rec.State) {
+		if rec.Role != records.Renter || records.Ended(rec.State) {
 			continue
 		}
-		l, cs, err := rec.lease()
+		l, cs, err := rec.Open()
 		if err != nil {
-			n.log.Warn("stored rental unreadable; left as it is", "lease", rec.ID, "err", err)
+			r.log.Warn("stored rental unreadable; left as it is", "lease", rec.ID, "err", err)
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			progress := func(line string) { n.log.Info("resumed rental: "+line, "lease", l.Id) }
-			f := &follow{n: n, lease: l, cs: cs, rec: rec, out: RentOutput{Stdout: io.Discard, Stderr: io.Discard, Progress: progress}}
+			progress := func(line string) { r.log.Info("resumed rental: "+line, "lease", l.Id) }
+			f := &follow{r: r, lease: l, cs: cs, rec: rec, out: RentOutput{Stdout: io.Discard, Stderr: io.Discard, Progress: progress}}
 			if err := f.run(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
-				n.log.Warn("resumed rental", "lease", l.Id, "err", err)
+				r.log.Warn("resumed rental", "lease", l.Id, "err", err)
 			}
 		}()
 	}

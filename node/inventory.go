@@ -68,7 +68,7 @@ func (p *provider) readSellable(ctx context.Context) ([]GPUConfig, *attest.Inven
 	}
 	groups, why := p.cfg.sellable(inv)
 	if len(why) > 0 {
-		p.n.log.Debug("GPUs held back", "why", why)
+		p.log.Debug("GPUs held back", "why", why)
 	}
 	return groups, &inv, nil
 }

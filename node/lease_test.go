@@ -21,6 +21,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"google.golang.org/protobuf/proto"
@@ -57,7 +58,7 @@ func leaseSwarm(t *testing.T, edit func(*Config)) (prov, renter *Node) {
 // provider n left: a closed provider leaves its jobs for adoption.
 func removeJobsOf(t testing.TB, n *Node) {
 	cli := executortest.Docker(t)
-	id := n.Host().ID().String()
+	id := n.id.String()
 	prefix := "/idlegrid-" + id[len(id)-12:]
 	t.Cleanup(func() {
 		n.Close()
@@ -83,7 +84,7 @@ func rentRequest(image string, cmd ...string) api.RentRequest {
 // storedReceipt reads the receipt a node stored for a lease.
 func storedReceipt(t *testing.T, n *Node, id string) *pb.CoSigned {
 	t.Helper()
-	rec, err := leaseStore{d: n.store}.get(context.Background(), id)
+	rec, err := records.Store{D: n.store}.Get(context.Background(), id)
 	if err != nil {
 		t.Fatalf("lease %s: %v", id, err)
 	}
@@ -155,16 +156,16 @@ func proposeRaw(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.Leas
 func signedLease(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.CoSigned {
 	t.Helper()
 	req := rentRequest(executortest.BusyboxImageName, "true")
-	b, err := BuildBid(req.BidRequest, renter.Host().ID(), time.Now())
+	b, err := BuildBid(req.BidRequest, renter.id, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, ok := renter.market.book.Snapshot().Offer(prov.Host().ID(), ProviderOfferID)
+	o, ok := renter.market.snapshot().Offer(prov.id, ProviderOfferID)
 	if !ok {
 		t.Fatal("no offer in the renter's book")
 	}
 	l := &pb.Lease{
-		Version: 1, Id: fmt.Sprintf("lease-raw-%d", time.Now().UnixNano()), Renter: []byte(renter.Host().ID()), Provider: []byte(prov.Host().ID()),
+		Version: 1, Id: fmt.Sprintf("lease-raw-%d", time.Now().UnixNano()), Renter: []byte(renter.id), Provider: []byte(prov.id),
 		OfferId: o.Header.Id, OfferSeq: o.Header.Seq, Bid: b, Tier: b.Tier, GpuCount: 2, StartUnixMs: time.Now().UnixMilli(),
 		DurationSeconds: b.DurationSeconds, Currency: b.Currency, PriceMicros: 2_000_000,
 		Workload: &pb.Workload{Image: b.Image, Command: []string{"true"}}, CreatedUnixMs: time.Now().UnixMilli(),
@@ -181,7 +182,7 @@ func signedLease(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.CoS
 func proposeCS(t *testing.T, renter, prov *Node, cs *pb.CoSigned) *pb.LeaseReply {
 	t.Helper()
 	req := &pb.LeaseRequest{Kind: &pb.LeaseRequest_Propose{Propose: cs}}
-	reply, err := p2p.RequestLease(context.Background(), renter.Host(), prov.Host().ID(), req)
+	reply, err := p2p.RequestLease(context.Background(), renter.host, prov.id, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,10 +252,10 @@ func rentAsync(ctx context.Context, n *Node, req api.RentRequest, out RentOutput
 func activeLease(t *testing.T, n *Node) api.LeaseView {
 	t.Helper()
 	var found api.LeaseView
-	waitFor(t, 20*time.Second, "a lease running on "+short(n.Host().ID()), func() bool {
+	waitFor(t, 20*time.Second, "a lease running on "+short(n.id), func() bool {
 		ls, _ := n.Leases(context.Background())
 		for _, l := range ls {
-			if l.State == LeaseActive && l.Role == roleProvider {
+			if l.State == LeaseActive && l.Role == records.Provider {
 				found = l
 				return true
 			}
@@ -358,7 +359,7 @@ func TestProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 	out.WaitFor(t, "up", 20*time.Second)
 	l := activeLease(t, prov)
 	waitFor(t, 10*time.Second, "a few verified beats", func() bool {
-		rec, err := leaseStore{d: renter.store}.get(context.Background(), l.ID)
+		rec, err := records.Store{D: renter.store}.Get(context.Background(), l.ID)
 		return err == nil && rec.Beats >= 3
 	})
 	prov.host.Close() // the provider's machine drops off the network
@@ -386,9 +387,9 @@ func TestRenterVanishingStopsTheJobAfterTheGracePeriod(t *testing.T) {
 	out.WaitFor(t, "up", 20*time.Second)
 	l := activeLease(t, prov)
 	renter.host.Close() // the renter's laptop drops off the network
-	var rec *leaseRecord
+	var rec *records.Lease
 	waitFor(t, 20*time.Second, "the provider ends the lease", func() bool {
-		rec, _ = leaseStore{d: prov.store}.get(context.Background(), l.ID)
+		rec, _ = records.Store{D: prov.store}.Get(context.Background(), l.ID)
 		return rec != nil && LeaseEnded(rec.State)
 	})
 	if rec.State != LeaseCancelled || !strings.Contains(rec.Note, "the renter was gone for") {
@@ -430,11 +431,11 @@ func TestTwoRentersRaceForOneProviderAndTheLoserMovesOn(t *testing.T) {
 		t.Fatalf("rents: %v (tried %+v), %v (tried %+v)", ra.err, ra.res.Tried, rb.err, rb.res.Tried)
 	}
 	providers := []string{ra.res.Lease.Provider, rb.res.Lease.Provider}
-	if !slices.Contains(providers, cheap.Host().ID().String()) || !slices.Contains(providers, dear.Host().ID().String()) {
+	if !slices.Contains(providers, cheap.id.String()) || !slices.Contains(providers, dear.id.String()) {
 		t.Fatalf("leases went to %v", providers)
 	}
 	loser := ra.res
-	if loser.Lease.Provider == cheap.Host().ID().String() {
+	if loser.Lease.Provider == cheap.id.String() {
 		loser = rb.res
 	}
 	if len(loser.Tried) != 1 || loser.Tried[0].Stage != "negotiate" || !strings.Contains(loser.Tried[0].Reason, "REJECT_NO_CAPACITY") {
@@ -467,16 +468,15 @@ func restartableProvider(t *testing.T, renterGrace time.Duration) (provRepo *Rep
 
 // holds reports whether the provider's calendar holds lease id.
 func holds(n *Node, id string) bool {
-	n.leases.mu.Lock()
-	defer n.leases.mu.Unlock()
-	for _, c := range n.leases.cals {
-		for _, a := range c.Allocations() {
-			if a.ID == id {
-				return true
+	found := false
+	n.leases.do(context.Background(), func(st *leaseState) {
+		for _, c := range st.cals {
+			for _, a := range c.Allocations() {
+				found = found || a.ID == id
 			}
 		}
-	}
-	return false
+	})
+	return found
 }
 
 func TestProviderRestartAdoptsTheRunningJob(t *testing.T) {
@@ -527,13 +527,13 @@ func TestRestartsOnBothSidesStillSettleOneReceipt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen, err := leaseStore{d: offline.store}.get(context.Background(), id)
+	seen, err := records.Store{D: offline.store}.Get(context.Background(), id)
 	offline.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "beats the renter does not see", func() bool {
-		rec, _ := leaseStore{d: prov.store}.get(context.Background(), id)
+		rec, _ := records.Store{D: prov.store}.Get(context.Background(), id)
 		return rec != nil && rec.Beats >= seen.Beats+3
 	})
 
@@ -543,9 +543,9 @@ func TestRestartsOnBothSidesStillSettleOneReceipt(t *testing.T) {
 		t.Fatal(err)
 	}
 	prov = startNode(t, provRepo, Options{GPUSource: other})
-	var ended *leaseRecord
+	var ended *records.Lease
 	waitFor(t, 20*time.Second, "the provider fails the lease", func() bool {
-		ended, _ = leaseStore{d: prov.store}.get(context.Background(), id)
+		ended, _ = records.Store{D: prov.store}.Get(context.Background(), id)
 		return ended != nil && LeaseEnded(ended.State)
 	})
 	if ended.State != LeaseFailed || !strings.Contains(ended.Note, "not among this provider's") || holds(prov, id) {
@@ -557,9 +557,9 @@ func TestRestartsOnBothSidesStillSettleOneReceipt(t *testing.T) {
 	})
 
 	renter = startNode(t, renterRepo, Options{Light: true})
-	var rec *leaseRecord
+	var rec *records.Lease
 	waitFor(t, 30*time.Second, "the restarted renter settles the lease", func() bool {
-		rec, _ = leaseStore{d: renter.store}.get(context.Background(), id)
+		rec, _ = records.Store{D: renter.store}.Get(context.Background(), id)
 		return rec != nil && LeaseEnded(rec.State)
 	})
 	rs, _ := renter.Receipts(context.Background())
@@ -584,9 +584,9 @@ func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {
 		t.Fatalf("rent on a closing node: %v", d.err)
 	}
 	renter = startNode(t, renterRepo, Options{Light: true})
-	var rec *leaseRecord
+	var rec *records.Lease
 	waitFor(t, 20*time.Second, "the restarted renter settles the lease", func() bool {
-		rec, _ = leaseStore{d: renter.store}.get(context.Background(), id)
+		rec, _ = records.Store{D: renter.store}.Get(context.Background(), id)
 		return rec != nil && LeaseEnded(rec.State)
 	})
 	rs, _ := renter.Receipts(context.Background())
@@ -655,13 +655,13 @@ func TestProposalsAreIdempotentAndWithdrawableBeforeTheirStart(t *testing.T) {
 	}
 
 	// Withdrawn before its start: cancelled, nothing owed, nothing ran.
-	reply, err := p2p.RequestLease(context.Background(), renter.Host(), prov.Host().ID(), &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: l.Id}})
+	reply, err := p2p.RequestLease(context.Background(), renter.host, prov.id, &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: l.Id}})
 	if err != nil || reply.Lease == nil {
 		t.Fatalf("withdraw: %v %v", reply, err)
 	}
-	var rec *leaseRecord
+	var rec *records.Lease
 	waitFor(t, 10*time.Second, "the withdrawn lease ends", func() bool {
-		rec, _ = leaseStore{d: prov.store}.get(context.Background(), l.Id)
+		rec, _ = records.Store{D: prov.store}.Get(context.Background(), l.Id)
 		return rec != nil && LeaseEnded(rec.State)
 	})
 	rs, _ := prov.Receipts(context.Background())

@@ -1,277 +1,292 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"slices"
-	"strings"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/idlegrid/idlegrid/node/records"
 	ds "github.com/ipfs/go-datastore"
-	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 )
 
-// leaseStartSkew is how far in the past a proposed start may be: clocks
-// differ and a proposal takes a round trip.
-const leaseStartSkew = 30 * time.Second
+// leaseOwner is the provider's side of leases: it admits proposals
+// against its offer and calendars, countersigns them, runs their jobs
+// through the executor (one supervisor goroutine per lease), meters them
+// and co-signs their receipts. The datastore holds every lease, so a
+// restarted provider picks up where it was.
+//
+// One goroutine (run) owns the calendars and the live-lease table. A
+// proposal is checked outside it (the offer, the matcher, the image on
+// the engine), reserved in it (the calendar), countersigned and stored
+// outside it, then committed (supervised) or released in it: no lock is
+// held across Docker, pebble or signing.
+type leaseOwner struct {
+	id      peer.ID
+	key     crypto.PrivKey
+	jobs    JobsConfig
+	notice  time.Duration     // the provider's bronze notice
+	exec    executor.Executor // nil: jobs.executor = none
+	store   records.Store
+	clock   clock.Clock
+	log     *slog.Logger
+	offer   func() (*pb.Offer, bool) // the provider's offer as it stands
+	source  attest.GPUSource         // readings for the beats; nil for none
+	matcher *market.Matcher
+	ended   func(*records.Lease, *pb.Receipt) // counts an end; may be nil
+	slots   map[string]int                    // GPUs per model; fixed
+	nLive   atomic.Int64
 
-// leaseManager is the provider's side of leases: it admits proposals
-// against its offer and calendar, countersigns them, runs their jobs
-// through the executor, meters them and co-signs their receipts. Its
-// mutex guards the calendars and the live leases; the datastore holds
-// every lease, so a restarted provider picks up where it was.
-type leaseManager struct {
-	n     *Node
-	exec  executor.Executor // nil: jobs.executor = none
-	store leaseStore
-	ctx   context.Context // ends when the node closes
-	wg    sync.WaitGroup
-
-	mu   sync.Mutex
-	cals map[string]*market.Calendar // by GPU model
-	live map[string]*liveLease
+	ctx    context.Context // the supervisors'; ends when the owner stops
+	cancel context.CancelFunc
+	own    *owner[*leaseState]
+	sup    sync.WaitGroup // supervisors; Add only in the owner
 }
 
-// liveLease is a lease the provider supervises now.
-type liveLease struct {
-	lease *pb.Lease
-	cs    *pb.CoSigned
-	rec   *leaseRecord // written only by the lease's supervisor
-	out   *jobOutput
-	stop  chan stopRequest // to the supervisor
-	done  chan struct{}    // closed when the supervisor returns
-	// off is closed once the lease has ended and its job is gone from
-	// the GPUs (stopped and removed).
-	off chan struct{}
+// leaseState is what the owner goroutine alone touches.
+type leaseState struct {
+	cals      map[string]*market.Calendar // by GPU model
+	live      map[string]*liveLease
+	admitting map[string]*admission // reserved, being signed and stored
 }
 
-// stopRequest ends a live lease with an outcome, at a time (a preemption
-// gives notice: at lies ahead) or now.
-type stopRequest struct {
-	outcome pb.Outcome
-	note    string
-	at      time.Time
+// admission is a proposal between its reservation and its commit: a
+// second proposal of the same ID waits for it.
+type admission struct {
+	body    []byte
+	settled chan struct{}
 }
 
-// newLeaseManager builds the calendars from the provider's GPUs: each
-// GPU UUID is a slot (static GPUs get numbered slots).
-func newLeaseManager(ctx context.Context, n *Node, exec executor.Executor, inv *attest.Inventory) (*leaseManager, error) {
-	lm := &leaseManager{n: n, exec: exec, store: n.leaseStore(), ctx: ctx, cals: map[string]*market.Calendar{}, live: map[string]*liveLease{}}
-	slots := map[string][]string{}
-	if inv != nil {
-		for _, g := range inv.GPUs {
-			if share := n.cfg.Provider.Share; len(share) == 0 || slices.Contains(share, g.UUID) || slices.Contains(share, fmt.Sprint(g.Index)) {
-				m := attest.ModelOf(g.Name)
-				slots[m] = append(slots[m], g.UUID)
-			}
-		}
-	}
-	for _, g := range n.cfg.Provider.GPUs {
-		for range g.Count {
-			slots[g.Model] = append(slots[g.Model], fmt.Sprintf("%s-%d", strings.ToLower(g.Model), len(slots[g.Model])))
-		}
-	}
-	o, err := n.cfg.Provider.BuildOffer(n.host.ID(), 0, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	for model, ids := range slots {
-		c, err := market.NewCalendar(ids, market.Availability{Weekly: o.Weekly}, n.cfg.Provider.BronzeNotice.Std())
-		if err != nil {
-			return nil, err
-		}
-		lm.cals[model] = c
-	}
-	return lm, nil
+// reservation is the calendar's hold on a proposal's GPUs.
+type reservation struct {
+	model    string
+	start    time.Time
+	decision market.Decision
 }
 
-// reject is a refusal with its code.
-func reject(code pb.RejectCode, format string, a ...any) *pb.LeaseReply {
-	return &pb.LeaseReply{Code: code, Reason: fmt.Sprintf(format, a...)}
-}
+// do runs f on the owner and waits for it.
+func (lo *leaseOwner) do(ctx context.Context, f func(*leaseState)) error { return lo.own.do(ctx, f) }
 
 // handle answers one lease request from a renter.
-func (lm *leaseManager) handle(ctx context.Context, from peer.ID, req *pb.LeaseRequest) *pb.LeaseReply {
+func (lo *leaseOwner) handle(ctx context.Context, from peer.ID, req *pb.LeaseRequest) *pb.LeaseReply {
 	switch k := req.Kind.(type) {
 	case *pb.LeaseRequest_Propose:
-		return lm.propose(ctx, from, k.Propose)
+		return lo.propose(ctx, from, k.Propose)
 	case *pb.LeaseRequest_CancelLeaseId:
-		return lm.cancel(from, k.CancelLeaseId)
+		return lo.cancelFor(ctx, from, k.CancelLeaseId)
 	}
-	return reject(pb.RejectCode_REJECT_BAD_REQUEST, "empty lease request")
+	return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "empty lease request").Reply()
 }
 
 // propose admits a lease the renter signed, or says why not. A proposal
 // already accepted is answered with the same countersigned lease.
-func (lm *leaseManager) propose(ctx context.Context, from peer.ID, cs *pb.CoSigned) *pb.LeaseReply {
+func (lo *leaseOwner) propose(ctx context.Context, from peer.ID, cs *pb.CoSigned) *pb.LeaseReply {
 	l, err := market.OpenCoSigned[*pb.Lease](cs, market.Renter)
 	if err == nil {
 		err = market.DefaultLimits().ValidateLease(l)
 	}
 	switch {
 	case err != nil:
-		return reject(pb.RejectCode_REJECT_BAD_REQUEST, "%v", err)
+		return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "%v", err).Reply()
 	case peer.ID(l.Renter) != from:
-		return reject(pb.RejectCode_REJECT_BAD_REQUEST, "the lease names renter %s, the proposal came from %s", peer.ID(l.Renter), from)
-	case peer.ID(l.Provider) != lm.n.host.ID():
-		return reject(pb.RejectCode_REJECT_BAD_REQUEST, "the lease names provider %s, not this one", peer.ID(l.Provider))
+		return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "the lease names renter %s, the proposal came from %s", peer.ID(l.Renter), from).Reply()
+	case peer.ID(l.Provider) != lo.id:
+		return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "the lease names provider %s, not this one", peer.ID(l.Provider)).Reply()
 	}
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	switch rec, err := lm.store.get(ctx, l.Id); {
-	case err == nil:
-		_, held, err := rec.lease()
-		if err != nil || !market.SameBody(held, cs) {
-			return reject(pb.RejectCode_REJECT_BAD_REQUEST, "lease ID %s already names other terms", l.Id)
+	for {
+		if reply := lo.held(ctx, l.Id, cs); reply != nil {
+			return reply
 		}
-		return &pb.LeaseReply{Lease: held}
-	case !errors.Is(err, ds.ErrNotFound):
-		return reject(pb.RejectCode_REJECT_INTERNAL, "lease store: %v", err)
+		model, err := lo.check(ctx, l)
+		if err != nil {
+			return rejectionOf(err).Reply()
+		}
+		res, wait, err := lo.reserve(ctx, l, cs, model)
+		if wait != nil {
+			select { // the same proposal is being admitted: take its outcome
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return market.Reject(pb.RejectCode_REJECT_INTERNAL, "%v", ctx.Err()).Reply()
+			}
+		}
+		if err != nil {
+			return rejectionOf(err).Reply()
+		}
+		return lo.accept(ctx, l, cs, res)
 	}
-	now := time.Now()
-	cal, rej := lm.check(ctx, l, now)
-	if rej != nil {
-		return rej
-	}
-	start := time.UnixMilli(l.StartUnixMs)
-	r := market.LeaseRequest{ID: l.Id, GPUs: int(l.GpuCount), Start: start, Duration: time.Duration(l.DurationSeconds) * time.Second, Tier: l.Tier, PriceMicros: l.PriceMicros}
-	if r.Start.Before(now) {
-		r.Start = now // within the skew: the calendar starts it now
-	}
-	d, err := cal.Admit(r, now)
-	if err == nil {
-		_, err = cal.Commit(r, d, now)
-	}
-	if err != nil {
-		return lm.refuse(cal, r, err, now)
-	}
-	return lm.accept(ctx, l, cs, cal, d)
 }
 
-// refuse answers a calendar refusal. A lease that would fit once bronze
+// held answers a proposal whose ID this provider has stored: the
+// countersigned lease for the same terms, a refusal for others; nil when
+// the ID is new.
+func (lo *leaseOwner) held(ctx context.Context, id string, cs *pb.CoSigned) *pb.LeaseReply {
+	rec, err := lo.store.Get(ctx, id)
+	switch {
+	case errors.Is(err, ds.ErrNotFound):
+		return nil
+	case err != nil:
+		return market.Reject(pb.RejectCode_REJECT_INTERNAL, "lease store: %v", err).Reply()
+	}
+	_, stored, err := rec.Open()
+	if err != nil || !market.SameBody(stored, cs) {
+		return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "lease ID %s already names other terms", id).Reply()
+	}
+	return &pb.LeaseReply{Lease: stored}
+}
+
+// check applies the provider's terms to a proposal outside the owner:
+// the market's rules against its offer, then an executor that has the
+// image. It returns the GPU model whose calendar the lease takes.
+func (lo *leaseOwner) check(ctx context.Context, l *pb.Lease) (string, error) {
+	o, _ := lo.offer()
+	model, err := market.AdmitLease(lo.matcher, o, l, lo.clock.Now())
+	if err != nil {
+		return "", err
+	}
+	if lo.exec == nil {
+		return "", market.Reject(pb.RejectCode_REJECT_INTERNAL, "this provider runs no jobs (jobs.executor = none)")
+	}
+	if err := lo.exec.Check(ctx, lo.spec(l, nil)); err != nil {
+		if errors.Is(err, executor.ErrUnknownImage) {
+			return "", market.Reject(pb.RejectCode_REJECT_IMAGE, "%v", err)
+		}
+		return "", market.Reject(pb.RejectCode_REJECT_INTERNAL, "%v", err)
+	}
+	return model, nil
+}
+
+// rejectionOf is err as a refusal: itself, or an internal one.
+func rejectionOf(err error) *market.RejectError {
+	var re *market.RejectError
+	if errors.As(err, &re) {
+		return re
+	}
+	return market.Reject(pb.RejectCode_REJECT_INTERNAL, "%v", err)
+}
+
+// reserve takes the lease's GPUs in the model's calendar, in the owner.
+// A proposal of the same ID already being admitted is waited for (wait);
+// a refusal names the earliest start at which the lease would fit once
+// bronze leases have had their notice.
+func (lo *leaseOwner) reserve(ctx context.Context, l *pb.Lease, cs *pb.CoSigned, model string) (res reservation, wait <-chan struct{}, err error) {
+	derr := lo.do(ctx, func(st *leaseState) {
+		if a := st.admitting[l.Id]; a != nil {
+			if bytes.Equal(a.body, cs.Body) {
+				wait = a.settled
+			} else {
+				err = market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "lease ID %s already names other terms", l.Id)
+			}
+			return
+		}
+		if st.live[l.Id] != nil { // committed since held() looked: look again
+			wait = closed
+			return
+		}
+		cal := st.cals[model]
+		if cal == nil {
+			err = market.Reject(pb.RejectCode_REJECT_NO_CAPACITY, "no %d GPUs of one model here", l.GpuCount)
+			return
+		}
+		now := lo.clock.Now()
+		r := market.LeaseRequest{ID: l.Id, GPUs: int(l.GpuCount), Start: time.UnixMilli(l.StartUnixMs), Duration: time.Duration(l.DurationSeconds) * time.Second, Tier: l.Tier, PriceMicros: l.PriceMicros}
+		if r.Start.Before(now) {
+			r.Start = now // within the skew: the calendar starts it now
+		}
+		d, aerr := cal.Admit(r, now)
+		if aerr == nil {
+			_, aerr = cal.Commit(r, d, now)
+		}
+		if aerr != nil {
+			err = lo.refusal(cal, r, aerr, now)
+			return
+		}
+		st.admitting[l.Id] = &admission{body: cs.Body, settled: make(chan struct{})}
+		res = reservation{model: model, start: r.Start, decision: d}
+	})
+	if derr != nil {
+		err = market.Reject(pb.RejectCode_REJECT_INTERNAL, "%v", derr)
+	}
+	return res, wait, err
+}
+
+// closed is a channel that is always closed.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// refusal answers a calendar refusal. A lease that would fit once bronze
 // leases have had their notice is told the earliest start at which it
 // would: both sides sign the start, so the renter proposes it anew.
-func (lm *leaseManager) refuse(cal *market.Calendar, r market.LeaseRequest, err error, now time.Time) *pb.LeaseReply {
-	reply := admissionReject(err)
-	if reply.Code != pb.RejectCode_REJECT_NO_CAPACITY || r.Tier == pb.Tier_TIER_BRONZE {
-		return reply
+func (lo *leaseOwner) refusal(cal *market.Calendar, r market.LeaseRequest, err error, now time.Time) *market.RejectError {
+	rej := market.RejectAdmission(err)
+	if rej.Code != pb.RejectCode_REJECT_NO_CAPACITY || r.Tier == pb.Tier_TIER_BRONZE {
+		return rej
 	}
 	later := r
-	later.Start = now.Add(lm.n.cfg.Provider.BronzeNotice.Std() + time.Second).Truncate(time.Millisecond)
+	later.Start = now.Add(lo.notice + time.Second).Truncate(time.Millisecond)
 	if later.Start.After(r.Start) {
 		if _, err := cal.Admit(later, now); err == nil {
-			reply.EarliestStartUnixMs = later.Start.UnixMilli()
+			rej.EarliestStart = later.Start
 		}
 	}
-	return reply
+	return rej
 }
 
-// accept countersigns an admitted lease, stores it, preempts what the
-// admission decided and starts supervising it.
-func (lm *leaseManager) accept(ctx context.Context, l *pb.Lease, cs *pb.CoSigned, cal *market.Calendar, d market.Decision) *pb.LeaseReply {
-	if err := market.CoSign[*pb.Lease](lm.n.key, market.Provider, cs); err != nil {
-		cal.Release(l.Id, time.UnixMilli(l.StartUnixMs))
-		return reject(pb.RejectCode_REJECT_INTERNAL, "countersign: %v", err)
+// accept countersigns and stores a reserved lease, outside the owner,
+// then commits it in the owner: preempts what the admission decided and
+// starts supervising it. On failure it releases the reservation.
+func (lo *leaseOwner) accept(ctx context.Context, l *pb.Lease, cs *pb.CoSigned, res reservation) *pb.LeaseReply {
+	rec := &records.Lease{ID: l.Id, Role: records.Provider, State: records.Accepted, GPUs: res.decision.GPUIDs, EndMs: market.LeaseEnd(l).UnixMilli()}
+	err := market.CoSign[*pb.Lease](lo.key, market.Provider, cs)
+	if err == nil {
+		rec.Lease, _ = proto.Marshal(cs)
+		err = lo.store.Put(ctx, rec, nil)
 	}
-	raw, _ := proto.Marshal(cs)
-	rec := &leaseRecord{ID: l.Id, Role: roleProvider, State: LeaseAccepted, Lease: raw, GPUs: d.GPUIDs, EndMs: market.LeaseEnd(l).UnixMilli()}
-	if err := lm.store.put(ctx, rec, nil); err != nil {
-		cal.Release(l.Id, time.UnixMilli(l.StartUnixMs))
-		return reject(pb.RejectCode_REJECT_INTERNAL, "lease store: %v", err)
+	if err != nil {
+		lo.settle(l.Id, func(st *leaseState) { st.cals[res.model].Release(l.Id, res.start) })
+		return market.Reject(pb.RejectCode_REJECT_INTERNAL, "countersign and store: %v", err).Reply()
 	}
-	for _, p := range d.Preempt {
-		if ll := lm.live[p.AllocationID]; ll != nil {
-			ll.requestStop(stopRequest{outcome: pb.Outcome_OUTCOME_PREEMPTED, note: "preempted by a " + market.TierName(l.Tier) + " lease", at: p.NoticeEnds})
+	lo.settle(l.Id, func(st *leaseState) {
+		for _, p := range res.decision.Preempt {
+			if ll := st.live[p.AllocationID]; ll != nil {
+				ll.requestStop(stopRequest{outcome: pb.Outcome_OUTCOME_PREEMPTED, note: "preempted by a " + market.TierName(l.Tier) + " lease", at: p.NoticeEnds})
+			}
 		}
-	}
-	lm.superviseLocked(newLive(l, cs, rec), nil, "")
-	lm.n.log.Info("lease accepted", "lease", l.Id, "renter", peer.ID(l.Renter), "gpus", d.GPUIDs, "tier", market.TierName(l.Tier))
+		lo.supervise(st, newLive(lo.clock, l, cs, rec), nil, "")
+	})
+	lo.log.Info("lease accepted", "lease", l.Id, "renter", peer.ID(l.Renter), "gpus", res.decision.GPUIDs, "tier", market.TierName(l.Tier))
 	return &pb.LeaseReply{Lease: cs}
 }
 
-// check applies the provider's terms to a proposal: the offer it names,
-// start, duration, image rules, an image the executor has, and the
-// matcher's every check against the offer; it returns the calendar of
-// the GPU model the lease gets.
-func (lm *leaseManager) check(ctx context.Context, l *pb.Lease, now time.Time) (*market.Calendar, *pb.LeaseReply) {
-	start := time.UnixMilli(l.StartUnixMs)
-	if start.Before(now.Add(-leaseStartSkew)) {
-		return nil, reject(pb.RejectCode_REJECT_START, "start %s is in the past", start.UTC().Format(time.RFC3339))
-	}
-	if lm.exec == nil {
-		return nil, reject(pb.RejectCode_REJECT_INTERNAL, "this provider runs no jobs (jobs.executor = none)")
-	}
-	p := lm.n.provider
-	o, ok := p.own.Snapshot().Offer(lm.n.host.ID(), ProviderOfferID)
-	if !ok || o.Withdrawn || o.Header.Id != l.OfferId {
-		return nil, reject(pb.RejectCode_REJECT_NO_OFFER, "no offer %q here now", l.OfferId)
-	}
-	if d := l.DurationSeconds; d < o.MinDurationSeconds || d > o.MaxDurationSeconds {
-		return nil, reject(pb.RejectCode_REJECT_DURATION, "duration %s outside this offer's %s to %s", secs(d), secs(o.MinDurationSeconds), secs(o.MaxDurationSeconds))
-	}
-	img := l.Workload.Image
-	if allow := o.ImageAllow; len(allow) > 0 && !slices.ContainsFunc(allow, func(p string) bool { return strings.HasPrefix(img, p) }) {
-		return nil, reject(pb.RejectCode_REJECT_IMAGE, "image %q is not allowed here: allowed are %v", img, allow)
-	}
-	if i := slices.IndexFunc(o.ImageDeny, func(p string) bool { return strings.HasPrefix(img, p) }); i >= 0 {
-		return nil, reject(pb.RejectCode_REJECT_IMAGE, "image %q is refused here (%q)", img, o.ImageDeny[i])
-	}
-	if err := lm.exec.Check(ctx, lm.spec(l, nil)); err != nil {
-		if errors.Is(err, executor.ErrUnknownImage) {
-			return nil, reject(pb.RejectCode_REJECT_IMAGE, "%v", err)
+// settle ends an admission in the owner with f, whatever the caller's
+// context: a reservation is committed or released, never left. A stopped
+// owner leaves a stored lease to the next start, which recovers it.
+func (lo *leaseOwner) settle(id string, f func(*leaseState)) {
+	lo.do(context.Background(), func(st *leaseState) {
+		f(st)
+		if a := st.admitting[id]; a != nil {
+			close(a.settled)
+			delete(st.admitting, id)
 		}
-		return nil, reject(pb.RejectCode_REJECT_INTERNAL, "%v", err)
-	}
-	bid := proto.Clone(l.Bid).(*pb.Bid)
-	bid.EarliestStartUnixMs, bid.LatestStartUnixMs = max(l.StartUnixMs, now.UnixMilli()), max(l.StartUnixMs, now.UnixMilli())
-	snap := p.own.Snapshot()
-	res := lm.n.market.matcher.Match(snap, bid, now, 1)
-	if len(res.Candidates) == 0 {
-		return nil, reject(pb.RejectCode_REJECT_DOES_NOT_FIT, "%s", lm.n.market.matcher.Explain(snap, bid, now).String())
-	}
-	if c := res.Candidates[0]; l.PriceMicros < c.PriceMicros {
-		return nil, reject(pb.RejectCode_REJECT_PRICE, "price %s below this provider's %s per GPU-hour", FormatPrice(l.PriceMicros), FormatPrice(c.PriceMicros))
-	}
-	for _, g := range o.Gpus {
-		if (len(bid.Gpu.Models) == 0 || slices.Contains(bid.Gpu.Models, g.Model)) && g.Count >= l.GpuCount && lm.cals[g.Model] != nil {
-			return lm.cals[g.Model], nil
-		}
-	}
-	return nil, reject(pb.RejectCode_REJECT_NO_CAPACITY, "no %d GPUs of one model here", l.GpuCount)
+	})
 }
 
-// admissionReject turns a calendar refusal into a reply.
-func admissionReject(err error) *pb.LeaseReply {
-	var ae *market.AdmissionError
-	if !errors.As(err, &ae) {
-		return reject(pb.RejectCode_REJECT_INTERNAL, "%v", err)
-	}
-	code := map[market.AdmissionCode]pb.RejectCode{
-		market.AdmissionStartInPast:  pb.RejectCode_REJECT_START,
-		market.AdmissionNotAvailable: pb.RejectCode_REJECT_NOT_AVAILABLE,
-		market.AdmissionBelowFloor:   pb.RejectCode_REJECT_PRICE,
-		market.AdmissionNoCapacity:   pb.RejectCode_REJECT_NO_CAPACITY,
-	}[ae.Code]
-	if code == pb.RejectCode_REJECT_UNSPECIFIED {
-		code = pb.RejectCode_REJECT_BAD_REQUEST
-	}
-	return reject(code, "%s", ae.Error())
-}
-
-// cancel ends a lease at its renter's request: before its start it is
+// cancelFor ends a lease at its renter's request: before its start it is
 // dropped, owing nothing; running, its job is stopped.
-func (lm *leaseManager) cancel(from peer.ID, id string) *pb.LeaseReply {
-	cs := lm.stopLease(id, "cancelled by the renter", from)
+func (lo *leaseOwner) cancelFor(ctx context.Context, from peer.ID, id string) *pb.LeaseReply {
+	cs := lo.stopLease(ctx, id, "cancelled by the renter", from)
 	if cs == nil {
-		return reject(pb.RejectCode_REJECT_UNKNOWN_LEASE, "no running lease %s of yours here", id)
+		return market.Reject(pb.RejectCode_REJECT_UNKNOWN_LEASE, "no running lease %s of yours here", id).Reply()
 	}
 	return &pb.LeaseReply{Lease: cs}
 }
@@ -279,63 +294,18 @@ func (lm *leaseManager) cancel(from peer.ID, id string) *pb.LeaseReply {
 // stopLease cancels a live lease now, with note; a renter that is not
 // empty must be the lease's. It returns the lease's co-signed terms, or
 // nil when no such lease is live here.
-func (lm *leaseManager) stopLease(id, note string, renter peer.ID) *pb.CoSigned {
-	lm.mu.Lock()
-	defer lm.mu.Unlock()
-	ll := lm.live[id]
-	if ll == nil || renter != "" && peer.ID(ll.lease.Renter) != renter {
-		return nil
-	}
-	ll.requestStop(stopRequest{outcome: pb.Outcome_OUTCOME_CANCELLED, note: note, at: time.Now()})
-	return ll.cs
-}
-
-// requestStop hands a stop to the supervisor without blocking; a later
-// request replaces one not yet taken.
-func (ll *liveLease) requestStop(r stopRequest) {
-	for {
-		select {
-		case ll.stop <- r:
+func (lo *leaseOwner) stopLease(ctx context.Context, id, note string, renter peer.ID) *pb.CoSigned {
+	var cs *pb.CoSigned
+	lo.do(ctx, func(st *leaseState) {
+		ll := st.live[id]
+		if ll == nil || renter != "" && peer.ID(ll.lease.Renter) != renter {
 			return
-		default:
 		}
-		select {
-		case <-ll.stop:
-		default:
-		}
-	}
+		ll.requestStop(stopRequest{outcome: pb.Outcome_OUTCOME_CANCELLED, note: note, at: lo.clock.Now()})
+		cs = ll.cs
+	})
+	return cs
 }
 
-// attach hands a renter's job stream to its lease: live, it follows the
-// job; ended, it gets the receipt.
-func (lm *leaseManager) attach(from peer.ID, id string, s network.Stream) {
-	lm.mu.Lock()
-	ll := lm.live[id]
-	lm.mu.Unlock()
-	if ll != nil && peer.ID(ll.lease.Renter) == from {
-		ll.out.attach(s)
-		return
-	}
-	defer s.Close()
-	rec, err := lm.store.get(lm.ctx, id)
-	if err != nil || rec.Role != roleProvider || len(rec.Receipt) == 0 {
-		s.Reset()
-		return
-	}
-	l, _, err := rec.lease()
-	if err != nil || peer.ID(l.Renter) != from {
-		s.Reset()
-		return
-	}
-	out := newJobOutput(time.Now(), rec.LastEnv)
-	out.attach(s)
-	lm.collectSignature(rec, out)
-}
-
-func secs(s uint64) string { return (time.Duration(s) * time.Second).String() }
-
-// Roles a node plays in a lease.
-const (
-	roleProvider = "provider"
-	roleRenter   = "renter"
-)
+// liveCount is how many leases are supervised now.
+func (lo *leaseOwner) liveCount() int { return int(lo.nLive.Load()) }

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func TestMarketAcrossNodes(t *testing.T) {
 
 	// Filters and sorting.
 	offers, err := renter.Offers(api.OfferQuery{Country: "de"})
-	if err != nil || len(offers) != 1 || offers[0].Provider != cheap.Host().ID().String() || offers[0].Price != "1.10" {
+	if err != nil || len(offers) != 1 || offers[0].Provider != cheap.id.String() || offers[0].Price != "1.10" {
 		t.Errorf("offers in DE: %+v, %v", offers, err)
 	}
 	offers, _ = renter.Offers(api.OfferQuery{MaxPrice: "2.00"})
@@ -67,7 +68,7 @@ func TestMarketAcrossNodes(t *testing.T) {
 	// The matcher ranks the cheaper provider first and says why nothing
 	// fits a request no one can meet.
 	res, err := renter.Match(context.Background(), api.BidRequest{GPUs: []string{"A100"}, Count: 2, Hours: 4, Tier: "silver", MaxPrice: "3.00"})
-	if err != nil || len(res.Candidates) != 2 || res.Candidates[0].Offer.Provider != cheap.Host().ID().String() {
+	if err != nil || len(res.Candidates) != 2 || res.Candidates[0].Offer.Provider != cheap.id.String() {
 		t.Fatalf("match: %+v, %v", res, err)
 	}
 	if got := res.Candidates[0].Total; got != "8.80" {
@@ -88,7 +89,7 @@ func TestMarketAcrossNodes(t *testing.T) {
 	for _, q := range bid.Quotes {
 		providers[q.Provider] = true
 	}
-	if len(bid.Quotes) != 2 || !providers[cheap.Host().ID().String()] || !providers[dear.Host().ID().String()] {
+	if len(bid.Quotes) != 2 || !providers[cheap.id.String()] || !providers[dear.id.String()] {
 		t.Errorf("quotes: %+v", bid.Quotes)
 	}
 
@@ -153,7 +154,7 @@ func TestSyncBudget(t *testing.T) {
 func offeredGPUs(n, p *Node) int {
 	offers, _ := n.Offers(api.OfferQuery{})
 	for _, o := range offers {
-		if o.Provider == p.Host().ID().String() {
+		if o.Provider == p.id.String() {
 			total := 0
 			for _, g := range o.GPUs {
 				total += int(g.Count)
@@ -236,7 +237,7 @@ func TestStandingAttestationLastsAsLongAsTheHardware(t *testing.T) {
 		t.Helper()
 		var h []byte
 		waitFor(t, 15*time.Second, fmt.Sprintf("an offer of %d GPUs in the bootstrap's book", gpus), func() bool {
-			o, ok := boot.market.book.Snapshot().Offer(p.Host().ID(), ProviderOfferID)
+			o, ok := boot.market.snapshot().Offer(p.id, ProviderOfferID)
 			if ok && offeredGPUs(boot, p) == gpus {
 				h = o.AttestationHash
 			}
@@ -289,17 +290,17 @@ func TestAttestationBetweenNodes(t *testing.T) {
 	waitFor(t, 15*time.Second, "the provider's offer in both books", func() bool {
 		return offeredGPUs(boot, prov) == 8 && offeredGPUs(noRoots, prov) == 8
 	})
-	o, _ := boot.market.book.Snapshot().Offer(prov.Host().ID(), ProviderOfferID)
+	o, _ := boot.market.snapshot().Offer(prov.id, ProviderOfferID)
 	if len(o.AttestationHash) != 32 {
 		t.Fatalf("the offer's attestation hash has %d bytes", len(o.AttestationHash))
 	}
 	const covered = "covered; its attestation hash matches the hardware"
 	ctx := context.Background()
-	res, err := boot.Attest(ctx, api.AttestRequest{Peer: prov.Host().ID().String()})
+	res, err := boot.Attest(ctx, api.AttestRequest{Peer: prov.id.String()})
 	if err != nil || !res.Verified || len(res.GPUs) != 8 || res.Offer != covered || res.CC != attest.CCAbsent || len(res.Changes) != 0 {
 		t.Fatalf("attest: %+v, %v", res, err)
 	}
-	again, _ := boot.Attest(ctx, api.AttestRequest{Peer: prov.Host().ID().String()})
+	again, _ := boot.Attest(ctx, api.AttestRequest{Peer: prov.id.String()})
 	if !again.Verified || len(again.Changes) != 0 {
 		t.Errorf("second attestation: %+v", again)
 	}
@@ -307,7 +308,7 @@ func TestAttestationBetweenNodes(t *testing.T) {
 	// In CC mode every GPU's report, over the renter's nonce, verifies
 	// against the configured root; a renter without one is told so.
 	fake.EnableCC(ca.Evidence)
-	cc, _ := boot.Attest(ctx, api.AttestRequest{Peer: prov.Host().ID().String()})
+	cc, _ := boot.Attest(ctx, api.AttestRequest{Peer: prov.id.String()})
 	if !cc.Verified || cc.CC != attest.CCVerified || cc.Offer != covered {
 		t.Fatalf("CC attestation with the root: %+v", cc)
 	}
@@ -316,29 +317,30 @@ func TestAttestationBetweenNodes(t *testing.T) {
 			t.Errorf("GPU %s: CC %q", g.UUID, g.CC)
 		}
 	}
-	if cc, _ := noRoots.Attest(ctx, api.AttestRequest{Peer: prov.Host().ID().String()}); !cc.Verified || cc.CC != attest.CCNotVerified {
+	if cc, _ := noRoots.Attest(ctx, api.AttestRequest{Peer: prov.id.String()}); !cc.Verified || cc.CC != attest.CCNotVerified {
 		t.Errorf("CC attestation without a root: %+v", cc)
 	}
 	// Evidence from another authority's certificates does not verify.
 	fake.EnableCC(attesttest.NewCCAuthority(t).Evidence)
-	if bad, _ := boot.Attest(ctx, api.AttestRequest{Peer: prov.Host().ID().String()}); !strings.HasPrefix(bad.CC, "invalid: "+attest.ErrCCChain.Error()) {
+	if bad, _ := boot.Attest(ctx, api.AttestRequest{Peer: prov.id.String()}); !strings.HasPrefix(bad.CC, "invalid: "+attest.ErrCCChain.Error()) {
 		t.Errorf("CC evidence under a foreign root: %q", bad.CC)
 	}
 
 	// Hardware that differs from what the offer's standing attestation
 	// shows leaves the offer uncovered.
 	inv, _ := fake.Inventory(ctx)
-	fresh := attest.NewDocument(inv, prov.Host().ID(), make([]byte, attest.NonceSize), time.Now(), []string{ProviderOfferID})
-	fresh.Gpus[2].SerialHash = attest.SerialHash("a swapped board", prov.Host().ID())
-	if got := boot.checkOffer(prov.Host().ID(), fresh, *prov.provider.standing.Load()); !strings.Contains(got, attest.ErrDocChanged.Error()) {
-		t.Errorf("swapped board: %q", got)
+	fresh := attest.NewDocument(inv, prov.id, make([]byte, attest.NonceSize), time.Now(), []string{ProviderOfferID})
+	fresh.Gpus[2].SerialHash = attest.SerialHash("a swapped board", prov.id)
+	held, _ := boot.market.snapshot().Offer(prov.id, ProviderOfferID)
+	if _, err := attest.CoverageOf(fresh, held, *prov.provider.standing.Load(), prov.id); !errors.Is(err, attest.ErrDocChanged) {
+		t.Errorf("swapped board: %v", err)
 	}
-	if got := boot.checkOffer(prov.Host().ID(), fresh, []byte("not the document")); !strings.Contains(got, attest.ErrDocHash.Error()) {
-		t.Errorf("wrong standing document: %q", got)
+	if _, err := attest.CoverageOf(fresh, held, []byte("not the document"), prov.id); !errors.Is(err, attest.ErrDocHash) {
+		t.Errorf("wrong standing document: %v", err)
 	}
 
 	// A node that sells nothing it can attest refuses the challenge.
-	plain, _ := prov.Attest(ctx, api.AttestRequest{Peer: boot.Host().ID().String()})
+	plain, _ := prov.Attest(ctx, api.AttestRequest{Peer: boot.id.String()})
 	if plain.Verified || plain.Reason == "" {
 		t.Errorf("attesting a node without GPUs: %+v", plain)
 	}
@@ -360,7 +362,7 @@ func TestEvidenceExcludesAnOffenderAlsoAfterARestart(t *testing.T) {
 
 	// The provider signed two documents seconds apart with different GPUs.
 	doc := func(at time.Time, uuid string) []byte {
-		d := attest.NewDocument(attest.Inventory{GPUs: []attest.GPU{{UUID: uuid}}}, prov.Host().ID(), make([]byte, attest.NonceSize), at, nil)
+		d := attest.NewDocument(attest.Inventory{GPUs: []attest.GPU{{UUID: uuid}}}, prov.id, make([]byte, attest.NonceSize), at, nil)
 		env, err := attest.SignDocument(prov.key, d)
 		if err != nil {
 			t.Fatal(err)
@@ -369,8 +371,8 @@ func TestEvidenceExcludesAnOffenderAlsoAfterARestart(t *testing.T) {
 	}
 	now := time.Now()
 	ev, _ := attest.NewEvidence(doc(now, "GPU-1"), doc(now.Add(2*time.Second), "GPU-2"))
-	waitFor(t, 10*time.Second, "both other nodes in the bootstrap node's evidence mesh", func() bool { return len(boot.Gossip().Mesh(p2p.TopicEvidence)) == 2 })
-	if err := boot.Publish(context.Background(), p2p.TopicEvidence, ev); err != nil {
+	waitFor(t, 10*time.Second, "both other nodes in the bootstrap node's evidence mesh", func() bool { return len(boot.gossip.Mesh(p2p.TopicEvidence)) == 2 })
+	if err := boot.link.Publish(context.Background(), p2p.TopicEvidence, ev); err != nil {
 		t.Fatal(err)
 	}
 	excluded := func(n *Node) func() bool {

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"time"
-
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -52,12 +50,12 @@ func newMetrics(n *Node) *metrics {
 			if n.leases == nil {
 				return 0
 			}
-			return float64(len(n.leases.liveIDs()))
+			return float64(n.leases.liveCount())
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "idlegrid_uptime_seconds",
 			Help: "Seconds since the node started.",
-		}, func() float64 { return time.Since(n.started).Seconds() }),
+		}, func() float64 { return n.clock.Since(n.started).Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "idlegrid_connected_peers",
 			Help: "Peers with at least one open connection.",

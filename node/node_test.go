@@ -103,7 +103,7 @@ func connectedToAll(all []*Node) func() bool {
 	return func() bool {
 		for _, a := range all {
 			for _, b := range all {
-				if a != b && len(a.Host().Network().ConnsToPeer(b.Host().ID())) == 0 {
+				if a != b && len(a.host.Network().ConnsToPeer(b.id)) == 0 {
 					return false
 				}
 			}
@@ -116,7 +116,7 @@ func meshOnEveryTopic(all []*Node) func() bool {
 	return func() bool {
 		for _, a := range all {
 			for _, kind := range p2p.TopicKinds {
-				if len(a.Gossip().Mesh(kind)) == 0 {
+				if len(a.gossip.Mesh(kind)) == 0 {
 					return false
 				}
 			}
@@ -139,7 +139,7 @@ func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
 		waitFor(t, 30*time.Second, "rendezvous lookup returns every other node", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			found, err := n.Discovery().FindSwarmPeers(ctx)
+			found, err := n.disc.FindSwarmPeers(ctx)
 			if err != nil {
 				return false
 			}
@@ -148,7 +148,7 @@ func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
 				seen[ai.ID] = true
 			}
 			for _, m := range all {
-				if m != n && !seen[m.Host().ID()] {
+				if m != n && !seen[m.id] {
 					return false
 				}
 			}
@@ -160,7 +160,7 @@ func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
 	// subscription through the validators.
 	prov := DefaultConfig(ProfileProvider).Provider
 	prov.GPUs = []GPUConfig{{Model: "A100", Count: 1, VRAMGiB: 80, ComputeCapability: "8.0"}}
-	o, err := prov.BuildOffer(all[5].Host().ID(), 1, time.Now())
+	o, err := prov.BuildOffer(all[5].id, 1, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := all[5].Publish(context.Background(), p2p.TopicOffers, env); err != nil {
+	if err := all[5].link.Publish(context.Background(), p2p.TopicOffers, env); err != nil {
 		t.Fatal(err)
 	}
 	for i, n := range all[:5] {
@@ -190,7 +190,7 @@ func TestLightClientFindsTheSwarm(t *testing.T) {
 		t.Fatalf("light node runs in %s mode", light.Mode())
 	}
 	waitFor(t, 30*time.Second, "light client connected to every provider", connectedToAll([]*Node{light, boot, a, b}))
-	waitFor(t, 30*time.Second, "light client in the offers mesh", func() bool { return len(light.Gossip().Mesh(p2p.TopicOffers)) > 0 })
+	waitFor(t, 30*time.Second, "light client in the offers mesh", func() bool { return len(light.gossip.Mesh(p2p.TopicOffers)) > 0 })
 }
 
 func TestPrivateSwarmNodes(t *testing.T) {
@@ -216,28 +216,28 @@ func TestPrivateSwarmNodes(t *testing.T) {
 		t.Fatalf("keyless node start: %v, want ErrNoBootstrap", err)
 	}
 	for _, n := range all {
-		if len(n.Host().Network().Peers()) != 2 {
-			t.Errorf("private node sees %d peers, want 2", len(n.Host().Network().Peers()))
+		if len(n.host.Network().Peers()) != 2 {
+			t.Errorf("private node sees %d peers, want 2", len(n.host.Network().Peers()))
 		}
 	}
 
 	// With an allow-list, a key holder that is not listed is refused.
 	guardedRepo := testRepoWith(t, "guarded", priv, func(c *Config) {
-		c.Swarm.AllowList = []string{a.Host().ID().String()}
+		c.Swarm.AllowList = []string{a.id.String()}
 	})
 	guarded := startNode(t, guardedRepo, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	guardAddr := peer.AddrInfo{ID: guarded.Host().ID(), Addrs: guarded.Host().Addrs()}
-	if err := a.Host().Connect(ctx, guardAddr); err != nil {
+	guardAddr := peer.AddrInfo{ID: guarded.id, Addrs: guarded.host.Addrs()}
+	if err := a.host.Connect(ctx, guardAddr); err != nil {
 		t.Fatalf("listed peer refused: %v", err)
 	}
-	b.Host().Connect(ctx, guardAddr)
+	b.host.Connect(ctx, guardAddr)
 	waitFor(t, 10*time.Second, "unlisted peer dropped", func() bool {
-		return len(guarded.Host().Network().ConnsToPeer(b.Host().ID())) == 0 &&
-			len(b.Host().Network().ConnsToPeer(guarded.Host().ID())) == 0
+		return len(guarded.host.Network().ConnsToPeer(b.id)) == 0 &&
+			len(b.host.Network().ConnsToPeer(guarded.id)) == 0
 	})
-	if len(guarded.Host().Network().ConnsToPeer(a.Host().ID())) == 0 {
+	if len(guarded.host.Network().ConnsToPeer(a.id)) == 0 {
 		t.Error("listed peer not connected")
 	}
 }
@@ -333,7 +333,7 @@ func TestCloseIsQuickAndReleasesEverything(t *testing.T) {
 	}
 	// The same repository starts again at once: lock, datastore and ports free.
 	again := startNode(t, r, Options{})
-	if again.Host().ID() != n.Host().ID() {
+	if again.id != n.id {
 		t.Error("restart changed the peer ID")
 	}
 	if v, err := again.store.Get(context.Background(), key); err != nil || string(v) != "across restarts" {

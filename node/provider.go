@@ -2,52 +2,104 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 )
 
-// quoteTTL is how long a provider's quote holds.
-const quoteTTL = 5 * time.Minute
-
-// provider publishes this node's offer and answers bids with quotes. Only
-// its loop goroutine touches current after start.
+// provider publishes this node's offer, answers bids with quotes and
+// challenges with attestations. Its run goroutine alone touches current
+// and selling; the own book (this node's offer only) and the standing
+// attestation are read by the quotes, the challenges and the lease owner.
 type provider struct {
-	n       *Node
-	quoting chan struct{} // bounds the quotes being sent at once
+	id      peer.ID
+	key     crypto.PrivKey
 	cfg     ProviderConfig
-	own     *market.Book // holds only this node's offer, for quoting
-	current *pb.Offer
-	seqKey  ds.Key
 	source  attest.GPUSource // nil: the static provider.gpus
-	selling []GPUConfig      // what the current offer sells
+	store   ds.Datastore
+	net     publisher
+	clock   clock.Clock
+	log     *slog.Logger
+	own     *market.Book // holds only this node's offer, for quoting and admission
+	matcher *market.Matcher
+	bids    chan *pb.Bid  // to quote; a bid that finds it full goes unanswered
+	quoting chan struct{} // bounds the quotes being sent at once
+	wg      sync.WaitGroup
 	// standing is the signed standing attestation the current offer names
 	// by hash; challengers get it with their fresh document.
 	standing atomic.Pointer[[]byte]
+
+	current *pb.Offer
+	selling []GPUConfig // what the current offer sells
 }
 
-func newProvider(n *Node, source attest.GPUSource) *provider {
-	return &provider{source: source, n: n, cfg: n.cfg.Provider, own: market.NewBook(), seqKey: ds.NewKey("/provider/seq/" + ProviderOfferID), quoting: make(chan struct{}, maxQuoting)}
+// providerDeps are what a provider is built from.
+type providerDeps struct {
+	id     peer.ID
+	key    crypto.PrivKey
+	cfg    ProviderConfig
+	source attest.GPUSource
+	store  ds.Datastore
+	net    publisher
+	clock  clock.Clock
+	log    *slog.Logger
 }
+
+// maxQuoting bounds the quotes a provider sends at once; bids beyond it
+// go unanswered rather than queue up behind slow renters.
+const maxQuoting = 16
+
+func newProvider(d providerDeps) *provider {
+	return &provider{
+		id: d.id, key: d.key, cfg: d.cfg, source: d.source, store: d.store, net: d.net, clock: d.clock, log: d.log,
+		own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
+		bids: make(chan *pb.Bid, maxQuoting), quoting: make(chan struct{}, maxQuoting),
+	}
+}
+
+// start puts the offer the provider is about to publish in its own book
+// and serves challenges, then starts publishing and quoting. ctx ends
+// them: the offer is withdrawn.
+func (p *provider) start(ctx context.Context, sv p2p.Server) {
+	p.prepare(ctx)
+	if p.source != nil {
+		p2p.ServeAttestation(sv, p.answerChallenge)
+	}
+	p.wg.Add(2)
+	go p.run(ctx)
+	go p.quoteLoop(ctx)
+}
+
+// close waits for what start started (its ctx must have ended).
+func (p *provider) close() { p.wg.Wait() }
+
+// ownOffer is this provider's offer as it stands, if any.
+func (p *provider) ownOffer() (*pb.Offer, bool) { return p.own.Snapshot().Offer(p.id, ProviderOfferID) }
+
+// seqKey holds the last sequence number the provider used.
+var seqKey = ds.NewKey("/provider/seq/" + ProviderOfferID)
 
 // nextSeq returns a sequence number above every one this node has used,
 // persisted first, so a restarted provider is never ignored as stale: the
 // current time in milliseconds, or one above the last if the clock went back.
 func (p *provider) nextSeq(ctx context.Context, now time.Time) (uint64, error) {
 	seq := uint64(now.UnixMilli())
-	last, err := p.n.store.Get(ctx, p.seqKey)
+	last, err := p.store.Get(ctx, seqKey)
 	switch {
 	case errors.Is(err, ds.ErrNotFound):
 	case err != nil:
@@ -57,26 +109,26 @@ func (p *provider) nextSeq(ctx context.Context, now time.Time) (uint64, error) {
 	}
 	var buf [8]byte
 	binary.BigEndian.PutUint64(buf[:], seq)
-	return seq, p.n.store.Put(ctx, p.seqKey, buf[:])
+	return seq, p.store.Put(ctx, seqKey, buf[:])
 }
 
 // publish signs and gossips o, an offer or a withdrawal, and keeps it in
 // the provider's own book, which quotes are made from. With flush it waits
 // until o was written to a peer: the node is about to close.
 func (p *provider) publish(ctx context.Context, o *pb.Offer, flush bool) error {
-	env, err := market.Sign(p.n.key, o)
+	env, err := market.Sign(p.key, o)
 	if err != nil {
 		return err
 	}
 	if flush {
-		err = p.n.gossip.PublishFlushed(ctx, p2p.TopicOffers, env)
+		err = p.net.PublishFlushed(ctx, p2p.TopicOffers, env)
 	} else {
-		err = p.n.Publish(ctx, p2p.TopicOffers, env)
+		err = p.net.Publish(ctx, p2p.TopicOffers, env)
 	}
 	if err != nil {
 		return fmt.Errorf("publish offer: %w", err)
 	}
-	p.own.PutOffer(o, time.Now())
+	p.own.PutOffer(o, p.clock.Now())
 	return nil
 }
 
@@ -94,40 +146,40 @@ const firstPeerWait = 10 * time.Second
 // and republishes at once when what it can sell changes, or withdraws the
 // offer while nothing is sellable. Peers that arrive later get it by sync.
 func (p *provider) run(ctx context.Context) {
-	defer p.n.wg.Done()
-	p.n.awaitMesh(ctx, p2p.TopicOffers, firstPeerWait)
+	defer p.wg.Done()
+	p.net.AwaitMesh(ctx, p2p.TopicOffers, firstPeerWait)
 	var due time.Time // when the offer must be re-published
 	for {
-		now := time.Now()
+		now := p.clock.Now()
 		gpus, inv, err := p.sellableNow(ctx)
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
-				p.n.log.Warn("GPUs not read", "err", err)
+				p.log.Warn("GPUs not read", "err", err)
 			}
 		case len(gpus) == 0:
 			if p.current != nil && !p.current.Withdrawn {
 				p.withdrawNow(ctx)
-				p.n.log.Info("offer withdrawn: no GPU sellable now")
+				p.log.Info("offer withdrawn: no GPU sellable now")
 			}
-		case !slices.EqualFunc(gpus, p.selling, func(a, b GPUConfig) bool { return a == b }) || now.After(due) || p.current.Withdrawn:
+		case !slices.Equal(gpus, p.selling) || now.After(due) || p.current.Withdrawn:
 			if err = p.publishOffer(ctx, gpus, inv, now); err == nil {
 				due = now.Add(p.cfg.OfferTTL.Std() * 3 / 4)
 			}
 		}
-		wait := time.Until(due)
+		wait := due.Sub(now)
 		if p.source != nil {
 			wait = min(wait, p.cfg.WatchInterval.Std())
 		}
 		if err != nil && ctx.Err() == nil {
-			p.n.log.Warn("offer not published; retrying in 10s", "err", err)
+			p.log.Warn("offer not published; retrying in 10s", "err", err)
 			wait = 10 * time.Second
 		}
 		select {
 		case <-ctx.Done():
 			p.withdraw()
 			return
-		case <-time.After(wait):
+		case <-p.clock.After(wait):
 		}
 	}
 }
@@ -153,7 +205,7 @@ func (p *provider) publishOffer(ctx context.Context, gpus []GPUConfig, inv *atte
 		return err
 	}
 	p.current, p.selling = o, slices.Clone(gpus)
-	p.n.log.Info("offer published", "seq", o.Header.Seq, "gpus", len(o.Gpus), "expires", time.UnixMilli(o.Header.ExpiresUnixMs).UTC())
+	p.log.Info("offer published", "seq", o.Header.Seq, "gpus", len(o.Gpus), "expires", time.UnixMilli(o.Header.ExpiresUnixMs).UTC())
 	return nil
 }
 
@@ -166,8 +218,9 @@ func (p *provider) prepare(ctx context.Context) {
 	if err != nil || len(gpus) == 0 {
 		return
 	}
-	if o, err := p.buildOffer(ctx, gpus, inv, time.Now()); err == nil {
-		p.own.PutOffer(o, time.Now())
+	now := p.clock.Now()
+	if o, err := p.buildOffer(ctx, gpus, inv, now); err == nil {
+		p.own.PutOffer(o, now)
 	}
 }
 
@@ -180,7 +233,7 @@ func (p *provider) buildOffer(ctx context.Context, gpus []GPUConfig, inv *attest
 	}
 	cfg := p.cfg
 	cfg.GPUs = gpus
-	o, err := cfg.BuildOffer(p.n.host.ID(), seq, now)
+	o, err := cfg.BuildOffer(p.id, seq, now)
 	if err != nil {
 		return nil, err
 	}
@@ -195,33 +248,10 @@ func (p *provider) buildOffer(ctx context.Context, gpus []GPUConfig, inv *attest
 	return o, nil
 }
 
-// standingKey holds the provider's standing attestation across restarts.
-var standingKey = ds.NewKey("/provider/standing/" + ProviderOfferID)
-
-// standingFor returns the standing attestation of inv for offerID: the one
-// stored, while it shows exactly this hardware (the same GPUs, driver and
-// CUDA), or a new one, signed and stored. Kept across republishing and
-// restarts, its hash stays the one in every copy of the offer that books
-// still hold, so a challenger with an older copy finds it covered.
-func (p *provider) standingFor(ctx context.Context, inv attest.Inventory, offerID string, now time.Time) ([]byte, error) {
-	fresh := attest.NewDocument(inv, p.n.host.ID(), nil, now, []string{offerID})
-	if env, err := p.n.store.Get(ctx, standingKey); err == nil {
-		d, err := attest.VerifyStanding(env, p.n.host.ID(), attest.DocumentHash(env), offerID)
-		if err == nil && attest.SameHardware(d, fresh) == nil && attest.SameHardware(fresh, d) == nil && d.CudaVersion == fresh.CudaVersion {
-			return env, nil
-		}
-	}
-	env, err := attest.SignDocument(p.n.key, fresh)
-	if err != nil {
-		return nil, err
-	}
-	return env, p.n.store.Put(ctx, standingKey, env)
-}
-
 // withdrawNow gossips a withdrawal of the current offer while the node runs.
 func (p *provider) withdrawNow(ctx context.Context) {
 	if err := p.withdrawOffer(ctx, false); err != nil {
-		p.n.log.Warn("withdrawal not published", "err", err)
+		p.log.Warn("withdrawal not published", "err", err)
 	}
 }
 
@@ -234,12 +264,13 @@ func (p *provider) withdraw() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := p.withdrawOffer(ctx, true); err != nil {
-		p.n.log.Debug("withdrawal not published", "err", err)
+		p.log.Debug("withdrawal not published", "err", err)
 		return
 	}
 	// Linger: closing a TCP connection with unread data in its receive
 	// buffer (peers keep sending us pings and gossip) resets it, and the
-	// reset can discard the withdrawal before the peer has read it.
+	// reset can discard the withdrawal before the peer has read it. The
+	// network's time, not the node's clock.
 	select {
 	case <-time.After(withdrawLinger):
 	case <-ctx.Done():
@@ -249,7 +280,7 @@ func (p *provider) withdraw() {
 // withdrawOffer publishes a withdrawal of the current offer: its header
 // at a new sequence number.
 func (p *provider) withdrawOffer(ctx context.Context, flush bool) error {
-	now := time.Now()
+	now := p.clock.Now()
 	seq, err := p.nextSeq(ctx, now)
 	if err != nil {
 		return err
@@ -262,58 +293,4 @@ func (p *provider) withdrawOffer(ctx context.Context, flush bool) error {
 	}
 	p.current, p.selling = w, nil
 	return nil
-}
-
-// maxQuoting bounds the quotes a provider sends at once; bids beyond it
-// go unanswered rather than queue up behind slow renters.
-const maxQuoting = 16
-
-// answerAsync answers a bid off the bids reader's goroutine, so a slow
-// renter never holds up the topic.
-func (p *provider) answerAsync(ctx context.Context, b *pb.Bid) {
-	select {
-	case p.quoting <- struct{}{}:
-	default:
-		p.n.log.Debug("bid not quoted: too many quotes in flight", "bid", b.Header.Id)
-		return
-	}
-	p.n.wg.Add(1)
-	go func() {
-		defer p.n.wg.Done()
-		defer func() { <-p.quoting }()
-		p.answer(ctx, b)
-	}()
-}
-
-// answer quotes a bid that this provider's own offer fits, and sends the
-// quote to the bidder.
-func (p *provider) answer(ctx context.Context, b *pb.Bid) {
-	if market.Issuer(b) == p.n.host.ID() {
-		return
-	}
-	now := time.Now()
-	res := p.n.market.matcher.Match(p.own.Snapshot(), b, now, 1)
-	if len(res.Candidates) == 0 {
-		p.n.log.Debug("bid not quoted", "bid", b.Header.Id, "why", p.n.market.matcher.Explain(p.own.Snapshot(), b, now).String())
-		return
-	}
-	c := res.Candidates[0]
-	// One quote per bid: the quote's ID derives from the bid's, at a fixed
-	// length whatever the bid ID's.
-	sum := sha256.Sum256([]byte(b.Header.Id))
-	q := &pb.Quote{
-		Header: &pb.Header{Version: market.Version, Issuer: []byte(p.n.host.ID()), Id: "q-" + hex.EncodeToString(sum[:12]), Seq: b.Header.Seq,
-			CreatedUnixMs: now.UnixMilli(), ExpiresUnixMs: now.Add(quoteTTL).UnixMilli()},
-		BidIssuer: b.Header.Issuer, BidId: b.Header.Id, BidSeq: b.Header.Seq,
-		OfferId: c.Offer.Header.Id, Tier: b.Tier, Currency: c.Offer.Currency, PriceMicros: c.PriceMicros,
-		Gpus: c.GPUs, StartUnixMs: c.Start.UnixMilli(), DurationSeconds: b.DurationSeconds,
-	}
-	env, err := market.Sign(p.n.key, q)
-	if err != nil {
-		p.n.log.Warn("quote not signed", "err", err)
-		return
-	}
-	if err := p2p.SendQuote(ctx, p.n.host, market.Issuer(b), env); err != nil {
-		p.n.log.Debug("quote not delivered", "bid", b.Header.Id, "err", err)
-	}
 }

@@ -101,15 +101,6 @@ func ParsePrice(s string) (uint64, error) {
 	return w*1_000_000 + f, nil
 }
 
-// FormatPrice writes micro-units as a decimal with two to six places.
-func FormatPrice(micros uint64) string {
-	s := fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000)
-	for strings.HasSuffix(s, "0") && len(s)-strings.IndexByte(s, '.') > 3 {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
 var (
 	countryCodeRE  = regexp.MustCompile(`^[A-Z]{2}$`)
 	currencyCodeRE = regexp.MustCompile(`^[A-Z]{3,5}$`)

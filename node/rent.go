@@ -2,17 +2,19 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
-	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 )
@@ -38,6 +40,99 @@ func (o RentOutput) say(format string, a ...any) {
 	}
 }
 
+// RentStage is where a rental's attempt with one provider stopped.
+type RentStage string
+
+// Stages of an attempt.
+const (
+	StageLocate    RentStage = "locate"
+	StageAttest    RentStage = "attest"
+	StageNegotiate RentStage = "negotiate"
+)
+
+// Attempt is one provider a rental tried and why it moved on. A provider's
+// refusal of the lease is a *market.RejectError in Err.
+type Attempt struct {
+	Provider peer.ID
+	Stage    RentStage
+	Err      error
+}
+
+// NoProviderError is Rent's failure when no candidate took the lease: it
+// is an ErrNoProvider and carries every attempt.
+type NoProviderError struct {
+	Attempts []Attempt
+	// Why, with no attempt, says why there was no candidate.
+	Why string
+}
+
+func (e *NoProviderError) Error() string {
+	if len(e.Attempts) == 0 {
+		return ErrNoProvider.Error() + ": " + e.Why
+	}
+	last := e.Attempts[len(e.Attempts)-1]
+	return fmt.Sprintf("%v: %d candidates tried; last, %s at %s: %v", ErrNoProvider, len(e.Attempts), short(last.Provider), last.Stage, last.Err)
+}
+
+// Unwrap makes every NoProviderError an ErrNoProvider.
+func (e *NoProviderError) Unwrap() error { return ErrNoProvider }
+
+// renter rents for this node: it gathers offers, challenges and leases
+// from providers, follows their jobs to the receipts, and after a restart
+// follows again the leases it had not seen end.
+type renter struct {
+	id         peer.ID
+	key        crypto.PrivKey
+	net        dealer
+	market     *marketSide
+	challenger *challenger
+	store      records.Store
+	logsDir    string
+	clock      clock.Clock
+	log        *slog.Logger
+	ended      func(*records.Lease, *pb.Receipt)
+
+	ctx    context.Context // ends when the renter stops
+	cancel context.CancelFunc
+	// mu guards closing against users' Add: no I/O under it.
+	mu      sync.Mutex
+	closing bool
+	users   sync.WaitGroup // rentals and resumed follows
+}
+
+// start resumes the rentals a previous run left.
+func (r *renter) start(ctx context.Context) {
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	if done, err := r.use(); err == nil {
+		go func() {
+			defer done()
+			r.resume(r.ctx)
+		}()
+	}
+}
+
+// stop ends the rentals in flight (their leases run on; a restart follows
+// them again) and waits for them.
+func (r *renter) stop() {
+	r.mu.Lock()
+	r.closing = true
+	r.mu.Unlock()
+	r.cancel()
+	r.users.Wait()
+}
+
+// use registers a rental; done must be called when it is finished. It
+// fails once the renter is stopping.
+func (r *renter) use() (done func(), err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing || r.ctx == nil {
+		return nil, ErrClosed
+	}
+	r.users.Add(1)
+	return r.users.Done, nil
+}
+
 // Rent does the whole rental: it gathers offers until some fit, ranks
 // them, challenges the best provider's attestation, proposes a lease and
 // moves on to the next candidate on a refusal; then it follows the job,
@@ -45,24 +140,32 @@ func (o RentOutput) say(format string, a ...any) {
 // receipt when it agrees with what it verified. Cancelling ctx cancels
 // the lease and still waits for the receipt. A node closing meanwhile
 // returns ErrClosed and leaves the lease running: the node follows it
-// again when it restarts.
+// again when it restarts. When no provider takes the lease the error is
+// a *NoProviderError.
 func (n *Node) Rent(ctx context.Context, req api.RentRequest, out RentOutput) (api.RentResult, error) {
-	t0 := time.Now()
+	if n.renter == nil {
+		return api.RentResult{Tried: []api.Attempt{}}, ErrClosed
+	}
+	return n.renter.rent(ctx, req, out)
+}
+
+func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) (api.RentResult, error) {
+	t0 := r.clock.Now()
 	res := api.RentResult{Tried: []api.Attempt{}}
-	done, err := n.use()
+	done, err := r.use()
 	if err != nil {
 		return res, err
 	}
 	defer done()
-	b, err := BuildBid(req.BidRequest, n.host.ID(), t0)
+	b, err := BuildBid(req.BidRequest, r.id, t0)
 	if err != nil {
 		return res, err
 	}
 	if b.Image == "" {
 		return res, api.BadRequest{Err: errors.New("image: empty; name the container image to run")}
 	}
-	cands, err := n.gather(ctx, b, req, out)
-	res.Timings.Discover = time.Since(t0)
+	err = r.gather(ctx, b, req, out)
+	res.Timings.Discover = r.clock.Since(t0)
 	if err != nil {
 		return res, err
 	}
@@ -70,73 +173,97 @@ func (n *Node) Rent(ctx context.Context, req api.RentRequest, out RentOutput) (a
 	if tries <= 0 {
 		tries = defaultRentCandidates
 	}
-	tm := time.Now()
-	cands = n.market.matcher.Match(n.market.book.Snapshot(), b, tm, tries).Candidates
-	res.Timings.Match = time.Since(tm)
+	tm := r.clock.Now()
+	cands := r.market.matcher.Match(r.market.snapshot(), b, tm, tries).Candidates
+	res.Timings.Match = r.clock.Since(tm)
+	var tried []Attempt
 	for _, c := range cands {
-		if err := n.disc.Locate(ctx, c.Issuer); err != nil {
-			res.Tried = append(res.Tried, api.Attempt{Provider: c.Issuer.String(), Stage: "locate", Reason: err.Error()})
-			out.say("%s: not reachable: %v; trying the next", short(c.Issuer), err)
+		f, at := r.try(ctx, b, c, req, out, &res.Timings)
+		if f == nil {
+			tried = append(tried, at)
+			res.Tried = append(res.Tried, attemptView(at))
 			continue
 		}
-		if !req.SkipAttest {
-			ta := time.Now()
-			v, err := n.Attest(ctx, api.AttestRequest{Peer: c.Issuer.String()})
-			res.Timings.Attest += time.Since(ta)
-			if reason := attestProblem(v, err); reason != "" {
-				res.Tried = append(res.Tried, api.Attempt{Provider: c.Issuer.String(), Stage: "attest", Reason: reason})
-				out.say("%s: attestation refused: %s; trying the next", short(c.Issuer), reason)
-				continue
-			}
-			out.say("%s: attestation verified (%s)", short(c.Issuer), v.Offer)
-		}
-		tn := time.Now()
-		cs, l, reason := n.propose(ctx, b, c, req)
-		res.Timings.Negotiate += time.Since(tn)
-		if cs == nil {
-			res.Tried = append(res.Tried, api.Attempt{Provider: c.Issuer.String(), Stage: "negotiate", Reason: reason})
-			out.say("%s: lease refused: %s; trying the next", short(c.Issuer), reason)
-			continue
-		}
-		out.say("lease %s accepted by %s: %d × %s at %s/GPU-hour for %s", l.Id, short(c.Issuer), l.GpuCount, market.TierName(l.Tier), FormatPrice(l.PriceMicros), secs(l.DurationSeconds))
-		accepted := time.Now()
-		f := &follow{n: n, lease: l, cs: cs, out: out, t0: t0, accepted: accepted}
 		if err := f.run(ctx); err != nil {
 			return res, err
 		}
-		res.Lease, res.Receipt, res.Timings.Start, res.Timings.FirstOutput = leaseView(f.rec), f.receipt, f.firstOutput.Sub(accepted), f.firstOutput.Sub(t0)
-		if f.firstOutput.IsZero() {
-			res.Timings.Start, res.Timings.FirstOutput = 0, 0
+		res.Lease, res.Receipt = leaseView(f.rec), f.receipt
+		if !f.firstOutput.IsZero() {
+			res.Timings.Start, res.Timings.FirstOutput = f.firstOutput.Sub(f.accepted), f.firstOutput.Sub(t0)
 		}
 		return res, nil
 	}
-	if len(res.Tried) == 0 {
-		return res, fmt.Errorf("%w: no candidate", ErrNoProvider)
+	if len(tried) == 0 {
+		return res, &NoProviderError{Why: "no candidate"}
 	}
-	last := res.Tried[len(res.Tried)-1]
-	return res, fmt.Errorf("%w: %d candidates tried; last, %s at %s: %s", ErrNoProvider, len(res.Tried), last.Provider[max(0, len(last.Provider)-8):], last.Stage, last.Reason)
+	return res, &NoProviderError{Attempts: tried}
+}
+
+// try locates, attests and leases from candidate c; it returns the
+// follow of the lease it got, or the attempt that failed.
+func (r *renter) try(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, out RentOutput, t *api.RentTimings) (*follow, Attempt) {
+	at := Attempt{Provider: c.Issuer}
+	if at.Err = r.net.Locate(ctx, c.Issuer); at.Err != nil {
+		at.Stage = StageLocate
+		out.say("%s: not reachable: %v; trying the next", short(c.Issuer), at.Err)
+		return nil, at
+	}
+	if !req.SkipAttest {
+		ta := r.clock.Now()
+		v, err := r.challenger.challenge(ctx, c.Issuer)
+		t.Attest += r.clock.Since(ta)
+		if err == nil {
+			err = v.Problem()
+		}
+		if err != nil {
+			at.Stage, at.Err = StageAttest, err
+			out.say("%s: attestation refused: %v; trying the next", short(c.Issuer), err)
+			return nil, at
+		}
+		out.say("%s: attestation verified (%s)", short(c.Issuer), v.OfferLine())
+	}
+	tn := r.clock.Now()
+	cs, l, err := r.propose(ctx, b, c, req)
+	t.Negotiate += r.clock.Since(tn)
+	if err != nil {
+		at.Stage, at.Err = StageNegotiate, err
+		out.say("%s: lease refused: %v; trying the next", short(c.Issuer), err)
+		return nil, at
+	}
+	out.say("lease %s accepted by %s: %d × %s at %s/GPU-hour for %s", l.Id, short(c.Issuer), l.GpuCount, market.TierName(l.Tier), market.FormatPrice(l.PriceMicros), secs(l.DurationSeconds))
+	return &follow{r: r, lease: l, cs: cs, out: out, accepted: r.clock.Now()}, at
+}
+
+// attemptView shows an attempt in the API.
+func attemptView(a Attempt) api.Attempt {
+	v := api.Attempt{Provider: a.Provider.String(), Stage: string(a.Stage), Reason: a.Err.Error()}
+	var re *market.RejectError
+	if errors.As(a.Err, &re) {
+		v.Code = re.Code.String()
+	}
+	return v
 }
 
 // gather waits until the book holds offers that fit b, saying how many
 // it holds, or until the gather time runs out.
-func (n *Node) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out RentOutput) ([]market.Candidate, error) {
+func (r *renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out RentOutput) error {
 	wait := time.Duration(req.GatherMillis) * time.Millisecond
 	if wait <= 0 {
 		wait = defaultGather
 	}
-	deadline := time.Now().Add(wait)
-	tick := time.NewTicker(100 * time.Millisecond)
+	deadline := r.clock.Now().Add(wait)
+	tick := r.clock.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	lastSaid := time.Time{}
 	for {
-		now := time.Now()
-		snap := n.market.book.Snapshot()
-		if c := n.market.matcher.Match(snap, b, now, 1).Candidates; len(c) > 0 {
+		now := r.clock.Now()
+		snap := r.market.snapshot()
+		if c := r.market.matcher.Match(snap, b, now, 1).Candidates; len(c) > 0 {
 			out.say("gathering offers: %d in the book, some fit", snap.Len())
-			return c, nil
+			return nil
 		}
 		if now.After(deadline) {
-			return nil, fmt.Errorf("%w: nothing fits after %s: %s", ErrNoProvider, wait, n.market.matcher.Explain(snap, b, now).String())
+			return &NoProviderError{Why: fmt.Sprintf("nothing fits after %s: %s", wait, r.market.matcher.Explain(snap, b, now).String())}
 		}
 		if now.Sub(lastSaid) >= time.Second {
 			out.say("gathering offers: %d in the book, none fits yet", snap.Len())
@@ -144,80 +271,68 @@ func (n *Node) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out R
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-n.readCtx.Done():
-			return nil, ErrClosed
-		case <-tick.C:
+			return ctx.Err()
+		case <-r.ctx.Done():
+			return ErrClosed
+		case <-tick.C():
 		}
 	}
 }
 
-// attestProblem says why a verdict does not let the renter lease, or "".
-func attestProblem(v api.AttestResult, err error) string {
-	switch {
-	case err != nil:
-		return err.Error()
-	case !v.Verified:
-		return v.Reason
-	case len(v.Offer) >= 12 && v.Offer[:12] == "not covered:":
-		return "offer " + v.Offer
-	}
-	return ""
-}
-
 // propose signs a lease for candidate c and proposes it; it returns the
-// countersigned lease, or the provider's reason. A provider that names a
-// later start at which the lease fits (after preempting bronze leases
-// with notice) is asked once more, for that start, if the bid allows it.
-func (n *Node) propose(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest) (*pb.CoSigned, *pb.Lease, string) {
-	start := max(c.Start.UnixMilli(), time.Now().UnixMilli())
-	cs, l, reply, reason := n.proposeAt(ctx, b, c, req, start)
-	if later := reply.GetEarliestStartUnixMs(); cs == nil && later > start && later <= b.LatestStartUnixMs {
-		cs, l, _, reason = n.proposeAt(ctx, b, c, req, later)
+// countersigned lease, or why not (a provider's refusal is a
+// *market.RejectError). A provider that names a later start at which the
+// lease fits (after preempting bronze leases with notice) is asked once
+// more, for that start, if the bid allows it.
+func (r *renter) propose(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest) (*pb.CoSigned, *pb.Lease, error) {
+	start := c.Start
+	if now := r.clock.Now(); now.After(start) {
+		start = now
 	}
-	return cs, l, reason
+	cs, l, err := r.proposeAt(ctx, b, c, req, start)
+	var re *market.RejectError
+	if errors.As(err, &re) {
+		if later := re.EarliestStart; later.After(start) && later.UnixMilli() <= b.LatestStartUnixMs {
+			cs, l, err = r.proposeAt(ctx, b, c, req, later)
+		}
+	}
+	return cs, l, err
 }
 
-// proposeAt proposes a lease for c starting at start (Unix ms).
-func (n *Node) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, start int64) (*pb.CoSigned, *pb.Lease, *pb.LeaseReply, string) {
-	id := make([]byte, 8)
-	rand.Read(id)
-	now := time.Now()
-	l := &pb.Lease{
-		Version: market.Version, Id: "lease-" + hex.EncodeToString(id), Renter: []byte(n.host.ID()), Provider: []byte(c.Issuer),
-		OfferId: c.Offer.Header.Id, OfferSeq: c.Offer.Header.Seq, Bid: b, Tier: b.Tier, GpuCount: c.GPUs,
-		StartUnixMs: start, DurationSeconds: b.DurationSeconds, Currency: b.Currency, PriceMicros: c.PriceMicros,
-		Workload:      &pb.Workload{Image: b.Image, Command: req.Command, Env: req.Env, WorkloadClass: b.WorkloadClass},
-		CreatedUnixMs: now.UnixMilli(),
-	}
-	if err := market.DefaultLimits().ValidateLease(l); err != nil {
-		return nil, nil, nil, err.Error()
-	}
-	cs, err := market.NewCoSigned(n.key, market.Renter, l)
+// proposeAt proposes a lease for c starting at start and stores the
+// countersigned lease.
+func (r *renter) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, start time.Time) (*pb.CoSigned, *pb.Lease, error) {
+	l, err := market.NewLease(market.LeaseTerms{ID: newID("lease-"), Renter: r.id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env}, r.clock.Now(), market.DefaultLimits())
 	if err != nil {
-		return nil, nil, nil, err.Error()
+		return nil, nil, err
 	}
-	reply, err := p2p.RequestLease(ctx, n.host, c.Issuer, &pb.LeaseRequest{Kind: &pb.LeaseRequest_Propose{Propose: cs}})
+	cs, err := market.NewCoSigned(r.key, market.Renter, l)
+	if err != nil {
+		return nil, nil, err
+	}
+	reply, err := r.net.RequestLease(ctx, c.Issuer, &pb.LeaseRequest{Kind: &pb.LeaseRequest_Propose{Propose: cs}})
 	switch {
 	case err != nil:
-		return nil, nil, nil, err.Error()
+		return nil, nil, err
 	case reply.Lease == nil:
-		return nil, nil, reply, fmt.Sprintf("%s: %s", reply.Code, reply.Reason)
+		return nil, nil, market.RejectOf(reply)
 	case !market.SameBody(reply.Lease, cs):
-		return nil, nil, reply, "the provider countersigned other terms"
+		return nil, nil, errors.New("the provider countersigned other terms")
 	}
 	if _, err := market.OpenCoSigned[*pb.Lease](reply.Lease, market.Renter, market.Provider); err != nil {
-		return nil, nil, reply, "countersignature: " + err.Error()
+		return nil, nil, fmt.Errorf("countersignature: %w", err)
 	}
 	raw, _ := proto.Marshal(reply.Lease)
-	rec := &leaseRecord{ID: l.Id, Role: roleRenter, State: LeaseAccepted, Lease: raw, EndMs: market.LeaseEnd(l).UnixMilli()}
-	if err := n.leaseStore().put(ctx, rec, nil); err != nil {
-		return nil, nil, reply, "lease store: " + err.Error()
+	rec := &records.Lease{ID: l.Id, Role: records.Renter, State: records.Accepted, Lease: raw, EndMs: market.LeaseEnd(l).UnixMilli()}
+	if err := r.store.Put(ctx, rec, nil); err != nil {
+		return nil, nil, fmt.Errorf("lease store: %w", err)
 	}
-	return reply.Lease, l, reply, ""
+	return reply.Lease, l, nil
 }
 
 func short(p peer.ID) string {
 	s := p.String()
-	return s[len(s)-8:]
+	return s[max(0, len(s)-8):]
 }
+
+func secs(s uint64) string { return (time.Duration(s) * time.Second).String() }

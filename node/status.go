@@ -6,7 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -17,7 +19,7 @@ import (
 // Status reports the node's identity, addresses and peer counts for the API.
 func (n *Node) Status() api.Status {
 	s := api.Status{
-		PeerID:    n.host.ID().String(),
+		PeerID:    n.id.String(),
 		Listen:    strs(n.host.Network().ListenAddresses()),
 		Announced: strs(n.host.Addrs()),
 		Observed:  strs(n.observedAddrs()),
@@ -28,7 +30,7 @@ func (n *Node) Status() api.Status {
 		Mode:      n.Mode(),
 		Version:   n.opts.Version,
 		StartedAt: n.started.UTC(),
-		UptimeSec: time.Since(n.started).Seconds(),
+		UptimeSec: n.clock.Since(n.started).Seconds(),
 		Peers:     len(n.host.Network().Peers()),
 		Topics:    make(map[string]api.TopicStatus),
 	}
@@ -36,7 +38,7 @@ func (n *Node) Status() api.Status {
 		s.RoutingTable = n.disc.DHT().RoutingTable().Size()
 	}
 	if n.market != nil {
-		snap := n.market.book.Snapshot()
+		snap := n.market.snapshot()
 		s.Offers, s.Bids = len(snap.Offers()), len(snap.Bids())
 	}
 	s.Provider = n.provider != nil
@@ -68,12 +70,12 @@ func (n *Node) leaseSummary(ctx context.Context) api.LeaseSummary {
 			continue
 		}
 		sum.Active = append(sum.Active, v)
-		if v.Role == roleProvider {
+		if v.Role == records.Provider {
 			sum.GPUsLeased += int(v.GPUs)
 		}
 	}
 	if n.leases != nil {
-		for _, c := range n.leases.slotCounts() {
+		for _, c := range n.leases.slots {
 			sum.GPUsOffered += c
 		}
 	}
@@ -81,7 +83,7 @@ func (n *Node) leaseSummary(ctx context.Context) api.LeaseSummary {
 		sum.Utilisation = float64(sum.GPUsLeased) / float64(sum.GPUsOffered)
 	}
 	earned, spent := map[string]int64{}, map[string]int64{}
-	ledger, _ := n.leaseStore().ledger(ctx)
+	ledger, _ := n.leaseStore().Ledger(ctx)
 	for _, e := range ledger {
 		if e.Balance > 0 {
 			earned[e.Currency] += e.Balance
@@ -90,10 +92,10 @@ func (n *Node) leaseSummary(ctx context.Context) api.LeaseSummary {
 		}
 	}
 	for cur, v := range earned {
-		sum.Earned = append(sum.Earned, FormatPrice(uint64(v))+" "+cur)
+		sum.Earned = append(sum.Earned, market.FormatPrice(uint64(v))+" "+cur)
 	}
 	for cur, v := range spent {
-		sum.Spent = append(sum.Spent, FormatPrice(uint64(v))+" "+cur)
+		sum.Spent = append(sum.Spent, market.FormatPrice(uint64(v))+" "+cur)
 	}
 	return sum
 }
@@ -140,6 +142,8 @@ func (n *Node) Peers() []api.Peer {
 }
 
 // connTracker remembers when each peer's first live connection opened.
+// Its mutex guards the map alone, written from libp2p's notifications
+// and read by Peers: a leaf cache, held for no I/O, that needs no owner.
 type connTracker struct {
 	mu    sync.Mutex
 	first map[peer.ID]time.Time

@@ -33,7 +33,7 @@ func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
 		return nil, api.BadRequest{Err: fmt.Errorf("sort %q: want price, vram or expiry", q.Sort)}
 	}
 	out := []api.OfferView{}
-	for _, o := range n.market.book.Snapshot().FindOffers(f) {
+	for _, o := range n.market.snapshot().FindOffers(f) {
 		out = append(out, offerView(o))
 	}
 	return out, nil
@@ -47,7 +47,7 @@ func offerView(o *pb.Offer) api.OfferView {
 		Country:     o.Region.GetCountry(),
 		Label:       o.Region.GetLabel(),
 		Currency:    o.Currency,
-		Price:       FormatPrice(o.PriceMicros),
+		Price:       market.FormatPrice(o.PriceMicros),
 		MinDuration: (time.Duration(o.MinDurationSeconds) * time.Second).String(),
 		MaxDuration: (time.Duration(o.MaxDurationSeconds) * time.Second).String(),
 		Expires:     time.UnixMilli(o.Header.ExpiresUnixMs).UTC(),
@@ -62,7 +62,7 @@ func offerView(o *pb.Offer) api.OfferView {
 	if len(o.TierPrices) > 0 {
 		v.TierPrices = map[string]string{}
 		for _, tp := range o.TierPrices {
-			v.TierPrices[market.TierName(tp.Tier)] = FormatPrice(tp.MicrosPerGpuHour)
+			v.TierPrices[market.TierName(tp.Tier)] = market.FormatPrice(tp.MicrosPerGpuHour)
 		}
 	}
 	for _, w := range o.Weekly {
@@ -79,7 +79,7 @@ func formatWeekly(w *pb.WeeklyWindow) string {
 	}
 	s := at(w.StartMinute) + "-" + at(w.EndMinute)
 	if w.FloorMicros > 0 {
-		s += " floor " + FormatPrice(w.FloorMicros)
+		s += " floor " + market.FormatPrice(w.FloorMicros)
 	}
 	return s
 }
@@ -89,9 +89,9 @@ func candidateView(rank int, c market.Candidate) api.CandidateView {
 		Rank:           rank,
 		Offer:          offerView(c.Offer),
 		GPUs:           c.GPUs,
-		Price:          FormatPrice(c.PriceMicros),
-		EffectivePrice: FormatPrice(uint64(c.EffectivePriceMicros + 0.5)),
-		Total:          FormatPrice(c.TotalMicros),
+		Price:          market.FormatPrice(c.PriceMicros),
+		EffectivePrice: market.FormatPrice(uint64(c.EffectivePriceMicros + 0.5)),
+		Total:          market.FormatPrice(c.TotalMicros),
 		Start:          c.Start.UTC(),
 		Scores:         c.ScoreMap(),
 	}
@@ -104,9 +104,9 @@ func quoteView(q *pb.Quote) api.QuoteView {
 		OfferID:  q.OfferId,
 		Tier:     market.TierName(q.Tier),
 		GPUs:     q.Gpus,
-		Price:    FormatPrice(q.PriceMicros),
+		Price:    market.FormatPrice(q.PriceMicros),
 		Currency: q.Currency,
-		Total:    FormatPrice(total),
+		Total:    market.FormatPrice(total),
 		Start:    time.UnixMilli(q.StartUnixMs).UTC(),
 		Expires:  time.UnixMilli(q.Header.ExpiresUnixMs).UTC(),
 	}

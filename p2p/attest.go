@@ -24,40 +24,38 @@ const AttestProtocol protocol.ID = "/idlegrid/attest/1.0.0"
 // attestDeadline bounds one challenge, either side.
 const attestDeadline = 15 * time.Second
 
+// AttestLimits bound the attestation server: signing a document for every
+// nonce costs the provider, so a peer gets two challenges at a time.
+var AttestLimits = StreamLimits{
+	Service: "idlegrid.attest", Memory: 2 * attest.MaxDocumentSize,
+	Request: requestDeadline, Deadline: attestDeadline, PerPeer: 2,
+}
+
 // DocumentMaker makes a signed attestation document over a nonce, and
 // returns it with the provider's current standing document (or nil).
 type DocumentMaker func(ctx context.Context, nonce []byte) (fresh, standing []byte, err error)
 
-// ServeAttestation answers challenges on h with what makeDoc returns.
-func ServeAttestation(h host.Host, makeDoc DocumentMaker) {
-	h.SetStreamHandler(AttestProtocol, func(s network.Stream) {
-		defer s.Close()
-		s.SetDeadline(time.Now().Add(attestDeadline))
+// ServeAttestation answers challenges with what makeDoc returns.
+func ServeAttestation(sv Server, makeDoc DocumentMaker) {
+	sv.Serve(AttestProtocol, AttestLimits, func(ctx context.Context, _ peer.ID, s network.Stream) error {
 		nonce := make([]byte, attest.NonceSize)
 		if _, err := io.ReadFull(s, nonce); err != nil {
-			s.Reset()
-			return
+			return err
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), attestDeadline)
-		defer cancel()
 		fresh, standing, err := makeDoc(ctx, nonce)
 		if err != nil {
-			s.Reset()
-			return
+			return err
 		}
 		w := msgio.NewVarintWriter(s)
 		if err := w.WriteMsg(fresh); err != nil {
-			s.Reset()
-			return
+			return err
 		}
-		if err := w.WriteMsg(standing); err != nil {
-			s.Reset()
-		}
+		return w.WriteMsg(standing)
 	})
 }
 
 // Answer is a provider's answer to a challenge, unverified
-// (attest.VerifyDocument and attest.VerifyStanding do that).
+// (attest.Judge does that).
 type Answer struct {
 	Nonce    []byte
 	Fresh    []byte // signed document over Nonce
@@ -75,14 +73,11 @@ func Challenge(ctx context.Context, h host.Host, p peer.ID) (Answer, error) {
 		return Answer{}, err
 	}
 	start := time.Now()
-	s, err := h.NewStream(ctx, p, AttestProtocol)
+	s, err := dial(ctx, h, p, AttestProtocol)
 	if err != nil {
 		return Answer{}, fmt.Errorf("attest %s: %w", p, err)
 	}
 	defer s.Close()
-	if d, ok := ctx.Deadline(); ok {
-		s.SetDeadline(d)
-	}
 	if _, err := s.Write(a.Nonce); err != nil {
 		s.Reset()
 		return Answer{}, fmt.Errorf("attest %s: %w", p, err)

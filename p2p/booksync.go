@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +18,10 @@ import (
 
 // BookSyncProtocol hands a newly met peer the signed offers this node
 // holds, so a node that joins late (or a light client) has the whole book
-// without waiting for every provider to re-publish.
-const BookSyncProtocol protocol.ID = "/idlegrid/book/1.0.0"
+// without waiting for every provider to re-publish. The asking peer sends
+// the most envelopes it will take (an unsigned varint); the server answers
+// with at most that many, each length-prefixed, then closes.
+const BookSyncProtocol protocol.ID = "/idlegrid/book/1.1.0"
 
 // Limits of one book sync.
 const (
@@ -28,26 +31,35 @@ const (
 	SyncDeadline = time.Minute
 )
 
-// BookSource returns the signed envelopes of the offers to hand out.
-type BookSource func() [][]byte
+// BookLimits bound the book-sync server: a whole book per request, so a
+// peer gets one at a time.
+var BookLimits = StreamLimits{
+	Service: "idlegrid.book", Memory: market.MaxEnvelopeSize,
+	Request: requestDeadline, Deadline: SyncDeadline, PerPeer: 1,
+}
 
-// ServeBookSync answers BookSyncProtocol on h with what source returns:
-// each envelope length-prefixed (unsigned varint), then the stream closes.
-func ServeBookSync(h host.Host, source BookSource) {
-	h.SetStreamHandler(BookSyncProtocol, func(s network.Stream) {
-		defer s.Close()
-		s.SetDeadline(time.Now().Add(SyncDeadline))
-		w := msgio.NewVarintWriter(s)
-		envs := source()
-		if len(envs) > MaxSyncOffers {
-			envs = envs[:MaxSyncOffers]
+// BookSource returns the signed envelopes of the offers to hand out.
+type BookSource func(ctx context.Context) ([][]byte, error)
+
+// ServeBookSync answers BookSyncProtocol with what source returns.
+func ServeBookSync(sv Server, source BookSource) {
+	sv.Serve(BookSyncProtocol, BookLimits, func(ctx context.Context, _ peer.ID, s network.Stream) error {
+		want, err := binary.ReadUvarint(byteReader{s})
+		if err != nil {
+			return fmt.Errorf("book sync request: %w", err)
 		}
+		envs, err := source(ctx)
+		if err != nil {
+			return err
+		}
+		envs = envs[:min(uint64(len(envs)), want, MaxSyncOffers)]
+		w := msgio.NewVarintWriter(s)
 		for _, env := range envs {
 			if err := w.WriteMsg(env); err != nil {
-				s.Reset()
-				return
+				return err
 			}
 		}
+		return nil
 	})
 }
 
@@ -58,13 +70,14 @@ func ServeBookSync(h host.Host, source BookSource) {
 func FetchBook(ctx context.Context, h host.Host, p peer.ID, each func([]byte)) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, SyncDeadline)
 	defer cancel()
-	s, err := h.NewStream(ctx, p, BookSyncProtocol)
+	s, err := dial(ctx, h, p, BookSyncProtocol)
 	if err != nil {
 		return 0, fmt.Errorf("book sync with %s: %w", p, err)
 	}
 	defer s.Close()
-	if d, ok := ctx.Deadline(); ok {
-		s.SetDeadline(d)
+	if _, err := s.Write(binary.AppendUvarint(nil, MaxSyncOffers)); err != nil {
+		s.Reset()
+		return 0, fmt.Errorf("book sync with %s: %w", p, err)
 	}
 	s.CloseWrite()
 	r := msgio.NewVarintReaderSize(s, market.MaxEnvelopeSize)
@@ -82,4 +95,14 @@ func FetchBook(ctx context.Context, h host.Host, p peer.ID, each func([]byte)) (
 	}
 	s.Reset()
 	return n, fmt.Errorf("book sync with %s: more than %d offers", p, MaxSyncOffers)
+}
+
+// byteReader reads a stream one byte at a time, for a varint that must
+// not read past itself.
+type byteReader struct{ r io.Reader }
+
+func (b byteReader) ReadByte() (byte, error) {
+	var one [1]byte
+	_, err := io.ReadFull(b.r, one[:])
+	return one[0], err
 }

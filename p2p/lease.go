@@ -33,24 +33,30 @@ const (
 	MaxJobFrame = 256 << 10
 )
 
+// LeaseLimits bound the lease server: one request, one reply.
+var LeaseLimits = StreamLimits{
+	Service: "idlegrid.lease", Memory: 2 * MaxLeaseMessage,
+	Request: requestDeadline, Deadline: leaseDeadline, PerPeer: 8,
+}
+
+// JobLimits bound the job server. A job stream lives as long as the
+// renter follows its lease; a renter follows a few at once.
+var JobLimits = StreamLimits{
+	Service: "idlegrid.job", Memory: MaxJobFrame + MaxLeaseMessage,
+	Request: requestDeadline, PerPeer: 16,
+}
+
 // LeaseHandler answers one lease request from peer from.
 type LeaseHandler func(ctx context.Context, from peer.ID, req *pb.LeaseRequest) *pb.LeaseReply
 
-// ServeLeases answers lease requests on h with handle.
-func ServeLeases(h host.Host, handle LeaseHandler) {
-	h.SetStreamHandler(LeaseProtocol, func(s network.Stream) {
-		defer s.Close()
-		s.SetDeadline(time.Now().Add(leaseDeadline))
+// ServeLeases answers lease requests with handle.
+func ServeLeases(sv Server, handle LeaseHandler) {
+	sv.Serve(LeaseProtocol, LeaseLimits, func(ctx context.Context, from peer.ID, s network.Stream) error {
 		req := new(pb.LeaseRequest)
 		if err := ReadMsg(s, MaxLeaseMessage, req); err != nil {
-			s.Reset()
-			return
+			return err
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), leaseDeadline)
-		defer cancel()
-		if err := WriteMsg(s, handle(ctx, s.Conn().RemotePeer(), req)); err != nil {
-			s.Reset()
-		}
+		return WriteMsg(s, handle(ctx, from, req))
 	})
 }
 
@@ -58,14 +64,11 @@ func ServeLeases(h host.Host, handle LeaseHandler) {
 func RequestLease(ctx context.Context, h host.Host, p peer.ID, req *pb.LeaseRequest) (*pb.LeaseReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, leaseDeadline)
 	defer cancel()
-	s, err := h.NewStream(ctx, p, LeaseProtocol)
+	s, err := dial(ctx, h, p, LeaseProtocol)
 	if err != nil {
 		return nil, fmt.Errorf("lease with %s: %w", p, err)
 	}
 	defer s.Close()
-	if d, ok := ctx.Deadline(); ok {
-		s.SetDeadline(d)
-	}
 	reply := new(pb.LeaseReply)
 	if err := WriteMsg(s, req); err != nil {
 		s.Reset()
@@ -79,20 +82,21 @@ func RequestLease(ctx context.Context, h host.Host, p peer.ID, req *pb.LeaseRequ
 	return reply, nil
 }
 
-// JobHandler serves one attached job stream; it owns s until it returns.
-type JobHandler func(from peer.ID, leaseID string, s network.Stream)
+// JobHandler serves one attached job stream; it owns s until it returns,
+// and returns when whoever it handed s to is done with it.
+type JobHandler func(ctx context.Context, from peer.ID, leaseID string, s network.Stream) error
 
-// ServeJobs hands each attached job stream on h to handle.
-func ServeJobs(h host.Host, handle JobHandler) {
-	h.SetStreamHandler(JobProtocol, func(s network.Stream) {
-		s.SetReadDeadline(time.Now().Add(leaseDeadline))
+// ServeJobs hands each attached job stream to handle. The attach message
+// is the request; what the renter sends after it (its receipt reply) has
+// no read deadline but the one the handler sets.
+func ServeJobs(sv Server, handle JobHandler) {
+	sv.Serve(JobProtocol, JobLimits, func(ctx context.Context, from peer.ID, s network.Stream) error {
 		att := new(pb.JobAttach)
 		if err := ReadMsg(s, MaxLeaseMessage, att); err != nil {
-			s.Reset()
-			return
+			return err
 		}
 		s.SetReadDeadline(time.Time{})
-		handle(s.Conn().RemotePeer(), att.LeaseId, s)
+		return handle(ctx, from, att.LeaseId, s)
 	})
 }
 

@@ -76,7 +76,11 @@ func withMarket(t *testing.T, s *p2ptest.Swarm, skip map[int]bool) []*marketNode
 		if skip[i] {
 			continue // this node validates nothing: it can publish forgeries
 		}
-		mn.validator = p2p.NewMarketValidator(market.DefaultLimits(), p2p.NewSeqGuard(dssync.MutexWrap(ds.NewMapDatastore())), time.Now, nil)
+		seqs, err := p2p.OpenSeqGuard(ctx, dssync.MutexWrap(ds.NewMapDatastore()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mn.validator = p2p.NewMarketValidator(market.DefaultLimits(), seqs, time.Now, nil)
 		if err := mn.validator.Install(nd.Gossip); err != nil {
 			t.Fatal(err)
 		}
@@ -178,14 +182,18 @@ func TestReplayedSequenceIsIgnoredAlsoAfterRestart(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ds")
 	prov := newSigner(t, nil)
 	now := time.Now()
+	ctx := context.Background()
+	var guard *p2p.SeqGuard
 	open := func() (*pebbleds.Datastore, *p2p.MarketValidator) {
 		store, err := pebbleds.NewDatastore(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return store, p2p.NewMarketValidator(market.DefaultLimits(), p2p.NewSeqGuard(store), func() time.Time { return now }, nil)
+		if guard, err = p2p.OpenSeqGuard(ctx, store); err != nil {
+			t.Fatal(err)
+		}
+		return store, p2p.NewMarketValidator(market.DefaultLimits(), guard, func() time.Time { return now }, nil)
 	}
-	ctx := context.Background()
 	store, v := open()
 	check := func(env []byte, want pubsub.ValidationResult, what string) {
 		t.Helper()
@@ -198,6 +206,9 @@ func TestReplayedSequenceIsIgnoredAlsoAfterRestart(t *testing.T) {
 	check(seq5, pubsub.ValidationIgnore, "the same offer again")
 	check(prov.offer(t, "gpus", 3, now), pubsub.ValidationIgnore, "an older sequence")
 	check(prov.offer(t, "other", 1, now), pubsub.ValidationAccept, "another offer ID of the issuer")
+	if err := guard.Flush(ctx); err != nil { // what a closing node does
+		t.Fatal(err)
+	}
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -219,9 +230,21 @@ func TestReplayedSequenceIsIgnoredAlsoAfterRestart(t *testing.T) {
 
 	// Records of expired messages are pruned; a replay of such a message
 	// is refused as expired all the same.
-	guard := p2p.NewSeqGuard(store)
-	if n, err := guard.Prune(ctx, now.Add(2*time.Hour).UnixMilli()); err != nil || n != 2 {
-		t.Errorf("Prune dropped %d records (%v), want the 2 of gpus and other", n, err)
+	if err := guard.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	guard, err := p2p.OpenSeqGuard(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := guard.Prune(now.Add(2 * time.Hour).UnixMilli()); n != 2 {
+		t.Errorf("Prune dropped %d records, want the 2 of gpus and other", n)
+	}
+	if err := guard.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := p2p.OpenSeqGuard(ctx, store); err != nil || again.Prune(now.Add(2*time.Hour).UnixMilli()) != 0 {
+		t.Errorf("pruned records came back from the datastore (%v)", err)
 	}
 	v2 := p2p.NewMarketValidator(market.DefaultLimits(), guard, func() time.Time { return now.Add(2 * time.Hour) }, nil)
 	if _, got := v2.CheckOffer(ctx, seq5); got != pubsub.ValidationIgnore {

@@ -20,18 +20,22 @@ const QuoteProtocol protocol.ID = "/idlegrid/quote/1.0.0"
 // quoteDeadline bounds one quote exchange.
 const quoteDeadline = 10 * time.Second
 
-// ServeQuotes hands every quote envelope received on h to handle, which
+// QuoteLimits bound the quote server: a quote is one envelope.
+var QuoteLimits = StreamLimits{
+	Service: "idlegrid.quote", Memory: market.MaxEnvelopeSize,
+	Request: requestDeadline, Deadline: quoteDeadline, PerPeer: 4,
+}
+
+// ServeQuotes hands every quote envelope received to handle, which
 // verifies it. One envelope per stream, at most market.MaxEnvelopeSize.
-func ServeQuotes(h host.Host, handle func(from peer.ID, env []byte)) {
-	h.SetStreamHandler(QuoteProtocol, func(s network.Stream) {
-		defer s.Close()
-		s.SetDeadline(time.Now().Add(quoteDeadline))
+func ServeQuotes(sv Server, handle func(from peer.ID, env []byte)) {
+	sv.Serve(QuoteProtocol, QuoteLimits, func(_ context.Context, from peer.ID, s network.Stream) error {
 		env, err := msgio.NewVarintReaderSize(s, market.MaxEnvelopeSize).ReadMsg()
 		if err != nil {
-			s.Reset()
-			return
+			return err
 		}
-		handle(s.Conn().RemotePeer(), env)
+		handle(from, env)
+		return nil
 	})
 }
 
@@ -39,11 +43,10 @@ func ServeQuotes(h host.Host, handle func(from peer.ID, env []byte)) {
 func SendQuote(ctx context.Context, h host.Host, to peer.ID, env []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, quoteDeadline)
 	defer cancel()
-	s, err := h.NewStream(ctx, to, QuoteProtocol)
+	s, err := dial(ctx, h, to, QuoteProtocol)
 	if err != nil {
 		return fmt.Errorf("send quote to %s: %w", to, err)
 	}
-	s.SetDeadline(time.Now().Add(quoteDeadline))
 	if err := msgio.NewVarintWriter(s).WriteMsg(env); err != nil {
 		s.Reset()
 		return fmt.Errorf("send quote to %s: %w", to, err)

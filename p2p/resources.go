@@ -33,6 +33,7 @@ var DefaultLimits = Limits{
 func (l Limits) concrete() rcmgr.ConcreteLimitConfig {
 	scaling := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&scaling)
+	addServedLimits(&scaling)
 	scaled := scaling.Scale(l.MaxMemory, l.MaxFDs)
 	system := rcmgr.ResourceLimits{
 		Memory:       rcmgr.LimitVal64(l.MaxMemory),
@@ -61,4 +62,22 @@ func newResourceManager(l Limits, reg prometheus.Registerer) (network.ResourceMa
 		return nil, fmt.Errorf("resource manager: %w", err)
 	}
 	return rm, nil
+}
+
+// servedLimits are the limits of every protocol this package serves.
+func servedLimits() []StreamLimits {
+	return []StreamLimits{QuoteLimits, LeaseLimits, JobLimits, AttestLimits, BookLimits}
+}
+
+// addServedLimits gives each served protocol's service scope its limits:
+// a peer may hold twice the streams Server.Serve lets it use (a closed
+// stream stays in its scope until both sides have closed it), with the
+// memory their reservations take.
+func addServedLimits(c *rcmgr.ScalingLimitConfig) {
+	for _, l := range servedLimits() {
+		service := rcmgr.BaseLimit{StreamsInbound: 256, StreamsOutbound: 256, Streams: 512, Memory: 64 << 20}
+		c.AddServiceLimit(l.Service, service, rcmgr.BaseLimitIncrease{StreamsInbound: 256, StreamsOutbound: 256, Streams: 512, Memory: 64 << 20})
+		perPeer := rcmgr.BaseLimit{StreamsInbound: 2 * l.PerPeer, StreamsOutbound: 64, Streams: 2*l.PerPeer + 64, Memory: int64(2*l.PerPeer*l.Memory) + 1<<20}
+		c.AddServicePeerLimit(l.Service, perPeer, rcmgr.BaseLimitIncrease{})
+	}
 }

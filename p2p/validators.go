@@ -107,7 +107,7 @@ func (v *MarketValidator) checkOffer(ctx context.Context, data []byte, synced bo
 	if err == nil {
 		err = v.limits.ValidateOffer(o, v.now())
 	}
-	if res := v.verdict(ctx, TopicOffers, o, err, synced); res != pubsub.ValidationAccept {
+	if res := v.verdict(TopicOffers, o, err, synced); res != pubsub.ValidationAccept {
 		return nil, res
 	}
 	return o, pubsub.ValidationAccept
@@ -119,7 +119,7 @@ func (v *MarketValidator) CheckBid(ctx context.Context, data []byte) (*pb.Bid, p
 	if err == nil {
 		err = v.limits.ValidateBid(b, v.now())
 	}
-	if res := v.verdict(ctx, TopicBids, b, err, false); res != pubsub.ValidationAccept {
+	if res := v.verdict(TopicBids, b, err, false); res != pubsub.ValidationAccept {
 		return nil, res
 	}
 	return b, pubsub.ValidationAccept
@@ -128,7 +128,7 @@ func (v *MarketValidator) CheckBid(ctx context.Context, data []byte) (*pb.Bid, p
 // header is what verdict needs of an opened message.
 type header interface{ GetHeader() *pb.Header }
 
-func (v *MarketValidator) verdict(ctx context.Context, kind string, m header, err error, equalOK bool) pubsub.ValidationResult {
+func (v *MarketValidator) verdict(kind string, m header, err error, equalOK bool) pubsub.ValidationResult {
 	switch {
 	case errors.Is(err, market.ErrExpired) || errors.Is(err, market.ErrFuture):
 		v.Ignored.Add(1)
@@ -140,13 +140,7 @@ func (v *MarketValidator) verdict(ctx context.Context, kind string, m header, er
 		return pubsub.ValidationReject
 	}
 	h := m.GetHeader()
-	fresh, err := v.seqs.Advance(ctx, kind, peer.ID(h.Issuer), h.Id, h.Seq, h.ExpiresUnixMs, equalOK)
-	if err != nil {
-		v.log.Warn("sequence store failed", "err", err)
-		v.Ignored.Add(1)
-		return pubsub.ValidationIgnore
-	}
-	if !fresh {
+	if !v.seqs.Advance(kind, peer.ID(h.Issuer), h.Id, h.Seq, h.ExpiresUnixMs, equalOK) {
 		v.Ignored.Add(1)
 		v.log.Debug("ignored market message", "topic", kind, "issuer", peer.ID(h.Issuer), "id", h.Id, "seq", h.Seq, "why", "sequence not above the last seen")
 		return pubsub.ValidationIgnore

@@ -10,8 +10,6 @@ import (
 
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
-	"github.com/idlegrid/idlegrid/node/executor"
-	"github.com/idlegrid/idlegrid/p2p"
 )
 
 // devSwarm is the name of the private swarm a devstack without Docker runs.
@@ -22,26 +20,19 @@ const devSwarm = "devstack"
 // plain processes, which only a private swarm may run, so the devstack
 // makes its swarm private.
 func (s *devstack) chooseJobs(ctx context.Context) error {
-	d, err := executor.NewDocker()
+	probe, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	img, err := node.DevImage(probe)
 	if err == nil {
-		defer d.Close()
-		probe, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		if s.image, err = d.EnsureBusybox(probe); err == nil {
-			s.executor = node.ExecutorDocker
-			fmt.Fprintf(s.e.stdout, "devstack: jobs run as Docker containers of %s\n", s.image)
-			return nil
-		}
+		s.image, s.executor = img, node.ExecutorDocker
+		fmt.Fprintf(s.e.stdout, "devstack: jobs run as Docker containers of %s\n", s.image)
+		return nil
 	}
-	key, kerr := p2p.GenerateSwarmKey()
-	if kerr != nil {
+	var key bytes.Buffer
+	if kerr := node.WriteNewSwarmKey(&key); kerr != nil {
 		return kerr
 	}
-	var buf bytes.Buffer
-	if err := p2p.EncodeSwarmKey(&buf, key); err != nil {
-		return err
-	}
-	s.swarmKey, s.executor, s.image = buf.Bytes(), node.ExecutorProcess, "none (plain process)"
+	s.swarmKey, s.executor, s.image = key.Bytes(), node.ExecutorProcess, "none (plain process)"
 	fmt.Fprintf(s.e.stdout, "devstack: no usable Docker engine (%v):\n  jobs run as PLAIN PROCESSES on this machine, in a private devstack swarm\n", err)
 	return nil
 }

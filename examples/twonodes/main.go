@@ -52,7 +52,10 @@ func run() error {
 		nodes = append(nodes, n)
 		bootstrap = n.Addrs()[:1]
 	}
-	for len(nodes[0].Gossip().Mesh(p2p.TopicOffers)) == 0 || len(nodes[1].Gossip().Mesh(p2p.TopicOffers)) == 0 {
+	// Each node reports, through its own status, the peers in its gossip
+	// mesh for offers: both are in one once they have met.
+	offers := nodes[0].Swarm().Topic(p2p.TopicOffers)
+	for nodes[0].Status().Topics[offers].Mesh == 0 || nodes[1].Status().Topics[offers].Mesh == 0 {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("no gossip mesh after 30s: %w", ctx.Err())
@@ -60,7 +63,8 @@ func run() error {
 		}
 	}
 	for _, n := range nodes {
-		fmt.Printf("%s sees %d peer(s); API at %s\n", n.Host().ID(), len(n.Host().Network().Peers()), n.APIAddr())
+		st := n.Status()
+		fmt.Printf("%s sees %d peer(s); API at %s\n", st.PeerID, st.Peers, n.APIAddr())
 	}
 	return nil
 }

@@ -21,8 +21,11 @@ type RentRequest struct {
 // Attempt is one provider a renter tried and why it moved on.
 type Attempt struct {
 	Provider string `json:"provider"`
-	Stage    string `json:"stage"` // attest or negotiate
+	Stage    string `json:"stage"` // locate, attest or negotiate
 	Reason   string `json:"reason"`
+	// Code is the provider's refusal code (REJECT_NO_CAPACITY, …) when it
+	// refused the lease.
+	Code string `json:"code,omitempty"`
 }
 
 // RentTimings break a rental's wait down by stage.

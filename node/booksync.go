@@ -1,0 +1,143 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// resyncInterval is the longest wait between syncs with one random peer,
+// which make books converge even when a gossiped offer was missed; the
+// first come sooner (5 s, doubling).
+const resyncInterval = 2 * time.Minute
+
+// A node syncs with the first joinSyncBurst peers that join the offers
+// topic, then with at most one more per joinSyncEvery: a whole book per
+// joining peer would not scale to a swarm of thousands, and the periodic
+// resync catches anything the gossip missed.
+const (
+	joinSyncBurst = 3
+	joinSyncEvery = 10 * time.Second
+	// syncsAtOnce bounds the book fetches in flight.
+	syncsAtOnce = 4
+)
+
+// joinsOf turns the offers topic's events into the peers that join it,
+// until ctx ends.
+func joinsOf(ctx context.Context, h *pubsub.TopicEventHandler, wg *sync.WaitGroup) <-chan peer.ID {
+	out := make(chan peer.ID)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer h.Cancel()
+		for {
+			ev, err := h.NextPeerEvent(ctx)
+			if err != nil {
+				return
+			}
+			if ev.Type != pubsub.PeerJoin {
+				continue
+			}
+			select {
+			case out <- ev.Peer:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// syncBooks fetches the book of every peer that joins the offers topic,
+// once per connection (it is subscribed then, so what is published later
+// reaches it by gossip), and of one random peer now and then, checking each
+// offer as if it were gossiped. It alone keeps whom it synced: a peer that
+// disconnects (gone) is synced again when it joins again.
+func (m *marketSide) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) {
+	defer m.wg.Done()
+	synced := map[peer.ID]bool{}
+	sem := make(chan struct{}, syncsAtOnce)
+	budget := syncBudget{burst: joinSyncBurst, every: joinSyncEvery}
+	wait := 5 * time.Second
+	timer := m.clock.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		var p peer.ID
+		select {
+		case <-ctx.Done():
+			return
+		case p = <-gone:
+			delete(synced, p)
+			continue
+		case <-timer.C():
+			wait = min(2*wait, resyncInterval)
+			timer.Reset(wait)
+			if peers := m.net.SyncPeers(); len(peers) > 0 {
+				p = peers[0]
+			} else {
+				continue
+			}
+		case p = <-joins:
+			first := !synced[p]
+			synced[p] = true
+			if !first || !budget.allow(m.clock.Now()) {
+				continue
+			}
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			defer func() { <-sem }()
+			m.fetchBook(ctx, p)
+		}()
+	}
+}
+
+// fetchBook syncs p's book, each offer checked as a gossiped one is.
+func (m *marketSide) fetchBook(ctx context.Context, p peer.ID) {
+	got, err := m.net.FetchBook(ctx, p, func(env []byte) { m.synced(ctx, env) })
+	if err != nil {
+		m.log.Debug("book sync failed", "peer", p, "err", err)
+		return
+	}
+	m.log.Debug("book synced", "peer", p, "offers", got)
+}
+
+// synced checks an envelope that came by book sync and delivers it.
+func (m *marketSide) synced(ctx context.Context, env []byte) {
+	if o, res := m.validator.CheckSyncedOffer(ctx, env); res == pubsub.ValidationAccept {
+		m.offer(ctx, o, env)
+	}
+}
+
+// syncBudget is a token bucket for join-triggered syncs; only the
+// syncBooks goroutine uses it.
+type syncBudget struct {
+	burst  int
+	every  time.Duration
+	tokens int
+	last   time.Time
+	primed bool
+}
+
+func (b *syncBudget) allow(now time.Time) bool {
+	if !b.primed {
+		b.tokens, b.last, b.primed = b.burst, now, true
+	}
+	if gained := int(now.Sub(b.last) / b.every); gained > 0 {
+		b.tokens, b.last = min(b.burst, b.tokens+gained), b.last.Add(time.Duration(gained)*b.every)
+	}
+	if b.tokens == 0 {
+		return false
+	}
+	b.tokens--
+	return true
+}

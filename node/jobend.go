@@ -1,0 +1,108 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/jobstream"
+	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
+)
+
+// receiptWait bounds how long a provider waits for the renter to
+// countersign a receipt; without it the provider keeps its own signature.
+const receiptWait = 10 * time.Second
+
+// finish ends the lease: a receipt metered from the last beat, signed by
+// the provider, stored with the lease's final state and settled in the
+// ledger in one batch; then the job is removed, the calendar released,
+// and the receipt offered to the renter to countersign.
+func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
+	lo, ll := r.lo, r.ll
+	l := ll.lease
+	terms := market.ReceiptTerms{Outcome: outcome, End: lo.clock.Now(), ExitCode: int32(exitCode), Note: note}
+	if r.chain != nil {
+		terms.Beats, terms.Root = r.chain.Beats(), r.chain.Root()
+		if r.chain.Beats() > 0 {
+			terms.LastBeat = r.chain.Last()
+		}
+	}
+	rc := market.NewReceipt(l, ll.cs, terms)
+	rcs, err := market.NewCoSigned(lo.key, market.Provider, rc)
+	if err != nil {
+		lo.log.Error("receipt not signed", "lease", l.Id, "err", err)
+		return
+	}
+	rec := ll.rec
+	rec.End(rc, rcs)
+	if r.chain != nil {
+		rec.Beats, rec.Root, rec.LastBeat = r.chain.Beats(), r.chain.Root(), r.chain.Last().UnixMilli()
+	}
+	if err := lo.store.Put(context.WithoutCancel(lo.ctx), rec, rc); err != nil {
+		lo.log.Error("lease end not persisted", "lease", l.Id, "err", err)
+	}
+	if lo.ended != nil {
+		lo.ended(rec, rc)
+	}
+	// Removed only once the end is stored: a provider killed in between
+	// finds the container on restart and stops it as an orphan, where the
+	// other order would leave an ended job looking lost.
+	if r.job != nil {
+		r.remove()
+	}
+	close(ll.off)
+	lo.do(context.Background(), func(st *leaseState) {
+		for _, c := range st.cals {
+			c.Release(l.Id, lo.clock.Now())
+		}
+		delete(st.live, l.Id)
+		lo.nLive.Add(-1)
+	})
+	lo.log.Info("lease ended", "lease", l.Id, "state", rec.State, "seconds", rc.MeteredSeconds, "amount", market.FormatPrice(rc.AmountMicros), "note", note)
+	lo.collectSignature(lo.ctx, rec, ll.feed)
+}
+
+// collectSignature sends the provider-signed receipt to the attached
+// renter and keeps the renter's countersignature if it comes back, for
+// the same body, within receiptWait; then it closes the feed.
+func (lo *leaseOwner) collectSignature(ctx context.Context, rec *records.Lease, feed *jobstream.Feed) {
+	defer feed.Close()
+	rcs := new(pb.CoSigned)
+	if err := proto.Unmarshal(rec.Receipt, rcs); err != nil || len(rcs.RenterSignature) > 0 {
+		return
+	}
+	feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Receipt{Receipt: rcs}})
+	select {
+	case reply := <-feed.Replies():
+		lo.keepCountersigned(rec, rcs, reply)
+	case <-lo.clock.After(receiptWait):
+		lo.log.Info("receipt kept with the provider's signature only: the renter did not countersign", "lease", rec.ID)
+	case <-ctx.Done():
+	}
+}
+
+// keepCountersigned stores the receipt the renter countersigned, if it
+// countersigned the provider's terms.
+func (lo *leaseOwner) keepCountersigned(rec *records.Lease, rcs *pb.CoSigned, reply *pb.ReceiptReply) {
+	if reply.Receipt == nil {
+		lo.log.Warn("renter refused the receipt", "lease", rec.ID, "why", reply.Refusal)
+		return
+	}
+	if !market.SameBody(reply.Receipt, rcs) {
+		lo.log.Warn("renter countersigned other terms", "lease", rec.ID)
+		return
+	}
+	rc, err := market.OpenCoSigned[*pb.Receipt](reply.Receipt, market.Renter, market.Provider)
+	if err != nil {
+		lo.log.Warn("renter's countersignature refused", "lease", rec.ID, "err", err)
+		return
+	}
+	rec.Receipt, _ = proto.Marshal(reply.Receipt)
+	if err := lo.store.Put(context.WithoutCancel(lo.ctx), rec, nil); err != nil {
+		lo.log.Error("co-signed receipt not persisted", "lease", rec.ID, "err", err)
+	}
+	lo.log.Info("receipt co-signed", "lease", rec.ID, "renter", peer.ID(rc.Renter))
+}

@@ -1,0 +1,225 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/p2p"
+	ds "github.com/ipfs/go-datastore"
+	"github.com/ipfs/go-datastore/namespace"
+	pebbleds "github.com/ipfs/go-ds-pebble"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// step is one part of a node: start brings it up and returns what stops
+// it (nil when there is nothing to stop); a failed start undoes its own
+// partial work.
+type step struct {
+	name  string
+	start func(ctx context.Context) (stop func() error, err error)
+}
+
+type namedStop struct {
+	name string
+	stop func() error
+}
+
+// steps are the node's parts in the order they start; Close stops them
+// in reverse. Each line says why it sits where it does.
+func (n *Node) steps() []step {
+	return []step{
+		{"repository lock", n.lockRepo}, // nothing else may touch the repository first
+		{"api listener", n.bindAPI},     // a busy port fails at once, before any work
+		{"host", n.startHost},           // the identity on the network
+		{"bootstrap", n.joinSwarm},      // a node that cannot join fails without writing a byte
+		{"datastore", n.openStore},      // everything below may read and write it
+		{"discovery", n.startDiscovery}, // the DHT keeps its records in the datastore
+		{"gossip", n.startGossip},       // topics before anyone publishes or reads
+		{"parts", n.buildParts},         // wired together before any starts
+		{"market", n.startMarket},       // the book before the renter reads it and the provider quotes from it
+		{"renter", n.startRenter},       // resumes rentals; needs the book and the market's streams
+		{"provider", n.startProvider},   // its offer in its own book before leases are admitted
+		{"leases", n.startLeases},       // recovers the provider's leases, then serves proposals
+		{"ping", n.startPing},           // RTTs for the matcher
+		{"api", n.serveAPI},             // served only once the node is whole
+	}
+}
+
+func (n *Node) lockRepo(context.Context) (func() error, error) {
+	unlock, err := n.repo.Lock()
+	if err != nil {
+		return nil, err
+	}
+	return func() error { unlock(); return nil }, nil
+}
+
+func (n *Node) bindAPI(context.Context) (func() error, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(n.cfg.API.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: api.port %d: %v; change api.port in %s or stop what holds it", ErrAPIListen, n.cfg.API.Port, errors.Unwrap(err), n.repo.ConfigPath())
+	}
+	n.apiLn, n.apiAddr = ln, "http://"+ln.Addr().String()
+	n.metrics = newMetrics(n)
+	return func() error {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		return nil
+	}, nil
+}
+
+func (n *Node) startHost(context.Context) (func() error, error) {
+	listen, err := multiaddrs(n.cfg.Network.Listen)
+	if err != nil {
+		return nil, err
+	}
+	announce, err := multiaddrs(n.cfg.Network.Announce)
+	if err != nil {
+		return nil, err
+	}
+	r := n.cfg.Resources
+	n.host, err = p2p.NewHost(p2p.HostConfig{
+		Identity: n.key, Swarm: n.swarm, ListenAddrs: listen, AnnounceAddrs: announce, AllowList: n.allow,
+		ConnLow: n.cfg.Network.ConnLow, ConnHigh: n.cfg.Network.ConnHigh, ConnGrace: n.cfg.Network.ConnGrace.Std(),
+		Limits: p2p.Limits{MaxMemory: int64(r.MaxMemoryMiB) << 20, MaxFDs: r.MaxFDs, MaxConns: r.MaxConns,
+			MaxConnsInbound: r.MaxConnsInbound, MaxStreams: r.MaxStreams},
+		UserAgent:  "idlegrid/" + n.opts.Version,
+		Registerer: n.metrics.reg,
+	})
+	if err != nil {
+		if errors.Is(err, p2p.ErrListen) {
+			return nil, fmt.Errorf("%w; change network.listen in %s or stop what holds the port", err, n.repo.ConfigPath())
+		}
+		return nil, err
+	}
+	n.conns = newConnTracker(n.host)
+	return n.host.Close, nil
+}
+
+func (n *Node) joinSwarm(ctx context.Context) (func() error, error) {
+	err := p2p.ConnectPeers(ctx, n.host, n.bootstrap, n.cfg.Network.DialTimeout.Std(), n.log)
+	switch {
+	case err == nil:
+		return nil, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("start: %w", ctx.Err())
+	}
+	return nil, fmt.Errorf("%w; check network.bootstrap in %s and that those peers are running", err, n.repo.ConfigPath())
+}
+
+func (n *Node) openStore(context.Context) (func() error, error) {
+	// Every write is fsynced: what the node stored survives a crash.
+	store, err := pebbleds.NewDatastore(n.repo.DatastorePath(), pebbleds.WithPebbleWriteOptions(pebble.Sync))
+	if err != nil {
+		return nil, fmt.Errorf("open datastore %s: %w", n.repo.DatastorePath(), err)
+	}
+	n.store = store
+	return store.Close, nil
+}
+
+func (n *Node) startDiscovery(context.Context) (func() error, error) {
+	disc, err := p2p.NewDiscovery(n.host, p2p.DiscoveryConfig{
+		Swarm: n.swarm, Server: n.Mode() == DHTServer, Bootstrap: n.bootstrap,
+		Datastore:           namespace.Wrap(n.store, ds.NewKey("/dht")),
+		RebootstrapInterval: n.cfg.DHT.RebootstrapInterval.Std(),
+		FindInterval:        n.cfg.DHT.FindInterval.Std(),
+		MaxPeers:            n.cfg.DHT.MaxPeers,
+		DialTimeout:         n.cfg.Network.DialTimeout.Std(),
+		Logger:              n.opts.Logger.With("subsystem", LogP2P),
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(n.base)
+	stop := func() error { cancel(); return disc.Close() }
+	if err := disc.Start(ctx); err != nil {
+		return stop, err
+	}
+	n.disc = disc
+	return stop, nil
+}
+
+func (n *Node) startGossip(context.Context) (func() error, error) {
+	ctx, cancel := context.WithCancel(n.base)
+	g, err := p2p.NewGossip(ctx, n.host, p2p.GossipConfig{
+		Swarm: n.swarm, OutboundQueue: n.cfg.Gossip.OutboundQueue, MaxMessageSize: n.cfg.Gossip.MaxMessageSize,
+		PeerScoring: n.cfg.Gossip.PeerScoring, ValidatorTimeout: n.cfg.Gossip.ValidatorTimeout.Std(),
+		Logger: n.opts.Logger.With("logger", "pubsub"),
+	})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	n.gossip = g
+	n.link = &swarmLink{host: n.host, gossip: g, disc: n.disc, clock: n.clock}
+	// The topics close once the market's readers have cancelled their
+	// subscriptions (it stops first); the router stops with its context.
+	return func() error { err := g.Close(); cancel(); return err }, nil
+}
+
+// server is what a part serves its protocols with.
+func (n *Node) server(ctx context.Context) p2p.Server {
+	return p2p.Server{Host: n.host, Ctx: ctx, Log: n.opts.Logger.With("subsystem", LogP2P)}
+}
+
+func (n *Node) startMarket(ctx context.Context) (func() error, error) {
+	if err := n.market.open(ctx, namespace.Wrap(n.store, ds.NewKey("/market"))); err != nil {
+		return nil, fmt.Errorf("market: %w", err)
+	}
+	mctx, cancel := context.WithCancel(n.base)
+	gone := make(chan peer.ID, 256)
+	notify := &network.NotifyBundle{DisconnectedF: func(net network.Network, c network.Conn) {
+		if net.Connectedness(c.RemotePeer()) != network.Connected {
+			select {
+			case gone <- c.RemotePeer():
+			default: // the periodic resync covers a peer forgotten here
+			}
+		}
+	}}
+	n.host.Network().Notify(notify)
+	stop := func() error {
+		n.host.Network().StopNotify(notify)
+		cancel()
+		return n.market.close()
+	}
+	if err := n.market.start(mctx, n.server(mctx), n.gossip, gone); err != nil {
+		return stop, err
+	}
+	return stop, nil
+}
+
+func (n *Node) startRenter(context.Context) (func() error, error) {
+	n.renter.start(n.base)
+	return func() error { n.renter.stop(); return nil }, nil
+}
+
+func (n *Node) startPing(context.Context) (func() error, error) {
+	n.pinger = p2p.NewPinger(n.host, n.cfg.Network.PingInterval.Std(), n.opts.Logger.With("subsystem", LogP2P))
+	n.pinger.Start(n.base)
+	return func() error { n.pinger.Close(); return nil }, nil
+}
+
+func (n *Node) serveAPI(context.Context) (func() error, error) {
+	srv := api.NewServer(n, n.metrics.reg, n.opts.Logger.With("subsystem", LogAPI))
+	srv.Serve(n.apiLn)
+	file := filepath.Join(n.repo.Path, APIFile)
+	stop := func() error {
+		os.Remove(file)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return srv.Shutdown(ctx)
+	}
+	if err := writeFileAtomic(file, []byte(n.apiAddr+"\n"), 0o600); err != nil {
+		return stop, fmt.Errorf("write api file: %w", err)
+	}
+	return stop, nil
+}

@@ -1,0 +1,155 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// The node's components reach the swarm through these small interfaces,
+// each listing what one of them calls; swarmLink implements them all over
+// the host, the gossip router and discovery. A component's test can
+// implement its own without a host.
+
+// publisher is the provider's view: gossip its offers, quote bids.
+type publisher interface {
+	Publish(ctx context.Context, kind string, data []byte) error
+	PublishFlushed(ctx context.Context, kind string, data []byte) error
+	AwaitMesh(ctx context.Context, kind string, wait time.Duration)
+	SendQuote(ctx context.Context, to peer.ID, env []byte) error
+}
+
+// syncer is the market side's view: fetch the books of peers.
+type syncer interface {
+	FetchBook(ctx context.Context, p peer.ID, each func([]byte)) (int, error)
+	// SyncPeers are the connected peers that serve book sync.
+	SyncPeers() []peer.ID
+}
+
+// dealer is the renter's view: find providers, challenge them, lease
+// from them and follow their jobs.
+type dealer interface {
+	Locate(ctx context.Context, p peer.ID) error
+	Relocate(ctx context.Context, p peer.ID)
+	Challenge(ctx context.Context, p peer.ID) (p2p.Answer, error)
+	RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRequest) (*pb.LeaseReply, error)
+	AttachJob(ctx context.Context, p peer.ID, leaseID string) (network.Stream, error)
+}
+
+// swarmLink is the node's one implementation of the interfaces above.
+type swarmLink struct {
+	host   host.Host
+	gossip *p2p.Gossip
+	disc   *p2p.Discovery
+	clock  clock.Clock
+}
+
+var (
+	_ publisher = (*swarmLink)(nil)
+	_ syncer    = (*swarmLink)(nil)
+	_ dealer    = (*swarmLink)(nil)
+)
+
+// Publish gossips data on a topic kind (p2p.TopicOffers, …).
+func (l *swarmLink) Publish(ctx context.Context, kind string, data []byte) error {
+	t := l.gossip.Topic(kind)
+	if t == nil {
+		return fmt.Errorf("publish: unknown topic kind %q", kind)
+	}
+	return t.Publish(ctx, data)
+}
+
+// PublishFlushed publishes and waits until data was written to a peer.
+func (l *swarmLink) PublishFlushed(ctx context.Context, kind string, data []byte) error {
+	return l.gossip.PublishFlushed(ctx, kind, data)
+}
+
+// AwaitMesh returns once this node has a mesh peer on a topic (both ends
+// have streams then, so a publication reaches the swarm rather than no
+// one), or a topic peer known for a heartbeat and a half (a peer that just
+// left and came back is kept out of the mesh for a minute of backoff, but
+// flood publishing still reaches it), or after wait, or when ctx ends.
+func (l *swarmLink) AwaitMesh(ctx context.Context, kind string, wait time.Duration) {
+	deadline := l.clock.NewTimer(wait)
+	defer deadline.Stop()
+	t := time.NewTicker(50 * time.Millisecond) // polls the router: real time
+	defer t.Stop()
+	var peersSince time.Time
+	for len(l.gossip.Mesh(kind)) == 0 {
+		switch {
+		case len(l.gossip.Topic(kind).ListPeers()) == 0:
+			peersSince = time.Time{}
+		case peersSince.IsZero():
+			peersSince = time.Now()
+		case time.Since(peersSince) > 1500*time.Millisecond:
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// SendQuote delivers a signed quote to a renter.
+func (l *swarmLink) SendQuote(ctx context.Context, to peer.ID, env []byte) error {
+	return p2p.SendQuote(ctx, l.host, to, env)
+}
+
+// FetchBook syncs p's book.
+func (l *swarmLink) FetchBook(ctx context.Context, p peer.ID, each func([]byte)) (int, error) {
+	return p2p.FetchBook(ctx, l.host, p, each)
+}
+
+// SyncPeers lists the connected peers that serve book sync, shuffled.
+func (l *swarmLink) SyncPeers() []peer.ID {
+	peers := l.host.Network().Peers()
+	rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
+	out := peers[:0]
+	for _, p := range peers {
+		if ok, _ := l.host.Peerstore().SupportsProtocols(p, p2p.BookSyncProtocol); len(ok) > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Locate finds p's addresses and connects to it.
+func (l *swarmLink) Locate(ctx context.Context, p peer.ID) error { return l.disc.Locate(ctx, p) }
+
+// Relocate looks p up again: it may be back on another address.
+func (l *swarmLink) Relocate(ctx context.Context, p peer.ID) { l.disc.Relocate(ctx, p) }
+
+// Challenge sends p an attestation challenge.
+func (l *swarmLink) Challenge(ctx context.Context, p peer.ID) (p2p.Answer, error) {
+	return p2p.Challenge(ctx, l.host, p)
+}
+
+// RequestLease sends a lease request to provider p.
+func (l *swarmLink) RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRequest) (*pb.LeaseReply, error) {
+	return p2p.RequestLease(ctx, l.host, p, req)
+}
+
+// AttachJob opens a job stream to provider p.
+func (l *swarmLink) AttachJob(ctx context.Context, p peer.ID, leaseID string) (network.Stream, error) {
+	return p2p.AttachJob(ctx, l.host, p, leaseID)
+}
+
+// peerRTT gives the matcher the peerstore's latency EWMA.
+type peerRTT struct{ h host.Host }
+
+func (r peerRTT) RTT(p peer.ID) (time.Duration, bool) {
+	d := r.h.Peerstore().LatencyEWMA(p)
+	return d, d > 0
+}

@@ -1,0 +1,148 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/p2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Maintenance intervals of the market side.
+const (
+	// expireEvery is how often expired offers and bids leave the book.
+	expireEvery = 30 * time.Second
+	// flushEvery is how often accepted sequence numbers are written: a
+	// node killed in between forgets that interval's.
+	flushEvery = time.Second
+)
+
+// start installs the validators, serves book sync and quotes, and starts
+// the topic readers, book sync and maintenance. ctx ends them; close
+// waits for them.
+func (m *marketSide) start(ctx context.Context, sv p2p.Server, g *p2p.Gossip, gone <-chan peer.ID) error {
+	if err := m.validator.Install(g); err != nil {
+		return err
+	}
+	p2p.ServeBookSync(sv, m.envelopesNow)
+	p2p.ServeQuotes(sv, m.receiveQuote)
+	for _, kind := range p2p.TopicKinds {
+		sub, err := g.Topic(kind).Subscribe()
+		if err != nil {
+			return fmt.Errorf("subscribe %s: %w", kind, err)
+		}
+		m.wg.Add(1)
+		go m.readTopic(ctx, kind, sub)
+	}
+	joins, err := g.Topic(p2p.TopicOffers).EventHandler()
+	if err != nil {
+		return fmt.Errorf("offers topic events: %w", err)
+	}
+	m.wg.Add(2)
+	go m.syncBooks(ctx, joinsOf(ctx, joins, &m.wg), gone)
+	go m.maintain(ctx)
+	return nil
+}
+
+// readTopic drains one subscription. Messages reached it only after the
+// topic's validator accepted them, which left the verified message in
+// ValidatorData.
+func (m *marketSide) readTopic(ctx context.Context, kind string, sub *pubsub.Subscription) {
+	defer m.wg.Done()
+	defer sub.Cancel()
+	for {
+		msg, err := sub.Next(ctx)
+		if err != nil {
+			return
+		}
+		if m.received != nil {
+			m.received(kind)
+		}
+		switch v := msg.ValidatorData.(type) {
+		case *pb.Offer:
+			m.offer(ctx, v, msg.Data)
+		case []peer.ID:
+			m.recordOffenders(ctx, v)
+		case *pb.Bid:
+			m.bid(ctx, v)
+			if m.onBid != nil {
+				m.onBid(ctx, v)
+			}
+		}
+	}
+}
+
+// maintain expires the book and prunes and flushes sequence numbers.
+func (m *marketSide) maintain(ctx context.Context) {
+	defer m.wg.Done()
+	expire := m.clock.NewTicker(expireEvery)
+	defer expire.Stop()
+	flush := time.NewTicker(flushEvery) // batches disk writes: real time
+	defer flush.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-expire.C():
+			if m.expire(ctx, now) == nil {
+				m.seqs.Prune(now.UnixMilli())
+			}
+		case <-flush.C:
+			if err := m.seqs.Flush(ctx); err != nil && ctx.Err() == nil {
+				m.log.Warn("sequence numbers not written; retrying", "err", err)
+			}
+		}
+	}
+}
+
+// placeBid registers b for the quotes that come back; takeQuotes returns
+// them, cheapest first, and forgets the bid.
+func (m *marketSide) placeBid(ctx context.Context, b *pb.Bid) error {
+	return m.do(ctx, func(st *marketState) { st.pending[b.Header.Id] = &pendingBid{bid: b} })
+}
+
+func (m *marketSide) takeQuotes(ctx context.Context, id string) ([]*pb.Quote, error) {
+	var quotes []*pb.Quote
+	err := m.do(ctx, func(st *marketState) {
+		if p := st.pending[id]; p != nil {
+			quotes = p.quotes
+		}
+		delete(st.pending, id)
+	})
+	slices.SortFunc(quotes, func(a, b *pb.Quote) int { return cmp.Compare(a.PriceMicros, b.PriceMicros) })
+	return quotes, err
+}
+
+// receiveQuote keeps a verified quote that answers one of our open bids:
+// one per provider, the latest.
+func (m *marketSide) receiveQuote(from peer.ID, env []byte) {
+	q, err := market.Open[*pb.Quote](env)
+	if err == nil {
+		err = m.limits.ValidateQuote(q, m.clock.Now())
+	}
+	if err != nil || market.Issuer(q) != from {
+		m.log.Debug("quote refused", "from", from, "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	m.do(ctx, func(st *marketState) {
+		pend, ok := st.pending[q.BidId]
+		if !ok || market.QuoteAnswers(q, pend.bid) != nil {
+			return
+		}
+		for i, held := range pend.quotes {
+			if market.Issuer(held) == from {
+				pend.quotes[i] = q
+				return
+			}
+		}
+		pend.quotes = append(pend.quotes, q)
+	})
+}

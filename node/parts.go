@@ -1,0 +1,121 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/node/executor"
+)
+
+// buildParts builds the market side, the challenger, the renter and, on
+// a provider, the provider, and wires them together. It starts nothing.
+func (n *Node) buildParts(context.Context) (func() error, error) {
+	log := n.opts.Logger.With("subsystem", LogNode)
+	n.market = newMarketSide(marketDeps{net: n.link, store: n.store, rtt: peerRTT{n.host}, clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: market.DefaultLimits()})
+	n.market.received = func(kind string) { n.metrics.gossipReceived.WithLabelValues(kind).Inc() }
+	n.challenger = &challenger{net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock}
+	n.renter = &renter{
+		id: n.id, key: n.key, net: n.link, market: n.market, challenger: n.challenger, store: n.leaseStore(),
+		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.ended,
+	}
+	if !n.cfg.Provider.Enabled {
+		return nil, nil
+	}
+	source := n.opts.GPUSource
+	if source == nil {
+		var err error
+		if source, err = n.cfg.Provider.gpuSource(n.id.String()); err != nil {
+			return nil, fmt.Errorf("provider.gpu_source: %w", err)
+		}
+	}
+	n.provider = newProvider(providerDeps{id: n.id, key: n.key, cfg: n.cfg.Provider, source: source, store: n.store, net: n.link, clock: n.clock, log: log})
+	n.market.onBid = n.provider.onBid
+	return nil, nil
+}
+
+func (n *Node) startProvider(context.Context) (func() error, error) {
+	if n.provider == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithCancel(n.base)
+	n.provider.start(ctx, n.server(ctx))
+	return func() error { cancel(); n.provider.close(); return nil }, nil
+}
+
+// startLeases opens the executor [jobs] names, builds the calendars from
+// the provider's GPUs, recovers the leases a previous run left and serves
+// the lease and job protocols.
+func (n *Node) startLeases(ctx context.Context) (func() error, error) {
+	if n.provider == nil {
+		return nil, nil
+	}
+	exec, err := n.newExecutor()
+	if err != nil {
+		return nil, fmt.Errorf("jobs.executor: %w", err)
+	}
+	var inv *attest.Inventory
+	if src := n.provider.source; src != nil {
+		i, err := src.Inventory(ctx)
+		if err != nil {
+			closeExecutor(exec)
+			return nil, fmt.Errorf("provider.gpu_source: %w", err)
+		}
+		inv = &i
+	}
+	lo, st, err := newLeaseOwner(leaseDeps{
+		id: n.id, key: n.key, provider: n.cfg.Provider, jobs: n.cfg.Jobs, exec: exec, store: n.leaseStore(),
+		clock: n.clock, log: n.opts.Logger.With("subsystem", LogNode), offer: n.provider.ownOffer, source: n.provider.source, ended: n.ended,
+	}, inv)
+	if err != nil {
+		closeExecutor(exec)
+		return nil, err
+	}
+	n.leases = lo
+	lo.start(n.base, st, n.server(n.base))
+	return func() error { lo.stop(); return nil }, nil
+}
+
+func closeExecutor(e executor.Executor) {
+	if e != nil {
+		e.Close()
+	}
+}
+
+// newExecutor opens the executor [jobs] names: nil for none. Containers
+// are labelled with this provider's peer ID, so providers sharing one
+// engine never adopt or stop each other's jobs.
+func (n *Node) newExecutor() (executor.Executor, error) {
+	switch n.cfg.Jobs.Executor {
+	case ExecutorDocker:
+		id := n.id.String()
+		opts := []executor.DockerOption{executor.LabelPrefix("idlegrid-" + id[len(id)-12:])}
+		if n.cfg.Jobs.DockerHost != "" {
+			opts = append(opts, executor.DockerHost(n.cfg.Jobs.DockerHost))
+		}
+		return executor.NewDocker(opts...)
+	case ExecutorProcess:
+		dir := filepath.Join(n.repo.Path, "jobs")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		return executor.NewProcess(executor.ProcessBaseDir(dir))
+	}
+	return nil, nil
+}
+
+// DevImage makes sure the local Docker engine has the image the devstack
+// and the tests run jobs in (a static busybox, imported when absent: no
+// registry is needed) and returns its name; an error says why there is
+// no usable engine.
+func DevImage(ctx context.Context) (string, error) {
+	d, err := executor.NewDocker()
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	return d.EnsureBusybox(ctx)
+}

@@ -1,0 +1,132 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	ds "github.com/ipfs/go-datastore"
+)
+
+// quoteTTL is how long a provider's quote holds.
+const quoteTTL = 5 * time.Minute
+
+// onBid hands a gossiped bid to the quoting loop without waiting: a bid
+// that finds maxQuoting bids queued goes unanswered, so a slow renter or
+// a burst of bids never holds up the bids topic.
+func (p *provider) onBid(_ context.Context, b *pb.Bid) {
+	select {
+	case p.bids <- b:
+	default:
+		p.log.Debug("bid not quoted: too many quotes in flight", "bid", b.Header.Id)
+	}
+}
+
+// quoteLoop answers the queued bids, at most maxQuoting at once.
+func (p *provider) quoteLoop(ctx context.Context) {
+	defer p.wg.Done()
+	var sending sync.WaitGroup
+	defer sending.Wait()
+	for {
+		var b *pb.Bid
+		select {
+		case b = <-p.bids:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case p.quoting <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		sending.Add(1)
+		go func() {
+			defer sending.Done()
+			defer func() { <-p.quoting }()
+			p.answer(ctx, b)
+		}()
+	}
+}
+
+// answer quotes a bid that this provider's own offer fits, and sends the
+// quote to the bidder.
+func (p *provider) answer(ctx context.Context, b *pb.Bid) {
+	if market.Issuer(b) == p.id {
+		return
+	}
+	now := p.clock.Now()
+	snap := p.own.Snapshot()
+	res := p.matcher.Match(snap, b, now, 1)
+	if len(res.Candidates) == 0 {
+		p.log.Debug("bid not quoted", "bid", b.Header.Id, "why", p.matcher.Explain(snap, b, now).String())
+		return
+	}
+	env, err := market.Sign(p.key, market.NewQuote(p.id, b, res.Candidates[0], now, quoteTTL))
+	if err != nil {
+		p.log.Warn("quote not signed", "err", err)
+		return
+	}
+	if err := p.net.SendQuote(ctx, market.Issuer(b), env); err != nil {
+		p.log.Debug("quote not delivered", "bid", b.Header.Id, "err", err)
+	}
+}
+
+// errNothingToAttest answers a challenge to a provider without a GPU
+// source.
+var errNothingToAttest = errors.New("this node sells no GPUs it can attest")
+
+// answerChallenge answers a challenge: this provider's GPUs as its source
+// reads them now, over the nonce, with each GPU's confidential-computing
+// evidence over the same nonce where the source gives it, backing its
+// current offer; and the standing document that offer names by hash.
+func (p *provider) answerChallenge(ctx context.Context, nonce []byte) (fresh, standing []byte, err error) {
+	if p.source == nil {
+		return nil, nil, errNothingToAttest
+	}
+	inv, err := p.source.Inventory(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	d := attest.NewDocument(inv, p.id, nonce, p.clock.Now(), []string{ProviderOfferID})
+	if cc, ok := p.source.(attest.CCSource); ok {
+		ev, err := cc.CCEvidence(ctx, nonce)
+		if err != nil {
+			return nil, nil, err
+		}
+		attest.AttachCC(d, ev)
+	}
+	if fresh, err = attest.SignDocument(p.key, d); err != nil {
+		return nil, nil, err
+	}
+	if s := p.standing.Load(); s != nil {
+		standing = *s
+	}
+	return fresh, standing, nil
+}
+
+// standingKey holds the provider's standing attestation across restarts.
+var standingKey = ds.NewKey("/provider/standing/" + ProviderOfferID)
+
+// standingFor returns the standing attestation of inv for offerID: the one
+// stored, while it shows exactly this hardware (the same GPUs, driver and
+// CUDA), or a new one, signed and stored. Kept across republishing and
+// restarts, its hash stays the one in every copy of the offer that books
+// still hold, so a challenger with an older copy finds it covered.
+func (p *provider) standingFor(ctx context.Context, inv attest.Inventory, offerID string, now time.Time) ([]byte, error) {
+	fresh := attest.NewDocument(inv, p.id, nil, now, []string{offerID})
+	if env, err := p.store.Get(ctx, standingKey); err == nil {
+		d, err := attest.VerifyStanding(env, p.id, attest.DocumentHash(env), offerID)
+		if err == nil && attest.SameHardware(d, fresh) == nil && attest.SameHardware(fresh, d) == nil && d.CudaVersion == fresh.CudaVersion {
+			return env, nil
+		}
+	}
+	env, err := attest.SignDocument(p.key, fresh)
+	if err != nil {
+		return nil, err
+	}
+	return env, p.store.Put(ctx, standingKey, env)
+}

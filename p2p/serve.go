@@ -1,0 +1,158 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// StreamLimits bound the server side of one stream protocol. Every
+// protocol here is served through Server.Serve with its limits, so a peer
+// that stalls, floods or crashes a handler meets the same defences
+// everywhere.
+type StreamLimits struct {
+	// Service names the protocol's resource-manager service scope; the
+	// scope's limits (resources.go) bound the streams and memory of the
+	// service as a whole and per peer.
+	Service string
+	// Memory is reserved in the stream's scope for the handler's
+	// buffers before it runs; a stream that cannot get it is reset.
+	Memory int
+	// Request is a short deadline for the peer's request, from the
+	// stream's opening to the last byte the handler reads: a peer that
+	// sends one byte and stalls is reset when it runs out, not at
+	// Deadline. A handler that reads more later (a job's receipt reply)
+	// clears the read deadline itself.
+	Request time.Duration
+	// Deadline bounds the whole exchange, answer included; 0 for a
+	// stream that lives as long as its handler (a job's output).
+	Deadline time.Duration
+	// PerPeer bounds the streams of one peer handled at once; a stream
+	// beyond it is reset at once, so one peer cannot hold more than its
+	// share of the service.
+	PerPeer int
+}
+
+// StreamHandler serves one stream from peer from. A nil return closes
+// the stream; an error resets it. ctx ends with the serving component or
+// at the protocol's Deadline.
+type StreamHandler func(ctx context.Context, from peer.ID, s network.Stream) error
+
+// Server is what a component serves its protocols with: the host, a
+// context that ends when the component stops, and the component's logger.
+type Server struct {
+	Host host.Host
+	Ctx  context.Context
+	Log  *slog.Logger
+}
+
+// Errors of served streams, for the counters of tests and logs.
+var (
+	errPeerShare = errors.New("the peer holds its share of streams of this protocol")
+	errPanic     = errors.New("handler panicked")
+)
+
+// Serve registers handle for protocol id with the limits lim.
+func (sv Server) Serve(id protocol.ID, lim StreamLimits, handle StreamHandler) {
+	g := &peerGate{max: lim.PerPeer, held: make(map[peer.ID]int)}
+	log := sv.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	sv.Host.SetStreamHandler(id, func(s network.Stream) {
+		err := serveOne(sv.Ctx, g, lim, s, handle)
+		if err != nil {
+			s.Reset()
+			level := slog.LevelDebug
+			if errors.Is(err, errPanic) {
+				level = slog.LevelError
+			}
+			log.Log(sv.Ctx, level, "stream refused or failed", "protocol", id, "peer", s.Conn().RemotePeer(), "err", err)
+			return
+		}
+		s.Close()
+	})
+}
+
+// serveOne applies lim to s and runs handle on it.
+func serveOne(ctx context.Context, g *peerGate, lim StreamLimits, s network.Stream, handle StreamHandler) (err error) {
+	start := time.Now()
+	from := s.Conn().RemotePeer()
+	if !g.acquire(from) {
+		return errPeerShare
+	}
+	defer g.release(from)
+	if err := s.Scope().SetService(lim.Service); err != nil {
+		return fmt.Errorf("service scope %s: %w", lim.Service, err)
+	}
+	if lim.Memory > 0 {
+		if err := s.Scope().ReserveMemory(lim.Memory, network.ReservationPriorityHigh); err != nil {
+			return fmt.Errorf("reserve %d bytes: %w", lim.Memory, err)
+		}
+		defer s.Scope().ReleaseMemory(lim.Memory)
+	}
+	s.SetReadDeadline(start.Add(lim.Request))
+	if lim.Deadline > 0 {
+		s.SetWriteDeadline(start.Add(lim.Deadline))
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, start.Add(lim.Deadline))
+		defer cancel()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v\n%s", errPanic, r, debug.Stack())
+		}
+	}()
+	return handle(ctx, from, s)
+}
+
+// peerGate counts the streams each peer holds open on one protocol.
+// Its mutex guards only the counts; no I/O happens under it.
+type peerGate struct {
+	max  int
+	mu   sync.Mutex
+	held map[peer.ID]int
+}
+
+func (g *peerGate) acquire(p peer.ID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.max > 0 && g.held[p] >= g.max {
+		return false
+	}
+	g.held[p]++
+	return true
+}
+
+func (g *peerGate) release(p peer.ID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held[p]--; g.held[p] <= 0 {
+		delete(g.held, p)
+	}
+}
+
+// dial opens a stream of protocol id to p whose deadline is ctx's.
+func dial(ctx context.Context, h host.Host, p peer.ID, id protocol.ID) (network.Stream, error) {
+	s, err := h.NewStream(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := ctx.Deadline(); ok {
+		s.SetDeadline(d)
+	}
+	return s, nil
+}
+
+// requestDeadline is how long a peer has to send a whole request on any
+// protocol here: requests are small, and a stalled one holds a stream.
+const requestDeadline = 5 * time.Second
