@@ -84,8 +84,12 @@ func (lo *leaseOwner) runLease(ll *liveLease, adopted executor.Job, lost string)
 	ll.rec.State, ll.rec.Job = records.Active, r.job.ID()
 	r.persist()
 	ll.feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Started{Started: fmt.Sprintf("%s job %s on GPUs %v", lo.exec.Name(), r.job.ID(), ll.rec.GPUs)}})
+	// The job's exit is waited for as long as this supervisor runs, also
+	// while it stops the job during the owner's shutdown.
+	waiting, stopWaiting := context.WithCancel(context.WithoutCancel(lo.ctx))
+	defer stopWaiting()
 	go func() {
-		code, err := r.job.Wait(lo.ctx)
+		code, err := r.job.Wait(waiting)
 		if err == nil {
 			r.exited <- code
 		}
