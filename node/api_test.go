@@ -16,6 +16,7 @@ import (
 )
 
 func TestAPIServesStatusPeersAndMetrics(t *testing.T) {
+	t.Parallel()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
 	r := testRepo(t, "a", func(c *Config) {
 		c.Network.Bootstrap = boot.Addrs()[:1]
@@ -83,6 +84,7 @@ func TestAPIServesStatusPeersAndMetrics(t *testing.T) {
 }
 
 func TestAPIRefusesBadMarketRequests(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, testRepo(t, "a", nil), Options{})
 	for _, tc := range []struct{ path, body, want string }{
 		{"/v1/match", `{"count": 1, "hours": 1, "max_price": "2"`, "request body"},

@@ -3,12 +3,8 @@ package node
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -31,11 +28,17 @@ import (
 // through a real Docker engine, and a light renter.
 func leaseSwarm(t *testing.T, edit func(*Config)) (prov, renter *Node) {
 	t.Helper()
+	return leaseSwarmOn(t, nil, edit)
+}
+
+// leaseSwarmOn is leaseSwarm with every node on clk (nil: the system's).
+func leaseSwarmOn(t *testing.T, clk clock.Clock, edit func(*Config)) (prov, renter *Node) {
+	t.Helper()
 	fake, err := attest.NewFake("dgxh100")
 	if err != nil {
 		t.Fatal(err)
 	}
-	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	boot := startNode(t, testRepo(t, "boot", nil), Options{Clock: clk})
 	prov = startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
 		c.Provider.Enabled = true
 		c.Provider.GPUSource = "fake:dgxh100"
@@ -48,9 +51,9 @@ func leaseSwarm(t *testing.T, edit func(*Config)) (prov, renter *Node) {
 		if edit != nil {
 			edit(c)
 		}
-	})), Options{GPUSource: fake})
+	})), Options{GPUSource: fake, Clock: clk})
 	removeJobsOf(t, prov)
-	renter = startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), Options{Light: true})
+	renter = startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), Options{Light: true, Clock: clk})
 	return prov, renter
 }
 
@@ -96,6 +99,7 @@ func storedReceipt(t *testing.T, n *Node, id string) *pb.CoSigned {
 }
 
 func TestRentRunsAContainerAndBothSidesSignOneReceipt(t *testing.T) {
+	t.Parallel()
 	image := executortest.BusyboxImage(t)
 	prov, renter := leaseSwarm(t, nil)
 	var stdout, stderr executortest.Buffer
@@ -190,6 +194,7 @@ func proposeCS(t *testing.T, renter, prov *Node, cs *pb.CoSigned) *pb.LeaseReply
 }
 
 func TestBadLeaseRequestsAreRefusedWithAReason(t *testing.T) {
+	t.Parallel()
 	executortest.BusyboxImage(t)
 	prov, renter := leaseSwarm(t, func(c *Config) {
 		c.Provider.ImageAllow = []string{"idlegrid-test/", "registry.example/"}
@@ -265,148 +270,8 @@ func activeLease(t *testing.T, n *Node) api.LeaseView {
 	return found
 }
 
-func TestBronzeLeaseIsPreemptedByGoldWithNoticeAndPaysWhatRan(t *testing.T) {
-	image := executortest.BusyboxImage(t)
-	// The bronze job ignores SIGTERM, so it holds the GPUs through its
-	// stop grace, past the gold lease's start.
-	prov, renter := leaseSwarm(t, func(c *Config) { c.Provider.BronzeNotice, c.Jobs.StopGrace = Dur(time.Second), Dur(3*time.Second) })
-	bronzeReq := rentRequest(image, "sh", "-c", `trap 'echo got TERM' TERM; echo bronze running; while true; do sleep 0.1; done`)
-	bronzeReq.Tier, bronzeReq.Count = "bronze", 8
-	var out, errs executortest.Buffer
-	var notices []string
-	var mu sync.Mutex
-	bronze := rentAsync(context.Background(), renter, bronzeReq, RentOutput{Stdout: &out, Stderr: &errs, Progress: func(s string) {
-		mu.Lock()
-		defer mu.Unlock()
-		notices = append(notices, s)
-	}})
-	out.WaitFor(t, "bronze running", 20*time.Second)
-	activeLease(t, prov)
-
-	goldReq := rentRequest(image, "echo", "gold ran")
-	goldReq.Tier = "gold"
-	var gold executortest.Buffer
-	goldOut := &firstWrite{w: &gold}
-	gres, err := renter.Rent(context.Background(), goldReq, RentOutput{Stdout: goldOut, Stderr: &gold})
-	if err != nil {
-		t.Fatalf("gold rent: %v; tried %+v", err, gres.Tried)
-	}
-	if gres.Receipt.Outcome != "completed" || gold.String() != "gold ran\n" {
-		t.Errorf("gold: %+v, output %q", gres.Receipt, gold.String())
-	}
-	b := <-bronze
-	if b.err != nil {
-		t.Fatalf("bronze rent: %v", b.err)
-	}
-	rc := b.res.Receipt
-	if rc.Outcome != "preempted" || len(rc.SignedBy) != 2 || !strings.Contains(out.String(), "got TERM") {
-		t.Errorf("bronze receipt %+v, output %q", rc, out.String())
-	}
-	// The gold job ran only once the bronze one was off the GPUs.
-	if bronzeEnd := time.UnixMilli(storedReceiptBody(t, prov, rc.LeaseID).EndUnixMs); !goldOut.at().After(bronzeEnd) {
-		t.Errorf("the gold job printed at %s, before the bronze job was stopped at %s", goldOut.at().Format(time.StampMilli), bronzeEnd.Format(time.StampMilli))
-	}
-	// Pro-rated: it paid for the seconds it ran, not the hour it asked for.
-	if rc.MeteredSeconds >= 60 || rc.Amount == "0.00" && rc.MeteredSeconds > 0 {
-		t.Errorf("bronze metered %d s for %s", rc.MeteredSeconds, rc.Amount)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.ContainsFunc(notices, func(s string) bool {
-		return strings.Contains(s, "preempted by a gold lease: the job will be stopped at")
-	}) {
-		t.Errorf("no preemption notice among %q", notices)
-	}
-}
-
-// firstWrite passes writes to w and remembers when the first came.
-type firstWrite struct {
-	mu    sync.Mutex
-	w     io.Writer
-	first time.Time
-}
-
-func (f *firstWrite) Write(p []byte) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.first.IsZero() {
-		f.first = time.Now()
-	}
-	return f.w.Write(p)
-}
-
-func (f *firstWrite) at() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.first
-}
-
-// storedReceiptBody opens the receipt a node stored for a lease.
-func storedReceiptBody(t *testing.T, n *Node, id string) *pb.Receipt {
-	t.Helper()
-	rc, err := market.OpenCoSigned[*pb.Receipt](storedReceipt(t, n, id), market.Provider)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rc
-}
-
-func TestProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T) {
-	image := executortest.BusyboxImage(t)
-	prov, renter := leaseSwarm(t, nil)
-	var out executortest.Buffer
-	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo up; sleep 30"), RentOutput{Stdout: &out, Stderr: &out})
-	out.WaitFor(t, "up", 20*time.Second)
-	l := activeLease(t, prov)
-	waitFor(t, 10*time.Second, "a few verified beats", func() bool {
-		rec, err := records.Store{D: renter.store}.Get(context.Background(), l.ID)
-		return err == nil && rec.Beats >= 3
-	})
-	prov.host.Close() // the provider's machine drops off the network
-	d := <-done
-	if d.err != nil {
-		t.Fatalf("rent: %v", d.err)
-	}
-	rc := d.res.Receipt
-	if rc.Outcome != "failed" || !strings.Contains(rc.Note, "provider vanished") || len(rc.SignedBy) != 1 || rc.SignedBy[0] != "renter" || rc.Beats < 3 {
-		t.Errorf("receipt %+v", rc)
-	}
-	// The renter pays from the lease's start to its last verified beat.
-	if rc.MeteredSeconds > 5 {
-		t.Errorf("metered %d s for a job the provider ran a few seconds", rc.MeteredSeconds)
-	}
-}
-
-func TestRenterVanishingStopsTheJobAfterTheGracePeriod(t *testing.T) {
-	image := executortest.BusyboxImage(t)
-	prov, renter := leaseSwarm(t, nil)
-	var out executortest.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := rentAsync(ctx, renter, rentRequest(image, "sh", "-c", "echo up; sleep 300"), RentOutput{Stdout: &out, Stderr: &out})
-	out.WaitFor(t, "up", 20*time.Second)
-	l := activeLease(t, prov)
-	renter.host.Close() // the renter's laptop drops off the network
-	var rec *records.Lease
-	waitFor(t, 20*time.Second, "the provider ends the lease", func() bool {
-		rec, _ = records.Store{D: prov.store}.Get(context.Background(), l.ID)
-		return rec != nil && LeaseEnded(rec.State)
-	})
-	if rec.State != LeaseCancelled || !strings.Contains(rec.Note, "the renter was gone for") {
-		t.Errorf("lease ended %s: %s", rec.State, rec.Note)
-	}
-	rs, _ := prov.Receipts(context.Background())
-	if len(rs) != 1 || len(rs[0].SignedBy) != 1 || rs[0].SignedBy[0] != "provider" {
-		t.Errorf("receipts %+v", rs)
-	}
-	if ids, err := prov.leases.exec.Running(context.Background()); err != nil || len(ids) != 0 {
-		t.Errorf("jobs still there after the renter left: %v %v", ids, err)
-	}
-	cancel()
-	<-done
-}
-
 func TestTwoRentersRaceForOneProviderAndTheLoserMovesOn(t *testing.T) {
+	t.Parallel()
 	image := executortest.BusyboxImage(t)
 	cheap, renterA := leaseSwarm(t, func(c *Config) { c.Provider.Price = "1.00" })
 	boot := cheap // a provider runs its DHT in server mode: a fine bootstrap peer
@@ -448,157 +313,6 @@ func TestTwoRentersRaceForOneProviderAndTheLoserMovesOn(t *testing.T) {
 	}
 }
 
-// restartableProvider is a bootstrap node, a provider on a fixed port (a
-// daemon restarts where it listened) selling a fake DGX H100 seeded by
-// its peer ID, as a daemon's config makes it, and a light renter.
-func restartableProvider(t *testing.T, renterGrace time.Duration) (provRepo *Repo, prov, renter *Node) {
-	t.Helper()
-	boot := startNode(t, testRepo(t, "boot", nil), Options{})
-	port := freePort(t)
-	provRepo = testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
-		c.Network.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)}
-		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.MinDuration = true, "fake:dgxh100", Dur(time.Minute)
-		c.Jobs.HeartbeatInterval, c.Jobs.StopGrace, c.Jobs.RenterGrace = Dur(200*time.Millisecond), Dur(time.Second), Dur(renterGrace)
-	}))
-	prov = startNode(t, provRepo, Options{})
-	removeJobsOf(t, prov)
-	renter = startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), Options{Light: true})
-	return provRepo, prov, renter
-}
-
-// holds reports whether the provider's calendar holds lease id.
-func holds(n *Node, id string) bool {
-	found := false
-	n.leases.do(context.Background(), func(st *leaseState) {
-		for _, c := range st.cals {
-			for _, a := range c.Allocations() {
-				found = found || a.ID == id
-			}
-		}
-	})
-	return found
-}
-
-func TestProviderRestartAdoptsTheRunningJob(t *testing.T) {
-	image := executortest.BusyboxImage(t)
-	provRepo, prov, renter := restartableProvider(t, 5*time.Second)
-	var out executortest.Buffer
-	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo before; sleep 6; echo after"), RentOutput{Stdout: &out, Stderr: &out, Progress: func(s string) { t.Log(s) }})
-	out.WaitFor(t, "before", 20*time.Second)
-	id := activeLease(t, prov).ID
-
-	prov.Close() // the daemon stops (or is upgraded); its container runs on
-	prov = startNode(t, provRepo, Options{})
-	// The restarted provider finds the same GPUs and holds the lease's
-	// slots again: they are not for sale until it ends.
-	if !holds(prov, id) {
-		t.Errorf("the restarted provider's calendar does not hold lease %s", id)
-	}
-	d := <-done
-	if d.err != nil {
-		t.Fatalf("rent across the provider's restart: %v", d.err)
-	}
-	rc := d.res.Receipt
-	if rc.LeaseID != id || rc.Outcome != "completed" || rc.ExitCode != 0 || len(rc.SignedBy) != 2 || !strings.Contains(out.String(), "after") {
-		t.Errorf("receipt %+v, output %q", rc, out.String())
-	}
-	if ls, _ := prov.Leases(context.Background()); len(ls) != 1 || ls[0].State != LeaseCompleted {
-		t.Errorf("the restarted provider's leases: %+v", ls)
-	}
-}
-
-// Both sides restart: the renter goes away while beats go on, and the
-// provider comes back on other GPUs (its hardware changed), so the lease
-// fails at once and its container is stopped. The restarted renter was
-// sent none of the beats signed while it was away, yet it verifies the
-// last one, replayed from the provider's store, and countersigns the
-// receipt, which pays for every beat.
-func TestRestartsOnBothSidesStillSettleOneReceipt(t *testing.T) {
-	image := executortest.BusyboxImage(t)
-	provRepo, prov, renter := restartableProvider(t, time.Minute)
-	renterRepo := renter.repo
-	var out executortest.Buffer
-	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo before; sleep 600"), RentOutput{Stdout: &out, Stderr: &out})
-	out.WaitFor(t, "before", 20*time.Second)
-	id := activeLease(t, prov).ID
-	renter.Close()
-	<-done
-	offline, err := OpenRecords(renterRepo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen, err := records.Store{D: offline.store}.Get(context.Background(), id)
-	offline.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "beats the renter does not see", func() bool {
-		rec, _ := records.Store{D: prov.store}.Get(context.Background(), id)
-		return rec != nil && rec.Beats >= seen.Beats+3
-	})
-
-	prov.Close()
-	other, err := attest.NewFake("dgxh100") // GPUs with other UUIDs
-	if err != nil {
-		t.Fatal(err)
-	}
-	prov = startNode(t, provRepo, Options{GPUSource: other})
-	var ended *records.Lease
-	waitFor(t, 20*time.Second, "the provider fails the lease", func() bool {
-		ended, _ = records.Store{D: prov.store}.Get(context.Background(), id)
-		return ended != nil && LeaseEnded(ended.State)
-	})
-	if ended.State != LeaseFailed || !strings.Contains(ended.Note, "not among this provider's") || holds(prov, id) {
-		t.Errorf("lease on GPUs the provider no longer has: %s %q (held: %v)", ended.State, ended.Note, holds(prov, id))
-	}
-	waitFor(t, 20*time.Second, "the failed lease's container is removed", func() bool {
-		running, err := prov.leases.exec.Running(context.Background())
-		return err == nil && !slices.Contains(running, id)
-	})
-
-	renter = startNode(t, renterRepo, Options{Light: true})
-	var rec *records.Lease
-	waitFor(t, 30*time.Second, "the restarted renter settles the lease", func() bool {
-		rec, _ = records.Store{D: renter.store}.Get(context.Background(), id)
-		return rec != nil && LeaseEnded(rec.State)
-	})
-	rs, _ := renter.Receipts(context.Background())
-	if rec.State != LeaseFailed || len(rs) != 1 || len(rs[0].SignedBy) != 2 || rec.Beats != ended.Beats || rec.Beats <= seen.Beats {
-		t.Errorf("renter: lease %s, %d beats (provider %d, seen before the restart %d), receipts %+v", rec.State, rec.Beats, ended.Beats, seen.Beats, rs)
-	}
-	waitFor(t, 10*time.Second, "the provider stores the countersigned receipt", func() bool {
-		return len(storedReceipt(t, prov, id).RenterSignature) > 0
-	})
-}
-
-func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {
-	image := executortest.BusyboxImage(t)
-	prov, renter := leaseSwarm(t, nil)
-	renterRepo := renter.repo
-	var out executortest.Buffer
-	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo before; sleep 3; echo after"), RentOutput{Stdout: &out, Stderr: &out})
-	out.WaitFor(t, "before", 20*time.Second)
-	id := activeLease(t, prov).ID
-	renter.Close() // the renter's laptop restarts
-	if d := <-done; !errors.Is(d.err, ErrClosed) {
-		t.Fatalf("rent on a closing node: %v", d.err)
-	}
-	renter = startNode(t, renterRepo, Options{Light: true})
-	var rec *records.Lease
-	waitFor(t, 20*time.Second, "the restarted renter settles the lease", func() bool {
-		rec, _ = records.Store{D: renter.store}.Get(context.Background(), id)
-		return rec != nil && LeaseEnded(rec.State)
-	})
-	rs, _ := renter.Receipts(context.Background())
-	if rec.State != LeaseCompleted || len(rs) != 1 || len(rs[0].SignedBy) != 2 {
-		t.Errorf("lease %s: %s, receipts %+v", id, rec.State, rs)
-	}
-	kept, _ := os.ReadFile(filepath.Join(renterRepo.Path, LogsDir, id+".stdout"))
-	if !strings.Contains(string(kept), "after") {
-		t.Errorf("kept output %q lacks what the job printed after the restart", kept)
-	}
-}
-
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func freePort(t *testing.T) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -623,6 +337,7 @@ func (r *recordingSettlement) Settle(_ context.Context, _ ds.Batch, _ string, rc
 }
 
 func TestProposalsAreIdempotentAndWithdrawableBeforeTheirStart(t *testing.T) {
+	t.Parallel()
 	executortest.BusyboxImage(t)
 	settled := &recordingSettlement{}
 	fake, _ := attest.NewFake("dgxh100")
@@ -683,6 +398,7 @@ func TestProposalsAreIdempotentAndWithdrawableBeforeTheirStart(t *testing.T) {
 // own, the renter cancelling one it follows; each receipt is co-signed
 // and says who cancelled. A lease that ended cannot be cancelled again.
 func TestEitherSideCancelsALease(t *testing.T) {
+	t.Parallel()
 	image := executortest.BusyboxImage(t)
 	prov, renter := leaseSwarm(t, nil)
 	ctx := context.Background()

@@ -40,6 +40,7 @@ func openMarket(t testing.TB) *marketSide {
 // another lock, failed this in every run: 7 to 18 offers of 80,000, with
 // and without -race.)
 func TestHeldEnvelopeAlwaysMatchesTheBook(t *testing.T) {
+	t.Parallel()
 	const issuers, rounds = 16, 5000
 	m := openMarket(t)
 	ctx := context.Background()

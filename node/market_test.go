@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/attest/attesttest"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/p2p"
 )
 
@@ -43,6 +44,7 @@ func bookHolds(n *Node, want int) func() bool {
 }
 
 func TestMarketAcrossNodes(t *testing.T) {
+	t.Parallel()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
 	cheap := startNode(t, testRepo(t, "cheap", both(bootstrapFrom(boot), asProvider("A100", 4, 80, "1.10", "DE"))), Options{})
 	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), asProvider("A100", 8, 80, "2.20", "FR"))), Options{})
@@ -113,6 +115,7 @@ func TestMarketAcrossNodes(t *testing.T) {
 }
 
 func TestProviderRestartIsNotStale(t *testing.T) {
+	t.Parallel()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
 	r := testRepo(t, "prov", both(bootstrapFrom(boot), asProvider("L40S", 2, 48, "0.80", "NL")))
 	prov := startNode(t, r, Options{})
@@ -166,18 +169,21 @@ func offeredGPUs(n, p *Node) int {
 }
 
 func TestOffersFollowTheGPUs(t *testing.T) {
+	t.Parallel()
 	fake, err := attest.NewFake("dgxh100")
 	if err != nil {
 		t.Fatal(err)
 	}
-	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	clk := clock.NewFake()
+	boot := startNode(t, testRepo(t, "boot", nil), Options{Clock: clk})
+	watch := time.Second
 	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
 		c.Provider.Enabled = true
 		c.Provider.GPUSource = "fake:dgxh100"
 		c.Provider.Share = []string{"0", "1", "2", "3"}
 		c.Provider.ThermalCapC = 85
-		c.Provider.WatchInterval = Dur(time.Second)
-	})), Options{GPUSource: fake})
+		c.Provider.WatchInterval = Dur(watch)
+	})), Options{GPUSource: fake, Clock: clk})
 	waitFor(t, 15*time.Second, "4 shared H100s offered", func() bool { return offeredGPUs(boot, prov) == 4 })
 	offers, _ := boot.Offers(api.OfferQuery{})
 	if g := offers[0].GPUs[0]; g.Model != "H100" || g.VRAMGiB != 80 || g.ComputeCapability != "9.0" {
@@ -185,15 +191,18 @@ func TestOffersFollowTheGPUs(t *testing.T) {
 	}
 
 	fake.SetBusy(1, true)
+	clk.Advance(watch) // the provider's next look at its GPUs
 	waitFor(t, 10*time.Second, "a busy GPU leaves the offer", func() bool { return offeredGPUs(boot, prov) == 3 })
 	for i := range 8 {
 		fake.SetTemperature(i, 90)
 	}
+	clk.Advance(watch)
 	waitFor(t, 10*time.Second, "the offer is withdrawn while every GPU is past the thermal cap", func() bool { return offeredGPUs(boot, prov) == -1 })
 	for i := range 8 {
 		fake.SetTemperature(i, 40)
 	}
 	fake.SetBusy(1, false)
+	clk.Advance(watch)
 	waitFor(t, 10*time.Second, "all 4 come back", func() bool { return offeredGPUs(boot, prov) == 4 })
 }
 
@@ -227,6 +236,7 @@ func TestSellable(t *testing.T) {
 // hash, so a renter holding an older copy of the offer finds it covered;
 // other hardware gets a new one.
 func TestStandingAttestationLastsAsLongAsTheHardware(t *testing.T) {
+	t.Parallel()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
 	port := freePort(t)
 	repo := testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
@@ -252,10 +262,12 @@ func TestStandingAttestationLastsAsLongAsTheHardware(t *testing.T) {
 		}
 		return f
 	}
+	clk := clock.NewFake()
 	fake := machine("rack 1")
-	prov := startNode(t, repo, Options{GPUSource: fake})
+	prov := startNode(t, repo, Options{GPUSource: fake, Clock: clk})
 	first := hashOf(prov, 8)
 	fake.SetBusy(0, true)
+	clk.Advance(time.Second) // the provider's next look at its GPUs
 	if busy := hashOf(prov, 7); !bytes.Equal(busy, first) {
 		t.Errorf("republished for a busy GPU, the standing attestation changed")
 	}
@@ -272,6 +284,7 @@ func TestStandingAttestationLastsAsLongAsTheHardware(t *testing.T) {
 }
 
 func TestAttestationBetweenNodes(t *testing.T) {
+	t.Parallel()
 	fake, err := attest.NewFake("dgxh200")
 	if err != nil {
 		t.Fatal(err)
@@ -350,6 +363,7 @@ func TestAttestationBetweenNodes(t *testing.T) {
 }
 
 func TestEvidenceExcludesAnOffenderAlsoAfterARestart(t *testing.T) {
+	t.Parallel()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
 	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), asProvider("A100", 4, 80, "1.00", "DE"))), Options{})
 	renterRepo := testRepo(t, "renter", bootstrapFrom(boot))

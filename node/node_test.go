@@ -126,6 +126,7 @@ func meshOnEveryTopic(all []*Node) func() bool {
 }
 
 func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
+	t.Parallel()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
 	all := []*Node{boot}
 	for i := range 5 {
@@ -182,6 +183,7 @@ func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
 }
 
 func TestLightClientFindsTheSwarm(t *testing.T) {
+	t.Parallel()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
 	a := startNode(t, testRepo(t, "a", bootstrapFrom(boot)), Options{})
 	b := startNode(t, testRepo(t, "b", bootstrapFrom(boot)), Options{})
@@ -194,6 +196,7 @@ func TestLightClientFindsTheSwarm(t *testing.T) {
 }
 
 func TestPrivateSwarmNodes(t *testing.T) {
+	t.Parallel()
 	key, _ := p2p.GenerateSwarmKey()
 	var buf strings.Builder
 	p2p.EncodeSwarmKey(&buf, key)
@@ -259,6 +262,7 @@ func repoFiles(t *testing.T, dir string) map[string]string {
 }
 
 func TestStartFailsClearlyAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -310,6 +314,7 @@ func TestStartFailsClearlyAndChangesNothing(t *testing.T) {
 }
 
 func TestCloseIsQuickAndReleasesEverything(t *testing.T) {
+	t.Parallel()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
 	r := testRepo(t, "a", bootstrapFrom(boot))
 	n := newNode(t, r, Options{})

@@ -1,0 +1,412 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/records"
+)
+
+// The lease-timing tests run their swarm on one fake clock and jump over
+// the waits they are about (a re-attach window, a renter's grace, a
+// bronze lease's notice) once the event that starts the wait has been
+// seen. Jobs that must outlive a restart wait for a signal the test sends
+// once the restart is done, rather than sleeping through it.
+
+// awaitJob is a job that prints before, then runs until it gets SIGUSR1,
+// prints after and exits 0.
+var awaitJob = []string{"sh", "-c", `trap 'echo after; exit 0' USR1; echo before; while true; do sleep 0.1; done`}
+
+// signalJob sends sig to the container of lease id on provider n's engine.
+func signalJob(t *testing.T, n *Node, id, sig string) {
+	t.Helper()
+	name := "idlegrid-" + n.id.String()[len(n.id.String())-12:] + "-" + id
+	if err := executortest.Docker(t).ContainerKill(context.Background(), name, sig); err != nil {
+		t.Fatalf("signal %s to lease %s: %v", sig, id, err)
+	}
+}
+
+// detached reports whether provider n supervises lease id with no
+// renter attached now; attached, whether it does with one attached.
+func detached(n *Node, id string) bool { live, away := following(n, id); return live && away }
+
+func attached(n *Node, id string) bool { live, away := following(n, id); return live && !away }
+
+func following(n *Node, id string) (live, away bool) {
+	n.leases.do(context.Background(), func(st *leaseState) {
+		if ll := st.live[id]; ll != nil {
+			live, away = true, ll.feed.DetachedFor(n.clock.Now()) > 0
+		}
+	})
+	return live, away
+}
+
+// watchFor returns a progress function that closes seen the first time
+// a line starts with prefix, and records every line.
+func watchFor(prefix string) (progress func(string), seen chan struct{}, lines func() []string) {
+	var mu sync.Mutex
+	var all []string
+	seen = make(chan struct{})
+	progress = func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		all = append(all, s)
+		if strings.HasPrefix(s, prefix) && !slices.ContainsFunc(all[:len(all)-1], func(l string) bool { return strings.HasPrefix(l, prefix) }) {
+			close(seen)
+		}
+	}
+	return progress, seen, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(all)
+	}
+}
+
+// await waits for c, failing the test after within.
+func await[T any](t *testing.T, c <-chan T, within time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(within):
+		t.Fatalf("after %s: %s", within, what)
+	}
+	var zero T
+	return zero
+}
+
+func TestBronzeLeaseIsPreemptedByGoldWithNoticeAndPaysWhatRan(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	clk := clock.NewFake()
+	// The bronze job ignores SIGTERM, so it holds the GPUs through its
+	// stop grace, past the gold lease's start.
+	notice := time.Second
+	prov, renter := leaseSwarmOn(t, clk, func(c *Config) { c.Provider.BronzeNotice, c.Jobs.StopGrace = Dur(notice), Dur(3*time.Second) })
+	bronzeReq := rentRequest(image, "sh", "-c", `trap 'echo got TERM' TERM; echo bronze running; while true; do sleep 0.1; done`)
+	bronzeReq.Tier, bronzeReq.Count = "bronze", 8
+	var out, errs executortest.Buffer
+	const noticeLine = "provider: preempted by a gold lease: the job will be stopped at"
+	progress, noticed, notices := watchFor(noticeLine)
+	bronze := rentAsync(context.Background(), renter, bronzeReq, RentOutput{Stdout: &out, Stderr: &errs, Progress: progress})
+	out.WaitFor(t, "bronze running", 20*time.Second)
+	activeLease(t, prov)
+
+	goldReq := rentRequest(image, "echo", "gold ran")
+	goldReq.Tier = "gold"
+	var gold executortest.Buffer
+	goldOut := &firstWrite{w: &gold, clk: clk}
+	goldDone := rentAsync(context.Background(), renter, goldReq, RentOutput{Stdout: goldOut, Stderr: &gold})
+	await(t, noticed, 20*time.Second, "the bronze renter is told of the preemption")
+	clk.Advance(notice + 2*time.Second) // the notice runs out, and the gold lease's start comes
+	g := await(t, goldDone, time.Minute, "the gold rent ends")
+	if g.err != nil {
+		t.Fatalf("gold rent: %v; tried %+v", g.err, g.res.Tried)
+	}
+	if g.res.Receipt.Outcome != "completed" || gold.String() != "gold ran\n" {
+		t.Errorf("gold: %+v, output %q", g.res.Receipt, gold.String())
+	}
+	b := await(t, bronze, time.Minute, "the bronze rent ends")
+	if b.err != nil {
+		t.Fatalf("bronze rent: %v", b.err)
+	}
+	rc := b.res.Receipt
+	if rc.Outcome != "preempted" || len(rc.SignedBy) != 2 || !strings.Contains(out.String(), "got TERM") {
+		t.Errorf("bronze receipt %+v, output %q", rc, out.String())
+	}
+	// The gold job ran only once the bronze one was off the GPUs.
+	if bronzeEnd := time.UnixMilli(storedReceiptBody(t, prov, rc.LeaseID).EndUnixMs); !goldOut.at().After(bronzeEnd) {
+		t.Errorf("the gold job printed at %s, before the bronze job was stopped at %s", goldOut.at().Format(time.StampMilli), bronzeEnd.Format(time.StampMilli))
+	}
+	// Pro-rated: it paid for the seconds it ran, not the hour it asked for.
+	if rc.MeteredSeconds >= 60 || rc.Amount == "0.00" && rc.MeteredSeconds > 0 {
+		t.Errorf("bronze metered %d s for %s", rc.MeteredSeconds, rc.Amount)
+	}
+	if !slices.ContainsFunc(notices(), func(s string) bool { return strings.HasPrefix(s, noticeLine) }) {
+		t.Errorf("no preemption notice among %q", notices())
+	}
+}
+
+// firstWrite passes writes to w and remembers when the first came, on
+// the swarm's clock: the one the provider's receipts are stamped by.
+type firstWrite struct {
+	mu    sync.Mutex
+	w     io.Writer
+	clk   clock.Clock
+	first time.Time
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first.IsZero() {
+		f.first = f.clk.Now()
+	}
+	return f.w.Write(p)
+}
+
+func (f *firstWrite) at() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.first
+}
+
+// storedReceiptBody opens the receipt a node stored for a lease.
+func storedReceiptBody(t *testing.T, n *Node, id string) *pb.Receipt {
+	t.Helper()
+	rc, err := market.OpenCoSigned[*pb.Receipt](storedReceipt(t, n, id), market.Provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+func TestProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	clk := clock.NewFake()
+	// TCP alone: a re-attach to a vanished QUIC address waits out QUIC's
+	// handshake timeout, real time the fake clock cannot skip.
+	prov, renter := leaseSwarmOn(t, clk, func(c *Config) { c.Network.Listen = []string{"/ip4/127.0.0.1/tcp/0"} })
+	var out executortest.Buffer
+	progress, lost, _ := watchFor("lost the job stream")
+	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo up; sleep 30"), RentOutput{Stdout: &out, Stderr: &out, Progress: progress})
+	out.WaitFor(t, "up", 20*time.Second)
+	l := activeLease(t, prov)
+	waitFor(t, 10*time.Second, "a few verified beats", func() bool {
+		clk.Advance(prov.cfg.Jobs.HeartbeatInterval.Std()) // a beat at each look, not each 200 ms
+		rec, err := renter.leaseStore().Get(context.Background(), l.ID)
+		return err == nil && rec.Beats >= 3
+	})
+	prov.host.Close() // the provider's machine drops off the network
+	await(t, lost, 20*time.Second, "the renter notices its job stream is gone")
+	clk.Advance(reattachFor + reattachEvery) // the re-attach window runs out
+	d := await(t, done, 30*time.Second, "the rent ends")
+	if d.err != nil {
+		t.Fatalf("rent: %v", d.err)
+	}
+	rc := d.res.Receipt
+	if rc.Outcome != "failed" || !strings.Contains(rc.Note, "provider vanished") || len(rc.SignedBy) != 1 || rc.SignedBy[0] != "renter" || rc.Beats < 3 {
+		t.Errorf("receipt %+v", rc)
+	}
+	// The renter pays from the lease's start to its last verified beat.
+	if rc.MeteredSeconds > 5 {
+		t.Errorf("metered %d s for a job the provider ran a few seconds", rc.MeteredSeconds)
+	}
+}
+
+func TestRenterVanishingStopsTheJobAfterTheGracePeriod(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	clk := clock.NewFake()
+	prov, renter := leaseSwarmOn(t, clk, nil)
+	var out executortest.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := rentAsync(ctx, renter, rentRequest(image, "sh", "-c", "echo up; sleep 300"), RentOutput{Stdout: &out, Stderr: &out})
+	out.WaitFor(t, "up", 20*time.Second)
+	l := activeLease(t, prov)
+	renter.host.Close() // the renter's laptop drops off the network
+	waitFor(t, 20*time.Second, "the provider finds no renter on the job stream", func() bool { return detached(prov, l.ID) })
+	clk.Advance(prov.cfg.Jobs.RenterGrace.Std() + prov.cfg.Jobs.HeartbeatInterval.Std()) // the grace runs out
+	var rec *records.Lease
+	waitFor(t, 20*time.Second, "the provider ends the lease", func() bool {
+		rec, _ = prov.leaseStore().Get(context.Background(), l.ID)
+		return rec != nil && LeaseEnded(rec.State)
+	})
+	if rec.State != LeaseCancelled || !strings.Contains(rec.Note, "the renter was gone for") {
+		t.Errorf("lease ended %s: %s", rec.State, rec.Note)
+	}
+	rs, _ := prov.Receipts(context.Background())
+	if len(rs) != 1 || len(rs[0].SignedBy) != 1 || rs[0].SignedBy[0] != "provider" {
+		t.Errorf("receipts %+v", rs)
+	}
+	if ids, err := prov.leases.exec.Running(context.Background()); err != nil || len(ids) != 0 {
+		t.Errorf("jobs still there after the renter left: %v %v", ids, err)
+	}
+	// The cut-off renter gives up on its provider once its own re-attach
+	// window runs out.
+	cancel()
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(200 * time.Millisecond):
+			clk.Advance(reattachFor)
+		}
+	}
+}
+
+// restartableProvider is a bootstrap node, a provider on a fixed port (a
+// daemon restarts where it listened) selling a fake DGX H100 seeded by
+// its peer ID, as a daemon's config makes it, and a light renter, all on
+// clk.
+func restartableProvider(t *testing.T, clk clock.Clock, renterGrace time.Duration) (provRepo *Repo, prov, renter *Node) {
+	t.Helper()
+	boot := startNode(t, testRepo(t, "boot", nil), Options{Clock: clk})
+	port := freePort(t)
+	provRepo = testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
+		c.Network.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)}
+		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.MinDuration = true, "fake:dgxh100", Dur(time.Minute)
+		c.Jobs.HeartbeatInterval, c.Jobs.StopGrace, c.Jobs.RenterGrace = Dur(200*time.Millisecond), Dur(time.Second), Dur(renterGrace)
+	}))
+	prov = startNode(t, provRepo, Options{Clock: clk})
+	removeJobsOf(t, prov)
+	renter = startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), Options{Light: true, Clock: clk})
+	return provRepo, prov, renter
+}
+
+// holds reports whether the provider's calendar holds lease id.
+func holds(n *Node, id string) bool {
+	found := false
+	n.leases.do(context.Background(), func(st *leaseState) {
+		for _, c := range st.cals {
+			for _, a := range c.Allocations() {
+				found = found || a.ID == id
+			}
+		}
+	})
+	return found
+}
+
+func TestProviderRestartAdoptsTheRunningJob(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	provRepo, prov, renter := restartableProvider(t, nil, 5*time.Second)
+	var out executortest.Buffer
+	done := rentAsync(context.Background(), renter, rentRequest(image, awaitJob...), RentOutput{Stdout: &out, Stderr: &out, Progress: func(s string) { t.Log(s) }})
+	out.WaitFor(t, "before", 20*time.Second)
+	id := activeLease(t, prov).ID
+
+	prov.Close() // the daemon stops (or is upgraded); its container runs on
+	prov = startNode(t, provRepo, Options{})
+	// The restarted provider finds the same GPUs and holds the lease's
+	// slots again: they are not for sale until it ends.
+	if !holds(prov, id) {
+		t.Errorf("the restarted provider's calendar does not hold lease %s", id)
+	}
+	waitFor(t, 20*time.Second, "the renter follows the adopted job again", func() bool { return attached(prov, id) })
+	signalJob(t, prov, id, "USR1") // the job finishes, under the restarted provider
+	d := await(t, done, time.Minute, "the rent ends")
+	if d.err != nil {
+		t.Fatalf("rent across the provider's restart: %v", d.err)
+	}
+	rc := d.res.Receipt
+	if rc.LeaseID != id || rc.Outcome != "completed" || rc.ExitCode != 0 || len(rc.SignedBy) != 2 || !strings.Contains(out.String(), "after") {
+		t.Errorf("receipt %+v, output %q", rc, out.String())
+	}
+	if ls, _ := prov.Leases(context.Background()); len(ls) != 1 || ls[0].State != LeaseCompleted {
+		t.Errorf("the restarted provider's leases: %+v", ls)
+	}
+}
+
+// Both sides restart: the renter goes away while beats go on, and the
+// provider comes back on other GPUs (its hardware changed), so the lease
+// fails at once and its container is stopped. The restarted renter was
+// sent none of the beats signed while it was away, yet it verifies the
+// last one, replayed from the provider's store, and countersigns the
+// receipt, which pays for every beat.
+func TestRestartsOnBothSidesStillSettleOneReceipt(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	provRepo, prov, renter := restartableProvider(t, nil, time.Minute)
+	renterRepo := renter.repo
+	var out executortest.Buffer
+	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo before; sleep 600"), RentOutput{Stdout: &out, Stderr: &out})
+	out.WaitFor(t, "before", 20*time.Second)
+	id := activeLease(t, prov).ID
+	renter.Close()
+	<-done
+	offline, err := OpenRecords(renterRepo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, err := records.Store{D: offline.store}.Get(context.Background(), id)
+	offline.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "beats the renter does not see", func() bool {
+		rec, _ := prov.leaseStore().Get(context.Background(), id)
+		return rec != nil && rec.Beats >= seen.Beats+3
+	})
+
+	prov.Close()
+	other, err := attest.NewFake("dgxh100") // GPUs with other UUIDs
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov = startNode(t, provRepo, Options{GPUSource: other})
+	var ended *records.Lease
+	waitFor(t, 20*time.Second, "the provider fails the lease", func() bool {
+		ended, _ = prov.leaseStore().Get(context.Background(), id)
+		return ended != nil && LeaseEnded(ended.State)
+	})
+	if ended.State != LeaseFailed || !strings.Contains(ended.Note, "not among this provider's") || holds(prov, id) {
+		t.Errorf("lease on GPUs the provider no longer has: %s %q (held: %v)", ended.State, ended.Note, holds(prov, id))
+	}
+	waitFor(t, 20*time.Second, "the failed lease's container is removed", func() bool {
+		running, err := prov.leases.exec.Running(context.Background())
+		return err == nil && !slices.Contains(running, id)
+	})
+
+	renter = startNode(t, renterRepo, Options{Light: true})
+	var rec *records.Lease
+	waitFor(t, 30*time.Second, "the restarted renter settles the lease", func() bool {
+		rec, _ = renter.leaseStore().Get(context.Background(), id)
+		return rec != nil && LeaseEnded(rec.State)
+	})
+	rs, _ := renter.Receipts(context.Background())
+	if rec.State != LeaseFailed || len(rs) != 1 || len(rs[0].SignedBy) != 2 || rec.Beats != ended.Beats || rec.Beats <= seen.Beats {
+		t.Errorf("renter: lease %s, %d beats (provider %d, seen before the restart %d), receipts %+v", rec.State, rec.Beats, ended.Beats, seen.Beats, rs)
+	}
+	waitFor(t, 10*time.Second, "the provider stores the countersigned receipt", func() bool {
+		return len(storedReceipt(t, prov, id).RenterSignature) > 0
+	})
+}
+
+func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, nil)
+	renterRepo := renter.repo
+	var out executortest.Buffer
+	done := rentAsync(context.Background(), renter, rentRequest(image, awaitJob...), RentOutput{Stdout: &out, Stderr: &out})
+	out.WaitFor(t, "before", 20*time.Second)
+	id := activeLease(t, prov).ID
+	renter.Close() // the renter's laptop restarts
+	if d := <-done; !errors.Is(d.err, ErrClosed) {
+		t.Fatalf("rent on a closing node: %v", d.err)
+	}
+	waitFor(t, 10*time.Second, "the provider finds no renter on the job stream", func() bool { return detached(prov, id) })
+	renter = startNode(t, renterRepo, Options{Light: true})
+	waitFor(t, 20*time.Second, "the restarted renter follows its lease again", func() bool { return attached(prov, id) })
+	signalJob(t, prov, id, "USR1") // the job finishes while the restarted renter follows it
+	var rec *records.Lease
+	waitFor(t, 20*time.Second, "the restarted renter settles the lease", func() bool {
+		rec, _ = renter.leaseStore().Get(context.Background(), id)
+		return rec != nil && LeaseEnded(rec.State)
+	})
+	rs, _ := renter.Receipts(context.Background())
+	if rec.State != LeaseCompleted || len(rs) != 1 || len(rs[0].SignedBy) != 2 {
+		t.Errorf("lease %s: %s, receipts %+v", id, rec.State, rs)
+	}
+	kept, _ := os.ReadFile(filepath.Join(renterRepo.Path, LogsDir, id+".stdout"))
+	if !strings.Contains(string(kept), "after") {
+		t.Errorf("kept output %q lacks what the job printed after the restart", kept)
+	}
+}
