@@ -107,11 +107,13 @@ receipt. devstack makes its own repositories and ignores --repo.`,
 }
 
 type devstack struct {
-	e      *env
-	dir    string
+	e   *env
+	dir string
+	// mu guards nodes and repos, filled in by the goroutines that start
+	// the nodes and read by the live view; it is held for no I/O.
+	mu     sync.Mutex
 	nodes  []*node.Node
 	repos  []string
-	mu     sync.Mutex
 	boot   string
 	renter string // a renter repository, for the rent command it prints
 	// How jobs run: the executor, the image rentals name, and for a

@@ -41,7 +41,7 @@ type Process struct {
 	path    string
 	baseDir string
 
-	mu   sync.Mutex
+	mu   sync.Mutex             // guards jobs alone; held for no I/O
 	jobs map[string]*processJob // running jobs by lease ID
 }
 
@@ -153,11 +153,36 @@ func (p *Process) Start(ctx context.Context, s Spec, out Output) (Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process start: lease %s: %w", s.LeaseID, err)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, dup := p.jobs[s.LeaseID]; dup {
+	if !p.reserve(s.LeaseID) {
 		return nil, fmt.Errorf("process start: lease %s: already running", s.LeaseID)
 	}
+	j, err := p.start(s, bin, out)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		delete(p.jobs, s.LeaseID)
+		return nil, err
+	}
+	if _, reserved := p.jobs[s.LeaseID]; reserved { // else it has exited already
+		p.jobs[s.LeaseID] = j
+	}
+	return j, nil
+}
+
+// reserve takes lease's place in the running set while its job starts
+// (outside the lock: a home folder, a fork); false if it is taken.
+func (p *Process) reserve(lease string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, dup := p.jobs[lease]; dup {
+		return false
+	}
+	p.jobs[lease] = nil
+	return true
+}
+
+// start makes the job's home and starts its process.
+func (p *Process) start(s Spec, bin string, out Output) (*processJob, error) {
 	home, err := os.MkdirTemp(p.baseDir, "idlegrid-job-")
 	if err != nil {
 		return nil, fmt.Errorf("process start: lease %s: home: %w", s.LeaseID, err)
@@ -177,7 +202,6 @@ func (p *Process) Start(ctx context.Context, s Spec, out Output) (Job, error) {
 		os.RemoveAll(home)
 		return nil, fmt.Errorf("process start: lease %s: %w", s.LeaseID, err)
 	}
-	p.jobs[s.LeaseID] = j
 	return j, nil
 }
 
@@ -197,7 +221,7 @@ func (p *Process) env(s Spec, home string) []string {
 func (p *Process) forget(j *processJob) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.jobs[j.lease] == j {
+	if held, ok := p.jobs[j.lease]; ok && (held == j || held == nil) { // nil: still starting
 		delete(p.jobs, j.lease)
 	}
 }
