@@ -226,7 +226,9 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 
 // refusal answers a calendar refusal. A lease that would fit once bronze
 // leases have had their notice is told the earliest start at which it
-// would: both sides sign the start, so the renter proposes it anew.
+// would: both sides sign the start, so the renter proposes it anew. One
+// that would fit later only because other leases end by then is not: that
+// is no preemption, and the renter may find GPUs free now elsewhere.
 func (lo *leaseOwner) refusal(cal *market.Calendar, r market.LeaseRequest, err error, now time.Time) *market.RejectError {
 	rej := market.RejectAdmission(err)
 	if rej.Code != pb.RejectCode_REJECT_NO_CAPACITY || r.Tier == pb.Tier_TIER_BRONZE {
@@ -235,7 +237,7 @@ func (lo *leaseOwner) refusal(cal *market.Calendar, r market.LeaseRequest, err e
 	later := r
 	later.Start = now.Add(lo.notice + time.Second).Truncate(time.Millisecond)
 	if later.Start.After(r.Start) {
-		if _, err := cal.Admit(later, now); err == nil {
+		if d, err := cal.Admit(later, now); err == nil && len(d.Preempt) > 0 {
 			rej.EarliestStart = later.Start
 		}
 	}
