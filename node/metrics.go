@@ -1,6 +1,8 @@
 package node
 
 import (
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -89,3 +91,13 @@ func newMetrics(n *Node) *metrics {
 	}
 	return m
 }
+
+// leaseEnded counts a lease's end, by side and state, and its metered
+// seconds.
+func (m *metrics) leaseEnded(rec *records.Lease, rc *pb.Receipt) {
+	m.leasesEnded.WithLabelValues(rec.Role, rec.State).Inc()
+	m.leaseSeconds.WithLabelValues(rec.Role).Add(float64(rc.MeteredSeconds))
+}
+
+// received counts a gossip message delivered on a topic kind.
+func (m *metrics) received(kind string) { m.gossipReceived.WithLabelValues(kind).Inc() }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
-	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/records"
@@ -219,12 +218,6 @@ func (n *Node) Addrs() []string {
 		return nil
 	}
 	return strs(ais)
-}
-
-// ended counts a lease's end in the node's metrics.
-func (n *Node) ended(rec *records.Lease, rc *pb.Receipt) {
-	n.metrics.leasesEnded.WithLabelValues(rec.Role, rec.State).Inc()
-	n.metrics.leaseSeconds.WithLabelValues(rec.Role).Add(float64(rc.MeteredSeconds))
 }
 
 // leaseStore is the node's store of leases, settling through

@@ -16,11 +16,11 @@ import (
 func (n *Node) buildParts(context.Context) (func() error, error) {
 	log := n.opts.Logger.With("subsystem", LogNode)
 	n.market = newMarketSide(marketDeps{net: n.link, store: n.store, rtt: peerRTT{n.host}, clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: market.DefaultLimits()})
-	n.market.received = func(kind string) { n.metrics.gossipReceived.WithLabelValues(kind).Inc() }
+	n.market.received = n.metrics.received
 	n.challenger = &challenger{net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock}
 	n.renter = &renter{
 		id: n.id, key: n.key, net: n.link, market: n.market, challenger: n.challenger, store: n.leaseStore(),
-		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.ended,
+		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.metrics.leaseEnded,
 	}
 	if !n.cfg.Provider.Enabled {
 		return nil, nil
@@ -68,7 +68,7 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 	}
 	lo, st, err := newLeaseOwner(leaseDeps{
 		id: n.id, key: n.key, provider: n.cfg.Provider, jobs: n.cfg.Jobs, exec: exec, store: n.leaseStore(),
-		clock: n.clock, log: n.opts.Logger.With("subsystem", LogNode), offer: n.provider.ownOffer, source: n.provider.source, ended: n.ended,
+		clock: n.clock, log: n.opts.Logger.With("subsystem", LogNode), offer: n.provider.ownOffer, source: n.provider.source, ended: n.metrics.leaseEnded,
 	}, inv)
 	if err != nil {
 		closeExecutor(exec)
