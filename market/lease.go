@@ -196,8 +196,8 @@ func (l Limits) ValidateLease(m *pb.Lease) error {
 	switch {
 	case m.Version != Version:
 		return invalid("version", "%d; want %d", m.Version, Version)
-	case !idChars.MatchString(m.Id):
-		return invalid("id", "%q; want 1-64 of A-Z a-z 0-9 . _ : -", clip(m.Id))
+	case !validID(m.Id):
+		return invalid("id", "%q; %s", clip(m.Id), idRule)
 	}
 	for _, p := range []struct {
 		field string
@@ -211,8 +211,8 @@ func (l Limits) ValidateLease(m *pb.Lease) error {
 		return invalid("provider", "the renter itself")
 	}
 	switch {
-	case !idChars.MatchString(m.OfferId):
-		return invalid("offer_id", "%q; want 1-64 of A-Z a-z 0-9 . _ : -", clip(m.OfferId))
+	case !validID(m.OfferId):
+		return invalid("offer_id", "%q; %s", clip(m.OfferId), idRule)
 	case m.Bid == nil || m.Bid.Gpu == nil:
 		return invalid("bid", "missing")
 	case m.Tier == pb.Tier_TIER_UNSPECIFIED || m.Tier != m.Bid.Tier:

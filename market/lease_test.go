@@ -85,6 +85,8 @@ func TestValidateLease(t *testing.T) {
 	}{
 		{"version", func(l *pb.Lease) { l.Version = 9 }},
 		{"id", func(l *pb.Lease) { l.Id = "no spaces" }},
+		{"id", func(l *pb.Lease) { l.Id = ".." }},
+		{"offer_id", func(l *pb.Lease) { l.OfferId = "." }},
 		{"renter", func(l *pb.Lease) { l.Renter = []byte("x") }},
 		{"provider", func(l *pb.Lease) { l.Provider = l.Renter }},
 		{"offer_id", func(l *pb.Lease) { l.OfferId = "" }},

@@ -3,6 +3,7 @@ package market
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market/pb"
@@ -59,6 +60,29 @@ var (
 	currencyCode = charClass{min: 3, max: 5, ok: isUpper}
 )
 
+// idRule says what an ID may be, for messages.
+const idRule = "want 1-64 of A-Z a-z 0-9 . _ : -, not dots alone"
+
+// validID reports whether s may be an ID: of the ID alphabet and not "."
+// or "..", which a path (a datastore key, a file name) would collapse.
+func validID(s string) bool { return idChars.MatchString(s) && strings.Trim(s, ".") != "" }
+
+// KeyPart is id as one element of a datastore key path: the ID alphabet
+// passes through but for '.', which is %-escaped with every other byte,
+// so no string read off the wire can name a key's parent, itself, or
+// several elements.
+func KeyPart(id string) string {
+	var b strings.Builder
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c != '.' && idChars.ok(c) {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
 func isUpper(c byte) bool { return c >= 'A' && c <= 'Z' }
 
 // charClass matches strings of min to max bytes, each passing ok.
@@ -93,8 +117,8 @@ func (l Limits) header(h *pb.Header, now time.Time) error {
 	if _, err := peer.IDFromBytes(h.Issuer); err != nil {
 		return invalid("header.issuer", "not a peer ID")
 	}
-	if !idChars.MatchString(h.Id) {
-		return invalid("header.id", "%q; want 1-64 of A-Z a-z 0-9 . _ : -", clip(h.Id))
+	if !validID(h.Id) {
+		return invalid("header.id", "%q; %s", clip(h.Id), idRule)
 	}
 	if h.Seq == 0 {
 		return invalid("header.seq", "0; sequence numbers start at 1")
@@ -335,8 +359,8 @@ func (l Limits) ValidateQuote(q *pb.Quote, now time.Time) error {
 	if _, err := peer.IDFromBytes(q.BidIssuer); err != nil {
 		return invalid("bid_issuer", "not a peer ID")
 	}
-	if !idChars.MatchString(q.BidId) || !idChars.MatchString(q.OfferId) {
-		return invalid("bid_id", "bid and offer IDs must be 1-64 of A-Z a-z 0-9 . _ : -")
+	if !validID(q.BidId) || !validID(q.OfferId) {
+		return invalid("bid_id", "bid and offer IDs: %s", idRule)
 	}
 	if q.Tier < pb.Tier_TIER_GOLD || q.Tier > pb.Tier_TIER_BRONZE {
 		return invalid("tier", "%v", q.Tier)

@@ -27,6 +27,8 @@ func TestValidateOffer(t *testing.T) {
 		{"header.issuer", func(o *pb.Offer) { o.Header.Issuer = []byte("x") }},
 		{"header.id", func(o *pb.Offer) { o.Header.Id = "" }},
 		{"header.id", func(o *pb.Offer) { o.Header.Id = "has space" }},
+		{"header.id", func(o *pb.Offer) { o.Header.Id = ".." }},
+		{"header.id", func(o *pb.Offer) { o.Header.Id = "." }},
 		{"header.seq", func(o *pb.Offer) { o.Header.Seq = 0 }},
 		{"header.expires_unix_ms", func(o *pb.Offer) { o.Header.ExpiresUnixMs = o.Header.CreatedUnixMs }},
 		{"header.expires_unix_ms", func(o *pb.Offer) { o.Header.ExpiresUnixMs = now + 25*hour }},
@@ -157,5 +159,19 @@ func TestValidateQuote(t *testing.T) {
 				t.Fatalf("got %v, want a FieldError for %s", err, tc.field)
 			}
 		})
+	}
+}
+
+// An ID as a datastore key element: what the market accepts stays
+// readable, and nothing, whatever its bytes, names a parent, itself or a
+// path of several elements.
+func TestKeyPart(t *testing.T) {
+	for in, want := range map[string]string{
+		"lease-4f2a": "lease-4f2a", "gpus:v2_b": "gpus:v2_b",
+		".": "%2E", "..": "%2E%2E", "a.b": "a%2Eb", "a/../b": "a%2F%2E%2E%2Fb", "%": "%25",
+	} {
+		if got := KeyPart(in); got != want {
+			t.Errorf("KeyPart(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -225,6 +225,8 @@ func TestBadLeaseRequestsAreRefusedWithAReason(t *testing.T) {
 			pb.RejectCode_REJECT_DURATION, "outside this offer's"},
 		{"a renter signing for another", func(l *pb.Lease) { l.Provider = l.Renter },
 			pb.RejectCode_REJECT_BAD_REQUEST, "provider"},
+		{"a lease ID a datastore key would collapse", func(l *pb.Lease) { l.Id = ".." },
+			pb.RejectCode_REJECT_BAD_REQUEST, `id: ".."`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			reply := proposeRaw(t, renter, prov, c.edit)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 
+	"github.com/idlegrid/idlegrid/market"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/ipfs/go-datastore/query"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -48,7 +50,7 @@ type seqRecord struct {
 var seqPrefix = ds.NewKey("/seq")
 
 func (k seqID) key() ds.Key {
-	return seqPrefix.ChildString(k.kind).ChildString(k.issuer.String()).ChildString(k.id)
+	return seqPrefix.ChildString(k.kind).ChildString(k.issuer.String()).ChildString(market.KeyPart(k.id))
 }
 
 // OpenSeqGuard reads the numbers kept in store under /seq/.
@@ -68,7 +70,11 @@ func OpenSeqGuard(ctx context.Context, store ds.Batching) (*SeqGuard, error) {
 		if len(parts) != 3 || err != nil || len(e.Value) != 16 {
 			continue // not a record this guard wrote; it ages out of nothing
 		}
-		g.held[seqID{parts[0], issuer, parts[2]}] = seqRecord{binary.BigEndian.Uint64(e.Value), int64(binary.BigEndian.Uint64(e.Value[8:]))}
+		id, err := url.PathUnescape(parts[2])
+		if err != nil {
+			continue
+		}
+		g.held[seqID{parts[0], issuer, id}] = seqRecord{binary.BigEndian.Uint64(e.Value), int64(binary.BigEndian.Uint64(e.Value[8:]))}
 	}
 	return g, nil
 }

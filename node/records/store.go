@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
 	ds "github.com/ipfs/go-datastore"
@@ -20,6 +21,10 @@ var (
 	receiptPrefix = ds.NewKey("/receipts")
 	ledgerPrefix  = ds.NewKey("/ledger")
 )
+
+// leaseKey is where a lease's record is kept: its ID escaped, so an ID
+// such as ".." cannot collapse into another key.
+func leaseKey(id string) ds.Key { return leasePrefix.ChildString(market.KeyPart(id)) }
 
 // Settlement settles the receipts of ended leases: a chain, a payment
 // channel or a swarm's credit ledger could. It writes what it records into
@@ -57,11 +62,11 @@ func (s Store) Put(ctx context.Context, r *Lease, settle *pb.Receipt) error {
 	if err != nil {
 		return err
 	}
-	if err := batch.Put(ctx, leasePrefix.ChildString(r.ID), b); err != nil {
+	if err := batch.Put(ctx, leaseKey(r.ID), b); err != nil {
 		return err
 	}
 	if len(r.Receipt) > 0 {
-		if err := batch.Put(ctx, receiptPrefix.ChildString(r.ID), r.Receipt); err != nil {
+		if err := batch.Put(ctx, receiptPrefix.ChildString(market.KeyPart(r.ID)), r.Receipt); err != nil {
 			return err
 		}
 	}
@@ -75,7 +80,7 @@ func (s Store) Put(ctx context.Context, r *Lease, settle *pb.Receipt) error {
 
 // Get reads one lease record; ds.ErrNotFound if there is none.
 func (s Store) Get(ctx context.Context, id string) (*Lease, error) {
-	b, err := s.D.Get(ctx, leasePrefix.ChildString(id))
+	b, err := s.D.Get(ctx, leaseKey(id))
 	if err != nil {
 		return nil, err
 	}
