@@ -1,7 +1,9 @@
 package p2p
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -15,6 +17,7 @@ import (
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -102,6 +105,10 @@ func NewHost(cfg HostConfig) (host.Host, error) {
 			h.Close()
 			return nil, fmt.Errorf("%w on %s: a private swarm runs on TCP only (pnet cannot protect QUIC)", ErrListen, a)
 		}
+		if err := portFree(a); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("%w on %s: %v", ErrListen, a, err)
+		}
 		if err := h.Network().Listen(a); err != nil {
 			h.Close()
 			return nil, fmt.Errorf("%w on %s: %v", ErrListen, a, err)
@@ -132,4 +139,32 @@ func ParseAddrInfo(s string) (peer.AddrInfo, error) {
 		return peer.AddrInfo{}, fmt.Errorf("%w %q: it must end in /p2p/<peer ID> (%v)", ErrBootstrapAddr, s, err)
 	}
 	return *ai, nil
+}
+
+// portFree binds a's TCP or UDP port without SO_REUSEPORT and lets it go.
+// libp2p binds with SO_REUSEPORT (so outgoing connections can share the
+// listen port, as NAT traversal wants), and the kernel then lets a second
+// daemon bind the port another holds and splits the incoming connections
+// between them; a plain bind fails while anyone holds the port, which is
+// the refusal a user expects. Port 0 is always free.
+func portFree(a ma.Multiaddr) error {
+	ip, err := manet.ToIP(a)
+	if err != nil {
+		return nil // not an IP address: nothing to probe
+	}
+	if port, err := a.ValueForProtocol(ma.P_TCP); err == nil && port != "0" {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), port))
+		if err != nil {
+			return fmt.Errorf("TCP port %s: %w", port, errors.Unwrap(err))
+		}
+		return l.Close()
+	}
+	if port, err := a.ValueForProtocol(ma.P_UDP); err == nil && port != "0" {
+		c, err := net.ListenPacket("udp", net.JoinHostPort(ip.String(), port))
+		if err != nil {
+			return fmt.Errorf("UDP port %s: %w", port, errors.Unwrap(err))
+		}
+		return c.Close()
+	}
+	return nil
 }

@@ -141,6 +141,25 @@ func TestNewHostFailsOnBusyPortAndQUICInPrivateSwarm(t *testing.T) {
 	}
 }
 
+// A port another libp2p host holds is refused too: libp2p binds with
+// SO_REUSEPORT, so without a check a second daemon started on a busy port
+// and the kernel split the incoming connections between the two.
+func TestNewHostRefusesAPortAnotherHostHolds(t *testing.T) {
+	first := newTestHost(t, nil, nil)
+	for _, a := range first.Network().ListenAddresses() {
+		key, _, _ := crypto.GenerateEd25519Key(nil)
+		h, err := NewHost(HostConfig{Identity: key, ListenAddrs: []ma.Multiaddr{a}, ConnLow: 1, ConnHigh: 2, Limits: DefaultLimits})
+		if err == nil {
+			h.Close()
+			t.Errorf("a second host listened on %s, which the first holds", a)
+			continue
+		}
+		if !errors.Is(err, ErrListen) || !strings.Contains(err.Error(), a.String()) || !strings.Contains(err.Error(), "address already in use") {
+			t.Errorf("busy %s: got %v, want ErrListen naming it and the cause", a, err)
+		}
+	}
+}
+
 func TestParseAddrInfo(t *testing.T) {
 	h := newTestHost(t, nil, nil)
 	good := h.Addrs()[0].String() + "/p2p/" + h.ID().String()
