@@ -15,32 +15,38 @@ import (
 	"github.com/idlegrid/idlegrid/node/records"
 )
 
-// spec is what the executor runs for l on the GPUs assigned.
+// spec is what the executor runs for l on the GPUs assigned. A lease may
+// ask for less CPU, memory and processes than the provider's limits,
+// never more: what it asks beyond them is cut to them.
 func (lo *leaseOwner) spec(l *pb.Lease, gpus []string) executor.Spec {
 	j := lo.jobs
 	w := l.Workload
 	s := executor.Spec{
 		LeaseID: l.Id, Image: w.Image, Command: w.Command,
 		Env:         append(append([]string{}, w.Env...), "IDLEGRID_LEASE="+l.Id, "IDLEGRID_GPUS="+strings.Join(gpus, ",")),
-		NanoCPUs:    int64(j.CPUs) * 1e9,
-		MemoryBytes: int64(j.MemoryGiB) << 30,
-		PIDs:        int64(j.PIDs),
-	}
-	if w.CpuMillis > 0 {
-		s.NanoCPUs = int64(w.CpuMillis) * 1e6
+		NanoCPUs:    within(int64(w.CpuMillis)*1e6, int64(j.CPUs)*1e9),
+		MemoryBytes: within(int64(min(w.MemoryBytes, 1<<62)), int64(j.MemoryGiB)<<30),
+		PIDs:        within(int64(min(w.Pids, 1<<31)), int64(j.PIDs)),
+		User:        j.User, WorkspaceBytes: int64(j.WorkspaceMiB) << 20, LogBytes: int64(j.LogMiB) << 20,
 	}
 	// An engine refuses a limit above the CPUs the machine has.
 	s.NanoCPUs = min(s.NanoCPUs, int64(runtime.NumCPU())*1e9)
-	if w.MemoryBytes > 0 {
-		s.MemoryBytes = int64(w.MemoryBytes)
-	}
-	if w.Pids > 0 {
-		s.PIDs = int64(w.Pids)
-	}
 	if j.PassGPUs {
 		s.GPUs = gpus
 	}
 	return s
+}
+
+// within is what a lease asks of a resource (0: nothing in particular)
+// held to the provider's limit (0: none).
+func within(asked, limit int64) int64 {
+	switch {
+	case asked <= 0:
+		return limit
+	case limit > 0:
+		return min(asked, limit)
+	}
+	return asked
 }
 
 // run is one supervisor's view of its lease's job.

@@ -1,7 +1,10 @@
 package node
 
 import (
+	"regexp"
 	"time"
+
+	"github.com/idlegrid/idlegrid/node/executor"
 )
 
 // Executors a provider may run leases with.
@@ -23,6 +26,9 @@ type JobsConfig struct {
 	CPUs              int      `toml:"cpus" comment:"CPU limit of a job when its lease names none; 0: none"`
 	PIDs              int      `toml:"pids" comment:"process limit of a job when its lease names none; 0: none"`
 	PassGPUs          bool     `toml:"pass_gpus" comment:"hand the leased GPUs to the container through a device request (needs NVIDIA's container runtime); set for real GPUs (gpu_source = nvml)"`
+	User              string   `toml:"user" comment:"numeric uid[:gid] a container runs as; 65534 is nobody; 0 (root) only if you must"`
+	WorkspaceMiB      int      `toml:"workspace_mib" comment:"size of /workspace, a container's one writable folder (its home; the rest of its filesystem is read-only), MiB"`
+	LogMiB            int      `toml:"log_mib" comment:"output the engine keeps of a container, MiB (the renter gets all of it as it comes)"`
 }
 
 // DefaultJobsConfig runs containers with modest default limits.
@@ -35,8 +41,13 @@ func DefaultJobsConfig() JobsConfig {
 		MemoryGiB:         16,
 		CPUs:              4,
 		PIDs:              1024,
+		User:              executor.DefaultUser,
+		WorkspaceMiB:      executor.DefaultWorkspace >> 20,
+		LogMiB:            executor.DefaultLogBytes >> 20,
 	}
 }
+
+var numericUser = regexp.MustCompile(`^[0-9]{1,10}(:[0-9]{1,10})?$`)
 
 func (c *Config) validateJobs() error {
 	j := c.Jobs
@@ -67,5 +78,11 @@ func (c *Config) validateJobs() error {
 			return err
 		}
 	}
-	return nil
+	if !numericUser.MatchString(j.User) {
+		return fieldErr("jobs.user", j.User, `a numeric uid or uid:gid, such as "65534" or "1000:1000"`)
+	}
+	if err := intRange("jobs.workspace_mib", j.WorkspaceMiB, 1, 1<<20); err != nil {
+		return err
+	}
+	return intRange("jobs.log_mib", j.LogMiB, 1, 1<<14)
 }

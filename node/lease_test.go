@@ -240,6 +240,39 @@ func TestBadLeaseRequestsAreRefusedWithAReason(t *testing.T) {
 	}
 }
 
+// A lease asks for no more CPU, memory and processes than the provider
+// allows: what it asks beyond the provider's limits is cut to them
+// (issue 11, attack 3: the lease's figures replaced the provider's, and
+// a renter got pids.max 4,000,000 and a 1 TiB memory limit).
+func TestALeaseGetsNoMoreThanTheProvidersLimits(t *testing.T) {
+	t.Parallel()
+	executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, func(c *Config) { c.Jobs.MemoryGiB, c.Jobs.PIDs, c.Jobs.CPUs = 1, 64, 1 })
+	waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(renter, prov) == 8 })
+	greedy := func(l *pb.Lease) {
+		l.Workload.MemoryBytes, l.Workload.Pids, l.Workload.CpuMillis = 1<<40, 4_000_000, 1_000_000
+		l.Workload.Command = []string{"sleep", "30"}
+	}
+	reply := proposeRaw(t, renter, prov, greedy)
+	if reply.Lease == nil {
+		t.Fatalf("refused: %v %s", reply.Code, reply.Reason)
+	}
+	l, _ := market.OpenCoSigned[*pb.Lease](reply.Lease)
+	waitFor(t, 20*time.Second, "the lease's job runs", func() bool {
+		rec, _ := prov.leaseStore().Get(context.Background(), l.Id)
+		return rec != nil && rec.State == LeaseActive
+	})
+	name := "idlegrid-" + prov.id.String()[len(prov.id.String())-12:] + "-" + l.Id
+	info, err := executortest.Docker(t).ContainerInspect(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := info.HostConfig.Resources
+	if r.Memory != 1<<30 || r.PidsLimit == nil || *r.PidsLimit != 64 || r.NanoCPUs != 1e9 {
+		t.Errorf("the container got memory %d, pids %v, nano-CPUs %d; the provider allows 1 GiB, 64, 1e9", r.Memory, r.PidsLimit, r.NanoCPUs)
+	}
+}
+
 // rentAsync rents in the background; the result arrives on the channel.
 type rentDone struct {
 	res api.RentResult

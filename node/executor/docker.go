@@ -1,10 +1,12 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -161,15 +163,27 @@ func (d *Docker) containerConfig(s Spec) (*container.Config, *container.HostConf
 		},
 	}
 	useInit := true
+	uid, gid := userIDs(cmp.Or(s.User, DefaultUser))
+	cfg.User, cfg.WorkingDir = uid+":"+gid, "/workspace"
+	cfg.Env = append([]string{"HOME=/workspace"}, s.Env...)
 	host := &container.HostConfig{
-		CapDrop:     []string{"ALL"},
-		SecurityOpt: []string{"no-new-privileges"},
-		Init:        &useInit,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		Init:           &useInit,
+		ReadonlyRootfs: true,
+		Tmpfs: map[string]string{
+			"/workspace": fmt.Sprintf("rw,nosuid,nodev,size=%d,uid=%s,gid=%s,mode=0700", cmp.Or(s.WorkspaceBytes, DefaultWorkspace), uid, gid),
+			"/tmp":       fmt.Sprintf("rw,nosuid,nodev,noexec,size=%d,mode=1777", TmpBytes),
+		},
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{
+			"max-size": strconv.FormatInt(cmp.Or(s.LogBytes, DefaultLogBytes)/2, 10), "max-file": "2",
+		}},
 	}
 	if !s.Network {
 		host.NetworkMode = "none"
 	}
 	r := &host.Resources
+	r.Ulimits = []*container.Ulimit{{Name: "nofile", Soft: OpenFiles, Hard: OpenFiles}, {Name: "core", Soft: 0, Hard: 0}}
 	r.NanoCPUs = s.NanoCPUs
 	if s.MemoryBytes > 0 {
 		r.Memory = s.MemoryBytes
@@ -187,6 +201,16 @@ func (d *Docker) containerConfig(s Spec) (*container.Config, *container.HostConf
 		}}
 	}
 	return cfg, host
+}
+
+// userIDs splits a Spec's numeric "uid[:gid]" (the group defaults to the
+// user's number).
+func userIDs(user string) (uid, gid string) {
+	uid, gid, ok := strings.Cut(user, ":")
+	if !ok {
+		gid = uid
+	}
+	return uid, gid
 }
 
 // Adopt finds the container labelled with leaseID and attaches to its

@@ -111,6 +111,37 @@ func TestDockerConfinement(t *testing.T) {
 	}
 }
 
+// A container runs as nobody on a read-only root, writes only its bounded
+// /workspace (its home and working directory) and /tmp, keeps at most a
+// bounded log on the engine, and has file-descriptor and core limits
+// (issue 11, attack 12: it ran as root on a writable root, logs and disk
+// unbounded).
+func TestDockerConfinesTheFilesystemUserAndLogs(t *testing.T) {
+	e := newDockerEnv(t)
+	s := e.spec(t, `id -u; id -g; touch /x 2>/dev/null && echo root-writable || echo root-read-only; pwd; echo "$HOME"
+echo kept > f && cat /workspace/f; ulimit -n; ulimit -c
+dd if=/dev/zero of=big bs=1M count=8 2>/dev/null && echo workspace-unbounded || echo workspace-full`)
+	s.WorkspaceBytes, s.LogBytes = 4<<20, 2<<20
+	st := start(t, e.d, s)
+	if code := wait(t, st.job); code != 0 {
+		t.Fatalf("exit %d; stderr %q", code, st.stderr.String())
+	}
+	want := "65534 65534 root-read-only /workspace /workspace kept 4096 0 workspace-full"
+	if got := strings.Join(strings.Fields(st.stdout.String()), " "); got != want {
+		t.Errorf("the job saw %q, want %q", got, want)
+	}
+	hc := e.inspect(t, st.job.ID()).HostConfig
+	if !hc.ReadonlyRootfs || hc.LogConfig.Type != "json-file" || hc.LogConfig.Config["max-size"] != strconv.Itoa(1<<20) || hc.LogConfig.Config["max-file"] != "2" {
+		t.Errorf("read-only root %v, log config %+v", hc.ReadonlyRootfs, hc.LogConfig)
+	}
+	root := e.spec(t, "id -u")
+	root.User = "0"
+	st = start(t, e.d, root)
+	if wait(t, st.job); strings.TrimSpace(st.stdout.String()) != "0" {
+		t.Errorf("a spec naming root ran as %q", st.stdout.String())
+	}
+}
+
 // The limits reach the engine and the kernel: the cgroup shows the memory
 // limit, and forking past the PID limit fails.
 func TestDockerLimits(t *testing.T) {

@@ -23,7 +23,29 @@ type Spec struct {
 	PIDs        int64
 	// Network: false (the default) runs with no network at all.
 	Network bool
+	// User the workload runs as, numeric: "uid" or "uid:gid"; empty:
+	// DefaultUser. Root ("0") must be named.
+	User string
+	// WorkspaceBytes bounds the one writable place a container has,
+	// /workspace (its home and working directory); the rest of its
+	// filesystem is read-only but a small /tmp. Zero: DefaultWorkspace.
+	WorkspaceBytes int64
+	// LogBytes bounds the output the engine keeps of a container (the
+	// renter gets all of it as it comes). Zero: DefaultLogBytes.
+	LogBytes int64
 }
+
+// Defaults of a Spec's confinement.
+const (
+	// DefaultUser is nobody: a workload never runs as root unless asked.
+	DefaultUser      = "65534:65534"
+	DefaultWorkspace = 1 << 30
+	DefaultLogBytes  = 10 << 20
+	// TmpBytes bounds a container's /tmp.
+	TmpBytes = 64 << 20
+	// OpenFiles is the file-descriptor limit of a workload.
+	OpenFiles = 4096
+)
 
 // Output receives a job's output as it is written, stdout and stderr apart.
 type Output struct {
