@@ -15,6 +15,44 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 )
 
+// apiToken is n's API token, as the CLI reads it.
+func apiToken(t *testing.T, n *Node) string {
+	t.Helper()
+	token, err := n.repo.APIToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// apiCall sends a request to n's API as given: with a content type, a
+// token and extra headers when they are not empty.
+func apiCall(t *testing.T, n *Node, method, path, contentType, body, token string, headers map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, n.APIAddr()+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range headers {
+		if k == "Host" {
+			req.Host = v
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 func TestAPIServesStatusPeersAndMetrics(t *testing.T) {
 	t.Parallel()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
@@ -30,7 +68,7 @@ func TestAPIServesStatusPeersAndMetrics(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(b)) != n.APIAddr() {
 		t.Fatalf("api file = %q, %v", b, err)
 	}
-	c := api.NewClient(n.APIAddr())
+	c := api.NewClient(n.APIAddr(), apiToken(t, n))
 	ctx := context.Background()
 
 	st, err := c.Status(ctx)
@@ -102,10 +140,7 @@ func TestAPIRefusesBadMarketRequests(t *testing.T) {
 		{"/v1/bids", `{"count": 1, "hours": 1, "max_price": "2", "image": "` + strings.Repeat("x", 70<<10) + `"}`, "request body"},
 		{"/v1/leases/lease-nope/cancel", `{}`, `no lease "lease-nope" here`},
 	} {
-		resp, err := http.Post(n.APIAddr()+tc.path, "application/json", strings.NewReader(tc.body))
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := apiCall(t, n, http.MethodPost, tc.path, "application/json", tc.body, apiToken(t, n), nil)
 		var e api.Error
 		json.NewDecoder(resp.Body).Decode(&e)
 		resp.Body.Close()
@@ -131,5 +166,61 @@ func TestAPIRefusesBadMarketRequests(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("GET /v1/offers?min_vram_gib=-5: %d, want 400", resp.StatusCode)
+	}
+}
+
+// What a web page the user visits can make the browser send to the API
+// is refused (issue 11, attack 4): a cross-origin text/plain POST that
+// signed and gossiped a bid, a cancel from any origin, and reads through
+// a DNS-rebound name. The CLI's token, as JSON, from the machine, works;
+// /metrics stays open unless the config closes it.
+func TestAPIRefusesWhatAWebPageCanSend(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, testRepo(t, "a", nil), Options{})
+	token := apiToken(t, n)
+	if fi, err := os.Stat(filepath.Join(n.repo.Path, api.TokenFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v, %v; want mode 0600", fi.Mode(), err)
+	}
+	bid := `{"count": 1, "hours": 1, "max_price": "2", "wait_ms": 100}`
+	host := strings.TrimPrefix(n.APIAddr(), "http://")
+	for _, c := range []struct {
+		name                      string
+		method, path, ctype, body string
+		token                     string
+		headers                   map[string]string
+		want                      int
+	}{
+		{"a cross-origin form post of a bid", "POST", "/v1/bids", "text/plain", bid, "", map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden},
+		{"a text/plain bid from no origin", "POST", "/v1/bids", "text/plain", bid, "", nil, http.StatusUnsupportedMediaType},
+		{"a JSON bid without the token", "POST", "/v1/bids", "application/json", bid, "", nil, http.StatusUnauthorized},
+		{"a JSON bid with another token", "POST", "/v1/bids", "application/json", bid, strings.Repeat("0", 64), nil, http.StatusUnauthorized},
+		{"a cancel from another page", "POST", "/v1/leases/lease-x/cancel", "application/json", "{}", "", map[string]string{"Referer": "https://evil.example/page"}, http.StatusForbidden},
+		{"a read through a rebound name", "GET", "/v1/status", "", "", "", map[string]string{"Host": "evil.example:" + strings.Split(host, ":")[1]}, http.StatusForbidden},
+		{"the ledger for another origin", "GET", "/v1/ledger", "", "", "", map[string]string{"Origin": "http://localhost.evil.example"}, http.StatusForbidden},
+		{"a read from the machine", "GET", "/v1/status", "", "", "", nil, http.StatusOK},
+		{"a read by localhost", "GET", "/v1/ledger", "", "", "", map[string]string{"Host": "localhost:" + strings.Split(host, ":")[1]}, http.StatusOK},
+		{"the CLI's bid", "POST", "/v1/match", "application/json; charset=utf-8", bid, token, nil, http.StatusOK},
+		{"the API's own page", "POST", "/v1/match", "application/json", bid, token, map[string]string{"Origin": n.APIAddr()}, http.StatusOK},
+		{"metrics for a scraper", "GET", "/metrics", "", "", "", nil, http.StatusOK},
+	} {
+		resp := apiCall(t, n, c.method, c.path, c.ctype, c.body, c.token, c.headers)
+		var e api.Error
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %d %q, want %d", c.name, resp.StatusCode, e.Error, c.want)
+		}
+	}
+	if st := n.Status(); st.Bids != 0 {
+		t.Errorf("the node holds %d bids after refused requests", st.Bids)
+	}
+
+	closed := startNode(t, testRepo(t, "b", func(c *Config) { c.API.OpenMetrics = false }), Options{})
+	for token, want := range map[string]int{"": http.StatusUnauthorized, apiToken(t, closed): http.StatusOK} {
+		resp := apiCall(t, closed, "GET", "/metrics", "", "", token, nil)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("closed /metrics with token %q: %d, want %d", token, resp.StatusCode, want)
+		}
 	}
 }

@@ -89,6 +89,8 @@ type ResourcesConfig struct {
 // APIConfig configures the local HTTP API.
 type APIConfig struct {
 	Port int `toml:"port" comment:"HTTP port on 127.0.0.1 for the API and /metrics; 0 picks a free port"`
+	// OpenMetrics lets a local scraper read /metrics without the token.
+	OpenMetrics bool `toml:"open_metrics" comment:"serve GET /metrics without the API token (every other call but reads needs it)"`
 }
 
 // LogConfig configures logging.
@@ -143,7 +145,7 @@ func DefaultConfig(profile string) Config {
 			MaxConnsInbound: p2p.DefaultLimits.MaxConnsInbound,
 			MaxStreams:      p2p.DefaultLimits.MaxStreams,
 		},
-		API: APIConfig{Port: DefaultAPIPort},
+		API: APIConfig{Port: DefaultAPIPort, OpenMetrics: true},
 		Log: LogConfig{
 			Level:      "info",
 			Format:     "text",

@@ -209,7 +209,11 @@ func (n *Node) startPing(context.Context) (func() error, error) {
 }
 
 func (n *Node) serveAPI(context.Context) (func() error, error) {
-	srv := api.NewServer(n, n.metrics.reg, n.opts.Logger.With("subsystem", LogAPI))
+	token, err := n.repo.APIToken()
+	if err != nil {
+		return nil, err
+	}
+	srv := api.NewServer(n, n.metrics.reg, api.Guard{Token: token, OpenMetrics: n.cfg.API.OpenMetrics}, n.opts.Logger.With("subsystem", LogAPI))
 	srv.Serve(n.apiLn)
 	file := filepath.Join(n.repo.Path, APIFile)
 	stop := func() error {

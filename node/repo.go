@@ -2,6 +2,8 @@ package node
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/p2p"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -249,6 +252,40 @@ func ParseIdentity(raw []byte, name string) (crypto.PrivKey, error) {
 		return nil, fmt.Errorf("%w: %s is not a libp2p private key (%v); restore it from a backup or create a new identity with `idlegrid init --force`", ErrIdentity, name, err)
 	}
 	return key, nil
+}
+
+// APIToken is the secret the local API asks of every call that changes
+// something, kept in the repository's api.token (mode 0600): read, or
+// made the first time. A token file others may read is refused, as an
+// identity key would be.
+func (r *Repo) APIToken() (string, error) {
+	p := r.file(api.TokenFile)
+	fi, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		buf := make([]byte, 32)
+		if _, err := rand.Read(buf); err != nil {
+			return "", err
+		}
+		token := hex.EncodeToString(buf)
+		if err := writeFileAtomic(p, []byte(token+"\n"), 0o600); err != nil {
+			return "", fmt.Errorf("api token: %w", err)
+		}
+		return token, nil
+	case err != nil:
+		return "", fmt.Errorf("api token: %w", err)
+	case fi.Mode().Perm()&0o077 != 0:
+		return "", fmt.Errorf("api token: %s has mode %04o and may be read by others: run `chmod 600 %s`", p, fi.Mode().Perm(), p)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", fmt.Errorf("api token: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if len(token) < 32 {
+		return "", fmt.Errorf("api token: %s holds %d characters, want at least 32; delete it and a new one is made", p, len(token))
+	}
+	return token, nil
 }
 
 // PeerID is the peer ID of the repository's identity key.

@@ -28,7 +28,11 @@ func (e *env) client() (*api.Client, error) {
 	if err != nil {
 		return nil, e.noDaemon(r)
 	}
-	return api.NewClient(strings.TrimSpace(string(b))), nil
+	token, err := r.APIToken()
+	if err != nil {
+		return nil, err
+	}
+	return api.NewClient(strings.TrimSpace(string(b)), token), nil
 }
 
 func (e *env) noDaemon(r *node.Repo) error {

@@ -18,13 +18,15 @@ var ErrNoDaemon = errors.New("no daemon is running")
 
 // Client reads a daemon's API.
 type Client struct {
-	base string
-	hc   *http.Client
+	base  string
+	token string
+	hc    *http.Client
 }
 
-// NewClient returns a client for base, such as "http://127.0.0.1:5080".
-func NewClient(base string) *Client {
-	return &Client{base: base, hc: &http.Client{Timeout: 2 * time.Minute}}
+// NewClient returns a client for base, such as "http://127.0.0.1:5080",
+// that sends token (the repository's TokenFile) with every request.
+func NewClient(base, token string) *Client {
+	return &Client{base: base, token: token, hc: &http.Client{Timeout: 2 * time.Minute}}
 }
 
 // Status fetches GET /v1/status.
@@ -118,6 +120,7 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 }
 
 func (c *Client) do(req *http.Request, path string, out any) error {
+	req.Header.Set(TokenHeader, "Bearer "+c.token)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("%w at %s (%v)", ErrNoDaemon, c.base, err)

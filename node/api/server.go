@@ -44,8 +44,9 @@ type Server struct {
 	log *slog.Logger
 }
 
-// NewServer builds the handlers; it listens on nothing until Serve.
-func NewServer(b Backend, metrics prometheus.Gatherer, log *slog.Logger) *Server {
+// NewServer builds the handlers behind g; it listens on nothing until
+// Serve.
+func NewServer(b Backend, metrics prometheus.Gatherer, g Guard, log *slog.Logger) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.Status())
@@ -103,7 +104,7 @@ func NewServer(b Backend, metrics prometheus.Gatherer, log *slog.Logger) *Server
 	})
 	return &Server{
 		srv: &http.Server{
-			Handler:           mux,
+			Handler:           g.wrap(mux),
 			ReadHeaderTimeout: 5 * time.Second,
 			WriteTimeout:      30 * time.Second,
 			MaxHeaderBytes:    16 << 10,
