@@ -170,8 +170,6 @@ func TestAdmitLease(t *testing.T) {
 		{"no offer", func(o *pb.Offer, _ *pb.Lease) { o.Header.Id = "other" }, pb.RejectCode_REJECT_NO_OFFER, `no offer "gpus"`},
 		{"a withdrawn offer", func(o *pb.Offer, _ *pb.Lease) { o.Withdrawn = true }, pb.RejectCode_REJECT_NO_OFFER, "no offer"},
 		{"too long", func(o *pb.Offer, _ *pb.Lease) { o.MaxDurationSeconds = 3600 }, pb.RejectCode_REJECT_DURATION, "duration 4h0m0s outside this offer's 1h0m0s to 1h0m0s"},
-		{"an image outside the allow-list", func(o *pb.Offer, _ *pb.Lease) { o.ImageAllow = []string{"nvcr.io/"} }, pb.RejectCode_REJECT_IMAGE, "is not allowed here"},
-		{"a denied image", func(o *pb.Offer, _ *pb.Lease) { o.ImageDeny = []string{"docker.io/pytorch"} }, pb.RejectCode_REJECT_IMAGE, `refused here ("docker.io/pytorch")`},
 		{"the offer does not fit the bid", func(o *pb.Offer, l *pb.Lease) {
 			o.Gpus = []*pb.GPUGroup{{Model: "H100", Count: 1, VramBytes: 80 << 30, ComputeCapability: 90}, {Model: "A100", Count: 1, VramBytes: 80 << 30, ComputeCapability: 80}}
 		}, pb.RejectCode_REJECT_DOES_NOT_FIT, "per provider required"},

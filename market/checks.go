@@ -398,10 +398,16 @@ func fitsWorkload(c *evalCtx) bool {
 	return true
 }
 
-// fitsImage applies the offer's prefix rules: the image must start with an
-// allowed prefix (any if there are none) and with no denied one.
+// fitsImage applies the offer's rules as prefixes of the raw name: the
+// image must start with an allowed prefix (any if there are none) and
+// with no denied one. It is a renter's pre-filter: the provider's
+// executor decides, on normalised names and image IDs. A bid that names
+// no image (a quote) is not filtered.
 func fitsImage(c *evalCtx) bool {
 	img := c.p.bid.GetImage()
+	if img == "" {
+		return true
+	}
 	if allow := c.o.GetImageAllow(); len(allow) > 0 && !slices.ContainsFunc(allow, func(p string) bool { return strings.HasPrefix(img, p) }) {
 		return c.explain && c.failf("image %q matches no allowed prefix %v", clip(img), allow)
 	}

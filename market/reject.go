@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market/pb"
@@ -82,10 +81,11 @@ const LeaseStartSkew = 30 * time.Second
 
 // AdmitLease applies a provider's terms to lease l, proposed at now,
 // against its offer o (nil when it has none): the offer the lease names,
-// the start, the duration, the image rules, every check of m against the
-// offer, and the price. It returns the model of the offer's GPU group the
-// lease takes, or a *RejectError. What needs I/O (is the image on the
-// engine, is the calendar free) is the caller's.
+// the start, the duration, every check of m against the offer, and the
+// price. It returns the model of the offer's GPU group the lease takes,
+// or a *RejectError. The offer's image rules need an engine to apply in
+// full (an image named by ID, deny by digest), and the calendar's state
+// an owner: both are the caller's.
 func AdmitLease(m *Matcher, o *pb.Offer, l *pb.Lease, now time.Time) (string, error) {
 	if start := time.UnixMilli(l.StartUnixMs); start.Before(now.Add(-LeaseStartSkew)) {
 		return "", Reject(pb.RejectCode_REJECT_START, "start %s is in the past", start.UTC().Format(time.RFC3339))
@@ -96,12 +96,12 @@ func AdmitLease(m *Matcher, o *pb.Offer, l *pb.Lease, now time.Time) (string, er
 	if d := l.DurationSeconds; d < o.MinDurationSeconds || d > o.MaxDurationSeconds {
 		return "", Reject(pb.RejectCode_REJECT_DURATION, "duration %s outside this offer's %s to %s", seconds(d), seconds(o.MinDurationSeconds), seconds(o.MaxDurationSeconds))
 	}
-	if err := ImageAllowed(o, l.GetWorkload().GetImage()); err != nil {
-		return "", err
-	}
 	// The bid, pinned to the lease's start: the offer must fit it then.
+	// Its image is left to the caller's rules, which normalise names and
+	// know image IDs; the matcher's image check is a renter's pre-filter.
 	bid := proto.Clone(l.Bid).(*pb.Bid)
 	bid.EarliestStartUnixMs, bid.LatestStartUnixMs = max(l.StartUnixMs, now.UnixMilli()), max(l.StartUnixMs, now.UnixMilli())
+	bid.Image = ""
 	c, why := m.Feasible(o, bid, now)
 	if why != nil {
 		return "", Reject(pb.RejectCode_REJECT_DOES_NOT_FIT, "%s", why)
@@ -115,17 +115,4 @@ func AdmitLease(m *Matcher, o *pb.Offer, l *pb.Lease, now time.Time) (string, er
 		}
 	}
 	return "", Reject(pb.RejectCode_REJECT_NO_CAPACITY, "no %d GPUs of one model here", l.GpuCount)
-}
-
-// ImageAllowed applies an offer's image rules to image: it must start
-// with one of the allowed prefixes, when there are any, and with none of
-// the denied ones.
-func ImageAllowed(o *pb.Offer, image string) error {
-	if allow := o.ImageAllow; len(allow) > 0 && !slices.ContainsFunc(allow, func(p string) bool { return strings.HasPrefix(image, p) }) {
-		return Reject(pb.RejectCode_REJECT_IMAGE, "image %q is not allowed here: allowed are %v", image, allow)
-	}
-	if i := slices.IndexFunc(o.ImageDeny, func(p string) bool { return strings.HasPrefix(image, p) }); i >= 0 {
-		return Reject(pb.RejectCode_REJECT_IMAGE, "image %q is refused here (%q)", image, o.ImageDeny[i])
-	}
-	return nil
 }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	dockerimage "github.com/docker/docker/api/types/image"
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
@@ -195,11 +197,27 @@ func proposeCS(t *testing.T, renter, prov *Node, cs *pb.CoSigned) *pb.LeaseReply
 
 func TestBadLeaseRequestsAreRefusedWithAReason(t *testing.T) {
 	t.Parallel()
-	executortest.BusyboxImage(t)
+	image := executortest.BusyboxImage(t)
+	// The provider refuses one image of the test's namespace; the engine
+	// holds it under that name too, and its ID is that of the image.
+	denied := "idlegrid-test/denied:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	cli := executortest.Docker(t)
+	if err := cli.ImageTag(context.Background(), image, denied); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.ImageRemove(context.Background(), denied, dockerimage.RemoveOptions{}) })
+	img, err := cli.ImageInspect(context.Background(), image)
+	if err != nil {
+		t.Fatal(err)
+	}
 	prov, renter := leaseSwarm(t, func(c *Config) {
-		c.Provider.ImageAllow = []string{"idlegrid-test/", "registry.example/"}
+		c.Provider.ImageAllow = []string{"idlegrid-test/", "registry.example/", "nvcr.io/nvidia"}
+		c.Provider.ImageDeny = []string{"idlegrid-test/denied"}
 		c.Provider.MaxDuration = Dur(2 * time.Hour)
 	})
+	withImage := func(ref string) func(*pb.Lease) {
+		return func(l *pb.Lease) { l.Bid.Image, l.Workload.Image = ref, ref }
+	}
 	waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(renter, prov) == 8 })
 	for _, c := range []struct {
 		name string
@@ -213,6 +231,10 @@ func TestBadLeaseRequestsAreRefusedWithAReason(t *testing.T) {
 			pb.RejectCode_REJECT_IMAGE, "image idlegrid-test/nothing:9 is not present on this provider"},
 		{"image outside the allow-list", func(l *pb.Lease) { l.Bid.Image, l.Workload.Image = "docker.io/miner:1", "docker.io/miner:1" },
 			pb.RejectCode_REJECT_IMAGE, `image "docker.io/miner:1" is not allowed here`},
+		// Issue 11, attack 9: the rules were prefixes of the raw name.
+		{"a denied image by its full name", withImage("docker.io/" + denied), pb.RejectCode_REJECT_IMAGE, "is refused here"},
+		{"a denied image by its ID", withImage(img.ID), pb.RejectCode_REJECT_IMAGE, "is refused here"},
+		{"an allowed repository's lookalike", withImage("nvcr.io/nvidia-evil/x:1"), pb.RejectCode_REJECT_IMAGE, "is not allowed here"},
 		{"price above the renter's cap", func(l *pb.Lease) { l.PriceMicros = l.Bid.MaxPriceMicros + 1 },
 			pb.RejectCode_REJECT_BAD_REQUEST, "above the renter's cap"},
 		{"price below the provider's", func(l *pb.Lease) { l.PriceMicros = 1_500_000 },

@@ -147,8 +147,9 @@ func (lo *leaseOwner) held(ctx context.Context, id string, cs *pb.CoSigned) *pb.
 }
 
 // check applies the provider's terms to a proposal outside the owner:
-// the market's rules against its offer, then an executor that has the
-// image. It returns the GPU model whose calendar the lease takes.
+// the market's rules against its offer, then its image rules and an
+// executor that has the image. It returns the GPU model whose calendar
+// the lease takes.
 func (lo *leaseOwner) check(ctx context.Context, l *pb.Lease) (string, error) {
 	o, _ := lo.offer()
 	model, err := market.AdmitLease(lo.matcher, o, l, lo.clock.Now())
@@ -158,8 +159,10 @@ func (lo *leaseOwner) check(ctx context.Context, l *pb.Lease) (string, error) {
 	if lo.exec == nil {
 		return "", market.Reject(pb.RejectCode_REJECT_INTERNAL, "this provider runs no jobs (jobs.executor = none)")
 	}
-	if err := lo.exec.Check(ctx, lo.spec(l, nil)); err != nil {
-		if errors.Is(err, executor.ErrUnknownImage) {
+	spec := lo.spec(l, nil)
+	spec.Images = executor.ImagePolicy{Allow: o.ImageAllow, Deny: o.ImageDeny}
+	if err := lo.exec.Check(ctx, spec); err != nil {
+		if errors.Is(err, executor.ErrUnknownImage) || errors.Is(err, executor.ErrImageRefused) {
 			return "", market.Reject(pb.RejectCode_REJECT_IMAGE, "%v", err)
 		}
 		return "", market.Reject(pb.RejectCode_REJECT_INTERNAL, "%v", err)

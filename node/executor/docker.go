@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -106,13 +107,19 @@ func (d *Docker) Check(ctx context.Context, s Spec) error {
 	if s.Image == "" {
 		return errors.New("docker check: empty image")
 	}
-	if _, err := d.cli.ImageInspect(ctx, s.Image); err != nil {
+	if err := s.Images.CheckRef(s.Image); err != nil {
+		return err
+	}
+	img, err := d.cli.ImageInspect(ctx, s.Image)
+	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("docker check: image %s is not present on this provider: %w", s.Image, ErrUnknownImage)
 		}
 		return d.engineErr("docker check", err)
 	}
-	return nil
+	// By what the image is: its ID, and every name it has (one asked for
+	// by ID or by digest is judged by its tags too).
+	return s.Images.CheckImage(s.Image, img.ID, append(slices.Clone(img.RepoTags), img.RepoDigests...))
 }
 
 // Start creates a container for s, attaches to its output and starts it,

@@ -13,6 +13,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/idlegrid/idlegrid/node/executor"
@@ -377,4 +378,40 @@ func TestDockerCreatedButNeverStartedIsNotAdopted(t *testing.T) {
 		t.Errorf("exit code %d", code)
 	}
 	j.stdout.WaitFor(t, "fresh", testTimeout)
+}
+
+// The engine judges an image by what it is (issue 11, attack 9: with
+// "evil" denied, the image's ID ran): asked for by ID it is judged by all
+// its tags, and a rule naming its ID refuses it by any name.
+func TestDockerCheckJudgesAnImageByWhatItIs(t *testing.T) {
+	e := newDockerEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	alias := "idlegrid-test/evil:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := e.cli.ImageTag(ctx, e.image, alias); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.cli.ImageRemove(context.Background(), alias, image.RemoveOptions{}) })
+	img, err := e.cli.ImageInspect(ctx, e.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, ref string
+		p         executor.ImagePolicy
+		refuse    bool
+	}{
+		{"by the denied name", alias, executor.ImagePolicy{Deny: []string{"idlegrid-test/evil"}}, true},
+		{"by ID, with a denied tag", img.ID, executor.ImagePolicy{Deny: []string{"idlegrid-test/evil"}}, true},
+		{"by a short ID, with a denied tag", strings.TrimPrefix(img.ID, "sha256:")[:12], executor.ImagePolicy{Deny: []string{"docker.io/idlegrid-test/evil"}}, true},
+		{"by another name, its ID denied", e.image, executor.ImagePolicy{Deny: []string{img.ID[:19]}}, true},
+		{"by ID, no tag allowed", img.ID, executor.ImagePolicy{Allow: []string{"nvcr.io/"}}, true},
+		{"by ID, a tag allowed", img.ID, executor.ImagePolicy{Allow: []string{"idlegrid-test/"}}, false},
+		{"by name, nothing against it", e.image, executor.ImagePolicy{Deny: []string{"someone/else"}}, false},
+	} {
+		err := e.d.Check(ctx, executor.Spec{LeaseID: leaseID(t), Image: c.ref, Images: c.p})
+		if refused := errors.Is(err, executor.ErrImageRefused); refused != c.refuse || err != nil && !refused {
+			t.Errorf("%s: %v, want refused %v", c.name, err, c.refuse)
+		}
+	}
 }

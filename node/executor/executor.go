@@ -33,6 +33,8 @@ type Spec struct {
 	// LogBytes bounds the output the engine keeps of a container (the
 	// renter gets all of it as it comes). Zero: DefaultLogBytes.
 	LogBytes int64
+	// Images are the provider's rules for Image, applied by Check.
+	Images ImagePolicy
 }
 
 // Defaults of a Spec's confinement.
@@ -71,8 +73,9 @@ type Executor interface {
 	// Name says which executor this is ("docker", "process").
 	Name() string
 	// Check refuses a spec this executor cannot run, before any lease is
-	// signed: an image that is not present (ErrUnknownImage), an empty
-	// command for a process, GPUs requested from an engine without them.
+	// signed: an image its rules refuse (ErrImageRefused) or that is not
+	// present (ErrUnknownImage), an empty command for a process, GPUs
+	// requested from an engine without them.
 	Check(ctx context.Context, s Spec) error
 	// Start runs s, streaming its output to out until it exits.
 	Start(ctx context.Context, s Spec, out Output) (Job, error)

@@ -82,6 +82,9 @@ func (p *Process) Close() error { return nil }
 // Check refuses an empty command and one that is not an executable file
 // (an absolute path, or a name found in the job's PATH).
 func (p *Process) Check(_ context.Context, s Spec) error {
+	if err := s.Images.CheckRef(s.Image); s.Image != "" && err != nil {
+		return err
+	}
 	if _, err := p.resolve(s); err != nil {
 		return fmt.Errorf("process check: %w", err)
 	}
