@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest/pb"
+	"github.com/idlegrid/idlegrid/market"
 	marketpb "github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -35,7 +36,7 @@ func (r *docRecord) MarshalRecord() ([]byte, error) {
 }
 func (r *docRecord) UnmarshalRecord(b []byte) error {
 	r.doc = new(pb.Document)
-	return proto.Unmarshal(b, r.doc)
+	return market.Unmarshal(b, r.doc)
 }
 
 // SerialHash hides a GPU serial: SHA-256 of the serial and the issuer's

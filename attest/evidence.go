@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest/pb"
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
 	"google.golang.org/protobuf/proto"
@@ -37,7 +38,7 @@ func VerifyEvidence(data []byte) ([]peer.ID, error) {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrNoEvidence, len(data), MaxEvidenceSize)
 	}
 	var ev pb.Evidence
-	if err := proto.Unmarshal(data, &ev); err != nil || ev.Version != 1 {
+	if err := market.Unmarshal(data, &ev); err != nil || ev.Version != 1 {
 		return nil, fmt.Errorf("%w: malformed", ErrNoEvidence)
 	}
 	a, err := openDocument(ev.DocumentA)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest/pb"
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
@@ -31,7 +32,7 @@ func (r *beatRecord) MarshalRecord() ([]byte, error) {
 }
 func (r *beatRecord) UnmarshalRecord(b []byte) error {
 	r.beat = new(pb.Heartbeat)
-	return proto.Unmarshal(b, r.beat)
+	return market.Unmarshal(b, r.beat)
 }
 
 // Chain signs the heartbeats of one lease, each linked to the one before

@@ -153,11 +153,11 @@ func openBody[M CoSignable](cs *pb.CoSigned) (M, error) {
 	if cs == nil || len(cs.Body) == 0 {
 		return m, invalid("body", "empty")
 	}
-	if len(cs.Body) > MaxEnvelopeSize {
-		return m, invalid("body", "%d bytes; limit %d", len(cs.Body), MaxEnvelopeSize)
+	if len(cs.Body) > MaxCoSignedSize {
+		return m, invalid("body", "%d bytes; limit %d", len(cs.Body), MaxCoSignedSize)
 	}
 	m = m.ProtoReflect().New().Interface().(M)
-	if err := proto.Unmarshal(cs.Body, m); err != nil {
+	if err := Unmarshal(cs.Body, m); err != nil {
 		return m, invalid("body", "%v", err)
 	}
 	return m, nil

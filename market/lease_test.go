@@ -72,7 +72,7 @@ func TestLeaseCoSigning(t *testing.T) {
 	if _, err := OpenCoSigned[*pb.Receipt](asReceipt); !errors.Is(err, ErrCoSignature) {
 		t.Errorf("lease signature over a receipt: %v", err)
 	}
-	if _, err := OpenCoSigned[*pb.Lease](&pb.CoSigned{Body: make([]byte, MaxEnvelopeSize+1)}); err == nil {
+	if _, err := OpenCoSigned[*pb.Lease](&pb.CoSigned{Body: make([]byte, MaxCoSignedSize+1)}); err == nil {
 		t.Error("an oversized body was opened")
 	}
 }

@@ -2,6 +2,7 @@ package market
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 
 	"github.com/idlegrid/idlegrid/market/pb"
@@ -25,9 +26,15 @@ var (
 	quoteCodec = []byte("/idlegrid/quote/1")
 )
 
-// MaxEnvelopeSize bounds every signed market message, in bytes. Decoding
-// refuses anything larger before it allocates for it.
-const MaxEnvelopeSize = 64 << 10
+// MaxEnvelopeSize bounds every signed offer, bid and quote, in bytes: a
+// real offer is about 300 B, and one with every list full still fits, so
+// a flood of padded messages costs a node little each. Decoding refuses
+// anything larger before it allocates for it.
+const MaxEnvelopeSize = 8 << 10
+
+// MaxCoSignedSize bounds the body of a co-signed lease or receipt: a lease
+// carries its bid and the workload's command and environment.
+const MaxCoSignedSize = 64 << 10
 
 // Message is a market wire type.
 type Message interface {
@@ -52,7 +59,7 @@ func (s *signed[M]) MarshalRecord() ([]byte, error) {
 
 func (s *signed[M]) UnmarshalRecord(b []byte) error {
 	s.msg = s.msg.ProtoReflect().New().Interface().(M)
-	return proto.UnmarshalOptions{DiscardUnknown: false}.Unmarshal(b, s.msg)
+	return Unmarshal(b, s.msg)
 }
 
 func recordFor[M Message](m M) *signed[M] {
@@ -115,6 +122,9 @@ func openGeneral[M Message](data []byte) (M, error) {
 	var zero M
 	rec := recordFor(zero)
 	env, err := record.ConsumeTypedEnvelope(data, rec)
+	if fe := new(FieldError); errors.As(err, &fe) {
+		return zero, fe
+	}
 	if err != nil {
 		return zero, fmt.Errorf("%w: %v", ErrSignature, err)
 	}
@@ -142,6 +152,9 @@ func openFast[M Message](rec *signed[M], e fastEnvelope) (M, error) {
 		return zero, fmt.Errorf("%w: signature does not verify", ErrSignature)
 	}
 	if err := rec.UnmarshalRecord(e.payload); err != nil {
+		if errors.Is(err, ErrInvalid) { // signed, but not a message this version takes
+			return zero, err
+		}
 		return zero, fmt.Errorf("%w: payload: %v", ErrSignature, err)
 	}
 	h := rec.msg.GetHeader()

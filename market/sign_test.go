@@ -2,12 +2,17 @@ package market
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 func TestSignOpenRoundTrip(t *testing.T) {
@@ -115,3 +120,60 @@ func TestFastOpenAgreesWithLibp2p(t *testing.T) {
 	bid, _ := Sign(key, fuzzSeedBid(id))
 	agree("a bid", bid)
 }
+
+// Issue 11, attack 5: one key sent thousands of 60 KB offers, padded
+// with fields this version does not know, and every node took, kept and
+// forwarded them. Offers are bounded far below that, and a message with
+// a field its type does not declare, at any depth, is refused.
+func TestOpenRefusesPaddedAndOversizedMessages(t *testing.T) {
+	key, id := fuzzKey(t)
+	pad := func(m protoreflect.Message) {
+		m.SetUnknown(protoreflect.RawFields(protowire.AppendBytes(protowire.AppendTag(nil, 999, protowire.BytesType), []byte("padding"))))
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*pb.Offer)
+		want error
+		in   string
+	}{
+		{"an unknown field in the offer", func(o *pb.Offer) { pad(o.ProtoReflect()) }, ErrInvalid, "unknown field"},
+		{"an unknown field in a GPU group", func(o *pb.Offer) { pad(o.Gpus[0].ProtoReflect()) }, ErrInvalid, "gpus.GPUGroup"},
+		{"an unknown field in the header", func(o *pb.Offer) { pad(o.Header.ProtoReflect()) }, ErrInvalid, "header.Header"},
+		{"60 KB of image rules", func(o *pb.Offer) {
+			for i := range 240 {
+				o.ImageDeny = append(o.ImageDeny, fmt.Sprintf("%0250d", i))
+			}
+		}, ErrTooLarge, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := fuzzSeedOffer(id)
+			c.edit(o)
+			payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env, err := record.Seal(&rawOffer{payload}, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := env.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Open[*pb.Offer](data); !errors.Is(err, c.want) || !strings.Contains(fmt.Sprint(err), c.in) {
+				t.Errorf("Open: %v, want %v naming %q", err, c.want, c.in)
+			}
+		})
+	}
+	if env, err := Sign(key, fuzzSeedOffer(id)); err != nil || len(env) > 1024 {
+		t.Errorf("a real offer: %d bytes, %v", len(env), err)
+	}
+}
+
+// rawOffer seals payload bytes as an offer, whatever they hold.
+type rawOffer struct{ payload []byte }
+
+func (r *rawOffer) Domain() string                 { return OfferDomain }
+func (r *rawOffer) Codec() []byte                  { return offerCodec }
+func (r *rawOffer) MarshalRecord() ([]byte, error) { return r.payload, nil }
+func (r *rawOffer) UnmarshalRecord([]byte) error   { return nil }

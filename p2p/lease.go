@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -132,5 +133,5 @@ func ReadMsg(s network.Stream, limit int, m proto.Message) error {
 		return err
 	}
 	defer r.ReleaseMsg(b)
-	return proto.Unmarshal(b, m)
+	return market.Unmarshal(b, m)
 }
