@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -39,6 +40,20 @@ type Gossip struct {
 
 	scoreMu sync.Mutex
 	scores  map[peer.ID]float64 // as of the last inspection
+
+	appScore atomic.Pointer[func(peer.ID) float64]
+}
+
+// SetAppScore makes f the application-specific part of every peer's
+// gossipsub score (the market validator's AppScore); until it is set,
+// that part is 0.
+func (g *Gossip) SetAppScore(f func(peer.ID) float64) { g.appScore.Store(&f) }
+
+func (g *Gossip) appSpecificScore(p peer.ID) float64 {
+	if f := g.appScore.Load(); f != nil {
+		return (*f)(p)
+	}
+	return 0
 }
 
 // scoreInspectPeriod is how often the router reports peer scores.
@@ -70,7 +85,7 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 	g := &Gossip{topics: make(map[string]*pubsub.Topic), mesh: mesh, cfg: cfg}
 	if cfg.PeerScoring {
 		opts = append(opts,
-			pubsub.WithPeerScore(peerScoreParams(cfg.Swarm), peerScoreThresholds()),
+			pubsub.WithPeerScore(peerScoreParams(cfg.Swarm, g.appSpecificScore), peerScoreThresholds()),
 			pubsub.WithPeerScoreInspect(g.inspectScores, scoreInspectPeriod))
 	}
 	ps, err := pubsub.NewGossipSub(ctx, h, opts...)
@@ -185,7 +200,7 @@ func peerScoreThresholds() *pubsub.PeerScoreThresholds {
 // /64): with it on they would score negative and never be grafted. A
 // Sybil gains nothing from sharing an address here, since every payload is
 // signed by its issuer and checked by the topic validators.
-func peerScoreParams(s Swarm) *pubsub.PeerScoreParams {
+func peerScoreParams(s Swarm, app func(peer.ID) float64) *pubsub.PeerScoreParams {
 	topics := make(map[string]*pubsub.TopicScoreParams, len(TopicKinds))
 	for _, kind := range TopicKinds {
 		topics[s.Topic(kind)] = &pubsub.TopicScoreParams{
@@ -204,7 +219,7 @@ func peerScoreParams(s Swarm) *pubsub.PeerScoreParams {
 	return &pubsub.PeerScoreParams{
 		Topics:                    topics,
 		TopicScoreCap:             100,
-		AppSpecificScore:          func(peer.ID) float64 { return 0 },
+		AppSpecificScore:          app,
 		AppSpecificWeight:         1,
 		BehaviourPenaltyWeight:    -10,
 		BehaviourPenaltyThreshold: 6,

@@ -28,13 +28,41 @@ import (
 //
 // It is safe for concurrent use (pubsub runs validators in parallel): its
 // mutex guards the two maps and is held for no I/O.
+//
+// It also bounds how many message IDs of a kind one issuer holds at once
+// (IssuerCaps): an issuer's key costs nothing, but each key gets only so
+// many live offers and bids, whatever their IDs.
 type SeqGuard struct {
 	store ds.Batching
+	caps  map[string]int // by kind; 0: no cap
 
 	mu    sync.Mutex
 	held  map[seqID]seqRecord
-	dirty map[seqID]bool // changed since the last flush: put, or delete if no longer held
+	live  map[issuerKind]int // IDs held, by issuer and kind
+	dirty map[seqID]bool     // changed since the last flush: put, or delete if no longer held
 }
+
+type issuerKind struct {
+	kind   string
+	issuer peer.ID
+}
+
+// IssuerCaps are how many IDs of each kind one issuer may hold live: a
+// provider publishes one offer today, a renter a bid per rental.
+var IssuerCaps = map[string]int{TopicOffers: 16, TopicBids: 64}
+
+// SeqOutcome is what Advance made of a sequence number.
+type SeqOutcome int
+
+// Outcomes of Advance.
+const (
+	// SeqFresh: recorded; the message is new.
+	SeqFresh SeqOutcome = iota
+	// SeqStale: not above the one held (or equal, for gossip).
+	SeqStale
+	// SeqOverCap: a new ID of an issuer that holds its cap of them.
+	SeqOverCap
+)
 
 type seqID struct {
 	kind   string
@@ -55,7 +83,7 @@ func (k seqID) key() ds.Key {
 
 // OpenSeqGuard reads the numbers kept in store under /seq/.
 func OpenSeqGuard(ctx context.Context, store ds.Batching) (*SeqGuard, error) {
-	g := &SeqGuard{store: store, held: make(map[seqID]seqRecord), dirty: make(map[seqID]bool)}
+	g := &SeqGuard{store: store, caps: IssuerCaps, held: make(map[seqID]seqRecord), live: make(map[issuerKind]int), dirty: make(map[seqID]bool)}
 	res, err := store.Query(ctx, query.Query{Prefix: seqPrefix.String()})
 	if err != nil {
 		return nil, fmt.Errorf("seq guard: %w", err)
@@ -75,29 +103,48 @@ func OpenSeqGuard(ctx context.Context, store ds.Batching) (*SeqGuard, error) {
 			continue
 		}
 		g.held[seqID{parts[0], issuer, id}] = seqRecord{binary.BigEndian.Uint64(e.Value), int64(binary.BigEndian.Uint64(e.Value[8:]))}
+		g.live[issuerKind{parts[0], issuer}]++
 	}
 	return g, nil
 }
 
+// SetCap bounds the live IDs of kind one issuer may hold (0: no bound).
+func (g *SeqGuard) SetCap(kind string, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	caps := make(map[string]int, len(g.caps)+1)
+	for k, v := range g.caps {
+		caps[k] = v
+	}
+	caps[kind] = n
+	g.caps = caps
+}
+
 // Advance records seq (and the message's expiry, Unix ms) for the key if
-// seq is higher than the one held, or equal when equalOK, and reports
-// whether it did. Gossip asks for a strictly higher seq; book sync accepts
-// an equal one, so a restarted node can take back the offers it held.
-func (g *SeqGuard) Advance(kind string, issuer peer.ID, id string, seq uint64, expires int64, equalOK bool) bool {
+// seq is higher than the one held, or equal when equalOK, and the issuer
+// is within its cap of IDs. Gossip asks for a strictly higher seq; book
+// sync accepts an equal one, so a restarted node can take back the offers
+// it held.
+func (g *SeqGuard) Advance(kind string, issuer peer.ID, id string, seq uint64, expires int64, equalOK bool) SeqOutcome {
 	k := seqID{kind, issuer, id}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if h, ok := g.held[k]; ok {
-		if h.seq > seq || h.seq == seq && !equalOK {
-			return false
+	h, ok := g.held[k]
+	switch {
+	case ok && (h.seq > seq || h.seq == seq && !equalOK):
+		return SeqStale
+	case ok && h.seq == seq:
+		return SeqFresh
+	case !ok:
+		ik := issuerKind{kind, issuer}
+		if c := g.caps[kind]; c > 0 && g.live[ik] >= c {
+			return SeqOverCap
 		}
-		if h.seq == seq {
-			return true
-		}
+		g.live[ik]++
 	}
 	g.held[k] = seqRecord{seq, expires}
 	g.dirty[k] = true
-	return true
+	return SeqFresh
 }
 
 // Prune forgets the records of messages that expired before nowMs and
@@ -110,6 +157,10 @@ func (g *SeqGuard) Prune(nowMs int64) int {
 	for k, r := range g.held {
 		if r.expires < nowMs {
 			delete(g.held, k)
+			ik := issuerKind{k.kind, k.issuer}
+			if g.live[ik]--; g.live[ik] <= 0 {
+				delete(g.live, ik)
+			}
 			g.dirty[k] = true
 			n++
 		}

@@ -23,11 +23,17 @@ import (
 // Verdicts: Reject what is provably bad (a forged or malformed message; the
 // peer that sent it loses score), Ignore what is merely stale (expired,
 // from a clock too far ahead, an old or repeated sequence number).
+//
+// Every peer gets a budget per topic (PeerRates): messages beyond it are
+// ignored unread, and what a peer sends beyond it or beyond its issuers'
+// caps lowers its gossipsub score (AppScore), so a peer relaying valid
+// spam is pruned from the mesh and then graylisted.
 type MarketValidator struct {
 	limits market.Limits
 	seqs   *SeqGuard
 	now    func() time.Time
 	log    *slog.Logger
+	budget map[string]*peerBudget // by topic kind
 
 	// Counts of verdicts, for metrics and tests.
 	Accepted, Rejected, Ignored atomic.Int64
@@ -39,11 +45,52 @@ func NewMarketValidator(l market.Limits, seqs *SeqGuard, now func() time.Time, l
 	if log == nil {
 		log = slog.Default()
 	}
-	return &MarketValidator{limits: l, seqs: seqs, now: now, log: log}
+	v := &MarketValidator{limits: l, seqs: seqs, now: now, log: log, budget: map[string]*peerBudget{}}
+	for kind, r := range PeerRates {
+		v.budget[kind] = newPeerBudget(r.PerSecond, r.Burst)
+	}
+	return v
 }
 
-// Install sets the validators of the offers, bids and evidence topics.
+// Rate is a sustained rate and a burst, in messages.
+type Rate struct{ PerSecond, Burst float64 }
+
+// PeerRates are what one peer may hand a node per topic: far above what
+// an honest swarm relays (ten thousand providers re-publishing every
+// three quarters of an hour make about four offers a second), far below
+// a flood.
+var PeerRates = map[string]Rate{TopicOffers: {50, 500}, TopicBids: {20, 200}, TopicEvidence: {1, 20}}
+
+// excessWeight is the score a unit of excess costs: a peer is out of the
+// gossip threshold after 50 messages beyond its budget, graylisted after
+// 250, and forgiven as its excess decays.
+const excessWeight = 10
+
+// AppScore is the gossipsub application-specific score of p: minus its
+// excess on every topic, weighted.
+func (v *MarketValidator) AppScore(p peer.ID) float64 {
+	now, sum := v.now(), 0.0
+	for _, b := range v.budget {
+		sum += b.excess(p, now)
+	}
+	return -excessWeight * sum
+}
+
+// within spends one of from's tokens for kind; a message beyond the
+// budget is ignored.
+func (v *MarketValidator) within(kind string, from peer.ID) bool {
+	if v.budget[kind].take(from, v.now()) {
+		return true
+	}
+	v.Ignored.Add(1)
+	v.log.Debug("ignored market message", "topic", kind, "from", from, "why", "the peer's budget is spent")
+	return false
+}
+
+// Install sets the validators of the offers, bids and evidence topics,
+// and the peers' application-specific score.
 func (v *MarketValidator) Install(g *Gossip) error {
+	g.SetAppScore(v.AppScore)
 	for kind, fn := range map[string]pubsub.ValidatorEx{
 		TopicOffers:   v.validateOffer,
 		TopicBids:     v.validateBid,
@@ -57,7 +104,10 @@ func (v *MarketValidator) Install(g *Gossip) error {
 }
 
 func (v *MarketValidator) validateOffer(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	o, res := v.checkOffer(ctx, msg.Data, false)
+	if !v.within(TopicOffers, from) {
+		return pubsub.ValidationIgnore
+	}
+	o, res := v.checkOffer(ctx, from, msg.Data, false)
 	if res == pubsub.ValidationAccept {
 		msg.ValidatorData = o
 	}
@@ -65,7 +115,10 @@ func (v *MarketValidator) validateOffer(ctx context.Context, from peer.ID, msg *
 }
 
 func (v *MarketValidator) validateBid(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	b, res := v.CheckBid(ctx, msg.Data)
+	if !v.within(TopicBids, from) {
+		return pubsub.ValidationIgnore
+	}
+	b, res := v.checkBid(from, msg.Data)
 	if res == pubsub.ValidationAccept {
 		msg.ValidatorData = b
 	}
@@ -77,6 +130,9 @@ func (v *MarketValidator) validateBid(ctx context.Context, from peer.ID, msg *pu
 // ValidatorData as []peer.ID, and rejects anything else: evidence that does
 // not prove cheating is an attempt to frame someone.
 func (v *MarketValidator) validateEvidence(_ context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+	if !v.within(TopicEvidence, from) {
+		return pubsub.ValidationIgnore
+	}
 	offenders, err := attest.VerifyEvidence(msg.Data)
 	if err != nil {
 		v.Rejected.Add(1)
@@ -94,32 +150,36 @@ func (v *MarketValidator) validateEvidence(_ context.Context, from peer.ID, msg 
 // above any seen; one from book sync may equal it, so that a restarted
 // node can take back what it held (its book lives in memory).
 func (v *MarketValidator) CheckOffer(ctx context.Context, data []byte) (*pb.Offer, pubsub.ValidationResult) {
-	return v.checkOffer(ctx, data, false)
+	return v.checkOffer(ctx, "", data, false)
 }
 
 // CheckSyncedOffer is CheckOffer for an envelope that came by book sync.
 func (v *MarketValidator) CheckSyncedOffer(ctx context.Context, data []byte) (*pb.Offer, pubsub.ValidationResult) {
-	return v.checkOffer(ctx, data, true)
+	return v.checkOffer(ctx, "", data, true)
 }
 
-func (v *MarketValidator) checkOffer(ctx context.Context, data []byte, synced bool) (*pb.Offer, pubsub.ValidationResult) {
+func (v *MarketValidator) checkOffer(_ context.Context, from peer.ID, data []byte, synced bool) (*pb.Offer, pubsub.ValidationResult) {
 	o, err := market.Open[*pb.Offer](data)
 	if err == nil {
 		err = v.limits.ValidateOffer(o, v.now())
 	}
-	if res := v.verdict(TopicOffers, o, err, synced); res != pubsub.ValidationAccept {
+	if res := v.verdict(TopicOffers, from, o, err, synced); res != pubsub.ValidationAccept {
 		return nil, res
 	}
 	return o, pubsub.ValidationAccept
 }
 
 // CheckBid is CheckOffer for bids.
-func (v *MarketValidator) CheckBid(ctx context.Context, data []byte) (*pb.Bid, pubsub.ValidationResult) {
+func (v *MarketValidator) CheckBid(_ context.Context, data []byte) (*pb.Bid, pubsub.ValidationResult) {
+	return v.checkBid("", data)
+}
+
+func (v *MarketValidator) checkBid(from peer.ID, data []byte) (*pb.Bid, pubsub.ValidationResult) {
 	b, err := market.Open[*pb.Bid](data)
 	if err == nil {
 		err = v.limits.ValidateBid(b, v.now())
 	}
-	if res := v.verdict(TopicBids, b, err, false); res != pubsub.ValidationAccept {
+	if res := v.verdict(TopicBids, from, b, err, false); res != pubsub.ValidationAccept {
 		return nil, res
 	}
 	return b, pubsub.ValidationAccept
@@ -128,7 +188,9 @@ func (v *MarketValidator) CheckBid(ctx context.Context, data []byte) (*pb.Bid, p
 // header is what verdict needs of an opened message.
 type header interface{ GetHeader() *pb.Header }
 
-func (v *MarketValidator) verdict(kind string, m header, err error, equalOK bool) pubsub.ValidationResult {
+// verdict decides on an opened message that from relayed ("" for one
+// that came otherwise, such as by book sync).
+func (v *MarketValidator) verdict(kind string, from peer.ID, m header, err error, equalOK bool) pubsub.ValidationResult {
 	switch {
 	case errors.Is(err, market.ErrExpired) || errors.Is(err, market.ErrFuture):
 		v.Ignored.Add(1)
@@ -140,9 +202,17 @@ func (v *MarketValidator) verdict(kind string, m header, err error, equalOK bool
 		return pubsub.ValidationReject
 	}
 	h := m.GetHeader()
-	if !v.seqs.Advance(kind, peer.ID(h.Issuer), h.Id, h.Seq, h.ExpiresUnixMs, equalOK) {
+	switch v.seqs.Advance(kind, peer.ID(h.Issuer), h.Id, h.Seq, h.ExpiresUnixMs, equalOK) {
+	case SeqStale:
 		v.Ignored.Add(1)
 		v.log.Debug("ignored market message", "topic", kind, "issuer", peer.ID(h.Issuer), "id", h.Id, "seq", h.Seq, "why", "sequence not above the last seen")
+		return pubsub.ValidationIgnore
+	case SeqOverCap:
+		v.Ignored.Add(1)
+		if from != "" {
+			v.budget[kind].penalise(from, 1, v.now())
+		}
+		v.log.Debug("ignored market message", "topic", kind, "issuer", peer.ID(h.Issuer), "id", h.Id, "why", "the issuer holds its cap of IDs")
 		return pubsub.ValidationIgnore
 	}
 	v.Accepted.Add(1)

@@ -1,0 +1,118 @@
+package p2p_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/idlegrid/idlegrid/p2p/p2ptest"
+	ds "github.com/ipfs/go-datastore"
+	dssync "github.com/ipfs/go-datastore/sync"
+)
+
+// An issuer holds at most its cap of live IDs, whatever their names, and
+// gets room again as they expire; the counts survive a reopening.
+func TestSeqGuardCapsTheIDsOfAnIssuer(t *testing.T) {
+	ctx := context.Background()
+	store := dssync.MutexWrap(ds.NewMapDatastore())
+	g, err := p2p.OpenSeqGuard(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetCap(p2p.TopicOffers, 3)
+	spammer, other := newSigner(t, nil).id, newSigner(t, nil).id
+	for i := range 3 {
+		if got := g.Advance(p2p.TopicOffers, spammer, fmt.Sprint("o", i), 1, int64(1000+i), false); got != p2p.SeqFresh {
+			t.Fatalf("ID %d within the cap: %v", i, got)
+		}
+	}
+	if got := g.Advance(p2p.TopicOffers, spammer, "o3", 1, 2000, false); got != p2p.SeqOverCap {
+		t.Errorf("a fourth ID: %v, want over cap", got)
+	}
+	if got := g.Advance(p2p.TopicOffers, spammer, "o1", 2, 2000, false); got != p2p.SeqFresh {
+		t.Errorf("a new seq of a held ID: %v", got)
+	}
+	if got := g.Advance(p2p.TopicOffers, other, "o0", 1, 2000, false); got != p2p.SeqFresh {
+		t.Errorf("another issuer: %v", got)
+	}
+	if got := g.Advance(p2p.TopicBids, spammer, "b0", 1, 2000, false); got != p2p.SeqFresh {
+		t.Errorf("another kind: %v", got)
+	}
+	if err := g.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, err = p2p.OpenSeqGuard(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetCap(p2p.TopicOffers, 3)
+	if got := g.Advance(p2p.TopicOffers, spammer, "o3", 1, 2000, false); got != p2p.SeqOverCap {
+		t.Errorf("a fourth ID after reopening: %v", got)
+	}
+	g.Prune(1001) // o0 (expires 1000) is gone: room for one
+	if got := g.Advance(p2p.TopicOffers, spammer, "o3", 1, 3000, false); got != p2p.SeqFresh {
+		t.Errorf("an ID after one expired: %v", got)
+	}
+}
+
+// Issue 11, attack 5: one key sent 9,000 offers in 30 s and every node
+// took them all; 230,000 from 50 keys cost 14 of 20 honest offers. Here
+// a peer floods 1,500 valid offers of one key, each under its own ID, and
+// its own key's further offers: every honest node holds at most the
+// issuer's cap, every honest offer arrives, and the flooder's score at
+// its neighbours falls below zero.
+func TestAFloodOfValidOffersIsCappedAndCostsTheFlooderScore(t *testing.T) {
+	s := p2ptest.NewLoopback(t, 4)
+	nodes := withMarket(t, s, map[int]bool{3: true}) // the flooder checks nothing it sends
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := s.WaitMesh(ctx, p2p.TopicOffers); err != nil {
+		t.Fatal(err)
+	}
+	flooder := s.Nodes[3]
+	spam := newSigner(t, nil)
+	now := time.Now()
+	for i := range 1500 {
+		if err := flooder.Gossip.Topic(p2p.TopicOffers).Publish(ctx, spam.offer(t, fmt.Sprint("spam-", i), 1, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	honest := newSigner(t, s.Nodes[0].Host.Peerstore().PrivKey(s.Nodes[0].Host.ID()))
+	for i := range 10 {
+		if err := s.Nodes[0].Gossip.Topic(p2p.TopicOffers).Publish(ctx, honest.offer(t, fmt.Sprint("gpus-", i), 1, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, n := range nodes[:3] {
+		waitUntil(t, 20*time.Second, fmt.Sprintf("node %d holds the 10 honest offers", i), func() bool {
+			held := 0
+			for _, o := range n.book.Snapshot().Offers() {
+				if string(o.Header.Issuer) == string(honest.id) {
+					held++
+				}
+			}
+			return held == 10
+		})
+		spamHeld := 0
+		for _, o := range n.book.Snapshot().Offers() {
+			if string(o.Header.Issuer) == string(spam.id) {
+				spamHeld++
+			}
+		}
+		if spamHeld > p2p.IssuerCaps[p2p.TopicOffers] {
+			t.Errorf("node %d holds %d offers of one issuer; the cap is %d", i, spamHeld, p2p.IssuerCaps[p2p.TopicOffers])
+		}
+	}
+	// The flooder's neighbours score it below zero.
+	for i, n := range nodes[:3] {
+		if len(n.Host.Network().ConnsToPeer(flooder.Host.ID())) == 0 {
+			continue
+		}
+		waitUntil(t, 10*time.Second, fmt.Sprintf("node %d scores the flooder below zero", i), func() bool {
+			score, ok := n.Gossip.Score(flooder.Host.ID())
+			return ok && score < 0 && n.validator.AppScore(flooder.Host.ID()) < 0
+		})
+	}
+}
