@@ -25,10 +25,11 @@ const AttestProtocol protocol.ID = "/idlegrid/attest/1.0.0"
 const attestDeadline = 15 * time.Second
 
 // AttestLimits bound the attestation server: signing a document for every
-// nonce costs the provider, so a peer gets two challenges at a time.
+// nonce costs the provider, so a peer gets two challenges at a time, one
+// every two seconds after a burst of five.
 var AttestLimits = StreamLimits{
 	Service: "idlegrid.attest", Memory: 2 * attest.MaxDocumentSize,
-	Request: requestDeadline, Deadline: attestDeadline, PerPeer: 2,
+	Request: requestDeadline, Deadline: attestDeadline, PerPeer: 2, Rate: Rate{0.5, 5},
 }
 
 // DocumentMaker makes a signed attestation document over a nonce, and

@@ -23,19 +23,21 @@ import (
 // with at most that many, each length-prefixed, then closes.
 const BookSyncProtocol protocol.ID = "/idlegrid/book/1.1.0"
 
-// Limits of one book sync.
+// Limits of one book sync, served and read alike.
 const (
 	// MaxSyncOffers bounds how many envelopes one sync carries.
-	MaxSyncOffers = 200_000
+	MaxSyncOffers = 20_000
+	// MaxSyncBytes bounds the envelopes' bytes in one sync.
+	MaxSyncBytes = 16 << 20
 	// SyncDeadline bounds a whole sync, either side.
 	SyncDeadline = time.Minute
 )
 
 // BookLimits bound the book-sync server: a whole book per request, so a
-// peer gets one at a time.
+// peer gets one at a time, and three in a row, then one each ten seconds.
 var BookLimits = StreamLimits{
 	Service: "idlegrid.book", Memory: market.MaxEnvelopeSize,
-	Request: requestDeadline, Deadline: SyncDeadline, PerPeer: 1,
+	Request: requestDeadline, Deadline: SyncDeadline, PerPeer: 1, Rate: Rate{0.1, 3},
 }
 
 // BookSource returns the signed envelopes of the offers to hand out.
@@ -54,7 +56,11 @@ func ServeBookSync(sv Server, source BookSource) {
 		}
 		envs = envs[:min(uint64(len(envs)), want, MaxSyncOffers)]
 		w := msgio.NewVarintWriter(s)
+		sent := 0
 		for _, env := range envs {
+			if sent += len(env); sent > MaxSyncBytes {
+				return nil // what fits: the rest comes by gossip or the next sync
+			}
 			if err := w.WriteMsg(env); err != nil {
 				return err
 			}
@@ -66,7 +72,8 @@ func ServeBookSync(sv Server, source BookSource) {
 // FetchBook asks p for its book and calls each with every envelope as it
 // arrives, unverified: the caller verifies each as it would a gossiped one.
 // It reads at most MaxSyncOffers envelopes of at most market.MaxEnvelopeSize
-// bytes each, so a hostile peer cannot make it allocate without bound.
+// bytes each, MaxSyncBytes in all, so a hostile peer cannot make it
+// allocate, or work, without bound.
 func FetchBook(ctx context.Context, h host.Host, p peer.ID, each func([]byte)) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, SyncDeadline)
 	defer cancel()
@@ -81,7 +88,7 @@ func FetchBook(ctx context.Context, h host.Host, p peer.ID, each func([]byte)) (
 	}
 	s.CloseWrite()
 	r := msgio.NewVarintReaderSize(s, market.MaxEnvelopeSize)
-	n := 0
+	n, read := 0, 0
 	for ; n < MaxSyncOffers; n++ {
 		msg, err := r.ReadMsg()
 		if errors.Is(err, io.EOF) {
@@ -90,6 +97,10 @@ func FetchBook(ctx context.Context, h host.Host, p peer.ID, each func([]byte)) (
 		if err != nil {
 			s.Reset()
 			return n, fmt.Errorf("book sync with %s: %w", p, err)
+		}
+		if read += len(msg); read > MaxSyncBytes {
+			s.Reset()
+			return n, fmt.Errorf("book sync with %s: more than %d bytes", p, MaxSyncBytes)
 		}
 		each(msg)
 	}

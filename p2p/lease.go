@@ -37,14 +37,14 @@ const (
 // LeaseLimits bound the lease server: one request, one reply.
 var LeaseLimits = StreamLimits{
 	Service: "idlegrid.lease", Memory: 2 * MaxLeaseMessage,
-	Request: requestDeadline, Deadline: leaseDeadline, PerPeer: 8,
+	Request: requestDeadline, Deadline: leaseDeadline, PerPeer: 8, Rate: Rate{2, 20},
 }
 
 // JobLimits bound the job server. A job stream lives as long as the
 // renter follows its lease; a renter follows a few at once.
 var JobLimits = StreamLimits{
 	Service: "idlegrid.job", Memory: MaxJobFrame + MaxLeaseMessage,
-	Request: requestDeadline, PerPeer: 16,
+	Request: requestDeadline, PerPeer: 16, Rate: Rate{2, 20},
 }
 
 // LeaseHandler answers one lease request from peer from.

@@ -23,7 +23,7 @@ const quoteDeadline = 10 * time.Second
 // QuoteLimits bound the quote server: a quote is one envelope.
 var QuoteLimits = StreamLimits{
 	Service: "idlegrid.quote", Memory: market.MaxEnvelopeSize,
-	Request: requestDeadline, Deadline: quoteDeadline, PerPeer: 4,
+	Request: requestDeadline, Deadline: quoteDeadline, PerPeer: 4, Rate: Rate{10, 50},
 }
 
 // ServeQuotes hands every quote envelope received to handle, which

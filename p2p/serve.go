@@ -40,6 +40,11 @@ type StreamLimits struct {
 	// beyond it is reset at once, so one peer cannot hold more than its
 	// share of the service.
 	PerPeer int
+	// Rate bounds how many streams one peer opens, sustained and in a
+	// burst; a stream beyond it is reset at once, so a peer that has its
+	// stalled streams reset cannot simply reopen them, nor use a cheap
+	// request to make this node work (an attestation signs a document).
+	Rate Rate
 }
 
 // StreamHandler serves one stream from peer from. A nil return closes
@@ -58,12 +63,16 @@ type Server struct {
 // Errors of served streams, for the counters of tests and logs.
 var (
 	errPeerShare = errors.New("the peer holds its share of streams of this protocol")
+	errPeerRate  = errors.New("the peer opens streams of this protocol too fast")
 	errPanic     = errors.New("handler panicked")
 )
 
 // Serve registers handle for protocol id with the limits lim.
 func (sv Server) Serve(id protocol.ID, lim StreamLimits, handle StreamHandler) {
 	g := &peerGate{max: lim.PerPeer, held: make(map[peer.ID]int)}
+	if lim.Rate.PerSecond > 0 {
+		g.rate = newPeerBudget(lim.Rate.PerSecond, lim.Rate.Burst)
+	}
 	log := sv.Log
 	if log == nil {
 		log = slog.Default()
@@ -87,6 +96,9 @@ func (sv Server) Serve(id protocol.ID, lim StreamLimits, handle StreamHandler) {
 func serveOne(ctx context.Context, g *peerGate, lim StreamLimits, s network.Stream, handle StreamHandler) (err error) {
 	start := time.Now()
 	from := s.Conn().RemotePeer()
+	if g.rate != nil && !g.rate.take(from, start) {
+		return errPeerRate
+	}
 	if !g.acquire(from) {
 		return errPeerShare
 	}
@@ -119,6 +131,7 @@ func serveOne(ctx context.Context, g *peerGate, lim StreamLimits, s network.Stre
 // Its mutex guards only the counts; no I/O happens under it.
 type peerGate struct {
 	max  int
+	rate *peerBudget // nil: no rate
 	mu   sync.Mutex
 	held map[peer.ID]int
 }

@@ -3,9 +3,11 @@ package p2p
 import (
 	"context"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -40,6 +42,7 @@ func open(t *testing.T, a, b host.Host, n int) network.Stream {
 // reply reads what the server sent on s until it closed or reset it,
 // within d.
 func reply(s network.Stream, d time.Duration) (string, error) {
+	defer s.Close()
 	s.SetReadDeadline(time.Now().Add(d))
 	b, err := io.ReadAll(s)
 	return string(b), err
@@ -151,5 +154,106 @@ func TestServeRecoversAPanicAndEndsHandlersWithItsContext(t *testing.T) {
 	}
 	if _, err := reply(waiting, 5*time.Second); err == nil {
 		t.Error("the stream of a handler that failed was not reset")
+	}
+}
+
+// A peer that opens streams faster than the protocol's rate has the
+// surplus reset at once: it cannot reopen what the request deadline
+// reset, nor keep a server working.
+func TestServeHoldsOnePeerToItsRate(t *testing.T) {
+	a, b, c := newTestHost(t, nil, nil), newTestHost(t, nil, nil), newTestHost(t, nil, nil)
+	for _, h := range []host.Host{a, c} {
+		if err := connect(h, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lim := StreamLimits{Service: "idlegrid.test", Request: 5 * time.Second, Deadline: 10 * time.Second, PerPeer: 8, Rate: Rate{PerSecond: 2, Burst: 3}}
+	Server{Host: b, Ctx: context.Background()}.Serve(testProto, lim, echoRequest)
+	served := 0
+	for range 10 {
+		if got, _ := reply(open(t, a, b, 16), 5*time.Second); got == "ok" {
+			served++
+		}
+	}
+	if served < 3 || served > 4 {
+		t.Errorf("10 streams at once: %d served; want the burst of 3 (4 if a token came meanwhile)", served)
+	}
+	if got, err := reply(open(t, c, b, 16), 5*time.Second); got != "ok" {
+		t.Errorf("another peer meanwhile: %q, %v", got, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if got, _ := reply(open(t, a, b, 16), 5*time.Second); got == "ok" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the rate's tokens did not come back")
+		}
+	}
+}
+
+// Issue 11, attack 10: one peer had a provider sign 21,000 attestation
+// documents in 10 s. Now a peer gets its burst, then one each 2 s.
+func TestAttestationIsNoOracle(t *testing.T) {
+	a, b := newTestHost(t, nil, nil), newTestHost(t, nil, nil)
+	if err := connect(a, b); err != nil {
+		t.Fatal(err)
+	}
+	var made atomic.Int64
+	ServeAttestation(Server{Host: b, Ctx: context.Background()}, func(ctx context.Context, nonce []byte) ([]byte, []byte, error) {
+		made.Add(1)
+		return []byte("document"), nil, nil
+	})
+	start := time.Now()
+	answered := 0
+	for range 50 {
+		if _, err := Challenge(context.Background(), a, b.ID()); err == nil {
+			answered++
+		}
+	}
+	allowed := int(AttestLimits.Rate.Burst + AttestLimits.Rate.PerSecond*time.Since(start).Seconds())
+	if n := int(made.Load()); n > allowed || answered > allowed || answered < int(AttestLimits.Rate.Burst) {
+		t.Errorf("50 challenges in %s: %d documents made, %d answered; the rate allows %d", time.Since(start).Round(time.Millisecond), n, answered, allowed)
+	}
+}
+
+// Issue 11, attack 8: 30 peers each opened 70 lease streams, sent a byte
+// and stalled; an honest proposal was reset, and the attackers reopened
+// what the 15 s deadline freed. Each peer now holds at most its share,
+// opens at most its rate, and loses a stalled stream at the request
+// deadline: the honest proposal is answered at once.
+func TestSlowlorisDoesNotStarveAnHonestLease(t *testing.T) {
+	provider := newTestHost(t, nil, nil)
+	ServeLeases(Server{Host: provider, Ctx: context.Background()}, func(ctx context.Context, from peer.ID, req *pb.LeaseRequest) *pb.LeaseReply {
+		return &pb.LeaseReply{Code: pb.RejectCode_REJECT_NO_OFFER, Reason: "answered"}
+	})
+	var stalled []network.Stream
+	for range 30 {
+		attacker := newTestHost(t, nil, nil)
+		if err := connect(attacker, provider); err != nil {
+			t.Fatal(err)
+		}
+		for range 70 {
+			s, err := attacker.NewStream(context.Background(), provider.ID(), LeaseProtocol)
+			if err != nil {
+				break // the attacker's own resource manager may stop it first
+			}
+			s.Write([]byte{0x7f})
+			stalled = append(stalled, s)
+		}
+	}
+	t.Cleanup(func() {
+		for _, s := range stalled {
+			s.Reset()
+		}
+	})
+	honest := newTestHost(t, nil, nil)
+	if err := connect(honest, provider); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	reply, err := RequestLease(context.Background(), honest, provider.ID(), &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: "lease-1"}})
+	if err != nil || reply.Reason != "answered" || time.Since(start) > 2*time.Second {
+		t.Fatalf("an honest request among %d stalled streams: %v, %v after %s", len(stalled), reply, err, time.Since(start))
 	}
 }

@@ -1,0 +1,61 @@
+package p2p
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-msgio"
+)
+
+// Issue 11, attack 6: a peer handed a joining node 3,000 offers of 60 KB,
+// and one sync returned 529 MB. A sync now reads envelopes of at most
+// market.MaxEnvelopeSize, MaxSyncOffers of them, MaxSyncBytes in all,
+// from a server that sends whatever it likes.
+func TestFetchBookReadsNoMoreThanItsCaps(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		n, size int
+		most    int
+		errIn   string
+	}{
+		{"oversized envelopes", 3000, 60 << 10, 0, "message"},
+		{"too many envelopes", MaxSyncOffers + 10, 16, MaxSyncOffers, "more than 20000 offers"},
+		{"too many bytes", 4000, 8 << 10, MaxSyncBytes / (8 << 10), "bytes"},
+		{"a whole book", 100, 300, 100, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := newTestHost(t, nil, nil), newTestHost(t, nil, nil)
+			if err := connect(a, b); err != nil {
+				t.Fatal(err)
+			}
+			b.SetStreamHandler(BookSyncProtocol, func(s network.Stream) { // ignores the request's bound
+				defer s.Close()
+				if _, err := binary.ReadUvarint(byteReader{s}); err != nil {
+					return
+				}
+				w := msgio.NewVarintWriter(s)
+				msg := bytes.Repeat([]byte{'x'}, c.size)
+				for range c.n {
+					if w.WriteMsg(msg) != nil {
+						return
+					}
+				}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			got := 0
+			n, err := FetchBook(ctx, a, b.ID(), func([]byte) { got++ })
+			if got > c.most || n != got {
+				t.Errorf("handed on %d envelopes (counted %d); want at most %d", got, n, c.most)
+			}
+			if c.errIn == "" && err != nil || c.errIn != "" && (err == nil || !strings.Contains(err.Error(), c.errIn)) {
+				t.Errorf("err %v, want one naming %q", err, c.errIn)
+			}
+		})
+	}
+}
