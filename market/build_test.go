@@ -167,6 +167,11 @@ func TestAdmitLease(t *testing.T) {
 		{"fits", func(*pb.Offer, *pb.Lease) {}, pb.RejectCode_REJECT_UNSPECIFIED, ""},
 		{"a start within the skew", func(_ *pb.Offer, l *pb.Lease) { l.StartUnixMs -= 20_000 }, pb.RejectCode_REJECT_UNSPECIFIED, ""},
 		{"a start in the past", func(_ *pb.Offer, l *pb.Lease) { l.StartUnixMs -= 3_600_000 }, pb.RejectCode_REJECT_START, "is in the past"},
+		{"a start further ahead than the offer books", func(_ *pb.Offer, l *pb.Lease) { l.StartUnixMs = mtNow.Add(200 * time.Hour).UnixMilli() }, pb.RejectCode_REJECT_START, "more than 168h0m0s ahead"},
+		{"an offer that books further ahead", func(o *pb.Offer, l *pb.Lease) {
+			o.MaxStartAheadSeconds = 300 * 3600
+			l.StartUnixMs = mtNow.Add(200 * time.Hour).UnixMilli()
+		}, pb.RejectCode_REJECT_UNSPECIFIED, ""},
 		{"no offer", func(o *pb.Offer, _ *pb.Lease) { o.Header.Id = "other" }, pb.RejectCode_REJECT_NO_OFFER, `no offer "gpus"`},
 		{"a withdrawn offer", func(o *pb.Offer, _ *pb.Lease) { o.Withdrawn = true }, pb.RejectCode_REJECT_NO_OFFER, "no offer"},
 		{"too long", func(o *pb.Offer, _ *pb.Lease) { o.MaxDurationSeconds = 3600 }, pb.RejectCode_REJECT_DURATION, "duration 4h0m0s outside this offer's 1h0m0s to 1h0m0s"},

@@ -459,7 +459,7 @@ func fitsWindow(c *evalCtx) bool {
 	}
 	if len(o.GetWindows()) == 0 && len(o.GetWeekly()) == 0 {
 		c.start = p.from
-		return true
+		return c.withinAhead()
 	}
 	maxPrice := p.bid.GetMaxPriceMicros()
 	var blocked bool
@@ -481,5 +481,16 @@ func fitsWindow(c *evalCtx) bool {
 		return c.explain && c.failf("no window covers %s starting %s to %s", seconds(p.bid.GetDurationSeconds()), ms(p.from), ms(p.until))
 	}
 	c.start, c.price = start, max(c.price, floor)
-	return true
+	return c.withinAhead()
+}
+
+// withinAhead holds the start found to the offer's bound on how far
+// ahead a lease may start. The start is the earliest that fits, so none
+// fits within the bound when it lies beyond.
+func (c *evalCtx) withinAhead() bool {
+	ahead := StartAheadOf(c.o)
+	if c.start <= c.p.nowMs+ahead.Milliseconds() {
+		return true
+	}
+	return c.explain && c.failf("earliest start %s is more than %s ahead, as far as this offer books", ms(c.start), ahead)
 }

@@ -153,6 +153,8 @@ func TestChecksBasics(t *testing.T) {
 				t.Errorf("candidate %+v", c)
 			}
 		}},
+		{name: "a start further ahead than the offer books", bid: func(b *pb.Bid) { b.EarliestStartUnixMs = mtNow.Add(200 * time.Hour).UnixMilli() }, check: "window", detail: "more than 168h0m0s ahead"},
+		{name: "an offer that books further ahead", offer: func(o *pb.Offer) { o.MaxStartAheadSeconds = 300 * 3600 }, bid: func(b *pb.Bid) { b.EarliestStartUnixMs = mtNow.Add(200 * time.Hour).UnixMilli() }},
 		{name: "withdrawn", offer: func(o *pb.Offer) { o.Withdrawn = true }, check: "live", detail: "withdrawn"},
 		{name: "expired", offer: func(o *pb.Offer) { o.Header.ExpiresUnixMs = mtNow.UnixMilli() }, check: "live", detail: "expired at"},
 		{name: "excluded", excl: mtExcluded{mtPeers[0]: true}, check: "excluded", detail: "excluded"},

@@ -75,6 +75,22 @@ func RejectAdmission(err error) *RejectError {
 	return Reject(ae.RejectCode(), "%s", ae.Error())
 }
 
+// DefaultStartAhead is how far ahead of now a lease may start when its
+// offer does not say (max_start_ahead_seconds = 0); MaxStartAhead bounds
+// what an offer may say.
+const (
+	DefaultStartAhead = 7 * 24 * time.Hour
+	MaxStartAhead     = 366 * 24 * time.Hour
+)
+
+// StartAheadOf is how far ahead of now a lease on offer o may start.
+func StartAheadOf(o *pb.Offer) time.Duration {
+	if s := o.GetMaxStartAheadSeconds(); s > 0 {
+		return time.Duration(min(s, uint64(MaxStartAhead.Seconds()))) * time.Second
+	}
+	return DefaultStartAhead
+}
+
 // LeaseStartSkew is how far in the past a proposed start may be: clocks
 // differ and a proposal takes a round trip.
 const LeaseStartSkew = 30 * time.Second
@@ -92,6 +108,9 @@ func AdmitLease(m *Matcher, o *pb.Offer, l *pb.Lease, now time.Time) (string, er
 	}
 	if o == nil || o.Withdrawn || o.Header.GetId() != l.OfferId {
 		return "", Reject(pb.RejectCode_REJECT_NO_OFFER, "no offer %q here now", l.OfferId)
+	}
+	if ahead := StartAheadOf(o); time.UnixMilli(l.StartUnixMs).After(now.Add(ahead)) {
+		return "", Reject(pb.RejectCode_REJECT_START, "start %s is more than %s ahead; this provider books at most that far ahead", time.UnixMilli(l.StartUnixMs).UTC().Format(time.RFC3339), ahead)
 	}
 	if d := l.DurationSeconds; d < o.MinDurationSeconds || d > o.MaxDurationSeconds {
 		return "", Reject(pb.RejectCode_REJECT_DURATION, "duration %s outside this offer's %s to %s", seconds(d), seconds(o.MinDurationSeconds), seconds(o.MaxDurationSeconds))

@@ -216,6 +216,9 @@ func (l Limits) ValidateOffer(o *pb.Offer, now time.Time) error {
 	if err := l.durations(o.MinDurationSeconds, o.MaxDurationSeconds); err != nil {
 		return err
 	}
+	if s := o.MaxStartAheadSeconds; s > uint64(MaxStartAhead.Seconds()) {
+		return invalid("max_start_ahead_seconds", "%d; want 0 (the default, %s) to %d", s, DefaultStartAhead, uint64(MaxStartAhead.Seconds()))
+	}
 	if err := l.windows(o); err != nil {
 		return err
 	}

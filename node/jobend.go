@@ -60,6 +60,9 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 		}
 		delete(st.live, l.Id)
 		lo.nLive.Add(-1)
+		if rc.AmountMicros > 0 { // GPU time the renter owes for
+			st.unsigned[l.Id] = unsignedReceipt{renter: peer.ID(l.Renter), end: time.UnixMilli(rec.EndMs)}
+		}
 	})
 	lo.log.Info("lease ended", "lease", l.Id, "state", rec.State, "seconds", rc.MeteredSeconds, "amount", market.FormatPrice(rc.AmountMicros), "note", note)
 	lo.collectSignature(lo.ctx, rec, ll.feed)
@@ -67,7 +70,9 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 
 // collectSignature sends the provider-signed receipt to the attached
 // renter and keeps the renter's countersignature if it comes back, for
-// the same body, within receiptWait; then it closes the feed.
+// the same body, within receiptWait; then it closes the feed. Until it
+// is signed (now, or when the renter attaches again) the receipt counts
+// against the renter's open leases for unsignedMemory after the end.
 func (lo *leaseOwner) collectSignature(ctx context.Context, rec *records.Lease, feed *jobstream.Feed) {
 	defer feed.Close()
 	rcs := new(pb.CoSigned)
@@ -75,34 +80,40 @@ func (lo *leaseOwner) collectSignature(ctx context.Context, rec *records.Lease, 
 		return
 	}
 	feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Receipt{Receipt: rcs}})
+	signed := false
 	select {
 	case reply := <-feed.Replies():
-		lo.keepCountersigned(rec, rcs, reply)
+		signed = lo.keepCountersigned(rec, rcs, reply)
 	case <-lo.clock.After(receiptWait):
 		lo.log.Info("receipt kept with the provider's signature only: the renter did not countersign", "lease", rec.ID)
 	case <-ctx.Done():
 	}
+	if signed {
+		lo.do(context.WithoutCancel(ctx), func(st *leaseState) { delete(st.unsigned, rec.ID) })
+	}
 }
 
 // keepCountersigned stores the receipt the renter countersigned, if it
-// countersigned the provider's terms.
-func (lo *leaseOwner) keepCountersigned(rec *records.Lease, rcs *pb.CoSigned, reply *pb.ReceiptReply) {
+// countersigned the provider's terms, and says whether it did.
+func (lo *leaseOwner) keepCountersigned(rec *records.Lease, rcs *pb.CoSigned, reply *pb.ReceiptReply) bool {
 	if reply.Receipt == nil {
 		lo.log.Warn("renter refused the receipt", "lease", rec.ID, "why", reply.Refusal)
-		return
+		return false
 	}
 	if !market.SameBody(reply.Receipt, rcs) {
 		lo.log.Warn("renter countersigned other terms", "lease", rec.ID)
-		return
+		return false
 	}
 	rc, err := market.OpenCoSigned[*pb.Receipt](reply.Receipt, market.Renter, market.Provider)
 	if err != nil {
 		lo.log.Warn("renter's countersignature refused", "lease", rec.ID, "err", err)
-		return
+		return false
 	}
 	rec.Receipt, _ = proto.Marshal(reply.Receipt)
 	if err := lo.store.Put(context.WithoutCancel(lo.ctx), rec, nil); err != nil {
 		lo.log.Error("co-signed receipt not persisted", "lease", rec.ID, "err", err)
+		return false
 	}
 	lo.log.Info("receipt co-signed", "lease", rec.ID, "renter", peer.ID(rc.Renter))
+	return true
 }

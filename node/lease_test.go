@@ -262,6 +262,64 @@ func TestBadLeaseRequestsAreRefusedWithAReason(t *testing.T) {
 	}
 }
 
+// A renter cannot hold a provider's calendar (issue 11, attack 7: two
+// throwaway keys booked all 8 GPUs as gold, one lease 200 h ahead, and
+// honest leases got NO_CAPACITY). A lease starts at most the offer's
+// max_start_ahead ahead; one renter holds at most max_leases_per_renter
+// open leases, and a receipt for GPU time it left unsigned counts as one.
+func TestARenterCannotSquatTheCalendar(t *testing.T) {
+	t.Parallel()
+	executortest.BusyboxImage(t)
+	prov, honest := leaseSwarm(t, func(c *Config) { c.Provider.RenterLeases = 2 })
+	squatter := startNode(t, testRepo(t, "squatter", bootstrapFrom(prov)), Options{Light: true})
+	taker := startNode(t, testRepo(t, "taker", bootstrapFrom(prov)), Options{Light: true})
+	for _, n := range []*Node{honest, squatter, taker} {
+		waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(n, prov) == 8 })
+	}
+	gold := func(gpus uint32, start time.Time) func(*pb.Lease) {
+		return func(l *pb.Lease) {
+			l.GpuCount, l.Bid.Gpu.Count, l.Tier, l.Bid.Tier = gpus, gpus, pb.Tier_TIER_GOLD, pb.Tier_TIER_GOLD
+			l.StartUnixMs, l.Bid.LatestStartUnixMs = start.UnixMilli(), start.UnixMilli()
+		}
+	}
+	if r := proposeRaw(t, squatter, prov, gold(8, time.Now().Add(200*time.Hour))); r.Lease != nil || r.Code != pb.RejectCode_REJECT_START || !strings.Contains(r.Reason, "more than 168h0m0s ahead") {
+		t.Errorf("8 GPUs 200 h ahead: %v %q; want REJECT_START", r.Code, r.Reason)
+	}
+	var accepted int
+	for range 4 {
+		r := proposeRaw(t, squatter, prov, gold(1, time.Now().Add(30*time.Minute)))
+		switch {
+		case r.Lease != nil:
+			accepted++
+		case r.Code != pb.RejectCode_REJECT_RENTER_LIMIT || !strings.Contains(r.Reason, "holds 2 open leases here and left 0 receipts unsigned"):
+			t.Errorf("the squatter's lease beyond its share: %v %q", r.Code, r.Reason)
+		}
+	}
+	if accepted != 2 {
+		t.Errorf("the squatter holds %d leases; the provider allows 2", accepted)
+	}
+	if r := proposeRaw(t, honest, prov, gold(2, time.Now())); r.Lease == nil {
+		t.Errorf("an honest 1-hour lease: %v %q", r.Code, r.Reason)
+	}
+
+	// The taker runs a job and never attaches to countersign its receipt.
+	cs := signedLease(t, taker, prov, func(l *pb.Lease) { l.Workload.Command = []string{"sleep", "2"} })
+	l, _ := market.OpenCoSigned[*pb.Lease](cs, market.Renter)
+	if r := proposeCS(t, taker, prov, cs); r.Lease == nil {
+		t.Fatalf("the taker's lease: %v %q", r.Code, r.Reason)
+	}
+	waitFor(t, 20*time.Second, "the taker's lease ends", func() bool {
+		rec, _ := records.Store{D: prov.store}.Get(context.Background(), l.Id)
+		return rec != nil && LeaseEnded(rec.State)
+	})
+	if r := proposeRaw(t, taker, prov, gold(1, time.Now())); r.Lease == nil {
+		t.Fatalf("the taker's second lease: %v %q", r.Code, r.Reason)
+	}
+	if r := proposeRaw(t, taker, prov, gold(1, time.Now())); r.Lease != nil || r.Code != pb.RejectCode_REJECT_RENTER_LIMIT || !strings.Contains(r.Reason, "holds 1 open leases here and left 1 receipts unsigned") {
+		t.Errorf("the taker's third lease: %v %q; want REJECT_RENTER_LIMIT counting its unsigned receipt", r.Code, r.Reason)
+	}
+}
+
 // A lease asks for no more CPU, memory and processes than the provider
 // allows: what it asks beyond the provider's limits is cut to them
 // (issue 11, attack 3: the lease's figures replaced the provider's, and

@@ -33,20 +33,21 @@ import (
 // outside it, then committed (supervised) or released in it: no lock is
 // held across Docker, pebble or signing.
 type leaseOwner struct {
-	id      peer.ID
-	key     crypto.PrivKey
-	jobs    JobsConfig
-	notice  time.Duration     // the provider's bronze notice
-	exec    executor.Executor // nil: jobs.executor = none
-	store   records.Store
-	clock   clock.Clock
-	log     *slog.Logger
-	offer   func() (*pb.Offer, bool) // the provider's offer as it stands
-	source  attest.GPUSource         // readings for the beats; nil for none
-	matcher *market.Matcher
-	ended   func(*records.Lease, *pb.Receipt) // counts an end; may be nil
-	slots   map[string]int                    // GPUs per model; fixed
-	nLive   atomic.Int64
+	id        peer.ID
+	key       crypto.PrivKey
+	jobs      JobsConfig
+	notice    time.Duration     // the provider's bronze notice
+	perRenter int               // open leases one renter may hold
+	exec      executor.Executor // nil: jobs.executor = none
+	store     records.Store
+	clock     clock.Clock
+	log       *slog.Logger
+	offer     func() (*pb.Offer, bool) // the provider's offer as it stands
+	source    attest.GPUSource         // readings for the beats; nil for none
+	matcher   *market.Matcher
+	ended     func(*records.Lease, *pb.Receipt) // counts an end; may be nil
+	slots     map[string]int                    // GPUs per model; fixed
+	nLive     atomic.Int64
 
 	ctx    context.Context // the supervisors'; ends when the owner stops
 	cancel context.CancelFunc
@@ -59,11 +60,27 @@ type leaseState struct {
 	cals      map[string]*market.Calendar // by GPU model
 	live      map[string]*liveLease
 	admitting map[string]*admission // reserved, being signed and stored
+	// unsigned are the ended leases whose receipts the renter has not
+	// countersigned, by lease ID: each counts against the renter's open
+	// leases for unsignedMemory after its end.
+	unsigned map[string]unsignedReceipt
 }
+
+// unsignedReceipt is a receipt a renter left without its signature.
+type unsignedReceipt struct {
+	renter peer.ID
+	end    time.Time
+}
+
+// unsignedMemory is how long a receipt a renter left unsigned counts as
+// one of its open leases: a renter that takes the GPUs and will not sign
+// for them gets fewer.
+const unsignedMemory = 24 * time.Hour
 
 // admission is a proposal between its reservation and its commit: a
 // second proposal of the same ID waits for it.
 type admission struct {
+	renter  peer.ID
 	body    []byte
 	settled chan struct{}
 }
@@ -203,6 +220,10 @@ func (lo *leaseOwner) reserve(ctx context.Context, l *pb.Lease, cs *pb.CoSigned,
 			return
 		}
 		now := lo.clock.Now()
+		if open, unsigned := st.heldBy(peer.ID(l.Renter), now); open+unsigned >= lo.perRenter {
+			err = market.Reject(pb.RejectCode_REJECT_RENTER_LIMIT, "renter %s holds %d open leases here and left %d receipts unsigned in the last %s; this provider allows %d", peer.ID(l.Renter), open, unsigned, unsignedMemory, lo.perRenter)
+			return
+		}
 		r := market.LeaseRequest{ID: l.Id, GPUs: int(l.GpuCount), Start: time.UnixMilli(l.StartUnixMs), Duration: time.Duration(l.DurationSeconds) * time.Second, Tier: l.Tier, PriceMicros: l.PriceMicros}
 		if r.Start.Before(now) {
 			r.Start = now // within the skew: the calendar starts it now
@@ -215,13 +236,38 @@ func (lo *leaseOwner) reserve(ctx context.Context, l *pb.Lease, cs *pb.CoSigned,
 			err = lo.refusal(cal, r, aerr, now)
 			return
 		}
-		st.admitting[l.Id] = &admission{body: cs.Body, settled: make(chan struct{})}
+		st.admitting[l.Id] = &admission{renter: peer.ID(l.Renter), body: cs.Body, settled: make(chan struct{})}
 		res = reservation{model: model, start: r.Start, decision: d}
 	})
 	if derr != nil {
 		err = market.Reject(pb.RejectCode_REJECT_INTERNAL, "%v", derr)
 	}
 	return res, wait, err
+}
+
+// heldBy counts what renter holds here at now: its leases admitted or
+// being admitted and not ended, and the receipts it left unsigned within
+// unsignedMemory (older ones are forgotten here).
+func (st *leaseState) heldBy(renter peer.ID, now time.Time) (open, unsigned int) {
+	for _, ll := range st.live {
+		if peer.ID(ll.lease.Renter) == renter {
+			open++
+		}
+	}
+	for _, a := range st.admitting {
+		if a.renter == renter {
+			open++
+		}
+	}
+	for id, u := range st.unsigned {
+		switch {
+		case now.Sub(u.end) >= unsignedMemory:
+			delete(st.unsigned, id)
+		case u.renter == renter:
+			unsigned++
+		}
+	}
+	return open, unsigned
 }
 
 // closed is a channel that is always closed.

@@ -41,12 +41,12 @@ type leaseDeps struct {
 // GPUs get numbered slots). It starts nothing.
 func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState, error) {
 	lo := &leaseOwner{
-		id: d.id, key: d.key, jobs: d.jobs, notice: d.provider.BronzeNotice.Std(), exec: d.exec, store: d.store,
+		id: d.id, key: d.key, jobs: d.jobs, notice: d.provider.BronzeNotice.Std(), perRenter: d.provider.RenterLeases, exec: d.exec, store: d.store,
 		clock: d.clock, log: d.log, offer: d.offer, source: d.source, ended: d.ended,
 		matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil), slots: map[string]int{},
 		own: newOwner[*leaseState](),
 	}
-	st := &leaseState{cals: map[string]*market.Calendar{}, live: map[string]*liveLease{}, admitting: map[string]*admission{}}
+	st := &leaseState{cals: map[string]*market.Calendar{}, live: map[string]*liveLease{}, admitting: map[string]*admission{}, unsigned: map[string]unsignedReceipt{}}
 	slots := map[string][]string{}
 	if inv != nil {
 		for _, g := range inv.GPUs {

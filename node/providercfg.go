@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idlegrid/idlegrid/market"
 )
 
 // ProviderConfig is the [provider] section: what this node sells and on
@@ -22,6 +24,8 @@ type ProviderConfig struct {
 	BronzeNotice    Duration    `toml:"bronze_notice" comment:"notice a bronze lease gets before it is preempted"`
 	MinDuration     Duration    `toml:"min_duration" comment:"shortest lease sold"`
 	MaxDuration     Duration    `toml:"max_duration" comment:"longest lease sold"`
+	MaxStartAhead   Duration    `toml:"max_start_ahead" comment:"how far ahead of now a lease may start; published in the offer"`
+	RenterLeases    int         `toml:"max_leases_per_renter" comment:"open leases one renter may hold here; a receipt it left unsigned counts as one for a day"`
 	Weekly          []string    `toml:"weekly" comment:"weekly availability in UTC, each \"Mon 18:00-Tue 08:00\" with an optional \" floor 1.50\"; empty: always"`
 	Country         string      `toml:"country" comment:"ISO 3166 country code of the hardware, such as DE"`
 	RegionLabel     string      `toml:"region_label" comment:"free region label, such as eu-central or a data centre's name"`
@@ -66,6 +70,8 @@ func DefaultProviderConfig() ProviderConfig {
 		BronzeNotice:    Dur(2 * time.Minute),
 		MinDuration:     Dur(10 * time.Minute),
 		MaxDuration:     Dur(24 * time.Hour),
+		MaxStartAhead:   Dur(market.DefaultStartAhead),
+		RenterLeases:    4,
 		Weekly:          []string{},
 		Country:         "US",
 		WorkloadClasses: []string{},
@@ -190,6 +196,12 @@ func (p *ProviderConfig) validate() error {
 		return err
 	}
 	if err := durRange("provider.max_duration", p.MaxDuration, p.MinDuration.Std(), 366*24*time.Hour); err != nil {
+		return err
+	}
+	if err := durRange("provider.max_start_ahead", p.MaxStartAhead, time.Minute, market.MaxStartAhead); err != nil {
+		return err
+	}
+	if err := intRange("provider.max_leases_per_renter", p.RenterLeases, 1, 1024); err != nil {
 		return err
 	}
 	var prevEnd uint32

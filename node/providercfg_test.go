@@ -53,6 +53,8 @@ func TestProviderConfigValidation(t *testing.T) {
 		{"provider.tiers[1]", func(p *ProviderConfig) { p.Tiers = []string{"gold", "platinum"} }},
 		{"provider.bronze_notice", func(p *ProviderConfig) { p.BronzeNotice = Dur(0) }},
 		{"provider.max_duration", func(p *ProviderConfig) { p.MaxDuration = Dur(time.Minute) }},
+		{"provider.max_start_ahead", func(p *ProviderConfig) { p.MaxStartAhead = Dur(400 * 24 * time.Hour) }},
+		{"provider.max_leases_per_renter", func(p *ProviderConfig) { p.RenterLeases = 0 }},
 		{"provider.weekly[0]", func(p *ProviderConfig) { p.Weekly = []string{"weekends"} }},
 		{"provider.weekly[1]", func(p *ProviderConfig) { p.Weekly = []string{"Tue 00:00-Wed 00:00", "Mon 00:00-Mon 10:00"} }},
 		{"provider.country", func(p *ProviderConfig) { p.Country = "Germany" }},
@@ -95,6 +97,9 @@ func TestBuildOfferIsAValidSignedOffer(t *testing.T) {
 	}
 	if err := market.DefaultLimits().ValidateOffer(o, now); err != nil {
 		t.Fatalf("built offer is invalid: %v", err)
+	}
+	if o.MaxStartAheadSeconds != 7*24*3600 {
+		t.Errorf("offer books %ds ahead; the config says a week", o.MaxStartAheadSeconds)
 	}
 	if o.PriceMicros != 2_490_000 || len(o.TierPrices) != 1 || o.TierPrices[0].MicrosPerGpuHour != 1_600_000 || len(o.Weekly) != 2 || o.Weekly[0].FloorMicros != 1_000_000 {
 		t.Errorf("built offer: %v", o)

@@ -158,6 +158,8 @@ const (
 	RejectCode_REJECT_NOT_AVAILABLE RejectCode = 9
 	RejectCode_REJECT_INTERNAL      RejectCode = 10
 	RejectCode_REJECT_UNKNOWN_LEASE RejectCode = 11
+	// The renter holds as many open leases with this provider as it allows.
+	RejectCode_REJECT_RENTER_LIMIT RejectCode = 12
 )
 
 // Enum value maps for RejectCode.
@@ -175,6 +177,7 @@ var (
 		9:  "REJECT_NOT_AVAILABLE",
 		10: "REJECT_INTERNAL",
 		11: "REJECT_UNKNOWN_LEASE",
+		12: "REJECT_RENTER_LIMIT",
 	}
 	RejectCode_value = map[string]int32{
 		"REJECT_UNSPECIFIED":   0,
@@ -189,6 +192,7 @@ var (
 		"REJECT_NOT_AVAILABLE": 9,
 		"REJECT_INTERNAL":      10,
 		"REJECT_UNKNOWN_LEASE": 11,
+		"REJECT_RENTER_LIMIT":  12,
 	}
 )
 
@@ -796,9 +800,12 @@ type Offer struct {
 	// Hash of the attestation document backing this offer.
 	AttestationHash []byte `protobuf:"bytes,20,opt,name=attestation_hash,json=attestationHash,proto3" json:"attestation_hash,omitempty"`
 	// A withdrawal is the same (issuer, id) at a higher seq with this set.
-	Withdrawn     bool `protobuf:"varint,21,opt,name=withdrawn,proto3" json:"withdrawn,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Withdrawn bool `protobuf:"varint,21,opt,name=withdrawn,proto3" json:"withdrawn,omitempty"`
+	// How far ahead of now a lease may start; 0: the market's default
+	// (a week). Far-future leases would let one renter hold the calendar.
+	MaxStartAheadSeconds uint64 `protobuf:"varint,22,opt,name=max_start_ahead_seconds,json=maxStartAheadSeconds,proto3" json:"max_start_ahead_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Offer) Reset() {
@@ -976,6 +983,13 @@ func (x *Offer) GetWithdrawn() bool {
 		return x.Withdrawn
 	}
 	return false
+}
+
+func (x *Offer) GetMaxStartAheadSeconds() uint64 {
+	if x != nil {
+		return x.MaxStartAheadSeconds
+	}
+	return 0
 }
 
 // GPURequirement is what a bid needs of GPUs.
@@ -2288,7 +2302,7 @@ const file_market_proto_rawDesc = "" +
 	"\fstart_minute\x18\x01 \x01(\rR\vstartMinute\x12\x1d\n" +
 	"\n" +
 	"end_minute\x18\x02 \x01(\rR\tendMinute\x12!\n" +
-	"\ffloor_micros\x18\x03 \x01(\x04R\vfloorMicros\"\xdf\a\n" +
+	"\ffloor_micros\x18\x03 \x01(\x04R\vfloorMicros\"\x96\b\n" +
 	"\x05Offer\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.idlegrid.market.v1.HeaderR\x06header\x120\n" +
 	"\x04gpus\x18\x02 \x03(\v2\x1c.idlegrid.market.v1.GPUGroupR\x04gpus\x120\n" +
@@ -2316,7 +2330,8 @@ const file_market_proto_rawDesc = "" +
 	"\x0fpower_cap_watts\x18\x12 \x01(\rR\rpowerCapWatts\x12.\n" +
 	"\x13thermal_cap_celsius\x18\x13 \x01(\rR\x11thermalCapCelsius\x12)\n" +
 	"\x10attestation_hash\x18\x14 \x01(\fR\x0fattestationHash\x12\x1c\n" +
-	"\twithdrawn\x18\x15 \x01(\bR\twithdrawn\"\xc4\x01\n" +
+	"\twithdrawn\x18\x15 \x01(\bR\twithdrawn\x125\n" +
+	"\x17max_start_ahead_seconds\x18\x16 \x01(\x04R\x14maxStartAheadSeconds\"\xc4\x01\n" +
 	"\x0eGPURequirement\x12\x16\n" +
 	"\x06models\x18\x01 \x03(\tR\x06models\x12$\n" +
 	"\x0emin_vram_bytes\x18\x02 \x01(\x04R\fminVramBytes\x124\n" +
@@ -2437,7 +2452,7 @@ const file_market_proto_rawDesc = "" +
 	"\x11OUTCOME_COMPLETED\x10\x01\x12\x15\n" +
 	"\x11OUTCOME_PREEMPTED\x10\x02\x12\x12\n" +
 	"\x0eOUTCOME_FAILED\x10\x03\x12\x15\n" +
-	"\x11OUTCOME_CANCELLED\x10\x04*\x96\x02\n" +
+	"\x11OUTCOME_CANCELLED\x10\x04*\xaf\x02\n" +
 	"\n" +
 	"RejectCode\x12\x16\n" +
 	"\x12REJECT_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -2452,7 +2467,8 @@ const file_market_proto_rawDesc = "" +
 	"\x14REJECT_NOT_AVAILABLE\x10\t\x12\x13\n" +
 	"\x0fREJECT_INTERNAL\x10\n" +
 	"\x12\x18\n" +
-	"\x14REJECT_UNKNOWN_LEASE\x10\vB(Z&github.com/idlegrid/idlegrid/market/pbb\x06proto3"
+	"\x14REJECT_UNKNOWN_LEASE\x10\v\x12\x17\n" +
+	"\x13REJECT_RENTER_LIMIT\x10\fB(Z&github.com/idlegrid/idlegrid/market/pbb\x06proto3"
 
 var (
 	file_market_proto_rawDescOnce sync.Once
