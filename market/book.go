@@ -46,6 +46,9 @@ type Book struct {
 	nBids   int
 	horizon int64     // ms a remembered seq outlives its message's creation
 	last    *Snapshot // nil once the book changed after it
+
+	offerRoom, bidRoom room                            // bounds; see SetLimits
+	evicted            func(issuer peer.ID, id string) // told of evicted offers
 }
 
 // NewBook returns an empty book.
@@ -69,6 +72,7 @@ type stamp struct {
 	seq     uint64
 	expires int64 // Unix ms
 	forget  int64 // Unix ms after which a tombstone is dropped
+	rank    int8  // the issuer's rank when the key arrived
 }
 
 // offerEntry is one offer in the book; offer is nil for a tombstone. An
@@ -91,10 +95,7 @@ type bidEntry struct {
 // admit applies the book's rules to a message with header h arriving at
 // now for a key of s: it returns the entry s holds (zero if none) and the
 // stamp to remember, or why the message is refused.
-func admit[V interface {
-	comparable
-	stampOf() *stamp
-}](s *shardSet[V], kind string, h *pb.Header, now time.Time, horizon int64) (old V, st stamp, err error) {
+func admit[V bookEntry](s *shardSet[V], kind string, h *pb.Header, now time.Time, horizon int64) (old V, st stamp, err error) {
 	if h == nil {
 		return old, st, fmt.Errorf("book: %s: %w", kind, invalid("header", "missing"))
 	}
@@ -124,12 +125,59 @@ func (b *Book) PutOffer(o *pb.Offer, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	e := &offerEntry{stamp: st, key: keyOf(o.GetHeader())}
+	k := keyOf(o.GetHeader())
+	if old == nil {
+		if st.rank, err = claim(&b.offerRoom, &b.offers, "offer", k, b.evictOffer); err != nil {
+			return err
+		}
+	} else {
+		st.rank = old.rank
+	}
+	e := &offerEntry{stamp: st, key: k}
 	if !o.GetWithdrawn() {
 		e.offer, e.offerFacts = o, factsOf(o)
 	}
 	b.replaceOffer(old, e)
+	if old == nil {
+		arrived(&b.offerRoom, &b.offers, k, st.rank)
+	}
 	return nil
+}
+
+// evictOffer drops the offer key k from the book, seq and all: it may
+// come back, as a message the book has not seen.
+func (b *Book) evictOffer(k bookKey) {
+	e := b.offers.get(k)
+	if e.offer != nil {
+		b.unindex(e)
+		b.nOffers--
+	}
+	b.offers.del(k)
+	b.offerRoom.left(e.rank)
+	b.offerRoom.evictions++
+	b.last = nil
+	if b.evicted != nil {
+		b.evicted(k.issuer, k.id)
+	}
+}
+
+// evictBid drops the bid key k from the book, seq and all.
+func (b *Book) evictBid(k bookKey) {
+	e := b.bids.get(k)
+	if e.bid != nil {
+		b.nBids--
+	}
+	b.bids.del(k)
+	b.bidRoom.left(e.rank)
+	b.bidRoom.evictions++
+	b.last = nil
+}
+
+// Evicted says how many offer and bid keys the book evicted to make room.
+func (b *Book) Evicted() (offers, bids uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.offerRoom.evictions, b.bidRoom.evictions
 }
 
 // replaceOffer stores e in place of old (either may be a tombstone).
@@ -155,10 +203,21 @@ func (b *Book) PutBid(x *pb.Bid, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	k := keyOf(x.GetHeader())
+	if old == nil {
+		if st.rank, err = claim(&b.bidRoom, &b.bids, "bid", k, b.evictBid); err != nil {
+			return err
+		}
+	} else {
+		st.rank = old.rank
+	}
 	if old == nil || old.bid == nil {
 		b.nBids++
 	}
-	b.bids.put(keyOf(x.GetHeader()), &bidEntry{stamp: st, bid: x})
+	b.bids.put(k, &bidEntry{stamp: st, bid: x})
+	if old == nil {
+		arrived(&b.bidRoom, &b.bids, k, st.rank)
+	}
 	b.last = nil
 	return nil
 }
@@ -176,6 +235,7 @@ func (b *Book) Expire(now time.Time) (offers, bids int) {
 		b.replaceOffer(e, &offerEntry{stamp: e.stamp, key: e.key})
 	}
 	for _, k := range forgotten {
+		b.offerRoom.left(b.offers.get(k).rank)
 		b.offers.del(k)
 	}
 	bidsExpired, bidsForgotten := sweep(&b.bids, nowMs, func(e *bidEntry) bool { return e.bid != nil })
@@ -184,8 +244,11 @@ func (b *Book) Expire(now time.Time) (offers, bids int) {
 		b.nBids--
 	}
 	for _, k := range bidsForgotten {
+		b.bidRoom.left(b.bids.get(k).rank)
 		b.bids.del(k)
 	}
+	compact(&b.offerRoom, &b.offers)
+	compact(&b.bidRoom, &b.bids)
 	if len(expired)+len(forgotten)+len(bidsExpired)+len(bidsForgotten) > 0 {
 		b.last = nil
 	}

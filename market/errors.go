@@ -20,6 +20,9 @@ var (
 	// ErrStale is returned by the book for a message whose sequence
 	// number is not above the one it holds.
 	ErrStale = errors.New("stale sequence number")
+	// ErrBookFull is returned by a book at its limit for a new key whose
+	// issuer ranks no higher than the lowest it holds.
+	ErrBookFull = errors.New("book full")
 	// ErrExpired is returned for a message past its expiry.
 	ErrExpired = errors.New("expired")
 	// ErrFuture is returned for a message created further ahead of the

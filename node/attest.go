@@ -57,6 +57,13 @@ func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, erro
 	return out, nil
 }
 
+// attested says whether p answered a challenge with a verified document.
+func (c *challenger) attested(p peer.ID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last[p] != nil
+}
+
 func (c *challenger) swap(p peer.ID, d *attestpb.Document) *attestpb.Document {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -75,6 +76,8 @@ type GossipConfig struct {
 	MaxMessageSize   int      `toml:"max_message_size" comment:"largest gossiped message in bytes"`
 	PeerScoring      bool     `toml:"peer_scoring" comment:"gossipsub v1.1 peer scoring: penalise peers that relay invalid messages"`
 	ValidatorTimeout Duration `toml:"validator_timeout" comment:"limit for validating one message"`
+	BookOffers       int      `toml:"book_offers" comment:"offers the book holds, live or remembered; a full book refuses unknown issuers' new offers, and a peer in good standing, an attested provider or this node displaces the newest of them"`
+	BookBids         int      `toml:"book_bids" comment:"bids the book holds, by the same rule"`
 }
 
 // ResourcesConfig bounds libp2p's resource manager.
@@ -137,6 +140,8 @@ func DefaultConfig(profile string) Config {
 			MaxMessageSize:   1 << 20,
 			PeerScoring:      true,
 			ValidatorTimeout: Dur(2 * time.Second),
+			BookOffers:       market.DefaultBookLimits().Offers,
+			BookBids:         market.DefaultBookLimits().Bids,
 		},
 		Resources: ResourcesConfig{
 			MaxMemoryMiB:    int(p2p.DefaultLimits.MaxMemory >> 20),
@@ -283,6 +288,12 @@ func (c *Config) validateGossip() error {
 		return err
 	}
 	if err := intRange("gossip.max_message_size", g.MaxMessageSize, 1<<10, 16<<20); err != nil {
+		return err
+	}
+	if err := intRange("gossip.book_offers", g.BookOffers, 16, 10_000_000); err != nil {
+		return err
+	}
+	if err := intRange("gossip.book_bids", g.BookBids, 16, 10_000_000); err != nil {
 		return err
 	}
 	return durRange("gossip.validator_timeout", g.ValidatorTimeout, 100*time.Millisecond, time.Minute)

@@ -29,15 +29,18 @@ import (
 // caller or the maintenance goroutine, outside it. Whom it synced, the
 // sync goroutine alone keeps.
 type marketSide struct {
-	book      *market.Book // written by the owner only; snapshots for all
-	matcher   *market.Matcher
-	limits    market.Limits
-	validator *p2p.MarketValidator
-	seqs      *p2p.SeqGuard
-	net       syncer
-	store     ds.Datastore // offenders
-	clock     clock.Clock
-	log       *slog.Logger
+	book       *market.Book // written by the owner only; snapshots for all
+	matcher    *market.Matcher
+	limits     market.Limits
+	self       peer.ID
+	bookLimits market.BookLimits
+	known      func(peer.ID) bool
+	validator  *p2p.MarketValidator
+	seqs       *p2p.SeqGuard
+	net        syncer
+	store      ds.Datastore // offenders
+	clock      clock.Clock
+	log        *slog.Logger
 
 	offenders atomic.Pointer[map[peer.ID]bool] // replaced, never changed
 	onBid     func(context.Context, *pb.Bid)   // the provider's, or nil
@@ -76,6 +79,9 @@ type pendingBid struct {
 
 // marketDeps are what the market side is built from.
 type marketDeps struct {
+	self   peer.ID
+	book   market.BookLimits
+	known  func(peer.ID) bool // a peer in good standing, or a provider attested; may be nil
 	net    syncer
 	store  ds.Batching // offenders and sequence numbers
 	rtt    market.RTTs
@@ -88,6 +94,7 @@ type marketDeps struct {
 func newMarketSide(d marketDeps) *marketSide {
 	m := &marketSide{
 		book: market.NewBook(), limits: d.limits, net: d.net, store: d.store, clock: d.clock, log: d.log,
+		self: d.self, bookLimits: d.book, known: d.known,
 		own: newOwner[*marketState](),
 	}
 	m.offenders.Store(&map[peer.ID]bool{})
@@ -102,12 +109,32 @@ func (m *marketSide) open(ctx context.Context, store ds.Batching) error {
 	if m.seqs, err = p2p.OpenSeqGuard(ctx, store); err != nil {
 		return err
 	}
+	vouched := func(p peer.ID) bool { return m.rank(p) > market.RankUnknown }
+	m.seqs.SetLimit(p2p.TopicOffers, m.bookLimits.Offers, vouched)
+	m.seqs.SetLimit(p2p.TopicBids, m.bookLimits.Bids, vouched)
 	m.validator = p2p.NewMarketValidator(m.limits, m.seqs, m.clock.Now, m.log)
 	if err := m.loadOffenders(ctx); err != nil {
 		return err
 	}
-	m.own.start(&marketState{envelopes: make(map[offerKey]heldEnvelope), pending: make(map[string]*pendingBid)})
+	st := &marketState{envelopes: make(map[offerKey]heldEnvelope), pending: make(map[string]*pendingBid)}
+	// Only the owner writes the book, so evictions come on the owner.
+	m.book.SetLimits(m.bookLimits, m.rank, func(issuer peer.ID, id string) { delete(st.envelopes, offerKey{issuer, id}) })
+	m.own.start(st)
 	return nil
+}
+
+// rank is how the book ranks an issuer when it is full: this node's own
+// messages first, then those of a peer connected in good standing or a
+// provider this node attested (a connection costs an attacker what a key
+// does not), then the rest.
+func (m *marketSide) rank(p peer.ID) int {
+	switch {
+	case p == m.self:
+		return market.RankOwn
+	case m.known != nil && m.known(p):
+		return market.RankKnown
+	}
+	return market.RankUnknown
 }
 
 // offer hands the owner an offer verified by a validator, with its

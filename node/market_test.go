@@ -7,15 +7,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/attest/attesttest"
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // asProvider sells a group of GPUs at a price from a country.
@@ -402,5 +406,51 @@ func TestEvidenceExcludesAnOffenderAlsoAfterARestart(t *testing.T) {
 	waitFor(t, 15*time.Second, "the restarted renter's book holds the offer", bookHolds(renter, 1))
 	if !excluded(renter)() {
 		t.Error("a restart forgave the offender")
+	}
+}
+
+// A full book keeps what the node vouches for (issue 11, attack 5: the
+// book had no limit). A peer relays 40 valid offers of 40 fresh keys to a
+// node whose book holds 16: it takes 16 and ignores the rest, and the
+// offer of a provider connected to it in good standing still gets in,
+// displacing the newest of the strangers'.
+func TestAFullBookKeepsWhatTheNodeVouchesFor(t *testing.T) {
+	t.Parallel()
+	victim := startNode(t, testRepo(t, "victim", func(c *Config) { c.Gossip.BookOffers = 16 }), Options{})
+	relay := startNode(t, testRepo(t, "relay", bootstrapFrom(victim)), Options{})
+	waitFor(t, 15*time.Second, "the relay meshes with the victim", func() bool {
+		return slices.Contains(relay.gossip.Mesh(p2p.TopicOffers), victim.id)
+	})
+	prov := DefaultConfig(ProfileProvider).Provider
+	prov.GPUs = []GPUConfig{{Model: "A100", Count: 1, VRAMGiB: 80, ComputeCapability: "8.0"}}
+	for range 40 {
+		key, _, _ := crypto.GenerateEd25519Key(nil)
+		id, _ := peer.IDFromPrivateKey(key)
+		o, err := prov.BuildOffer(id, 1, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := market.Sign(key, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := relay.link.Publish(context.Background(), p2p.TopicOffers, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 15*time.Second, "the victim judges the 40 offers", func() bool {
+		v := victim.market.validator
+		return v.Accepted.Load()+v.Ignored.Load() == 40
+	})
+	if n := victim.market.snapshot().Len(); n != 16 {
+		t.Fatalf("the victim's book holds %d offers; its limit is 16", n)
+	}
+	honest := startNode(t, testRepo(t, "honest", both(bootstrapFrom(victim), asProvider("H100", 8, 80, "2.00", "DE"))), Options{})
+	waitFor(t, 15*time.Second, "the honest provider's offer in the full book", func() bool { return offeredGPUs(victim, honest) == 8 })
+	if n := victim.market.snapshot().Len(); n != 16 {
+		t.Errorf("the victim's book holds %d offers; its limit is 16", n)
+	}
+	if o, _ := victim.market.book.Evicted(); o != 1 {
+		t.Errorf("%d offers evicted; want 1", o)
 	}
 }

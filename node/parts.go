@@ -9,13 +9,18 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // buildParts builds the market side, the challenger, the renter and, on
 // a provider, the provider, and wires them together. It starts nothing.
 func (n *Node) buildParts(context.Context) (func() error, error) {
 	log := n.opts.Logger.With("subsystem", LogNode)
-	n.market = newMarketSide(marketDeps{net: n.link, store: n.store, rtt: peerRTT{n.host}, clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: market.DefaultLimits()})
+	n.market = newMarketSide(marketDeps{
+		self: n.id, book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, known: n.vouchedFor,
+		net: n.link, store: n.store, rtt: peerRTT{n.host}, clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: market.DefaultLimits(),
+	})
 	n.market.received = n.metrics.received
 	n.challenger = &challenger{net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock}
 	n.renter = &renter{
@@ -35,6 +40,18 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 	n.provider = newProvider(providerDeps{id: n.id, key: n.key, cfg: n.cfg.Provider, source: source, store: n.store, net: n.link, clock: n.clock, log: log})
 	n.market.onBid = n.provider.onBid
 	return nil, nil
+}
+
+// vouchedFor says whether this node vouches for issuer p when its book
+// is full: a provider it attested, or a peer connected to it whose gossip
+// has spent no more than its budget. A key costs an attacker nothing, a
+// connection a slot of this node's resource manager.
+func (n *Node) vouchedFor(p peer.ID) bool {
+	if n.challenger.attested(p) {
+		return true
+	}
+	v := n.market.validator
+	return v != nil && n.host.Network().Connectedness(p) == network.Connected && v.AppScore(p) > -1
 }
 
 func (n *Node) startProvider(context.Context) (func() error, error) {

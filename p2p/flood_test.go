@@ -10,6 +10,7 @@ import (
 	"github.com/idlegrid/idlegrid/p2p/p2ptest"
 	ds "github.com/ipfs/go-datastore"
 	dssync "github.com/ipfs/go-datastore/sync"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // An issuer holds at most its cap of live IDs, whatever their names, and
@@ -54,6 +55,59 @@ func TestSeqGuardCapsTheIDsOfAnIssuer(t *testing.T) {
 	g.Prune(1001) // o0 (expires 1000) is gone: room for one
 	if got := g.Advance(p2p.TopicOffers, spammer, "o3", 1, 3000, false); got != p2p.SeqFresh {
 		t.Errorf("an ID after one expired: %v", got)
+	}
+}
+
+// Keys cost nothing, so the guard also bounds the IDs of all issuers: a
+// full guard refuses strangers' new IDs, takes those of issuers the node
+// vouches for up to twice its limit, and has room again as IDs expire;
+// the count survives a reopening.
+func TestSeqGuardHoldsItsLimitOfAllIssuers(t *testing.T) {
+	ctx := context.Background()
+	store := dssync.MutexWrap(ds.NewMapDatastore())
+	friend := newSigner(t, nil).id
+	favoured := func(p peer.ID) bool { return p == friend }
+	g, err := p2p.OpenSeqGuard(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetLimit(p2p.TopicOffers, 3, favoured)
+	for i := range 3 {
+		if got := g.Advance(p2p.TopicOffers, newSigner(t, nil).id, "o", 1, int64(1000+i), false); got != p2p.SeqFresh {
+			t.Fatalf("stranger %d within the limit: %v", i, got)
+		}
+	}
+	if got := g.Advance(p2p.TopicOffers, newSigner(t, nil).id, "o", 1, 2000, false); got != p2p.SeqFull {
+		t.Errorf("a fourth stranger: %v, want full", got)
+	}
+	if got := g.Advance(p2p.TopicBids, newSigner(t, nil).id, "b", 1, 2000, false); got != p2p.SeqFresh {
+		t.Errorf("another kind: %v", got)
+	}
+	for i := range 3 {
+		if got := g.Advance(p2p.TopicOffers, friend, fmt.Sprint("o", i), 1, 2000, false); got != p2p.SeqFresh {
+			t.Errorf("a vouched-for issuer's ID %d in a full guard: %v", i, got)
+		}
+	}
+	if got := g.Advance(p2p.TopicOffers, friend, "o3", 1, 2000, false); got != p2p.SeqFull {
+		t.Errorf("beyond twice the limit: %v, want full", got)
+	}
+	if err := g.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g, err = p2p.OpenSeqGuard(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	g.SetLimit(p2p.TopicOffers, 3, favoured)
+	if got := g.Advance(p2p.TopicOffers, newSigner(t, nil).id, "o", 1, 2000, false); got != p2p.SeqFull {
+		t.Errorf("a stranger after reopening: %v, want full", got)
+	}
+	g.Prune(1500) // the strangers' three expired
+	if got := g.Advance(p2p.TopicOffers, newSigner(t, nil).id, "o", 1, 3000, false); got != p2p.SeqFull {
+		t.Errorf("a stranger with the guard still at %d of 3: %v, want full", 3, got)
+	}
+	g.Prune(2500) // the friend's too
+	if got := g.Advance(p2p.TopicOffers, newSigner(t, nil).id, "o", 1, 3000, false); got != p2p.SeqFresh {
+		t.Errorf("a stranger once IDs expired: %v", got)
 	}
 }
 

@@ -36,10 +36,13 @@ type SeqGuard struct {
 	store ds.Batching
 	caps  map[string]int // by kind; 0: no cap
 
-	mu    sync.Mutex
-	held  map[seqID]seqRecord
-	live  map[issuerKind]int // IDs held, by issuer and kind
-	dirty map[seqID]bool     // changed since the last flush: put, or delete if no longer held
+	mu       sync.Mutex
+	limits   map[string]int // IDs held of a kind, all issuers; 0: no limit
+	favoured func(peer.ID) bool
+	total    map[string]int // IDs held, by kind
+	held     map[seqID]seqRecord
+	live     map[issuerKind]int // IDs held, by issuer and kind
+	dirty    map[seqID]bool     // changed since the last flush: put, or delete if no longer held
 }
 
 type issuerKind struct {
@@ -62,6 +65,8 @@ const (
 	SeqStale
 	// SeqOverCap: a new ID of an issuer that holds its cap of them.
 	SeqOverCap
+	// SeqFull: a new ID when the guard holds its limit of the kind.
+	SeqFull
 )
 
 type seqID struct {
@@ -83,7 +88,7 @@ func (k seqID) key() ds.Key {
 
 // OpenSeqGuard reads the numbers kept in store under /seq/.
 func OpenSeqGuard(ctx context.Context, store ds.Batching) (*SeqGuard, error) {
-	g := &SeqGuard{store: store, caps: IssuerCaps, held: make(map[seqID]seqRecord), live: make(map[issuerKind]int), dirty: make(map[seqID]bool)}
+	g := &SeqGuard{store: store, caps: IssuerCaps, limits: map[string]int{}, total: map[string]int{}, held: make(map[seqID]seqRecord), live: make(map[issuerKind]int), dirty: make(map[seqID]bool)}
 	res, err := store.Query(ctx, query.Query{Prefix: seqPrefix.String()})
 	if err != nil {
 		return nil, fmt.Errorf("seq guard: %w", err)
@@ -104,8 +109,20 @@ func OpenSeqGuard(ctx context.Context, store ds.Batching) (*SeqGuard, error) {
 		}
 		g.held[seqID{parts[0], issuer, id}] = seqRecord{binary.BigEndian.Uint64(e.Value), int64(binary.BigEndian.Uint64(e.Value[8:]))}
 		g.live[issuerKind{parts[0], issuer}]++
+		g.total[parts[0]]++
 	}
 	return g, nil
+}
+
+// SetLimit bounds the IDs of kind the guard holds, of all issuers (0: no
+// bound). Keys cost an attacker nothing, so per-issuer caps alone do not
+// bound it. Once full, a new ID is refused unless favoured says its
+// issuer is one the node vouches for; those may fill it to twice the
+// limit, so that what a node vouches for still reaches its book.
+func (g *SeqGuard) SetLimit(kind string, n int, favoured func(peer.ID) bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.limits[kind], g.favoured = n, favoured
 }
 
 // SetCap bounds the live IDs of kind one issuer may hold (0: no bound).
@@ -140,7 +157,11 @@ func (g *SeqGuard) Advance(kind string, issuer peer.ID, id string, seq uint64, e
 		if c := g.caps[kind]; c > 0 && g.live[ik] >= c {
 			return SeqOverCap
 		}
+		if l, n := g.limits[kind], g.total[kind]; l > 0 && n >= l && (n >= 2*l || g.favoured == nil || !g.favoured(issuer)) {
+			return SeqFull
+		}
 		g.live[ik]++
+		g.total[kind]++
 	}
 	g.held[k] = seqRecord{seq, expires}
 	g.dirty[k] = true
@@ -161,6 +182,7 @@ func (g *SeqGuard) Prune(nowMs int64) int {
 			if g.live[ik]--; g.live[ik] <= 0 {
 				delete(g.live, ik)
 			}
+			g.total[k.kind]--
 			g.dirty[k] = true
 			n++
 		}

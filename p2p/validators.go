@@ -214,6 +214,10 @@ func (v *MarketValidator) verdict(kind string, from peer.ID, m header, err error
 		}
 		v.log.Debug("ignored market message", "topic", kind, "issuer", peer.ID(h.Issuer), "id", h.Id, "why", "the issuer holds its cap of IDs")
 		return pubsub.ValidationIgnore
+	case SeqFull: // no fault of the relay's: the swarm holds more than this node keeps
+		v.Ignored.Add(1)
+		v.log.Debug("ignored market message", "topic", kind, "issuer", peer.ID(h.Issuer), "id", h.Id, "why", "this node holds its limit of IDs and does not vouch for the issuer")
+		return pubsub.ValidationIgnore
 	}
 	v.Accepted.Add(1)
 	return pubsub.ValidationAccept
