@@ -48,11 +48,34 @@ func SerialHash(serial string, issuer peer.ID) []byte {
 	return h.Sum(nil)
 }
 
-// NewDocument states an inventory as issuer's, answering nonce at now,
-// backing the offers named.
-func NewDocument(inv Inventory, issuer peer.ID, nonce []byte, now time.Time, offerIDs []string) *pb.Document {
+// Challenge is what a document answers: a challenger's nonce. The zero
+// Challenge is none: a standing document's.
+type Challenge struct {
+	Challenger peer.ID
+	Nonce      []byte
+}
+
+// CCNonce is the nonce issuer's GPUs sign their CC reports over when
+// answering c: bound to the issuer, the challenger and the nonce, so a
+// report shows which peer's machine held the GPU, for whom and when; it
+// cannot be lifted into another peer's document.
+func (c Challenge) CCNonce(issuer peer.ID) []byte {
+	h := sha256.New()
+	h.Write([]byte("idlegrid/attest/cc/1\x00"))
+	for _, part := range [][]byte{[]byte(issuer), []byte(c.Challenger), c.Nonce} {
+		var n [2]byte
+		n[0], n[1] = byte(len(part)>>8), byte(len(part))
+		h.Write(n[:])
+		h.Write(part)
+	}
+	return h.Sum(nil)
+}
+
+// NewDocument states an inventory as issuer's, answering c (the zero
+// Challenge for a standing document) at now, backing the offers named.
+func NewDocument(inv Inventory, issuer peer.ID, c Challenge, now time.Time, offerIDs []string) *pb.Document {
 	d := &pb.Document{
-		Version: DocumentVersion, Issuer: []byte(issuer), Nonce: slices.Clone(nonce), CreatedUnixMs: now.UnixMilli(),
+		Version: DocumentVersion, Issuer: []byte(issuer), Nonce: slices.Clone(c.Nonce), Challenger: []byte(c.Challenger), CreatedUnixMs: now.UnixMilli(),
 		DriverVersion: inv.DriverVersion, CudaVersion: inv.CUDAVersion, OfferIds: slices.Clone(offerIDs),
 	}
 	for _, g := range inv.GPUs {
@@ -87,11 +110,11 @@ func DocumentHash(env []byte) []byte {
 	return sum[:]
 }
 
-// VerifyDocument checks a signed document from want against the nonce the
-// verifier sent: signature, signer, nonce, and that it was made within
-// maxAge of now (and not ahead of it by more than maxAge). Each failure has
-// its own error.
-func VerifyDocument(env []byte, want peer.ID, nonce []byte, now time.Time, maxAge time.Duration) (*pb.Document, error) {
+// VerifyDocument checks a signed document from want against the
+// challenge the verifier sent: signature, signer, that it answers this
+// challenger's nonce, and that it was made within maxAge of now (and not
+// ahead of it by more than maxAge). Each failure has its own error.
+func VerifyDocument(env []byte, want peer.ID, c Challenge, now time.Time, maxAge time.Duration) (*pb.Document, error) {
 	if len(env) > MaxDocumentSize {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrDocInvalid, len(env), MaxDocumentSize)
 	}
@@ -105,8 +128,11 @@ func VerifyDocument(env []byte, want peer.ID, nonce []byte, now time.Time, maxAg
 	if peer.ID(d.Issuer) != want {
 		return nil, fmt.Errorf("%w: want %s", ErrDocSigner, want)
 	}
-	if len(nonce) != NonceSize || !bytes.Equal(d.Nonce, nonce) {
+	if len(c.Nonce) != NonceSize || !bytes.Equal(d.Nonce, c.Nonce) {
 		return nil, ErrDocNonce
+	}
+	if peer.ID(d.Challenger) != c.Challenger {
+		return nil, fmt.Errorf("%w: it answers %s", ErrDocChallenger, peer.ID(d.Challenger))
 	}
 	age := now.Sub(time.UnixMilli(d.CreatedUnixMs))
 	if age > maxAge || age < -maxAge {
@@ -146,8 +172,8 @@ func VerifyStanding(env []byte, want peer.ID, hash []byte, offerID string) (*pb.
 		return nil, fmt.Errorf("%w: version %d", ErrDocInvalid, d.Version)
 	case peer.ID(d.Issuer) != want:
 		return nil, fmt.Errorf("%w: want %s", ErrDocSigner, want)
-	case len(d.Nonce) != 0:
-		return nil, fmt.Errorf("%w: a standing attestation carries no nonce", ErrDocInvalid)
+	case len(d.Nonce) != 0 || len(d.Challenger) != 0:
+		return nil, fmt.Errorf("%w: a standing attestation answers no challenge", ErrDocInvalid)
 	case !slices.Contains(d.OfferIds, offerID):
 		return nil, fmt.Errorf("%w: it backs %q, not %q", ErrDocOffer, d.OfferIds, offerID)
 	}

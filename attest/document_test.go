@@ -32,6 +32,12 @@ func nonce(t *testing.T) []byte {
 	return n
 }
 
+// challenge is a fresh nonce from a fresh challenger.
+func challenge(t *testing.T) Challenge {
+	_, id := newKey(t)
+	return Challenge{Challenger: id, Nonce: nonce(t)}
+}
+
 func fakeInventory(t *testing.T, machine string) Inventory {
 	t.Helper()
 	f, err := NewFake(machine)
@@ -50,7 +56,7 @@ func TestDocumentRoundTripAndTampering(t *testing.T) {
 	otherKey, other := newKey(t)
 	inv := fakeInventory(t, "dgxh100")
 	now := time.Now()
-	n := nonce(t)
+	n := challenge(t)
 	d := NewDocument(inv, id, n, now, []string{"gpus"})
 	env, err := SignDocument(key, d)
 	if err != nil {
@@ -75,22 +81,23 @@ func TestDocumentRoundTripAndTampering(t *testing.T) {
 	}
 	tampered[at+5] ^= 0x01
 	cases := []struct {
-		name  string
-		env   []byte
-		want  peer.ID
-		nonce []byte
-		at    time.Time
-		err   error
+		name string
+		env  []byte
+		want peer.ID
+		ch   Challenge
+		at   time.Time
+		err  error
 	}{
 		{"changed bytes", tampered, id, n, now, ErrDocSignature},
-		{"replayed nonce", env, id, nonce(t), now, ErrDocNonce},
+		{"replayed nonce", env, id, Challenge{n.Challenger, nonce(t)}, now, ErrDocNonce},
+		{"shown to another challenger", env, id, Challenge{other, n.Nonce}, now, ErrDocChallenger},
 		{"stale", env, id, n, now.Add(2 * time.Minute), ErrDocStale},
 		{"from the future", env, id, n, now.Add(-2 * time.Minute), ErrDocStale},
 		{"wrong signer", env, other, n, now, ErrDocSigner},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := VerifyDocument(tc.env, tc.want, tc.nonce, tc.at, time.Minute); !errors.Is(err, tc.err) {
+			if _, err := VerifyDocument(tc.env, tc.want, tc.ch, tc.at, time.Minute); !errors.Is(err, tc.err) {
 				t.Errorf("got %v, want %v", err, tc.err)
 			}
 		})
@@ -106,7 +113,7 @@ func TestDocumentRoundTripAndTampering(t *testing.T) {
 func TestCheckOfferAndChanges(t *testing.T) {
 	_, id := newKey(t)
 	inv := fakeInventory(t, "dgxh100")
-	d := NewDocument(inv, id, nonce(t), time.Now(), nil)
+	d := NewDocument(inv, id, challenge(t), time.Now(), nil)
 	offer := func(model string, count uint32, vramGiB uint64) *marketpb.Offer {
 		return &marketpb.Offer{Gpus: []*marketpb.GPUGroup{{Model: model, Count: count, VramBytes: vramGiB << 30, ComputeCapability: 90}}}
 	}
@@ -118,7 +125,7 @@ func TestCheckOfferAndChanges(t *testing.T) {
 			t.Errorf("offer %v passed", o.Gpus[0])
 		}
 	}
-	later := NewDocument(fakeInventory(t, "dgxh100"), id, nonce(t), time.Now(), nil)
+	later := NewDocument(fakeInventory(t, "dgxh100"), id, challenge(t), time.Now(), nil)
 	later.DriverVersion = "999.0"
 	if ch := Changes(d, later); len(ch) != 17 {
 		t.Errorf("changes = %v, want 8 new, 8 gone and the driver", ch)
@@ -131,9 +138,9 @@ func TestCheckOfferAndChanges(t *testing.T) {
 func FuzzVerifyDocument(f *testing.F) {
 	key, _, _ := crypto.GenerateEd25519Key(nil)
 	id, _ := peer.IDFromPrivateKey(key)
-	n := make([]byte, NonceSize)
+	ch := Challenge{Challenger: id, Nonce: make([]byte, NonceSize)}
 	now := time.Unix(1_800_000_000, 0)
-	d := &pb.Document{Version: DocumentVersion, Issuer: []byte(id), Nonce: n, CreatedUnixMs: now.UnixMilli(),
+	d := &pb.Document{Version: DocumentVersion, Issuer: []byte(id), Nonce: ch.Nonce, Challenger: []byte(ch.Challenger), CreatedUnixMs: now.UnixMilli(),
 		Gpus: []*pb.GPUFingerprint{{Uuid: "GPU-1", Name: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, ComputeCapability: "9.0"}}}
 	env, err := SignDocument(key, d)
 	if err != nil {
@@ -141,9 +148,9 @@ func FuzzVerifyDocument(f *testing.F) {
 	}
 	f.Add(env)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		doc, err := VerifyDocument(data, id, n, now, time.Minute)
-		if err == nil && (peer.ID(doc.Issuer) != id || string(doc.Nonce) != string(n)) {
-			t.Fatal("verified a document of another issuer or nonce")
+		doc, err := VerifyDocument(data, id, ch, now, time.Minute)
+		if err == nil && (peer.ID(doc.Issuer) != id || string(doc.Nonce) != string(ch.Nonce) || peer.ID(doc.Challenger) != ch.Challenger) {
+			t.Fatal("verified a document of another issuer, nonce or challenger")
 		}
 	})
 }
@@ -160,22 +167,22 @@ func TestStandingDocument(t *testing.T) {
 		}
 		return env
 	}
-	standing := sign(key, NewDocument(inv, id, nil, now, []string{"gpus"}))
+	standing := sign(key, NewDocument(inv, id, Challenge{}, now, []string{"gpus"}))
 	hash := DocumentHash(standing)
 	d, err := VerifyStanding(standing, id, hash, "gpus")
 	if err != nil {
 		t.Fatalf("standing document: %v", err)
 	}
-	fresh := NewDocument(inv, id, nonce(t), now.Add(time.Minute), []string{"gpus"})
+	fresh := NewDocument(inv, id, challenge(t), now.Add(time.Minute), []string{"gpus"})
 	fresh.Gpus[0].CcReport = []byte("per-nonce evidence does not count as a change")
 	if err := SameHardware(d, fresh); err != nil {
 		t.Fatalf("same hardware: %v", err)
 	}
 
 	otherID, _ := peer.IDFromPrivateKey(otherKey)
-	withNonce := sign(key, NewDocument(inv, id, nonce(t), now, []string{"gpus"}))
-	otherOffer := sign(key, NewDocument(inv, id, nil, now, []string{"other"}))
-	bySomeoneElse := sign(otherKey, NewDocument(inv, otherID, nil, now, []string{"gpus"}))
+	withNonce := sign(key, NewDocument(inv, id, challenge(t), now, []string{"gpus"}))
+	otherOffer := sign(key, NewDocument(inv, id, Challenge{}, now, []string{"other"}))
+	bySomeoneElse := sign(otherKey, NewDocument(inv, otherID, Challenge{}, now, []string{"gpus"}))
 	for _, c := range []struct {
 		name string
 		env  []byte
@@ -193,11 +200,11 @@ func TestStandingDocument(t *testing.T) {
 		}
 	}
 
-	gone := NewDocument(inv, id, nonce(t), now, nil)
+	gone := NewDocument(inv, id, challenge(t), now, nil)
 	gone.Gpus = gone.Gpus[1:]
-	swapped := NewDocument(inv, id, nonce(t), now, nil)
+	swapped := NewDocument(inv, id, challenge(t), now, nil)
 	swapped.Gpus[3].SerialHash = SerialHash("another board", id)
-	upgraded := NewDocument(inv, id, nonce(t), now, nil)
+	upgraded := NewDocument(inv, id, challenge(t), now, nil)
 	upgraded.DriverVersion = "999.1"
 	for name, f := range map[string]*pb.Document{"GPU gone": gone, "board swapped": swapped, "driver changed": upgraded} {
 		if err := SameHardware(d, f); !errors.Is(err, ErrDocChanged) {

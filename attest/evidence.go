@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"crypto/x509"
 	"fmt"
 	"slices"
 	"time"
@@ -25,15 +26,23 @@ func NewEvidence(docA, docB []byte) ([]byte, error) {
 	return proto.Marshal(&pb.Evidence{Version: 1, DocumentA: docA, DocumentB: docB})
 }
 
-// VerifyEvidence checks evidence and returns the offenders it proves:
-//   - two peers attesting one GPU UUID: both are named, since either may
-//     be the one lying;
-//   - one peer signing documents within ConflictWindow of each other that
-//     list different GPUs: that peer.
+// VerifyEvidence checks evidence and returns the offenders it proves.
+// Evidence must prove, never merely accuse: a key costs nothing, so a
+// document anyone can sign is no claim against anyone else. It proves
+//   - one key that signed two documents within ConflictWindow of each
+//     other listing different GPUs: that key's peer, and no other;
+//   - two peers whose documents, made within ConflictWindow of each other,
+//     each carry a CC report that verifies against roots over the nonce
+//     bound to that document's issuer and challenge, made by one GPU
+//     certificate's key: both, since one GPU answered for both machines
+//     (no peer can make another's GPU sign a nonce bound to itself).
 //
-// Both documents must verify as signed by their issuers. Anything else is
-// an error wrapping ErrNoEvidence or ErrDocSignature.
-func VerifyEvidence(data []byte) ([]peer.ID, error) {
+// Two peers naming one GPU UUID prove nothing by themselves: a UUID is a
+// string anyone can write. With roots nil, evidence across two peers
+// cannot be checked here and is refused with ErrEvidenceUnchecked. Both
+// documents must verify as signed by their issuers. Anything else is an
+// error wrapping ErrNoEvidence, ErrDocSignature or ErrDocSigner.
+func VerifyEvidence(data []byte, roots *x509.CertPool) ([]peer.ID, error) {
 	if len(data) > MaxEvidenceSize {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrNoEvidence, len(data), MaxEvidenceSize)
 	}
@@ -50,17 +59,45 @@ func VerifyEvidence(data []byte) ([]peer.ID, error) {
 		return nil, err
 	}
 	ia, ib := peer.ID(a.Issuer), peer.ID(b.Issuer)
-	if ia != ib {
-		if shared := sharedUUID(a, b); shared != "" {
+	apart := time.UnixMilli(a.CreatedUnixMs).Sub(time.UnixMilli(b.CreatedUnixMs)).Abs()
+	switch {
+	case ia == ib && apart <= ConflictWindow && !slices.Equal(uuids(a), uuids(b)):
+		return []peer.ID{ia}, nil
+	case ia == ib:
+		return nil, fmt.Errorf("%w: the documents of %s do not contradict each other", ErrNoEvidence, ia)
+	case apart > ConflictWindow:
+		return nil, fmt.Errorf("%w: the two peers' documents are %s apart; a GPU may change hands", ErrNoEvidence, apart.Round(time.Second))
+	case roots == nil:
+		return nil, fmt.Errorf("%w: two peers' claims are settled only by CC certificates, and no CC roots are configured", ErrEvidenceUnchecked)
+	}
+	keysA := ccKeys(a, roots)
+	for k := range ccKeys(b, roots) {
+		if keysA[k] {
 			return []peer.ID{ia, ib}, nil
 		}
-		return nil, fmt.Errorf("%w: the two peers attest no GPU in common", ErrNoEvidence)
 	}
-	apart := time.UnixMilli(a.CreatedUnixMs).Sub(time.UnixMilli(b.CreatedUnixMs)).Abs()
-	if apart <= ConflictWindow && !slices.Equal(uuids(a), uuids(b)) {
-		return []peer.ID{ia}, nil
+	return nil, fmt.Errorf("%w: no GPU certificate answered for both peers; a UUID two peers name proves nothing by itself", ErrNoEvidence)
+}
+
+// ccKeys are the public keys (DER) of the GPU certificates whose CC
+// reports in d verify against roots, over d's challenge bound to its
+// issuer, at d's making.
+func ccKeys(d *pb.Document, roots *x509.CertPool) map[string]bool {
+	keys := map[string]bool{}
+	if len(d.Nonce) == 0 {
+		return keys // a standing document answers no challenge
 	}
-	return nil, fmt.Errorf("%w: the documents of %s do not contradict each other", ErrNoEvidence, ia)
+	nonce := Challenge{Challenger: peer.ID(d.Challenger), Nonce: d.Nonce}.CCNonce(peer.ID(d.Issuer))
+	at := time.UnixMilli(d.CreatedUnixMs)
+	for _, g := range d.Gpus {
+		if len(g.CcReport) == 0 || VerifyCC(g.CcReport, g.CcCertChain, nonce, roots, at) != nil {
+			continue
+		}
+		if certs, err := ParseCertChain(g.CcCertChain); err == nil {
+			keys[string(certs[0].RawSubjectPublicKeyInfo)] = true
+		}
+	}
+	return keys
 }
 
 // openDocument verifies a document's envelope and that its issuer signed it.
@@ -84,17 +121,4 @@ func uuids(d *pb.Document) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func sharedUUID(a, b *pb.Document) string {
-	in := map[string]bool{}
-	for _, g := range a.Gpus {
-		in[g.Uuid] = true
-	}
-	for _, g := range b.Gpus {
-		if in[g.Uuid] {
-			return g.Uuid
-		}
-	}
-	return ""
 }

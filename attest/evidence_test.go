@@ -1,16 +1,21 @@
 package attest
 
 import (
+	"crypto/rand"
+	"crypto/x509"
 	"errors"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/attest/attesttest"
 	"github.com/idlegrid/idlegrid/attest/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
+// signedDoc is key's document of the GPUs named, made at, answering a
+// challenge of no one.
 func signedDoc(t testing.TB, key crypto.PrivKey, at time.Time, uuids ...string) []byte {
 	t.Helper()
 	id, _ := peer.IDFromPrivateKey(key)
@@ -18,6 +23,11 @@ func signedDoc(t testing.TB, key crypto.PrivKey, at time.Time, uuids ...string) 
 	for _, u := range uuids {
 		d.Gpus = append(d.Gpus, &pb.GPUFingerprint{Uuid: u, Name: "NVIDIA H100 80GB HBM3"})
 	}
+	return sealDoc(t, key, d)
+}
+
+func sealDoc(t testing.TB, key crypto.PrivKey, d *pb.Document) []byte {
+	t.Helper()
 	env, err := SignDocument(key, d)
 	if err != nil {
 		t.Fatal(err)
@@ -25,42 +35,87 @@ func signedDoc(t testing.TB, key crypto.PrivKey, at time.Time, uuids ...string) 
 	return env
 }
 
+// ccDoc is key's answer, made at, to a fresh challenge: one GPU named
+// uuid, with CC evidence from fake GPU i of authority a over the nonce
+// bound to key's peer and the challenge; or over ccNonce if not nil.
+func ccDoc(t testing.TB, key crypto.PrivKey, at time.Time, a *attesttest.CCAuthority, i int, uuid string, ccNonce []byte) (*pb.Document, []byte) {
+	t.Helper()
+	id, _ := peer.IDFromPrivateKey(key)
+	_, challenger := keyOf(t)
+	ch := Challenge{Challenger: challenger, Nonce: make([]byte, NonceSize)}
+	rand.Read(ch.Nonce)
+	if ccNonce == nil {
+		ccNonce = ch.CCNonce(id)
+	}
+	report, chain := a.Evidence(i, ccNonce)
+	d := NewDocument(Inventory{GPUs: []GPU{{UUID: uuid, Name: "NVIDIA H100 80GB HBM3"}}}, id, ch, at, nil)
+	AttachCC(d, []CCEvidence{{UUID: uuid, Report: report, CertChain: chain}})
+	return d, sealDoc(t, key, d)
+}
+
+func ev(t testing.TB, a, b []byte) []byte {
+	t.Helper()
+	data, err := NewEvidence(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// Evidence proves or it does not count (issue 11, attack 1: a throwaway
+// key's document claiming a victim's GPU UUID, paired with the victim's
+// own, excluded the victim everywhere, for good).
 func TestVerifyEvidence(t *testing.T) {
 	alice, aliceID := keyOf(t)
 	bob, bobID := keyOf(t)
+	mallory, _ := keyOf(t)
+	a := attesttest.NewCCAuthority(t)
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(a.RootPEM()) {
+		t.Fatal("no root")
+	}
 	now := time.Now()
-	ev := func(a, b []byte) []byte {
-		data, err := NewEvidence(a, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
 
-	// Two peers attest one UUID: both are named.
-	got, err := VerifyEvidence(ev(signedDoc(t, alice, now, "GPU-1", "GPU-2"), signedDoc(t, bob, now, "GPU-2")))
-	if err != nil || len(got) != 2 || !slices.Contains(got, aliceID) || !slices.Contains(got, bobID) {
-		t.Errorf("double-claimed UUID: %v, %v", got, err)
-	}
-	// One peer signs different GPU sets within a minute: that peer.
-	got, err = VerifyEvidence(ev(signedDoc(t, alice, now, "GPU-1"), signedDoc(t, alice, now.Add(30*time.Second), "GPU-1", "GPU-9")))
+	// One key signs different GPU sets within a minute: that key's peer.
+	got, err := VerifyEvidence(ev(t, signedDoc(t, alice, now, "GPU-1"), signedDoc(t, alice, now.Add(30*time.Second), "GPU-1", "GPU-9")), nil)
 	if err != nil || len(got) != 1 || got[0] != aliceID {
 		t.Errorf("conflicting documents: %v, %v", got, err)
 	}
+	// One GPU's certificate answered for two peers within a minute: both.
+	_, docA := ccDoc(t, alice, now, a, 0, "GPU-1", nil)
+	_, docB := ccDoc(t, bob, now.Add(10*time.Second), a, 0, "GPU-7", nil)
+	got, err = VerifyEvidence(ev(t, docA, docB), roots)
+	if err != nil || len(got) != 2 || !slices.Contains(got, aliceID) || !slices.Contains(got, bobID) {
+		t.Errorf("one GPU certificate for two peers: %v, %v", got, err)
+	}
 
 	// What proves nothing is refused.
+	victim, victimDoc := ccDoc(t, alice, now, a, 0, "GPU-1", nil)
+	_, lifted := ccDoc(t, mallory, now, a, 0, "GPU-1", victim.Gpus[0].CcReport[ccNonceOffset:ccNonceOffset+NonceSize])
+	_, otherGPU := ccDoc(t, bob, now, a, 1, "GPU-1", nil)
+	_, hourLater := ccDoc(t, bob, now.Add(time.Hour), a, 0, "GPU-1", nil)
 	bad := append([]byte(nil), signedDoc(t, bob, now, "GPU-1")...)
 	bad[len(bad)-3] ^= 1
-	for name, data := range map[string][]byte{
-		"different GPUs of two peers": ev(signedDoc(t, alice, now, "GPU-1"), signedDoc(t, bob, now, "GPU-2")),
-		"a change an hour apart":      ev(signedDoc(t, alice, now, "GPU-1"), signedDoc(t, alice, now.Add(time.Hour), "GPU-2")),
-		"the same document twice":     ev(signedDoc(t, alice, now, "GPU-1"), signedDoc(t, alice, now, "GPU-1")),
-		"a forged document":           ev(signedDoc(t, alice, now, "GPU-1"), bad),
-		"garbage":                     []byte("not evidence"),
-		"too large":                   make([]byte, MaxEvidenceSize+1),
+	for _, c := range []struct {
+		name  string
+		data  []byte
+		roots *x509.CertPool
+		err   error
+	}{
+		{"a stranger's document claiming the victim's UUID", ev(t, victimDoc, signedDoc(t, mallory, now, "GPU-1")), roots, ErrNoEvidence},
+		{"two peers naming one UUID, no roots to settle it", ev(t, signedDoc(t, alice, now, "GPU-1"), signedDoc(t, bob, now, "GPU-1")), nil, ErrEvidenceUnchecked},
+		{"a CC report lifted from the victim's document", ev(t, victimDoc, lifted), roots, ErrNoEvidence},
+		{"two GPUs' certificates under one UUID", ev(t, victimDoc, otherGPU), roots, ErrNoEvidence},
+		{"one GPU an hour apart: it may change hands", ev(t, victimDoc, hourLater), roots, ErrNoEvidence},
+		{"different GPUs of two peers", ev(t, signedDoc(t, alice, now, "GPU-1"), signedDoc(t, bob, now, "GPU-2")), roots, ErrNoEvidence},
+		{"a change an hour apart", ev(t, signedDoc(t, alice, now, "GPU-1"), signedDoc(t, alice, now.Add(time.Hour), "GPU-2")), nil, ErrNoEvidence},
+		{"the same document twice", ev(t, signedDoc(t, alice, now, "GPU-1"), signedDoc(t, alice, now, "GPU-1")), nil, ErrNoEvidence},
+		{"a forged document", ev(t, signedDoc(t, alice, now, "GPU-1"), bad), nil, ErrDocSignature},
+		{"garbage", []byte("not evidence"), nil, ErrNoEvidence},
+		{"too large", make([]byte, MaxEvidenceSize+1), nil, ErrNoEvidence},
 	} {
-		if offenders, err := VerifyEvidence(data); err == nil || !(errors.Is(err, ErrNoEvidence) || errors.Is(err, ErrDocSignature) || errors.Is(err, ErrDocSigner)) {
-			t.Errorf("%s: offenders %v, err %v", name, offenders, err)
+		if offenders, err := VerifyEvidence(c.data, c.roots); !errors.Is(err, c.err) || offenders != nil {
+			t.Errorf("%s: offenders %v, err %v; want %v", c.name, offenders, err, c.err)
 		}
 	}
 }
@@ -68,11 +123,17 @@ func TestVerifyEvidence(t *testing.T) {
 func FuzzVerifyEvidence(f *testing.F) {
 	alice, _, _ := crypto.GenerateEd25519Key(nil)
 	bob, _, _ := crypto.GenerateEd25519Key(nil)
-	now := time.Unix(1_800_000_000, 0)
-	seed, _ := NewEvidence(signedDoc(f, alice, now, "GPU-1"), signedDoc(f, bob, now, "GPU-1"))
-	f.Add(seed)
+	a := attesttest.NewCCAuthority(f)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(a.RootPEM())
+	now := time.Now()
+	f.Add(ev(f, signedDoc(f, alice, now, "GPU-1"), signedDoc(f, bob, now, "GPU-1")))
+	f.Add(ev(f, signedDoc(f, alice, now, "GPU-1"), signedDoc(f, alice, now, "GPU-2")))
+	_, docA := ccDoc(f, alice, now, a, 0, "GPU-1", nil)
+	_, docB := ccDoc(f, bob, now, a, 0, "GPU-1", nil)
+	f.Add(ev(f, docA, docB))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		offenders, err := VerifyEvidence(data)
+		offenders, err := VerifyEvidence(data, roots)
 		if err == nil && (len(offenders) == 0 || len(offenders) > 2) {
 			t.Fatalf("evidence with %d offenders", len(offenders))
 		}

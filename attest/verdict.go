@@ -80,19 +80,20 @@ func (v Verdict) OfferLine() string {
 	return ErrNoOffer.Error()
 }
 
-// Judge verifies provider p's answer to the challenge nonce: the fresh
-// document (signature, signer, nonce, freshness within maxAge of now),
-// each GPU's CC evidence against roots (nil: shown, not verified), and how
-// it backs o, p's offer as the challenger holds it (nil if none), with the
-// standing document the provider sent.
-func Judge(p peer.ID, nonce, fresh, standing []byte, o *marketpb.Offer, roots *x509.CertPool, now time.Time, maxAge time.Duration) Verdict {
-	d, err := VerifyDocument(fresh, p, nonce, now, maxAge)
+// Judge verifies provider p's answer to challenge c: the fresh document
+// (signature, signer, challenger and nonce, freshness within maxAge of
+// now), each GPU's CC evidence over c's nonce for p against roots (nil:
+// shown, not verified), and how it backs o, p's offer as the challenger
+// holds it (nil if none), with the standing document the provider sent.
+func Judge(p peer.ID, c Challenge, fresh, standing []byte, o *marketpb.Offer, roots *x509.CertPool, now time.Time, maxAge time.Duration) Verdict {
+	d, err := VerifyDocument(fresh, p, c, now, maxAge)
 	if err != nil {
 		return Verdict{Err: err, Coverage: CoverageNoOffer, CoverageErr: ErrNoOffer}
 	}
 	v := Verdict{Doc: d}
+	ccNonce := c.CCNonce(p)
 	for _, g := range d.Gpus {
-		v.CC = append(v.CC, CCVerdict(g.CcReport, g.CcCertChain, nonce, roots, now))
+		v.CC = append(v.CC, CCVerdict(g.CcReport, g.CcCertChain, ccNonce, roots, now))
 	}
 	v.CCSummary = SummariseCC(v.CC)
 	v.Coverage, v.CoverageErr = CoverageOf(d, o, standing, p)

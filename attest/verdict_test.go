@@ -15,12 +15,12 @@ func TestJudge(t *testing.T) {
 	_, other := newKey(t)
 	inv := fakeInventory(t, "dgxh100")
 	now := time.Now()
-	standingDoc := NewDocument(inv, id, nil, now.Add(-time.Hour), []string{"gpus"})
+	standingDoc := NewDocument(inv, id, Challenge{}, now.Add(-time.Hour), []string{"gpus"})
 	standing, err := SignDocument(key, standingDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := nonce(t)
+	n := challenge(t)
 	fresh, err := SignDocument(key, NewDocument(inv, id, n, now, []string{"gpus"}))
 	if err != nil {
 		t.Fatal(err)
@@ -29,13 +29,13 @@ func TestJudge(t *testing.T) {
 		return &marketpb.Offer{Header: &marketpb.Header{Id: "gpus"}, AttestationHash: hash,
 			Gpus: []*marketpb.GPUGroup{{Model: "H100", Count: gpus, VramBytes: 80 << 30, ComputeCapability: 90}}}
 	}
-	moved := NewDocument(inv, id, nil, now, []string{"gpus"})
+	moved := NewDocument(inv, id, Challenge{}, now, []string{"gpus"})
 	moved.DriverVersion = "999.0"
 	movedEnv, _ := SignDocument(key, moved)
 	for _, c := range []struct {
 		name     string
 		signer   string
-		nonce    []byte
+		ch       Challenge
 		offer    *marketpb.Offer
 		standing []byte
 		coverage Coverage
@@ -47,15 +47,16 @@ func TestJudge(t *testing.T) {
 		{"an offer of more GPUs than attested", "", n, offer(9, nil), nil, CoverageNone, ErrNotAttested},
 		{"a standing document that is not the one named", "", n, offer(8, DocumentHash(standing)), movedEnv, CoverageNone, ErrDocHash},
 		{"a standing document of other hardware", "", n, offer(8, DocumentHash(movedEnv)), movedEnv, CoverageNone, ErrDocChanged},
-		{"an answer to another nonce", "", nonce(t), offer(8, nil), nil, CoverageNoOffer, ErrDocNonce},
+		{"an answer to another nonce", "", Challenge{n.Challenger, nonce(t)}, offer(8, nil), nil, CoverageNoOffer, ErrDocNonce},
 		{"an answer from another peer", "other", n, offer(8, nil), nil, CoverageNoOffer, ErrDocSigner},
+		{"an answer to another challenger", "", Challenge{other, n.Nonce}, offer(8, nil), nil, CoverageNoOffer, ErrDocChallenger},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := id
 			if c.signer == "other" {
 				p = other
 			}
-			v := Judge(p, c.nonce, fresh, c.standing, c.offer, nil, now, time.Minute)
+			v := Judge(p, c.ch, fresh, c.standing, c.offer, nil, now, time.Minute)
 			if v.Coverage != c.coverage || !errors.Is(v.Problem(), c.err) || (c.err == nil) != (v.Problem() == nil) {
 				t.Fatalf("coverage %v, problem %v; want %v, %v", v.Coverage, v.Problem(), c.coverage, c.err)
 			}

@@ -2,11 +2,14 @@ package node
 
 import (
 	"context"
+	"crypto/x509"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
@@ -33,6 +36,7 @@ type marketSide struct {
 	matcher    *market.Matcher
 	limits     market.Limits
 	self       peer.ID
+	roots      *x509.CertPool
 	bookLimits market.BookLimits
 	known      func(peer.ID) bool
 	validator  *p2p.MarketValidator
@@ -80,6 +84,7 @@ type pendingBid struct {
 // marketDeps are what the market side is built from.
 type marketDeps struct {
 	self   peer.ID
+	roots  *x509.CertPool // CC roots, for evidence; nil: none
 	book   market.BookLimits
 	known  func(peer.ID) bool // a peer in good standing, or a provider attested; may be nil
 	net    syncer
@@ -94,7 +99,7 @@ type marketDeps struct {
 func newMarketSide(d marketDeps) *marketSide {
 	m := &marketSide{
 		book: market.NewBook(), limits: d.limits, net: d.net, store: d.store, clock: d.clock, log: d.log,
-		self: d.self, bookLimits: d.book, known: d.known,
+		self: d.self, roots: d.roots, bookLimits: d.book, known: d.known,
 		own: newOwner[*marketState](),
 	}
 	m.offenders.Store(&map[peer.ID]bool{})
@@ -112,7 +117,7 @@ func (m *marketSide) open(ctx context.Context, store ds.Batching) error {
 	vouched := func(p peer.ID) bool { return m.rank(p) > market.RankUnknown }
 	m.seqs.SetLimit(p2p.TopicOffers, m.bookLimits.Offers, vouched)
 	m.seqs.SetLimit(p2p.TopicBids, m.bookLimits.Bids, vouched)
-	m.validator = p2p.NewMarketValidator(m.limits, m.seqs, m.clock.Now, m.log)
+	m.validator = p2p.NewMarketValidator(m.limits, m.seqs, m.clock.Now, m.log).WithCCRoots(m.roots)
 	if err := m.loadOffenders(ctx); err != nil {
 		return err
 	}
@@ -196,10 +201,15 @@ func (m *marketSide) expire(ctx context.Context, now time.Time) error {
 
 var evidencePrefix = ds.NewKey("/evidence")
 
-// recordOffenders remembers offenders proven by verified evidence, in
-// the published set and then in the datastore, so a restart does not
-// forgive them.
-func (m *marketSide) recordOffenders(ctx context.Context, offenders []peer.ID) {
+// maxOffenders bounds the offenders a node records: proof costs a cheater
+// a key, and keys are free.
+const maxOffenders = 10_000
+
+// recordOffenders remembers the offenders that verified evidence proves,
+// in the published set and then in the datastore with the evidence, so a
+// restart does not forgive them and re-checks the proof. A node never
+// records itself: its own documents are what it knows to be true.
+func (m *marketSide) recordOffenders(ctx context.Context, offenders []peer.ID, evidence []byte) {
 	var fresh []peer.ID
 	m.do(ctx, func(*marketState) {
 		set := *m.offenders.Load()
@@ -208,7 +218,7 @@ func (m *marketSide) recordOffenders(ctx context.Context, offenders []peer.ID) {
 			next[p] = true
 		}
 		for _, p := range offenders {
-			if !next[p] {
+			if p != m.self && !next[p] && len(next) < maxOffenders {
 				next[p] = true
 				fresh = append(fresh, p)
 			}
@@ -217,26 +227,44 @@ func (m *marketSide) recordOffenders(ctx context.Context, offenders []peer.ID) {
 	})
 	for _, p := range fresh {
 		m.log.Warn("offender recorded from evidence", "peer", p)
-		if err := m.store.Put(ctx, evidencePrefix.ChildString(p.String()), []byte{1}); err != nil {
+		if err := m.store.Put(ctx, evidencePrefix.ChildString(p.String()), evidence); err != nil {
 			m.log.Warn("offender not persisted", "peer", p, "err", err)
 		}
 	}
 }
 
-// loadOffenders reads the offenders recorded before a restart.
+// loadOffenders reads the offenders recorded before a restart, each with
+// the evidence that proved it, checked again: a record whose evidence no
+// longer proves its peer an offender (an older release's, or this node's
+// own peer) is forgiven and deleted.
 func (m *marketSide) loadOffenders(ctx context.Context) error {
-	res, err := m.store.Query(ctx, query.Query{Prefix: evidencePrefix.String(), KeysOnly: true})
+	res, err := m.store.Query(ctx, query.Query{Prefix: evidencePrefix.String()})
 	if err != nil {
 		return err
 	}
 	defer res.Close()
 	set := map[peer.ID]bool{}
+	var forgiven []ds.Key
 	for e := range res.Next() {
 		if e.Error != nil {
 			return e.Error
 		}
-		if p, err := peer.Decode(ds.NewKey(e.Key).BaseNamespace()); err == nil {
-			set[p] = true
+		k := ds.NewKey(e.Key)
+		p, err := peer.Decode(k.BaseNamespace())
+		if err != nil {
+			continue
+		}
+		proven, err := attest.VerifyEvidence(e.Value, m.roots)
+		if err != nil || p == m.self || !slices.Contains(proven, p) {
+			m.log.Warn("offender forgiven: its recorded evidence does not prove it", "peer", p, "err", err)
+			forgiven = append(forgiven, k)
+			continue
+		}
+		set[p] = true
+	}
+	for _, k := range forgiven {
+		if err := m.store.Delete(ctx, k); err != nil {
+			return err
 		}
 	}
 	m.offenders.Store(&set)

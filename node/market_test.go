@@ -17,7 +17,10 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/p2p"
+	ds "github.com/ipfs/go-datastore"
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -346,7 +349,7 @@ func TestAttestationBetweenNodes(t *testing.T) {
 	// Hardware that differs from what the offer's standing attestation
 	// shows leaves the offer uncovered.
 	inv, _ := fake.Inventory(ctx)
-	fresh := attest.NewDocument(inv, prov.id, make([]byte, attest.NonceSize), time.Now(), []string{ProviderOfferID})
+	fresh := attest.NewDocument(inv, prov.id, attest.Challenge{Challenger: boot.id, Nonce: make([]byte, attest.NonceSize)}, time.Now(), []string{ProviderOfferID})
 	fresh.Gpus[2].SerialHash = attest.SerialHash("a swapped board", prov.id)
 	held, _ := boot.market.snapshot().Offer(prov.id, ProviderOfferID)
 	if _, err := attest.CoverageOf(fresh, held, *prov.provider.standing.Load(), prov.id); !errors.Is(err, attest.ErrDocChanged) {
@@ -380,7 +383,7 @@ func TestEvidenceExcludesAnOffenderAlsoAfterARestart(t *testing.T) {
 
 	// The provider signed two documents seconds apart with different GPUs.
 	doc := func(at time.Time, uuid string) []byte {
-		d := attest.NewDocument(attest.Inventory{GPUs: []attest.GPU{{UUID: uuid}}}, prov.id, make([]byte, attest.NonceSize), at, nil)
+		d := attest.NewDocument(attest.Inventory{GPUs: []attest.GPU{{UUID: uuid}}}, prov.id, attest.Challenge{Challenger: boot.id, Nonce: make([]byte, attest.NonceSize)}, at, nil)
 		env, err := attest.SignDocument(prov.key, d)
 		if err != nil {
 			t.Fatal(err)
@@ -401,11 +404,23 @@ func TestEvidenceExcludesAnOffenderAlsoAfterARestart(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the renter excludes the offender", excluded(renter))
 
+	// A record an older release made on a UUID two peers named holds no
+	// evidence: the restart forgives it (and the renter itself).
+	legacy := ds.NewKey("/evidence/" + boot.id.String())
+	if err := renter.store.Put(context.Background(), legacy, []byte{1}); err != nil {
+		t.Fatal(err)
+	}
 	renter.Close()
 	renter = startNode(t, renterRepo, Options{})
 	waitFor(t, 15*time.Second, "the restarted renter's book holds the offer", bookHolds(renter, 1))
 	if !excluded(renter)() {
 		t.Error("a restart forgave the offender")
+	}
+	if renter.market.Excluded(boot.id) {
+		t.Error("a record without evidence excludes its peer after a restart")
+	}
+	if ok, _ := renter.store.Has(context.Background(), legacy); ok {
+		t.Error("a record without evidence was kept")
 	}
 }
 
@@ -452,5 +467,99 @@ func TestAFullBookKeepsWhatTheNodeVouchesFor(t *testing.T) {
 	}
 	if o, _ := victim.market.book.Evicted(); o != 1 {
 		t.Errorf("%d offers evicted; want 1", o)
+	}
+}
+
+// Framing a provider does not work (issue 11, attack 1: an attacker had
+// the provider sign a document for its own challenge, signed one with a
+// throwaway key claiming one of its GPU UUIDs, and gossiped the pair:
+// every node, and the victim itself, excluded the victim for good). Here
+// the throwaway document even carries the victim's CC report: bound to
+// the victim and the challenge, it proves nothing in another's document.
+// The evidence is refused, nothing is recorded, and the victim stays
+// matchable and rentable.
+func TestFramingAProviderLeavesItRentable(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	ca := attesttest.NewCCAuthority(t)
+	rootFile := filepath.Join(t.TempDir(), "nvidia-root.pem")
+	if err := os.WriteFile(rootFile, ca.RootPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withRoots := func(c *Config) { c.Attest.CCRootCert = rootFile }
+	fake, err := attest.NewFake("dgxh100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.EnableCC(ca.Evidence)
+	boot := startNode(t, testRepo(t, "boot", withRoots), Options{})
+	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), withRoots, func(c *Config) {
+		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.MinDuration = true, "fake:dgxh100", Dur(time.Minute)
+	})), Options{GPUSource: fake})
+	removeJobsOf(t, prov)
+	renterRepo := testRepo(t, "renter", both(bootstrapFrom(boot), withRoots))
+	renter := startNode(t, renterRepo, Options{})
+	waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(renter, prov) == 8 })
+
+	// The attacker: a host whose gossip checks nothing it sends.
+	ctx := context.Background()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	g, err := p2p.NewGossip(ctx, h, p2p.GossipConfig{Swarm: boot.Swarm(), OutboundQueue: 64, MaxMessageSize: 1 << 20, ValidatorTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	if err := h.Connect(ctx, peer.AddrInfo{ID: boot.id, Addrs: boot.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	h.Connect(ctx, peer.AddrInfo{ID: prov.id, Addrs: prov.host.Addrs()})
+	waitFor(t, 15*time.Second, "the attacker knows the boot node's evidence subscription", func() bool {
+		return slices.Contains(g.Topic(p2p.TopicEvidence).ListPeers(), boot.id)
+	})
+	a, err := p2p.Challenge(ctx, h, prov.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, err := attest.VerifyDocument(a.Fresh, prov.id, attest.Challenge{Challenger: h.ID(), Nonce: a.Nonce}, time.Now(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	throwaway, _, _ := crypto.GenerateEd25519Key(nil)
+	throwawayID, _ := peer.IDFromPrivateKey(throwaway)
+	claim := attest.NewDocument(attest.Inventory{GPUs: []attest.GPU{{UUID: victim.Gpus[0].Uuid, Name: victim.Gpus[0].Name}}}, throwawayID, attest.Challenge{Challenger: h.ID(), Nonce: a.Nonce}, time.Now(), nil)
+	claim.Gpus[0].CcReport, claim.Gpus[0].CcCertChain = victim.Gpus[0].CcReport, victim.Gpus[0].CcCertChain
+	claimEnv, err := attest.SignDocument(throwaway, claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := attest.NewEvidence(a.Fresh, claimEnv)
+	v := boot.market.validator
+	judged := func() int64 { return v.Accepted.Load() + v.Rejected.Load() + v.Ignored.Load() }
+	before, rejected := judged(), v.Rejected.Load()
+	if err := g.Topic(p2p.TopicEvidence).Publish(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the boot node judges the evidence", func() bool { return judged() > before })
+	if v.Rejected.Load() != rejected+1 {
+		t.Error("the boot node did not reject the framing evidence")
+	}
+
+	// A node never records itself, whatever it is handed.
+	prov.market.recordOffenders(ctx, []peer.ID{prov.id}, ev)
+	for _, n := range []*Node{boot, prov, renter} {
+		if n.market.Excluded(prov.id) {
+			t.Errorf("node %s excludes the framed provider", n.id)
+		}
+	}
+	res, err := renter.Rent(ctx, rentRequest(image, "true"), RentOutput{})
+	if err != nil || res.Receipt.Outcome != LeaseCompleted {
+		t.Fatalf("renting from the framed provider: %v %+v", err, res.Receipt)
+	}
+	if res.Lease.Provider != prov.id.String() {
+		t.Errorf("rented from %s", res.Lease.Provider)
 	}
 }

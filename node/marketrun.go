@@ -68,7 +68,7 @@ func (m *marketSide) readTopic(ctx context.Context, kind string, sub *pubsub.Sub
 		case *pb.Offer:
 			m.offer(ctx, v, msg.Data)
 		case []peer.ID:
-			m.recordOffenders(ctx, v)
+			m.recordOffenders(ctx, v, msg.Data)
 		case *pb.Bid:
 			m.bid(ctx, v)
 			if m.onBid != nil {

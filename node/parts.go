@@ -18,11 +18,11 @@ import (
 func (n *Node) buildParts(context.Context) (func() error, error) {
 	log := n.opts.Logger.With("subsystem", LogNode)
 	n.market = newMarketSide(marketDeps{
-		self: n.id, book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, known: n.vouchedFor,
+		self: n.id, roots: n.ccRoots, book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, known: n.vouchedFor,
 		net: n.link, store: n.store, rtt: peerRTT{n.host}, clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: market.DefaultLimits(),
 	})
 	n.market.received = n.metrics.received
-	n.challenger = &challenger{net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock}
+	n.challenger = &challenger{self: n.id, net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock}
 	n.renter = &renter{
 		id: n.id, key: n.key, net: n.link, market: n.market, challenger: n.challenger, store: n.leaseStore(),
 		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.metrics.leaseEnded,

@@ -10,6 +10,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	ds "github.com/ipfs/go-datastore"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // quoteTTL is how long a provider's quote holds.
@@ -79,11 +80,12 @@ func (p *provider) answer(ctx context.Context, b *pb.Bid) {
 // source.
 var errNothingToAttest = errors.New("this node sells no GPUs it can attest")
 
-// answerChallenge answers a challenge: this provider's GPUs as its source
-// reads them now, over the nonce, with each GPU's confidential-computing
-// evidence over the same nonce where the source gives it, backing its
-// current offer; and the standing document that offer names by hash.
-func (p *provider) answerChallenge(ctx context.Context, nonce []byte) (fresh, standing []byte, err error) {
+// answerChallenge answers from's challenge: this provider's GPUs as its
+// source reads them now, over the nonce and naming from, with each GPU's
+// confidential-computing evidence, where the source gives it, over the
+// nonce bound to this provider and the challenge, backing its current
+// offer; and the standing document that offer names by hash.
+func (p *provider) answerChallenge(ctx context.Context, from peer.ID, nonce []byte) (fresh, standing []byte, err error) {
 	if p.source == nil {
 		return nil, nil, errNothingToAttest
 	}
@@ -91,9 +93,10 @@ func (p *provider) answerChallenge(ctx context.Context, nonce []byte) (fresh, st
 	if err != nil {
 		return nil, nil, err
 	}
-	d := attest.NewDocument(inv, p.id, nonce, p.clock.Now(), []string{ProviderOfferID})
+	ch := attest.Challenge{Challenger: from, Nonce: nonce}
+	d := attest.NewDocument(inv, p.id, ch, p.clock.Now(), []string{ProviderOfferID})
 	if cc, ok := p.source.(attest.CCSource); ok {
-		ev, err := cc.CCEvidence(ctx, nonce)
+		ev, err := cc.CCEvidence(ctx, ch.CCNonce(p.id))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -117,7 +120,7 @@ var standingKey = ds.NewKey("/provider/standing/" + ProviderOfferID)
 // restarts, its hash stays the one in every copy of the offer that books
 // still hold, so a challenger with an older copy finds it covered.
 func (p *provider) standingFor(ctx context.Context, inv attest.Inventory, offerID string, now time.Time) ([]byte, error) {
-	fresh := attest.NewDocument(inv, p.id, nil, now, []string{offerID})
+	fresh := attest.NewDocument(inv, p.id, attest.Challenge{}, now, []string{offerID})
 	if env, err := p.store.Get(ctx, standingKey); err == nil {
 		d, err := attest.VerifyStanding(env, p.id, attest.DocumentHash(env), offerID)
 		if err == nil && attest.SameHardware(d, fresh) == nil && attest.SameHardware(fresh, d) == nil && d.CudaVersion == fresh.CudaVersion {

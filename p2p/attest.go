@@ -32,18 +32,19 @@ var AttestLimits = StreamLimits{
 	Request: requestDeadline, Deadline: attestDeadline, PerPeer: 2, Rate: Rate{0.5, 5},
 }
 
-// DocumentMaker makes a signed attestation document over a nonce, and
-// returns it with the provider's current standing document (or nil).
-type DocumentMaker func(ctx context.Context, nonce []byte) (fresh, standing []byte, err error)
+// DocumentMaker makes a signed attestation document answering the nonce
+// of challenger from, and returns it with the provider's current standing
+// document (or nil).
+type DocumentMaker func(ctx context.Context, from peer.ID, nonce []byte) (fresh, standing []byte, err error)
 
 // ServeAttestation answers challenges with what makeDoc returns.
 func ServeAttestation(sv Server, makeDoc DocumentMaker) {
-	sv.Serve(AttestProtocol, AttestLimits, func(ctx context.Context, _ peer.ID, s network.Stream) error {
+	sv.Serve(AttestProtocol, AttestLimits, func(ctx context.Context, from peer.ID, s network.Stream) error {
 		nonce := make([]byte, attest.NonceSize)
 		if _, err := io.ReadFull(s, nonce); err != nil {
 			return err
 		}
-		fresh, standing, err := makeDoc(ctx, nonce)
+		fresh, standing, err := makeDoc(ctx, from, nonce)
 		if err != nil {
 			return err
 		}

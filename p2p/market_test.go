@@ -286,7 +286,7 @@ func (o *offenderSet) Excluded(p peer.ID) bool {
 	return o.set[p]
 }
 
-func TestEvidenceOfADoubleClaimedUUIDReachesEveryNodeAndExcludesTheOffenders(t *testing.T) {
+func TestEvidenceThatProvesReachesEveryNodeAndAClaimDoesNot(t *testing.T) {
 	m, err := p2ptest.PlanetLab()
 	if err != nil {
 		t.Fatal(err)
@@ -339,13 +339,22 @@ func TestEvidenceOfADoubleClaimedUUIDReachesEveryNodeAndExcludesTheOffenders(t *
 		return true
 	})
 
-	// The cheat and another peer both attest GPU-1.
+	// Another peer's document claiming the cheat's GPU-1 proves nothing
+	// (issue 11, attack 1: it excluded both): a node without CC roots
+	// ignores it, so it goes nowhere and no one is excluded.
 	now := time.Now()
 	otherHost := s.Nodes[5].Host
 	other := newSigner(t, otherHost.Peerstore().PrivKey(otherHost.ID()))
-	docA := signDoc(t, cheat, now, "GPU-1", "GPU-2")
-	docB := signDoc(t, other, now.Add(5*time.Second), "GPU-1", "GPU-7")
-	ev, _ := attest.NewEvidence(docA, docB)
+	framing, _ := attest.NewEvidence(signDoc(t, cheat, now, "GPU-1", "GPU-2"), signDoc(t, other, now.Add(5*time.Second), "GPU-1", "GPU-7"))
+	ignored := nodes[0].validator.Ignored.Load()
+	s.Nodes[0].Gossip.Topic(p2p.TopicEvidence).Publish(ctx, framing)
+	if nodes[0].validator.Ignored.Load() != ignored+1 {
+		t.Error("a UUID two peers name was not ignored")
+	}
+
+	// The cheat signed two documents seconds apart with different GPUs:
+	// that proves it, and it alone, an offender.
+	ev, _ := attest.NewEvidence(signDoc(t, cheat, now, "GPU-1", "GPU-2"), signDoc(t, cheat, now.Add(5*time.Second), "GPU-1", "GPU-7"))
 	if err := s.Nodes[0].Gossip.Topic(p2p.TopicEvidence).Publish(ctx, ev); err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +362,7 @@ func TestEvidenceOfADoubleClaimedUUIDReachesEveryNodeAndExcludesTheOffenders(t *
 		Gpu: &pb.GPURequirement{Count: 1}, Tier: pb.Tier_TIER_SILVER, Currency: "USD", MaxPriceMicros: 5_000_000, DurationSeconds: 600}
 	waitUntil(t, 5*time.Second, "every node records the offender and excludes it from its matches", func() bool {
 		for i, n := range nodes {
-			if !sets[i].Excluded(cheatHost.ID()) || !sets[i].Excluded(otherHost.ID()) {
+			if !sets[i].Excluded(cheatHost.ID()) {
 				return false
 			}
 			matcher := market.NewMatcher(market.DefaultMatchConfig(), nil, nil).WithExcluder(sets[i])
@@ -363,11 +372,17 @@ func TestEvidenceOfADoubleClaimedUUIDReachesEveryNodeAndExcludesTheOffenders(t *
 		}
 		return true
 	})
+	for i := range nodes {
+		if sets[i].Excluded(otherHost.ID()) {
+			t.Errorf("node %d excludes a peer nothing proves an offender", i)
+		}
+	}
 
 	// Evidence that proves nothing is rejected, already by the validator of
 	// the node that tries to publish it.
 	before := nodes[9].validator.Rejected.Load()
-	junk, _ := attest.NewEvidence(docA, docA)
+	doc := signDoc(t, cheat, now, "GPU-1")
+	junk, _ := attest.NewEvidence(doc, doc)
 	if err := s.Nodes[9].Gossip.Topic(p2p.TopicEvidence).Publish(ctx, junk); err == nil {
 		t.Error("evidence that proves nothing was published")
 	}
@@ -378,7 +393,7 @@ func TestEvidenceOfADoubleClaimedUUIDReachesEveryNodeAndExcludesTheOffenders(t *
 
 func signDoc(t *testing.T, s signer, at time.Time, uuids ...string) []byte {
 	t.Helper()
-	d := attest.NewDocument(attest.Inventory{}, s.id, make([]byte, attest.NonceSize), at, nil)
+	d := attest.NewDocument(attest.Inventory{}, s.id, attest.Challenge{Nonce: make([]byte, attest.NonceSize)}, at, nil)
 	for _, u := range uuids {
 		d.Gpus = append(d.Gpus, &attestpb.GPUFingerprint{Uuid: u})
 	}

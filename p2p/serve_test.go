@@ -200,7 +200,7 @@ func TestAttestationIsNoOracle(t *testing.T) {
 		t.Fatal(err)
 	}
 	var made atomic.Int64
-	ServeAttestation(Server{Host: b, Ctx: context.Background()}, func(ctx context.Context, nonce []byte) ([]byte, []byte, error) {
+	ServeAttestation(Server{Host: b, Ctx: context.Background()}, func(ctx context.Context, _ peer.ID, nonce []byte) ([]byte, []byte, error) {
 		made.Add(1)
 		return []byte("document"), nil, nil
 	})

@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"log/slog"
 	"sync/atomic"
@@ -34,6 +35,7 @@ type MarketValidator struct {
 	now    func() time.Time
 	log    *slog.Logger
 	budget map[string]*peerBudget // by topic kind
+	roots  *x509.CertPool         // for CC evidence; nil: none checked
 
 	// Counts of verdicts, for metrics and tests.
 	Accepted, Rejected, Ignored atomic.Int64
@@ -49,6 +51,13 @@ func NewMarketValidator(l market.Limits, seqs *SeqGuard, now func() time.Time, l
 	for kind, r := range PeerRates {
 		v.budget[kind] = newPeerBudget(r.PerSecond, r.Burst)
 	}
+	return v
+}
+
+// WithCCRoots makes v check CC evidence against roots, which settles
+// claims across two peers (attest.VerifyEvidence); set it before Install.
+func (v *MarketValidator) WithCCRoots(roots *x509.CertPool) *MarketValidator {
+	v.roots = roots
 	return v
 }
 
@@ -128,12 +137,19 @@ func (v *MarketValidator) validateBid(ctx context.Context, from peer.ID, msg *pu
 // validateEvidence accepts evidence whose signed documents prove the
 // offenders it names (attest.VerifyEvidence), passing them on in
 // ValidatorData as []peer.ID, and rejects anything else: evidence that does
-// not prove cheating is an attempt to frame someone.
+// not prove cheating is an attempt to frame someone. Evidence this node
+// cannot check (two peers' claims, and no CC roots here) is ignored: a
+// node with roots may rightly have relayed it.
 func (v *MarketValidator) validateEvidence(_ context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	if !v.within(TopicEvidence, from) {
 		return pubsub.ValidationIgnore
 	}
-	offenders, err := attest.VerifyEvidence(msg.Data)
+	offenders, err := attest.VerifyEvidence(msg.Data, v.roots)
+	if errors.Is(err, attest.ErrEvidenceUnchecked) {
+		v.Ignored.Add(1)
+		v.log.Debug("ignored evidence", "from", from, "err", err)
+		return pubsub.ValidationIgnore
+	}
 	if err != nil {
 		v.Rejected.Add(1)
 		v.log.Debug("rejected evidence", "from", from, "err", err)

@@ -232,7 +232,12 @@ type Document struct {
 	CudaVersion   string            `protobuf:"bytes,7,opt,name=cuda_version,json=cudaVersion,proto3" json:"cuda_version,omitempty"`
 	Host          *HostInfo         `protobuf:"bytes,8,opt,name=host,proto3" json:"host,omitempty"`
 	// IDs of the offers this document backs.
-	OfferIds      []string `protobuf:"bytes,9,rep,name=offer_ids,json=offerIds,proto3" json:"offer_ids,omitempty"`
+	OfferIds []string `protobuf:"bytes,9,rep,name=offer_ids,json=offerIds,proto3" json:"offer_ids,omitempty"`
+	// Peer ID (binary) of the challenger whose nonce this answers; empty in
+	// a standing document. A document answers one peer's challenge: shown
+	// to anyone else it proves nothing fresh. The GPUs' CC reports are made
+	// over a nonce bound to the issuer, the challenger and the nonce.
+	Challenger    []byte `protobuf:"bytes,12,opt,name=challenger,proto3" json:"challenger,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -326,6 +331,13 @@ func (x *Document) GetHost() *HostInfo {
 func (x *Document) GetOfferIds() []string {
 	if x != nil {
 		return x.OfferIds
+	}
+	return nil
+}
+
+func (x *Document) GetChallenger() []byte {
+	if x != nil {
+		return x.Challenger
 	}
 	return nil
 }
@@ -595,7 +607,7 @@ const file_attest_proto_rawDesc = "" +
 	"\bHostInfo\x12\x16\n" +
 	"\x06kernel\x18\x01 \x01(\tR\x06kernel\x12\x1b\n" +
 	"\tcpu_model\x18\x02 \x01(\tR\bcpuModel\x12\x1b\n" +
-	"\tram_bytes\x18\x03 \x01(\x04R\bramBytes\"\xf2\x02\n" +
+	"\tram_bytes\x18\x03 \x01(\x04R\bramBytes\"\x92\x03\n" +
 	"\bDocument\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
 	"\x06issuer\x18\x02 \x01(\fR\x06issuer\x12\x14\n" +
@@ -605,7 +617,10 @@ const file_attest_proto_rawDesc = "" +
 	"\x0edriver_version\x18\x06 \x01(\tR\rdriverVersion\x12!\n" +
 	"\fcuda_version\x18\a \x01(\tR\vcudaVersion\x120\n" +
 	"\x04host\x18\b \x01(\v2\x1c.idlegrid.attest.v1.HostInfoR\x04host\x12\x1b\n" +
-	"\toffer_ids\x18\t \x03(\tR\bofferIdsJ\x04\b\n" +
+	"\toffer_ids\x18\t \x03(\tR\bofferIds\x12\x1e\n" +
+	"\n" +
+	"challenger\x18\f \x01(\fR\n" +
+	"challengerJ\x04\b\n" +
 	"\x10\vJ\x04\b\v\x10\fR\tcc_reportR\x0ecc_certificate\"\xe3\x01\n" +
 	"\tGPUSample\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12'\n" +
