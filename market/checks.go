@@ -14,10 +14,15 @@ import (
 type bidPlan struct {
 	bid   *pb.Bid
 	nowMs int64
-	from  int64  // earliest start, Unix ms: the bid's, or now if later
-	until int64  // latest start, Unix ms
-	need  uint32 // fewest GPUs one provider must supply
-	dur   int64  // lease length in ms
+	// unknownRTT is what an unknown RTT counts as in the ranking: the
+	// worst this node has measured, at least RTTRef, so a provider no one
+	// has measured (or that cannot be reached) is never ranked nearer than
+	// one that has been.
+	unknownRTT time.Duration
+	from       int64  // earliest start, Unix ms: the bid's, or now if later
+	until      int64  // latest start, Unix ms
+	need       uint32 // fewest GPUs one provider must supply
+	dur        int64  // lease length in ms
 
 	minVRAM, minRAM uint64 // bytes
 	minCores        uint32
@@ -28,7 +33,10 @@ type bidPlan struct {
 }
 
 func (m *Matcher) plan(bid *pb.Bid, now time.Time) *bidPlan {
-	p := &bidPlan{bid: bid, nowMs: now.UnixMilli()}
+	p := &bidPlan{bid: bid, nowMs: now.UnixMilli(), unknownRTT: m.cfg.RTTRef}
+	if w, ok := m.rtt.(WorstRTTs); ok {
+		p.unknownRTT = max(p.unknownRTT, w.WorstRTT())
+	}
 	p.from = max(bid.GetEarliestStartUnixMs(), p.nowMs)
 	p.until = bid.GetLatestStartUnixMs()
 	if p.until == 0 {

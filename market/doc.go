@@ -40,9 +40,11 @@
 // price_micros), raised to the floor of the window the lease starts in.
 //
 // Reliability comes from a Reliability source (default: 1 for everyone)
-// and RTT from an RTTs source (default: unknown). An unknown RTT adds no
-// latency penalty and passes a bid's max_rtt_ms: the limit applies to what
-// has been measured or estimated. As eff ≥ price, the walk over the
+// and RTT from an RTTs source (default: unknown). An unknown RTT ranks as
+// the worst RTT the source has measured (WorstRTTs), at least RTTRef: a
+// provider no one has measured, or one that cannot be reached, is never
+// ranked nearer than one that has been. It passes a bid's max_rtt_ms:
+// the limit applies to what has been measured or estimated. As eff ≥ price, the walk over the
 // candidates stops at the first price above the k-th best effective price
 // found so far, and never touches most of the book.
 package market

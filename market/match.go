@@ -160,7 +160,7 @@ func (m *Matcher) evaluate(c *evalCtx, o *pb.Offer, f *offerFacts, issuer peer.I
 	}
 	cand := Candidate{
 		Offer: o, Issuer: issuer, GPUs: c.gpus, PriceMicros: c.price,
-		EffectivePriceMicros: m.cfg.effectivePrice(c.price, c.rel, c.rtt, c.rttKnown),
+		EffectivePriceMicros: m.cfg.effectivePrice(c.price, c.rel, c.rankRTT()),
 		Start:                time.UnixMilli(c.start).UTC(),
 		Scores:               m.score(c),
 		TotalMicros:          LeaseTotal(c.price, c.gpus, p.bid.GetDurationSeconds()),

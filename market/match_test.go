@@ -72,6 +72,14 @@ func (s mtSources) RTT(p peer.ID) (time.Duration, bool) {
 	return d, ok
 }
 
+func (s mtSources) WorstRTT() time.Duration {
+	var w time.Duration
+	for _, d := range s.rtt {
+		w = max(w, d)
+	}
+	return w
+}
+
 type mtExcluded map[peer.ID]bool
 
 func (x mtExcluded) Excluded(p peer.ID) bool { return x[p] }
@@ -236,7 +244,7 @@ func TestChecksTerms(t *testing.T) {
 		{name: "rtt above", src: mtSources{rtt: map[peer.ID]time.Duration{mtPeers[0]: 80 * time.Millisecond}}, bid: func(b *pb.Bid) { b.MaxRttMs = 50 },
 			check: "rtt", detail: "rtt 80ms > 50ms allowed"},
 		{name: "unknown rtt passes a limit", bid: func(b *pb.Bid) { b.MaxRttMs = 50 }, verify: func(t *testing.T, c Candidate) {
-			if c.RTTKnown || c.EffectivePriceMicros != 2_000_000 {
+			if c.RTTKnown || c.EffectivePriceMicros != 3_000_000 { // ranked at RTTRef: 2.0 × 1.5
 				t.Errorf("unknown RTT: known %v, effective price %v", c.RTTKnown, c.EffectivePriceMicros)
 			}
 		}},
@@ -303,22 +311,20 @@ func TestScorers(t *testing.T) {
 		{"price half", priceScore(50, 100), 0.5},
 		{"price above max", priceScore(150, 100), 0},
 		{"price no max", priceScore(1, 0), 0},
-		{"latency unknown", latencyScore(0, false, cfg.RTTRef), 1},
-		{"latency zero", latencyScore(0, true, cfg.RTTRef), 1},
-		{"latency at ref", latencyScore(100*time.Millisecond, true, cfg.RTTRef), 0.5},
-		{"latency 3×ref", latencyScore(300*time.Millisecond, true, cfg.RTTRef), 0.25},
+		{"latency zero", latencyScore(0, cfg.RTTRef), 1},
+		{"latency at ref", latencyScore(100*time.Millisecond, cfg.RTTRef), 0.5},
+		{"latency 3×ref", latencyScore(300*time.Millisecond, cfg.RTTRef), 0.25},
 		{"window at earliest", windowFitScore(10, 10, 20), 1},
 		{"window midway", windowFitScore(15, 10, 20), 0.5},
 		{"window at latest", windowFitScore(20, 10, 20), 0},
 		{"window no range", windowFitScore(10, 10, 10), 1},
 		{"total", ScoreWeights{Price: 1, Reliability: 1}.total(Scores{Price: 1, Reliability: 0.5, Latency: 0.1}), 0.75},
 		{"total no weights", ScoreWeights{}.total(Scores{Price: 1}), 0},
-		{"eff neutral", cfg.effectivePrice(1000, 1, 0, false), 1000},
-		{"eff reliability", cfg.effectivePrice(1000, 0.9, 0, false), 1100},
-		{"eff rtt", cfg.effectivePrice(1000, 1, 100*time.Millisecond, true), 1500},
-		{"eff unknown rtt", cfg.effectivePrice(1000, 1, time.Second, false), 1000},
-		{"eff both", cfg.effectivePrice(1000, 0.5, 200*time.Millisecond, true), 3000},
-		{"eff reliability clamped", cfg.effectivePrice(1000, 7, 0, false), 1000},
+		{"eff neutral", cfg.effectivePrice(1000, 1, 0), 1000},
+		{"eff reliability", cfg.effectivePrice(1000, 0.9, 0), 1100},
+		{"eff rtt", cfg.effectivePrice(1000, 1, 100*time.Millisecond), 1500},
+		{"eff both", cfg.effectivePrice(1000, 0.5, 200*time.Millisecond), 3000},
+		{"eff reliability clamped", cfg.effectivePrice(1000, 7, 0), 1000},
 		{"clamp NaN", clamp01(math.NaN()), 0},
 	} {
 		if math.Abs(tc.got-tc.want) > 1e-9 {
@@ -401,28 +407,46 @@ func candidateIDs(cs []Candidate) string {
 
 func TestMatchRanksByEffectivePrice(t *testing.T) {
 	b := mtBook(t, price(2_000_000), price(2_200_000), price(2_100_000), price(2_300_000), price(2_600_000))
+	// The others' RTTs are unknown: they rank at the worst measured, o2's
+	// 100 ms, each × 1.5.
 	src := mtSources{
-		rel: map[peer.ID]float64{mtPeers[0]: 0.8},                          // o0: 2.0 × 1.2 = 2.4
+		rel: map[peer.ID]float64{mtPeers[0]: 0.8},                          // o0: 2.0 × 1.2 × 1.5 = 3.6
 		rtt: map[peer.ID]time.Duration{mtPeers[2]: 100 * time.Millisecond}, // o2: 2.1 × 1.5 = 3.15
 	}
 	m := NewMatcher(DefaultMatchConfig(), src, src)
 	res := m.Match(b.Snapshot(), mtBid(), mtNow, 0)
-	if got := candidateIDs(res.Candidates); got != "o1 o3 o0 o2" {
-		t.Errorf("ranking %q, want o1 o3 o0 o2 (o4 is above the max price)", got)
+	if got := candidateIDs(res.Candidates); got != "o2 o1 o3 o0" {
+		t.Errorf("ranking %q, want o2 o1 o3 o0 (o4 is above the max price)", got)
 	}
 	if res.Considered != 4 || res.Feasible != 4 {
 		t.Errorf("considered %d, feasible %d; want 4 and 4 (o4 cut by the index)", res.Considered, res.Feasible)
 	}
-	c := res.Candidates[2]
-	if c.EffectivePriceMicros != 2_400_000 || c.Reliability != 0.8 || c.Scores.Reliability != 0.8 || math.Abs(c.Scores.Price-0.2) > 1e-9 {
+	c := res.Candidates[3]
+	if math.Abs(c.EffectivePriceMicros-3_600_000) > 1e-6 || c.Reliability != 0.8 || c.Scores.Reliability != 0.8 || math.Abs(c.Scores.Price-0.2) > 1e-9 {
 		t.Errorf("o0: %+v", c)
 	}
 	if m := c.ScoreMap(); m["reliability"] != 0.8 || m["total"] != c.Scores.Total {
 		t.Errorf("ScoreMap %v", m)
 	}
 	top2 := m.Match(b.Snapshot(), mtBid(), mtNow, 2)
-	if got := candidateIDs(top2.Candidates); got != "o1 o3" {
-		t.Errorf("top 2 %q, want o1 o3", got)
+	if got := candidateIDs(top2.Candidates); got != "o2 o1" {
+		t.Errorf("top 2 %q, want o2 o1", got)
+	}
+}
+
+// An unknown RTT is never ranked nearer than a measured one (issue 11,
+// attack 2: 8 unreachable fake offers, their RTTs unknown and so free,
+// ranked above the honest provider a renter had measured).
+func TestAnUnknownRTTRanksAsTheWorstMeasured(t *testing.T) {
+	b := mtBook(t, price(1_900_000), price(2_000_000), price(2_000_000))
+	src := mtSources{rtt: map[peer.ID]time.Duration{mtPeers[1]: 300 * time.Millisecond, mtPeers[2]: 20 * time.Millisecond}}
+	res := NewMatcher(DefaultMatchConfig(), nil, src).Match(b.Snapshot(), mtBid(), mtNow, 0)
+	if got := candidateIDs(res.Candidates); got != "o2 o0 o1" {
+		t.Fatalf("ranking %q, want o2 o0 o1", got)
+	}
+	unknown, worst := res.Candidates[1], res.Candidates[2]
+	if unknown.RTTKnown || math.Abs(unknown.EffectivePriceMicros/1.9-worst.EffectivePriceMicros/2.0) > 1e-6 || unknown.Scores.Latency != worst.Scores.Latency {
+		t.Errorf("unknown RTT %+v ranks otherwise than the worst measured %+v", unknown, worst)
 	}
 }
 

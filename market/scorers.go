@@ -39,7 +39,15 @@ type NeutralReliability struct{}
 // Reliability returns 1.
 func (NeutralReliability) Reliability(peer.ID) float64 { return 1 }
 
-// UnknownRTTs knows no RTT: no latency penalty and no max_rtt failure.
+// WorstRTTs is an RTTs source that also knows the worst RTT it has
+// measured: an unknown RTT ranks as that (at least MatchConfig.RTTRef).
+type WorstRTTs interface {
+	RTTs
+	WorstRTT() time.Duration
+}
+
+// UnknownRTTs knows no RTT: every provider ranks at RTTRef, and no bid's
+// max_rtt fails.
 type UnknownRTTs struct{}
 
 // RTT reports every RTT unknown.
@@ -195,14 +203,23 @@ func (c MatchConfig) sanitized() MatchConfig {
 }
 
 // effectivePrice is the reverse auction's ranking key, per GPU-hour:
-// price × (1 + α·(1 − reliability)) × (1 + β·rtt/rttRef), the RTT term
-// only where the RTT is known. It is never below price.
-func (c MatchConfig) effectivePrice(price uint64, rel float64, rtt time.Duration, known bool) float64 {
+// price × (1 + α·(1 − reliability)) × (1 + β·rtt/rttRef), rtt being the
+// one a ranking uses (evalCtx.rankRTT). It is never below price.
+func (c MatchConfig) effectivePrice(price uint64, rel float64, rtt time.Duration) float64 {
 	eff := float64(price) * (1 + c.Alpha*(1-clamp01(rel)))
-	if known && rtt > 0 {
+	if rtt > 0 {
 		eff *= 1 + c.Beta*float64(rtt)/float64(c.RTTRef)
 	}
 	return eff
+}
+
+// rankRTT is the RTT the ranking uses: the one known, or the plan's
+// pessimistic stand-in for an unknown one.
+func (c *evalCtx) rankRTT() time.Duration {
+	if c.rttKnown {
+		return c.rtt
+	}
+	return c.p.unknownRTT
 }
 
 // priceScore is 1 for a free offer, 0 at the bid's maximum.
@@ -213,10 +230,9 @@ func priceScore(price, maxPrice uint64) float64 {
 	return clamp01(1 - float64(price)/float64(maxPrice))
 }
 
-// latencyScore is rttRef/(rttRef+rtt): 1 at no latency, ½ at rttRef. An
-// unknown RTT scores 1, as it costs nothing in the effective price.
-func latencyScore(rtt time.Duration, known bool, ref time.Duration) float64 {
-	if !known || rtt <= 0 {
+// latencyScore is rttRef/(rttRef+rtt): 1 at no latency, ½ at rttRef.
+func latencyScore(rtt, ref time.Duration) float64 {
+	if rtt <= 0 {
 		return 1
 	}
 	return float64(ref) / float64(ref+rtt)
@@ -245,7 +261,7 @@ func (m *Matcher) score(c *evalCtx) Scores {
 	s := Scores{
 		Price:       priceScore(c.price, c.p.bid.GetMaxPriceMicros()),
 		Reliability: c.rel,
-		Latency:     latencyScore(c.rtt, c.rttKnown, m.cfg.RTTRef),
+		Latency:     latencyScore(c.rankRTT(), m.cfg.RTTRef),
 		WindowFit:   windowFitScore(c.start, c.p.from, c.p.until),
 	}
 	s.Total = m.cfg.Weights.total(s)

@@ -23,6 +23,8 @@ import (
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -259,6 +261,61 @@ func TestBadLeaseRequestsAreRefusedWithAReason(t *testing.T) {
 	}
 	if ls, _ := prov.Leases(context.Background()); len(ls) != 0 {
 		t.Errorf("refused proposals left leases: %+v", ls)
+	}
+}
+
+// Rent survives fake offers (issue 11, attack 2: 8 cheap H100 offers of
+// 8 throwaway keys with no host behind them; rent tried 5, failed with
+// "no provider took the lease" and never tried the honest provider). Rent
+// walks past every fake within its try time to the honest provider and
+// runs; a later rental tries the honest provider first, the fakes that
+// could not be reached ranking behind it.
+func TestRentWalksPastFakeOffersToAnHonestProvider(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	prov, _ := leaseSwarm(t, nil)
+	cheap := DefaultConfig(ProfileProvider).Provider
+	cheap.Price = "1.00"
+	cheap.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+	fakes := map[string]bool{}
+	for range 8 {
+		key, _, _ := crypto.GenerateEd25519Key(nil)
+		id, _ := peer.IDFromPrivateKey(key)
+		o, err := cheap.BuildOffer(id, 1, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := market.Sign(key, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := prov.link.Publish(context.Background(), p2p.TopicOffers, env); err != nil {
+			t.Fatal(err)
+		}
+		fakes[id.String()] = true
+	}
+	waitFor(t, 10*time.Second, "the fakes in the provider's book", func() bool { return prov.market.snapshot().Len() == 9 })
+	renter := startNode(t, testRepo(t, "renter2", bootstrapFrom(prov)), Options{Light: true})
+	waitFor(t, 15*time.Second, "the renter's book holds all 9 offers", func() bool { return renter.market.snapshot().Len() == 9 })
+
+	res, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{})
+	if err != nil {
+		t.Fatalf("rent: %v", err)
+	}
+	if res.Lease.Provider != prov.id.String() || res.Receipt.Outcome != LeaseCompleted {
+		t.Errorf("rented from %s: %s", res.Lease.Provider, res.Receipt.Outcome)
+	}
+	if len(res.Tried) != 8 {
+		t.Errorf("tried %d candidates before the honest one; want the 8 fakes", len(res.Tried))
+	}
+	for _, a := range res.Tried {
+		if !fakes[a.Provider] || a.Stage != string(StageLocate) {
+			t.Errorf("attempt %+v: want a fake that could not be located", a)
+		}
+	}
+	again, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{})
+	if err != nil || again.Lease.Provider != prov.id.String() || len(again.Tried) != 0 {
+		t.Errorf("a second rental tried %d before %s: %v", len(again.Tried), again.Lease.Provider, err)
 	}
 }
 

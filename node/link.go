@@ -146,10 +146,22 @@ func (l *swarmLink) AttachJob(ctx context.Context, p peer.ID, leaseID string) (n
 	return p2p.AttachJob(ctx, l.host, p, leaseID)
 }
 
-// peerRTT gives the matcher the peerstore's latency EWMA.
+// peerRTT gives the matcher the peerstore's latency EWMA, and the worst
+// of them for the RTTs it does not know.
 type peerRTT struct{ h host.Host }
 
 func (r peerRTT) RTT(p peer.ID) (time.Duration, bool) {
 	d := r.h.Peerstore().LatencyEWMA(p)
 	return d, d > 0
+}
+
+// WorstRTT is the largest RTT measured to a peer this node is connected
+// to: the peers it has measured lately.
+func (r peerRTT) WorstRTT() time.Duration {
+	var worst time.Duration
+	ps := r.h.Peerstore()
+	for _, p := range r.h.Network().Peers() {
+		worst = max(worst, ps.LatencyEWMA(p))
+	}
+	return worst
 }

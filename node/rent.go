@@ -21,8 +21,15 @@ import (
 
 // Renter defaults.
 const (
-	defaultRentCandidates = 5
-	defaultGather         = 15 * time.Second
+	maxRentCandidates = 64
+	defaultGather     = 15 * time.Second
+	defaultTryFor     = time.Minute
+	// attemptLimit bounds one candidate's locate, attestation and
+	// proposal, so one that stalls cannot spend the whole try time.
+	attemptLimit = 20 * time.Second
+	// failMemory is how long a provider that could not be reached or
+	// attested ranks behind the rest in this node's rentals.
+	failMemory = 10 * time.Minute
 	// cancelWait bounds how long a cancelled rental waits for the receipt.
 	cancelWait = 45 * time.Second
 )
@@ -91,6 +98,7 @@ type renter struct {
 	clock      clock.Clock
 	log        *slog.Logger
 	ended      func(*records.Lease, *pb.Receipt)
+	failed     failures // providers that lately could not be reached or attested
 
 	ctx    context.Context // ends when the renter stops
 	cancel context.CancelFunc
@@ -170,16 +178,30 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		return res, err
 	}
 	tries := req.Candidates
-	if tries <= 0 {
-		tries = defaultRentCandidates
+	if tries <= 0 || tries > maxRentCandidates {
+		tries = maxRentCandidates
+	}
+	tryFor := time.Duration(req.TryMillis) * time.Millisecond
+	if tryFor <= 0 {
+		tryFor = defaultTryFor
 	}
 	tm := r.clock.Now()
-	cands := r.market.matcher.Match(r.market.snapshot(), b, tm, tries).Candidates
+	cands := r.failed.behind(r.market.matcher.Match(r.market.snapshot(), b, tm, tries).Candidates, tm)
 	res.Timings.Match = r.clock.Since(tm)
 	var tried []Attempt
 	for _, c := range cands {
-		f, at := r.try(ctx, b, c, req, out, &res.Timings)
+		left := tryFor - r.clock.Since(tm)
+		if left <= 0 {
+			out.say("tried %d candidates in %s; giving up", len(tried), tryFor)
+			break
+		}
+		actx, cancel := context.WithTimeout(ctx, min(left, attemptLimit))
+		f, at := r.try(actx, b, c, req, out, &res.Timings)
+		cancel()
 		if f == nil {
+			if at.Stage != StageNegotiate || !isRefusal(at.Err) {
+				r.failed.add(c.Issuer, r.clock.Now())
+			}
 			tried = append(tried, at)
 			res.Tried = append(res.Tried, attemptView(at))
 			continue
@@ -232,6 +254,61 @@ func (r *renter) try(ctx context.Context, b *pb.Bid, c market.Candidate, req api
 	}
 	out.say("lease %s accepted by %s: %d × %s at %s/GPU-hour for %s", l.Id, short(c.Issuer), l.GpuCount, market.TierName(l.Tier), market.FormatPrice(l.PriceMicros), secs(l.DurationSeconds))
 	return &follow{r: r, lease: l, cs: cs, out: out, accepted: r.clock.Now()}, at
+}
+
+// isRefusal reports whether err is a provider's refusal of a lease: an
+// answer, unlike a provider that could not be reached.
+func isRefusal(err error) bool {
+	var re *market.RejectError
+	return errors.As(err, &re)
+}
+
+// failures remembers the providers a rental could not reach, attest or
+// get an answer from, for failMemory: later rentals try them last. It
+// holds at most maxFailures, dropping the oldest.
+type failures struct {
+	mu sync.Mutex // guards at: no I/O under it
+	at map[peer.ID]time.Time
+}
+
+const maxFailures = 4096
+
+func (f *failures) add(p peer.ID, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.at == nil {
+		f.at = map[peer.ID]time.Time{}
+	}
+	f.at[p] = now
+	if len(f.at) > maxFailures {
+		oldest, when := peer.ID(""), now
+		for q, t := range f.at {
+			if t.Before(when) || now.Sub(t) >= failMemory {
+				oldest, when = q, t
+			}
+		}
+		delete(f.at, oldest)
+	}
+}
+
+// behind orders cands with those that failed within failMemory of now
+// last, each part in its order.
+func (f *failures) behind(cands []market.Candidate, now time.Time) []market.Candidate {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	failed := func(c market.Candidate) bool { t, ok := f.at[c.Issuer]; return ok && now.Sub(t) < failMemory }
+	out := make([]market.Candidate, 0, len(cands))
+	for _, c := range cands {
+		if !failed(c) {
+			out = append(out, c)
+		}
+	}
+	for _, c := range cands {
+		if failed(c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // attemptView shows an attempt in the API.

@@ -18,6 +18,7 @@ func newRentCmd(e *env) *cobra.Command {
 		gpu       string
 		bootstrap []string
 		gather    time.Duration
+		tryFor    time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "rent [flags] -- [CMD ARGS...]",
@@ -32,7 +33,9 @@ job's stdout and stderr stream back apart (and are kept under the
 repository's logs/ folder for 'idlegrid logs'); its telemetry is verified as
 it arrives. At the end both sides sign a receipt for the metered time, which
 is printed and settled in the local ledger. A refused lease moves on to the
-next candidate by itself.
+next candidate by itself, and so does one that cannot be reached or
+attested, until --try-for is spent; providers that failed so rank last in
+the daemon's later rentals.
 
 Ctrl-C cancels the lease: the provider stops the job and the receipt, for
 what ran, is still printed. Without a repository, rent uses a throw-away
@@ -48,7 +51,13 @@ identity (and keeps nothing).`,
 			if gather <= 0 || gather > 10*time.Minute {
 				return usagef("--gather %s: want more than 0 and at most 10m", gather)
 			}
-			req.GPUs, req.Command, req.GatherMillis = splitGPUs(gpu), args, int(gather.Milliseconds())
+			if tryFor <= 0 || tryFor > 30*time.Minute {
+				return usagef("--try-for %s: want more than 0 and at most 30m", tryFor)
+			}
+			if req.Candidates < 0 || req.Candidates > 64 {
+				return usagef("--candidates %d: want 0 (as many as --try-for allows) to 64", req.Candidates)
+			}
+			req.GPUs, req.Command, req.GatherMillis, req.TryMillis = splitGPUs(gpu), args, int(gather.Milliseconds()), int(tryFor.Milliseconds())
 			n, done, err := e.lightNode(bootstrap)
 			if err != nil {
 				return err
@@ -86,7 +95,8 @@ identity (and keeps nothing).`,
 	f.StringArrayVar(&req.Env, "env", nil, "KEY=VALUE for the job's environment (repeatable)")
 	f.StringArrayVar(&bootstrap, "bootstrap", nil, "bootstrap peer multiaddr, replacing network.bootstrap (repeatable)")
 	f.DurationVar(&gather, "gather", 15*time.Second, "how long to wait for fitting offers")
-	f.IntVar(&req.Candidates, "candidates", 5, "providers to try, best first")
+	f.IntVar(&req.Candidates, "candidates", 0, "providers to try at most, best first; 0: as many as --try-for allows (up to 64)")
+	f.DurationVar(&tryFor, "try-for", time.Minute, "how long to spend reaching, attesting and proposing to providers before giving up")
 	f.BoolVar(&req.SkipAttest, "no-attest", false, "lease without challenging the provider's attestation")
 	addJSONFlag(c, e)
 	return c

@@ -10,10 +10,14 @@ type RentRequest struct {
 	Command []string `json:"command,omitempty"`
 	// Env is the workload's environment, KEY=VALUE.
 	Env []string `json:"env,omitempty"`
-	// Candidates is how many providers to try, best first (default 5).
+	// Candidates is how many providers to try at most, best first
+	// (default and at most 64: as many as TryMillis allows).
 	Candidates int `json:"candidates,omitempty"`
 	// GatherMillis bounds the wait for fitting offers (default 15 s).
 	GatherMillis int `json:"gather_ms,omitempty"`
+	// TryMillis bounds the time spent locating, attesting and proposing
+	// to candidates before rent gives up (default 60 s).
+	TryMillis int `json:"try_ms,omitempty"`
 	// SkipAttest leases without challenging the provider's attestation.
 	SkipAttest bool `json:"skip_attest,omitempty"`
 }
