@@ -23,7 +23,6 @@ import (
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 )
@@ -277,23 +276,7 @@ func TestRentWalksPastFakeOffersToAnHonestProvider(t *testing.T) {
 	cheap := DefaultConfig(ProfileProvider).Provider
 	cheap.Price = "1.00"
 	cheap.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
-	fakes := map[string]bool{}
-	for range 8 {
-		key, _, _ := crypto.GenerateEd25519Key(nil)
-		id, _ := peer.IDFromPrivateKey(key)
-		o, err := cheap.BuildOffer(id, 1, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		env, err := market.Sign(key, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := prov.link.Publish(context.Background(), p2p.TopicOffers, env); err != nil {
-			t.Fatal(err)
-		}
-		fakes[id.String()] = true
-	}
+	fakes := publishStrangers(t, prov, cheap, 8)
 	waitFor(t, 10*time.Second, "the fakes in the provider's book", func() bool { return prov.market.snapshot().Len() == 9 })
 	renter := startNode(t, testRepo(t, "renter2", bootstrapFrom(prov)), Options{Light: true})
 	waitFor(t, 15*time.Second, "the renter's book holds all 9 offers", func() bool { return renter.market.snapshot().Len() == 9 })
@@ -309,7 +292,7 @@ func TestRentWalksPastFakeOffersToAnHonestProvider(t *testing.T) {
 		t.Errorf("tried %d candidates before the honest one; want the 8 fakes", len(res.Tried))
 	}
 	for _, a := range res.Tried {
-		if !fakes[a.Provider] || a.Stage != string(StageLocate) {
+		if id, _ := peer.Decode(a.Provider); !fakes[id] || a.Stage != string(StageLocate) {
 			t.Errorf("attempt %+v: want a fake that could not be located", a)
 		}
 	}

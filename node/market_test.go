@@ -438,21 +438,7 @@ func TestAFullBookKeepsWhatTheNodeVouchesFor(t *testing.T) {
 	})
 	prov := DefaultConfig(ProfileProvider).Provider
 	prov.GPUs = []GPUConfig{{Model: "A100", Count: 1, VRAMGiB: 80, ComputeCapability: "8.0"}}
-	for range 40 {
-		key, _, _ := crypto.GenerateEd25519Key(nil)
-		id, _ := peer.IDFromPrivateKey(key)
-		o, err := prov.BuildOffer(id, 1, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		env, err := market.Sign(key, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := relay.link.Publish(context.Background(), p2p.TopicOffers, env); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishStrangers(t, relay, prov, 40)
 	waitFor(t, 15*time.Second, "the victim judges the 40 offers", func() bool {
 		v := victim.market.validator
 		return v.Accepted.Load()+v.Ignored.Load() == 40
@@ -562,4 +548,29 @@ func TestFramingAProviderLeavesItRentable(t *testing.T) {
 	if res.Lease.Provider != prov.id.String() {
 		t.Errorf("rented from %s", res.Lease.Provider)
 	}
+}
+
+// publishStrangers publishes through n one offer of cfg's for each of n
+// fresh keys, with no host behind any: what a key costs an attacker is
+// nothing. It returns their peer IDs.
+func publishStrangers(t *testing.T, via *Node, cfg ProviderConfig, n int) map[peer.ID]bool {
+	t.Helper()
+	ids := map[peer.ID]bool{}
+	for range n {
+		key, _, _ := crypto.GenerateEd25519Key(nil)
+		id, _ := peer.IDFromPrivateKey(key)
+		o, err := cfg.BuildOffer(id, 1, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := market.Sign(key, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := via.link.Publish(context.Background(), p2p.TopicOffers, env); err != nil {
+			t.Fatal(err)
+		}
+		ids[id] = true
+	}
+	return ids
 }
