@@ -54,7 +54,7 @@ type BidSpec struct {
 // checks it with l. Bronze bids accept preemption whatever spec says.
 func NewBid(issuer peer.ID, id string, spec BidSpec, now time.Time, l Limits) (*pb.Bid, error) {
 	b := &pb.Bid{
-		Header: &pb.Header{Version: Version, Issuer: []byte(issuer), Id: id, Seq: 1,
+		Header: &pb.Header{Version: Version, Issuer: []byte(issuer), Id: id, Seq: 1, Swarm: l.Swarm,
 			CreatedUnixMs: now.UnixMilli(), ExpiresUnixMs: now.Add(BidTTL).UnixMilli()},
 		Gpu: &pb.GPURequirement{Models: spec.Models, MinVramBytes: spec.MinVRAMBytes, MinComputeCapability: spec.MinComputeCapability,
 			Count: spec.Count, MinPerProvider: spec.MinPerProvider},
@@ -83,7 +83,7 @@ func NewBid(issuer peer.ID, id string, spec BidSpec, now time.Time, l Limits) (*
 func NewQuote(issuer peer.ID, b *pb.Bid, c Candidate, now time.Time, ttl time.Duration) *pb.Quote {
 	sum := sha256.Sum256([]byte(b.Header.Id))
 	return &pb.Quote{
-		Header: &pb.Header{Version: Version, Issuer: []byte(issuer), Id: "q-" + hex.EncodeToString(sum[:12]), Seq: b.Header.Seq,
+		Header: &pb.Header{Version: Version, Issuer: []byte(issuer), Id: "q-" + hex.EncodeToString(sum[:12]), Seq: b.Header.Seq, Swarm: b.Header.Swarm,
 			CreatedUnixMs: now.UnixMilli(), ExpiresUnixMs: now.Add(ttl).UnixMilli()},
 		BidIssuer: b.Header.Issuer, BidId: b.Header.Id, BidSeq: b.Header.Seq,
 		OfferId: c.Offer.Header.Id, Tier: b.Tier, Currency: c.Offer.Currency, PriceMicros: c.PriceMicros,

@@ -215,6 +215,8 @@ func (l Limits) ValidateLease(m *pb.Lease) error {
 		return invalid("offer_id", "%q; %s", clip(m.OfferId), idRule)
 	case m.Bid == nil || m.Bid.Gpu == nil:
 		return invalid("bid", "missing")
+	case m.Bid.Header.GetSwarm() != l.Swarm:
+		return invalid("bid.header.swarm", "%s; this node is in %s", swarmName(m.Bid.Header.GetSwarm()), swarmName(l.Swarm))
 	case m.Tier == pb.Tier_TIER_UNSPECIFIED || m.Tier != m.Bid.Tier:
 		return invalid("tier", "%s; the bid's is %s", m.Tier, m.Bid.Tier)
 	case m.GpuCount < 1 || m.GpuCount > m.Bid.Gpu.Count:

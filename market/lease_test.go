@@ -91,6 +91,7 @@ func TestValidateLease(t *testing.T) {
 		{"provider", func(l *pb.Lease) { l.Provider = l.Renter }},
 		{"offer_id", func(l *pb.Lease) { l.OfferId = "" }},
 		{"bid", func(l *pb.Lease) { l.Bid = nil }},
+		{"bid.header.swarm", func(l *pb.Lease) { l.Bid.Header.Swarm = "lab-01234567" }},
 		{"tier", func(l *pb.Lease) { l.Tier = pb.Tier_TIER_GOLD; l.Bid.Tier = pb.Tier_TIER_SILVER }},
 		{"gpu_count", func(l *pb.Lease) { l.GpuCount = l.Bid.Gpu.Count + 1 }},
 		{"start_unix_ms", func(l *pb.Lease) { l.StartUnixMs = 0 }},

@@ -29,6 +29,9 @@ type Limits struct {
 	MaxStringLen int
 	// MaxDuration bounds lease durations.
 	MaxDuration time.Duration
+	// Swarm is the swarm every message must name (Header.swarm): the
+	// node's own; empty for the public swarm.
+	Swarm string
 }
 
 // DefaultLimits are what every node uses unless configured otherwise:
@@ -104,6 +107,14 @@ func (c charClass) MatchString(s string) bool {
 	return true
 }
 
+// swarmName shows a swarm ID, the public swarm's included.
+func swarmName(id string) string {
+	if id == "" {
+		return "the public swarm"
+	}
+	return "swarm " + strconv.Quote(clip(id))
+}
+
 // minutesPerWeek bounds weekly windows.
 const minutesPerWeek = 7 * 24 * 60
 
@@ -122,6 +133,9 @@ func (l Limits) header(h *pb.Header, now time.Time) error {
 	}
 	if h.Seq == 0 {
 		return invalid("header.seq", "0; sequence numbers start at 1")
+	}
+	if h.Swarm != l.Swarm {
+		return invalid("header.swarm", "%s; this node is in %s", swarmName(h.Swarm), swarmName(l.Swarm))
 	}
 	nowMs := now.UnixMilli()
 	if h.CreatedUnixMs > nowMs+l.ClockSkew.Milliseconds() {

@@ -26,6 +26,7 @@ func TestValidateOffer(t *testing.T) {
 		{"header.version", func(o *pb.Offer) { o.Header.Version = 2 }},
 		{"header.issuer", func(o *pb.Offer) { o.Header.Issuer = []byte("x") }},
 		{"header.id", func(o *pb.Offer) { o.Header.Id = "" }},
+		{"header.swarm", func(o *pb.Offer) { o.Header.Swarm = "lab-01234567" }},
 		{"header.id", func(o *pb.Offer) { o.Header.Id = "has space" }},
 		{"header.id", func(o *pb.Offer) { o.Header.Id = ".." }},
 		{"header.id", func(o *pb.Offer) { o.Header.Id = "." }},

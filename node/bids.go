@@ -27,16 +27,24 @@ const (
 // BuildBid turns an API bid request into a wire bid issued by issuer at
 // now. Mistakes in the request come back as api.BadRequest naming the
 // field; the bid's rules are market.NewBid's.
-func BuildBid(req api.BidRequest, issuer peer.ID, now time.Time) (*pb.Bid, error) {
+func BuildBid(req api.BidRequest, issuer peer.ID, sw p2p.Swarm, now time.Time) (*pb.Bid, error) {
 	spec, err := bidSpec(req)
 	if err != nil {
 		return nil, api.BadRequest{Err: err}
 	}
-	b, err := market.NewBid(issuer, newID("bid-"), spec, now, market.DefaultLimits())
+	b, err := market.NewBid(issuer, newID("bid-"), spec, now, limitsIn(sw))
 	if err != nil {
 		return nil, api.BadRequest{Err: err}
 	}
 	return b, nil
+}
+
+// limitsIn are the market's limits in swarm sw: every message must name
+// it.
+func limitsIn(sw p2p.Swarm) market.Limits {
+	l := market.DefaultLimits()
+	l.Swarm = sw.Tag()
+	return l
 }
 
 // bidSpec checks the request's fields, each against its range, and turns
@@ -113,7 +121,7 @@ func newID(prefix string) string {
 // publishing anything; when nothing fits it explains why.
 func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, error) {
 	now := n.clock.Now()
-	b, err := BuildBid(req, n.id, now)
+	b, err := BuildBid(req, n.id, n.swarm, now)
 	if err != nil {
 		return api.MatchResult{}, err
 	}
@@ -144,7 +152,7 @@ func (n *Node) PlaceBid(ctx context.Context, req api.BidRequest) (api.BidResult,
 		return api.BidResult{}, api.BadRequest{Err: fmt.Errorf("wait_ms %d: at most %d", req.WaitMillis, maxBidWait.Milliseconds())}
 	}
 	start := n.clock.Now()
-	b, err := BuildBid(req, n.id, start)
+	b, err := BuildBid(req, n.id, n.swarm, start)
 	if err != nil {
 		return api.BidResult{}, err
 	}

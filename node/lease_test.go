@@ -163,7 +163,7 @@ func proposeRaw(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.Leas
 func signedLease(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.CoSigned {
 	t.Helper()
 	req := rentRequest(executortest.BusyboxImageName, "true")
-	b, err := BuildBid(req.BidRequest, renter.id, time.Now())
+	b, err := BuildBid(req.BidRequest, renter.id, renter.swarm, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func signedLease(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.CoS
 func proposeCS(t *testing.T, renter, prov *Node, cs *pb.CoSigned) *pb.LeaseReply {
 	t.Helper()
 	req := &pb.LeaseRequest{Kind: &pb.LeaseRequest_Propose{Propose: cs}}
-	reply, err := p2p.RequestLease(context.Background(), renter.host, prov.id, req)
+	reply, err := p2p.RequestLease(context.Background(), renter.host, renter.swarm, prov.id, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,7 +525,7 @@ func TestProposalsAreIdempotentAndWithdrawableBeforeTheirStart(t *testing.T) {
 	}
 
 	// Withdrawn before its start: cancelled, nothing owed, nothing ran.
-	reply, err := p2p.RequestLease(context.Background(), renter.host, prov.id, &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: l.Id}})
+	reply, err := p2p.RequestLease(context.Background(), renter.host, renter.swarm, prov.id, &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: l.Id}})
 	if err != nil || reply.Lease == nil {
 		t.Fatalf("withdraw: %v %v", reply, err)
 	}

@@ -34,6 +34,7 @@ import (
 // held across Docker, pebble or signing.
 type leaseOwner struct {
 	id        peer.ID
+	limits    market.Limits
 	key       crypto.PrivKey
 	jobs      JobsConfig
 	notice    time.Duration     // the provider's bronze notice
@@ -111,7 +112,7 @@ func (lo *leaseOwner) handle(ctx context.Context, from peer.ID, req *pb.LeaseReq
 func (lo *leaseOwner) propose(ctx context.Context, from peer.ID, cs *pb.CoSigned) *pb.LeaseReply {
 	l, err := market.OpenCoSigned[*pb.Lease](cs, market.Renter)
 	if err == nil {
-		err = market.DefaultLimits().ValidateLease(l)
+		err = lo.limits.ValidateLease(l)
 	}
 	switch {
 	case err != nil:

@@ -24,6 +24,7 @@ import (
 // leaseDeps are what a lease owner is built from.
 type leaseDeps struct {
 	id       peer.ID
+	limits   market.Limits
 	key      crypto.PrivKey
 	provider ProviderConfig
 	jobs     JobsConfig
@@ -41,7 +42,7 @@ type leaseDeps struct {
 // GPUs get numbered slots). It starts nothing.
 func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState, error) {
 	lo := &leaseOwner{
-		id: d.id, key: d.key, jobs: d.jobs, notice: d.provider.BronzeNotice.Std(), perRenter: d.provider.RenterLeases, exec: d.exec, store: d.store,
+		id: d.id, key: d.key, limits: d.limits, jobs: d.jobs, notice: d.provider.BronzeNotice.Std(), perRenter: d.provider.RenterLeases, exec: d.exec, store: d.store,
 		clock: d.clock, log: d.log, offer: d.offer, source: d.source, ended: d.ended,
 		matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil), slots: map[string]int{},
 		own: newOwner[*leaseState](),

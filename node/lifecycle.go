@@ -160,7 +160,7 @@ func (n *Node) startGossip(context.Context) (func() error, error) {
 		return nil, err
 	}
 	n.gossip = g
-	n.link = &swarmLink{host: n.host, gossip: g, disc: n.disc, clock: n.clock}
+	n.link = &swarmLink{host: n.host, swarm: n.swarm, gossip: g, disc: n.disc, clock: n.clock}
 	// The topics close once the market's readers have cancelled their
 	// subscriptions (it stops first); the router stops with its context.
 	return func() error { err := g.Close(); cancel(); return err }, nil
@@ -168,7 +168,7 @@ func (n *Node) startGossip(context.Context) (func() error, error) {
 
 // server is what a part serves its protocols with.
 func (n *Node) server(ctx context.Context) p2p.Server {
-	return p2p.Server{Host: n.host, Ctx: ctx, Log: n.opts.Logger.With("subsystem", LogP2P)}
+	return p2p.Server{Host: n.host, Swarm: n.swarm, Ctx: ctx, Log: n.opts.Logger.With("subsystem", LogP2P)}
 }
 
 func (n *Node) startMarket(ctx context.Context) (func() error, error) {

@@ -47,6 +47,7 @@ type dealer interface {
 // swarmLink is the node's one implementation of the interfaces above.
 type swarmLink struct {
 	host   host.Host
+	swarm  p2p.Swarm
 	gossip *p2p.Gossip
 	disc   *p2p.Discovery
 	clock  clock.Clock
@@ -104,12 +105,12 @@ func (l *swarmLink) AwaitMesh(ctx context.Context, kind string, wait time.Durati
 
 // SendQuote delivers a signed quote to a renter.
 func (l *swarmLink) SendQuote(ctx context.Context, to peer.ID, env []byte) error {
-	return p2p.SendQuote(ctx, l.host, to, env)
+	return p2p.SendQuote(ctx, l.host, l.swarm, to, env)
 }
 
 // FetchBook syncs p's book.
 func (l *swarmLink) FetchBook(ctx context.Context, p peer.ID, each func([]byte)) (int, error) {
-	return p2p.FetchBook(ctx, l.host, p, each)
+	return p2p.FetchBook(ctx, l.host, l.swarm, p, each)
 }
 
 // SyncPeers lists the connected peers that serve book sync, shuffled.
@@ -118,7 +119,7 @@ func (l *swarmLink) SyncPeers() []peer.ID {
 	rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
 	out := peers[:0]
 	for _, p := range peers {
-		if ok, _ := l.host.Peerstore().SupportsProtocols(p, p2p.BookSyncProtocol); len(ok) > 0 {
+		if ok, _ := l.host.Peerstore().SupportsProtocols(p, l.swarm.Protocol(p2p.BookSyncProtocol)); len(ok) > 0 {
 			out = append(out, p)
 		}
 	}
@@ -133,17 +134,17 @@ func (l *swarmLink) Relocate(ctx context.Context, p peer.ID) { l.disc.Relocate(c
 
 // Challenge sends p an attestation challenge.
 func (l *swarmLink) Challenge(ctx context.Context, p peer.ID) (p2p.Answer, error) {
-	return p2p.Challenge(ctx, l.host, p)
+	return p2p.Challenge(ctx, l.host, l.swarm, p)
 }
 
 // RequestLease sends a lease request to provider p.
 func (l *swarmLink) RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRequest) (*pb.LeaseReply, error) {
-	return p2p.RequestLease(ctx, l.host, p, req)
+	return p2p.RequestLease(ctx, l.host, l.swarm, p, req)
 }
 
 // AttachJob opens a job stream to provider p.
 func (l *swarmLink) AttachJob(ctx context.Context, p peer.ID, leaseID string) (network.Stream, error) {
-	return p2p.AttachJob(ctx, l.host, p, leaseID)
+	return p2p.AttachJob(ctx, l.host, l.swarm, p, leaseID)
 }
 
 // peerRTT gives the matcher the peerstore's latency EWMA, and the worst

@@ -506,7 +506,7 @@ func TestFramingAProviderLeavesItRentable(t *testing.T) {
 	waitFor(t, 15*time.Second, "the attacker knows the boot node's evidence subscription", func() bool {
 		return slices.Contains(g.Topic(p2p.TopicEvidence).ListPeers(), boot.id)
 	})
-	a, err := p2p.Challenge(ctx, h, prov.id)
+	a, err := p2p.Challenge(ctx, h, boot.Swarm(), prov.id)
 	if err != nil {
 		t.Fatal(err)
 	}

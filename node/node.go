@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/records"
@@ -65,6 +66,7 @@ type Node struct {
 	key       crypto.PrivKey
 	id        peer.ID
 	swarm     p2p.Swarm
+	limits    market.Limits // the market's, for this swarm
 	bootstrap []peer.AddrInfo
 	allow     []peer.ID
 	ccRoots   *x509.CertPool // nil: CC evidence is shown, not verified
@@ -114,6 +116,7 @@ func New(repo *Repo, cfg Config, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("%w: %v", ErrIdentity, err)
 	}
 	n := &Node{repo: repo, cfg: cfg, opts: opts, key: key, id: id, swarm: p2p.Swarm{Name: cfg.Swarm.Name, PSK: psk}, clock: clock.Or(opts.Clock)}
+	n.limits = limitsIn(n.swarm)
 	if n.opts.Logger == nil {
 		n.opts.Logger = slog.Default()
 	}

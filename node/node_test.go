@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -343,5 +344,61 @@ func TestCloseIsQuickAndReleasesEverything(t *testing.T) {
 	}
 	if v, err := again.store.Get(context.Background(), key); err != nil || string(v) != "across restarts" {
 		t.Errorf("datastore after restart: %q, %v", v, err)
+	}
+}
+
+// What is signed in one swarm is refused in another, and every stream
+// protocol names its swarm (issue 11, attack 14: an offer signed in a
+// private swarm verified in the public one, and the lease, job, quote,
+// book and attest protocols were the same in every swarm).
+func TestSignedObjectsAndProtocolsAreBoundToTheirSwarm(t *testing.T) {
+	t.Parallel()
+	key, _ := p2p.GenerateSwarmKey()
+	var buf strings.Builder
+	p2p.EncodeSwarmKey(&buf, key)
+	priv := InitOptions{Profile: ProfileProvider, Swarm: "lab", SwarmKey: []byte(buf.String())}
+	labBoot := startNode(t, testRepoWith(t, "labboot", priv, nil), Options{})
+	lab := startNode(t, testRepoWith(t, "lab", priv, both(bootstrapFrom(labBoot), asProvider("A100", 4, 80, "1.00", "DE"))), Options{})
+	pub := startNode(t, testRepo(t, "pub", nil), Options{})
+	ctx := context.Background()
+	var env []byte
+	waitFor(t, 10*time.Second, "the lab provider's offer in its own book", func() bool {
+		envs, _ := lab.market.envelopesNow(ctx)
+		if len(envs) == 1 {
+			env = envs[0]
+		}
+		return env != nil
+	})
+	o, err := market.Open[*pb.Offer](env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Header.Swarm != lab.Swarm().ID() || !strings.HasPrefix(o.Header.Swarm, "lab-") {
+		t.Errorf("the lab's offer names swarm %q, want %q", o.Header.Swarm, lab.Swarm().ID())
+	}
+	if err := pub.limits.ValidateOffer(o, time.Now()); err == nil || !strings.Contains(err.Error(), "header.swarm") {
+		t.Errorf("the lab's offer in the public swarm: %v", err)
+	}
+	rejected := pub.market.validator.Rejected.Load()
+	if err := pub.link.Publish(ctx, p2p.TopicOffers, env); err == nil {
+		t.Error("the public node published the lab's offer")
+	}
+	if pub.market.validator.Rejected.Load() != rejected+1 {
+		t.Error("the public node's validator did not reject the lab's offer")
+	}
+	for _, n := range []*Node{lab, pub} {
+		scoped := "/idlegrid/" + n.Swarm().ID() + "/"
+		served := 0
+		for _, id := range n.host.Mux().Protocols() {
+			if !strings.HasPrefix(string(id), "/idlegrid/") {
+				continue // libp2p's own
+			}
+			if served++; !strings.HasPrefix(string(id), scoped) {
+				t.Errorf("%s serves %s, not under %s", n.Swarm().ID(), id, scoped)
+			}
+		}
+		if served < 3 { // kad, book and quote at least
+			t.Errorf("%s serves %d idlegrid protocols", n.Swarm().ID(), served)
+		}
 	}
 }

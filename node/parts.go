@@ -19,12 +19,12 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 	log := n.opts.Logger.With("subsystem", LogNode)
 	n.market = newMarketSide(marketDeps{
 		self: n.id, roots: n.ccRoots, book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, known: n.vouchedFor,
-		net: n.link, store: n.store, rtt: peerRTT{n.host}, clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: market.DefaultLimits(),
+		net: n.link, store: n.store, rtt: peerRTT{n.host}, clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: n.limits,
 	})
 	n.market.received = n.metrics.received
 	n.challenger = &challenger{self: n.id, net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock}
 	n.renter = &renter{
-		id: n.id, key: n.key, net: n.link, market: n.market, challenger: n.challenger, store: n.leaseStore(),
+		id: n.id, swarm: n.swarm, key: n.key, net: n.link, market: n.market, challenger: n.challenger, store: n.leaseStore(),
 		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.metrics.leaseEnded,
 	}
 	if !n.cfg.Provider.Enabled {
@@ -37,7 +37,7 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 			return nil, fmt.Errorf("provider.gpu_source: %w", err)
 		}
 	}
-	n.provider = newProvider(providerDeps{id: n.id, key: n.key, cfg: n.cfg.Provider, source: source, store: n.store, net: n.link, clock: n.clock, log: log})
+	n.provider = newProvider(providerDeps{id: n.id, swarm: n.swarm.Tag(), key: n.key, cfg: n.cfg.Provider, source: source, store: n.store, net: n.link, clock: n.clock, log: log})
 	n.market.onBid = n.provider.onBid
 	return nil, nil
 }
@@ -84,7 +84,7 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 		inv = &i
 	}
 	lo, st, err := newLeaseOwner(leaseDeps{
-		id: n.id, key: n.key, provider: n.cfg.Provider, jobs: n.cfg.Jobs, exec: exec, store: n.leaseStore(),
+		id: n.id, key: n.key, limits: n.limits, provider: n.cfg.Provider, jobs: n.cfg.Jobs, exec: exec, store: n.leaseStore(),
 		clock: n.clock, log: n.opts.Logger.With("subsystem", LogNode), offer: n.provider.ownOffer, source: n.provider.source, ended: n.metrics.leaseEnded,
 	}, inv)
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 // attestation are read by the quotes, the challenges and the lease owner.
 type provider struct {
 	id      peer.ID
+	swarm   string
 	key     crypto.PrivKey
 	cfg     ProviderConfig
 	source  attest.GPUSource // nil: the static provider.gpus
@@ -51,6 +52,7 @@ type provider struct {
 // providerDeps are what a provider is built from.
 type providerDeps struct {
 	id     peer.ID
+	swarm  string // the swarm's tag, named in every offer
 	key    crypto.PrivKey
 	cfg    ProviderConfig
 	source attest.GPUSource
@@ -66,7 +68,7 @@ const maxQuoting = 16
 
 func newProvider(d providerDeps) *provider {
 	return &provider{
-		id: d.id, key: d.key, cfg: d.cfg, source: d.source, store: d.store, net: d.net, clock: d.clock, log: d.log,
+		id: d.id, swarm: d.swarm, key: d.key, cfg: d.cfg, source: d.source, store: d.store, net: d.net, clock: d.clock, log: d.log,
 		own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
 		bids: make(chan *pb.Bid, maxQuoting), quoting: make(chan struct{}, maxQuoting),
 	}
@@ -237,6 +239,7 @@ func (p *provider) buildOffer(ctx context.Context, gpus []GPUConfig, inv *attest
 	if err != nil {
 		return nil, err
 	}
+	o.Header.Swarm = p.swarm
 	if inv != nil {
 		env, err := p.standingFor(ctx, *inv, o.Header.Id, now)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
@@ -98,6 +99,7 @@ type renter struct {
 	clock      clock.Clock
 	log        *slog.Logger
 	ended      func(*records.Lease, *pb.Receipt)
+	swarm      p2p.Swarm
 	failed     failures // providers that lately could not be reached or attested
 
 	ctx    context.Context // ends when the renter stops
@@ -165,7 +167,7 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		return res, err
 	}
 	defer done()
-	b, err := BuildBid(req.BidRequest, r.id, t0)
+	b, err := BuildBid(req.BidRequest, r.id, r.swarm, t0)
 	if err != nil {
 		return res, err
 	}
@@ -379,7 +381,7 @@ func (r *renter) propose(ctx context.Context, b *pb.Bid, c market.Candidate, req
 // proposeAt proposes a lease for c starting at start and stores the
 // countersigned lease.
 func (r *renter) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, start time.Time) (*pb.CoSigned, *pb.Lease, error) {
-	l, err := market.NewLease(market.LeaseTerms{ID: newID("lease-"), Renter: r.id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env}, r.clock.Now(), market.DefaultLimits())
+	l, err := market.NewLease(market.LeaseTerms{ID: newID("lease-"), Renter: r.id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env}, r.clock.Now(), limitsIn(r.swarm))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -19,6 +19,9 @@ import (
 // fresh nonce; the provider answers with two varint-delimited messages, a
 // signed document made over the nonce and the standing document its offer
 // names by hash (empty when it has none).
+//
+// Like every protocol here it is a template: Swarm.Protocol scopes it to a
+// swarm, /idlegrid/<swarm>/…, and that is what is served and dialled.
 const AttestProtocol protocol.ID = "/idlegrid/attest/1.0.0"
 
 // attestDeadline bounds one challenge, either side.
@@ -67,7 +70,7 @@ type Answer struct {
 
 // Challenge sends p a fresh random nonce and returns its answer, and the
 // round trip.
-func Challenge(ctx context.Context, h host.Host, p peer.ID) (Answer, error) {
+func Challenge(ctx context.Context, h host.Host, sw Swarm, p peer.ID) (Answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, attestDeadline)
 	defer cancel()
 	a := Answer{Nonce: make([]byte, attest.NonceSize)}
@@ -75,7 +78,7 @@ func Challenge(ctx context.Context, h host.Host, p peer.ID) (Answer, error) {
 		return Answer{}, err
 	}
 	start := time.Now()
-	s, err := dial(ctx, h, p, AttestProtocol)
+	s, err := dial(ctx, h, sw, p, AttestProtocol)
 	if err != nil {
 		return Answer{}, fmt.Errorf("attest %s: %w", p, err)
 	}

@@ -21,6 +21,9 @@ import (
 // without waiting for every provider to re-publish. The asking peer sends
 // the most envelopes it will take (an unsigned varint); the server answers
 // with at most that many, each length-prefixed, then closes.
+//
+// Like every protocol here it is a template: Swarm.Protocol scopes it to a
+// swarm, /idlegrid/<swarm>/…, and that is what is served and dialled.
 const BookSyncProtocol protocol.ID = "/idlegrid/book/1.1.0"
 
 // Limits of one book sync, served and read alike.
@@ -74,10 +77,10 @@ func ServeBookSync(sv Server, source BookSource) {
 // It reads at most MaxSyncOffers envelopes of at most market.MaxEnvelopeSize
 // bytes each, MaxSyncBytes in all, so a hostile peer cannot make it
 // allocate, or work, without bound.
-func FetchBook(ctx context.Context, h host.Host, p peer.ID, each func([]byte)) (int, error) {
+func FetchBook(ctx context.Context, h host.Host, sw Swarm, p peer.ID, each func([]byte)) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, SyncDeadline)
 	defer cancel()
-	s, err := dial(ctx, h, p, BookSyncProtocol)
+	s, err := dial(ctx, h, sw, p, BookSyncProtocol)
 	if err != nil {
 		return 0, fmt.Errorf("book sync with %s: %w", p, err)
 	}

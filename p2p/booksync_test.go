@@ -33,7 +33,7 @@ func TestFetchBookReadsNoMoreThanItsCaps(t *testing.T) {
 			if err := connect(a, b); err != nil {
 				t.Fatal(err)
 			}
-			b.SetStreamHandler(BookSyncProtocol, func(s network.Stream) { // ignores the request's bound
+			b.SetStreamHandler(Swarm{}.Protocol(BookSyncProtocol), func(s network.Stream) { // ignores the request's bound
 				defer s.Close()
 				if _, err := binary.ReadUvarint(byteReader{s}); err != nil {
 					return
@@ -49,7 +49,7 @@ func TestFetchBookReadsNoMoreThanItsCaps(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			got := 0
-			n, err := FetchBook(ctx, a, b.ID(), func([]byte) { got++ })
+			n, err := FetchBook(ctx, a, Swarm{}, b.ID(), func([]byte) { got++ })
 			if got > c.most || n != got {
 				t.Errorf("handed on %d envelopes (counted %d); want at most %d", got, n, c.most)
 			}

@@ -17,6 +17,8 @@ import (
 
 // Lease and job protocols.
 const (
+	// Both are templates that Swarm.Protocol scopes to a swarm.
+
 	// LeaseProtocol negotiates a lease: one LeaseRequest, one LeaseReply.
 	LeaseProtocol protocol.ID = "/idlegrid/lease/1.0.0"
 	// JobProtocol follows a lease's job: the renter sends JobAttach, the
@@ -62,10 +64,10 @@ func ServeLeases(sv Server, handle LeaseHandler) {
 }
 
 // RequestLease sends req to provider p and returns its reply.
-func RequestLease(ctx context.Context, h host.Host, p peer.ID, req *pb.LeaseRequest) (*pb.LeaseReply, error) {
+func RequestLease(ctx context.Context, h host.Host, sw Swarm, p peer.ID, req *pb.LeaseRequest) (*pb.LeaseReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, leaseDeadline)
 	defer cancel()
-	s, err := dial(ctx, h, p, LeaseProtocol)
+	s, err := dial(ctx, h, sw, p, LeaseProtocol)
 	if err != nil {
 		return nil, fmt.Errorf("lease with %s: %w", p, err)
 	}
@@ -103,8 +105,8 @@ func ServeJobs(sv Server, handle JobHandler) {
 
 // AttachJob opens a job stream to provider p for leaseID; the caller reads
 // JobFrames from it with ReadMsg.
-func AttachJob(ctx context.Context, h host.Host, p peer.ID, leaseID string) (network.Stream, error) {
-	s, err := h.NewStream(ctx, p, JobProtocol)
+func AttachJob(ctx context.Context, h host.Host, sw Swarm, p peer.ID, leaseID string) (network.Stream, error) {
+	s, err := h.NewStream(ctx, p, sw.Protocol(JobProtocol))
 	if err != nil {
 		return nil, fmt.Errorf("attach to lease %s at %s: %w", leaseID, p, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
 func TestSwarmKeyRoundTrip(t *testing.T) {
@@ -95,6 +97,17 @@ func TestSwarmNames(t *testing.T) {
 	}
 	if !strings.HasPrefix(a.ID(), "lab-") {
 		t.Errorf("private swarm id %s does not start with its name", a.ID())
+	}
+	// Stream protocols and signed messages name the swarm; the public
+	// swarm's messages name none, as does the zero Swarm.
+	if got := a.Protocol(LeaseProtocol); got != protocol.ID("/idlegrid/"+a.ID()+"/lease/1.0.0") || a.Protocol(LeaseProtocol) == b.Protocol(LeaseProtocol) {
+		t.Errorf("lab's lease protocol = %s", got)
+	}
+	if got := (Swarm{}).Protocol(AttestProtocol); got != "/idlegrid/public/attest/1.0.0" || pub.Protocol(AttestProtocol) != got {
+		t.Errorf("public attest protocol = %s", got)
+	}
+	if pub.Tag() != "" || (Swarm{}).Tag() != "" || a.Tag() != a.ID() || (Swarm{Name: "open"}).Tag() != "open" {
+		t.Errorf("tags %q %q %q", pub.Tag(), (Swarm{}).Tag(), a.Tag())
 	}
 	for _, bad := range []string{"", "Lab", "-lab", "lab gpus", strings.Repeat("a", 64), "lab/x"} {
 		if ValidateSwarmName(bad) == nil {

@@ -15,6 +15,9 @@ import (
 
 // QuoteProtocol carries a provider's signed quote to the renter whose bid
 // it answers: one length-prefixed envelope per stream.
+//
+// Like every protocol here it is a template: Swarm.Protocol scopes it to a
+// swarm, /idlegrid/<swarm>/…, and that is what is served and dialled.
 const QuoteProtocol protocol.ID = "/idlegrid/quote/1.0.0"
 
 // quoteDeadline bounds one quote exchange.
@@ -40,10 +43,10 @@ func ServeQuotes(sv Server, handle func(from peer.ID, env []byte)) {
 }
 
 // SendQuote delivers a signed quote envelope to the renter to.
-func SendQuote(ctx context.Context, h host.Host, to peer.ID, env []byte) error {
+func SendQuote(ctx context.Context, h host.Host, sw Swarm, to peer.ID, env []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, quoteDeadline)
 	defer cancel()
-	s, err := dial(ctx, h, to, QuoteProtocol)
+	s, err := dial(ctx, h, sw, to, QuoteProtocol)
 	if err != nil {
 		return fmt.Errorf("send quote to %s: %w", to, err)
 	}

@@ -55,9 +55,10 @@ type StreamHandler func(ctx context.Context, from peer.ID, s network.Stream) err
 // Server is what a component serves its protocols with: the host, a
 // context that ends when the component stops, and the component's logger.
 type Server struct {
-	Host host.Host
-	Ctx  context.Context
-	Log  *slog.Logger
+	Host  host.Host
+	Swarm Swarm // scopes every protocol served (Swarm.Protocol)
+	Ctx   context.Context
+	Log   *slog.Logger
 }
 
 // Errors of served streams, for the counters of tests and logs.
@@ -69,6 +70,7 @@ var (
 
 // Serve registers handle for protocol id with the limits lim.
 func (sv Server) Serve(id protocol.ID, lim StreamLimits, handle StreamHandler) {
+	id = sv.Swarm.Protocol(id)
 	g := &peerGate{max: lim.PerPeer, held: make(map[peer.ID]int)}
 	if lim.Rate.PerSecond > 0 {
 		g.rate = newPeerBudget(lim.Rate.PerSecond, lim.Rate.Burst)
@@ -154,9 +156,10 @@ func (g *peerGate) release(p peer.ID) {
 	}
 }
 
-// dial opens a stream of protocol id to p whose deadline is ctx's.
-func dial(ctx context.Context, h host.Host, p peer.ID, id protocol.ID) (network.Stream, error) {
-	s, err := h.NewStream(ctx, p, id)
+// dial opens a stream of protocol id, in swarm sw, to p whose deadline is
+// ctx's.
+func dial(ctx context.Context, h host.Host, sw Swarm, p peer.ID, id protocol.ID) (network.Stream, error) {
+	s, err := h.NewStream(ctx, p, sw.Protocol(id))
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package p2p
 import (
 	"context"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func echoRequest(_ context.Context, _ peer.ID, s network.Stream) error {
 // open opens a test stream from a to b and writes n bytes of its request.
 func open(t *testing.T, a, b host.Host, n int) network.Stream {
 	t.Helper()
-	s, err := a.NewStream(context.Background(), b.ID(), testProto)
+	s, err := a.NewStream(context.Background(), b.ID(), Swarm{}.Protocol(testProto))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestAttestationIsNoOracle(t *testing.T) {
 	start := time.Now()
 	answered := 0
 	for range 50 {
-		if _, err := Challenge(context.Background(), a, b.ID()); err == nil {
+		if _, err := Challenge(context.Background(), a, Swarm{}, b.ID()); err == nil {
 			answered++
 		}
 	}
@@ -234,7 +235,7 @@ func TestSlowlorisDoesNotStarveAnHonestLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 70 {
-			s, err := attacker.NewStream(context.Background(), provider.ID(), LeaseProtocol)
+			s, err := attacker.NewStream(context.Background(), provider.ID(), Swarm{}.Protocol(LeaseProtocol))
 			if err != nil {
 				break // the attacker's own resource manager may stop it first
 			}
@@ -252,8 +253,27 @@ func TestSlowlorisDoesNotStarveAnHonestLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	reply, err := RequestLease(context.Background(), honest, provider.ID(), &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: "lease-1"}})
+	reply, err := RequestLease(context.Background(), honest, Swarm{}, provider.ID(), &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: "lease-1"}})
 	if err != nil || reply.Reason != "answered" || time.Since(start) > 2*time.Second {
 		t.Fatalf("an honest request among %d stalled streams: %v, %v after %s", len(stalled), reply, err, time.Since(start))
+	}
+}
+
+// A protocol served in one swarm is not spoken in another, also between
+// two hosts that are connected.
+func TestServeSpeaksOnlyItsSwarm(t *testing.T) {
+	a, b := newTestHost(t, nil, nil), newTestHost(t, nil, nil)
+	if err := connect(a, b); err != nil {
+		t.Fatal(err)
+	}
+	lab := Swarm{Name: "lab"}
+	ServeAttestation(Server{Host: b, Swarm: lab, Ctx: context.Background()}, func(context.Context, peer.ID, []byte) ([]byte, []byte, error) {
+		return []byte("document"), nil, nil
+	})
+	if _, err := Challenge(context.Background(), a, Swarm{}, b.ID()); err == nil || !strings.Contains(err.Error(), "protocols not supported") {
+		t.Errorf("a public swarm's challenge to a lab server: %v", err)
+	}
+	if ans, err := Challenge(context.Background(), a, lab, b.ID()); err != nil || string(ans.Fresh) != "document" {
+		t.Errorf("a lab challenge: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -51,11 +52,31 @@ func (s Swarm) Private() bool { return len(s.PSK) > 0 }
 // for a private one, so that two private swarms that happen to share a name
 // still get their own DHT and topics.
 func (s Swarm) ID() string {
+	if s.Name == "" {
+		return PublicSwarm // the zero Swarm
+	}
 	if !s.Private() {
 		return s.Name
 	}
 	sum := sha256.Sum256(s.PSK)
 	return s.Name + "-" + hex.EncodeToString(sum[:4])
+}
+
+// Tag is what the swarm's signed messages name as theirs (the market's
+// Header.swarm): its ID, empty for the public swarm.
+func (s Swarm) Tag() string {
+	if id := s.ID(); id != PublicSwarm {
+		return id
+	}
+	return ""
+}
+
+// Protocol scopes a stream protocol of this package, /idlegrid/<name>/<v>,
+// to the swarm: /idlegrid/<id>/<name>/<v>. Two swarms' nodes that meet
+// (a private swarm's peer is also in the public DHT, or a key leaked)
+// share no protocol.
+func (s Swarm) Protocol(base protocol.ID) protocol.ID {
+	return protocol.ID("/idlegrid/" + s.ID() + "/" + strings.TrimPrefix(string(base), "/idlegrid/"))
 }
 
 // DHTPrefix is the kad-dht protocol prefix: /idlegrid/<id>.

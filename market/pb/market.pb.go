@@ -237,6 +237,11 @@ type Header struct {
 	Seq           uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
 	CreatedUnixMs int64  `protobuf:"varint,5,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
 	ExpiresUnixMs int64  `protobuf:"varint,6,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	// The swarm the message is for (its ID: name, and a digest of the key
+	// for a private one); empty for the public swarm. A node refuses a
+	// message of another swarm, so what is signed in one does not verify in
+	// another. A lease is bound through the bid it carries.
+	Swarm         string `protobuf:"bytes,7,opt,name=swarm,proto3" json:"swarm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -311,6 +316,13 @@ func (x *Header) GetExpiresUnixMs() int64 {
 		return x.ExpiresUnixMs
 	}
 	return 0
+}
+
+func (x *Header) GetSwarm() string {
+	if x != nil {
+		return x.Swarm
+	}
+	return ""
 }
 
 // GPUGroup is a number of identical GPUs.
@@ -2259,14 +2271,15 @@ var File_market_proto protoreflect.FileDescriptor
 
 const file_market_proto_rawDesc = "" +
 	"\n" +
-	"\fmarket.proto\x12\x12idlegrid.market.v1\"\xac\x01\n" +
+	"\fmarket.proto\x12\x12idlegrid.market.v1\"\xc2\x01\n" +
 	"\x06Header\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
 	"\x06issuer\x18\x02 \x01(\fR\x06issuer\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\tR\x02id\x12\x10\n" +
 	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12&\n" +
 	"\x0fcreated_unix_ms\x18\x05 \x01(\x03R\rcreatedUnixMs\x12&\n" +
-	"\x0fexpires_unix_ms\x18\x06 \x01(\x03R\rexpiresUnixMs\"\xa8\x01\n" +
+	"\x0fexpires_unix_ms\x18\x06 \x01(\x03R\rexpiresUnixMs\x12\x14\n" +
+	"\x05swarm\x18\a \x01(\tR\x05swarm\"\xa8\x01\n" +
 	"\bGPUGroup\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x12\x1d\n" +
