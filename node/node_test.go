@@ -198,10 +198,7 @@ func TestLightClientFindsTheSwarm(t *testing.T) {
 
 func TestPrivateSwarmNodes(t *testing.T) {
 	t.Parallel()
-	key, _ := p2p.GenerateSwarmKey()
-	var buf strings.Builder
-	p2p.EncodeSwarmKey(&buf, key)
-	priv := InitOptions{Profile: ProfileProvider, Swarm: "lab", SwarmKey: []byte(buf.String())}
+	priv := privateSwarm(t, "lab")
 	boot := startNode(t, testRepoWith(t, "boot", priv, nil), Options{})
 	a := startNode(t, testRepoWith(t, "a", priv, bootstrapFrom(boot)), Options{})
 	b := startNode(t, testRepoWith(t, "b", priv, bootstrapFrom(boot)), Options{})
@@ -353,10 +350,7 @@ func TestCloseIsQuickAndReleasesEverything(t *testing.T) {
 // book and attest protocols were the same in every swarm).
 func TestSignedObjectsAndProtocolsAreBoundToTheirSwarm(t *testing.T) {
 	t.Parallel()
-	key, _ := p2p.GenerateSwarmKey()
-	var buf strings.Builder
-	p2p.EncodeSwarmKey(&buf, key)
-	priv := InitOptions{Profile: ProfileProvider, Swarm: "lab", SwarmKey: []byte(buf.String())}
+	priv := privateSwarm(t, "lab")
 	labBoot := startNode(t, testRepoWith(t, "labboot", priv, nil), Options{})
 	lab := startNode(t, testRepoWith(t, "lab", priv, both(bootstrapFrom(labBoot), asProvider("A100", 4, 80, "1.00", "DE"))), Options{})
 	pub := startNode(t, testRepo(t, "pub", nil), Options{})
@@ -401,4 +395,16 @@ func TestSignedObjectsAndProtocolsAreBoundToTheirSwarm(t *testing.T) {
 			t.Errorf("%s serves %d idlegrid protocols", n.Swarm().ID(), served)
 		}
 	}
+}
+
+// privateSwarm is how a repository joins a new private swarm of that name.
+func privateSwarm(t *testing.T, name string) InitOptions {
+	t.Helper()
+	key, err := p2p.GenerateSwarmKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	p2p.EncodeSwarmKey(&buf, key)
+	return InitOptions{Profile: ProfileProvider, Swarm: name, SwarmKey: []byte(buf.String())}
 }
