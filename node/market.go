@@ -46,9 +46,9 @@ type marketSide struct {
 	clock      clock.Clock
 	log        *slog.Logger
 
-	offenders atomic.Pointer[map[peer.ID]bool] // replaced, never changed
-	onBid     func(context.Context, *pb.Bid)   // the provider's, or nil
-	received  func(kind string)                // counts deliveries, or nil
+	offenders atomic.Pointer[map[peer.ID]bool]        // replaced, never changed
+	onBid     func(context.Context, peer.ID, *pb.Bid) // the provider's, or nil; with the relay
+	received  func(kind string)                       // counts deliveries, or nil
 
 	own *owner[*marketState]
 	wg  sync.WaitGroup // readers, sync, maintenance

@@ -72,7 +72,7 @@ func (m *marketSide) readTopic(ctx context.Context, kind string, sub *pubsub.Sub
 		case *pb.Bid:
 			m.bid(ctx, v)
 			if m.onBid != nil {
-				m.onBid(ctx, v)
+				m.onBid(ctx, msg.ReceivedFrom, v)
 			}
 		}
 	}

@@ -38,7 +38,7 @@ type provider struct {
 	log     *slog.Logger
 	own     *market.Book // holds only this node's offer, for quoting and admission
 	matcher *market.Matcher
-	bids    chan *pb.Bid  // to quote; a bid that finds it full goes unanswered
+	bids    *bidQueue     // to quote, by the peer that relayed each
 	quoting chan struct{} // bounds the quotes being sent at once
 	wg      sync.WaitGroup
 	// standing is the signed standing attestation the current offer names
@@ -70,7 +70,7 @@ func newProvider(d providerDeps) *provider {
 	return &provider{
 		id: d.id, swarm: d.swarm, key: d.key, cfg: d.cfg, source: d.source, store: d.store, net: d.net, clock: d.clock, log: d.log,
 		own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
-		bids: make(chan *pb.Bid, maxQuoting), quoting: make(chan struct{}, maxQuoting),
+		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting),
 	}
 }
 

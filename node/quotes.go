@@ -16,14 +16,15 @@ import (
 // quoteTTL is how long a provider's quote holds.
 const quoteTTL = 5 * time.Minute
 
-// onBid hands a gossiped bid to the quoting loop without waiting: a bid
-// that finds maxQuoting bids queued goes unanswered, so a slow renter or
-// a burst of bids never holds up the bids topic.
-func (p *provider) onBid(_ context.Context, b *pb.Bid) {
-	select {
-	case p.bids <- b:
-	default:
-		p.log.Debug("bid not quoted: too many quotes in flight", "bid", b.Header.Id)
+// onBid hands a gossiped bid, relayed by from, to the quoting loop
+// without waiting. Bids wait by relay and are quoted round-robin across
+// relays: a peer relaying a flood of bids (of free keys, whose quotes go
+// nowhere) fills its own queue, not the one an honest renter's bid waits
+// in. A bid that finds its relay's queue full goes unanswered, so a slow
+// renter or a burst of bids never holds up the bids topic.
+func (p *provider) onBid(_ context.Context, from peer.ID, b *pb.Bid) {
+	if !p.bids.push(from, b) {
+		p.log.Debug("bid not quoted: its relay's queue is full", "bid", b.Header.Id, "relay", from)
 	}
 }
 
@@ -33,11 +34,14 @@ func (p *provider) quoteLoop(ctx context.Context) {
 	var sending sync.WaitGroup
 	defer sending.Wait()
 	for {
-		var b *pb.Bid
-		select {
-		case b = <-p.bids:
-		case <-ctx.Done():
-			return
+		b, ok := p.bids.pop()
+		if !ok {
+			select {
+			case <-p.bids.ready:
+				continue
+			case <-ctx.Done():
+				return
+			}
 		}
 		select {
 		case p.quoting <- struct{}{}:
@@ -51,6 +55,66 @@ func (p *provider) quoteLoop(ctx context.Context) {
 			p.answer(ctx, b)
 		}()
 	}
+}
+
+// Bounds of the bid queue.
+const (
+	bidsPerRelay = 8   // bids one relay may have waiting
+	maxRelays    = 256 // relays with bids waiting; a new one beyond is refused
+)
+
+// bidQueue holds the bids waiting for a quote, a FIFO per relay, and
+// hands them out one relay at a time in turn.
+type bidQueue struct {
+	mu    sync.Mutex // guards by and turn: no I/O under it
+	by    map[peer.ID][]*pb.Bid
+	turn  []peer.ID     // relays with bids waiting, next first
+	ready chan struct{} // signalled (1-buffered) when a bid is added
+}
+
+func newBidQueue() *bidQueue {
+	return &bidQueue{by: map[peer.ID][]*pb.Bid{}, ready: make(chan struct{}, 1)}
+}
+
+// push queues b behind the other bids from; false if from's queue, or
+// the queue of relays, is full.
+func (q *bidQueue) push(from peer.ID, b *pb.Bid) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	waiting, known := q.by[from]
+	switch {
+	case len(waiting) >= bidsPerRelay, !known && len(q.turn) >= maxRelays:
+		return false
+	case !known:
+		q.turn = append(q.turn, from)
+	}
+	q.by[from] = append(waiting, b)
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// pop takes the oldest bid of the relay whose turn it is, and sends that
+// relay to the back of the turn; false when no bid waits.
+func (q *bidQueue) pop() (*pb.Bid, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.turn) == 0 {
+		return nil, false
+	}
+	from := q.turn[0]
+	q.turn = q.turn[1:]
+	waiting := q.by[from]
+	b := waiting[0]
+	if len(waiting) == 1 {
+		delete(q.by, from)
+	} else {
+		q.by[from] = waiting[1:]
+		q.turn = append(q.turn, from)
+	}
+	return b, true
 }
 
 // answer quotes a bid that this provider's own offer fits, and sends the

@@ -23,8 +23,12 @@ import (
 // Renter defaults.
 const (
 	maxRentCandidates = 64
-	defaultGather     = 15 * time.Second
-	defaultTryFor     = time.Minute
+	// locateAhead is how many candidates are located at once, ahead of
+	// the one being tried: a lookup of a key with no host behind it fails
+	// only at the DHT's pace.
+	locateAhead   = 8
+	defaultGather = 15 * time.Second
+	defaultTryFor = time.Minute
 	// attemptLimit bounds one candidate's locate, attestation and
 	// proposal, so one that stalls cannot spend the whole try time.
 	attemptLimit = 20 * time.Second
@@ -188,17 +192,21 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		tryFor = defaultTryFor
 	}
 	tm := r.clock.Now()
-	cands := r.failed.behind(r.market.matcher.Match(r.market.snapshot(), b, tm, tries).Candidates, tm)
+	matched := r.market.matcher.Match(r.market.snapshot(), b, tm, tries*maxOffersPerIssuer).Candidates
+	cands := r.failed.behind(bestPerIssuer(matched, tries), tm)
 	res.Timings.Match = r.clock.Since(tm)
+	lctx, stopLocating := context.WithTimeout(ctx, tryFor)
+	located, locating := r.locateAll(lctx, cands)
+	defer func() { stopLocating(); locating.Wait() }()
 	var tried []Attempt
-	for _, c := range cands {
+	for i, c := range cands {
 		left := tryFor - r.clock.Since(tm)
 		if left <= 0 {
 			out.say("tried %d candidates in %s; giving up", len(tried), tryFor)
 			break
 		}
 		actx, cancel := context.WithTimeout(ctx, min(left, attemptLimit))
-		f, at := r.try(actx, b, c, req, out, &res.Timings)
+		f, at := r.try(actx, b, c, located[i], req, out, &res.Timings)
 		cancel()
 		if f == nil {
 			if at.Stage != StageNegotiate || !isRefusal(at.Err) {
@@ -223,11 +231,74 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 	return res, &NoProviderError{Attempts: tried}
 }
 
-// try locates, attests and leases from candidate c; it returns the
-// follow of the lease it got, or the attempt that failed.
-func (r *renter) try(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, out RentOutput, t *api.RentTimings) (*follow, Attempt) {
+// maxOffersPerIssuer is how many candidates of one issuer a match may
+// hold before the next issuer's: a provider may publish a few offers.
+const maxOffersPerIssuer = 16
+
+// bestPerIssuer keeps the best candidate of each issuer, at most n, in
+// order: trying an issuer that could not be reached again is no use.
+func bestPerIssuer(cands []market.Candidate, n int) []market.Candidate {
+	seen := map[peer.ID]bool{}
+	out := make([]market.Candidate, 0, min(n, len(cands)))
+	for _, c := range cands {
+		if len(out) == n {
+			break
+		}
+		if !seen[c.Issuer] {
+			seen[c.Issuer] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// locateAll locates the candidates' issuers, locateAhead at a time in
+// rank order, each bounded by attemptLimit; the i-th channel gets the
+// i-th outcome. ctx's end stops what has not started; the WaitGroup
+// counts the lookups until they return.
+func (r *renter) locateAll(ctx context.Context, cands []market.Candidate) ([]chan error, *sync.WaitGroup) {
+	out := make([]chan error, len(cands))
+	for i := range out {
+		out[i] = make(chan error, 1)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sem := make(chan struct{}, locateAhead)
+		for i, c := range cands {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				for _, ch := range out[i:] {
+					ch <- ctx.Err()
+				}
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				lctx, cancel := context.WithTimeout(ctx, attemptLimit)
+				defer cancel()
+				out[i] <- r.net.Locate(lctx, c.Issuer)
+			}()
+		}
+	}()
+	return out, &wg
+}
+
+// try attests and leases from candidate c once located says it was
+// located; it returns the follow of the lease it got, or the attempt
+// that failed.
+func (r *renter) try(ctx context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, out RentOutput, t *api.RentTimings) (*follow, Attempt) {
 	at := Attempt{Provider: c.Issuer}
-	if at.Err = r.net.Locate(ctx, c.Issuer); at.Err != nil {
+	select {
+	case at.Err = <-located:
+	case <-ctx.Done():
+		at.Err = ctx.Err()
+	}
+	if at.Err != nil {
 		at.Stage = StageLocate
 		out.say("%s: not reachable: %v; trying the next", short(c.Issuer), at.Err)
 		return nil, at
