@@ -124,7 +124,6 @@ func BenchmarkAttestRoundTrip(b *testing.B) {
 func BenchmarkRentFirstOutput20(b *testing.B) {
 	image := executortest.BusyboxImage(b)
 	boot := startNode(b, testRepo(b, "boot", nil), Options{})
-	var provs []*Node
 	for i := range 20 {
 		fake, err := attest.NewFake(attest.FakeMachines[i%len(attest.FakeMachines)])
 		if err != nil {
@@ -136,7 +135,6 @@ func BenchmarkRentFirstOutput20(b *testing.B) {
 			c.Jobs.HeartbeatInterval = Dur(time.Second)
 		})), Options{GPUSource: fake})
 		removeJobsOf(b, p)
-		provs = append(provs, p)
 	}
 	waitFor(b, time.Minute, "every provider's offer in the bootstrap node's book", func() bool {
 		return boot.market.snapshot().Len() == 20

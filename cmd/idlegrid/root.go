@@ -30,15 +30,14 @@ func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format
 
 // env is what a command may touch of the outside world.
 type env struct {
-	ctx     context.Context
-	getenv  func(string) string
-	stdout  io.Writer
-	stderr  io.Writer
-	repo    string // --repo
-	logFmt  string // --log-format
-	logLvl  string // --log-level
-	asJSON  bool   // --json where a command has it
-	verbose bool
+	ctx    context.Context
+	getenv func(string) string
+	stdout io.Writer
+	stderr io.Writer
+	repo   string // --repo
+	logFmt string // --log-format
+	logLvl string // --log-level
+	asJSON bool   // --json where a command has it
 }
 
 // run executes one idlegrid command line and returns its exit code.
