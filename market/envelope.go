@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"sync"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -112,4 +114,24 @@ func verifyFast(e fastEnvelope, domain string) bool {
 	*bp = b
 	unsignedPool.Put(bp)
 	return ok
+}
+
+// Signer returns the peer whose key an envelope carries, unverified and
+// without decoding its payload: cheap enough to decide, before the
+// signature is checked, how to meter a message. A forgery may name
+// anyone; Open settles it. false for an envelope off the Ed25519 path.
+func Signer(data []byte) (peer.ID, bool) {
+	if len(data) > MaxEnvelopeSize {
+		return "", false
+	}
+	e, ok := parseFast(data)
+	if !ok {
+		return "", false
+	}
+	pub, err := crypto.UnmarshalEd25519PublicKey(e.pub)
+	if err != nil {
+		return "", false
+	}
+	id, err := peer.IDFromPublicKey(pub)
+	return id, err == nil
 }

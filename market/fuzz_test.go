@@ -180,3 +180,26 @@ func FuzzValidateBid(f *testing.F) {
 		}
 	})
 }
+
+// Signer reads any bytes without a panic, and whatever Open takes was
+// signed by the peer Signer names: the meter that trusts it before the
+// signature is checked never charges a verified message to another.
+func FuzzSigner(f *testing.F) {
+	key, id := fuzzKey(f)
+	env, err := Sign(key, fuzzSeedOffer(id))
+	if err != nil {
+		f.Fatal(err)
+	}
+	if got, ok := Signer(env); !ok || got != id {
+		f.Fatalf("Signer of a signed offer: %s, %v; want %s", got, ok, id)
+	}
+	f.Add(env)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		signer, ok := Signer(data)
+		o, err := Open[*pb.Offer](data)
+		if err == nil && ok && signer != Issuer(o) {
+			t.Fatalf("Signer says %s; Open verified an offer of %s", signer, Issuer(o))
+		}
+	})
+}

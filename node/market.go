@@ -117,7 +117,7 @@ func (m *marketSide) open(ctx context.Context, store ds.Batching) error {
 	vouched := func(p peer.ID) bool { return m.rank(p) > market.RankUnknown }
 	m.seqs.SetLimit(p2p.TopicOffers, m.bookLimits.Offers, vouched)
 	m.seqs.SetLimit(p2p.TopicBids, m.bookLimits.Bids, vouched)
-	m.validator = p2p.NewMarketValidator(m.limits, m.seqs, m.clock.Now, m.log).WithCCRoots(m.roots)
+	m.validator = p2p.NewMarketValidator(m.limits, m.seqs, m.clock.Now, m.log).WithCCRoots(m.roots).WithVouched(vouched)
 	if err := m.loadOffenders(ctx); err != nil {
 		return err
 	}

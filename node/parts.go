@@ -42,8 +42,8 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 	return nil, nil
 }
 
-// vouchedFor says whether this node vouches for issuer p when its book
-// is full: a provider it attested, or a peer connected to it whose gossip
+// vouchedFor says whether this node vouches for issuer p, when its book
+// is full and when it meters gossip (p2p.StrangerRates): a provider it attested, or a peer connected to it whose gossip
 // has spent no more than its budget. A key costs an attacker nothing, a
 // connection a slot of this node's resource manager.
 func (n *Node) vouchedFor(p peer.ID) bool {

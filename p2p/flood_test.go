@@ -170,3 +170,59 @@ func TestAFloodOfValidOffersIsCappedAndCostsTheFlooderScore(t *testing.T) {
 		})
 	}
 }
+
+// A node takes strangers' floods at the strangers' rate only, so what
+// it relays of one stays within its neighbours' budget for it: relaying a
+// flood costs an honest peer no score (before, each neighbour scored the
+// relay below zero, so that a flood at one node turned the swarm against
+// itself). The attackers' scores fall, and an honest offer published at
+// the far end still reaches every node.
+func TestRelayingAFloodCostsAnHonestPeerNothing(t *testing.T) {
+	s := p2ptest.NewLoopback(t, 4)
+	nodes := withMarket(t, s, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := s.WaitMesh(ctx, p2p.TopicOffers); err != nil {
+		t.Fatal(err)
+	}
+	// Two attackers at the victim, each with keys of its own: together
+	// they hand it twice what one peer may, all valid.
+	victim := nodes[0]
+	for range 2 {
+		spam := floodSpamOf(t, 50, 30)
+		flood, attackerID := attacker(ctx, ctx, t, s, []int{0})
+		for _, env := range spam {
+			if err := flood.Publish(ctx, env); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitUntil(t, 20*time.Second, "the victim scores the attacker below zero", func() bool {
+			return victim.validator.AppScore(attackerID) < 0
+		})
+	}
+	if got, most := victim.validator.Accepted.Load(), int64(p2p.StrangerRates[p2p.TopicOffers].Burst)+100; got > most {
+		t.Errorf("the victim took %d of the flood; the strangers' budget allows about %d", got, most)
+	}
+	honest := newSigner(t, s.Nodes[3].Host.Peerstore().PrivKey(s.Nodes[3].Host.ID()))
+	if err := s.Nodes[3].Gossip.Topic(p2p.TopicOffers).Publish(ctx, honest.offer(t, "gpus", 1, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range nodes {
+		waitUntil(t, 10*time.Second, fmt.Sprintf("node %d holds the honest offer", i), func() bool {
+			for _, o := range n.book.Snapshot().Offers() {
+				if string(o.Header.Issuer) == string(honest.id) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	for i, n := range nodes[1:] {
+		waitUntil(t, 10*time.Second, fmt.Sprintf("node %d takes the flood the victim relays", i+1), func() bool {
+			return n.validator.Accepted.Load() >= 200
+		})
+		if score := n.validator.AppScore(victim.Host.ID()); score != 0 {
+			t.Errorf("node %d scores the victim, which relayed the flood, at %.0f", i+1, score)
+		}
+	}
+}

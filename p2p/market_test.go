@@ -41,6 +41,15 @@ func newSigner(t testing.TB, key crypto.PrivKey) signer {
 }
 
 func (s signer) offer(t testing.TB, name string, seq uint64, now time.Time) []byte {
+	env, err := s.sign(name, seq, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// sign is offer for a goroutine other than the test's.
+func (s signer) sign(name string, seq uint64, now time.Time) ([]byte, error) {
 	o := &pb.Offer{
 		Header: &pb.Header{Version: market.Version, Issuer: []byte(s.id), Id: name, Seq: seq,
 			CreatedUnixMs: now.UnixMilli(), ExpiresUnixMs: now.Add(time.Hour).UnixMilli()},
@@ -49,11 +58,7 @@ func (s signer) offer(t testing.TB, name string, seq uint64, now time.Time) []by
 		Currency: "USD", PriceMicros: 1_500_000, MinDurationSeconds: 60, MaxDurationSeconds: 3600,
 		Tiers: []pb.Tier{pb.Tier_TIER_SILVER},
 	}
-	env, err := market.Sign(s.key, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
+	return market.Sign(s.key, o)
 }
 
 // marketNode is a harness node with the market validator and a book fed
@@ -64,11 +69,21 @@ type marketNode struct {
 	book      *market.Book
 }
 
-func withMarket(t *testing.T, s *p2ptest.Swarm, skip map[int]bool) []*marketNode {
+func withMarket(t testing.TB, s *p2ptest.Swarm, skip map[int]bool) []*marketNode {
+	t.Helper()
+	nodes, _ := startMarket(t, s, skip)
+	return nodes
+}
+
+// startMarket is withMarket for a caller that closes s before its test
+// ends: it calls stop, which ends the book readers, first (the test's
+// cleanup calls it too).
+func startMarket(t testing.TB, s *p2ptest.Swarm, skip map[int]bool) (nodes []*marketNode, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	stop = func() { cancel(); wg.Wait() }
+	t.Cleanup(stop)
 	var out []*marketNode
 	for i, nd := range s.Nodes {
 		mn := &marketNode{Node: nd, book: market.NewBook()}
@@ -80,10 +95,28 @@ func withMarket(t *testing.T, s *p2ptest.Swarm, skip map[int]bool) []*marketNode
 		if err != nil {
 			t.Fatal(err)
 		}
-		mn.validator = p2p.NewMarketValidator(market.DefaultLimits(), seqs, time.Now, nil)
-		if err := mn.validator.Install(nd.Gossip); err != nil {
+		// The validator, book and guard hold their limits as a node's do:
+		// a connected peer in good standing outranks a stranger.
+		h := nd.Host
+		var v *p2p.MarketValidator
+		rank := func(p peer.ID) int {
+			switch {
+			case p == h.ID():
+				return market.RankOwn
+			case len(h.Network().ConnsToPeer(p)) > 0 && v.AppScore(p) > -1:
+				return market.RankKnown
+			}
+			return market.RankUnknown
+		}
+		vouched := func(p peer.ID) bool { return rank(p) > market.RankUnknown }
+		v = p2p.NewMarketValidator(market.DefaultLimits(), seqs, time.Now, nil).WithVouched(vouched)
+		mn.validator = v
+		if err := v.Install(nd.Gossip); err != nil {
 			t.Fatal(err)
 		}
+		limits := market.DefaultBookLimits()
+		mn.book.SetLimits(limits, rank, nil)
+		seqs.SetLimit(p2p.TopicOffers, limits.Offers, vouched)
 		sub, err := nd.Gossip.Topic(p2p.TopicOffers).Subscribe()
 		if err != nil {
 			t.Fatal(err)
@@ -101,10 +134,10 @@ func withMarket(t *testing.T, s *p2ptest.Swarm, skip map[int]bool) []*marketNode
 			}
 		}()
 	}
-	return out
+	return out, stop
 }
 
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+func waitUntil(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {

@@ -10,11 +10,13 @@ import (
 
 // peerBudget meters what each peer hands this node on one topic: a token
 // bucket per peer, refilled at rate per second up to burst. A message
-// beyond it is ignored unread, and every message a peer sends beyond its
-// budget or its issuers' caps counts as excess, which lowers the peer's
-// gossipsub score through the application-specific score (and decays by
-// half each excessHalfLife), so a peer that relays valid spam is pruned
-// and then graylisted like one that relays forgeries.
+// beyond it is ignored unread (MarketValidator.metered says when a
+// message is checked all the same), and every message a peer sends
+// beyond its budget counts as excess, which lowers the peer's gossipsub
+// score through the application-specific score (and decays by half each
+// excessHalfLife), so a peer that floods, valid spam or not, is pruned
+// and then graylisted like one that relays forgeries. The same bucket,
+// with one account, meters all strangers' messages together.
 //
 // Its mutex guards the accounts; it is held for no I/O. Accounts of
 // peers quiet for an hour are dropped, so memory follows the peers that
@@ -72,13 +74,6 @@ func (b *peerBudget) take(p peer.ID, now time.Time) bool {
 	}
 	a.addExcess(1, now)
 	return false
-}
-
-// penalise counts n units of excess against p.
-func (b *peerBudget) penalise(p peer.ID, n float64, now time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.account(p, now).addExcess(n, now)
 }
 
 func (a *account) decayed(now time.Time) float64 {

@@ -35,7 +35,11 @@ type MarketValidator struct {
 	now    func() time.Time
 	log    *slog.Logger
 	budget map[string]*peerBudget // by topic kind
-	roots  *x509.CertPool         // for CC evidence; nil: none checked
+	// strangers meters, by topic kind, the messages of issuers vouched
+	// does not name, from all peers together (one account).
+	strangers map[string]*peerBudget
+	vouched   func(peer.ID) bool // nil: none
+	roots     *x509.CertPool     // for CC evidence; nil: none checked
 
 	// Counts of verdicts, for metrics and tests.
 	Accepted, Rejected, Ignored atomic.Int64
@@ -51,6 +55,19 @@ func NewMarketValidator(l market.Limits, seqs *SeqGuard, now func() time.Time, l
 	for kind, r := range PeerRates {
 		v.budget[kind] = newPeerBudget(r.PerSecond, r.Burst)
 	}
+	v.strangers = map[string]*peerBudget{}
+	for kind, r := range StrangerRates {
+		v.strangers[kind] = newPeerBudget(r.PerSecond, r.Burst)
+	}
+	return v
+}
+
+// WithVouched names the issuers this node vouches for (its own key, a
+// peer connected in good standing, a provider it attested): their
+// messages pass by the strangers' budget, and by a relay's spent budget
+// to be checked in full (StrangerRates says why). Set it before Install.
+func (v *MarketValidator) WithVouched(vouched func(peer.ID) bool) *MarketValidator {
+	v.vouched = vouched
 	return v
 }
 
@@ -69,6 +86,19 @@ type Rate struct{ PerSecond, Burst float64 }
 // three quarters of an hour make about four offers a second), far below
 // a flood.
 var PeerRates = map[string]Rate{TopicOffers: {50, 500}, TopicBids: {20, 200}, TopicEvidence: {1, 20}}
+
+// StrangerRates are what a node takes of messages whose issuers it does
+// not vouch for, from all peers together: half of what one peer may hand
+// it (PeerRates). Keys cost nothing, so a flood can always be valid; this
+// bound keeps what an honest node relays of one within what its
+// neighbours take of it from one peer, so that relaying a flood never
+// costs an honest peer its score. Messages of issuers a node vouches for
+// are not metered by it, so a flood of strangers never crowds them out;
+// and since gossipsub marks a message seen before it is validated, so
+// that a message ignored once is lost at that node, they are checked in
+// full even from a relay that spent its budget (which still counts the
+// excess against the relay).
+var StrangerRates = map[string]Rate{TopicOffers: {25, 250}, TopicBids: {10, 100}}
 
 // excessWeight is the score a unit of excess costs: a peer is out of the
 // gossip threshold after 50 messages beyond its budget, graylisted after
@@ -96,6 +126,28 @@ func (v *MarketValidator) within(kind string, from peer.ID) bool {
 	return false
 }
 
+// metered decides, before the signature is checked, whether a message of
+// kind that from relayed is checked at all: one of an issuer this node
+// vouches for always is (a spent budget still counts against from); one
+// of a stranger needs a token of from's budget and one of the strangers'.
+func (v *MarketValidator) metered(kind string, from peer.ID, data []byte) bool {
+	now := v.now()
+	fromOK := v.budget[kind].take(from, now)
+	if signer, ok := market.Signer(data); ok && v.vouched != nil && v.vouched(signer) {
+		return true
+	}
+	why := "the peer's budget is spent"
+	if fromOK {
+		if v.strangers[kind].take("", now) {
+			return true
+		}
+		why = "the strangers' budget is spent"
+	}
+	v.Ignored.Add(1)
+	v.log.Debug("ignored market message", "topic", kind, "from", from, "why", why)
+	return false
+}
+
 // Install sets the validators of the offers, bids and evidence topics,
 // and the peers' application-specific score.
 func (v *MarketValidator) Install(g *Gossip) error {
@@ -113,10 +165,10 @@ func (v *MarketValidator) Install(g *Gossip) error {
 }
 
 func (v *MarketValidator) validateOffer(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	if !v.within(TopicOffers, from) {
+	if !v.metered(TopicOffers, from, msg.Data) {
 		return pubsub.ValidationIgnore
 	}
-	o, res := v.checkOffer(ctx, from, msg.Data, false)
+	o, res := v.checkOffer(ctx, msg.Data, false)
 	if res == pubsub.ValidationAccept {
 		msg.ValidatorData = o
 	}
@@ -124,10 +176,10 @@ func (v *MarketValidator) validateOffer(ctx context.Context, from peer.ID, msg *
 }
 
 func (v *MarketValidator) validateBid(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	if !v.within(TopicBids, from) {
+	if !v.metered(TopicBids, from, msg.Data) {
 		return pubsub.ValidationIgnore
 	}
-	b, res := v.checkBid(from, msg.Data)
+	b, res := v.checkBid(msg.Data)
 	if res == pubsub.ValidationAccept {
 		msg.ValidatorData = b
 	}
@@ -166,20 +218,20 @@ func (v *MarketValidator) validateEvidence(_ context.Context, from peer.ID, msg 
 // above any seen; one from book sync may equal it, so that a restarted
 // node can take back what it held (its book lives in memory).
 func (v *MarketValidator) CheckOffer(ctx context.Context, data []byte) (*pb.Offer, pubsub.ValidationResult) {
-	return v.checkOffer(ctx, "", data, false)
+	return v.checkOffer(ctx, data, false)
 }
 
 // CheckSyncedOffer is CheckOffer for an envelope that came by book sync.
 func (v *MarketValidator) CheckSyncedOffer(ctx context.Context, data []byte) (*pb.Offer, pubsub.ValidationResult) {
-	return v.checkOffer(ctx, "", data, true)
+	return v.checkOffer(ctx, data, true)
 }
 
-func (v *MarketValidator) checkOffer(_ context.Context, from peer.ID, data []byte, synced bool) (*pb.Offer, pubsub.ValidationResult) {
+func (v *MarketValidator) checkOffer(_ context.Context, data []byte, synced bool) (*pb.Offer, pubsub.ValidationResult) {
 	o, err := market.Open[*pb.Offer](data)
 	if err == nil {
 		err = v.limits.ValidateOffer(o, v.now())
 	}
-	if res := v.verdict(TopicOffers, from, o, err, synced); res != pubsub.ValidationAccept {
+	if res := v.verdict(TopicOffers, o, err, synced); res != pubsub.ValidationAccept {
 		return nil, res
 	}
 	return o, pubsub.ValidationAccept
@@ -187,15 +239,15 @@ func (v *MarketValidator) checkOffer(_ context.Context, from peer.ID, data []byt
 
 // CheckBid is CheckOffer for bids.
 func (v *MarketValidator) CheckBid(_ context.Context, data []byte) (*pb.Bid, pubsub.ValidationResult) {
-	return v.checkBid("", data)
+	return v.checkBid(data)
 }
 
-func (v *MarketValidator) checkBid(from peer.ID, data []byte) (*pb.Bid, pubsub.ValidationResult) {
+func (v *MarketValidator) checkBid(data []byte) (*pb.Bid, pubsub.ValidationResult) {
 	b, err := market.Open[*pb.Bid](data)
 	if err == nil {
 		err = v.limits.ValidateBid(b, v.now())
 	}
-	if res := v.verdict(TopicBids, from, b, err, false); res != pubsub.ValidationAccept {
+	if res := v.verdict(TopicBids, b, err, false); res != pubsub.ValidationAccept {
 		return nil, res
 	}
 	return b, pubsub.ValidationAccept
@@ -204,9 +256,8 @@ func (v *MarketValidator) checkBid(from peer.ID, data []byte) (*pb.Bid, pubsub.V
 // header is what verdict needs of an opened message.
 type header interface{ GetHeader() *pb.Header }
 
-// verdict decides on an opened message that from relayed ("" for one
-// that came otherwise, such as by book sync).
-func (v *MarketValidator) verdict(kind string, from peer.ID, m header, err error, equalOK bool) pubsub.ValidationResult {
+// verdict decides on an opened message, however it came.
+func (v *MarketValidator) verdict(kind string, m header, err error, equalOK bool) pubsub.ValidationResult {
 	switch {
 	case errors.Is(err, market.ErrExpired) || errors.Is(err, market.ErrFuture):
 		v.Ignored.Add(1)
@@ -223,11 +274,8 @@ func (v *MarketValidator) verdict(kind string, from peer.ID, m header, err error
 		v.Ignored.Add(1)
 		v.log.Debug("ignored market message", "topic", kind, "issuer", peer.ID(h.Issuer), "id", h.Id, "seq", h.Seq, "why", "sequence not above the last seen")
 		return pubsub.ValidationIgnore
-	case SeqOverCap:
+	case SeqOverCap: // no fault of the relay's either: which IDs of an issuer a node took first differs from node to node
 		v.Ignored.Add(1)
-		if from != "" {
-			v.budget[kind].penalise(from, 1, v.now())
-		}
 		v.log.Debug("ignored market message", "topic", kind, "issuer", peer.ID(h.Issuer), "id", h.Id, "why", "the issuer holds its cap of IDs")
 		return pubsub.ValidationIgnore
 	case SeqFull: // no fault of the relay's: the swarm holds more than this node keeps
