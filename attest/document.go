@@ -48,21 +48,24 @@ func SerialHash(serial string, issuer peer.ID) []byte {
 	return h.Sum(nil)
 }
 
-// Challenge is what a document answers: a challenger's nonce. The zero
-// Challenge is none: a standing document's.
+// Challenge is what a document answers: a challenger's nonce, in a
+// swarm. One with no nonce is none: a standing document's, which names
+// only its swarm.
 type Challenge struct {
+	Swarm      string // the swarm's tag; empty: the public swarm
 	Challenger peer.ID
 	Nonce      []byte
 }
 
 // CCNonce is the nonce issuer's GPUs sign their CC reports over when
-// answering c: bound to the issuer, the challenger and the nonce, so a
+// answering c: bound to the issuer, the challenger, the nonce and the
+// swarm, so a
 // report shows which peer's machine held the GPU, for whom and when; it
 // cannot be lifted into another peer's document.
 func (c Challenge) CCNonce(issuer peer.ID) []byte {
 	h := sha256.New()
 	h.Write([]byte("idlegrid/attest/cc/1\x00"))
-	for _, part := range [][]byte{[]byte(issuer), []byte(c.Challenger), c.Nonce} {
+	for _, part := range [][]byte{[]byte(issuer), []byte(c.Challenger), c.Nonce, []byte(c.Swarm)} {
 		var n [2]byte
 		n[0], n[1] = byte(len(part)>>8), byte(len(part))
 		h.Write(n[:])
@@ -71,11 +74,11 @@ func (c Challenge) CCNonce(issuer peer.ID) []byte {
 	return h.Sum(nil)
 }
 
-// NewDocument states an inventory as issuer's, answering c (the zero
-// Challenge for a standing document) at now, backing the offers named.
+// NewDocument states an inventory as issuer's, answering c (one with no
+// nonce for a standing document) at now, backing the offers named.
 func NewDocument(inv Inventory, issuer peer.ID, c Challenge, now time.Time, offerIDs []string) *pb.Document {
 	d := &pb.Document{
-		Version: DocumentVersion, Issuer: []byte(issuer), Nonce: slices.Clone(c.Nonce), Challenger: []byte(c.Challenger), CreatedUnixMs: now.UnixMilli(),
+		Version: DocumentVersion, Issuer: []byte(issuer), Swarm: c.Swarm, Nonce: slices.Clone(c.Nonce), Challenger: []byte(c.Challenger), CreatedUnixMs: now.UnixMilli(),
 		DriverVersion: inv.DriverVersion, CudaVersion: inv.CUDAVersion, OfferIds: slices.Clone(offerIDs),
 	}
 	for _, g := range inv.GPUs {
@@ -112,7 +115,8 @@ func DocumentHash(env []byte) []byte {
 
 // VerifyDocument checks a signed document from want against the
 // challenge the verifier sent: signature, signer, that it answers this
-// challenger's nonce, and that it was made within maxAge of now (and not
+// challenger's nonce in this swarm, and that it was made within maxAge
+// of now (and not
 // ahead of it by more than maxAge). Each failure has its own error.
 func VerifyDocument(env []byte, want peer.ID, c Challenge, now time.Time, maxAge time.Duration) (*pb.Document, error) {
 	if len(env) > MaxDocumentSize {
@@ -130,6 +134,9 @@ func VerifyDocument(env []byte, want peer.ID, c Challenge, now time.Time, maxAge
 	}
 	if len(c.Nonce) != NonceSize || !bytes.Equal(d.Nonce, c.Nonce) {
 		return nil, ErrDocNonce
+	}
+	if d.Swarm != c.Swarm {
+		return nil, fmt.Errorf("%w: made in swarm %q, not %q", ErrDocSwarm, d.Swarm, c.Swarm)
 	}
 	if peer.ID(d.Challenger) != c.Challenger {
 		return nil, fmt.Errorf("%w: it answers %s", ErrDocChallenger, peer.ID(d.Challenger))
@@ -153,10 +160,11 @@ func AttachCC(d *pb.Document, evidence []CCEvidence) {
 }
 
 // VerifyStanding checks the standing document an offer names by its
-// attestation hash: the envelope hashes to hash, was signed by want, is
-// standing (it has no nonce, it answers no challenge) and backs offerID.
+// attestation hash: the envelope hashes to hash, was signed by want in
+// swarm, is standing (it has no nonce, it answers no challenge) and
+// backs offerID.
 // Its freshness is the offer's: a provider makes a new one with each offer.
-func VerifyStanding(env []byte, want peer.ID, hash []byte, offerID string) (*pb.Document, error) {
+func VerifyStanding(env []byte, want peer.ID, swarm string, hash []byte, offerID string) (*pb.Document, error) {
 	if len(env) > MaxDocumentSize {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrDocInvalid, len(env), MaxDocumentSize)
 	}
@@ -172,6 +180,8 @@ func VerifyStanding(env []byte, want peer.ID, hash []byte, offerID string) (*pb.
 		return nil, fmt.Errorf("%w: version %d", ErrDocInvalid, d.Version)
 	case peer.ID(d.Issuer) != want:
 		return nil, fmt.Errorf("%w: want %s", ErrDocSigner, want)
+	case d.Swarm != swarm:
+		return nil, fmt.Errorf("%w: made in swarm %q, not %q", ErrDocSwarm, d.Swarm, swarm)
 	case len(d.Nonce) != 0 || len(d.Challenger) != 0:
 		return nil, fmt.Errorf("%w: a standing attestation answers no challenge", ErrDocInvalid)
 	case !slices.Contains(d.OfferIds, offerID):

@@ -89,8 +89,9 @@ func TestDocumentRoundTripAndTampering(t *testing.T) {
 		err  error
 	}{
 		{"changed bytes", tampered, id, n, now, ErrDocSignature},
-		{"replayed nonce", env, id, Challenge{n.Challenger, nonce(t)}, now, ErrDocNonce},
-		{"shown to another challenger", env, id, Challenge{other, n.Nonce}, now, ErrDocChallenger},
+		{"replayed nonce", env, id, Challenge{Challenger: n.Challenger, Nonce: nonce(t)}, now, ErrDocNonce},
+		{"shown to another challenger", env, id, Challenge{Challenger: other, Nonce: n.Nonce}, now, ErrDocChallenger},
+		{"shown in another swarm", env, id, Challenge{Swarm: "lab", Challenger: n.Challenger, Nonce: n.Nonce}, now, ErrDocSwarm},
 		{"stale", env, id, n, now.Add(2 * time.Minute), ErrDocStale},
 		{"from the future", env, id, n, now.Add(-2 * time.Minute), ErrDocStale},
 		{"wrong signer", env, other, n, now, ErrDocSigner},
@@ -169,7 +170,7 @@ func TestStandingDocument(t *testing.T) {
 	}
 	standing := sign(key, NewDocument(inv, id, Challenge{}, now, []string{"gpus"}))
 	hash := DocumentHash(standing)
-	d, err := VerifyStanding(standing, id, hash, "gpus")
+	d, err := VerifyStanding(standing, id, "", hash, "gpus")
 	if err != nil {
 		t.Fatalf("standing document: %v", err)
 	}
@@ -183,6 +184,7 @@ func TestStandingDocument(t *testing.T) {
 	withNonce := sign(key, NewDocument(inv, id, challenge(t), now, []string{"gpus"}))
 	otherOffer := sign(key, NewDocument(inv, id, Challenge{}, now, []string{"other"}))
 	bySomeoneElse := sign(otherKey, NewDocument(inv, otherID, Challenge{}, now, []string{"gpus"}))
+	ofAnotherSwarm := sign(key, NewDocument(inv, id, Challenge{Swarm: "lab"}, now, []string{"gpus"}))
 	for _, c := range []struct {
 		name string
 		env  []byte
@@ -193,9 +195,10 @@ func TestStandingDocument(t *testing.T) {
 		{"a challenge's document", withNonce, DocumentHash(withNonce), ErrDocInvalid},
 		{"backs another offer", otherOffer, DocumentHash(otherOffer), ErrDocOffer},
 		{"another provider's", bySomeoneElse, DocumentHash(bySomeoneElse), ErrDocSigner},
+		{"another swarm's", ofAnotherSwarm, DocumentHash(ofAnotherSwarm), ErrDocSwarm},
 		{"empty", nil, hash, ErrDocHash},
 	} {
-		if _, err := VerifyStanding(c.env, id, c.hash, "gpus"); !errors.Is(err, c.want) {
+		if _, err := VerifyStanding(c.env, id, "", c.hash, "gpus"); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}

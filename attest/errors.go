@@ -10,6 +10,7 @@ var (
 	ErrDocSigner     = errors.New("attestation signed by another peer")
 	ErrDocNonce      = errors.New("attestation answers another nonce")
 	ErrDocChallenger = errors.New("attestation answers another challenger")
+	ErrDocSwarm      = errors.New("attestation made in another swarm")
 	ErrDocStale      = errors.New("attestation is not fresh")
 	ErrDocInvalid    = errors.New("malformed attestation")
 	ErrNotAttested   = errors.New("offer claims GPUs the attestation does not show")

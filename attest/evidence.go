@@ -40,9 +40,10 @@ func NewEvidence(docA, docB []byte) ([]byte, error) {
 // Two peers naming one GPU UUID prove nothing by themselves: a UUID is a
 // string anyone can write. With roots nil, evidence across two peers
 // cannot be checked here and is refused with ErrEvidenceUnchecked. Both
-// documents must verify as signed by their issuers. Anything else is an
-// error wrapping ErrNoEvidence, ErrDocSignature or ErrDocSigner.
-func VerifyEvidence(data []byte, roots *x509.CertPool) ([]peer.ID, error) {
+// documents must verify as signed by their issuers, made in swarm (the
+// verifier's). Anything else is an error wrapping ErrNoEvidence,
+// ErrDocSignature, ErrDocSigner or ErrDocSwarm.
+func VerifyEvidence(data []byte, swarm string, roots *x509.CertPool) ([]peer.ID, error) {
 	if len(data) > MaxEvidenceSize {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrNoEvidence, len(data), MaxEvidenceSize)
 	}
@@ -57,6 +58,11 @@ func VerifyEvidence(data []byte, roots *x509.CertPool) ([]peer.ID, error) {
 	b, err := openDocument(ev.DocumentB)
 	if err != nil {
 		return nil, err
+	}
+	for _, d := range []*pb.Document{a, b} {
+		if d.Swarm != swarm {
+			return nil, fmt.Errorf("%w: a document of swarm %q, not %q", ErrDocSwarm, d.Swarm, swarm)
+		}
 	}
 	ia, ib := peer.ID(a.Issuer), peer.ID(b.Issuer)
 	apart := time.UnixMilli(a.CreatedUnixMs).Sub(time.UnixMilli(b.CreatedUnixMs)).Abs()
@@ -87,7 +93,7 @@ func ccKeys(d *pb.Document, roots *x509.CertPool) map[string]bool {
 	if len(d.Nonce) == 0 {
 		return keys // a standing document answers no challenge
 	}
-	nonce := Challenge{Challenger: peer.ID(d.Challenger), Nonce: d.Nonce}.CCNonce(peer.ID(d.Issuer))
+	nonce := Challenge{Swarm: d.Swarm, Challenger: peer.ID(d.Challenger), Nonce: d.Nonce}.CCNonce(peer.ID(d.Issuer))
 	at := time.UnixMilli(d.CreatedUnixMs)
 	for _, g := range d.Gpus {
 		if len(g.CcReport) == 0 || VerifyCC(g.CcReport, g.CcCertChain, nonce, roots, at) != nil {

@@ -77,14 +77,14 @@ func TestVerifyEvidence(t *testing.T) {
 	now := time.Now()
 
 	// One key signs different GPU sets within a minute: that key's peer.
-	got, err := VerifyEvidence(ev(t, signedDoc(t, alice, now, "GPU-1"), signedDoc(t, alice, now.Add(30*time.Second), "GPU-1", "GPU-9")), nil)
+	got, err := VerifyEvidence(ev(t, signedDoc(t, alice, now, "GPU-1"), signedDoc(t, alice, now.Add(30*time.Second), "GPU-1", "GPU-9")), "", nil)
 	if err != nil || len(got) != 1 || got[0] != aliceID {
 		t.Errorf("conflicting documents: %v, %v", got, err)
 	}
 	// One GPU's certificate answered for two peers within a minute: both.
 	_, docA := ccDoc(t, alice, now, a, 0, "GPU-1", nil)
 	_, docB := ccDoc(t, bob, now.Add(10*time.Second), a, 0, "GPU-7", nil)
-	got, err = VerifyEvidence(ev(t, docA, docB), roots)
+	got, err = VerifyEvidence(ev(t, docA, docB), "", roots)
 	if err != nil || len(got) != 2 || !slices.Contains(got, aliceID) || !slices.Contains(got, bobID) {
 		t.Errorf("one GPU certificate for two peers: %v, %v", got, err)
 	}
@@ -94,6 +94,13 @@ func TestVerifyEvidence(t *testing.T) {
 	_, lifted := ccDoc(t, mallory, now, a, 0, "GPU-1", victim.Gpus[0].CcReport[ccNonceOffset:ccNonceOffset+NonceSize])
 	_, otherGPU := ccDoc(t, bob, now, a, 1, "GPU-1", nil)
 	_, hourLater := ccDoc(t, bob, now.Add(time.Hour), a, 0, "GPU-1", nil)
+	labDoc := func(uuids ...string) []byte {
+		var inv Inventory
+		for _, u := range uuids {
+			inv.GPUs = append(inv.GPUs, GPU{UUID: u})
+		}
+		return sealDoc(t, alice, NewDocument(inv, aliceID, Challenge{Swarm: "lab"}, now, nil))
+	}
 	bad := append([]byte(nil), signedDoc(t, bob, now, "GPU-1")...)
 	bad[len(bad)-3] ^= 1
 	for _, c := range []struct {
@@ -111,10 +118,11 @@ func TestVerifyEvidence(t *testing.T) {
 		{"a change an hour apart", ev(t, signedDoc(t, alice, now, "GPU-1"), signedDoc(t, alice, now.Add(time.Hour), "GPU-2")), nil, ErrNoEvidence},
 		{"the same document twice", ev(t, signedDoc(t, alice, now, "GPU-1"), signedDoc(t, alice, now, "GPU-1")), nil, ErrNoEvidence},
 		{"a forged document", ev(t, signedDoc(t, alice, now, "GPU-1"), bad), nil, ErrDocSignature},
+		{"a contradiction made in another swarm", ev(t, labDoc("GPU-1"), labDoc("GPU-1", "GPU-9")), nil, ErrDocSwarm},
 		{"garbage", []byte("not evidence"), nil, ErrNoEvidence},
 		{"too large", make([]byte, MaxEvidenceSize+1), nil, ErrNoEvidence},
 	} {
-		if offenders, err := VerifyEvidence(c.data, c.roots); !errors.Is(err, c.err) || offenders != nil {
+		if offenders, err := VerifyEvidence(c.data, "", c.roots); !errors.Is(err, c.err) || offenders != nil {
 			t.Errorf("%s: offenders %v, err %v; want %v", c.name, offenders, err, c.err)
 		}
 	}
@@ -133,7 +141,7 @@ func FuzzVerifyEvidence(f *testing.F) {
 	_, docB := ccDoc(f, bob, now, a, 0, "GPU-1", nil)
 	f.Add(ev(f, docA, docB))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		offenders, err := VerifyEvidence(data, roots)
+		offenders, err := VerifyEvidence(data, "", roots)
 		if err == nil && (len(offenders) == 0 || len(offenders) > 2) {
 			t.Fatalf("evidence with %d offenders", len(offenders))
 		}

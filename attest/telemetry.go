@@ -40,25 +40,27 @@ func (r *beatRecord) UnmarshalRecord(b []byte) error {
 type Chain struct {
 	key    crypto.PrivKey
 	issuer peer.ID
+	swarm  string
 	lease  string
 	seq    uint64
 	prev   []byte
 	last   time.Time
 }
 
-// NewChain starts the heartbeat chain of a lease, signed with key.
-func NewChain(key crypto.PrivKey, leaseID string) (*Chain, error) {
+// NewChain starts the heartbeat chain of a lease in swarm (a swarm's
+// tag, empty for the public one), signed with key.
+func NewChain(key crypto.PrivKey, swarm, leaseID string) (*Chain, error) {
 	id, err := peer.IDFromPrivateKey(key)
 	if err != nil {
 		return nil, err
 	}
-	return &Chain{key: key, issuer: id, lease: leaseID}, nil
+	return &Chain{key: key, issuer: id, swarm: swarm, lease: leaseID}, nil
 }
 
 // ResumeChain continues a lease's chain after a restart, from its last
 // beat: its seq, hash and time, as the provider persisted them.
-func ResumeChain(key crypto.PrivKey, leaseID string, seq uint64, root []byte, last time.Time) (*Chain, error) {
-	c, err := NewChain(key, leaseID)
+func ResumeChain(key crypto.PrivKey, swarm, leaseID string, seq uint64, root []byte, last time.Time) (*Chain, error) {
+	c, err := NewChain(key, swarm, leaseID)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +70,7 @@ func ResumeChain(key crypto.PrivKey, leaseID string, seq uint64, root []byte, la
 
 // Next signs the next beat, taken at now, and returns its envelope.
 func (c *Chain) Next(now time.Time, samples []*pb.GPUSample) ([]byte, error) {
-	b := &pb.Heartbeat{Version: 1, Issuer: []byte(c.issuer), LeaseId: c.lease, Seq: c.seq + 1, UnixMs: now.UnixMilli(), Gpus: samples, PrevHash: c.prev}
+	b := &pb.Heartbeat{Version: 1, Issuer: []byte(c.issuer), Swarm: c.swarm, LeaseId: c.lease, Seq: c.seq + 1, UnixMs: now.UnixMilli(), Gpus: samples, PrevHash: c.prev}
 	env, err := record.Seal(&beatRecord{b}, c.key)
 	if err != nil {
 		return nil, err
@@ -105,6 +107,7 @@ func beatHash(env []byte) []byte {
 // It is not safe for concurrent use.
 type Follower struct {
 	issuer  peer.ID
+	swarm   string
 	lease   string
 	seq     uint64
 	root    []byte
@@ -112,20 +115,20 @@ type Follower struct {
 	missing uint64
 }
 
-// NewFollower follows the beats issuer signs for lease.
-func NewFollower(issuer peer.ID, lease string) *Follower {
-	return &Follower{issuer: issuer, lease: lease}
+// NewFollower follows the beats issuer signs for lease, in swarm.
+func NewFollower(issuer peer.ID, swarm, lease string) *Follower {
+	return &Follower{issuer: issuer, swarm: swarm, lease: lease}
 }
 
 // ResumeFollower continues following after a restart from the last beat
 // accepted: its seq, hash and time, as the renter persisted them.
-func ResumeFollower(issuer peer.ID, lease string, seq uint64, root []byte, last time.Time) *Follower {
-	return &Follower{issuer: issuer, lease: lease, seq: seq, root: slices.Clone(root), last: last}
+func ResumeFollower(issuer peer.ID, swarm, lease string, seq uint64, root []byte, last time.Time) *Follower {
+	return &Follower{issuer: issuer, swarm: swarm, lease: lease, seq: seq, root: slices.Clone(root), last: last}
 }
 
 // Add verifies one beat and accepts it when it is ahead of the last.
 func (f *Follower) Add(env []byte) error {
-	b, err := openBeat(env, f.issuer, f.lease)
+	b, err := openBeat(env, f.issuer, f.swarm, f.lease)
 	switch {
 	case err != nil:
 		return err
@@ -171,17 +174,17 @@ type ChainReport struct {
 }
 
 // VerifyChain checks a lease's beats in the order received: signature,
-// signer, lease, sequence and hash links. A forged beat (bad signature,
-// another signer or lease) is refused; one whose seq is not above the
+// signer, swarm, lease, sequence and hash links. A forged beat (bad
+// signature, another signer, swarm or lease) is refused; one whose seq is not above the
 // last valid one is reported out of order; a skipped seq or a broken hash
 // link is reported, and the beats after it still count, being signed.
-func VerifyChain(envs [][]byte, issuer peer.ID, lease string, start, end time.Time, interval time.Duration) ChainReport {
+func VerifyChain(envs [][]byte, issuer peer.ID, swarm, lease string, start, end time.Time, interval time.Duration) ChainReport {
 	r := ChainReport{Beats: len(envs), Gaps: []Gap{}, Problems: []string{}}
 	var lastSeq uint64
 	var lastHash []byte
 	var covered []Gap
 	for i, env := range envs {
-		b, err := openBeat(env, issuer, lease)
+		b, err := openBeat(env, issuer, swarm, lease)
 		if err != nil {
 			r.Problems = append(r.Problems, fmt.Sprintf("beat %d: %v", i, err))
 			continue
@@ -205,7 +208,7 @@ func VerifyChain(envs [][]byte, issuer peer.ID, lease string, start, end time.Ti
 	return r
 }
 
-func openBeat(env []byte, issuer peer.ID, lease string) (*pb.Heartbeat, error) {
+func openBeat(env []byte, issuer peer.ID, swarm, lease string) (*pb.Heartbeat, error) {
 	if len(env) > MaxBeatSize {
 		return nil, fmt.Errorf("%d bytes, limit %d", len(env), MaxBeatSize)
 	}
@@ -217,6 +220,9 @@ func openBeat(env []byte, issuer peer.ID, lease string) (*pb.Heartbeat, error) {
 	b := rec.beat
 	if peer.ID(b.Issuer) != issuer || !issuer.MatchesPublicKey(e.PublicKey) {
 		return nil, fmt.Errorf("signed by another peer than %s", issuer)
+	}
+	if b.Swarm != swarm {
+		return nil, fmt.Errorf("beat of swarm %q, not %q", b.Swarm, swarm)
 	}
 	if b.LeaseId != lease {
 		return nil, fmt.Errorf("beat of lease %q, not %q", b.LeaseId, lease)

@@ -17,7 +17,7 @@ var leaseStart = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 // beats signs n beats of a lease, one every 10 s from leaseStart+10s.
 func beats(t testing.TB, key crypto.PrivKey, lease string, n int) [][]byte {
 	t.Helper()
-	c, err := NewChain(key, lease)
+	c, err := NewChain(key, "", lease)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestTelemetryChain(t *testing.T) {
 	good := beats(t, key, "lease-1", 10)
 	end := leaseStart.Add(100 * time.Second)
 	verify := func(envs [][]byte) ChainReport {
-		return VerifyChain(envs, id, "lease-1", leaseStart, end, 10*time.Second)
+		return VerifyChain(envs, id, "", "lease-1", leaseStart, end, 10*time.Second)
 	}
 
 	r := verify(good)
@@ -110,7 +110,7 @@ func BenchmarkVerifyChain(b *testing.B) {
 	beatsDone := 0
 	for b.Loop() {
 		t0 := time.Now()
-		r := VerifyChain(chain, id, "lease-1", leaseStart, end, 10*time.Second)
+		r := VerifyChain(chain, id, "", "lease-1", leaseStart, end, 10*time.Second)
 		t1 := time.Now()
 		for range n {
 			ed25519.Verify(pub, msg, sig)
@@ -135,7 +135,7 @@ func FuzzVerifyChain(f *testing.F) {
 		f.Add(env)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r := VerifyChain([][]byte{data}, id, "lease-1", leaseStart, leaseStart.Add(time.Minute), 10*time.Second)
+		r := VerifyChain([][]byte{data}, id, "", "lease-1", leaseStart, leaseStart.Add(time.Minute), 10*time.Second)
 		// One beat is valid, refused, or valid with a missing-seq problem.
 		if r.Valid > 1 || len(r.Problems) > 1 || r.Valid+len(r.Problems) == 0 || r.Coverage < 0 || r.Coverage > 1 {
 			t.Fatalf("report %+v", r)
@@ -146,8 +146,8 @@ func FuzzVerifyChain(f *testing.F) {
 func TestFollower(t *testing.T) {
 	key, id := newKey(t)
 	otherKey, _ := newKey(t)
-	c, _ := NewChain(key, "lease-1")
-	forger, _ := NewChain(otherKey, "lease-1")
+	c, _ := NewChain(key, "", "lease-1")
+	forger, _ := NewChain(otherKey, "", "lease-1")
 	start := time.Now()
 	var beats [][]byte
 	for i := range 4 {
@@ -157,14 +157,18 @@ func TestFollower(t *testing.T) {
 		}
 		beats = append(beats, env)
 	}
-	f := NewFollower(id, "lease-1")
-	resumed, _ := ResumeChain(key, "lease-1", c.Beats(), c.Root(), c.Last())
+	f := NewFollower(id, "", "lease-1")
+	resumed, _ := ResumeChain(key, "", "lease-1", c.Beats(), c.Root(), c.Last())
 	fifth, _ := resumed.Next(start.Add(4*time.Second), nil)
-	relinked, _ := ResumeChain(key, "lease-1", 1, []byte("not beat 1's hash"), start)
+	relinked, _ := ResumeChain(key, "", "lease-1", 1, []byte("not beat 1's hash"), start)
 	badLink, _ := relinked.Next(start.Add(time.Second), nil)
 	forged, _ := forger.Next(start, nil)
 	if err := f.Add(forged); err == nil {
 		t.Error("a forged beat was accepted")
+	}
+	elsewhere, _ := NewChain(key, "lab", "lease-1")
+	if beat, _ := elsewhere.Next(start, nil); f.Add(beat) == nil {
+		t.Error("a beat of the lease signed for another swarm was accepted")
 	}
 	if err := f.Add(beats[0]); err != nil {
 		t.Fatal(err)

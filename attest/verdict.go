@@ -102,7 +102,8 @@ func Judge(p peer.ID, c Challenge, fresh, standing []byte, o *marketpb.Offer, ro
 
 // CoverageOf says how the fresh document d of provider p backs its offer
 // o (nil: none held): o's GPUs are among d's, and the standing document
-// o names by hash is the one p sent and shows the same hardware.
+// o names by hash is the one p sent, in d's swarm, and shows the same
+// hardware.
 func CoverageOf(d *pb.Document, o *marketpb.Offer, standing []byte, p peer.ID) (Coverage, error) {
 	if o == nil {
 		return CoverageNoOffer, ErrNoOffer
@@ -113,7 +114,7 @@ func CoverageOf(d *pb.Document, o *marketpb.Offer, standing []byte, p peer.ID) (
 	if len(o.AttestationHash) == 0 {
 		return CoverageNoStanding, nil
 	}
-	sd, err := VerifyStanding(standing, p, o.AttestationHash, o.Header.GetId())
+	sd, err := VerifyStanding(standing, p, d.Swarm, o.AttestationHash, o.Header.GetId())
 	if err == nil {
 		err = SameHardware(sd, d)
 	}

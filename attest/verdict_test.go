@@ -47,9 +47,9 @@ func TestJudge(t *testing.T) {
 		{"an offer of more GPUs than attested", "", n, offer(9, nil), nil, CoverageNone, ErrNotAttested},
 		{"a standing document that is not the one named", "", n, offer(8, DocumentHash(standing)), movedEnv, CoverageNone, ErrDocHash},
 		{"a standing document of other hardware", "", n, offer(8, DocumentHash(movedEnv)), movedEnv, CoverageNone, ErrDocChanged},
-		{"an answer to another nonce", "", Challenge{n.Challenger, nonce(t)}, offer(8, nil), nil, CoverageNoOffer, ErrDocNonce},
+		{"an answer to another nonce", "", Challenge{Challenger: n.Challenger, Nonce: nonce(t)}, offer(8, nil), nil, CoverageNoOffer, ErrDocNonce},
 		{"an answer from another peer", "other", n, offer(8, nil), nil, CoverageNoOffer, ErrDocSigner},
-		{"an answer to another challenger", "", Challenge{other, n.Nonce}, offer(8, nil), nil, CoverageNoOffer, ErrDocChallenger},
+		{"an answer to another challenger", "", Challenge{Challenger: other, Nonce: n.Nonce}, offer(8, nil), nil, CoverageNoOffer, ErrDocChallenger},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := id

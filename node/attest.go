@@ -22,6 +22,7 @@ const attestMaxAge = 30 * time.Second
 // against the offers this node's book holds.
 type challenger struct {
 	self  peer.ID
+	swarm string // the swarm's tag, which every answer must name
 	net   dealer
 	book  func() *market.Snapshot
 	roots *x509.CertPool // nil: CC evidence is shown, not verified
@@ -49,7 +50,7 @@ func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, erro
 		return challenged{}, err
 	}
 	o, _ := c.book().Offer(p, ProviderOfferID)
-	out := challenged{Verdict: attest.Judge(p, attest.Challenge{Challenger: c.self, Nonce: a.Nonce}, a.Fresh, a.Standing, o, c.roots, c.clock.Now(), attestMaxAge), rtt: a.RTT}
+	out := challenged{Verdict: attest.Judge(p, attest.Challenge{Swarm: c.swarm, Challenger: c.self, Nonce: a.Nonce}, a.Fresh, a.Standing, o, c.roots, c.clock.Now(), attestMaxAge), rtt: a.RTT}
 	if out.Verified() {
 		if prev := c.swap(p, out.Doc); prev != nil {
 			out.changes = attest.Changes(prev, out.Doc)

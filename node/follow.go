@@ -87,9 +87,9 @@ func (f *follow) run(ctx context.Context) error {
 	if f.rec == nil {
 		raw, _ := proto.Marshal(f.cs)
 		f.rec = &records.Lease{ID: f.lease.Id, Role: records.Renter, State: records.Active, Lease: raw, EndMs: market.LeaseEnd(f.lease).UnixMilli()}
-		f.beats = attest.NewFollower(provider, f.lease.Id)
+		f.beats = attest.NewFollower(provider, f.r.swarm.Tag(), f.lease.Id)
 	} else {
-		f.beats = attest.ResumeFollower(provider, f.lease.Id, f.rec.Beats, f.rec.Root, time.UnixMilli(f.rec.LastBeat))
+		f.beats = attest.ResumeFollower(provider, f.r.swarm.Tag(), f.lease.Id, f.rec.Beats, f.rec.Root, time.UnixMilli(f.rec.LastBeat))
 	}
 	defer f.keepLogs()()
 	clk := f.r.clock

@@ -68,7 +68,7 @@ func (lo *leaseOwner) runLease(ll *liveLease, adopted executor.Job, lost string)
 	defer ll.feed.Close()
 	r := &run{lo: lo, ll: ll, job: adopted, exited: make(chan int, 1)}
 	var err error
-	if r.chain, err = attest.ResumeChain(lo.key, ll.lease.Id, ll.rec.Beats, ll.rec.Root, time.UnixMilli(ll.rec.LastBeat)); err != nil {
+	if r.chain, err = attest.ResumeChain(lo.key, lo.limits.Swarm, ll.lease.Id, ll.rec.Beats, ll.rec.Root, time.UnixMilli(ll.rec.LastBeat)); err != nil {
 		lost = "telemetry: " + err.Error()
 	}
 	if lost != "" {

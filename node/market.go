@@ -254,7 +254,7 @@ func (m *marketSide) loadOffenders(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
-		proven, err := attest.VerifyEvidence(e.Value, m.roots)
+		proven, err := attest.VerifyEvidence(e.Value, m.limits.Swarm, m.roots)
 		if err != nil || p == m.self || !slices.Contains(proven, p) {
 			m.log.Warn("offender forgiven: its recorded evidence does not prove it", "peer", p, "err", err)
 			forgiven = append(forgiven, k)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/attest"
+	attestpb "github.com/idlegrid/idlegrid/attest/pb"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -352,7 +354,10 @@ func TestSignedObjectsAndProtocolsAreBoundToTheirSwarm(t *testing.T) {
 	t.Parallel()
 	priv := privateSwarm(t, "lab")
 	labBoot := startNode(t, testRepoWith(t, "labboot", priv, nil), Options{})
-	lab := startNode(t, testRepoWith(t, "lab", priv, both(bootstrapFrom(labBoot), asProvider("A100", 4, 80, "1.00", "DE"))), Options{})
+	lab := startNode(t, testRepoWith(t, "lab", priv, both(bootstrapFrom(labBoot), func(c *Config) {
+		asProvider("H100", 8, 80, "1.00", "DE")(c)
+		c.Provider.GPUSource = "fake:dgxh100" // GPUs it can attest
+	})), Options{})
 	pub := startNode(t, testRepo(t, "pub", nil), Options{})
 	ctx := context.Background()
 	var env []byte
@@ -379,6 +384,34 @@ func TestSignedObjectsAndProtocolsAreBoundToTheirSwarm(t *testing.T) {
 	}
 	if pub.market.validator.Rejected.Load() != rejected+1 {
 		t.Error("the public node's validator did not reject the lab's offer")
+	}
+	// The lab provider's attestation answers name the lab: a challenger
+	// elsewhere refuses them, and evidence made of them.
+	nonce := make([]byte, attest.NonceSize)
+	fresh, standing, err := lab.provider.answerChallenge(ctx, pub.id, nonce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := attest.Challenge{Swarm: pub.challenger.swarm, Challenger: pub.id, Nonce: nonce}
+	if v := attest.Judge(lab.id, ch, fresh, standing, o, nil, time.Now(), time.Minute); !errors.Is(v.Err, attest.ErrDocSwarm) {
+		t.Errorf("the lab provider's answer judged in the public swarm: %v", v.Err)
+	}
+	two := attest.NewDocument(attest.Inventory{GPUs: []attest.GPU{{UUID: "GPU-1"}, {UUID: "GPU-2"}}}, lab.id, attest.Challenge{Swarm: lab.Swarm().Tag()}, time.Now(), nil)
+	one := attest.NewDocument(attest.Inventory{GPUs: []attest.GPU{{UUID: "GPU-1"}}}, lab.id, attest.Challenge{Swarm: lab.Swarm().Tag()}, time.Now(), nil)
+	var docs [][]byte
+	for _, d := range []*attestpb.Document{two, one} {
+		env, err := attest.SignDocument(lab.key, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, env)
+	}
+	evidence, _ := attest.NewEvidence(docs[0], docs[1])
+	if _, err := attest.VerifyEvidence(evidence, lab.Swarm().Tag(), nil); err != nil {
+		t.Fatalf("the lab's evidence in the lab: %v", err)
+	}
+	if err := pub.link.Publish(ctx, p2p.TopicEvidence, evidence); err == nil || pub.market.validator.Rejected.Load() != rejected+2 {
+		t.Errorf("the public node took evidence made in the lab: %v", err)
 	}
 	for _, n := range []*Node{lab, pub} {
 		scoped := "/idlegrid/" + n.Swarm().ID() + "/"

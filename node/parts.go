@@ -22,7 +22,7 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 		net: n.link, store: n.store, rtt: peerRTT{n.host}, clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: n.limits,
 	})
 	n.market.received = n.metrics.received
-	n.challenger = &challenger{self: n.id, net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock}
+	n.challenger = &challenger{self: n.id, swarm: n.swarm.Tag(), net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock}
 	n.renter = &renter{
 		id: n.id, swarm: n.swarm, key: n.key, net: n.link, market: n.market, challenger: n.challenger, store: n.leaseStore(),
 		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.metrics.leaseEnded,

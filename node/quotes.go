@@ -157,7 +157,7 @@ func (p *provider) answerChallenge(ctx context.Context, from peer.ID, nonce []by
 	if err != nil {
 		return nil, nil, err
 	}
-	ch := attest.Challenge{Challenger: from, Nonce: nonce}
+	ch := attest.Challenge{Swarm: p.swarm, Challenger: from, Nonce: nonce}
 	d := attest.NewDocument(inv, p.id, ch, p.clock.Now(), []string{ProviderOfferID})
 	if cc, ok := p.source.(attest.CCSource); ok {
 		ev, err := cc.CCEvidence(ctx, ch.CCNonce(p.id))
@@ -184,9 +184,9 @@ var standingKey = ds.NewKey("/provider/standing/" + ProviderOfferID)
 // restarts, its hash stays the one in every copy of the offer that books
 // still hold, so a challenger with an older copy finds it covered.
 func (p *provider) standingFor(ctx context.Context, inv attest.Inventory, offerID string, now time.Time) ([]byte, error) {
-	fresh := attest.NewDocument(inv, p.id, attest.Challenge{}, now, []string{offerID})
+	fresh := attest.NewDocument(inv, p.id, attest.Challenge{Swarm: p.swarm}, now, []string{offerID})
 	if env, err := p.store.Get(ctx, standingKey); err == nil {
-		d, err := attest.VerifyStanding(env, p.id, attest.DocumentHash(env), offerID)
+		d, err := attest.VerifyStanding(env, p.id, p.swarm, attest.DocumentHash(env), offerID)
 		if err == nil && attest.SameHardware(d, fresh) == nil && attest.SameHardware(fresh, d) == nil && d.CudaVersion == fresh.CudaVersion {
 			return env, nil
 		}

@@ -196,7 +196,7 @@ func (v *MarketValidator) validateEvidence(_ context.Context, from peer.ID, msg 
 	if !v.within(TopicEvidence, from) {
 		return pubsub.ValidationIgnore
 	}
-	offenders, err := attest.VerifyEvidence(msg.Data, v.roots)
+	offenders, err := attest.VerifyEvidence(msg.Data, v.limits.Swarm, v.roots)
 	if errors.Is(err, attest.ErrEvidenceUnchecked) {
 		v.Ignored.Add(1)
 		v.log.Debug("ignored evidence", "from", from, "err", err)

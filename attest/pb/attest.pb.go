@@ -237,7 +237,10 @@ type Document struct {
 	// a standing document. A document answers one peer's challenge: shown
 	// to anyone else it proves nothing fresh. The GPUs' CC reports are made
 	// over a nonce bound to the issuer, the challenger and the nonce.
-	Challenger    []byte `protobuf:"bytes,12,opt,name=challenger,proto3" json:"challenger,omitempty"`
+	Challenger []byte `protobuf:"bytes,12,opt,name=challenger,proto3" json:"challenger,omitempty"`
+	// Swarm the document was made in (empty: the public swarm); a verifier
+	// in another swarm refuses it, and evidence made of it.
+	Swarm         string `protobuf:"bytes,13,opt,name=swarm,proto3" json:"swarm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -342,6 +345,13 @@ func (x *Document) GetChallenger() []byte {
 	return nil
 }
 
+func (x *Document) GetSwarm() string {
+	if x != nil {
+		return x.Swarm
+	}
+	return ""
+}
+
 // GPUSample is one GPU's reading in a heartbeat.
 type GPUSample struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -430,14 +440,17 @@ func (x *GPUSample) GetEccErrors() uint64 {
 // Heartbeat is one signed telemetry beat of a lease; beats form a hash
 // chain through prev_hash (SHA-256 of the previous beat's envelope).
 type Heartbeat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	Issuer        []byte                 `protobuf:"bytes,2,opt,name=issuer,proto3" json:"issuer,omitempty"`
-	LeaseId       string                 `protobuf:"bytes,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	Seq           uint64                 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
-	UnixMs        int64                  `protobuf:"varint,5,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
-	Gpus          []*GPUSample           `protobuf:"bytes,6,rep,name=gpus,proto3" json:"gpus,omitempty"`
-	PrevHash      []byte                 `protobuf:"bytes,7,opt,name=prev_hash,json=prevHash,proto3" json:"prev_hash,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Version  uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Issuer   []byte                 `protobuf:"bytes,2,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	LeaseId  string                 `protobuf:"bytes,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Seq      uint64                 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	UnixMs   int64                  `protobuf:"varint,5,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
+	Gpus     []*GPUSample           `protobuf:"bytes,6,rep,name=gpus,proto3" json:"gpus,omitempty"`
+	PrevHash []byte                 `protobuf:"bytes,7,opt,name=prev_hash,json=prevHash,proto3" json:"prev_hash,omitempty"`
+	// Swarm of the lease (empty: the public swarm); a follower in another
+	// swarm refuses the beat.
+	Swarm         string `protobuf:"bytes,8,opt,name=swarm,proto3" json:"swarm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -519,6 +532,13 @@ func (x *Heartbeat) GetPrevHash() []byte {
 		return x.PrevHash
 	}
 	return nil
+}
+
+func (x *Heartbeat) GetSwarm() string {
+	if x != nil {
+		return x.Swarm
+	}
+	return ""
 }
 
 // Evidence proves a provider cheated, with the signed documents
@@ -607,7 +627,7 @@ const file_attest_proto_rawDesc = "" +
 	"\bHostInfo\x12\x16\n" +
 	"\x06kernel\x18\x01 \x01(\tR\x06kernel\x12\x1b\n" +
 	"\tcpu_model\x18\x02 \x01(\tR\bcpuModel\x12\x1b\n" +
-	"\tram_bytes\x18\x03 \x01(\x04R\bramBytes\"\x92\x03\n" +
+	"\tram_bytes\x18\x03 \x01(\x04R\bramBytes\"\xa8\x03\n" +
 	"\bDocument\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
 	"\x06issuer\x18\x02 \x01(\fR\x06issuer\x12\x14\n" +
@@ -620,7 +640,8 @@ const file_attest_proto_rawDesc = "" +
 	"\toffer_ids\x18\t \x03(\tR\bofferIds\x12\x1e\n" +
 	"\n" +
 	"challenger\x18\f \x01(\fR\n" +
-	"challengerJ\x04\b\n" +
+	"challenger\x12\x14\n" +
+	"\x05swarm\x18\r \x01(\tR\x05swarmJ\x04\b\n" +
 	"\x10\vJ\x04\b\v\x10\fR\tcc_reportR\x0ecc_certificate\"\xe3\x01\n" +
 	"\tGPUSample\x12\x12\n" +
 	"\x04uuid\x18\x01 \x01(\tR\x04uuid\x12'\n" +
@@ -629,7 +650,7 @@ const file_attest_proto_rawDesc = "" +
 	"\rtemperature_c\x18\x04 \x01(\rR\ftemperatureC\x12)\n" +
 	"\x10power_milliwatts\x18\x05 \x01(\rR\x0fpowerMilliwatts\x12\x1d\n" +
 	"\n" +
-	"ecc_errors\x18\x06 \x01(\x04R\teccErrors\"\xd3\x01\n" +
+	"ecc_errors\x18\x06 \x01(\x04R\teccErrors\"\xe9\x01\n" +
 	"\tHeartbeat\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
 	"\x06issuer\x18\x02 \x01(\fR\x06issuer\x12\x19\n" +
@@ -637,7 +658,8 @@ const file_attest_proto_rawDesc = "" +
 	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x17\n" +
 	"\aunix_ms\x18\x05 \x01(\x03R\x06unixMs\x121\n" +
 	"\x04gpus\x18\x06 \x03(\v2\x1d.idlegrid.attest.v1.GPUSampleR\x04gpus\x12\x1b\n" +
-	"\tprev_hash\x18\a \x01(\fR\bprevHash\"b\n" +
+	"\tprev_hash\x18\a \x01(\fR\bprevHash\x12\x14\n" +
+	"\x05swarm\x18\b \x01(\tR\x05swarm\"b\n" +
 	"\bEvidence\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x1d\n" +
 	"\n" +
