@@ -90,25 +90,34 @@ func FetchBook(ctx context.Context, h host.Host, sw Swarm, p peer.ID, each func(
 		return 0, fmt.Errorf("book sync with %s: %w", p, err)
 	}
 	s.CloseWrite()
-	r := msgio.NewVarintReaderSize(s, market.MaxEnvelopeSize)
+	n, err := readBook(s, each)
+	if err != nil {
+		s.Reset()
+		return n, fmt.Errorf("book sync with %s: %w", p, err)
+	}
+	return n, nil
+}
+
+// readBook reads a book-sync answer from r, calling each with every
+// envelope: at most MaxSyncOffers of at most market.MaxEnvelopeSize bytes
+// each, MaxSyncBytes in all; an answer with more is an error.
+func readBook(r io.Reader, each func([]byte)) (int, error) {
+	mr := msgio.NewVarintReaderSize(r, market.MaxEnvelopeSize)
 	n, read := 0, 0
 	for ; n < MaxSyncOffers; n++ {
-		msg, err := r.ReadMsg()
+		msg, err := mr.ReadMsg()
 		if errors.Is(err, io.EOF) {
 			return n, nil
 		}
 		if err != nil {
-			s.Reset()
-			return n, fmt.Errorf("book sync with %s: %w", p, err)
+			return n, err
 		}
 		if read += len(msg); read > MaxSyncBytes {
-			s.Reset()
-			return n, fmt.Errorf("book sync with %s: more than %d bytes", p, MaxSyncBytes)
+			return n, fmt.Errorf("more than %d bytes", MaxSyncBytes)
 		}
 		each(msg)
 	}
-	s.Reset()
-	return n, fmt.Errorf("book sync with %s: more than %d offers", p, MaxSyncOffers)
+	return n, fmt.Errorf("more than %d offers", MaxSyncOffers)
 }
 
 // byteReader reads a stream one byte at a time, for a varint that must

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-msgio"
 )
@@ -58,4 +59,32 @@ func TestFetchBookReadsNoMoreThanItsCaps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Whatever a peer answers a sync with, the reader hands on no more than
+// the caps allow, each envelope within market.MaxEnvelopeSize.
+func FuzzReadBook(f *testing.F) {
+	var answer bytes.Buffer
+	w := msgio.NewVarintWriter(&answer)
+	for _, env := range [][]byte{[]byte("offer one"), bytes.Repeat([]byte{7}, 300)} {
+		if err := w.WriteMsg(env); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Add(answer.Bytes())
+	f.Add(binary.AppendUvarint(nil, 1<<40))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		calls, total := 0, 0
+		n, _ := readBook(bytes.NewReader(data), func(env []byte) {
+			calls++
+			total += len(env)
+			if len(env) > market.MaxEnvelopeSize {
+				t.Fatalf("an envelope of %d bytes handed on", len(env))
+			}
+		})
+		if n != calls || n > MaxSyncOffers || total > MaxSyncBytes || total > len(data) {
+			t.Fatalf("readBook said %d, handed on %d envelopes of %d bytes from %d bytes", n, calls, total, len(data))
+		}
+	})
 }

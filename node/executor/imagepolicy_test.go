@@ -2,7 +2,10 @@ package executor
 
 import (
 	"errors"
+	"strings"
 	"testing"
+
+	"github.com/distribution/reference"
 )
 
 // Issue 11, attack 9: with "evil" denied, "docker.io/library/evil:latest"
@@ -73,4 +76,36 @@ func TestImagePolicyJudgesAnImageByAllItsNames(t *testing.T) {
 			t.Errorf("%v: %v, want refused %v", c.p, err, c.refuse)
 		}
 	}
+}
+
+// Whatever a renter names and whatever a provider writes as a rule: a
+// denied repository is refused under every spelling of it, and an
+// allowed name is the allowed repository or under it, on a path
+// boundary.
+func FuzzImagePolicy(f *testing.F) {
+	for _, c := range [][2]string{
+		{"evil", "docker.io/library/evil:latest"}, {"nvcr.io/nvidia", "nvcr.io/nvidia-evil/x"},
+		{"idlegrid-test/", "idlegrid-test/busybox:1"}, {"bad/tool:1", "bad/tool@sha256:" + hex64},
+		{"sha256:" + hex64, hex64[:12]}, {"registry.example:5000/", "registry.example:5000/a/b"},
+	} {
+		f.Add(c[0], c[1])
+	}
+	f.Fuzz(func(t *testing.T, pat, ref string) {
+		denied := ImagePolicy{Deny: []string{pat}}.CheckRef(ref)
+		allowed := ImagePolicy{Allow: []string{pat}}.CheckRef(ref)
+		if denied != nil && !errors.Is(denied, ErrImageRefused) || allowed != nil && !errors.Is(allowed, ErrImageRefused) {
+			t.Fatalf("an error that is not ErrImageRefused: %v, %v", denied, allowed)
+		}
+		named, err := reference.ParseNormalizedNamed(ref)
+		p, perr := reference.ParseNormalizedNamed(pat)
+		if err != nil || perr != nil || !reference.IsNameOnly(p) || isID(pat) || isID(ref) {
+			return
+		}
+		if named.Name() == p.Name() && denied == nil {
+			t.Fatalf("deny %q let %q (%s) by", pat, ref, named.Name())
+		}
+		if allowed == nil && named.Name() != p.Name() && !strings.HasPrefix(named.Name(), p.Name()+"/") {
+			t.Fatalf("allow %q let %q (%s) by, not on a path boundary", pat, ref, named.Name())
+		}
+	})
 }
