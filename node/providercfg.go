@@ -30,8 +30,8 @@ type ProviderConfig struct {
 	Country         string      `toml:"country" comment:"ISO 3166 country code of the hardware, such as DE"`
 	RegionLabel     string      `toml:"region_label" comment:"free region label, such as eu-central or a data centre's name"`
 	WorkloadClasses []string    `toml:"workload_classes" comment:"workload classes accepted, such as training or inference; empty: any"`
-	ImageAllow      []string    `toml:"image_allow" comment:"image reference prefixes allowed; empty: any"`
-	ImageDeny       []string    `toml:"image_deny" comment:"image reference prefixes refused"`
+	ImageAllow      []string    `toml:"image_allow" comment:"images allowed: repositories (and what is under them), namespaces or registries ending in /, tagged references or image IDs, matched after Docker's normalisation; empty: any"`
+	ImageDeny       []string    `toml:"image_deny" comment:"images refused, written as for image_allow; an image is judged by its ID and all its names"`
 	PowerCapWatts   int         `toml:"power_cap_watts" comment:"power cap per GPU in watts; 0: none"`
 	ThermalCapC     int         `toml:"thermal_cap_celsius" comment:"thermal cap in degrees Celsius; 0: none"`
 	OfferTTL        Duration    `toml:"offer_ttl" comment:"how long a published offer is valid; it is re-published after three quarters of this"`
