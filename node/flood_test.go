@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,7 +94,13 @@ func TestAnHonestRenterGetsQuotesAndRentsThroughAFlood(t *testing.T) {
 	offers, bids := spam(t, prov.Swarm(), 50, 80)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
+	var sent atomic.Int64
+	start := time.Now()
+	defer func() {
+		cancel()
+		wg.Wait()
+		t.Logf("the flood: %d offers and bids in %s (%.0f a second)", sent.Load(), time.Since(start).Round(time.Millisecond), float64(sent.Load())/time.Since(start).Seconds())
+	}()
 	wg.Add(1)
 	go func() { // the flood, round and round, until the test ends
 		defer wg.Done()
@@ -104,6 +111,7 @@ func TestAnHonestRenterGetsQuotesAndRentsThroughAFlood(t *testing.T) {
 				if ctx.Err() != nil {
 					return
 				}
+				sent.Add(2)
 			}
 		}
 	}()
