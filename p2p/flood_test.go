@@ -178,27 +178,25 @@ func TestAFloodOfValidOffersIsCappedAndCostsTheFlooderScore(t *testing.T) {
 // itself). The attackers' scores fall, and an honest offer published at
 // the far end still reaches every node.
 func TestRelayingAFloodCostsAnHonestPeerNothing(t *testing.T) {
-	s := p2ptest.NewLoopback(t, 4)
-	nodes := withMarket(t, s, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := s.WaitMesh(ctx, p2p.TopicOffers); err != nil {
-		t.Fatal(err)
-	}
+	s, nodes, ctx := meshedMarket(t, 4)
 	// Two attackers at the victim, each with keys of its own: together
 	// they hand it twice what one peer may, all valid.
 	victim := nodes[0]
 	for range 2 {
-		spam := floodSpamOf(t, 50, 30)
+		spam := floodSpamOf(t, 50, 60)
 		flood, attackerID := attacker(ctx, ctx, t, s, []int{0})
-		for _, env := range spam {
-			if err := flood.Publish(ctx, env); err != nil {
-				t.Fatal(err)
-			}
-		}
+		fctx, stop := context.WithCancel(ctx)
+		done := make(chan int)
+		go func() { // at a pace pubsub's validation queue takes whole
+			done <- floodAt(fctx, func(env []byte) error { return flood.Publish(fctx, env) }, spam, 2_000)
+		}()
 		waitUntil(t, 20*time.Second, "the victim scores the attacker below zero", func() bool {
 			return victim.validator.AppScore(attackerID) < 0
 		})
+		stop()
+		if sent := <-done; sent < int(p2p.PeerRates[p2p.TopicOffers].Burst) {
+			t.Fatalf("the attacker scored below zero after %d offers, within one peer's burst", sent)
+		}
 	}
 	if got, most := victim.validator.Accepted.Load(), int64(p2p.StrangerRates[p2p.TopicOffers].Burst)+100; got > most {
 		t.Errorf("the victim took %d of the flood; the strangers' budget allows about %d", got, most)
@@ -225,4 +223,60 @@ func TestRelayingAFloodCostsAnHonestPeerNothing(t *testing.T) {
 			t.Errorf("node %d scores the victim, which relayed the flood, at %.0f", i+1, score)
 		}
 	}
+}
+
+// A flooder that sends RPCs but never takes the router's own stream is
+// never scored by gossipsub, so the router never graylists it, however
+// much it floods: every message it sent reached the validator. Its RPCs
+// are now dropped unread once its application-specific score alone is
+// below the graylist threshold.
+func TestAFlooderThatNeverAnswersIsCutOff(t *testing.T) {
+	s, nodes, ctx := meshedMarket(t, 2)
+	victim := nodes[0]
+	flood := newRawAttacker(ctx, t, s, []int{0})
+	spam := floodSpamOf(t, 50, 80)
+	first, then := spam[:3000], spam[3000:]
+	graylisted := func() bool { return victim.validator.AppScore(flood.id) < -2500 }
+	for i, env := range first { // until the victim has counted enough of it
+		if err := flood.publish(env); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 99 && graylisted() {
+			break
+		}
+	}
+	waitUntil(t, 20*time.Second, "the attacker's score falls below the graylist threshold", graylisted)
+	seen := func() int64 {
+		v := victim.validator
+		return v.Accepted.Load() + v.Ignored.Load() + v.Rejected.Load()
+	}
+	before, dropped := seen(), victim.Gossip.DroppedRPCs()
+	for _, env := range then {
+		if err := flood.publish(env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 20*time.Second, "the victim drops the rest unread", func() bool {
+		return victim.Gossip.DroppedRPCs()-dropped >= int64(len(then))
+	})
+	// What was queued or being validated when the score fell still
+	// arrives; without the inspector all 1,000 would.
+	if got := seen() - before; got > int64(len(then))/10 {
+		t.Errorf("%d of the attacker's messages reached the validator after it was graylisted", got)
+	}
+}
+
+// meshedMarket is n loopback nodes with the market validator, meshed on
+// the offers topic, and a context that ends with the test (at most a
+// minute).
+func meshedMarket(t *testing.T, n int) (*p2ptest.Swarm, []*marketNode, context.Context) {
+	t.Helper()
+	s := p2ptest.NewLoopback(t, n)
+	nodes := withMarket(t, s, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	if err := s.WaitMesh(ctx, p2p.TopicOffers); err != nil {
+		t.Fatal(err)
+	}
+	return s, nodes, ctx
 }

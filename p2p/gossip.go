@@ -42,6 +42,7 @@ type Gossip struct {
 	scores  map[peer.ID]float64 // as of the last inspection
 
 	appScore atomic.Pointer[func(peer.ID) float64]
+	dropped  atomic.Int64 // RPCs inspectRPC dropped
 }
 
 // SetAppScore makes f the application-specific part of every peer's
@@ -86,7 +87,8 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 	if cfg.PeerScoring {
 		opts = append(opts,
 			pubsub.WithPeerScore(peerScoreParams(cfg.Swarm, g.appSpecificScore), peerScoreThresholds()),
-			pubsub.WithPeerScoreInspect(g.inspectScores, scoreInspectPeriod))
+			pubsub.WithPeerScoreInspect(g.inspectScores, scoreInspectPeriod),
+			pubsub.WithAppSpecificRpcInspector(g.inspectRPC))
 	}
 	ps, err := pubsub.NewGossipSub(ctx, h, opts...)
 	if err != nil {
@@ -103,6 +105,26 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 	}
 	return g, nil
 }
+
+// inspectRPC drops, before anything in it is read, an RPC from a peer
+// whose application-specific score alone is below the graylist
+// threshold. The router graylists by the whole score, but it scores only
+// peers it opened a stream to: a peer that sends RPCs and refuses the
+// router's own stream is never scored, and so never graylisted, however
+// much it floods.
+func (g *Gossip) inspectRPC(from peer.ID, _ *pubsub.RPC) error {
+	if g.appSpecificScore(from) < graylistThreshold {
+		g.dropped.Add(1)
+		return errGraylisted
+	}
+	return nil
+}
+
+// DroppedRPCs counts the RPCs dropped unread for their sender's
+// application-specific score.
+func (g *Gossip) DroppedRPCs() int64 { return g.dropped.Load() }
+
+var errGraylisted = errors.New("the peer's application-specific score is below the graylist threshold")
 
 func (g *Gossip) inspectScores(scores map[peer.ID]float64) {
 	g.scoreMu.Lock()
@@ -184,11 +206,15 @@ func peerScoreThresholds() *pubsub.PeerScoreThresholds {
 	return &pubsub.PeerScoreThresholds{
 		GossipThreshold:             -500,
 		PublishThreshold:            -1000,
-		GraylistThreshold:           -2500,
+		GraylistThreshold:           graylistThreshold,
 		AcceptPXThreshold:           10,
 		OpportunisticGraftThreshold: 3,
 	}
 }
+
+// graylistThreshold is the score below which a peer's RPCs are dropped
+// unread.
+const graylistThreshold = -2500
 
 // peerScoreParams scores peers on time in the mesh, first deliveries and,
 // above all, invalid messages: a peer that relays forged offers is
