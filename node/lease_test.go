@@ -188,6 +188,11 @@ func signedLease(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.CoS
 // proposeCS sends a signed proposal, or a cancellation, to prov.
 func proposeCS(t *testing.T, renter, prov *Node, cs *pb.CoSigned) *pb.LeaseReply {
 	t.Helper()
+	// Rent locates a provider before proposing; here the renter dials it
+	// directly, as it may not have met it yet.
+	if err := renter.host.Connect(context.Background(), peer.AddrInfo{ID: prov.id, Addrs: prov.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
 	req := &pb.LeaseRequest{Kind: &pb.LeaseRequest_Propose{Propose: cs}}
 	reply, err := p2p.RequestLease(context.Background(), renter.host, renter.swarm, prov.id, req)
 	if err != nil {
