@@ -65,11 +65,6 @@ receipt. devstack makes its own repositories and ignores --repo.`,
 				return err
 			}
 			ctx := e.ctx
-			if duration > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, duration)
-				defer cancel()
-			}
 			dir, err := os.MkdirTemp("", "idlegrid-devstack-")
 			if err != nil {
 				return err
@@ -93,6 +88,11 @@ receipt. devstack makes its own repositories and ignores --repo.`,
 					fmt.Fprintf(e.stderr, "idlegrid: demo: %v\n", err)
 				}
 			}
+			if duration > 0 { // counted once the demo is done, which it never cuts short
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, duration)
+				defer cancel()
+			}
 			s.watch(ctx)
 			fmt.Fprintln(e.stdout, "stopping the devstack…")
 			return nil
@@ -100,7 +100,7 @@ receipt. devstack makes its own repositories and ignores --repo.`,
 	}
 	f := c.Flags()
 	f.IntVar(&nodes, "nodes", 5, "how many nodes to run (1 to 100)")
-	f.DurationVar(&duration, "duration", 0, "stop after this long (default: run until Ctrl-C)")
+	f.DurationVar(&duration, "duration", 0, "stop after this long, counted after the demo with --demo (default: run until Ctrl-C)")
 	f.BoolVar(&keep, "keep", false, "keep the nodes' repositories when done")
 	f.BoolVar(&demo, "demo", false, "also rent from the devstack: run a job on a provider's fake GPUs and print its receipt")
 	return c
