@@ -27,6 +27,8 @@ type challenger struct {
 	book  func() *market.Snapshot
 	roots *x509.CertPool // nil: CC evidence is shown, not verified
 	clock clock.Clock
+	// observe counts an outcome for reputation; may be nil.
+	observe func(p peer.ID, good bool, weight float64, what string)
 
 	// mu guards last, the last verified document of each peer, so a
 	// verdict can say what changed: a small cache, held for no I/O.
@@ -47,16 +49,28 @@ type challenged struct {
 func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, error) {
 	a, err := c.net.Challenge(ctx, p)
 	if err != nil {
+		c.count(p, false, weightUnreachable, "attestation unanswered: "+err.Error())
 		return challenged{}, err
 	}
 	o, _ := c.book().Offer(p, ProviderOfferID)
 	out := challenged{Verdict: attest.Judge(p, attest.Challenge{Swarm: c.swarm, Challenger: c.self, Nonce: a.Nonce}, a.Fresh, a.Standing, o, c.roots, c.clock.Now(), attestMaxAge), rtt: a.RTT}
+	if out.Err != nil {
+		c.count(p, false, weightAttestFailed, "attestation failed: "+out.Err.Error())
+	} else {
+		c.count(p, true, weightAttested, "attested")
+	}
 	if out.Verified() {
 		if prev := c.swap(p, out.Doc); prev != nil {
 			out.changes = attest.Changes(prev, out.Doc)
 		}
 	}
 	return out, nil
+}
+
+func (c *challenger) count(p peer.ID, good bool, weight float64, what string) {
+	if c.observe != nil {
+		c.observe(p, good, weight, what)
+	}
 }
 
 // attested says whether p answered a challenge with a verified document.

@@ -132,8 +132,9 @@ func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, 
 	snap := n.market.snapshot()
 	res := n.market.matcher.Match(snap, b, now, limit)
 	out := api.MatchResult{Considered: res.Considered, Feasible: res.Feasible, Candidates: []api.CandidateView{}}
+	scores := n.reputation.scores()
 	for i, c := range res.Candidates {
-		out.Candidates = append(out.Candidates, candidateView(i+1, c))
+		out.Candidates = append(out.Candidates, candidateView(i+1, c, scores))
 	}
 	if len(res.Candidates) == 0 {
 		out.Explanation = n.market.matcher.Explain(snap, b, now).String()

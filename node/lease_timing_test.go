@@ -16,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/records"
@@ -207,6 +208,12 @@ func TestProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 	if rc.MeteredSeconds > 5 {
 		t.Errorf("metered %d s for a job the provider ran a few seconds", rc.MeteredSeconds)
 	}
+	// And counts it against the provider, on its own receipt: the provider
+	// now ranks below one with no history (issue 12).
+	waitFor(t, 10*time.Second, "the renter scores the vanished provider below the prior", func() bool {
+		v, err := renter.Reputation(prov.id.String())
+		return err == nil && v.Failures == 1 && v.Reliability < reputation.DefaultConfig().Prior
+	})
 }
 
 func TestRenterVanishingStopsTheJobAfterTheGracePeriod(t *testing.T) {

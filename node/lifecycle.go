@@ -37,20 +37,21 @@ type namedStop struct {
 // in reverse. Each line says why it sits where it does.
 func (n *Node) steps() []step {
 	return []step{
-		{"repository lock", n.lockRepo}, // nothing else may touch the repository first
-		{"api listener", n.bindAPI},     // a busy port fails at once, before any work
-		{"host", n.startHost},           // the identity on the network
-		{"bootstrap", n.joinSwarm},      // a node that cannot join fails without writing a byte
-		{"datastore", n.openStore},      // everything below may read and write it
-		{"discovery", n.startDiscovery}, // the DHT keeps its records in the datastore
-		{"gossip", n.startGossip},       // topics before anyone publishes or reads
-		{"parts", n.buildParts},         // wired together before any starts
-		{"market", n.startMarket},       // the book before the renter reads it and the provider quotes from it
-		{"renter", n.startRenter},       // resumes rentals; needs the book and the market's streams
-		{"provider", n.startProvider},   // its offer in its own book before leases are admitted
-		{"leases", n.startLeases},       // recovers the provider's leases, then serves proposals
-		{"ping", n.startPing},           // RTTs for the matcher
-		{"api", n.serveAPI},             // served only once the node is whole
+		{"repository lock", n.lockRepo},   // nothing else may touch the repository first
+		{"api listener", n.bindAPI},       // a busy port fails at once, before any work
+		{"host", n.startHost},             // the identity on the network
+		{"bootstrap", n.joinSwarm},        // a node that cannot join fails without writing a byte
+		{"datastore", n.openStore},        // everything below may read and write it
+		{"discovery", n.startDiscovery},   // the DHT keeps its records in the datastore
+		{"gossip", n.startGossip},         // topics before anyone publishes or reads
+		{"parts", n.buildParts},           // wired together before any starts
+		{"reputation", n.startReputation}, // scores before the matcher weighs them
+		{"market", n.startMarket},         // the book before the renter reads it and the provider quotes from it
+		{"renter", n.startRenter},         // resumes rentals; needs the book and the market's streams
+		{"provider", n.startProvider},     // its offer in its own book before leases are admitted
+		{"leases", n.startLeases},         // recovers the provider's leases, then serves proposals
+		{"ping", n.startPing},             // RTTs for the matcher
+		{"api", n.serveAPI},               // served only once the node is whole
 	}
 }
 
@@ -169,6 +170,16 @@ func (n *Node) startGossip(context.Context) (func() error, error) {
 // server is what a part serves its protocols with.
 func (n *Node) server(ctx context.Context) p2p.Server {
 	return p2p.Server{Host: n.host, Swarm: n.swarm, Ctx: ctx, Log: n.opts.Logger.With("subsystem", LogP2P)}
+}
+
+func (n *Node) startReputation(ctx context.Context) (func() error, error) {
+	if err := n.reputation.load(ctx); err != nil {
+		return nil, fmt.Errorf("reputation: %w", err)
+	}
+	ctx, cancel := context.WithCancel(n.base)
+	done := make(chan struct{})
+	go func() { defer close(done); n.reputation.run(ctx) }()
+	return func() error { cancel(); <-done; return nil }, nil
 }
 
 func (n *Node) startMarket(ctx context.Context) (func() error, error) {

@@ -89,6 +89,7 @@ type marketDeps struct {
 	known  func(peer.ID) bool // a peer in good standing, or a provider attested; may be nil
 	net    syncer
 	store  ds.Batching // offenders and sequence numbers
+	rel    market.Reliability
 	rtt    market.RTTs
 	clock  clock.Clock
 	log    *slog.Logger
@@ -103,7 +104,7 @@ func newMarketSide(d marketDeps) *marketSide {
 		own: newOwner[*marketState](),
 	}
 	m.offenders.Store(&map[peer.ID]bool{})
-	m.matcher = market.NewMatcher(market.DefaultMatchConfig(), nil, d.rtt).WithExcluder(m)
+	m.matcher = market.NewMatcher(market.DefaultMatchConfig(), d.rel, d.rtt).WithExcluder(m)
 	return m
 }
 

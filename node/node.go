@@ -85,6 +85,7 @@ type Node struct {
 	gossip     *p2p.Gossip
 	link       *swarmLink
 	market     *marketSide
+	reputation *reputationSide
 	challenger *challenger
 	renter     *renter
 	provider   *provider   // nil unless a provider

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -17,15 +20,16 @@ import (
 // a provider, the provider, and wires them together. It starts nothing.
 func (n *Node) buildParts(context.Context) (func() error, error) {
 	log := n.opts.Logger.With("subsystem", LogNode)
+	n.reputation = newReputationSide(n.id, n.trustSeeds(), n.leaseStore(), n.store, n.clock, log)
 	n.market = newMarketSide(marketDeps{
 		self: n.id, roots: n.ccRoots, book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, known: n.vouchedFor,
-		net: n.link, store: n.store, rtt: peerRTT{n.host}, clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: n.limits,
+		net: n.link, store: n.store, rel: n.reputation, rtt: peerRTT{n.host}, clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: n.limits,
 	})
 	n.market.received = n.metrics.received
-	n.challenger = &challenger{self: n.id, swarm: n.swarm.Tag(), net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock}
+	n.challenger = &challenger{self: n.id, swarm: n.swarm.Tag(), net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock, observe: n.reputation.observe}
 	n.renter = &renter{
 		id: n.id, swarm: n.swarm, key: n.key, net: n.link, market: n.market, challenger: n.challenger, store: n.leaseStore(),
-		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.metrics.leaseEnded,
+		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.leaseEnded, observe: n.reputation.observe,
 	}
 	if !n.cfg.Provider.Enabled {
 		return nil, nil
@@ -40,6 +44,28 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 	n.provider = newProvider(providerDeps{id: n.id, swarm: n.swarm.Tag(), key: n.key, cfg: n.cfg.Provider, source: source, store: n.store, net: n.link, clock: n.clock, log: log})
 	n.market.onBid = n.provider.onBid
 	return nil, nil
+}
+
+// trustSeeds are the peers whose view of the swarm this node adopts in
+// its reputation scores: its bootstrap peers and, in a private swarm, its
+// allow-list.
+func (n *Node) trustSeeds() []peer.ID {
+	var seeds []peer.ID
+	for _, ai := range n.bootstrap {
+		seeds = append(seeds, ai.ID)
+	}
+	for _, p := range n.allow {
+		if !slices.Contains(seeds, p) {
+			seeds = append(seeds, p)
+		}
+	}
+	return seeds
+}
+
+// leaseEnded counts an ended lease and has the scores recomputed.
+func (n *Node) leaseEnded(rec *records.Lease, rc *pb.Receipt) {
+	n.metrics.leaseEnded(rec, rc)
+	n.reputation.poke()
 }
 
 // vouchedFor says whether this node vouches for issuer p, when its book
@@ -85,7 +111,7 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 	}
 	lo, st, err := newLeaseOwner(leaseDeps{
 		id: n.id, key: n.key, limits: n.limits, provider: n.cfg.Provider, jobs: n.cfg.Jobs, exec: exec, store: n.leaseStore(),
-		clock: n.clock, log: n.opts.Logger.With("subsystem", LogNode), offer: n.provider.ownOffer, source: n.provider.source, ended: n.metrics.leaseEnded,
+		clock: n.clock, log: n.opts.Logger.With("subsystem", LogNode), offer: n.provider.ownOffer, source: n.provider.source, ended: n.leaseEnded,
 	}, inv)
 	if err != nil {
 		closeExecutor(exec)

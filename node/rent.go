@@ -103,6 +103,7 @@ type renter struct {
 	clock      clock.Clock
 	log        *slog.Logger
 	ended      func(*records.Lease, *pb.Receipt)
+	observe    func(p peer.ID, good bool, weight float64, what string) // counts for reputation; may be nil
 	swarm      p2p.Swarm
 	failed     failures // providers that lately could not be reached or attested
 
@@ -211,6 +212,9 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		if f == nil {
 			if at.Stage != StageNegotiate || !isRefusal(at.Err) {
 				r.failed.add(c.Issuer, r.clock.Now())
+			}
+			if at.Stage == StageLocate && r.observe != nil { // an attestation counts on its own
+				r.observe(c.Issuer, false, weightUnreachable, "not reachable: "+at.Err.Error())
 			}
 			tried = append(tried, at)
 			res.Tried = append(res.Tried, attemptView(at))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
 )
 
@@ -33,13 +34,16 @@ func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
 		return nil, api.BadRequest{Err: fmt.Errorf("sort %q: want price, vram or expiry", q.Sort)}
 	}
 	out := []api.OfferView{}
+	scores := n.reputation.scores()
 	for _, o := range n.market.snapshot().FindOffers(f) {
-		out = append(out, offerView(o))
+		out = append(out, offerView(o, scores))
 	}
 	return out, nil
 }
 
-func offerView(o *pb.Offer) api.OfferView {
+// offerView shows o, with this node's score of its provider.
+func offerView(o *pb.Offer, scores *reputation.Scores) api.OfferView {
+	sc := scores.Of(market.Issuer(o))
 	v := api.OfferView{
 		Provider:    market.Issuer(o).String(),
 		ID:          o.Header.Id,
@@ -51,6 +55,8 @@ func offerView(o *pb.Offer) api.OfferView {
 		MinDuration: (time.Duration(o.MinDurationSeconds) * time.Second).String(),
 		MaxDuration: (time.Duration(o.MaxDurationSeconds) * time.Second).String(),
 		Expires:     time.UnixMilli(o.Header.ExpiresUnixMs).UTC(),
+		Reliability: sc.Reliability,
+		Basis:       basis(sc),
 	}
 	for _, g := range o.Gpus {
 		v.GPUs = append(v.GPUs, api.GPUView{Model: g.Model, Count: g.Count, VRAMGiB: g.VramBytes >> 30,
@@ -84,10 +90,10 @@ func formatWeekly(w *pb.WeeklyWindow) string {
 	return s
 }
 
-func candidateView(rank int, c market.Candidate) api.CandidateView {
+func candidateView(rank int, c market.Candidate, scores *reputation.Scores) api.CandidateView {
 	return api.CandidateView{
 		Rank:           rank,
-		Offer:          offerView(c.Offer),
+		Offer:          offerView(c.Offer, scores),
 		GPUs:           c.GPUs,
 		Price:          market.FormatPrice(c.PriceMicros),
 		EffectivePrice: market.FormatPrice(uint64(c.EffectivePriceMicros + 0.5)),

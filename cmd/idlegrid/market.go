@@ -49,10 +49,10 @@ providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
 				return err
 			}
 			return e.printList(offers, len(offers), "no offers match", func(w io.Writer) {
-				fmt.Fprintln(w, "PROVIDER\tGPUS\tREGION\tPRICE/GPU-H\tTIERS\tDURATION\tEXPIRES")
+				fmt.Fprintln(w, "PROVIDER\tGPUS\tREGION\tPRICE/GPU-H\tTIERS\tDURATION\tEXPIRES\tRELIABILITY")
 				for _, o := range offers {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s %s\t%s\t%s-%s\t%s\n", short(o.Provider), gpus(o.GPUs), region(o), o.Price, o.Currency,
-						strings.Join(o.Tiers, ","), o.MinDuration, o.MaxDuration, time.Until(o.Expires).Round(time.Second))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s %s\t%s\t%s-%s\t%s\t%s\n", short(o.Provider), gpus(o.GPUs), region(o), o.Price, o.Currency,
+						strings.Join(o.Tiers, ","), o.MinDuration, o.MaxDuration, time.Until(o.Expires).Round(time.Second), o.Basis)
 				}
 			})
 		},
@@ -125,10 +125,10 @@ nothing fits, how many offers failed each check. Publishes nothing.`,
 			}
 			fmt.Fprintf(e.stdout, "%d of %d offers fit; best first:\n", res.Feasible, res.Considered)
 			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "#\tPROVIDER\tGPUS\tREGION\tPRICE/GPU-H\tEFFECTIVE\tTOTAL\tSTART")
+			fmt.Fprintln(w, "#\tPROVIDER\tGPUS\tREGION\tPRICE/GPU-H\tEFFECTIVE\tTOTAL\tSTART\tRELIABILITY")
 			for _, c := range res.Candidates {
-				fmt.Fprintf(w, "%d\t%s\t%d of %s\t%s\t%s\t%s\t%s %s\t%s\n", c.Rank, short(c.Offer.Provider), c.GPUs, gpus(c.Offer.GPUs), region(c.Offer),
-					c.Price, c.EffectivePrice, c.Total, c.Offer.Currency, c.Start.Local().Format(time.DateTime))
+				fmt.Fprintf(w, "%d\t%s\t%d of %s\t%s\t%s\t%s\t%s %s\t%s\t%s\n", c.Rank, short(c.Offer.Provider), c.GPUs, gpus(c.Offer.GPUs), region(c.Offer),
+					c.Price, c.EffectivePrice, c.Total, c.Offer.Currency, c.Start.Local().Format(time.DateTime), c.Offer.Basis)
 			}
 			return w.Flush()
 		},

@@ -80,6 +80,12 @@ func (c *Client) Leases(ctx context.Context) ([]LeaseView, error) {
 	return out, c.get(ctx, "/v1/leases", &out)
 }
 
+// Reputation asks GET /v1/reputation/{peer} for this node's view of peer.
+func (c *Client) Reputation(ctx context.Context, peer string) (ReputationView, error) {
+	var out ReputationView
+	return out, c.get(ctx, "/v1/reputation/"+url.PathEscape(peer), &out)
+}
+
 // CancelLease asks POST /v1/leases/{id}/cancel to end a lease.
 func (c *Client) CancelLease(ctx context.Context, id string) (LeaseView, error) {
 	var out LeaseView

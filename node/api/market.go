@@ -38,6 +38,29 @@ type OfferView struct {
 	MaxDuration string            `json:"max_duration"`
 	Weekly      []string          `json:"weekly,omitempty"`
 	Expires     time.Time         `json:"expires"`
+	// Reliability is this node's score of the provider, and Basis what
+	// it rests on ("0.93: 41 receipts, 12 via trusted peers, 1 dispute").
+	Reliability float64 `json:"reliability"`
+	Basis       string  `json:"basis"`
+}
+
+// ReputationView is GET /v1/reputation/{peer}: this node's view of one
+// peer, with its inputs and the path its trust took.
+type ReputationView struct {
+	Peer        string  `json:"peer"`
+	Reliability float64 `json:"reliability"` // as a provider, in [0, 1]
+	AsRenter    float64 `json:"as_renter"`   // as a renter, in [0, 1]
+	Trust       float64 `json:"trust"`       // personalised trust, relative to this node's own
+	Receipts    int     `json:"receipts"`    // good receipts as provider
+	Trusted     int     `json:"trusted"`     // of them co-signed by trusted renters
+	Failures    int     `json:"failures"`
+	Disputes    int     `json:"disputes"`
+	Good        float64 `json:"good"` // the weighted votes behind reliability
+	Bad         float64 `json:"bad"`
+	Basis       string  `json:"basis"`
+	// Path is how trust reached the peer: from this node (or a seed) over
+	// the counterparties that carried the most of it; empty when none did.
+	Path []string `json:"path"`
 }
 
 // BidRequest is a renter's job needs, for POST /v1/match and /v1/bids.

@@ -1,0 +1,267 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/market/reputation"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/records"
+	ds "github.com/ipfs/go-datastore"
+	"github.com/ipfs/go-datastore/query"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// reputationSide is this node's view of its peers' standing: scores
+// computed (market/reputation) from its own lease records and what it saw
+// of peers (attestations, failed dials), published whole, so the matcher
+// and the API read them without a lock. One goroutine recomputes them:
+// at start, when something new was seen, and every recomputeEvery, as
+// receipts and observations age.
+type reputationSide struct {
+	self  peer.ID
+	seeds []peer.ID
+	store records.Store
+	saved ds.Datastore // observations, under obsPrefix
+	clock clock.Clock
+	log   *slog.Logger
+
+	cur  atomic.Pointer[reputation.Scores]
+	kick chan struct{} // 1-buffered: something new to count
+
+	mu   sync.Mutex // guards obs, keys and seq; held for no I/O
+	obs  []reputation.Observation
+	keys []ds.Key // of obs, in the same order
+	seq  uint64
+}
+
+// obsPrefix holds the observations, each under a key that sorts by when
+// it was made, so that a restarted node counts what it saw before.
+var obsPrefix = ds.NewKey("/reputation/observations")
+
+// savedObservation is an observation as stored.
+type savedObservation struct {
+	Peer   string  `json:"peer"`
+	Good   bool    `json:"good"`
+	Weight float64 `json:"weight"`
+	AtMs   int64   `json:"at_ms"`
+	What   string  `json:"what"`
+}
+
+// Bounds and pace of the reputation side.
+const (
+	maxObservations = 10_000 // the oldest go first
+	maxWhat         = 200    // bytes of an observation's description kept
+	recomputeEvery  = time.Minute
+)
+
+// Weights of what this node sees of a peer outside any receipt, in
+// receipts: a failed attestation counts as a failed lease; a peer that
+// could not be reached or attested during a rental, or that passed an
+// attestation, as a quarter of one.
+const (
+	weightAttestFailed = 1
+	weightUnreachable  = 0.25
+	weightAttested     = 0.25
+)
+
+func newReputationSide(self peer.ID, seeds []peer.ID, store records.Store, saved ds.Datastore, clk clock.Clock, log *slog.Logger) *reputationSide {
+	r := &reputationSide{self: self, seeds: seeds, store: store, saved: saved, clock: clk, log: log, kick: make(chan struct{}, 1)}
+	r.cur.Store(reputation.Compute(reputation.Inputs{Self: self, Seeds: seeds}, clk.Now(), reputation.Config{}))
+	return r
+}
+
+// load reads the observations a previous run saved; one that does not
+// decode is dropped.
+func (r *reputationSide) load(ctx context.Context) error {
+	res, err := r.saved.Query(ctx, query.Query{Prefix: obsPrefix.String()})
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	type entry struct {
+		key ds.Key
+		obs reputation.Observation
+	}
+	var got []entry
+	var bad []ds.Key
+	for e := range res.Next() {
+		if e.Error != nil {
+			return e.Error
+		}
+		var so savedObservation
+		if json.Unmarshal(e.Value, &so) != nil {
+			bad = append(bad, ds.NewKey(e.Key))
+			continue
+		}
+		p, err := peer.Decode(so.Peer)
+		if err != nil {
+			bad = append(bad, ds.NewKey(e.Key))
+			continue
+		}
+		got = append(got, entry{ds.NewKey(e.Key), reputation.Observation{Peer: p, Good: so.Good, Weight: so.Weight, At: time.UnixMilli(so.AtMs), What: so.What}})
+	}
+	slices.SortFunc(got, func(a, b entry) int { return strings.Compare(a.key.String(), b.key.String()) })
+	r.mu.Lock()
+	for _, e := range got {
+		r.obs, r.keys = append(r.obs, e.obs), append(r.keys, e.key)
+	}
+	r.seq = uint64(len(got))
+	r.mu.Unlock()
+	for _, k := range bad {
+		r.saved.Delete(ctx, k)
+	}
+	return nil
+}
+
+// Reliability is the matcher's source: p's reliability as a provider.
+func (r *reputationSide) Reliability(p peer.ID) float64 { return r.cur.Load().Reliability(p) }
+
+// scores returns the scores as last computed.
+func (r *reputationSide) scores() *reputation.Scores { return r.cur.Load() }
+
+// observe counts what this node saw of a peer, saves it, and has the
+// scores recomputed soon.
+func (r *reputationSide) observe(p peer.ID, good bool, weight float64, what string) {
+	at := r.clock.Now()
+	if len(what) > maxWhat {
+		what = what[:maxWhat] + "…"
+	}
+	r.mu.Lock()
+	r.seq++
+	key := obsPrefix.ChildString(fmt.Sprintf("%016x-%08x", at.UnixNano(), r.seq))
+	r.obs = append(r.obs, reputation.Observation{Peer: p, Good: good, Weight: weight, At: at, What: what})
+	r.keys = append(r.keys, key)
+	var gone []ds.Key
+	if over := len(r.obs) - maxObservations; over > 0 {
+		gone = slices.Clone(r.keys[:over])
+		r.obs, r.keys = slices.Delete(r.obs, 0, over), slices.Delete(r.keys, 0, over)
+	}
+	r.mu.Unlock()
+	b, _ := json.Marshal(savedObservation{Peer: p.String(), Good: good, Weight: weight, AtMs: at.UnixMilli(), What: what})
+	ctx := context.Background()
+	if err := r.saved.Put(ctx, key, b); err != nil {
+		r.log.Warn("observation not saved", "peer", p, "err", err)
+	}
+	for _, k := range gone {
+		r.saved.Delete(ctx, k)
+	}
+	r.poke()
+}
+
+// poke has the scores recomputed soon: after a lease ends, say.
+func (r *reputationSide) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run recomputes the scores until ctx ends.
+func (r *reputationSide) run(ctx context.Context) {
+	tick := r.clock.NewTicker(recomputeEvery)
+	defer tick.Stop()
+	for {
+		if err := r.recompute(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("reputation not recomputed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.kick:
+		case <-tick.C():
+		}
+	}
+}
+
+// recompute reads the lease records and computes every score afresh.
+func (r *reputationSide) recompute(ctx context.Context) error {
+	recs, err := r.store.All(ctx)
+	if err != nil {
+		return err
+	}
+	in := reputation.Inputs{Self: r.self, Seeds: r.seeds}
+	for _, rec := range recs {
+		if rc, ok := receiptOf(rec); ok {
+			in.Receipts = append(in.Receipts, rc)
+		}
+	}
+	r.mu.Lock()
+	in.Observations = slices.Clone(r.obs)
+	r.mu.Unlock()
+	r.cur.Store(reputation.Compute(in, r.clock.Now(), reputation.Config{}))
+	return nil
+}
+
+// receiptOf reads what an ended lease's receipt says for reputation; false
+// for a lease not ended or a receipt that does not verify. A provider's
+// receipt that its renter never countersigned, for a lease that cost
+// something, counts against the renter.
+func receiptOf(rec *records.Lease) (reputation.Receipt, bool) {
+	rc, cs, err := rec.OpenReceipt()
+	if err != nil || rc == nil {
+		return reputation.Receipt{}, false
+	}
+	out := reputation.Receipt{
+		Renter: peer.ID(rc.Renter), Provider: peer.ID(rc.Provider), Kind: reputation.KindOf(rc.Outcome),
+		Hours: float64(rc.MeteredSeconds) / 3600, At: time.UnixMilli(rc.EndUnixMs),
+		CoSigned: len(cs.RenterSignature) > 0 && len(cs.ProviderSignature) > 0,
+	}
+	if rec.Role == records.Provider && len(cs.RenterSignature) == 0 && rc.AmountMicros > 0 && rc.Outcome != pb.Outcome_OUTCOME_FAILED {
+		out.Kind = reputation.RenterFault
+	}
+	return out, true
+}
+
+// Reputation is this node's view of peer p (api.Backend).
+func (n *Node) Reputation(p string) (api.ReputationView, error) {
+	id, err := peer.Decode(p)
+	if err != nil {
+		return api.ReputationView{}, api.BadRequest{Err: fmt.Errorf("peer %q: not a peer ID: %v", p, err)}
+	}
+	s := n.reputation.scores()
+	sc := s.Of(id)
+	v := api.ReputationView{
+		Peer: id.String(), Reliability: sc.Reliability, AsRenter: sc.AsRenter, Trust: sc.Trust,
+		Receipts: sc.Receipts, Trusted: sc.Trusted, Failures: sc.Failures, Disputes: sc.Disputes,
+		Good: sc.Good, Bad: sc.Bad, Basis: basis(sc), Path: []string{},
+	}
+	for _, q := range s.Path(id) {
+		v.Path = append(v.Path, q.String())
+	}
+	return v, nil
+}
+
+// basis says in words what a score rests on.
+func basis(sc reputation.Score) string {
+	var parts []string
+	switch {
+	case sc.Receipts == 0 && sc.Failures == 0 && sc.Disputes == 0:
+		parts = append(parts, "no history")
+	default:
+		parts = append(parts, fmt.Sprintf("%d receipts, %d via trusted peers", sc.Receipts, sc.Trusted))
+		if sc.Failures > 0 {
+			parts = append(parts, plural(sc.Failures, "failure"))
+		}
+		if sc.Disputes > 0 {
+			parts = append(parts, plural(sc.Disputes, "dispute"))
+		}
+	}
+	return fmt.Sprintf("%.2f: %s", sc.Reliability, strings.Join(parts, ", "))
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
