@@ -170,6 +170,7 @@ func NewReceipt(l *pb.Lease, ls *pb.CoSigned, t ReceiptTerms) *pb.Receipt {
 		Version: Version, LeaseId: l.Id, LeaseHash: BodyHash(ls), Renter: l.Renter, Provider: l.Provider,
 		Outcome: outcome, StartUnixMs: l.StartUnixMs, EndUnixMs: t.End.UnixMilli(), MeteredSeconds: seconds,
 		Beats: t.Beats, TelemetryRoot: t.Root, Currency: l.Currency, AmountMicros: amount, ExitCode: t.ExitCode, Note: t.Note,
+		Swarm: l.Bid.GetHeader().GetSwarm(),
 	}
 }
 

@@ -25,17 +25,23 @@ var Profiles = []string{ProfileProvider, ProfileRenter, ProfileBootstrap}
 // Config is the repository's config.toml, one field per setting. Defaults
 // come from DefaultConfig; Validate names the first bad field.
 type Config struct {
-	Profile   string          `toml:"profile" comment:"what this node is for: provider, renter or bootstrap"`
-	Swarm     SwarmConfig     `toml:"swarm" comment:"the swarm this node joins"`
-	Network   NetworkConfig   `toml:"network" comment:"libp2p listeners, bootstrap peers and connection limits"`
-	DHT       DHTConfig       `toml:"dht" comment:"Kademlia DHT and rendezvous discovery"`
-	Gossip    GossipConfig    `toml:"gossip" comment:"gossipsub on the swarm's offers, bids and evidence topics"`
-	Resources ResourcesConfig `toml:"resources" comment:"libp2p resource manager ceilings"`
-	API       APIConfig       `toml:"api" comment:"local HTTP API and Prometheus metrics, on 127.0.0.1 only"`
-	Log       LogConfig       `toml:"log" comment:"logging through log/slog on stderr"`
-	Provider  ProviderConfig  `toml:"provider" comment:"what this node sells, when it is a provider"`
-	Jobs      JobsConfig      `toml:"jobs" comment:"how a provider runs and meters leased workloads"`
-	Attest    AttestConfig    `toml:"attest" comment:"how this node verifies other providers' attestations"`
+	Profile    string           `toml:"profile" comment:"what this node is for: provider, renter or bootstrap"`
+	Swarm      SwarmConfig      `toml:"swarm" comment:"the swarm this node joins"`
+	Network    NetworkConfig    `toml:"network" comment:"libp2p listeners, bootstrap peers and connection limits"`
+	DHT        DHTConfig        `toml:"dht" comment:"Kademlia DHT and rendezvous discovery"`
+	Gossip     GossipConfig     `toml:"gossip" comment:"gossipsub on the swarm's offers, bids and evidence topics"`
+	Resources  ResourcesConfig  `toml:"resources" comment:"libp2p resource manager ceilings"`
+	API        APIConfig        `toml:"api" comment:"local HTTP API and Prometheus metrics, on 127.0.0.1 only"`
+	Log        LogConfig        `toml:"log" comment:"logging through log/slog on stderr"`
+	Provider   ProviderConfig   `toml:"provider" comment:"what this node sells, when it is a provider"`
+	Jobs       JobsConfig       `toml:"jobs" comment:"how a provider runs and meters leased workloads"`
+	Attest     AttestConfig     `toml:"attest" comment:"how this node verifies other providers' attestations"`
+	Reputation ReputationConfig `toml:"reputation" comment:"how this node rates its peers from the receipts it can verify"`
+}
+
+// ReputationConfig holds whose view of the swarm this node adopts.
+type ReputationConfig struct {
+	Seeds []string `toml:"seeds" comment:"peer IDs whose view of the swarm this node adopts: trust flows from them and from this node through the receipts; empty: the bootstrap peers and the swarm's allow-list"`
 }
 
 // AttestConfig holds what a verifier trusts.
@@ -117,8 +123,9 @@ func DefaultConfig(profile string) Config {
 		port = 0 // a renter accepts no inbound work: any free port will do
 	}
 	c := Config{
-		Profile: profile,
-		Swarm:   SwarmConfig{Name: p2p.PublicSwarm, AllowList: []string{}},
+		Profile:    profile,
+		Swarm:      SwarmConfig{Name: p2p.PublicSwarm, AllowList: []string{}},
+		Reputation: ReputationConfig{Seeds: []string{}},
 		Network: NetworkConfig{
 			Listen:       ListenAddrs("0.0.0.0", port, true),
 			Announce:     []string{},
@@ -207,6 +214,7 @@ func (c *Config) Validate() error {
 		c.validateLog,
 		c.Provider.validate,
 		c.validateJobs,
+		c.validateReputation,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
@@ -227,6 +235,15 @@ func (c *Config) validateSwarm() error {
 	for i, id := range s.AllowList {
 		if _, err := peer.Decode(id); err != nil {
 			return fieldErr(fmt.Sprintf("swarm.allow_list[%d]", i), id, "a peer ID such as 12D3KooW… (see `idlegrid id`)")
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateReputation() error {
+	for i, id := range c.Reputation.Seeds {
+		if _, err := peer.Decode(id); err != nil {
+			return fieldErr(fmt.Sprintf("reputation.seeds[%d]", i), id, "a peer ID such as 12D3KooW… (see `idlegrid id`)")
 		}
 	}
 	return nil

@@ -69,6 +69,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"swarm.name", func(c *Config) { c.Swarm.Name = "Bad Name" }},
 		{"swarm.name", func(c *Config) { c.Swarm.KeyFile = "swarm.key" }},
 		{"swarm.allow_list[0]", func(c *Config) { c.Swarm.AllowList = []string{"nope"} }},
+		{"reputation.seeds[0]", func(c *Config) { c.Reputation.Seeds = []string{"nope"} }},
 		{"network.listen[1]", func(c *Config) { c.Network.Listen = []string{"/ip4/0.0.0.0/tcp/1", "tcp:4001"} }},
 		{"network.listen[1]", func(c *Config) { c.Swarm.Name, c.Swarm.KeyFile = "lab", "swarm.key" }},
 		{"network.announce[0]", func(c *Config) { c.Network.Announce = []string{"x"} }},

@@ -177,6 +177,7 @@ func (n *Node) startReputation(ctx context.Context) (func() error, error) {
 		return nil, fmt.Errorf("reputation: %w", err)
 	}
 	ctx, cancel := context.WithCancel(n.base)
+	p2p.ServeReceipts(n.server(ctx), n.reputation.receiptsOf)
 	done := make(chan struct{})
 	go func() { defer close(done); n.reputation.run(ctx) }()
 	return func() error { cancel(); <-done; return nil }, nil

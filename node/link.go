@@ -109,6 +109,11 @@ func (l *swarmLink) SendQuote(ctx context.Context, to peer.ID, env []byte) error
 }
 
 // FetchBook syncs p's book.
+// FetchReceipts asks p for the receipts it holds that name subject.
+func (l *swarmLink) FetchReceipts(ctx context.Context, p, subject peer.ID, each func([]byte)) (int, error) {
+	return p2p.FetchReceipts(ctx, l.host, l.swarm, p, subject, each)
+}
+
 func (l *swarmLink) FetchBook(ctx context.Context, p peer.ID, each func([]byte)) (int, error) {
 	return p2p.FetchBook(ctx, l.host, l.swarm, p, each)
 }

@@ -168,6 +168,19 @@ func (m *marketSide) do(ctx context.Context, f func(*marketState)) error { retur
 // snapshot is the book as it is now, immutable.
 func (m *marketSide) snapshot() *market.Snapshot { return m.book.Snapshot() }
 
+// providers are the issuers of the offers in the book, each once.
+func (m *marketSide) providers() []peer.ID {
+	var out []peer.ID
+	seen := map[peer.ID]bool{}
+	for _, o := range m.snapshot().Offers() {
+		if p := market.Issuer(o); !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Excluded tells the matcher to skip proven offenders.
 func (m *marketSide) Excluded(p peer.ID) bool { return (*m.offenders.Load())[p] }
 

@@ -20,7 +20,10 @@ import (
 // a provider, the provider, and wires them together. It starts nothing.
 func (n *Node) buildParts(context.Context) (func() error, error) {
 	log := n.opts.Logger.With("subsystem", LogNode)
-	n.reputation = newReputationSide(n.id, n.trustSeeds(), n.leaseStore(), n.store, n.clock, log)
+	n.reputation = newReputationSide(reputationDeps{
+		self: n.id, swarm: n.swarm.Tag(), seeds: n.trustSeeds(), store: n.leaseStore(), saved: n.store, net: n.link,
+		providers: func() []peer.ID { return n.market.providers() }, clock: n.clock, log: log,
+	})
 	n.market = newMarketSide(marketDeps{
 		self: n.id, roots: n.ccRoots, book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, known: n.vouchedFor,
 		net: n.link, store: n.store, rel: n.reputation, rtt: peerRTT{n.host}, clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: n.limits,
@@ -47,10 +50,18 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 }
 
 // trustSeeds are the peers whose view of the swarm this node adopts in
-// its reputation scores: its bootstrap peers and, in a private swarm, its
-// allow-list.
+// its reputation scores: reputation.seeds, else its bootstrap peers and,
+// in a private swarm, its allow-list.
 func (n *Node) trustSeeds() []peer.ID {
 	var seeds []peer.ID
+	for _, s := range n.cfg.Reputation.Seeds {
+		if p, err := peer.Decode(s); err == nil { // Validate checked them
+			seeds = append(seeds, p)
+		}
+	}
+	if len(seeds) > 0 {
+		return seeds
+	}
 	for _, ai := range n.bootstrap {
 		seeds = append(seeds, ai.ID)
 	}

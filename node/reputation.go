@@ -28,20 +28,39 @@ import (
 // at start, when something new was seen, and every recomputeEvery, as
 // receipts and observations age.
 type reputationSide struct {
-	self  peer.ID
-	seeds []peer.ID
-	store records.Store
-	saved ds.Datastore // observations, under obsPrefix
-	clock clock.Clock
-	log   *slog.Logger
+	self      peer.ID
+	swarm     string // the swarm's tag, which learned receipts must name
+	seeds     []peer.ID
+	store     records.Store
+	saved     ds.Datastore // observations and learned receipts
+	net       receiptNet   // nil: learns nothing
+	providers func() []peer.ID
+	clock     clock.Clock
+	log       *slog.Logger
+
+	asked map[peer.ID]time.Time // when each provider was last asked; the run goroutine's
 
 	cur  atomic.Pointer[reputation.Scores]
 	kick chan struct{} // 1-buffered: something new to count
 
-	mu   sync.Mutex // guards obs, keys and seq; held for no I/O
-	obs  []reputation.Observation
-	keys []ds.Key // of obs, in the same order
-	seq  uint64
+	mu    sync.Mutex // guards obs, keys, seq and known; held for no I/O
+	obs   []reputation.Observation
+	keys  []ds.Key // of obs, in the same order
+	seq   uint64
+	known map[ds.Key]learned // receipts learned from peers
+}
+
+// reputationDeps are what the reputation side is built from.
+type reputationDeps struct {
+	self      peer.ID
+	swarm     string
+	seeds     []peer.ID
+	store     records.Store
+	saved     ds.Datastore
+	net       receiptNet
+	providers func() []peer.ID // the providers in the book
+	clock     clock.Clock
+	log       *slog.Logger
 }
 
 // obsPrefix holds the observations, each under a key that sorts by when
@@ -74,15 +93,21 @@ const (
 	weightAttested     = 0.25
 )
 
-func newReputationSide(self peer.ID, seeds []peer.ID, store records.Store, saved ds.Datastore, clk clock.Clock, log *slog.Logger) *reputationSide {
-	r := &reputationSide{self: self, seeds: seeds, store: store, saved: saved, clock: clk, log: log, kick: make(chan struct{}, 1)}
-	r.cur.Store(reputation.Compute(reputation.Inputs{Self: self, Seeds: seeds}, clk.Now(), reputation.Config{}))
+func newReputationSide(d reputationDeps) *reputationSide {
+	r := &reputationSide{
+		self: d.self, swarm: d.swarm, seeds: d.seeds, store: d.store, saved: d.saved, net: d.net, providers: d.providers,
+		clock: d.clock, log: d.log, kick: make(chan struct{}, 1), asked: map[peer.ID]time.Time{}, known: map[ds.Key]learned{},
+	}
+	r.cur.Store(reputation.Compute(reputation.Inputs{Self: d.self, Seeds: d.seeds}, d.clock.Now(), reputation.Config{}))
 	return r
 }
 
-// load reads the observations a previous run saved; one that does not
-// decode is dropped.
+// load reads the observations and receipts a previous run saved; one
+// that does not decode is dropped.
 func (r *reputationSide) load(ctx context.Context) error {
+	if err := r.loadLearned(ctx); err != nil {
+		return err
+	}
 	res, err := r.saved.Query(ctx, query.Query{Prefix: obsPrefix.String()})
 	if err != nil {
 		return err
@@ -166,10 +191,12 @@ func (r *reputationSide) poke() {
 	}
 }
 
-// run recomputes the scores until ctx ends.
+// run recomputes the scores, and learns receipts, until ctx ends.
 func (r *reputationSide) run(ctx context.Context) {
 	tick := r.clock.NewTicker(recomputeEvery)
 	defer tick.Stop()
+	learn := r.clock.NewTicker(learnEvery)
+	defer learn.Stop()
 	for {
 		if err := r.recompute(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("reputation not recomputed", "err", err)
@@ -179,6 +206,8 @@ func (r *reputationSide) run(ctx context.Context) {
 			return
 		case <-r.kick:
 		case <-tick.C():
+		case <-learn.C():
+			r.learnRound(ctx)
 		}
 	}
 }
@@ -197,6 +226,9 @@ func (r *reputationSide) recompute(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	in.Observations = slices.Clone(r.obs)
+	for _, l := range r.known {
+		in.Receipts = append(in.Receipts, l.rc)
+	}
 	r.mu.Unlock()
 	r.cur.Store(reputation.Compute(in, r.clock.Now(), reputation.Config{}))
 	return nil

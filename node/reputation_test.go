@@ -7,9 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 )
 
 // A completed rental raises the provider in its renter's view and the
@@ -55,5 +61,97 @@ func TestACompletedLeaseRaisesBothPartiesAndSurvivesARestart(t *testing.T) {
 	})
 	if _, err := renter.Reputation("not-a-peer"); err == nil || !strings.Contains(err.Error(), `peer "not-a-peer"`) {
 		t.Errorf("a malformed peer ID: %v", err)
+	}
+}
+
+// A provider that completed leases for a renter this node trusts (one of
+// its seeds) rises in its view, though it never dealt with the provider:
+// it learns the provider's co-signed receipts over the receipts protocol
+// (issue 12). Each receipt counts by the trust of the renter that signed
+// it; without the seed, the same receipts would count for nothing.
+func TestAProviderRisesForARenterThatLearnsItsReceipts(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, nil)
+	for i := range 5 {
+		res, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{})
+		if err != nil || res.Receipt.Outcome != LeaseCompleted {
+			t.Fatalf("rent %d: %v (%+v)", i, err, res.Receipt)
+		}
+	}
+	clk := clock.NewFake()
+	third := startNode(t, testRepo(t, "third", both(bootstrapFrom(prov), func(c *Config) {
+		c.Reputation.Seeds = []string{renter.id.String()}
+	})), Options{Light: true, Clock: clk})
+	waitFor(t, 15*time.Second, "the provider's offer in the third renter's book", func() bool { return offeredGPUs(third, prov) == 8 })
+	prior := reputation.DefaultConfig().Prior
+	if v, _ := third.Reputation(prov.id.String()); v.Reliability != prior {
+		t.Fatalf("before learning: %+v", v)
+	}
+	waitFor(t, 15*time.Second, "the third renter learns the provider's receipts", func() bool {
+		clk.Advance(learnEvery) // a learning round at each look
+		v, err := third.Reputation(prov.id.String())
+		return err == nil && v.Receipts == 5 && v.Trusted == 5 && v.Reliability > prior
+	})
+	v, _ := third.Reputation(prov.id.String())
+	if len(v.Path) != 2 || v.Path[0] != renter.id.String() || v.Path[1] != prov.id.String() {
+		t.Errorf("trust reached the provider by %v; want from the seed", v.Path)
+	}
+}
+
+// A receipt a peer hands over counts only if both parties signed it, in
+// this swarm, and it names the peer asked about; one naming this node is
+// left to its own records.
+func TestOpenLearnedRefusesWhatItCannotCheck(t *testing.T) {
+	key := func() (crypto.PrivKey, peer.ID) {
+		k, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := peer.IDFromPrivateKey(k)
+		return k, id
+	}
+	renterKey, renter := key()
+	provKey, prov := key()
+	_, self := key()
+	_, stranger := key()
+	sign := func(rc *pb.Receipt, both bool) []byte {
+		cs, err := market.NewCoSigned(provKey, market.Provider, rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if both {
+			if err := market.CoSign[*pb.Receipt](renterKey, market.Renter, cs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, _ := proto.Marshal(cs)
+		return b
+	}
+	receipt := func(swarm string) *pb.Receipt {
+		return &pb.Receipt{Version: market.Version, LeaseId: "lease-1", Renter: []byte(renter), Provider: []byte(prov),
+			Outcome: pb.Outcome_OUTCOME_COMPLETED, EndUnixMs: time.Now().UnixMilli(), MeteredSeconds: 3600, Swarm: swarm}
+	}
+	good := sign(receipt("lab-1"), true)
+	if rc, err := openLearned(good, prov, self, "lab-1"); err != nil || rc.Provider != prov || rc.Kind != reputation.Good || rc.Hours != 1 || !rc.CoSigned {
+		t.Fatalf("a good receipt: %+v, %v", rc, err)
+	}
+	forged := append([]byte(nil), good...)
+	forged[len(forged)-1] ^= 1
+	for name, c := range map[string]struct {
+		env     []byte
+		subject peer.ID
+		self    peer.ID
+	}{
+		"the provider's signature only": {sign(receipt("lab-1"), false), prov, self},
+		"a changed byte":                {forged, prov, self},
+		"another swarm's":               {sign(receipt(""), true), prov, self},
+		"not of the peer asked about":   {good, stranger, self},
+		"this node's own":               {good, prov, renter},
+		"garbage":                       {[]byte("not a receipt"), prov, self},
+	} {
+		if rc, err := openLearned(c.env, c.subject, c.self, "lab-1"); err == nil {
+			t.Errorf("%s: learned %+v", name, rc)
+		}
 	}
 }

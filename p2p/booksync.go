@@ -78,21 +78,10 @@ func ServeBookSync(sv Server, source BookSource) {
 // bytes each, MaxSyncBytes in all, so a hostile peer cannot make it
 // allocate, or work, without bound.
 func FetchBook(ctx context.Context, h host.Host, sw Swarm, p peer.ID, each func([]byte)) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, SyncDeadline)
-	defer cancel()
-	s, err := dial(ctx, h, sw, p, BookSyncProtocol)
+	n, err := exchange(ctx, h, sw, p, BookSyncProtocol, SyncDeadline, binary.AppendUvarint(nil, MaxSyncOffers), func(r io.Reader) (int, error) {
+		return readBook(r, each)
+	})
 	if err != nil {
-		return 0, fmt.Errorf("book sync with %s: %w", p, err)
-	}
-	defer s.Close()
-	if _, err := s.Write(binary.AppendUvarint(nil, MaxSyncOffers)); err != nil {
-		s.Reset()
-		return 0, fmt.Errorf("book sync with %s: %w", p, err)
-	}
-	s.CloseWrite()
-	n, err := readBook(s, each)
-	if err != nil {
-		s.Reset()
 		return n, fmt.Errorf("book sync with %s: %w", p, err)
 	}
 	return n, nil
@@ -102,9 +91,39 @@ func FetchBook(ctx context.Context, h host.Host, sw Swarm, p peer.ID, each func(
 // envelope: at most MaxSyncOffers of at most market.MaxEnvelopeSize bytes
 // each, MaxSyncBytes in all; an answer with more is an error.
 func readBook(r io.Reader, each func([]byte)) (int, error) {
-	mr := msgio.NewVarintReaderSize(r, market.MaxEnvelopeSize)
+	return readCapped(r, market.MaxEnvelopeSize, MaxSyncOffers, MaxSyncBytes, "offers", each)
+}
+
+// exchange dials p on protocol id within deadline, sends req, closes its
+// side and reads the answer with read; a stream read fails on is reset.
+func exchange(ctx context.Context, h host.Host, sw Swarm, p peer.ID, id protocol.ID, deadline time.Duration, req []byte, read func(io.Reader) (int, error)) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	s, err := dial(ctx, h, sw, p, id)
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	if _, err := s.Write(req); err != nil {
+		s.Reset()
+		return 0, err
+	}
+	s.CloseWrite()
+	n, err := read(s)
+	if err != nil {
+		s.Reset()
+	}
+	return n, err
+}
+
+// readCapped reads length-prefixed messages from r until it ends, calling
+// each with every one: at most maxCount of at most maxSize bytes each, and
+// maxBytes in all (0: no bound). An answer with more is an error, and
+// what more it held is not read.
+func readCapped(r io.Reader, maxSize, maxCount, maxBytes int, what string, each func([]byte)) (int, error) {
+	mr := msgio.NewVarintReaderSize(r, maxSize)
 	n, read := 0, 0
-	for ; n < MaxSyncOffers; n++ {
+	for {
 		msg, err := mr.ReadMsg()
 		if errors.Is(err, io.EOF) {
 			return n, nil
@@ -112,12 +131,15 @@ func readBook(r io.Reader, each func([]byte)) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		if read += len(msg); read > MaxSyncBytes {
-			return n, fmt.Errorf("more than %d bytes", MaxSyncBytes)
+		if n == maxCount {
+			return n, fmt.Errorf("more than %d %s", maxCount, what)
+		}
+		if read += len(msg); maxBytes > 0 && read > maxBytes {
+			return n, fmt.Errorf("more than %d bytes", maxBytes)
 		}
 		each(msg)
+		n++
 	}
-	return n, fmt.Errorf("more than %d offers", MaxSyncOffers)
 }
 
 // byteReader reads a stream one byte at a time, for a varint that must

@@ -1720,6 +1720,9 @@ type Receipt struct {
 	AmountMicros  uint64 `protobuf:"varint,13,opt,name=amount_micros,json=amountMicros,proto3" json:"amount_micros,omitempty"`
 	ExitCode      int32  `protobuf:"varint,14,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Note          string `protobuf:"bytes,15,opt,name=note,proto3" json:"note,omitempty"`
+	// Swarm of the lease (its bid's header.swarm; empty: the public swarm),
+	// so a receipt shown in another swarm is refused there.
+	Swarm         string `protobuf:"bytes,16,opt,name=swarm,proto3" json:"swarm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1855,6 +1858,13 @@ func (x *Receipt) GetExitCode() int32 {
 func (x *Receipt) GetNote() string {
 	if x != nil {
 		return x.Note
+	}
+	return ""
+}
+
+func (x *Receipt) GetSwarm() string {
+	if x != nil {
+		return x.Swarm
 	}
 	return ""
 }
@@ -2413,7 +2423,7 @@ const file_market_proto_rawDesc = "" +
 	"\bCoSigned\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12)\n" +
 	"\x10renter_signature\x18\x02 \x01(\fR\x0frenterSignature\x12-\n" +
-	"\x12provider_signature\x18\x03 \x01(\fR\x11providerSignature\"\xe4\x03\n" +
+	"\x12provider_signature\x18\x03 \x01(\fR\x11providerSignature\"\xfa\x03\n" +
 	"\aReceipt\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1d\n" +
@@ -2431,7 +2441,8 @@ const file_market_proto_rawDesc = "" +
 	"\bcurrency\x18\f \x01(\tR\bcurrency\x12#\n" +
 	"\ramount_micros\x18\r \x01(\x04R\famountMicros\x12\x1b\n" +
 	"\texit_code\x18\x0e \x01(\x05R\bexitCode\x12\x12\n" +
-	"\x04note\x18\x0f \x01(\tR\x04note\"z\n" +
+	"\x04note\x18\x0f \x01(\tR\x04note\x12\x14\n" +
+	"\x05swarm\x18\x10 \x01(\tR\x05swarm\"z\n" +
 	"\fLeaseRequest\x128\n" +
 	"\apropose\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedH\x00R\apropose\x12(\n" +
 	"\x0fcancel_lease_id\x18\x02 \x01(\tH\x00R\rcancelLeaseIdB\x06\n" +

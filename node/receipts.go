@@ -1,0 +1,285 @@
+package node
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/market/reputation"
+	"github.com/idlegrid/idlegrid/p2p"
+	ds "github.com/ipfs/go-datastore"
+	"github.com/ipfs/go-datastore/query"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Receipts learned from peers: others' co-signed receipts, which a node
+// that never dealt with a provider counts by the trust of the renters
+// that signed them. They are stored under learnedPrefix by the hash of
+// their body, at most maxLearnedPerPeer naming any one peer and
+// maxLearned in all, the oldest (by the lease's end) going first.
+var learnedPrefix = ds.NewKey("/reputation/receipts")
+
+const (
+	maxLearnedPerPeer = 256
+	maxLearned        = 100_000
+	// learnEvery is how often the node asks a few providers in its book
+	// for their receipts; learnAgain how long it waits before asking one
+	// again, and learnPerRound how many it asks at a time.
+	learnEvery    = 30 * time.Second
+	learnAgain    = 30 * time.Minute
+	learnPerRound = 8
+)
+
+// learned is one receipt learned from a peer.
+type learned struct {
+	key ds.Key
+	env []byte // marshalled CoSigned
+	rc  reputation.Receipt
+}
+
+// receiptNet is what learning receipts needs of the network.
+type receiptNet interface {
+	FetchReceipts(ctx context.Context, p, subject peer.ID, each func([]byte)) (int, error)
+}
+
+// openLearned verifies a receipt a peer handed over: both parties signed
+// it, it names subject, it was made in this swarm, and this node is not a
+// party (its own records say what it saw). ErrNotForUs is not a fault of
+// the sender's.
+func openLearned(env []byte, subject, self peer.ID, swarm string) (reputation.Receipt, error) {
+	if len(env) > p2p.MaxReceiptSize {
+		return reputation.Receipt{}, fmt.Errorf("receipt of %d bytes", len(env))
+	}
+	cs := new(pb.CoSigned)
+	if err := market.Unmarshal(env, cs); err != nil {
+		return reputation.Receipt{}, err
+	}
+	rc, err := market.OpenCoSigned[*pb.Receipt](cs, market.Renter, market.Provider)
+	if err != nil {
+		return reputation.Receipt{}, err
+	}
+	renter, provider := peer.ID(rc.Renter), peer.ID(rc.Provider)
+	switch {
+	case rc.Swarm != swarm:
+		return reputation.Receipt{}, fmt.Errorf("a receipt of swarm %q", rc.Swarm)
+	case renter != subject && provider != subject:
+		return reputation.Receipt{}, fmt.Errorf("a receipt of %s and %s, not of %s", renter, provider, subject)
+	case renter == self || provider == self:
+		return reputation.Receipt{}, errNotForUs
+	}
+	return reputation.Receipt{Renter: renter, Provider: provider, Kind: reputation.KindOf(rc.Outcome),
+		Hours: float64(rc.MeteredSeconds) / 3600, At: time.UnixMilli(rc.EndUnixMs), CoSigned: true}, nil
+}
+
+var errNotForUs = errors.New("a receipt of this node's own")
+
+// learn keeps the receipts in envs that verify; it returns how many it
+// kept that it did not hold.
+func (r *reputationSide) learn(ctx context.Context, subject peer.ID, envs [][]byte) int {
+	var fresh []learned
+	for _, env := range envs {
+		rc, err := openLearned(env, subject, r.self, r.swarm)
+		if err != nil {
+			if !errors.Is(err, errNotForUs) {
+				r.log.Debug("receipt refused", "from", subject, "err", err)
+			}
+			continue
+		}
+		sum := market.BodyHash(&pb.CoSigned{Body: bodyOf(env)})
+		fresh = append(fresh, learned{key: learnedPrefix.ChildString(hex.EncodeToString(sum)), env: env, rc: rc})
+	}
+	r.mu.Lock()
+	var added []learned
+	var gone []ds.Key
+	for _, l := range fresh {
+		if _, held := r.known[l.key]; held {
+			continue
+		}
+		r.known[l.key] = l
+		added = append(added, l)
+	}
+	gone = r.evict()
+	r.mu.Unlock()
+	for _, l := range added {
+		if slices.Contains(gone, l.key) {
+			continue
+		}
+		if err := r.saved.Put(ctx, l.key, l.env); err != nil {
+			r.log.Warn("receipt not saved", "err", err)
+		}
+	}
+	for _, k := range gone {
+		r.saved.Delete(ctx, k)
+	}
+	if len(added) > 0 {
+		r.poke()
+	}
+	return len(added)
+}
+
+// bodyOf is a marshalled CoSigned's body; nil if it does not decode.
+func bodyOf(env []byte) []byte {
+	cs := new(pb.CoSigned)
+	if market.Unmarshal(env, cs) != nil {
+		return nil
+	}
+	return cs.Body
+}
+
+// evict drops learned receipts past the caps, oldest first, and returns
+// their keys. The caller holds r.mu.
+func (r *reputationSide) evict() []ds.Key {
+	perPeer := map[peer.ID]int{}
+	all := make([]learned, 0, len(r.known))
+	for _, l := range r.known {
+		all = append(all, l)
+	}
+	slices.SortFunc(all, func(a, b learned) int { // newest first
+		if c := b.rc.At.Compare(a.rc.At); c != 0 {
+			return c
+		}
+		return compareKeys(a.key, b.key)
+	})
+	var gone []ds.Key
+	kept := 0
+	for _, l := range all {
+		if kept >= maxLearned || perPeer[l.rc.Renter] >= maxLearnedPerPeer || perPeer[l.rc.Provider] >= maxLearnedPerPeer {
+			gone = append(gone, l.key)
+			delete(r.known, l.key)
+			continue
+		}
+		perPeer[l.rc.Renter]++
+		perPeer[l.rc.Provider]++
+		kept++
+	}
+	return gone
+}
+
+func compareKeys(a, b ds.Key) int {
+	switch {
+	case a.String() < b.String():
+		return -1
+	case a.String() > b.String():
+		return 1
+	}
+	return 0
+}
+
+// loadLearned reads the receipts a previous run learned, checking each
+// again; one that does not verify is dropped.
+func (r *reputationSide) loadLearned(ctx context.Context) error {
+	res, err := r.saved.Query(ctx, query.Query{Prefix: learnedPrefix.String()})
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	var bad []ds.Key
+	r.mu.Lock()
+	for e := range res.Next() {
+		if e.Error != nil {
+			r.mu.Unlock()
+			return e.Error
+		}
+		env := e.Value
+		rc, err := openLearnedAny(env, r.self, r.swarm)
+		if err != nil {
+			bad = append(bad, ds.NewKey(e.Key))
+			continue
+		}
+		r.known[ds.NewKey(e.Key)] = learned{key: ds.NewKey(e.Key), env: env, rc: rc}
+	}
+	r.mu.Unlock()
+	for _, k := range bad {
+		r.saved.Delete(ctx, k)
+	}
+	return nil
+}
+
+// openLearnedAny reads a stored receipt, which was verified when it was
+// learned (the datastore is this node's alone): it decodes the body
+// without checking the signatures again, which for a full store would
+// take seconds at every start.
+func openLearnedAny(env []byte, self peer.ID, swarm string) (reputation.Receipt, error) {
+	rc := new(pb.Receipt)
+	if err := market.Unmarshal(bodyOf(env), rc); err != nil {
+		return reputation.Receipt{}, err
+	}
+	renter, provider := peer.ID(rc.Renter), peer.ID(rc.Provider)
+	if rc.Swarm != swarm || renter == self || provider == self || renter == provider {
+		return reputation.Receipt{}, errNotForUs
+	}
+	return reputation.Receipt{Renter: renter, Provider: provider, Kind: reputation.KindOf(rc.Outcome),
+		Hours: float64(rc.MeteredSeconds) / 3600, At: time.UnixMilli(rc.EndUnixMs), CoSigned: true}, nil
+}
+
+// receiptsOf serves ReceiptsProtocol: the co-signed receipts this node
+// holds that name subject, its own and those it learned, newest first.
+func (r *reputationSide) receiptsOf(ctx context.Context, subject peer.ID) ([][]byte, error) {
+	recs, err := r.store.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	type held struct {
+		env []byte
+		at  time.Time
+	}
+	var out []held
+	for _, rec := range recs {
+		rc, cs, err := rec.OpenReceipt()
+		if err != nil || rc == nil || len(cs.RenterSignature) == 0 || len(cs.ProviderSignature) == 0 {
+			continue
+		}
+		if peer.ID(rc.Renter) == subject || peer.ID(rc.Provider) == subject {
+			out = append(out, held{rec.Receipt, time.UnixMilli(rc.EndUnixMs)})
+		}
+	}
+	r.mu.Lock()
+	for _, l := range r.known {
+		if l.rc.Renter == subject || l.rc.Provider == subject {
+			out = append(out, held{l.env, l.rc.At})
+		}
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b held) int { return b.at.Compare(a.at) })
+	envs := make([][]byte, 0, min(len(out), p2p.MaxReceiptsReply))
+	for _, h := range out[:min(len(out), p2p.MaxReceiptsReply)] {
+		envs = append(envs, h.env)
+	}
+	return envs, nil
+}
+
+// learnRound asks up to learnPerRound providers in the book, not asked
+// within learnAgain, for the receipts they hold of themselves.
+func (r *reputationSide) learnRound(ctx context.Context) {
+	if r.net == nil || r.providers == nil {
+		return
+	}
+	now := r.clock.Now()
+	var ask []peer.ID
+	for _, p := range r.providers() {
+		if p == r.self || now.Sub(r.asked[p]) < learnAgain {
+			continue
+		}
+		r.asked[p] = now
+		if ask = append(ask, p); len(ask) == learnPerRound {
+			break
+		}
+	}
+	for p, at := range r.asked { // forget the long ago
+		if now.Sub(at) > 2*learnAgain {
+			delete(r.asked, p)
+		}
+	}
+	for _, p := range ask {
+		var envs [][]byte
+		if _, err := r.net.FetchReceipts(ctx, p, p, func(env []byte) { envs = append(envs, env) }); err != nil {
+			r.log.Debug("receipts not fetched", "peer", p, "err", err)
+		}
+		r.learn(ctx, p, envs)
+	}
+}
