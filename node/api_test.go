@@ -92,13 +92,20 @@ func TestAPIServesStatusPeersAndMetrics(t *testing.T) {
 		t.Errorf("peer = %+v", p)
 	}
 
+	if v, err := c.Reputation(ctx, boot.id.String()); err != nil || v.Basis != "0.60: no history" || v.Peer != boot.id.String() {
+		t.Errorf("reputation of the bootstrap peer: %+v, %v", v, err)
+	}
+	if _, err := c.Reputation(ctx, "nope"); err == nil || !strings.Contains(err.Error(), "not a peer ID") {
+		t.Errorf("reputation of a malformed peer ID: %v", err)
+	}
+
 	resp, err := http.Get(n.APIAddr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, m := range []string{"idlegrid_connected_peers 1", "idlegrid_info{", "idlegrid_gossip_mesh_peers{", "libp2p_", "go_goroutines", "process_resident_memory_bytes"} {
+	for _, m := range []string{"idlegrid_connected_peers 1", "idlegrid_info{", "idlegrid_gossip_mesh_peers{", "libp2p_", "go_goroutines", "process_resident_memory_bytes", `idlegrid_reputation_reliability_bucket{le="0.6"}`} {
 		if !strings.Contains(string(body), m) {
 			t.Errorf("/metrics lacks %s", m)
 		}

@@ -2,8 +2,10 @@ package node
 
 import (
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -44,7 +46,7 @@ func newMetrics(n *Node) *metrics {
 		ConstLabels: prometheus.Labels{"version": n.opts.Version, "swarm": n.swarm.ID(), "mode": n.Mode()},
 	})
 	info.Set(1)
-	m.reg.MustRegister(m.gossipReceived, m.leasesEnded, m.leaseSeconds, info,
+	m.reg.MustRegister(m.gossipReceived, m.leasesEnded, m.leaseSeconds, info, newReputationCollector(n),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "idlegrid_leases_running",
 			Help: "Leases this provider supervises now.",
@@ -101,3 +103,40 @@ func (m *metrics) leaseEnded(rec *records.Lease, rc *pb.Receipt) {
 
 // received counts a gossip message delivered on a topic kind.
 func (m *metrics) received(kind string) { m.gossipReceived.WithLabelValues(kind).Inc() }
+
+// reliabilityBuckets are the upper bounds of the reliability histogram.
+var reliabilityBuckets = []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
+
+// reputationCollector exports the distribution of this node's scores of
+// its peers as providers, as last computed: a histogram rebuilt at each
+// scrape from the published scores, so it costs nothing between scrapes.
+type reputationCollector struct {
+	n    *Node
+	desc *prometheus.Desc
+}
+
+func newReputationCollector(n *Node) *reputationCollector {
+	return &reputationCollector{n: n, desc: prometheus.NewDesc("idlegrid_reputation_reliability",
+		"Reliability this node gives the peers it knows of as providers, as last computed.", nil, nil)}
+}
+
+func (c *reputationCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *reputationCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.n.reputation == nil {
+		return
+	}
+	counts := make(map[float64]uint64, len(reliabilityBuckets))
+	var total uint64
+	var sum float64
+	c.n.reputation.scores().Each(func(_ peer.ID, sc reputation.Score) {
+		total++
+		sum += sc.Reliability
+		for _, b := range reliabilityBuckets {
+			if sc.Reliability <= b {
+				counts[b]++
+			}
+		}
+	})
+	ch <- prometheus.MustNewConstHistogram(c.desc, total, sum, counts)
+}
