@@ -27,8 +27,10 @@ type challenger struct {
 	book  func() *market.Snapshot
 	roots *x509.CertPool // nil: CC evidence is shown, not verified
 	clock clock.Clock
-	// observe counts an outcome for reputation; may be nil.
+	// observe counts an outcome for reputation, and dispute a GPU UUID
+	// two peers claimed; either may be nil.
 	observe func(p peer.ID, good bool, weight float64, what string)
+	dispute func(a, b peer.ID, uuid string)
 
 	// mu guards last, the last verified document of each peer, so a
 	// verdict can say what changed: a small cache, held for no I/O.
@@ -60,8 +62,14 @@ func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, erro
 		c.count(p, true, weightAttested, "attested")
 	}
 	if out.Verified() {
-		if prev := c.swap(p, out.Doc); prev != nil {
+		prev, others := c.swap(p, out.Doc)
+		if prev != nil {
 			out.changes = attest.Changes(prev, out.Doc)
+		}
+		if c.dispute != nil {
+			for q, uuid := range others {
+				c.dispute(p, q, uuid)
+			}
 		}
 	}
 	return out, nil
@@ -80,7 +88,12 @@ func (c *challenger) attested(p peer.ID) bool {
 	return c.last[p] != nil
 }
 
-func (c *challenger) swap(p peer.ID, d *attestpb.Document) *attestpb.Document {
+// swap makes d p's last verified document and returns the one before,
+// and the other peers whose last documents, made within the conflict
+// window of d, claim one of d's GPU UUIDs (one UUID each): a dispute,
+// which proves nothing by itself (a UUID is a string anyone can write)
+// and lowers confidence in both, boundedly.
+func (c *challenger) swap(p peer.ID, d *attestpb.Document) (*attestpb.Document, map[peer.ID]string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.last == nil {
@@ -88,7 +101,24 @@ func (c *challenger) swap(p peer.ID, d *attestpb.Document) *attestpb.Document {
 	}
 	prev := c.last[p]
 	c.last[p] = d
-	return prev
+	mine := map[string]bool{}
+	for _, g := range d.Gpus {
+		mine[g.Uuid] = true
+	}
+	made := time.UnixMilli(d.CreatedUnixMs)
+	others := map[peer.ID]string{}
+	for q, o := range c.last {
+		if q == p || time.UnixMilli(o.CreatedUnixMs).Sub(made).Abs() > attest.ConflictWindow {
+			continue
+		}
+		for _, g := range o.Gpus {
+			if mine[g.Uuid] {
+				others[q] = g.Uuid
+				break
+			}
+		}
+	}
+	return prev, others
 }
 
 // Attest challenges a peer and verifies its answer: signature, signer,

@@ -29,7 +29,7 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 		net: n.link, store: n.store, rel: n.reputation, rtt: peerRTT{n.host}, clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: n.limits,
 	})
 	n.market.received = n.metrics.received
-	n.challenger = &challenger{self: n.id, swarm: n.swarm.Tag(), net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock, observe: n.reputation.observe}
+	n.challenger = &challenger{self: n.id, swarm: n.swarm.Tag(), net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock, observe: n.reputation.observe, dispute: n.reputation.dispute}
 	n.renter = &renter{
 		id: n.id, swarm: n.swarm, key: n.key, net: n.link, market: n.market, challenger: n.challenger, store: n.leaseStore(),
 		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.leaseEnded, observe: n.reputation.observe,

@@ -44,7 +44,7 @@ type reputationSide struct {
 	kick chan struct{} // 1-buffered: something new to count
 
 	mu    sync.Mutex // guards obs, keys, seq and known; held for no I/O
-	obs   []reputation.Observation
+	obs   []noted
 	keys  []ds.Key // of obs, in the same order
 	seq   uint64
 	known map[ds.Key]learned // receipts learned from peers
@@ -67,9 +67,17 @@ type reputationDeps struct {
 // it was made, so that a restarted node counts what it saw before.
 var obsPrefix = ds.NewKey("/reputation/observations")
 
+// noted is an observation, or a dispute when with is set: a GPU UUID that
+// Peer and with both claimed.
+type noted struct {
+	reputation.Observation
+	with peer.ID
+}
+
 // savedObservation is an observation as stored.
 type savedObservation struct {
 	Peer   string  `json:"peer"`
+	With   string  `json:"with,omitempty"` // the other party of a dispute
 	Good   bool    `json:"good"`
 	Weight float64 `json:"weight"`
 	AtMs   int64   `json:"at_ms"`
@@ -115,7 +123,7 @@ func (r *reputationSide) load(ctx context.Context) error {
 	defer res.Close()
 	type entry struct {
 		key ds.Key
-		obs reputation.Observation
+		obs noted
 	}
 	var got []entry
 	var bad []ds.Key
@@ -133,7 +141,14 @@ func (r *reputationSide) load(ctx context.Context) error {
 			bad = append(bad, ds.NewKey(e.Key))
 			continue
 		}
-		got = append(got, entry{ds.NewKey(e.Key), reputation.Observation{Peer: p, Good: so.Good, Weight: so.Weight, At: time.UnixMilli(so.AtMs), What: so.What}})
+		var with peer.ID
+		if so.With != "" {
+			if with, err = peer.Decode(so.With); err != nil {
+				bad = append(bad, ds.NewKey(e.Key))
+				continue
+			}
+		}
+		got = append(got, entry{ds.NewKey(e.Key), noted{reputation.Observation{Peer: p, Good: so.Good, Weight: so.Weight, At: time.UnixMilli(so.AtMs), What: so.What}, with}})
 	}
 	slices.SortFunc(got, func(a, b entry) int { return strings.Compare(a.key.String(), b.key.String()) })
 	r.mu.Lock()
@@ -157,6 +172,15 @@ func (r *reputationSide) scores() *reputation.Scores { return r.cur.Load() }
 // observe counts what this node saw of a peer, saves it, and has the
 // scores recomputed soon.
 func (r *reputationSide) observe(p peer.ID, good bool, weight float64, what string) {
+	r.note(p, "", good, weight, what)
+}
+
+// dispute counts a GPU UUID peers a and b both claimed.
+func (r *reputationSide) dispute(a, b peer.ID, uuid string) {
+	r.note(a, b, false, 0, "GPU "+uuid+" claimed by both")
+}
+
+func (r *reputationSide) note(p, with peer.ID, good bool, weight float64, what string) {
 	at := r.clock.Now()
 	if len(what) > maxWhat {
 		what = what[:maxWhat] + "…"
@@ -164,7 +188,7 @@ func (r *reputationSide) observe(p peer.ID, good bool, weight float64, what stri
 	r.mu.Lock()
 	r.seq++
 	key := obsPrefix.ChildString(fmt.Sprintf("%016x-%08x", at.UnixNano(), r.seq))
-	r.obs = append(r.obs, reputation.Observation{Peer: p, Good: good, Weight: weight, At: at, What: what})
+	r.obs = append(r.obs, noted{reputation.Observation{Peer: p, Good: good, Weight: weight, At: at, What: what}, with})
 	r.keys = append(r.keys, key)
 	var gone []ds.Key
 	if over := len(r.obs) - maxObservations; over > 0 {
@@ -172,7 +196,11 @@ func (r *reputationSide) observe(p peer.ID, good bool, weight float64, what stri
 		r.obs, r.keys = slices.Delete(r.obs, 0, over), slices.Delete(r.keys, 0, over)
 	}
 	r.mu.Unlock()
-	b, _ := json.Marshal(savedObservation{Peer: p.String(), Good: good, Weight: weight, AtMs: at.UnixMilli(), What: what})
+	so := savedObservation{Peer: p.String(), Good: good, Weight: weight, AtMs: at.UnixMilli(), What: what}
+	if with != "" {
+		so.With = with.String()
+	}
+	b, _ := json.Marshal(so)
 	ctx := context.Background()
 	if err := r.saved.Put(ctx, key, b); err != nil {
 		r.log.Warn("observation not saved", "peer", p, "err", err)
@@ -225,7 +253,13 @@ func (r *reputationSide) recompute(ctx context.Context) error {
 		}
 	}
 	r.mu.Lock()
-	in.Observations = slices.Clone(r.obs)
+	for _, o := range r.obs {
+		if o.with != "" {
+			in.Disputes = append(in.Disputes, reputation.Dispute{A: o.Peer, B: o.with, At: o.At})
+		} else {
+			in.Observations = append(in.Observations, o.Observation)
+		}
+	}
 	for _, l := range r.known {
 		in.Receipts = append(in.Receipts, l.rc)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
@@ -152,6 +153,51 @@ func TestOpenLearnedRefusesWhatItCannotCheck(t *testing.T) {
 	} {
 		if rc, err := openLearned(c.env, c.subject, c.self, "lab-1"); err == nil {
 			t.Errorf("%s: learned %+v", name, rc)
+		}
+	}
+}
+
+// Two providers that claim one GPU UUID are a dispute in the eyes of a
+// node that attested both: it lowers what each earned above the prior,
+// boundedly, and takes neither below a provider with no history, so a
+// griefer copying an honest provider's UUIDs gains nothing by it and
+// cannot sink its victim (issue 12). A dispute proves nothing: neither is
+// excluded.
+func TestACopiedUUIDIsADisputeThatSinksNoOne(t *testing.T) {
+	t.Parallel()
+	fake, err := attest.NewFake("dgxh100") // one machine's UUIDs, sold twice
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	sell := func(name string) *Node {
+		return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), func(c *Config) {
+			c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:dgxh100", "2.00"
+		})), Options{GPUSource: fake})
+	}
+	honest, griefer := sell("honest"), sell("griefer")
+	renter := startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), Options{Light: true})
+	waitFor(t, 15*time.Second, "both offers in the renter's book", func() bool {
+		return offeredGPUs(renter, honest) == 8 && offeredGPUs(renter, griefer) == 8
+	})
+	for _, p := range []*Node{honest, griefer} {
+		if res, err := renter.Attest(context.Background(), api.AttestRequest{Peer: p.id.String()}); err != nil || !res.Verified {
+			t.Fatalf("attest %s: %+v, %v", p.id, res, err)
+		}
+	}
+	prior := reputation.DefaultConfig().Prior
+	waitFor(t, 10*time.Second, "the renter counts the dispute against both", func() bool {
+		h, _ := renter.Reputation(honest.id.String())
+		g, _ := renter.Reputation(griefer.id.String())
+		return h.Disputes == 1 && g.Disputes == 1
+	})
+	for _, p := range []*Node{honest, griefer} {
+		v, _ := renter.Reputation(p.id.String())
+		if v.Reliability < prior || !strings.Contains(v.Basis, "1 dispute") {
+			t.Errorf("%s: %+v; want at least the prior %.2f, and the dispute in its basis", p.id, v, prior)
+		}
+		if renter.market.Excluded(p.id) {
+			t.Errorf("%s is excluded over a dispute", p.id)
 		}
 	}
 }
