@@ -37,18 +37,23 @@ type leaseOwner struct {
 	limits    market.Limits
 	key       crypto.PrivKey
 	jobs      JobsConfig
-	notice    time.Duration     // the provider's bronze notice
-	perRenter int               // open leases one renter may hold
-	exec      executor.Executor // nil: jobs.executor = none
-	store     records.Store
-	clock     clock.Clock
-	log       *slog.Logger
-	offer     func() (*pb.Offer, bool) // the provider's offer as it stands
-	source    attest.GPUSource         // readings for the beats; nil for none
-	matcher   *market.Matcher
-	ended     func(*records.Lease, *pb.Receipt) // counts an end; may be nil
-	slots     map[string]int                    // GPUs per model; fixed
-	nLive     atomic.Int64
+	notice    time.Duration // the provider's bronze notice
+	perRenter int           // open leases one renter may hold
+	// minRenterScore is what a renter must score as a renter, by
+	// renterScore, for a gold lease or one that starts more than
+	// farAhead ahead (0: nothing).
+	minRenterScore float64
+	renterScore    func(peer.ID) float64
+	exec           executor.Executor // nil: jobs.executor = none
+	store          records.Store
+	clock          clock.Clock
+	log            *slog.Logger
+	offer          func() (*pb.Offer, bool) // the provider's offer as it stands
+	source         attest.GPUSource         // readings for the beats; nil for none
+	matcher        *market.Matcher
+	ended          func(*records.Lease, *pb.Receipt) // counts an end; may be nil
+	slots          map[string]int                    // GPUs per model; fixed
+	nLive          atomic.Int64
 
 	ctx    context.Context // the supervisors'; ends when the owner stops
 	cancel context.CancelFunc
@@ -170,8 +175,12 @@ func (lo *leaseOwner) held(ctx context.Context, id string, cs *pb.CoSigned) *pb.
 // the lease takes.
 func (lo *leaseOwner) check(ctx context.Context, l *pb.Lease) (string, error) {
 	o, _ := lo.offer()
-	model, err := market.AdmitLease(lo.matcher, o, l, lo.clock.Now())
+	now := lo.clock.Now()
+	model, err := market.AdmitLease(lo.matcher, o, l, now)
 	if err != nil {
+		return "", err
+	}
+	if err := lo.checkRenter(l, now); err != nil {
 		return "", err
 	}
 	if lo.exec == nil {
@@ -186,6 +195,28 @@ func (lo *leaseOwner) check(ctx context.Context, l *pb.Lease) (string, error) {
 		return "", market.Reject(pb.RejectCode_REJECT_INTERNAL, "%v", err)
 	}
 	return model, nil
+}
+
+// farAhead is how far ahead a lease must start for min_renter_score to
+// apply to it whatever its tier.
+const farAhead = 24 * time.Hour
+
+// checkRenter refuses a gold lease, or one that starts more than farAhead
+// ahead, to a renter that scores below the provider's min_renter_score as
+// a renter: a provider may ask a record of those who would hold its
+// calendar longest.
+func (lo *leaseOwner) checkRenter(l *pb.Lease, now time.Time) error {
+	if lo.minRenterScore <= 0 || lo.renterScore == nil {
+		return nil
+	}
+	if l.Tier != pb.Tier_TIER_GOLD && time.UnixMilli(l.StartUnixMs).Sub(now) <= farAhead {
+		return nil
+	}
+	renter := peer.ID(l.Renter)
+	if s := lo.renterScore(renter); s < lo.minRenterScore {
+		return market.Reject(pb.RejectCode_REJECT_RENTER_SCORE, "renter %s scores %.2f as a renter here; this provider asks %.2f for gold leases and leases that start more than %s ahead", renter, s, lo.minRenterScore, farAhead)
+	}
+	return nil
 }
 
 // rejectionOf is err as a refusal: itself, or an internal one.

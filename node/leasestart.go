@@ -35,6 +35,8 @@ type leaseDeps struct {
 	offer    func() (*pb.Offer, bool)
 	source   attest.GPUSource
 	ended    func(*records.Lease, *pb.Receipt)
+	// renterScore is a renter's score as a renter, in [0, 1]; nil: none.
+	renterScore func(peer.ID) float64
 }
 
 // newLeaseOwner builds the calendars from the provider's GPUs, as inv
@@ -43,6 +45,7 @@ type leaseDeps struct {
 func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState, error) {
 	lo := &leaseOwner{
 		id: d.id, key: d.key, limits: d.limits, jobs: d.jobs, notice: d.provider.BronzeNotice.Std(), perRenter: d.provider.RenterLeases, exec: d.exec, store: d.store,
+		minRenterScore: d.provider.MinRenterScore, renterScore: d.renterScore,
 		clock: d.clock, log: d.log, offer: d.offer, source: d.source, ended: d.ended,
 		matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil), slots: map[string]int{},
 		own: newOwner[*leaseState](),

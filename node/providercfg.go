@@ -26,6 +26,7 @@ type ProviderConfig struct {
 	MaxDuration     Duration    `toml:"max_duration" comment:"longest lease sold"`
 	MaxStartAhead   Duration    `toml:"max_start_ahead" comment:"how far ahead of now a lease may start; published in the offer"`
 	RenterLeases    int         `toml:"max_leases_per_renter" comment:"open leases one renter may hold here; a receipt it left unsigned counts as one for a day"`
+	MinRenterScore  float64     `toml:"min_renter_score" comment:"least score as a renter (0 to 1; one with no history has 0.6) asked for a gold lease or one that starts more than a day ahead; 0: none"`
 	Weekly          []string    `toml:"weekly" comment:"weekly availability in UTC, each \"Mon 18:00-Tue 08:00\" with an optional \" floor 1.50\"; empty: always"`
 	Country         string      `toml:"country" comment:"ISO 3166 country code of the hardware, such as DE"`
 	RegionLabel     string      `toml:"region_label" comment:"free region label, such as eu-central or a data centre's name"`
@@ -203,6 +204,9 @@ func (p *ProviderConfig) validate() error {
 	}
 	if err := intRange("provider.max_leases_per_renter", p.RenterLeases, 1, 1024); err != nil {
 		return err
+	}
+	if p.MinRenterScore < 0 || p.MinRenterScore > 1 {
+		return fieldErr("provider.min_renter_score", p.MinRenterScore, "0 to 1")
 	}
 	var prevEnd uint32
 	for i, w := range p.Weekly {

@@ -201,3 +201,29 @@ func TestACopiedUUIDIsADisputeThatSinksNoOne(t *testing.T) {
 		}
 	}
 }
+
+// A provider may ask a record of the renters that would hold its
+// calendar longest: with min_renter_score set, a gold lease from a renter
+// with no history is refused, a silver one is not, and once that renter
+// has a countersigned receipt here its gold lease is taken (issue 12).
+func TestAProviderAsksARecordForGoldLeases(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, func(c *Config) { c.Provider.MinRenterScore = 0.65 })
+	waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(renter, prov) == 8 })
+	gold := func(l *pb.Lease) { l.Tier, l.Bid.Tier = pb.Tier_TIER_GOLD, pb.Tier_TIER_GOLD }
+	if r := proposeRaw(t, renter, prov, gold); r.Lease != nil || r.Code != pb.RejectCode_REJECT_RENTER_SCORE || !strings.Contains(r.Reason, "scores 0.60 as a renter here; this provider asks 0.65") {
+		t.Fatalf("a gold lease from a renter with no history: %v %q", r.Code, r.Reason)
+	}
+	res, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{})
+	if err != nil || res.Receipt.Outcome != LeaseCompleted {
+		t.Fatalf("a silver lease from a renter with no history: %v (%+v)", err, res.Receipt)
+	}
+	waitFor(t, 10*time.Second, "the provider counts the renter's receipt", func() bool {
+		v, err := prov.Reputation(renter.id.String())
+		return err == nil && v.AsRenter >= 0.65
+	})
+	if r := proposeRaw(t, renter, prov, gold); r.Lease == nil {
+		t.Errorf("a gold lease from a renter with a record: %v %q", r.Code, r.Reason)
+	}
+}

@@ -160,6 +160,9 @@ const (
 	RejectCode_REJECT_UNKNOWN_LEASE RejectCode = 11
 	// The renter holds as many open leases with this provider as it allows.
 	RejectCode_REJECT_RENTER_LIMIT RejectCode = 12
+	// The renter's score as a renter is below what the provider asks for a
+	// gold lease or one that starts far ahead.
+	RejectCode_REJECT_RENTER_SCORE RejectCode = 13
 )
 
 // Enum value maps for RejectCode.
@@ -178,6 +181,7 @@ var (
 		10: "REJECT_INTERNAL",
 		11: "REJECT_UNKNOWN_LEASE",
 		12: "REJECT_RENTER_LIMIT",
+		13: "REJECT_RENTER_SCORE",
 	}
 	RejectCode_value = map[string]int32{
 		"REJECT_UNSPECIFIED":   0,
@@ -193,6 +197,7 @@ var (
 		"REJECT_INTERNAL":      10,
 		"REJECT_UNKNOWN_LEASE": 11,
 		"REJECT_RENTER_LIMIT":  12,
+		"REJECT_RENTER_SCORE":  13,
 	}
 )
 
@@ -2476,7 +2481,7 @@ const file_market_proto_rawDesc = "" +
 	"\x11OUTCOME_COMPLETED\x10\x01\x12\x15\n" +
 	"\x11OUTCOME_PREEMPTED\x10\x02\x12\x12\n" +
 	"\x0eOUTCOME_FAILED\x10\x03\x12\x15\n" +
-	"\x11OUTCOME_CANCELLED\x10\x04*\xaf\x02\n" +
+	"\x11OUTCOME_CANCELLED\x10\x04*\xc8\x02\n" +
 	"\n" +
 	"RejectCode\x12\x16\n" +
 	"\x12REJECT_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -2492,7 +2497,8 @@ const file_market_proto_rawDesc = "" +
 	"\x0fREJECT_INTERNAL\x10\n" +
 	"\x12\x18\n" +
 	"\x14REJECT_UNKNOWN_LEASE\x10\v\x12\x17\n" +
-	"\x13REJECT_RENTER_LIMIT\x10\fB(Z&github.com/idlegrid/idlegrid/market/pbb\x06proto3"
+	"\x13REJECT_RENTER_LIMIT\x10\f\x12\x17\n" +
+	"\x13REJECT_RENTER_SCORE\x10\rB(Z&github.com/idlegrid/idlegrid/market/pbb\x06proto3"
 
 var (
 	file_market_proto_rawDescOnce sync.Once
