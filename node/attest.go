@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,11 +32,19 @@ type challenger struct {
 	// two peers claimed; either may be nil.
 	observe func(p peer.ID, good bool, weight float64, what string)
 	dispute func(a, b peer.ID, uuid string)
+	// report gossips evidence this node holds; may be nil.
+	report func(ctx context.Context, evidence []byte) error
 
 	// mu guards last, the last verified document of each peer, so a
 	// verdict can say what changed: a small cache, held for no I/O.
 	mu   sync.Mutex
-	last map[peer.ID]*attestpb.Document
+	last map[peer.ID]lastDoc
+}
+
+// lastDoc is a peer's last verified document and its signed envelope.
+type lastDoc struct {
+	doc *attestpb.Document
+	env []byte
 }
 
 // challenged is one challenge's outcome: the verdict, the round trip,
@@ -62,9 +71,10 @@ func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, erro
 		c.count(p, true, weightAttested, "attested")
 	}
 	if out.Verified() {
-		prev, others := c.swap(p, out.Doc)
-		if prev != nil {
-			out.changes = attest.Changes(prev, out.Doc)
+		prev, others := c.swap(p, lastDoc{out.Doc, a.Fresh})
+		if prev.doc != nil {
+			out.changes = attest.Changes(prev.doc, out.Doc)
+			c.contradicts(ctx, p, prev.env, a.Fresh)
 		}
 		if c.dispute != nil {
 			for q, uuid := range others {
@@ -73,6 +83,25 @@ func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, erro
 		}
 	}
 	return out, nil
+}
+
+// contradicts gossips the evidence two of p's documents make, when they
+// prove it cheated (one key, two GPU sets within the conflict window):
+// the node that holds them is the one that can show them.
+func (c *challenger) contradicts(ctx context.Context, p peer.ID, prev, fresh []byte) {
+	if c.report == nil {
+		return
+	}
+	ev, err := attest.NewEvidence(prev, fresh)
+	if err != nil {
+		return
+	}
+	if offenders, err := attest.VerifyEvidence(ev, c.swarm, c.roots); err != nil || !slices.Contains(offenders, p) {
+		return // a change, not a contradiction
+	}
+	if err := c.report(ctx, ev); err != nil {
+		c.count(p, false, weightAttestFailed, "its documents contradict each other; the evidence was not gossiped: "+err.Error())
+	}
 }
 
 func (c *challenger) count(p peer.ID, good bool, weight float64, what string) {
@@ -85,7 +114,7 @@ func (c *challenger) count(p peer.ID, good bool, weight float64, what string) {
 func (c *challenger) attested(p peer.ID) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.last[p] != nil
+	return c.last[p].doc != nil
 }
 
 // swap makes d p's last verified document and returns the one before,
@@ -93,14 +122,14 @@ func (c *challenger) attested(p peer.ID) bool {
 // window of d, claim one of d's GPU UUIDs (one UUID each): a dispute,
 // which proves nothing by itself (a UUID is a string anyone can write)
 // and lowers confidence in both, boundedly.
-func (c *challenger) swap(p peer.ID, d *attestpb.Document) (*attestpb.Document, map[peer.ID]string) {
+func (c *challenger) swap(p peer.ID, l lastDoc) (lastDoc, map[peer.ID]string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.last == nil {
-		c.last = make(map[peer.ID]*attestpb.Document)
+		c.last = make(map[peer.ID]lastDoc)
 	}
-	prev := c.last[p]
-	c.last[p] = d
+	prev, d := c.last[p], l.doc
+	c.last[p] = l
 	mine := map[string]bool{}
 	for _, g := range d.Gpus {
 		mine[g.Uuid] = true
@@ -108,10 +137,10 @@ func (c *challenger) swap(p peer.ID, d *attestpb.Document) (*attestpb.Document, 
 	made := time.UnixMilli(d.CreatedUnixMs)
 	others := map[peer.ID]string{}
 	for q, o := range c.last {
-		if q == p || time.UnixMilli(o.CreatedUnixMs).Sub(made).Abs() > attest.ConflictWindow {
+		if q == p || time.UnixMilli(o.doc.CreatedUnixMs).Sub(made).Abs() > attest.ConflictWindow {
 			continue
 		}
-		for _, g := range o.Gpus {
+		for _, g := range o.doc.Gpus {
 			if mine[g.Uuid] {
 				others[q] = g.Uuid
 				break

@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -29,7 +30,8 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 		net: n.link, store: n.store, rel: n.reputation, rtt: peerRTT{n.host}, clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: n.limits,
 	})
 	n.market.received = n.metrics.received
-	n.challenger = &challenger{self: n.id, swarm: n.swarm.Tag(), net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock, observe: n.reputation.observe, dispute: n.reputation.dispute}
+	n.challenger = &challenger{self: n.id, swarm: n.swarm.Tag(), net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock, observe: n.reputation.observe, dispute: n.reputation.dispute,
+		report: func(ctx context.Context, ev []byte) error { return n.link.Publish(ctx, p2p.TopicEvidence, ev) }}
 	n.renter = &renter{
 		id: n.id, swarm: n.swarm, key: n.key, net: n.link, market: n.market, challenger: n.challenger, store: n.leaseStore(),
 		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.leaseEnded, observe: n.reputation.observe,

@@ -3,7 +3,9 @@ package node
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
@@ -225,5 +228,57 @@ func TestAProviderAsksARecordForGoldLeases(t *testing.T) {
 	})
 	if r := proposeRaw(t, renter, prov, gold); r.Lease == nil {
 		t.Errorf("a gold lease from a renter with a record: %v %q", r.Code, r.Reason)
+	}
+}
+
+// lyingSource is a GPU source that, once told to lie, drops a GPU from
+// what it reports: a provider whose documents, moments apart, cannot
+// both be true.
+type lyingSource struct {
+	attest.GPUSource
+	lie atomic.Bool
+}
+
+func (s *lyingSource) Inventory(ctx context.Context) (attest.Inventory, error) {
+	inv, err := s.GPUSource.Inventory(ctx)
+	if s.lie.Load() && len(inv.GPUs) > 1 {
+		inv.GPUs = inv.GPUs[1:]
+	}
+	return inv, err
+}
+
+// A node that holds two documents one provider signed within the
+// conflict window, listing different GPUs, gossips them as evidence
+// itself: it and every other node exclude the provider (issue 12).
+func TestANodeGossipsTheContradictionsItHolds(t *testing.T) {
+	t.Parallel()
+	fake, err := attest.NewFake("dgxh100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &lyingSource{GPUSource: fake}
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
+		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:dgxh100", "2.00"
+	})), Options{GPUSource: src})
+	checker := startNode(t, testRepo(t, "checker", bootstrapFrom(boot)), Options{})
+	waitFor(t, 15*time.Second, "the provider's offer in the checker's book", func() bool { return offeredGPUs(checker, prov) == 8 })
+	waitFor(t, 15*time.Second, "the checker and the bootstrap node meshed on evidence", func() bool {
+		return slices.Contains(checker.gossip.Mesh(p2p.TopicEvidence), boot.id)
+	})
+	attestOnce := func() {
+		t.Helper()
+		if res, err := checker.Attest(context.Background(), api.AttestRequest{Peer: prov.id.String()}); err != nil || !res.Verified {
+			t.Fatalf("attest: %+v, %v", res, err)
+		}
+	}
+	attestOnce()
+	if checker.market.Excluded(prov.id) {
+		t.Fatal("excluded after one document")
+	}
+	src.lie.Store(true)
+	attestOnce() // seven GPUs where there were eight, within the minute
+	for _, n := range []*Node{checker, boot} {
+		waitFor(t, 10*time.Second, "the provider excluded on the checker's evidence", func() bool { return n.market.Excluded(prov.id) })
 	}
 }
