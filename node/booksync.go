@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipfs/go-datastore/query"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -101,7 +102,8 @@ func (m *marketSide) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) 
 	}
 }
 
-// fetchBook syncs p's book, each offer checked as a gossiped one is.
+// fetchBook syncs p's book, each offer checked as a gossiped one is, and
+// the evidence p recorded, each piece checked again.
 func (m *marketSide) fetchBook(ctx context.Context, p peer.ID) {
 	got, err := m.net.FetchBook(ctx, p, func(env []byte) { m.synced(ctx, env) })
 	if err != nil {
@@ -109,6 +111,37 @@ func (m *marketSide) fetchBook(ctx context.Context, p peer.ID) {
 		return
 	}
 	m.log.Debug("book synced", "peer", p, "offers", got)
+	var evidence [][]byte
+	if _, err := m.net.FetchEvidence(ctx, p, func(ev []byte) { evidence = append(evidence, ev) }); err != nil {
+		m.log.Debug("evidence sync failed", "peer", p, "err", err)
+	}
+	for _, ev := range evidence {
+		if offenders, err := m.validator.CheckEvidence(ev); err == nil {
+			m.recordOffenders(ctx, offenders, ev)
+		}
+	}
+}
+
+// evidenceHeld is what evidence sync serves: the evidence recorded
+// against each offender, each piece once.
+func (m *marketSide) evidenceHeld(ctx context.Context) ([][]byte, error) {
+	res, err := m.store.Query(ctx, query.Query{Prefix: evidencePrefix.String()})
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	seen := map[string]bool{}
+	var out [][]byte
+	for e := range res.Next() {
+		if e.Error != nil {
+			return nil, e.Error
+		}
+		if !seen[string(e.Value)] {
+			seen[string(e.Value)] = true
+			out = append(out, e.Value)
+		}
+	}
+	return out, nil
 }
 
 // synced checks an envelope that came by book sync and delivers it.

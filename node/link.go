@@ -30,6 +30,7 @@ type publisher interface {
 // syncer is the market side's view: fetch the books of peers.
 type syncer interface {
 	FetchBook(ctx context.Context, p peer.ID, each func([]byte)) (int, error)
+	FetchEvidence(ctx context.Context, p peer.ID, each func([]byte)) (int, error)
 	// SyncPeers are the connected peers that serve book sync.
 	SyncPeers() []peer.ID
 }
@@ -109,6 +110,11 @@ func (l *swarmLink) SendQuote(ctx context.Context, to peer.ID, env []byte) error
 }
 
 // FetchBook syncs p's book.
+// FetchEvidence asks p for the evidence it recorded.
+func (l *swarmLink) FetchEvidence(ctx context.Context, p peer.ID, each func([]byte)) (int, error) {
+	return p2p.FetchEvidence(ctx, l.host, l.swarm, p, each)
+}
+
 // FetchReceipts asks p for the receipts it holds that name subject.
 func (l *swarmLink) FetchReceipts(ctx context.Context, p, subject peer.ID, each func([]byte)) (int, error) {
 	return p2p.FetchReceipts(ctx, l.host, l.swarm, p, subject, each)

@@ -31,6 +31,7 @@ func (m *marketSide) start(ctx context.Context, sv p2p.Server, g *p2p.Gossip, go
 		return err
 	}
 	p2p.ServeBookSync(sv, m.envelopesNow)
+	p2p.ServeEvidence(sv, m.evidenceHeld)
 	p2p.ServeQuotes(sv, m.receiveQuote)
 	for _, kind := range p2p.TopicKinds {
 		sub, err := g.Topic(kind).Subscribe()

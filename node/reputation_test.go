@@ -281,4 +281,7 @@ func TestANodeGossipsTheContradictionsItHolds(t *testing.T) {
 	for _, n := range []*Node{checker, boot} {
 		waitFor(t, 10*time.Second, "the provider excluded on the checker's evidence", func() bool { return n.market.Excluded(prov.id) })
 	}
+	// A node that joins later learns it by evidence sync, and checks it.
+	late := startNode(t, testRepo(t, "late", bootstrapFrom(boot)), Options{Light: true})
+	waitFor(t, 15*time.Second, "the late joiner excludes the provider too", func() bool { return late.market.Excluded(prov.id) })
 }

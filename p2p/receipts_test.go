@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
 	"strings"
 	"testing"
 
+	"github.com/idlegrid/idlegrid/attest"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -87,5 +89,19 @@ func FuzzReadReceiptsRequest(f *testing.F) {
 		if err == nil && (len(subject) == 0 || len(subject) > 128) {
 			t.Fatalf("read a subject of %d bytes", len(subject))
 		}
+	})
+}
+
+// Evidence sync reads no more than its caps from a peer that answers
+// with whatever it likes.
+func TestFetchEvidenceReadsNoMoreThanItsCaps(t *testing.T) {
+	readNothing := func(s network.Stream) error { _, err := io.Copy(io.Discard, s); return err }
+	fetch := func(ctx context.Context, a host.Host, b peer.ID, each func([]byte)) (int, error) {
+		return FetchEvidence(ctx, a, Swarm{}, b, each)
+	}
+	checkCaps(t, EvidenceSyncProtocol, readNothing, fetch, []capCase{
+		{"oversized evidence", 5, attest.MaxEvidenceSize + 1, 0, "message"},
+		{"too much evidence", MaxSyncEvidence + 10, 16, MaxSyncEvidence, "more than 1000 pieces of evidence"},
+		{"every offender", 20, 500, 20, ""},
 	})
 }

@@ -212,6 +212,13 @@ func (v *MarketValidator) validateEvidence(_ context.Context, from peer.ID, msg 
 	return pubsub.ValidationAccept
 }
 
+// CheckEvidence verifies evidence that came otherwise than by gossip (by
+// evidence sync): the offenders it proves, in this node's swarm, or why
+// not.
+func (v *MarketValidator) CheckEvidence(data []byte) ([]peer.ID, error) {
+	return attest.VerifyEvidence(data, v.limits.Swarm, v.roots)
+}
+
 // CheckOffer runs the whole check on one offer envelope, however it came:
 // signature, content at the local time, sequence. The offer is returned
 // only with ValidationAccept. A gossiped offer needs a sequence number
