@@ -65,9 +65,12 @@ func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, erro
 	}
 	o, _ := c.book().Offer(p, ProviderOfferID)
 	out := challenged{Verdict: attest.Judge(p, attest.Challenge{Swarm: c.swarm, Challenger: c.self, Nonce: a.Nonce}, a.Fresh, a.Standing, o, c.roots, c.clock.Now(), attestMaxAge), rtt: a.RTT}
-	if out.Err != nil {
+	switch {
+	case out.Err != nil:
 		c.count(p, false, weightAttestFailed, "attestation failed: "+out.Err.Error())
-	} else {
+	case out.Coverage == attest.CoverageNone: // its offer claims what its document does not show
+		c.count(p, false, weightAttestFailed, "offer not covered: "+out.CoverageErr.Error())
+	default:
 		c.count(p, true, weightAttested, "attested")
 	}
 	if out.Verified() {

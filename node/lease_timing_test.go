@@ -214,6 +214,29 @@ func TestProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 		v, err := renter.Reputation(prov.id.String())
 		return err == nil && v.Failures == 1 && v.Reliability < reputation.DefaultConfig().Prior
 	})
+	// So it ranks below a provider with no history at the same price.
+	same := DefaultConfig(ProfileProvider).Provider
+	same.Price, same.Tiers = prov.cfg.Provider.Price, prov.cfg.Provider.Tiers
+	same.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+	peerAtSamePrice := publishStrangers(t, renter, same, 1)
+	waitFor(t, 10*time.Second, "the other provider's offer in the renter's book", func() bool {
+		for p := range peerAtSamePrice {
+			if _, ok := renter.market.snapshot().Offer(p, ProviderOfferID); ok {
+				return true
+			}
+		}
+		return false
+	})
+	// The renter's matcher weighs RTT too, and the other has none measured
+	// (it has no host): rank them as its matcher would, RTT aside.
+	b, err := BuildBid(rentRequest(image, "true").BidRequest, renter.id, renter.swarm, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands := market.NewMatcher(market.DefaultMatchConfig(), renter.reputation, market.UnknownRTTs{}).Match(renter.market.snapshot(), b, clk.Now(), 10).Candidates
+	if len(cands) != 2 || cands[0].PriceMicros != cands[1].PriceMicros || cands[1].Issuer != prov.id {
+		t.Errorf("ranked %v; want the vanished provider last of two at the same price", cands)
+	}
 }
 
 func TestRenterVanishingStopsTheJobAfterTheGracePeriod(t *testing.T) {

@@ -565,7 +565,7 @@ func publishStrangers(t *testing.T, via *Node, cfg ProviderConfig, n int) map[pe
 	for range n {
 		key, _, _ := crypto.GenerateEd25519Key(nil)
 		id, _ := peer.IDFromPrivateKey(key)
-		o, err := cfg.BuildOffer(id, 1, time.Now())
+		o, err := cfg.BuildOffer(id, 1, via.clock.Now()) // the node's time, fake or not
 		if err != nil {
 			t.Fatal(err)
 		}

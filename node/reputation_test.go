@@ -278,6 +278,11 @@ func TestANodeGossipsTheContradictionsItHolds(t *testing.T) {
 	}
 	src.lie.Store(true)
 	attestOnce() // seven GPUs where there were eight, within the minute
+	// Its offer, of eight, is not covered by the answer: a failure too.
+	waitFor(t, 10*time.Second, "the checker counts the uncovered offer", func() bool {
+		v, err := checker.Reputation(prov.id.String())
+		return err == nil && v.Failures == 1
+	})
 	for _, n := range []*Node{checker, boot} {
 		waitFor(t, 10*time.Second, "the provider excluded on the checker's evidence", func() bool { return n.market.Excluded(prov.id) })
 	}

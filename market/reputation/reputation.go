@@ -543,10 +543,15 @@ func (g graph) personalised(r []float64, cfg Config) []float64 {
 	return x
 }
 
-// receiptValue is what one receipt is worth before decay: a quarter for
-// having happened, and up to three quarters more for the hours metered,
-// so that short and bronze leases earn too.
+// receiptValue is what one receipt is worth before decay. A good one:
+// a quarter for having happened, and up to three quarters more for the
+// hours metered, so that short and bronze leases earn too. A fault: one
+// whole, however short the lease ran, since what a failure costs the
+// other party does not shrink with the hours.
 func receiptValue(r Receipt) float64 {
+	if r.Kind == ProviderFault || r.Kind == RenterFault {
+		return 1
+	}
 	return 0.25 + 0.75*min(1, max(r.Hours, 0))
 }
 
