@@ -211,7 +211,7 @@ func TestProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 	// And counts it against the provider, on its own receipt: the provider
 	// now ranks below one with no history (issue 12).
 	waitFor(t, 10*time.Second, "the renter scores the vanished provider below the prior", func() bool {
-		v, err := renter.Reputation(prov.id.String())
+		v, err := renter.Reputation(context.Background(), prov.id.String())
 		return err == nil && v.Failures == 1 && v.Reliability < reputation.DefaultConfig().Prior
 	})
 	// So it ranks below a provider with no history at the same price.

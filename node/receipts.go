@@ -259,27 +259,71 @@ func (r *reputationSide) learnRound(ctx context.Context) {
 	if r.net == nil || r.providers == nil {
 		return
 	}
-	now := r.clock.Now()
 	var ask []peer.ID
 	for _, p := range r.providers() {
-		if p == r.self || now.Sub(r.asked[p]) < learnAgain {
-			continue
-		}
-		r.asked[p] = now
-		if ask = append(ask, p); len(ask) == learnPerRound {
-			break
-		}
-	}
-	for p, at := range r.asked { // forget the long ago
-		if now.Sub(at) > 2*learnAgain {
-			delete(r.asked, p)
+		if r.due(p) {
+			if ask = append(ask, p); len(ask) == learnPerRound {
+				break
+			}
 		}
 	}
 	for _, p := range ask {
-		var envs [][]byte
-		if _, err := r.net.FetchReceipts(ctx, p, p, func(env []byte) { envs = append(envs, env) }); err != nil {
-			r.log.Debug("receipts not fetched", "peer", p, "err", err)
-		}
-		r.learn(ctx, p, envs)
+		r.learnFrom(ctx, p)
 	}
 }
+
+// due marks p asked now, and reports whether it was due: not this node,
+// and not asked within learnAgain.
+func (r *reputationSide) due(p peer.ID) bool {
+	if p == r.self {
+		return false
+	}
+	now := r.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now.Sub(r.asked[p]) < learnAgain {
+		return false
+	}
+	r.asked[p] = now
+	if len(r.asked) > maxAsked {
+		for q, at := range r.asked { // forget the long ago
+			if now.Sub(at) > learnAgain {
+				delete(r.asked, q)
+			}
+		}
+	}
+	return true
+}
+
+// maxAsked is how many providers' last asking is remembered before the
+// long ago are forgotten.
+const maxAsked = 10_000
+
+// learnFrom asks p for the receipts it holds of itself and keeps those
+// that verify; it reports how many it did not hold.
+func (r *reputationSide) learnFrom(ctx context.Context, p peer.ID) int {
+	var envs [][]byte
+	if _, err := r.net.FetchReceipts(ctx, p, p, func(env []byte) { envs = append(envs, env) }); err != nil {
+		r.log.Debug("receipts not fetched", "peer", p, "err", err)
+	}
+	return r.learn(ctx, p, envs)
+}
+
+// learnNow asks provider p for its receipts at once, if it is due, and
+// recomputes the scores when it learned any: what someone asking about
+// a provider this node never dealt with wants.
+func (r *reputationSide) learnNow(ctx context.Context, p peer.ID) {
+	if r.net == nil || !r.due(p) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, learnNowFor)
+	defer cancel()
+	if r.learnFrom(ctx, p) > 0 {
+		if err := r.recompute(ctx); err != nil {
+			r.log.Warn("reputation not recomputed", "err", err)
+		}
+	}
+}
+
+// learnNowFor bounds an asking at once.
+const learnNowFor = 5 * time.Second

@@ -38,16 +38,15 @@ type reputationSide struct {
 	clock     clock.Clock
 	log       *slog.Logger
 
-	asked map[peer.ID]time.Time // when each provider was last asked; the run goroutine's
-
 	cur  atomic.Pointer[reputation.Scores]
 	kick chan struct{} // 1-buffered: something new to count
 
-	mu    sync.Mutex // guards obs, keys, seq and known; held for no I/O
+	mu    sync.Mutex // guards obs, keys, seq, known and asked; held for no I/O
 	obs   []noted
 	keys  []ds.Key // of obs, in the same order
 	seq   uint64
-	known map[ds.Key]learned // receipts learned from peers
+	known map[ds.Key]learned    // receipts learned from peers
+	asked map[peer.ID]time.Time // when each provider was last asked for them
 }
 
 // reputationDeps are what the reputation side is built from.
@@ -288,11 +287,15 @@ func receiptOf(rec *records.Lease) (reputation.Receipt, bool) {
 	return out, true
 }
 
-// Reputation is this node's view of peer p (api.Backend).
-func (n *Node) Reputation(p string) (api.ReputationView, error) {
+// Reputation is this node's view of peer p (api.Backend). A provider in
+// the book it has not asked lately is asked for its receipts first.
+func (n *Node) Reputation(ctx context.Context, p string) (api.ReputationView, error) {
 	id, err := peer.Decode(p)
 	if err != nil {
 		return api.ReputationView{}, api.BadRequest{Err: fmt.Errorf("peer %q: not a peer ID: %v", p, err)}
+	}
+	if _, ok := n.market.snapshot().Offer(id, ProviderOfferID); ok {
+		n.reputation.learnNow(ctx, id)
 	}
 	s := n.reputation.scores()
 	sc := s.Of(id)

@@ -31,7 +31,7 @@ func TestACompletedLeaseRaisesBothPartiesAndSurvivesARestart(t *testing.T) {
 	image := executortest.BusyboxImage(t)
 	prov, renter := leaseSwarm(t, nil)
 	prior := reputation.DefaultConfig().Prior
-	if v, err := renter.Reputation(prov.id.String()); err != nil || v.Reliability != prior || v.Basis != "0.60: no history" || len(v.Path) != 0 {
+	if v, err := renter.Reputation(context.Background(), prov.id.String()); err != nil || v.Reliability != prior || v.Basis != "0.60: no history" || len(v.Path) != 0 {
 		t.Fatalf("before any lease: %+v, %v", v, err)
 	}
 	res, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{})
@@ -40,7 +40,7 @@ func TestACompletedLeaseRaisesBothPartiesAndSurvivesARestart(t *testing.T) {
 	}
 	var after float64
 	waitFor(t, 10*time.Second, "the renter counts the receipt", func() bool {
-		v, err := renter.Reputation(prov.id.String())
+		v, err := renter.Reputation(context.Background(), prov.id.String())
 		after = v.Reliability
 		return err == nil && v.Receipts == 1 && v.Trusted == 1 && v.Reliability > prior && len(v.Path) == 2
 	})
@@ -48,7 +48,7 @@ func TestACompletedLeaseRaisesBothPartiesAndSurvivesARestart(t *testing.T) {
 		t.Errorf("the matcher's source says %.3f, the API %.3f", renter.reputation.Reliability(prov.id), after)
 	}
 	waitFor(t, 10*time.Second, "the provider counts the renter", func() bool {
-		v, err := prov.Reputation(renter.id.String())
+		v, err := prov.Reputation(context.Background(), renter.id.String())
 		return err == nil && v.AsRenter > prior
 	})
 	offers, err := renter.Offers(api.OfferQuery{})
@@ -60,10 +60,10 @@ func TestACompletedLeaseRaisesBothPartiesAndSurvivesARestart(t *testing.T) {
 	renter.Close()
 	renter = startNode(t, repo, Options{Light: true})
 	waitFor(t, 10*time.Second, "the restarted renter ranks the provider as before", func() bool {
-		v, err := renter.Reputation(prov.id.String())
+		v, err := renter.Reputation(context.Background(), prov.id.String())
 		return err == nil && math.Abs(v.Reliability-after) < 1e-6 // what a few seconds of decay take
 	})
-	if _, err := renter.Reputation("not-a-peer"); err == nil || !strings.Contains(err.Error(), `peer "not-a-peer"`) {
+	if _, err := renter.Reputation(context.Background(), "not-a-peer"); err == nil || !strings.Contains(err.Error(), `peer "not-a-peer"`) {
 		t.Errorf("a malformed peer ID: %v", err)
 	}
 }
@@ -89,17 +89,26 @@ func TestAProviderRisesForARenterThatLearnsItsReceipts(t *testing.T) {
 	})), Options{Light: true, Clock: clk})
 	waitFor(t, 15*time.Second, "the provider's offer in the third renter's book", func() bool { return offeredGPUs(third, prov) == 8 })
 	prior := reputation.DefaultConfig().Prior
-	if v, _ := third.Reputation(prov.id.String()); v.Reliability != prior {
-		t.Fatalf("before learning: %+v", v)
+	if sc := third.reputation.scores().Of(prov.id); sc.Reliability != prior {
+		t.Fatalf("before learning: %+v", sc)
 	}
-	waitFor(t, 15*time.Second, "the third renter learns the provider's receipts", func() bool {
+	waitFor(t, 15*time.Second, "the third renter learns the provider's receipts in the background", func() bool {
 		clk.Advance(learnEvery) // a learning round at each look
-		v, err := third.Reputation(prov.id.String())
-		return err == nil && v.Receipts == 5 && v.Trusted == 5 && v.Reliability > prior
+		sc := third.reputation.scores().Of(prov.id)
+		return sc.Receipts == 5 && sc.Trusted == 5 && sc.Reliability > prior
 	})
-	v, _ := third.Reputation(prov.id.String())
+	v, _ := third.Reputation(context.Background(), prov.id.String())
 	if len(v.Path) != 2 || v.Path[0] != renter.id.String() || v.Path[1] != prov.id.String() {
 		t.Errorf("trust reached the provider by %v; want from the seed", v.Path)
+	}
+	// Asked about the provider, a renter that has not learned of it yet
+	// asks it at once.
+	fourth := startNode(t, testRepo(t, "fourth", both(bootstrapFrom(prov), func(c *Config) {
+		c.Reputation.Seeds = []string{renter.id.String()}
+	})), Options{Light: true, Clock: clock.NewFake()})
+	waitFor(t, 15*time.Second, "the provider's offer in the fourth renter's book", func() bool { return offeredGPUs(fourth, prov) == 8 })
+	if v, err := fourth.Reputation(context.Background(), prov.id.String()); err != nil || v.Receipts != 5 || v.Reliability <= prior {
+		t.Errorf("asked at once: %+v, %v", v, err)
 	}
 }
 
@@ -190,12 +199,12 @@ func TestACopiedUUIDIsADisputeThatSinksNoOne(t *testing.T) {
 	}
 	prior := reputation.DefaultConfig().Prior
 	waitFor(t, 10*time.Second, "the renter counts the dispute against both", func() bool {
-		h, _ := renter.Reputation(honest.id.String())
-		g, _ := renter.Reputation(griefer.id.String())
+		h, _ := renter.Reputation(context.Background(), honest.id.String())
+		g, _ := renter.Reputation(context.Background(), griefer.id.String())
 		return h.Disputes == 1 && g.Disputes == 1
 	})
 	for _, p := range []*Node{honest, griefer} {
-		v, _ := renter.Reputation(p.id.String())
+		v, _ := renter.Reputation(context.Background(), p.id.String())
 		if v.Reliability < prior || !strings.Contains(v.Basis, "1 dispute") {
 			t.Errorf("%s: %+v; want at least the prior %.2f, and the dispute in its basis", p.id, v, prior)
 		}
@@ -223,7 +232,7 @@ func TestAProviderAsksARecordForGoldLeases(t *testing.T) {
 		t.Fatalf("a silver lease from a renter with no history: %v (%+v)", err, res.Receipt)
 	}
 	waitFor(t, 10*time.Second, "the provider counts the renter's receipt", func() bool {
-		v, err := prov.Reputation(renter.id.String())
+		v, err := prov.Reputation(context.Background(), renter.id.String())
 		return err == nil && v.AsRenter >= 0.65
 	})
 	if r := proposeRaw(t, renter, prov, gold); r.Lease == nil {
@@ -280,7 +289,7 @@ func TestANodeGossipsTheContradictionsItHolds(t *testing.T) {
 	attestOnce() // seven GPUs where there were eight, within the minute
 	// Its offer, of eight, is not covered by the answer: a failure too.
 	waitFor(t, 10*time.Second, "the checker counts the uncovered offer", func() bool {
-		v, err := checker.Reputation(prov.id.String())
+		v, err := checker.Reputation(context.Background(), prov.id.String())
 		return err == nil && v.Failures == 1
 	})
 	for _, n := range []*Node{checker, boot} {

@@ -27,7 +27,7 @@ type Backend interface {
 	Receipts(context.Context) ([]ReceiptView, error)
 	Ledger(context.Context) ([]LedgerEntry, error)
 	CancelLease(context.Context, string) (LeaseView, error)
-	Reputation(peer string) (ReputationView, error)
+	Reputation(ctx context.Context, peer string) (ReputationView, error)
 }
 
 // BadRequest marks a Backend error caused by the request (HTTP 400).
@@ -100,7 +100,7 @@ func NewServer(b Backend, metrics prometheus.Gatherer, g Guard, log *slog.Logger
 		reply(w, func() (any, error) { return b.Ledger(r.Context()) })
 	})
 	mux.HandleFunc("GET /v1/reputation/{peer}", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, func() (any, error) { return b.Reputation(r.PathValue("peer")) })
+		reply(w, func() (any, error) { return b.Reputation(r.Context(), r.PathValue("peer")) })
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
