@@ -79,13 +79,31 @@ func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, erro
 			out.changes = attest.Changes(prev.doc, out.Doc)
 			c.contradicts(ctx, p, prev.env, a.Fresh)
 		}
-		if c.dispute != nil {
-			for q, uuid := range others {
-				c.dispute(p, q, uuid)
+		for q, claim := range others {
+			if !c.settled(ctx, claim.env, a.Fresh) && c.dispute != nil {
+				c.dispute(p, q, claim.uuid)
 			}
 		}
 	}
 	return out, nil
+}
+
+// settled gossips the evidence two peers' documents that claim one GPU
+// make, when CC certificates prove it (one GPU's key answered for both
+// machines): then it is no dispute but proof against both. It reports
+// whether it was.
+func (c *challenger) settled(ctx context.Context, other, fresh []byte) bool {
+	if c.roots == nil || c.report == nil {
+		return false
+	}
+	ev, err := attest.NewEvidence(other, fresh)
+	if err != nil {
+		return false
+	}
+	if offenders, err := attest.VerifyEvidence(ev, c.swarm, c.roots); err != nil || len(offenders) != 2 {
+		return false
+	}
+	return c.report(ctx, ev) == nil
 }
 
 // contradicts gossips the evidence two of p's documents make, when they
@@ -120,12 +138,19 @@ func (c *challenger) attested(p peer.ID) bool {
 	return c.last[p].doc != nil
 }
 
+// claim is another peer's last document that names one of a fresh
+// document's GPU UUIDs.
+type claim struct {
+	uuid string
+	env  []byte
+}
+
 // swap makes d p's last verified document and returns the one before,
 // and the other peers whose last documents, made within the conflict
 // window of d, claim one of d's GPU UUIDs (one UUID each): a dispute,
 // which proves nothing by itself (a UUID is a string anyone can write)
-// and lowers confidence in both, boundedly.
-func (c *challenger) swap(p peer.ID, l lastDoc) (lastDoc, map[peer.ID]string) {
+// and lowers confidence in both, boundedly, unless CC settles it.
+func (c *challenger) swap(p peer.ID, l lastDoc) (lastDoc, map[peer.ID]claim) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.last == nil {
@@ -138,14 +163,14 @@ func (c *challenger) swap(p peer.ID, l lastDoc) (lastDoc, map[peer.ID]string) {
 		mine[g.Uuid] = true
 	}
 	made := time.UnixMilli(d.CreatedUnixMs)
-	others := map[peer.ID]string{}
+	others := map[peer.ID]claim{}
 	for q, o := range c.last {
 		if q == p || time.UnixMilli(o.doc.CreatedUnixMs).Sub(made).Abs() > attest.ConflictWindow {
 			continue
 		}
 		for _, g := range o.doc.Gpus {
 			if mine[g.Uuid] {
-				others[q] = g.Uuid
+				others[q] = claim{g.Uuid, o.env}
 				break
 			}
 		}

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/attest/attesttest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
@@ -182,12 +185,7 @@ func TestACopiedUUIDIsADisputeThatSinksNoOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
-	sell := func(name string) *Node {
-		return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), func(c *Config) {
-			c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:dgxh100", "2.00"
-		})), Options{GPUSource: fake})
-	}
-	honest, griefer := sell("honest"), sell("griefer")
+	honest, griefer := sellFake(t, boot, "honest", "dgxh100", fake), sellFake(t, boot, "griefer", "dgxh100", fake)
 	renter := startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), Options{Light: true})
 	waitFor(t, 15*time.Second, "both offers in the renter's book", func() bool {
 		return offeredGPUs(renter, honest) == 8 && offeredGPUs(renter, griefer) == 8
@@ -298,4 +296,47 @@ func TestANodeGossipsTheContradictionsItHolds(t *testing.T) {
 	// A node that joins later learns it by evidence sync, and checks it.
 	late := startNode(t, testRepo(t, "late", bootstrapFrom(boot)), Options{Light: true})
 	waitFor(t, 15*time.Second, "the late joiner excludes the provider too", func() bool { return late.market.Excluded(prov.id) })
+}
+
+// When CC certificates settle it, two peers answering with one GPU is no
+// dispute but proof: one GPU's key signed reports bound to each of them.
+// The node that saw both gossips the evidence, and both are excluded.
+func TestOneGPUAnsweringForTwoPeersIsProof(t *testing.T) {
+	t.Parallel()
+	fake, err := attest.NewFake("dgxh200") // one machine, its GPUs' keys answering for two peers
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := attesttest.NewCCAuthority(t)
+	fake.EnableCC(ca.Evidence)
+	rootFile := filepath.Join(t.TempDir(), "nvidia-root.pem")
+	if err := os.WriteFile(rootFile, ca.RootPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	a, b := sellFake(t, boot, "a", "dgxh200", fake), sellFake(t, boot, "b", "dgxh200", fake)
+	checker := startNode(t, testRepo(t, "checker", both(bootstrapFrom(boot), func(c *Config) { c.Attest.CCRootCert = rootFile })), Options{})
+	waitFor(t, 15*time.Second, "both offers in the checker's book", func() bool {
+		return offeredGPUs(checker, a) == 8 && offeredGPUs(checker, b) == 8
+	})
+	for _, p := range []*Node{a, b} {
+		if res, err := checker.Attest(context.Background(), api.AttestRequest{Peer: p.id.String()}); err != nil || !res.Verified || res.CC != attest.CCVerified {
+			t.Fatalf("attest %s: %+v, %v", p.id, res, err)
+		}
+	}
+	for _, p := range []*Node{a, b} {
+		waitFor(t, 10*time.Second, "the checker excludes both on the CC proof", func() bool { return checker.market.Excluded(p.id) })
+		if v, _ := checker.Reputation(context.Background(), p.id.String()); v.Disputes != 0 {
+			t.Errorf("%s: a dispute counted where CC settled it: %+v", p.id, v)
+		}
+	}
+}
+
+// sellFake starts a provider bootstrapped from boot that sells the fake
+// machine src at 2.00: several may share one src, and so its GPUs.
+func sellFake(t *testing.T, boot *Node, name, machine string, src attest.GPUSource) *Node {
+	t.Helper()
+	return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), func(c *Config) {
+		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:"+machine, "2.00"
+	})), Options{GPUSource: src})
 }
