@@ -17,7 +17,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 )
 
-func newTestHost(t *testing.T, psk pnet.PSK, allow []peer.ID) host.Host {
+func newTestHost(t testing.TB, psk pnet.PSK, allow []peer.ID) host.Host {
 	t.Helper()
 	key, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -104,4 +105,56 @@ func TestFetchEvidenceReadsNoMoreThanItsCaps(t *testing.T) {
 		{"too much evidence", MaxSyncEvidence + 10, 16, MaxSyncEvidence, "more than 1000 pieces of evidence"},
 		{"every offender", 20, 500, 20, ""},
 	})
+}
+
+// BenchmarkPullReceiptsOf50Providers measures what a fresh renter pulls
+// to rank the 50 best offers by their providers' records: from each
+// provider, the receipts it holds of itself, at the cap of 256 co-signed
+// receipts of 360 bytes (the size of a real one), over loopback; beside,
+// in the same run, a book sync of those 50 offers (700 bytes each) from
+// one peer.
+//
+//	go test ./p2p -run '^$' -bench PullReceiptsOf50Providers -benchtime 20x
+func BenchmarkPullReceiptsOf50Providers(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	receipts := make([][]byte, MaxReceiptsReply)
+	for i := range receipts {
+		receipts[i] = bytes.Repeat([]byte{byte(i)}, 360)
+	}
+	offers := make([][]byte, 50)
+	for i := range offers {
+		offers[i] = bytes.Repeat([]byte{byte(i)}, 700)
+	}
+	client := newTestHost(b, nil, nil)
+	var provs []host.Host
+	for range 50 {
+		h := newTestHost(b, nil, nil)
+		ServeReceipts(Server{Host: h, Ctx: ctx}, func(context.Context, peer.ID) ([][]byte, error) { return receipts, nil })
+		ServeBookSync(Server{Host: h, Ctx: ctx}, func(context.Context) ([][]byte, error) { return offers, nil })
+		if err := connect(client, h); err != nil {
+			b.Fatal(err)
+		}
+		provs = append(provs, h)
+	}
+	var pulled int
+	var pull, sync time.Duration
+	for i := range b.N {
+		t0 := time.Now()
+		if _, err := FetchBook(ctx, client, Swarm{}, provs[i%len(provs)].ID(), func([]byte) {}); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		pulled = 0
+		for _, p := range provs {
+			if _, err := FetchReceipts(ctx, client, Swarm{}, p.ID(), p.ID(), func(rc []byte) { pulled += len(rc) + 2 }); err != nil {
+				b.Fatal(err)
+			}
+		}
+		sync, pull = sync+t1.Sub(t0), pull+time.Since(t1)
+	}
+	b.ReportMetric(float64(pulled), "bytes-pulled")
+	b.ReportMetric(float64(pull.Milliseconds())/float64(b.N), "ms/pull")
+	b.ReportMetric(float64(sync.Microseconds())/1000/float64(b.N), "ms/book-sync-of-50")
+	b.ReportMetric(float64(pull)/float64(sync), "x-book-sync")
 }
