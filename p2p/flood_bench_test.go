@@ -209,9 +209,9 @@ func runFloodSwarm(b *testing.B, spam [][]byte) floodRun {
 	}
 	pace.Stop()
 	run.want = floodHonest * (floodNodes - 1)
-	deadline := time.Now().Add(floodDeliver)
-	for arrivals.count() < run.want && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	select { // every honest offer everywhere, or the time is up
+	case <-arrivals.expect(run.want):
+	case <-time.After(floodDeliver):
 	}
 	run.floodFor = time.Since(floodStart)
 	run.heap, run.rss = memoryInUse()
@@ -335,10 +335,33 @@ type arrivalLog struct {
 	sentAt map[string]time.Time
 	sentBy map[string]int
 	got    map[string]map[int]time.Time
+	count  int           // arrivals recorded
+	want   int           // arrivals that close all; 0: not set yet
+	all    chan struct{} // closed once want have arrived
 }
 
 func newArrivalLog() *arrivalLog {
-	return &arrivalLog{sentAt: map[string]time.Time{}, sentBy: map[string]int{}, got: map[string]map[int]time.Time{}}
+	return &arrivalLog{sentAt: map[string]time.Time{}, sentBy: map[string]int{}, got: map[string]map[int]time.Time{}, all: make(chan struct{})}
+}
+
+// expect sets how many arrivals make the whole; all is closed when they
+// have come.
+func (l *arrivalLog) expect(n int) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.want = n
+	l.settle()
+	return l.all
+}
+
+func (l *arrivalLog) settle() {
+	if l.want > 0 && l.count >= l.want {
+		select {
+		case <-l.all:
+		default:
+			close(l.all)
+		}
+	}
 }
 
 func (l *arrivalLog) published(id string, by int, at time.Time) {
@@ -353,18 +376,10 @@ func (l *arrivalLog) arrived(node int, id string, at time.Time) {
 	if got, ok := l.got[id]; ok && node != l.sentBy[id] {
 		if _, dup := got[node]; !dup {
 			got[node] = at
+			l.count++
+			l.settle()
 		}
 	}
-}
-
-func (l *arrivalLog) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, got := range l.got {
-		n += len(got)
-	}
-	return n
 }
 
 func (l *arrivalLog) result() (int, []time.Duration) {
