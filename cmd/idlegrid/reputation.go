@@ -16,12 +16,15 @@ func newReputationCmd(e *env) *cobra.Command {
 the matcher weighs, and what a bid's min_reliability filters on), its score
 as a renter, and what they rest on.
 
-Scores are this node's own. Trust flows from this node and its seeds (its
-bootstrap peers and, in a private swarm, its allow-list) through the graph
-of co-signed receipts, decaying per hop and with age; a provider's
-reliability is the vote of its receipts, each weighed by the trust of the
-renter that co-signed it, against a prior of 0.60 for a provider with no
-history. The path shows how trust reached PEER.`,
+Scores are this node's own. Trust flows from this node and its seeds
+(reputation.seeds; by default its bootstrap peers and, in a private swarm,
+its allow-list) through the graph of co-signed receipts, decaying per hop
+and with age; a provider's reliability is the vote of its receipts, each
+weighed by the trust of the renter that co-signed it, against a prior of
+0.60 for a provider with no history. The path shows how trust reached PEER.
+
+A provider in the book that the daemon has not asked in the last 30
+minutes is first asked for the receipts it holds of itself (up to 5 s).`,
 		Example: `  idlegrid reputation 12D3KooW…
   idlegrid reputation 12D3KooW… --json`,
 		Args: exactArgs(1, "PEER"),
