@@ -22,11 +22,13 @@ import (
 )
 
 // reputationSide is this node's view of its peers' standing: scores
-// computed (market/reputation) from its own lease records and what it saw
-// of peers (attestations, failed dials), published whole, so the matcher
-// and the API read them without a lock. One goroutine recomputes them:
-// at start, when something new was seen, and every recomputeEvery, as
-// receipts and observations age.
+// computed (market/reputation) from its own lease records, the receipts
+// it learned from providers, and what it saw of peers (attestations,
+// failed dials, disputes), published whole, so the matcher and the API
+// read them without a lock. Its goroutine recomputes them at start, when
+// something new was seen, and every recomputeEvery, as receipts and
+// observations age, and asks a few providers for receipts every
+// learnEvery; asked about one provider, the API asks it at once.
 type reputationSide struct {
 	self      peer.ID
 	swarm     string // the swarm's tag, which learned receipts must name
