@@ -230,7 +230,7 @@ func TestRelayingAFloodCostsAnHonestPeerNothing(t *testing.T) {
 // much it floods: every message it sent reached the validator. Its RPCs
 // are now dropped unread once its application-specific score alone is
 // below the graylist threshold.
-func TestAFlooderThatNeverAnswersIsCutOff(t *testing.T) {
+func TestAFlooderThatNeverAnswersIsDroppedUnread(t *testing.T) {
 	s, nodes, ctx := meshedMarket(t, 2)
 	victim := nodes[0]
 	flood := newRawAttacker(ctx, t, s, []int{0})
