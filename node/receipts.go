@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
@@ -327,3 +329,43 @@ func (r *reputationSide) learnNow(ctx context.Context, p peer.ID) {
 
 // learnNowFor bounds an asking at once.
 const learnNowFor = 5 * time.Second
+
+// learnFor asks the providers in ps that are due for their receipts, in
+// parallel, within learnForRent, and recomputes the scores when it
+// learned any: what a rental does with its best candidates before it
+// tries them. It reports whether it learned anything.
+func (r *reputationSide) learnFor(ctx context.Context, ps []peer.ID) bool {
+	if r.net == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, learnForRent)
+	defer cancel()
+	var wg sync.WaitGroup
+	var learned atomic.Int64
+	for _, p := range ps {
+		if !r.due(p) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			learned.Add(int64(r.learnFrom(ctx, p)))
+		}()
+	}
+	wg.Wait()
+	if learned.Load() == 0 {
+		return false
+	}
+	if err := r.recompute(ctx); err != nil {
+		r.log.Warn("reputation not recomputed", "err", err)
+		return false
+	}
+	return true
+}
+
+// learnForRent bounds what a rental waits for its candidates' receipts;
+// learnCandidates is how many of the best it asks.
+const (
+	learnForRent    = 2 * time.Second
+	learnCandidates = 8
+)

@@ -104,8 +104,11 @@ type renter struct {
 	log        *slog.Logger
 	ended      func(*records.Lease, *pb.Receipt)
 	observe    func(p peer.ID, good bool, weight float64, what string) // counts for reputation; may be nil
-	swarm      p2p.Swarm
-	failed     failures // providers that lately could not be reached or attested
+	// learnFor asks providers for their receipts and reports whether the
+	// scores changed; may be nil.
+	learnFor func(ctx context.Context, providers []peer.ID) bool
+	swarm    p2p.Swarm
+	failed   failures // providers that lately could not be reached or attested
 
 	ctx    context.Context // ends when the renter stops
 	cancel context.CancelFunc
@@ -193,8 +196,7 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		tryFor = defaultTryFor
 	}
 	tm := r.clock.Now()
-	matched := r.market.matcher.Match(r.market.snapshot(), b, tm, tries*maxOffersPerIssuer).Candidates
-	cands := r.failed.behind(bestPerIssuer(matched, tries), tm)
+	cands := r.candidates(ctx, b, tries, tm, out)
 	res.Timings.Match = r.clock.Since(tm)
 	lctx, stopLocating := context.WithTimeout(ctx, tryFor)
 	located, locating := r.locateAll(lctx, cands)
@@ -233,6 +235,30 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		return res, &NoProviderError{Why: "no candidate"}
 	}
 	return res, &NoProviderError{Attempts: tried}
+}
+
+// candidates matches b against the book, keeps the best offer of each
+// issuer, at most tries, and puts those that failed lately last. Before
+// that it asks the best few providers it has not asked lately for their
+// receipts, and matches again if their scores changed.
+func (r *renter) candidates(ctx context.Context, b *pb.Bid, tries int, now time.Time, out RentOutput) []market.Candidate {
+	match := func() []market.Candidate {
+		matched := r.market.matcher.Match(r.market.snapshot(), b, now, tries*maxOffersPerIssuer).Candidates
+		return r.failed.behind(bestPerIssuer(matched, tries), now)
+	}
+	cands := match()
+	if r.learnFor == nil || len(cands) == 0 {
+		return cands
+	}
+	var best []peer.ID
+	for _, c := range cands[:min(len(cands), learnCandidates)] {
+		best = append(best, c.Issuer)
+	}
+	if r.learnFor(ctx, best) {
+		out.say("learned the receipts of providers in the running; ranking again")
+		cands = match()
+	}
+	return cands
 }
 
 // maxOffersPerIssuer is how many candidates of one issuer a match may

@@ -340,3 +340,36 @@ func sellFake(t *testing.T, boot *Node, name, machine string, src attest.GPUSour
 		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:"+machine, "2.00"
 	})), Options{GPUSource: src})
 }
+
+// A rental asks its best candidates for their receipts before it tries
+// them: for a fresh renter, a provider that completed leases for a renter
+// it trusts outranks a slightly cheaper one with no history (issue 12).
+func TestARentalWeighsTheReceiptsItLearns(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, nil)
+	for i := range 5 {
+		if res, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{}); err != nil || res.Receipt.Outcome != LeaseCompleted {
+			t.Fatalf("rent %d: %v (%+v)", i, err, res.Receipt)
+		}
+	}
+	cheaper := startNode(t, testRepo(t, "cheaper", both(bootstrapFrom(prov), func(c *Config) {
+		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:dgxh100", "1.99"
+		c.Provider.Tiers, c.Provider.MinDuration = []string{"gold", "silver", "bronze"}, Dur(time.Minute)
+	})), Options{})
+	removeJobsOf(t, cheaper)
+	fresh := startNode(t, testRepo(t, "fresh", both(bootstrapFrom(prov), func(c *Config) {
+		c.Reputation.Seeds = []string{renter.id.String()}
+	})), Options{Light: true})
+	waitFor(t, 15*time.Second, "both offers in the fresh renter's book", func() bool {
+		return offeredGPUs(fresh, prov) == 8 && offeredGPUs(fresh, cheaper) == 8
+	})
+	var said []string
+	res, err := fresh.Rent(context.Background(), rentRequest(image, "true"), RentOutput{Progress: func(s string) { said = append(said, s) }})
+	if err != nil || res.Lease.Provider != prov.id.String() {
+		t.Fatalf("rented from %s (%v); want the provider with a record, %s; said %q", res.Lease.Provider, err, prov.id, said)
+	}
+	if !slices.ContainsFunc(said, func(s string) bool { return strings.Contains(s, "learned the receipts") }) {
+		t.Errorf("the rental did not say it learned receipts: %q", said)
+	}
+}
