@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
@@ -80,12 +82,7 @@ func TestAProviderRisesForARenterThatLearnsItsReceipts(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
 	prov, renter := leaseSwarm(t, nil)
-	for i := range 5 {
-		res, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{})
-		if err != nil || res.Receipt.Outcome != LeaseCompleted {
-			t.Fatalf("rent %d: %v (%+v)", i, err, res.Receipt)
-		}
-	}
+	rentCompleted(t, renter, image, 5)
 	clk := clock.NewFake()
 	third := startNode(t, testRepo(t, "third", both(bootstrapFrom(prov), func(c *Config) {
 		c.Reputation.Seeds = []string{renter.id.String()}
@@ -348,11 +345,7 @@ func TestARentalWeighsTheReceiptsItLearns(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
 	prov, renter := leaseSwarm(t, nil)
-	for i := range 5 {
-		if res, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{}); err != nil || res.Receipt.Outcome != LeaseCompleted {
-			t.Fatalf("rent %d: %v (%+v)", i, err, res.Receipt)
-		}
-	}
+	rentCompleted(t, renter, image, 5)
 	cheaper := startNode(t, testRepo(t, "cheaper", both(bootstrapFrom(prov), func(c *Config) {
 		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:dgxh100", "1.99"
 		c.Provider.Tiers, c.Provider.MinDuration = []string{"gold", "silver", "bronze"}, Dur(time.Minute)
@@ -371,5 +364,98 @@ func TestARentalWeighsTheReceiptsItLearns(t *testing.T) {
 	}
 	if !slices.ContainsFunc(said, func(s string) bool { return strings.Contains(s, "learned the receipts") }) {
 		t.Errorf("the rental did not say it learned receipts: %q", said)
+	}
+}
+
+// A Sybil ring on real hosts (issue 12): a provider whose 256 receipts
+// (the most one answer carries) are all co-signed by 100 keys of its own
+// ring, each lease of 8 hours, is asked for them like any provider, and
+// they verify; but no trust reaches those keys, so they count for
+// nothing. A provider with 5 receipts co-signed by a renter this node
+// trusts outranks it.
+func TestASybilRingsReceiptsCountForNothing(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, nil)
+	rentCompleted(t, renter, image, 5)
+	// The ring: a host that serves its receipts, and an offer of its key.
+	sybilKey, _, _ := crypto.GenerateEd25519Key(nil)
+	sybil, _ := peer.IDFromPrivateKey(sybilKey)
+	h, err := libp2p.New(libp2p.Identity(sybilKey), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	var ring []crypto.PrivKey
+	for range 100 {
+		k, _, _ := crypto.GenerateEd25519Key(nil)
+		ring = append(ring, k)
+	}
+	var receipts [][]byte
+	for i := range p2p.MaxReceiptsReply {
+		k := ring[i%len(ring)]
+		id, _ := peer.IDFromPrivateKey(k)
+		rc := &pb.Receipt{Version: market.Version, LeaseId: fmt.Sprint("ring-", i), Renter: []byte(id), Provider: []byte(sybil),
+			Outcome: pb.Outcome_OUTCOME_COMPLETED, EndUnixMs: time.Now().UnixMilli(), MeteredSeconds: 8 * 3600, Swarm: prov.Swarm().Tag()}
+		cs, err := market.NewCoSigned(sybilKey, market.Provider, rc)
+		if err == nil {
+			err = market.CoSign[*pb.Receipt](k, market.Renter, cs)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := proto.Marshal(cs)
+		receipts = append(receipts, b)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p2p.ServeReceipts(p2p.Server{Host: h, Swarm: prov.Swarm(), Ctx: ctx}, func(context.Context, peer.ID) ([][]byte, error) { return receipts, nil })
+	cfg := DefaultConfig(ProfileProvider).Provider
+	cfg.Price = prov.cfg.Provider.Price
+	cfg.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+	o, err := cfg.BuildOffer(sybil, 1, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Header.Swarm = prov.Swarm().Tag()
+	env, err := market.Sign(sybilKey, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	fresh := startNode(t, testRepo(t, "fresh", both(bootstrapFrom(prov), func(c *Config) {
+		c.Reputation.Seeds = []string{renter.id.String()}
+	})), Options{Light: true})
+	waitFor(t, 15*time.Second, "the provider's offer in the fresh renter's book", func() bool { return offeredGPUs(fresh, prov) == 8 })
+	if err := fresh.link.Publish(context.Background(), p2p.TopicOffers, env); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.host.Connect(context.Background(), peer.AddrInfo{ID: sybil, Addrs: h.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the ring's offer in the fresh renter's book", func() bool {
+		_, ok := fresh.market.snapshot().Offer(sybil, o.Header.Id)
+		return ok
+	})
+
+	s, err := fresh.Reputation(context.Background(), sybil.String())
+	if err != nil || s.Receipts != p2p.MaxReceiptsReply || s.Trusted != 0 {
+		t.Fatalf("the ring, asked for its receipts: %+v, %v; want %d receipts, none via trusted peers", s, err, p2p.MaxReceiptsReply)
+	}
+	honest, err := fresh.Reputation(context.Background(), prov.id.String())
+	if err != nil || honest.Receipts != 5 || honest.Reliability <= s.Reliability {
+		t.Errorf("the honest provider at %.3f (%s), the ring's at %.3f (%s); want the honest one above", honest.Reliability, honest.Basis, s.Reliability, s.Basis)
+	}
+}
+
+// rentCompleted has renter rent n times, each lease running "true" to
+// completion.
+func rentCompleted(t *testing.T, renter *Node, image string, n int) {
+	t.Helper()
+	for i := range n {
+		res, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{})
+		if err != nil || res.Receipt.Outcome != LeaseCompleted {
+			t.Fatalf("rent %d: %v (%+v)", i, err, res.Receipt)
+		}
 	}
 }
