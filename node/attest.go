@@ -189,6 +189,12 @@ func (n *Node) Attest(ctx context.Context, req api.AttestRequest) (api.AttestRes
 		return api.AttestResult{}, api.BadRequest{Err: fmt.Errorf("peer %q: not a peer ID", req.Peer)}
 	}
 	res := api.AttestResult{Peer: id.String(), GPUs: []api.AttestedGPU{}, Changes: []string{}}
+	// A provider known from gossip alone has no address here yet: look it
+	// up, as a rental does, before challenging it.
+	if err := n.link.Locate(ctx, id); err != nil {
+		res.Reason = "not reachable: " + err.Error()
+		return res, nil
+	}
 	c, err := n.challenger.challenge(ctx, id)
 	if err != nil {
 		res.Reason = err.Error()
