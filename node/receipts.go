@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,31 +52,38 @@ type receiptNet interface {
 
 // openLearned verifies a receipt a peer handed over: both parties signed
 // it, it names subject, it was made in this swarm, and this node is not a
-// party (its own records say what it saw). ErrNotForUs is not a fault of
-// the sender's.
-func openLearned(env []byte, subject, self peer.ID, swarm string) (reputation.Receipt, error) {
+// party (its own records say what it saw). It returns the receipt as it
+// counts and as it is kept, under the hash of its body. ErrNotForUs is
+// not a fault of the sender's.
+func openLearned(env []byte, subject, self peer.ID, swarm string) (learned, error) {
 	if len(env) > p2p.MaxReceiptSize {
-		return reputation.Receipt{}, fmt.Errorf("receipt of %d bytes", len(env))
+		return learned{}, fmt.Errorf("receipt of %d bytes", len(env))
 	}
 	cs := new(pb.CoSigned)
 	if err := market.Unmarshal(env, cs); err != nil {
-		return reputation.Receipt{}, err
+		return learned{}, err
 	}
 	rc, err := market.OpenCoSigned[*pb.Receipt](cs, market.Renter, market.Provider)
 	if err != nil {
-		return reputation.Receipt{}, err
+		return learned{}, err
 	}
 	renter, provider := peer.ID(rc.Renter), peer.ID(rc.Provider)
 	switch {
 	case rc.Swarm != swarm:
-		return reputation.Receipt{}, fmt.Errorf("a receipt of swarm %q", rc.Swarm)
+		return learned{}, fmt.Errorf("a receipt of swarm %q", rc.Swarm)
 	case renter != subject && provider != subject:
-		return reputation.Receipt{}, fmt.Errorf("a receipt of %s and %s, not of %s", renter, provider, subject)
+		return learned{}, fmt.Errorf("a receipt of %s and %s, not of %s", renter, provider, subject)
 	case renter == self || provider == self:
-		return reputation.Receipt{}, errNotForUs
+		return learned{}, errNotForUs
 	}
-	return reputation.Receipt{Renter: renter, Provider: provider, Kind: reputation.KindOf(rc.Outcome),
-		Hours: float64(rc.MeteredSeconds) / 3600, At: time.UnixMilli(rc.EndUnixMs), CoSigned: true}, nil
+	key := learnedPrefix.ChildString(hex.EncodeToString(market.BodyHash(cs)))
+	return learned{key: key, env: env, rc: counted(rc, true)}, nil
+}
+
+// counted is what a receipt says for reputation, as a vote of its kind.
+func counted(rc *pb.Receipt, cosigned bool) reputation.Receipt {
+	return reputation.Receipt{Renter: peer.ID(rc.Renter), Provider: peer.ID(rc.Provider), Kind: reputation.KindOf(rc.Outcome),
+		Hours: float64(rc.MeteredSeconds) / 3600, At: time.UnixMilli(rc.EndUnixMs), CoSigned: cosigned}
 }
 
 var errNotForUs = errors.New("a receipt of this node's own")
@@ -85,15 +93,14 @@ var errNotForUs = errors.New("a receipt of this node's own")
 func (r *reputationSide) learn(ctx context.Context, subject peer.ID, envs [][]byte) int {
 	var fresh []learned
 	for _, env := range envs {
-		rc, err := openLearned(env, subject, r.self, r.swarm)
+		l, err := openLearned(env, subject, r.self, r.swarm)
 		if err != nil {
 			if !errors.Is(err, errNotForUs) {
 				r.log.Debug("receipt refused", "from", subject, "err", err)
 			}
 			continue
 		}
-		sum := market.BodyHash(&pb.CoSigned{Body: bodyOf(env)})
-		fresh = append(fresh, learned{key: learnedPrefix.ChildString(hex.EncodeToString(sum)), env: env, rc: rc})
+		fresh = append(fresh, l)
 	}
 	r.mu.Lock()
 	var added []learned
@@ -145,7 +152,7 @@ func (r *reputationSide) evict() []ds.Key {
 		if c := b.rc.At.Compare(a.rc.At); c != 0 {
 			return c
 		}
-		return compareKeys(a.key, b.key)
+		return strings.Compare(a.key.String(), b.key.String())
 	})
 	var gone []ds.Key
 	kept := 0
@@ -160,16 +167,6 @@ func (r *reputationSide) evict() []ds.Key {
 		kept++
 	}
 	return gone
-}
-
-func compareKeys(a, b ds.Key) int {
-	switch {
-	case a.String() < b.String():
-		return -1
-	case a.String() > b.String():
-		return 1
-	}
-	return 0
 }
 
 // loadLearned reads the receipts a previous run learned, checking each
@@ -215,8 +212,7 @@ func openLearnedAny(env []byte, self peer.ID, swarm string) (reputation.Receipt,
 	if rc.Swarm != swarm || renter == self || provider == self || renter == provider {
 		return reputation.Receipt{}, errNotForUs
 	}
-	return reputation.Receipt{Renter: renter, Provider: provider, Kind: reputation.KindOf(rc.Outcome),
-		Hours: float64(rc.MeteredSeconds) / 3600, At: time.UnixMilli(rc.EndUnixMs), CoSigned: true}, nil
+	return counted(rc, true), nil
 }
 
 // receiptsOf serves ReceiptsProtocol: the co-signed receipts this node

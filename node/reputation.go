@@ -278,11 +278,7 @@ func receiptOf(rec *records.Lease) (reputation.Receipt, bool) {
 	if err != nil || rc == nil {
 		return reputation.Receipt{}, false
 	}
-	out := reputation.Receipt{
-		Renter: peer.ID(rc.Renter), Provider: peer.ID(rc.Provider), Kind: reputation.KindOf(rc.Outcome),
-		Hours: float64(rc.MeteredSeconds) / 3600, At: time.UnixMilli(rc.EndUnixMs),
-		CoSigned: len(cs.RenterSignature) > 0 && len(cs.ProviderSignature) > 0,
-	}
+	out := counted(rc, len(cs.RenterSignature) > 0 && len(cs.ProviderSignature) > 0)
 	if rec.Role == records.Provider && len(cs.RenterSignature) == 0 && rc.AmountMicros > 0 && rc.Outcome != pb.Outcome_OUTCOME_FAILED {
 		out.Kind = reputation.RenterFault
 	}

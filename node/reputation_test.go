@@ -84,9 +84,7 @@ func TestAProviderRisesForARenterThatLearnsItsReceipts(t *testing.T) {
 	prov, renter := leaseSwarm(t, nil)
 	rentCompleted(t, renter, image, 5)
 	clk := clock.NewFake()
-	third := startNode(t, testRepo(t, "third", both(bootstrapFrom(prov), func(c *Config) {
-		c.Reputation.Seeds = []string{renter.id.String()}
-	})), Options{Light: true, Clock: clk})
+	third := seededRenter(t, "third", prov, renter, Options{Light: true, Clock: clk})
 	waitFor(t, 15*time.Second, "the provider's offer in the third renter's book", func() bool { return offeredGPUs(third, prov) == 8 })
 	prior := reputation.DefaultConfig().Prior
 	if sc := third.reputation.scores().Of(prov.id); sc.Reliability != prior {
@@ -103,9 +101,7 @@ func TestAProviderRisesForARenterThatLearnsItsReceipts(t *testing.T) {
 	}
 	// Asked about the provider, a renter that has not learned of it yet
 	// asks it at once.
-	fourth := startNode(t, testRepo(t, "fourth", both(bootstrapFrom(prov), func(c *Config) {
-		c.Reputation.Seeds = []string{renter.id.String()}
-	})), Options{Light: true, Clock: clock.NewFake()})
+	fourth := seededRenter(t, "fourth", prov, renter, Options{Light: true, Clock: clock.NewFake()})
 	waitFor(t, 15*time.Second, "the provider's offer in the fourth renter's book", func() bool { return offeredGPUs(fourth, prov) == 8 })
 	if v, err := fourth.Reputation(context.Background(), prov.id.String()); err != nil || v.Receipts != 5 || v.Reliability <= prior {
 		t.Errorf("asked at once: %+v, %v", v, err)
@@ -146,8 +142,8 @@ func TestOpenLearnedRefusesWhatItCannotCheck(t *testing.T) {
 			Outcome: pb.Outcome_OUTCOME_COMPLETED, EndUnixMs: time.Now().UnixMilli(), MeteredSeconds: 3600, Swarm: swarm}
 	}
 	good := sign(receipt("lab-1"), true)
-	if rc, err := openLearned(good, prov, self, "lab-1"); err != nil || rc.Provider != prov || rc.Kind != reputation.Good || rc.Hours != 1 || !rc.CoSigned {
-		t.Fatalf("a good receipt: %+v, %v", rc, err)
+	if l, err := openLearned(good, prov, self, "lab-1"); err != nil || l.rc.Provider != prov || l.rc.Kind != reputation.Good || l.rc.Hours != 1 || !l.rc.CoSigned {
+		t.Fatalf("a good receipt: %+v, %v", l.rc, err)
 	}
 	forged := append([]byte(nil), good...)
 	forged[len(forged)-1] ^= 1
@@ -163,8 +159,8 @@ func TestOpenLearnedRefusesWhatItCannotCheck(t *testing.T) {
 		"this node's own":               {good, prov, renter},
 		"garbage":                       {[]byte("not a receipt"), prov, self},
 	} {
-		if rc, err := openLearned(c.env, c.subject, c.self, "lab-1"); err == nil {
-			t.Errorf("%s: learned %+v", name, rc)
+		if l, err := openLearned(c.env, c.subject, c.self, "lab-1"); err == nil {
+			t.Errorf("%s: learned %+v", name, l.rc)
 		}
 	}
 }
@@ -351,9 +347,7 @@ func TestARentalWeighsTheReceiptsItLearns(t *testing.T) {
 		c.Provider.Tiers, c.Provider.MinDuration = []string{"gold", "silver", "bronze"}, Dur(time.Minute)
 	})), Options{})
 	removeJobsOf(t, cheaper)
-	fresh := startNode(t, testRepo(t, "fresh", both(bootstrapFrom(prov), func(c *Config) {
-		c.Reputation.Seeds = []string{renter.id.String()}
-	})), Options{Light: true})
+	fresh := seededRenter(t, "fresh", prov, renter, Options{Light: true})
 	waitFor(t, 15*time.Second, "both offers in the fresh renter's book", func() bool {
 		return offeredGPUs(fresh, prov) == 8 && offeredGPUs(fresh, cheaper) == 8
 	})
@@ -423,9 +417,7 @@ func TestASybilRingsReceiptsCountForNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	fresh := startNode(t, testRepo(t, "fresh", both(bootstrapFrom(prov), func(c *Config) {
-		c.Reputation.Seeds = []string{renter.id.String()}
-	})), Options{Light: true})
+	fresh := seededRenter(t, "fresh", prov, renter, Options{Light: true})
 	waitFor(t, 15*time.Second, "the provider's offer in the fresh renter's book", func() bool { return offeredGPUs(fresh, prov) == 8 })
 	if err := fresh.link.Publish(context.Background(), p2p.TopicOffers, env); err != nil {
 		t.Fatal(err)
@@ -458,4 +450,13 @@ func rentCompleted(t *testing.T, renter *Node, image string, n int) {
 			t.Fatalf("rent %d: %v (%+v)", i, err, res.Receipt)
 		}
 	}
+}
+
+// seededRenter starts a renter bootstrapped from boot whose one trust
+// seed is seed.
+func seededRenter(t *testing.T, name string, boot, seed *Node, o Options) *Node {
+	t.Helper()
+	return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), func(c *Config) {
+		c.Reputation.Seeds = []string{seed.id.String()}
+	})), o)
 }
