@@ -199,14 +199,15 @@ func (f *Feed) write(fr *pb.JobFrame) bool {
 	if err := p2p.WriteMsg(f.s, fr); err != nil {
 		f.s.Reset()
 		f.let()
-		f.detachedAt.Store(f.clock.Now().UnixNano())
 		return false
 	}
 	return true
 }
 
-// let lets go of the attached stream.
+// let lets go of the attached stream; the feed is detached from then on
+// (recorded before the release is closed, so whoever waits on it sees it).
 func (f *Feed) let() {
+	f.detachedAt.Store(f.clock.Now().UnixNano())
 	close(f.release)
 	f.s, f.release = nil, nil
 }
