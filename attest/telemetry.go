@@ -3,6 +3,7 @@ package attest
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -99,9 +100,11 @@ func beatHash(env []byte) []byte {
 }
 
 // Follower verifies a lease's beats as they arrive: each must be signed
-// by the issuer for the lease, and the next beat must link to the last
-// accepted one by its prev_hash. A beat already passed (a replay after the
-// renter re-attached) is skipped without error. A beat further ahead is
+// by the issuer for the lease, stamped within the lease's term and not
+// ahead of the follower's clock (see Term), no earlier than the last
+// accepted beat, and the next beat must link to the last accepted one by
+// its prev_hash. A beat already passed (a replay after the renter
+// re-attached) is skipped without error. A beat further ahead is
 // accepted, being signed, and the beats skipped are counted missing: the
 // follower was away, or the provider restarted and could not replay them.
 // It is not safe for concurrent use.
@@ -109,24 +112,66 @@ type Follower struct {
 	issuer  peer.ID
 	swarm   string
 	lease   string
+	term    Term
 	seq     uint64
 	root    []byte
 	last    time.Time
 	missing uint64
 }
 
-// NewFollower follows the beats issuer signs for lease, in swarm.
-func NewFollower(issuer peer.ID, swarm, lease string) *Follower {
-	return &Follower{issuer: issuer, swarm: swarm, lease: lease}
+// Term is when a lease's beats may be stamped: from Start to End (the
+// lease's term), and no later than Now (the follower's clock) plus Skew,
+// the clock difference tolerated at either edge. A lease is metered to
+// its last verified beat, so a beat stamped ahead would bill time not
+// yet served. A zero Term checks no time; Now nil is time.Now.
+type Term struct {
+	Start, End time.Time
+	Now        func() time.Time
+	Skew       time.Duration
+}
+
+// ErrBeatTime is a beat stamped outside its lease's term, ahead of the
+// follower's clock, or before the beat it follows; the provider signed
+// it, so it proves the provider's telemetry wrong.
+var ErrBeatTime = errors.New("telemetry beat stamped out of time")
+
+// check reports whether at is a time a beat following one stamped last
+// may carry.
+func (t Term) check(at, last time.Time) error {
+	if t.Start.IsZero() && t.End.IsZero() {
+		return nil
+	}
+	now := time.Now
+	if t.Now != nil {
+		now = t.Now
+	}
+	switch n := now(); {
+	case at.Before(t.Start.Add(-t.Skew)):
+		return fmt.Errorf("%w: %s is before the lease's start %s", ErrBeatTime, at.UTC().Format(time.RFC3339), t.Start.UTC().Format(time.RFC3339))
+	case at.After(t.End.Add(t.Skew)):
+		return fmt.Errorf("%w: %s is after the lease's end %s", ErrBeatTime, at.UTC().Format(time.RFC3339), t.End.UTC().Format(time.RFC3339))
+	case at.After(n.Add(t.Skew)):
+		return fmt.Errorf("%w: %s is %s ahead of this clock", ErrBeatTime, at.UTC().Format(time.RFC3339), at.Sub(n).Round(time.Millisecond))
+	case at.Before(last):
+		return fmt.Errorf("%w: %s is before the beat it follows (%s)", ErrBeatTime, at.UTC().Format(time.RFC3339), last.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// NewFollower follows the beats issuer signs for lease, in swarm, within
+// term.
+func NewFollower(issuer peer.ID, swarm, lease string, term Term) *Follower {
+	return &Follower{issuer: issuer, swarm: swarm, lease: lease, term: term}
 }
 
 // ResumeFollower continues following after a restart from the last beat
 // accepted: its seq, hash and time, as the renter persisted them.
-func ResumeFollower(issuer peer.ID, swarm, lease string, seq uint64, root []byte, last time.Time) *Follower {
-	return &Follower{issuer: issuer, swarm: swarm, lease: lease, seq: seq, root: slices.Clone(root), last: last}
+func ResumeFollower(issuer peer.ID, swarm, lease string, term Term, seq uint64, root []byte, last time.Time) *Follower {
+	return &Follower{issuer: issuer, swarm: swarm, lease: lease, term: term, seq: seq, root: slices.Clone(root), last: last}
 }
 
-// Add verifies one beat and accepts it when it is ahead of the last.
+// Add verifies one beat and accepts it when it is ahead of the last. A
+// beat stamped out of time is refused with ErrBeatTime and not counted.
 func (f *Follower) Add(env []byte) error {
 	b, err := openBeat(env, f.issuer, f.swarm, f.lease)
 	switch {
@@ -137,8 +182,12 @@ func (f *Follower) Add(env []byte) error {
 	case b.Seq == f.seq+1 && f.seq > 0 && !bytes.Equal(b.PrevHash, f.root):
 		return fmt.Errorf("beat %d does not link to the beat before", b.Seq)
 	}
+	at := time.UnixMilli(b.UnixMs)
+	if err := f.term.check(at, f.last); err != nil {
+		return fmt.Errorf("beat %d: %w", b.Seq, err)
+	}
 	f.missing += b.Seq - f.seq - 1
-	f.seq, f.root, f.last = b.Seq, beatHash(env), time.UnixMilli(b.UnixMs)
+	f.seq, f.root, f.last = b.Seq, beatHash(env), at
 	return nil
 }
 

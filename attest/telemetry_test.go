@@ -3,6 +3,8 @@ package attest
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -157,7 +159,7 @@ func TestFollower(t *testing.T) {
 		}
 		beats = append(beats, env)
 	}
-	f := NewFollower(id, "", "lease-1")
+	f := NewFollower(id, "", "lease-1", Term{})
 	resumed, _ := ResumeChain(key, "", "lease-1", c.Beats(), c.Root(), c.Last())
 	fifth, _ := resumed.Next(start.Add(4*time.Second), nil)
 	relinked, _ := ResumeChain(key, "", "lease-1", 1, []byte("not beat 1's hash"), start)
@@ -191,5 +193,68 @@ func TestFollower(t *testing.T) {
 	}
 	if f.Beats() != 5 || !bytes.Equal(f.Root(), resumed.Root()) || !f.Last().Equal(resumed.Last()) {
 		t.Errorf("follower: %d beats, root %x, last %s; chain: root %x, last %s", f.Beats(), f.Root(), f.Last(), resumed.Root(), resumed.Last())
+	}
+}
+
+// A follower takes a beat only when it is stamped within the lease's term,
+// no further ahead of its clock than the skew allows, and no earlier than
+// the beat before: a lease is metered to its last verified beat, so a
+// beat stamped ahead would bill time not yet served.
+func TestFollowerRefusesBeatsStampedOutOfTime(t *testing.T) {
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	id, _ := peer.IDFromPrivateKey(key)
+	start := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	now := start.Add(10 * time.Minute)
+	term := Term{Start: start, End: start.Add(time.Hour), Now: func() time.Time { return now }, Skew: 30 * time.Second}
+	beatAt := func(seq uint64, at time.Time) []byte {
+		t.Helper()
+		c, err := ResumeChain(key, "", "lease-1", seq-1, nil, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := c.Next(at, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	for _, tc := range []struct {
+		name string
+		at   time.Time
+	}{
+		{"before the start", start.Add(-31 * time.Second)},
+		{"after the end", start.Add(time.Hour + 31*time.Second)},
+		{"ahead of the clock", now.Add(31 * time.Second)},
+		{"at the end, 50 minutes early", start.Add(time.Hour)},
+	} {
+		f := NewFollower(id, "", "lease-1", term)
+		err := f.Add(beatAt(1, tc.at))
+		if !errors.Is(err, ErrBeatTime) {
+			t.Errorf("%s: %v, want ErrBeatTime", tc.name, err)
+		}
+		if f.Beats() != 0 || !f.Last().IsZero() {
+			t.Errorf("%s: the beat was counted (%d beats, last %s)", tc.name, f.Beats(), f.Last())
+		}
+	}
+	// Within the skew at either edge, and in order: accepted.
+	f := NewFollower(id, "", "lease-1", term)
+	c, _ := NewChain(key, "", "lease-1")
+	for _, at := range []time.Time{start.Add(-29 * time.Second), now.Add(29 * time.Second)} {
+		env, _ := c.Next(at, nil)
+		if err := f.Add(env); err != nil {
+			t.Fatalf("beat %d at %s: %v", c.Beats(), at, err)
+		}
+	}
+	// Earlier than the beat before (after a gap, so unlinked): refused.
+	if err := f.Add(beatAt(4, now)); !errors.Is(err, ErrBeatTime) {
+		t.Errorf("a beat stamped before the one it follows: %v, want ErrBeatTime", err)
+	}
+	// A resumed follower checks the same term.
+	r := ResumeFollower(id, "", "lease-1", term, f.Beats(), f.Root(), f.Last())
+	if err := r.Add(beatAt(4, start.Add(2*time.Hour))); !errors.Is(err, ErrBeatTime) {
+		t.Errorf("resumed: a beat after the end: %v, want ErrBeatTime", err)
+	}
+	if r.Beats() != 2 {
+		t.Errorf("resumed: %d beats, want 2", r.Beats())
 	}
 }

@@ -33,6 +33,10 @@ const reattachFor = 10 * time.Second
 // reattachEvery is the pause between attempts to re-attach.
 const reattachEvery = 500 * time.Millisecond
 
+// beatSkew is how far a telemetry beat's stamp may lie past the lease's
+// term or ahead of the renter's clock: the clocks of two machines differ.
+const beatSkew = 30 * time.Second
+
 // follow is a renter following its leased job to the receipt.
 type follow struct {
 	r        *renter
@@ -46,8 +50,10 @@ type follow struct {
 	receipt     api.ReceiptView
 	firstOutput time.Time
 	cancelOnce  sync.Once
-	stdout      io.Writer // the caller's, and the kept log
-	stderr      io.Writer
+	// mistimedSeen: a beat stamped out of time was counted already.
+	mistimedSeen bool
+	stdout       io.Writer // the caller's, and the kept log
+	stderr       io.Writer
 }
 
 // keepLogs tees the job's output into the repository's logs folder; a
@@ -87,9 +93,9 @@ func (f *follow) run(ctx context.Context) error {
 	if f.rec == nil {
 		raw, _ := proto.Marshal(f.cs)
 		f.rec = &records.Lease{ID: f.lease.Id, Role: records.Renter, State: records.Active, Lease: raw, EndMs: market.LeaseEnd(f.lease).UnixMilli()}
-		f.beats = attest.NewFollower(provider, f.r.swarm.Tag(), f.lease.Id)
+		f.beats = attest.NewFollower(provider, f.r.swarm.Tag(), f.lease.Id, f.term())
 	} else {
-		f.beats = attest.ResumeFollower(provider, f.r.swarm.Tag(), f.lease.Id, f.rec.Beats, f.rec.Root, time.UnixMilli(f.rec.LastBeat))
+		f.beats = attest.ResumeFollower(provider, f.r.swarm.Tag(), f.lease.Id, f.term(), f.rec.Beats, f.rec.Root, time.UnixMilli(f.rec.LastBeat))
 	}
 	defer f.keepLogs()()
 	clk := f.r.clock
@@ -158,6 +164,7 @@ func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err err
 		case *pb.JobFrame_Heartbeat:
 			if err := f.beats.Add(k.Heartbeat); err != nil {
 				f.out.say("telemetry beat refused: %v", err)
+				f.mistimed(err)
 			} else if f.beats.Beats()%10 == 1 {
 				f.persist()
 			}
@@ -169,6 +176,22 @@ func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err err
 			return true, f.settle(s, k.Receipt)
 		}
 	}
+}
+
+// term is when the lease's beats may be stamped: within its term and
+// never ahead of this renter's clock, give or take beatSkew.
+func (f *follow) term() attest.Term {
+	return attest.Term{Start: time.UnixMilli(f.lease.StartUnixMs), End: market.LeaseEnd(f.lease), Now: f.r.clock.Now, Skew: beatSkew}
+}
+
+// mistimed counts a beat the provider stamped out of time against it, as
+// a failed lease, once a lease: its signature proves the provider sent it.
+func (f *follow) mistimed(err error) {
+	if !errors.Is(err, attest.ErrBeatTime) || f.mistimedSeen || f.r.observe == nil {
+		return
+	}
+	f.mistimedSeen = true
+	f.r.observe(peer.ID(f.lease.Provider), false, weightMistimed, "lease "+f.lease.Id+": "+err.Error())
 }
 
 func (f *follow) output() {

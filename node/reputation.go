@@ -98,6 +98,7 @@ const (
 // attestation, as a quarter of one.
 const (
 	weightAttestFailed = 1
+	weightMistimed     = 1 // a telemetry beat stamped out of its lease's term
 	weightUnreachable  = 0.25
 	weightAttested     = 0.25
 )
