@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,7 +60,7 @@ type follow struct {
 // keepLogs tees the job's output into the repository's logs folder; a
 // folder that cannot be written costs the copy, not the rental.
 func (f *follow) keepLogs() (closeLogs func()) {
-	f.stdout, f.stderr = f.out.Stdout, f.out.Stderr
+	f.stdout, f.stderr = cmp.Or[io.Writer](f.out.Stdout, io.Discard), cmp.Or[io.Writer](f.out.Stderr, io.Discard)
 	if err := os.MkdirAll(f.r.logsDir, 0o700); err != nil {
 		f.r.log.Warn("job output not kept", "err", err)
 		return func() {}

@@ -37,11 +37,17 @@ func leaseSwarm(t *testing.T, edit func(*Config)) (prov, renter *Node) {
 // leaseSwarmOn is leaseSwarm with every node on clk (nil: the system's).
 func leaseSwarmOn(t *testing.T, clk clock.Clock, edit func(*Config)) (prov, renter *Node) {
 	t.Helper()
+	return leaseSwarmNet(t, loopback{}, clk, edit)
+}
+
+// leaseSwarmNet is leaseSwarmOn on net.
+func leaseSwarmNet(t *testing.T, net testNet, clk clock.Clock, edit func(*Config)) (prov, renter *Node) {
+	t.Helper()
 	fake, err := attest.NewFake("dgxh100")
 	if err != nil {
 		t.Fatal(err)
 	}
-	boot := startNode(t, testRepo(t, "boot", nil), Options{Clock: clk})
+	boot := startNode(t, testRepo(t, "boot", nil), net.on(Options{Clock: clk}))
 	prov = startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
 		c.Provider.Enabled = true
 		c.Provider.GPUSource = "fake:dgxh100"
@@ -54,9 +60,9 @@ func leaseSwarmOn(t *testing.T, clk clock.Clock, edit func(*Config)) (prov, rent
 		if edit != nil {
 			edit(c)
 		}
-	})), Options{GPUSource: fake, Clock: clk})
+	})), net.on(Options{GPUSource: fake, Clock: clk}))
 	removeJobsOf(t, prov)
-	renter = startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), Options{Light: true, Clock: clk})
+	renter = startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), net.on(Options{Light: true, Clock: clk}))
 	return prov, renter
 }
 

@@ -178,11 +178,15 @@ func storedReceiptBody(t *testing.T, n *Node, id string) *pb.Receipt {
 
 func TestProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T) {
 	t.Parallel()
+	forEachNet(t, testProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly)
+}
+
+func testProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T, net testNet) {
 	image := executortest.BusyboxImage(t)
 	clk := clock.NewFake()
 	// TCP alone: a re-attach to a vanished QUIC address waits out QUIC's
 	// handshake timeout, real time the fake clock cannot skip.
-	prov, renter := leaseSwarmOn(t, clk, func(c *Config) { c.Network.Listen = []string{"/ip4/127.0.0.1/tcp/0"} })
+	prov, renter := leaseSwarmNet(t, net, clk, func(c *Config) { c.Network.Listen = []string{"/ip4/127.0.0.1/tcp/0"} })
 	var out executortest.Buffer
 	progress, lost, _ := watchFor("lost the job stream")
 	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo up; sleep 30"), RentOutput{Stdout: &out, Stderr: &out, Progress: progress})
@@ -193,7 +197,7 @@ func TestProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 		rec, err := renter.leaseStore().Get(context.Background(), l.ID)
 		return err == nil && rec.Beats >= 3
 	})
-	prov.host.Close() // the provider's machine drops off the network
+	net.drop(prov) // the provider's machine drops off the network
 	await(t, lost, 20*time.Second, "the renter notices its job stream is gone")
 	clk.Advance(reattachFor + reattachEvery) // the re-attach window runs out
 	d := await(t, done, 30*time.Second, "the rent ends")

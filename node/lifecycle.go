@@ -79,6 +79,18 @@ func (n *Node) bindAPI(context.Context) (func() error, error) {
 }
 
 func (n *Node) startHost(context.Context) (func() error, error) {
+	if n.opts.Host != nil {
+		h, err := n.opts.Host(n.key)
+		if err != nil {
+			return nil, fmt.Errorf("host: %w", err)
+		}
+		if h.ID() != n.id {
+			h.Close()
+			return nil, fmt.Errorf("host: it runs as %s, not as this node's identity %s", h.ID(), n.id)
+		}
+		n.host, n.conns = h, newConnTracker(h)
+		return h.Close, nil
+	}
 	listen, err := multiaddrs(n.cfg.Network.Listen)
 	if err != nil {
 		return nil, err

@@ -45,6 +45,12 @@ type Options struct {
 	// Clock is the time every component tells and waits by; nil is the
 	// system clock (tests jump over long waits with a clock.Fake).
 	Clock clock.Clock
+	// Host, when set, makes the libp2p host from the node's identity in
+	// place of network.listen, .announce, .conn_* and resources.* (which
+	// p2p.NewHost would get): a simulation or a test puts nodes on mocknet
+	// through it. The host must answer libp2p ping and, in a private swarm,
+	// enforce the swarm's key and allow-list itself; the node closes it.
+	Host func(identity crypto.PrivKey) (host.Host, error)
 }
 
 // Settlement settles the receipts of ended leases: a chain, a payment

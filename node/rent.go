@@ -41,6 +41,8 @@ const (
 
 // RentOutput receives a rental's job output and its progress lines.
 type RentOutput struct {
+	// Stdout and Stderr get the job's output; nil drops it (the
+	// repository's logs folder keeps a copy either way).
 	Stdout, Stderr io.Writer
 	// Progress gets one line per step; nil drops them.
 	Progress func(line string)

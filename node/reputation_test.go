@@ -21,7 +21,6 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/p2p"
-	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
@@ -33,8 +32,12 @@ import (
 // matcher weighs them (issue 12).
 func TestACompletedLeaseRaisesBothPartiesAndSurvivesARestart(t *testing.T) {
 	t.Parallel()
+	forEachNet(t, testACompletedLeaseRaisesBothPartiesAndSurvivesARestart)
+}
+
+func testACompletedLeaseRaisesBothPartiesAndSurvivesARestart(t *testing.T, net testNet) {
 	image := executortest.BusyboxImage(t)
-	prov, renter := leaseSwarm(t, nil)
+	prov, renter := leaseSwarmNet(t, net, nil, nil)
 	prior := reputation.DefaultConfig().Prior
 	if v, err := renter.Reputation(context.Background(), prov.id.String()); err != nil || v.Reliability != prior || v.Basis != "0.60: no history" || len(v.Path) != 0 {
 		t.Fatalf("before any lease: %+v, %v", v, err)
@@ -63,7 +66,7 @@ func TestACompletedLeaseRaisesBothPartiesAndSurvivesARestart(t *testing.T) {
 
 	repo := renter.repo
 	renter.Close()
-	renter = startNode(t, repo, Options{Light: true})
+	renter = startNode(t, repo, net.on(Options{Light: true}))
 	waitFor(t, 10*time.Second, "the restarted renter ranks the provider as before", func() bool {
 		v, err := renter.Reputation(context.Background(), prov.id.String())
 		return err == nil && math.Abs(v.Reliability-after) < 1e-6 // what a few seconds of decay take
@@ -80,11 +83,15 @@ func TestACompletedLeaseRaisesBothPartiesAndSurvivesARestart(t *testing.T) {
 // it; without the seed, the same receipts would count for nothing.
 func TestAProviderRisesForARenterThatLearnsItsReceipts(t *testing.T) {
 	t.Parallel()
+	forEachNet(t, testAProviderRisesForARenterThatLearnsItsReceipts)
+}
+
+func testAProviderRisesForARenterThatLearnsItsReceipts(t *testing.T, net testNet) {
 	image := executortest.BusyboxImage(t)
-	prov, renter := leaseSwarm(t, nil)
+	prov, renter := leaseSwarmNet(t, net, nil, nil)
 	rentCompleted(t, renter, image, 5)
 	clk := clock.NewFake()
-	third := seededRenter(t, "third", prov, renter, Options{Light: true, Clock: clk})
+	third := seededRenter(t, net, "third", prov, renter, Options{Light: true, Clock: clk})
 	waitFor(t, 15*time.Second, "the provider's offer in the third renter's book", func() bool { return offeredGPUs(third, prov) == 8 })
 	prior := reputation.DefaultConfig().Prior
 	if sc := third.reputation.scores().Of(prov.id); sc.Reliability != prior {
@@ -101,7 +108,7 @@ func TestAProviderRisesForARenterThatLearnsItsReceipts(t *testing.T) {
 	}
 	// Asked about the provider, a renter that has not learned of it yet
 	// asks it at once.
-	fourth := seededRenter(t, "fourth", prov, renter, Options{Light: true, Clock: clock.NewFake()})
+	fourth := seededRenter(t, net, "fourth", prov, renter, Options{Light: true, Clock: clock.NewFake()})
 	waitFor(t, 15*time.Second, "the provider's offer in the fourth renter's book", func() bool { return offeredGPUs(fourth, prov) == 8 })
 	if v, err := fourth.Reputation(context.Background(), prov.id.String()); err != nil || v.Receipts != 5 || v.Reliability <= prior {
 		t.Errorf("asked at once: %+v, %v", v, err)
@@ -173,13 +180,17 @@ func TestOpenLearnedRefusesWhatItCannotCheck(t *testing.T) {
 // excluded.
 func TestACopiedUUIDIsADisputeThatSinksNoOne(t *testing.T) {
 	t.Parallel()
+	forEachNet(t, testACopiedUUIDIsADisputeThatSinksNoOne)
+}
+
+func testACopiedUUIDIsADisputeThatSinksNoOne(t *testing.T, net testNet) {
 	fake, err := attest.NewFake("dgxh100") // one machine's UUIDs, sold twice
 	if err != nil {
 		t.Fatal(err)
 	}
-	boot := startNode(t, testRepo(t, "boot", nil), Options{})
-	honest, griefer := sellFake(t, boot, "honest", "dgxh100", fake), sellFake(t, boot, "griefer", "dgxh100", fake)
-	renter := startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), Options{Light: true})
+	boot := startNode(t, testRepo(t, "boot", nil), net.on(Options{}))
+	honest, griefer := sellFake(t, net, boot, "honest", "dgxh100", fake), sellFake(t, net, boot, "griefer", "dgxh100", fake)
+	renter := startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), net.on(Options{Light: true}))
 	waitFor(t, 15*time.Second, "both offers in the renter's book", func() bool {
 		return offeredGPUs(renter, honest) == 8 && offeredGPUs(renter, griefer) == 8
 	})
@@ -307,7 +318,7 @@ func TestOneGPUAnsweringForTwoPeersIsProof(t *testing.T) {
 		t.Fatal(err)
 	}
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
-	a, b := sellFake(t, boot, "a", "dgxh200", fake), sellFake(t, boot, "b", "dgxh200", fake)
+	a, b := sellFake(t, loopback{}, boot, "a", "dgxh200", fake), sellFake(t, loopback{}, boot, "b", "dgxh200", fake)
 	checker := startNode(t, testRepo(t, "checker", both(bootstrapFrom(boot), func(c *Config) { c.Attest.CCRootCert = rootFile })), Options{})
 	waitFor(t, 15*time.Second, "both offers in the checker's book", func() bool {
 		return offeredGPUs(checker, a) == 8 && offeredGPUs(checker, b) == 8
@@ -327,11 +338,11 @@ func TestOneGPUAnsweringForTwoPeersIsProof(t *testing.T) {
 
 // sellFake starts a provider bootstrapped from boot that sells the fake
 // machine src at 2.00: several may share one src, and so its GPUs.
-func sellFake(t *testing.T, boot *Node, name, machine string, src attest.GPUSource) *Node {
+func sellFake(t *testing.T, net testNet, boot *Node, name, machine string, src attest.GPUSource) *Node {
 	t.Helper()
 	return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), func(c *Config) {
 		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:"+machine, "2.00"
-	})), Options{GPUSource: src})
+	})), net.on(Options{GPUSource: src}))
 }
 
 // A rental asks its best candidates for their receipts before it tries
@@ -347,7 +358,7 @@ func TestARentalWeighsTheReceiptsItLearns(t *testing.T) {
 		c.Provider.Tiers, c.Provider.MinDuration = []string{"gold", "silver", "bronze"}, Dur(time.Minute)
 	})), Options{})
 	removeJobsOf(t, cheaper)
-	fresh := seededRenter(t, "fresh", prov, renter, Options{Light: true})
+	fresh := seededRenter(t, loopback{}, "fresh", prov, renter, Options{Light: true})
 	waitFor(t, 15*time.Second, "both offers in the fresh renter's book", func() bool {
 		return offeredGPUs(fresh, prov) == 8 && offeredGPUs(fresh, cheaper) == 8
 	})
@@ -369,17 +380,17 @@ func TestARentalWeighsTheReceiptsItLearns(t *testing.T) {
 // trusts outranks it.
 func TestASybilRingsReceiptsCountForNothing(t *testing.T) {
 	t.Parallel()
+	forEachNet(t, testASybilRingsReceiptsCountForNothing)
+}
+
+func testASybilRingsReceiptsCountForNothing(t *testing.T, net testNet) {
 	image := executortest.BusyboxImage(t)
-	prov, renter := leaseSwarm(t, nil)
+	prov, renter := leaseSwarmNet(t, net, nil, nil)
 	rentCompleted(t, renter, image, 5)
 	// The ring: a host that serves its receipts, and an offer of its key.
 	sybilKey, _, _ := crypto.GenerateEd25519Key(nil)
 	sybil, _ := peer.IDFromPrivateKey(sybilKey)
-	h, err := libp2p.New(libp2p.Identity(sybilKey), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h := net.bare(t, sybilKey)
 	var ring []crypto.PrivKey
 	for range 100 {
 		k, _, _ := crypto.GenerateEd25519Key(nil)
@@ -417,7 +428,7 @@ func TestASybilRingsReceiptsCountForNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	fresh := seededRenter(t, "fresh", prov, renter, Options{Light: true})
+	fresh := seededRenter(t, net, "fresh", prov, renter, Options{Light: true})
 	waitFor(t, 15*time.Second, "the provider's offer in the fresh renter's book", func() bool { return offeredGPUs(fresh, prov) == 8 })
 	if err := fresh.link.Publish(context.Background(), p2p.TopicOffers, env); err != nil {
 		t.Fatal(err)
@@ -454,9 +465,9 @@ func rentCompleted(t *testing.T, renter *Node, image string, n int) {
 
 // seededRenter starts a renter bootstrapped from boot whose one trust
 // seed is seed.
-func seededRenter(t *testing.T, name string, boot, seed *Node, o Options) *Node {
+func seededRenter(t *testing.T, net testNet, name string, boot, seed *Node, o Options) *Node {
 	t.Helper()
 	return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), func(c *Config) {
 		c.Reputation.Seeds = []string{seed.id.String()}
-	})), o)
+	})), net.on(o))
 }

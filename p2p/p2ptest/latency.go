@@ -28,6 +28,13 @@ func (m Matrix) RTT(i, j int) time.Duration {
 	return time.Duration(math.Round(m[i][j] * float64(time.Millisecond)))
 }
 
+// OneWay is the latency a mocknet link between hosts i and j carries:
+// mocknet delays every write by it, one way, so it is half the pair's RTT
+// (the mean of the matrix's two directions).
+func (m Matrix) OneWay(i, j int) time.Duration {
+	return (m.RTT(i, j) + m.RTT(j, i)) / 4
+}
+
 // LoadLatencyMatrix reads a tab-separated square matrix of RTTs in
 // milliseconds, one row a line, such as testdata/planetlab-490.tsv. An error wraps
 // ErrMatrix and names the 0-based row and column at fault.

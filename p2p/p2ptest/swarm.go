@@ -142,25 +142,26 @@ func NewMocknet(t testing.TB, n int, opts ...Option) *Swarm {
 	return s
 }
 
-// newMockHost adds node i to mn at its own IPv4 address in 198.18.0.0/15,
-// the range set aside for network tests, so each node looks like a machine
-// of its own as in a real swarm (mocknet's GenPeer puts every peer in one
-// IPv6 /64). No packet leaves the process: mocknet links are in memory.
+// newMockHost adds node i to mn at MockAddr(i). No packet leaves the
+// process: mocknet links are in memory.
 func newMockHost(mn mocknet.Mocknet, i int) (host.Host, error) {
 	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
 	}
-	k := i + 1 // 198.18.0.1 onwards
-	a, err := ma.NewMultiaddr(fmt.Sprintf("/ip4/198.%d.%d.%d/tcp/4001", 18+(k>>16), (k>>8)&0xff, k&0xff))
-	if err != nil {
-		return nil, err
-	}
-	return mn.AddPeer(key, a)
+	return mn.AddPeer(key, MockAddr(i))
 }
 
-// link joins every pair of mocknet nodes. Mocknet delays every write by the
-// link's latency, one way, so a link carries half the pair's RTT.
+// MockAddr is mocknet node i's own IPv4 address in 198.18.0.0/15 (the
+// range set aside for network tests; 198.18.0.1 onwards), so each node
+// looks like a machine of its own as in a real swarm (mocknet's GenPeer
+// puts every peer in one IPv6 /64).
+func MockAddr(i int) ma.Multiaddr {
+	k := i + 1
+	return ma.StringCast(fmt.Sprintf("/ip4/198.%d.%d.%d/tcp/4001", 18+(k>>16), (k>>8)&0xff, k&0xff))
+}
+
+// link joins every pair of mocknet nodes, at the matrix's one-way delays.
 func (s *Swarm) link() error {
 	for i, a := range s.Nodes {
 		for j := i + 1; j < len(s.Nodes); j++ {
@@ -170,8 +171,7 @@ func (s *Swarm) link() error {
 				return fmt.Errorf("link nodes %d and %d: %w", i, j, err)
 			}
 			if m := s.cfg.matrix; m != nil {
-				ri, rj := s.cfg.offset+i, s.cfg.offset+j
-				l.SetOptions(mocknet.LinkOptions{Latency: (m.RTT(ri, rj) + m.RTT(rj, ri)) / 4})
+				l.SetOptions(mocknet.LinkOptions{Latency: m.OneWay(s.cfg.offset+i, s.cfg.offset+j)})
 			}
 		}
 	}
