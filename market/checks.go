@@ -94,6 +94,7 @@ type evalCtx struct {
 	rel      float64
 	rtt      time.Duration
 	rttKnown bool
+	rttFrom  RTTSource
 	start    int64  // chosen start, Unix ms
 	price    uint64 // per GPU-hour in the chosen window
 }
@@ -439,13 +440,30 @@ func fitsReliability(c *evalCtx) bool {
 	return true
 }
 
-// fitsRTT passes an offer whose RTT is unknown: the bid's limit applies to
-// what has been measured or estimated only.
+// fitsRTT reads the RTT to the offer's issuer, measured or else
+// estimated, and holds it to the bid's limit. An RTT neither measured nor
+// estimated fails a limit: a provider must not gain by never being
+// measured.
 func fitsRTT(c *evalCtx) bool {
 	c.rtt, c.rttKnown = c.m.rtt.RTT(c.issuer)
+	c.rttFrom = RTTMeasured
+	if !c.rttKnown {
+		c.rttFrom = RTTUnknown
+		if e, ok := c.m.rtt.(RTTEstimator); ok {
+			if c.rtt, c.rttKnown = e.EstimateRTT(c.o); c.rttKnown {
+				c.rttFrom = RTTEstimated
+			}
+		}
+	}
 	c.rtt = max(c.rtt, 0)
-	if limit := time.Duration(c.p.bid.GetMaxRttMs()) * time.Millisecond; limit > 0 && c.rttKnown && c.rtt > limit {
-		return c.explain && c.failf("rtt %s > %s allowed", c.rtt.Round(time.Millisecond), limit)
+	limit := time.Duration(c.p.bid.GetMaxRttMs()) * time.Millisecond
+	switch {
+	case limit == 0:
+	case !c.rttKnown && c.m.blindRTT:
+	case !c.rttKnown:
+		return c.explain && c.failf("rtt unknown (neither measured nor estimated); %s allowed", limit)
+	case c.rtt > limit:
+		return c.explain && c.failf("rtt %s %s > %s allowed", c.rtt.Round(time.Millisecond), c.rttFrom, limit)
 	}
 	return true
 }

@@ -16,10 +16,12 @@ import (
 // pure and deterministic: the same snapshot, bid, now and sources give the
 // same result. It is safe for concurrent use if its sources are.
 type Matcher struct {
-	cfg  MatchConfig
-	rel  Reliability
-	rtt  RTTs
-	excl Excluder
+	cfg MatchConfig
+	rel Reliability
+	rtt RTTs
+	// blindRTT: the source is UnknownRTTs, which judges no max_rtt.
+	blindRTT bool
+	excl     Excluder
 }
 
 // NewMatcher returns a matcher with cfg (a field that fails Validate gets
@@ -32,7 +34,8 @@ func NewMatcher(cfg MatchConfig, rel Reliability, rtt RTTs) *Matcher {
 	if rtt == nil {
 		rtt = UnknownRTTs{}
 	}
-	return &Matcher{cfg: cfg.sanitized(), rel: rel, rtt: rtt}
+	_, blind := rtt.(UnknownRTTs)
+	return &Matcher{cfg: cfg.sanitized(), rel: rel, rtt: rtt, blindRTT: blind}
 }
 
 // WithExcluder returns a copy of m that skips the providers x excludes.
@@ -164,7 +167,7 @@ func (m *Matcher) evaluate(c *evalCtx, o *pb.Offer, f *offerFacts, issuer peer.I
 		Start:                time.UnixMilli(c.start).UTC(),
 		Scores:               m.score(c),
 		TotalMicros:          LeaseTotal(c.price, c.gpus, p.bid.GetDurationSeconds()),
-		Reliability:          c.rel, RTT: c.rtt, RTTKnown: c.rttKnown,
+		Reliability:          c.rel, RTT: c.rtt, RTTKnown: c.rttKnown, RTTSource: c.rttFrom,
 	}
 	return cand, -1
 }

@@ -53,11 +53,17 @@ func mtBid() *pb.Bid {
 	}
 }
 
-// mtSources are fixed reliabilities and RTTs; a peer not listed is fully
-// reliable and of unknown RTT.
+// mtSources are fixed reliabilities, RTTs measured and RTTs estimated; a
+// peer not listed is fully reliable and of unknown RTT.
 type mtSources struct {
 	rel map[peer.ID]float64
 	rtt map[peer.ID]time.Duration
+	est map[peer.ID]time.Duration
+}
+
+func (s mtSources) EstimateRTT(o *pb.Offer) (time.Duration, bool) {
+	d, ok := s.est[Issuer(o)]
+	return d, ok
 }
 
 func (s mtSources) Reliability(p peer.ID) float64 {
@@ -242,12 +248,26 @@ func TestChecksTerms(t *testing.T) {
 			check: "reliability", detail: "reliability 0.900 < 0.950 required"},
 		{name: "reliability enough", src: mtSources{rel: map[peer.ID]float64{mtPeers[0]: 0.95}}, bid: func(b *pb.Bid) { b.MinReliabilityPermille = 950 }},
 		{name: "rtt above", src: mtSources{rtt: map[peer.ID]time.Duration{mtPeers[0]: 80 * time.Millisecond}}, bid: func(b *pb.Bid) { b.MaxRttMs = 50 },
-			check: "rtt", detail: "rtt 80ms > 50ms allowed"},
-		{name: "unknown rtt passes a limit", bid: func(b *pb.Bid) { b.MaxRttMs = 50 }, verify: func(t *testing.T, c Candidate) {
-			if c.RTTKnown || c.EffectivePriceMicros != 3_000_000 { // ranked at RTTRef: 2.0 × 1.5
-				t.Errorf("unknown RTT: known %v, effective price %v", c.RTTKnown, c.EffectivePriceMicros)
+			check: "rtt", detail: "rtt 80ms measured > 50ms allowed"},
+		{name: "unknown rtt fails a limit", bid: func(b *pb.Bid) { b.MaxRttMs = 50 }, check: "rtt", detail: "rtt unknown (neither measured nor estimated); 50ms allowed"},
+		{name: "unknown rtt without a limit", verify: func(t *testing.T, c Candidate) {
+			if c.RTTKnown || c.RTTSource != RTTUnknown || c.EffectivePriceMicros != 3_000_000 { // ranked at RTTRef: 2.0 × 1.5
+				t.Errorf("unknown RTT: known %v (%s), effective price %v", c.RTTKnown, c.RTTSource, c.EffectivePriceMicros)
 			}
 		}},
+		{name: "estimated rtt above", src: mtSources{est: map[peer.ID]time.Duration{mtPeers[0]: 70 * time.Millisecond}}, bid: func(b *pb.Bid) { b.MaxRttMs = 50 },
+			check: "rtt", detail: "rtt 70ms estimated > 50ms allowed"},
+		{name: "estimated rtt within", src: mtSources{est: map[peer.ID]time.Duration{mtPeers[0]: 40 * time.Millisecond}}, bid: func(b *pb.Bid) { b.MaxRttMs = 50 }, verify: func(t *testing.T, c Candidate) {
+			if !c.RTTKnown || c.RTTSource != RTTEstimated || c.RTT != 40*time.Millisecond {
+				t.Errorf("estimated RTT: %v known %v (%s)", c.RTT, c.RTTKnown, c.RTTSource)
+			}
+		}},
+		{name: "measured before estimated", src: mtSources{rtt: map[peer.ID]time.Duration{mtPeers[0]: 45 * time.Millisecond}, est: map[peer.ID]time.Duration{mtPeers[0]: 10 * time.Millisecond}},
+			bid: func(b *pb.Bid) { b.MaxRttMs = 50 }, verify: func(t *testing.T, c Candidate) {
+				if c.RTTSource != RTTMeasured || c.RTT != 45*time.Millisecond {
+					t.Errorf("measured and estimated: %v (%s), want the measured 45ms", c.RTT, c.RTTSource)
+				}
+			}},
 	})
 }
 
@@ -447,6 +467,22 @@ func TestAnUnknownRTTRanksAsTheWorstMeasured(t *testing.T) {
 	unknown, worst := res.Candidates[1], res.Candidates[2]
 	if unknown.RTTKnown || math.Abs(unknown.EffectivePriceMicros/1.9-worst.EffectivePriceMicros/2.0) > 1e-6 || unknown.Scores.Latency != worst.Scores.Latency {
 		t.Errorf("unknown RTT %+v ranks otherwise than the worst measured %+v", unknown, worst)
+	}
+}
+
+// A matcher that knows no RTT (a provider quoting its own offer for a
+// renter whose RTT it cannot know) leaves a bid's max_rtt to the renter;
+// a renter's, which measures and estimates, fails what it knows neither
+// way.
+func TestOnlyABlindMatcherPassesAnUnknownRTT(t *testing.T) {
+	b := mtBook(t, nil)
+	bid := mtBid()
+	bid.MaxRttMs = 50
+	if res := NewMatcher(DefaultMatchConfig(), nil, nil).Match(b.Snapshot(), bid, mtNow, 0); len(res.Candidates) != 1 {
+		t.Errorf("a blind matcher: %d candidates, want the offer", len(res.Candidates))
+	}
+	if res := NewMatcher(DefaultMatchConfig(), nil, mtSources{}).Match(b.Snapshot(), bid, mtNow, 0); len(res.Candidates) != 0 {
+		t.Errorf("a renter's matcher: %d candidates for an RTT it knows neither way", len(res.Candidates))
 	}
 }
 

@@ -21,11 +21,30 @@ type Reliability interface {
 	Reliability(p peer.ID) float64
 }
 
-// RTTs says the round-trip time from this node to a peer, measured or
-// estimated, and whether it is known at all. Locality plugs in here.
+// RTTs says the round-trip time measured from this node to a peer, and
+// whether one is known at all. Locality plugs in here.
 type RTTs interface {
 	RTT(p peer.ID) (time.Duration, bool)
 }
+
+// RTTEstimator is an RTTs source that also estimates the RTT to an
+// offer's issuer it has not measured, from what the offer carries (its
+// network coordinate). The matcher uses, in order, a measured RTT, an
+// estimate, and for neither a pessimistic stand-in (see WorstRTTs).
+type RTTEstimator interface {
+	RTTs
+	EstimateRTT(o *pb.Offer) (time.Duration, bool)
+}
+
+// RTTSource says where a candidate's RTT came from.
+type RTTSource string
+
+// Sources of an RTT.
+const (
+	RTTUnknown   RTTSource = "unknown"
+	RTTMeasured  RTTSource = "measured"
+	RTTEstimated RTTSource = "estimated"
+)
 
 // Excluder says which providers the matcher must skip (offenders, later).
 type Excluder interface {
@@ -46,8 +65,10 @@ type WorstRTTs interface {
 	WorstRTT() time.Duration
 }
 
-// UnknownRTTs knows no RTT: every provider ranks at RTTRef, and no bid's
-// max_rtt fails.
+// UnknownRTTs knows no RTT and judges none: every provider ranks at
+// RTTRef, and no bid's max_rtt fails. It is for a matcher that cannot know
+// the renter's RTT (a provider quoting its own offer); with any other
+// source, an RTT neither measured nor estimated fails a max_rtt.
 type UnknownRTTs struct{}
 
 // RTT reports every RTT unknown.
@@ -85,10 +106,13 @@ type Candidate struct {
 	Scores Scores
 	// TotalMicros is PriceMicros × GPUs × duration in hours, rounded up.
 	TotalMicros uint64
-	// Reliability and RTT are what the sources said about the issuer.
+	// Reliability and RTT are what the sources said about the issuer;
+	// RTTSource says whether the RTT was measured or estimated (RTTKnown
+	// then) or is unknown.
 	Reliability float64
 	RTT         time.Duration
 	RTTKnown    bool
+	RTTSource   RTTSource
 }
 
 // ScoreMap returns the scores by name, for display and JSON.

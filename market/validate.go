@@ -1,7 +1,9 @@
 package market
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -258,8 +260,46 @@ func (l Limits) ValidateOffer(o *pb.Offer, now time.Time) error {
 	if len(o.AttestationHash) > 64 {
 		return invalid("attestation_hash", "%d bytes; limit 64", len(o.AttestationHash))
 	}
-	if c := o.Coordinate; c != nil && len(c.Vec) > 16 {
-		return invalid("coordinate.vec", "%d dimensions; limit 16", len(c.Vec))
+	if c := o.Coordinate; c != nil {
+		if err := CheckCoordinate(c); err != nil {
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				fe.Field = "coordinate." + fe.Field
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Network coordinates (Vivaldi, as hashicorp/serf computes them): CoordDims
+// dimensions in seconds, each within ±MaxCoordSeconds, an error estimate
+// from 0 to MaxCoordError, an adjustment within ±MaxCoordSeconds and a
+// height from 0 to MaxCoordSeconds. Real ones sit far inside: the
+// Earth's far side is 0.2 s away.
+const (
+	CoordDims       = 8
+	MaxCoordSeconds = 10.0
+	MaxCoordError   = 1.5
+)
+
+// CheckCoordinate checks a network coordinate's shape and bounds.
+func CheckCoordinate(c *pb.NetworkCoordinate) error {
+	if len(c.Vec) != CoordDims {
+		return invalid("vec", "%d dimensions; want %d", len(c.Vec), CoordDims)
+	}
+	for i, v := range c.Vec {
+		if !(math.Abs(v) <= MaxCoordSeconds) { // NaN fails too
+			return invalid(indexed("vec", i), "%g; want within ±%g", v, MaxCoordSeconds)
+		}
+	}
+	switch {
+	case !(c.Error >= 0 && c.Error <= MaxCoordError):
+		return invalid("error", "%g; want 0 to %g", c.Error, MaxCoordError)
+	case !(math.Abs(c.Adjustment) <= MaxCoordSeconds):
+		return invalid("adjustment", "%g; want within ±%g", c.Adjustment, MaxCoordSeconds)
+	case !(c.Height >= 0 && c.Height <= MaxCoordSeconds):
+		return invalid("height", "%g; want 0 to %g", c.Height, MaxCoordSeconds)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package market
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,15 @@ func TestValidateOffer(t *testing.T) {
 		{"image_allow[0]", func(o *pb.Offer) { o.ImageAllow = []string{strings.Repeat("x", 257)} }},
 		{"attestation_hash", func(o *pb.Offer) { o.AttestationHash = make([]byte, 65) }},
 		{"coordinate.vec", func(o *pb.Offer) { o.Coordinate = &pb.NetworkCoordinate{Vec: make([]float64, 17)} }},
+		{"coordinate.vec[3]", func(o *pb.Offer) {
+			o.Coordinate = &pb.NetworkCoordinate{Vec: []float64{0, 0, 0, math.NaN(), 0, 0, 0, 0}}
+		}},
+		{"coordinate.vec[0]", func(o *pb.Offer) { o.Coordinate = &pb.NetworkCoordinate{Vec: []float64{11, 0, 0, 0, 0, 0, 0, 0}} }},
+		{"coordinate.error", func(o *pb.Offer) { o.Coordinate = &pb.NetworkCoordinate{Vec: make([]float64, 8), Error: -0.1} }},
+		{"coordinate.adjustment", func(o *pb.Offer) {
+			o.Coordinate = &pb.NetworkCoordinate{Vec: make([]float64, 8), Adjustment: math.Inf(1)}
+		}},
+		{"coordinate.height", func(o *pb.Offer) { o.Coordinate = &pb.NetworkCoordinate{Vec: make([]float64, 8), Height: 20} }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.field, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
@@ -13,12 +14,17 @@ import (
 
 // Pinger measures the round-trip time to every connected peer with libp2p
 // ping, once per interval. ping records each RTT in the peerstore's latency
-// EWMA, which is where the rest of idlegrid reads it.
+// EWMA. With coordinates (Track), a sample is the least RTT of a few
+// echoes, kept there (Coordinates.RTT, the median of the last samples),
+// and the Pinger asks each peer pinged for its network coordinate and
+// feeds the pair to this node's.
 type Pinger struct {
 	h        host.Host
 	interval time.Duration
 	timeout  time.Duration
 	log      *slog.Logger
+	coords   *Coordinates // nil: none kept
+	swarm    Swarm
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -31,6 +37,13 @@ func NewPinger(h host.Host, interval time.Duration, log *slog.Logger) *Pinger {
 	}
 	return &Pinger{h: h, interval: interval, timeout: 10 * time.Second, log: log}
 }
+
+// echoesPerSample is how many pings one sample takes the least RTT of.
+const echoesPerSample = 3
+
+// Track has each ping also update coords with the peer's coordinate,
+// asked for in swarm. Call it before Start.
+func (p *Pinger) Track(coords *Coordinates, swarm Swarm) { p.coords, p.swarm = coords, swarm }
 
 // Start runs the ping loop until Close. The first round runs at once.
 func (p *Pinger) Start(ctx context.Context) {
@@ -67,21 +80,59 @@ func (p *Pinger) round(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.pingOnce(ctx, id)
+			p.Sample(ctx, id)
 		}()
 	}
 	wg.Wait()
 }
 
-// pingOnce sends one ping to id; the RTT lands in the peerstore.
-func (p *Pinger) pingOnce(ctx context.Context, id peer.ID) {
+// Sample sends one ping to id; the RTT lands in the peerstore, and with
+// the peer's coordinate (asked for meanwhile) in this node's coordinate.
+// Rounds sample every connected peer; a caller samples others (a
+// candidate it may lease from) through it.
+func (p *Pinger) Sample(ctx context.Context, id peer.ID) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	select {
-	case res := <-ping.Ping(ctx, p.h, id):
-		if res.Error != nil {
-			p.log.Debug("ping failed", "peer", id, "err", res.Error)
+	type answer struct {
+		c   *coordinate.Coordinate
+		err error
+	}
+	var coord chan answer
+	if p.coords != nil {
+		coord = make(chan answer, 1)
+		go func() {
+			c, err := FetchCoord(ctx, p.h, p.swarm, id)
+			coord <- answer{c, err}
+		}()
+	}
+	// The least of a few echoes on one stream: queues and schedulers only
+	// ever add delay.
+	var rtt time.Duration
+	results := ping.Ping(ctx, p.h, id)
+	for range echoesPerSample {
+		select {
+		case res := <-results:
+			if res.Error != nil {
+				p.log.Debug("ping failed", "peer", id, "err", res.Error)
+				return
+			}
+			if rtt == 0 || res.RTT < rtt {
+				rtt = res.RTT
+			}
+		case <-ctx.Done():
+			return
 		}
-	case <-ctx.Done():
+	}
+	if coord == nil {
+		return
+	}
+	a := <-coord
+	if a.err == nil {
+		a.err = p.coords.Observe(id, a.c, rtt, time.Now())
+	} else {
+		p.coords.Measured(id, rtt, time.Now())
+	}
+	if a.err != nil {
+		p.log.Debug("coordinate not updated", "peer", id, "err", a.err)
 	}
 }
