@@ -227,9 +227,12 @@ func (n *Node) startRenter(context.Context) (func() error, error) {
 }
 
 func (n *Node) startPing(context.Context) (func() error, error) {
+	ctx, cancel := context.WithCancel(n.base)
+	p2p.ServeCoord(n.server(ctx), n.coords.Own)
 	n.pinger = p2p.NewPinger(n.host, n.cfg.Network.PingInterval.Std(), n.opts.Logger.With("subsystem", LogP2P))
+	n.pinger.Track(n.coords, n.swarm)
 	n.pinger.Start(n.base)
-	return func() error { n.pinger.Close(); return nil }, nil
+	return func() error { n.pinger.Close(); cancel(); return nil }, nil
 }
 
 func (n *Node) serveAPI(context.Context) (func() error, error) {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -158,11 +159,43 @@ func (l *swarmLink) AttachJob(ctx context.Context, p peer.ID, leaseID string) (n
 	return p2p.AttachJob(ctx, l.host, l.swarm, p, leaseID)
 }
 
-// peerRTT gives the matcher the peerstore's latency EWMA, and the worst
-// of them for the RTTs it does not know.
-type peerRTT struct{ h host.Host }
+// peerRTT gives the matcher the peerstore's latency EWMA, an estimate
+// from this node's network coordinate and the offer's (or the one its
+// issuer gave over the coordinate exchange) where none was measured, and
+// the worst measured for the RTTs it neither knows nor can estimate.
+type peerRTT struct {
+	h      host.Host
+	coords *p2p.Coordinates
+}
 
+// rttTo is the RTT to o's issuer as the matcher would take it: measured,
+// else estimated, else unknown.
+func (r peerRTT) rttTo(o *pb.Offer) (time.Duration, market.RTTSource) {
+	if d, ok := r.RTT(market.Issuer(o)); ok {
+		return d, market.RTTMeasured
+	}
+	if d, ok := r.EstimateRTT(o); ok {
+		return d, market.RTTEstimated
+	}
+	return 0, market.RTTUnknown
+}
+
+// rtts is the node's RTT source for the matcher and its views.
+func (n *Node) rtts() peerRTT { return peerRTT{n.host, n.coords} }
+
+// EstimateRTT estimates the RTT to o's issuer from coordinates.
+func (r peerRTT) EstimateRTT(o *pb.Offer) (time.Duration, bool) {
+	d, err := r.coords.EstimateTo(market.Issuer(o), o.GetCoordinate())
+	return d, err == nil
+}
+
+// RTT is the RTT measured to p: the median of the last samples the
+// pinger took (each the least of a few echoes), or the peerstore's EWMA
+// of every ping for a peer that answers no coordinate exchange.
 func (r peerRTT) RTT(p peer.ID) (time.Duration, bool) {
+	if d, ok := r.coords.RTT(p); ok {
+		return d, true
+	}
 	d := r.h.Peerstore().LatencyEWMA(p)
 	return d, d > 0
 }
@@ -171,9 +204,9 @@ func (r peerRTT) RTT(p peer.ID) (time.Duration, bool) {
 // to: the peers it has measured lately.
 func (r peerRTT) WorstRTT() time.Duration {
 	var worst time.Duration
-	ps := r.h.Peerstore()
 	for _, p := range r.h.Network().Peers() {
-		worst = max(worst, ps.LatencyEWMA(p))
+		d, _ := r.RTT(p)
+		worst = max(worst, d)
 	}
 	return worst
 }

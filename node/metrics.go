@@ -78,6 +78,14 @@ func newMetrics(n *Node) *metrics {
 			}
 			return float64(n.disc.DHT().RoutingTable().Size())
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "idlegrid_coordinate_error",
+			Help: "The error estimate of this node's network coordinate: 1.5 before any sample; RTTs are estimated from it at 1 or less.",
+		}, n.coords.Error),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "idlegrid_coordinate_outliers_total",
+			Help: "RTT samples refused because the peer's coordinate contradicted the RTT measured.",
+		}, func() float64 { return float64(n.coords.Stats().Outliers) }),
 	)
 	for _, kind := range p2p.TopicKinds {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

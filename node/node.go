@@ -97,7 +97,8 @@ type Node struct {
 	provider   *provider   // nil unless a provider
 	leases     *leaseOwner // nil unless a provider
 	pinger     *p2p.Pinger
-	running    bool // Start succeeded
+	coords     *p2p.Coordinates // this node's network coordinate, from New on
+	running    bool             // Start succeeded
 
 	stops     []namedStop // what Start started, for Close to unwind
 	closeOnce sync.Once
@@ -122,7 +123,7 @@ func New(repo *Repo, cfg Config, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrIdentity, err)
 	}
-	n := &Node{repo: repo, cfg: cfg, opts: opts, key: key, id: id, swarm: p2p.Swarm{Name: cfg.Swarm.Name, PSK: psk}, clock: clock.Or(opts.Clock)}
+	n := &Node{repo: repo, cfg: cfg, opts: opts, key: key, id: id, swarm: p2p.Swarm{Name: cfg.Swarm.Name, PSK: psk}, clock: clock.Or(opts.Clock), coords: p2p.NewCoordinates()}
 	n.limits = limitsIn(n.swarm)
 	if n.opts.Logger == nil {
 		n.opts.Logger = slog.Default()

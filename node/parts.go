@@ -27,7 +27,7 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 	})
 	n.market = newMarketSide(marketDeps{
 		self: n.id, roots: n.ccRoots, book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, known: n.vouchedFor,
-		net: n.link, store: n.store, rel: n.reputation, rtt: peerRTT{n.host}, clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: n.limits,
+		net: n.link, store: n.store, rel: n.reputation, rtt: n.rtts(), clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: n.limits,
 	})
 	n.market.received = n.metrics.received
 	n.challenger = &challenger{self: n.id, swarm: n.swarm.Tag(), net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock, observe: n.reputation.observe, dispute: n.reputation.dispute,
@@ -47,7 +47,8 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 			return nil, fmt.Errorf("provider.gpu_source: %w", err)
 		}
 	}
-	n.provider = newProvider(providerDeps{id: n.id, swarm: n.swarm.Tag(), key: n.key, cfg: n.cfg.Provider, source: source, store: n.store, net: n.link, clock: n.clock, log: log})
+	n.provider = newProvider(providerDeps{id: n.id, swarm: n.swarm.Tag(), key: n.key, cfg: n.cfg.Provider, source: source, store: n.store, net: n.link, clock: n.clock, log: log,
+		coord: n.coords.Own})
 	n.market.onBid = n.provider.onBid
 	return nil, nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
@@ -47,6 +48,7 @@ type provider struct {
 
 	current *pb.Offer
 	selling []GPUConfig // what the current offer sells
+	coord   func() *coordinate.Coordinate
 }
 
 // providerDeps are what a provider is built from.
@@ -60,6 +62,9 @@ type providerDeps struct {
 	net    publisher
 	clock  clock.Clock
 	log    *slog.Logger
+	// coord is this node's network coordinate, carried in its offers; nil
+	// for none.
+	coord func() *coordinate.Coordinate
 }
 
 // maxQuoting bounds the quotes a provider sends at once; bids beyond it
@@ -69,7 +74,7 @@ const maxQuoting = 16
 func newProvider(d providerDeps) *provider {
 	return &provider{
 		id: d.id, swarm: d.swarm, key: d.key, cfg: d.cfg, source: d.source, store: d.store, net: d.net, clock: d.clock, log: d.log,
-		own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
+		coord: d.coord, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
 		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting),
 	}
 }
@@ -164,12 +169,12 @@ func (p *provider) run(ctx context.Context) {
 				p.withdrawNow(ctx)
 				p.log.Info("offer withdrawn: no GPU sellable now")
 			}
-		case !slices.Equal(gpus, p.selling) || now.After(due) || p.current.Withdrawn:
+		case !slices.Equal(gpus, p.selling) || now.After(due) || p.current.Withdrawn || p.coordMoved():
 			if err = p.publishOffer(ctx, gpus, inv, now); err == nil {
 				due = now.Add(p.cfg.OfferTTL.Std() * 3 / 4)
 			}
 		}
-		wait := due.Sub(now)
+		wait := min(due.Sub(now), coordCheckEvery)
 		if p.source != nil {
 			wait = min(wait, p.cfg.WatchInterval.Std())
 		}
@@ -240,6 +245,7 @@ func (p *provider) buildOffer(ctx context.Context, gpus []GPUConfig, inv *attest
 		return nil, err
 	}
 	o.Header.Swarm = p.swarm
+	o.Coordinate = p.coordNow()
 	if inv != nil {
 		env, err := p.standingFor(ctx, *inv, o.Header.Id, now)
 		if err != nil {
@@ -249,6 +255,50 @@ func (p *provider) buildOffer(ctx context.Context, gpus []GPUConfig, inv *attest
 		p.standing.Store(&env)
 	}
 	return o, nil
+}
+
+// coordCheckEvery is how often a provider looks whether its coordinate
+// moved enough since its offer to publish it again.
+const coordCheckEvery = 10 * time.Second
+
+// coordMoveAtLeast is how far a provider's coordinate moves before its
+// offer is published again ahead of time: renters estimate their RTT to
+// it from the offer's.
+const coordMoveAtLeast = 10 * time.Millisecond
+
+// coordNow is the provider's coordinate for an offer; nil with none, or
+// with one of a shape the market would refuse.
+func (p *provider) coordNow() *pb.NetworkCoordinate {
+	if p.coord == nil {
+		return nil
+	}
+	c := p2p.CoordToProto(p.coord())
+	if market.CheckCoordinate(c) != nil {
+		return nil
+	}
+	return c
+}
+
+// coordMoved reports whether the offer's coordinate should be replaced:
+// it was not settled (renters estimate nothing from it) and the node's is
+// now, or the node's moved coordMoveAtLeast from it.
+func (p *provider) coordMoved() bool {
+	if p.current == nil || p.current.Withdrawn || p.coord == nil {
+		return false
+	}
+	now, was := p.coord(), p.current.GetCoordinate()
+	switch {
+	case now.Error > p2p.EstimateMaxError:
+		return false
+	case was == nil || was.Error > p2p.EstimateMaxError:
+		return true
+	}
+	old := p2p.CoordFromProto(was)
+	if !old.IsCompatibleWith(now) {
+		return true
+	}
+	old.Height, old.Adjustment, now.Height, now.Adjustment = 0, 0, 0, 0 // the move, not the distance
+	return old.DistanceTo(now) >= coordMoveAtLeast
 }
 
 // withdrawNow gossips a withdrawal of the current offer while the node runs.

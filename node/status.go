@@ -52,6 +52,8 @@ func (n *Node) Status() api.Status {
 	}
 	if n.store != nil {
 		s.Leases = n.leaseSummary(context.Background())
+		st := n.coords.Stats()
+		s.Coordinate = api.CoordinateStatus{Error: n.coords.Error(), Samples: st.Samples, Outliers: st.Outliers, Peers: st.Peers}
 	}
 	return s
 }
@@ -125,7 +127,16 @@ func (n *Node) Peers() []api.Peer {
 			p.Addrs = append(p.Addrs, c.RemoteMultiaddr().String())
 			p.Direction = c.Stat().Direction.String()
 		}
-		p.RTTMillis = float64(ps.LatencyEWMA(id)) / float64(time.Millisecond)
+		d, _ := n.rtts().RTT(id)
+		p.RTTMillis = float64(d) / float64(time.Millisecond)
+		p.CoordError = -1
+		if c, ok := n.coords.Of(id); ok {
+			p.CoordError = c.Error
+			if d, err := n.coords.Estimate(c); err == nil {
+				p.EstimatedMillis = float64(d) / float64(time.Millisecond)
+			}
+		}
+		p.OutlierCoord = n.coords.Outlier(id)
 		if av, err := ps.Get(id, "AgentVersion"); err == nil {
 			p.Agent, _ = av.(string)
 		}

@@ -97,14 +97,15 @@ func (s *mockSwarm) bare(t *testing.T, key crypto.PrivKey) host.Host {
 	return h
 }
 
-// drop closes n's host and unlinks it from every other: dials to it fail.
+// drop unlinks n from every other host, so that no dial to it succeeds
+// (not even one racing the close), and closes its host.
 func (s *mockSwarm) drop(n *Node) {
-	n.host.Close()
 	for _, p := range s.mn.Peers() {
 		if p != n.id {
 			s.mn.UnlinkPeers(n.id, p)
 		}
 	}
+	n.host.Close()
 }
 
 // rowStride spreads a test's few nodes over the matrix: consecutive rows

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -35,10 +36,18 @@ func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
 	}
 	out := []api.OfferView{}
 	scores := n.reputation.scores()
+	rtts := n.rtts()
 	for _, o := range n.market.snapshot().FindOffers(f) {
-		out = append(out, offerView(o, scores))
+		v := offerView(o, scores)
+		v.RTTMillis, v.RTTSource = rttView(rtts.rttTo(o))
+		out = append(out, v)
 	}
 	return out, nil
+}
+
+// rttView shows an RTT and where it came from.
+func rttView(d time.Duration, from market.RTTSource) (float64, string) {
+	return float64(d) / float64(time.Millisecond), string(from)
 }
 
 // offerView shows o, with this node's score of its provider.
@@ -91,9 +100,11 @@ func formatWeekly(w *pb.WeeklyWindow) string {
 }
 
 func candidateView(rank int, c market.Candidate, scores *reputation.Scores) api.CandidateView {
+	o := offerView(c.Offer, scores)
+	o.RTTMillis, o.RTTSource = rttView(c.RTT, cmp.Or(c.RTTSource, market.RTTUnknown))
 	return api.CandidateView{
 		Rank:           rank,
-		Offer:          offerView(c.Offer, scores),
+		Offer:          o,
 		GPUs:           c.GPUs,
 		Price:          market.FormatPrice(c.PriceMicros),
 		EffectivePrice: market.FormatPrice(uint64(c.EffectivePriceMicros + 0.5)),

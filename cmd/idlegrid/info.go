@@ -122,6 +122,11 @@ func newStatusCmd(e *env) *cobra.Command {
 			fmt.Fprintf(w, "version\t%s\n", st.Version)
 			fmt.Fprintf(w, "uptime\t%s\n", (time.Duration(st.UptimeSec) * time.Second).String())
 			fmt.Fprintf(w, "peers\t%d connected, %d in the DHT routing table\n", st.Peers, st.RoutingTable)
+			settled := "settled: RTTs to unmeasured peers are estimated"
+			if st.Coordinate.Error > 1 {
+				settled = "not settled yet: no RTT is estimated"
+			}
+			fmt.Fprintf(w, "coordinate\terror %.2f (%s), %d samples, %d outliers refused\n", st.Coordinate.Error, settled, st.Coordinate.Samples, st.Coordinate.Outliers)
 			for _, a := range st.Listen {
 				fmt.Fprintf(w, "listen\t%s\n", a)
 			}
@@ -163,17 +168,26 @@ func newPeersCmd(e *env) *cobra.Command {
 				return err
 			}
 			return e.printList(peers, len(peers), "no peers connected", func(w io.Writer) {
-				fmt.Fprintln(w, "PEER\tRTT\tDIR\tAGENT\tSINCE\tADDRESS")
+				fmt.Fprintln(w, "PEER\tRTT\tESTIMATED\tCOORD-ERR\tDIR\tAGENT\tSINCE\tADDRESS")
 				for _, p := range peers {
 					addr := ""
 					if len(p.Addrs) > 0 {
 						addr = p.Addrs[0]
 					}
-					rtt := "-"
+					measured, est, coordErr := "-", "-", "-"
 					if p.RTTMillis > 0 {
-						rtt = fmt.Sprintf("%.1fms", p.RTTMillis)
+						measured = millis(p.RTTMillis)
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, rtt, p.Direction, p.Agent, p.ConnectedSince.Local().Format(time.TimeOnly), addr)
+					if p.EstimatedMillis > 0 {
+						est = millis(p.EstimatedMillis)
+					}
+					switch {
+					case p.OutlierCoord:
+						coordErr = "outlier"
+					case p.CoordError >= 0:
+						coordErr = fmt.Sprintf("%.2f", p.CoordError)
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, measured, est, coordErr, p.Direction, p.Agent, p.ConnectedSince.Local().Format(time.TimeOnly), addr)
 				}
 			})
 		},

@@ -49,9 +49,9 @@ providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
 				return err
 			}
 			return e.printList(offers, len(offers), "no offers match", func(w io.Writer) {
-				fmt.Fprintln(w, "PROVIDER\tGPUS\tREGION\tPRICE/GPU-H\tTIERS\tDURATION\tEXPIRES\tRELIABILITY")
+				fmt.Fprintln(w, "PROVIDER\tGPUS\tREGION\tRTT\tPRICE/GPU-H\tTIERS\tDURATION\tEXPIRES\tRELIABILITY")
 				for _, o := range offers {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s %s\t%s\t%s-%s\t%s\t%s\n", short(o.Provider), gpus(o.GPUs), region(o), o.Price, o.Currency,
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s %s\t%s\t%s-%s\t%s\t%s\n", short(o.Provider), gpus(o.GPUs), region(o), rtt(o.RTTMillis, o.RTTSource), o.Price, o.Currency,
 						strings.Join(o.Tiers, ","), o.MinDuration, o.MaxDuration, time.Until(o.Expires).Round(time.Second), o.Basis)
 				}
 			})
@@ -82,7 +82,7 @@ func bidFlags(c *cobra.Command, req *api.BidRequest, gpu *string) {
 	f.StringVar(&req.Currency, "currency", "USD", "currency of --max-price")
 	f.StringSliceVar(&req.Regions, "region", nil, "country codes allowed (default: any)")
 	f.StringSliceVar(&req.DenyRegions, "deny-region", nil, "country codes refused")
-	f.IntVar(&req.MaxRTTMillis, "max-rtt", 0, "largest round-trip time to the provider, ms (default: any)")
+	f.IntVar(&req.MaxRTTMillis, "max-rtt", 0, "largest round-trip time to the provider, ms, measured or estimated from network coordinates; a provider with neither is refused (default: any)")
 	f.Float64Var(&req.StartWithinHours, "start-within", 0, "hours from now within which the lease may start (default: now)")
 	f.StringVar(&req.WorkloadClass, "workload", "", "workload class, such as training")
 	f.StringVar(&req.Image, "image", "", "container image the job will run")
@@ -125,9 +125,9 @@ nothing fits, how many offers failed each check. Publishes nothing.`,
 			}
 			fmt.Fprintf(e.stdout, "%d of %d offers fit; best first:\n", res.Feasible, res.Considered)
 			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "#\tPROVIDER\tGPUS\tREGION\tPRICE/GPU-H\tEFFECTIVE\tTOTAL\tSTART\tRELIABILITY")
+			fmt.Fprintln(w, "#\tPROVIDER\tGPUS\tREGION\tRTT\tPRICE/GPU-H\tEFFECTIVE\tTOTAL\tSTART\tRELIABILITY")
 			for _, c := range res.Candidates {
-				fmt.Fprintf(w, "%d\t%s\t%d of %s\t%s\t%s\t%s\t%s %s\t%s\t%s\n", c.Rank, short(c.Offer.Provider), c.GPUs, gpus(c.Offer.GPUs), region(c.Offer),
+				fmt.Fprintf(w, "%d\t%s\t%d of %s\t%s\t%s\t%s\t%s\t%s %s\t%s\t%s\n", c.Rank, short(c.Offer.Provider), c.GPUs, gpus(c.Offer.GPUs), region(c.Offer), rtt(c.Offer.RTTMillis, c.Offer.RTTSource),
 					c.Price, c.EffectivePrice, c.Total, c.Offer.Currency, c.Start.Local().Format(time.DateTime), c.Offer.Basis)
 			}
 			return w.Flush()
@@ -208,4 +208,28 @@ func region(o api.OfferView) string {
 		return o.Country + "/" + o.Label
 	}
 	return o.Country
+}
+
+// rtt shows an RTT with where it came from: "42ms" measured, "~40ms"
+// estimated from network coordinates, "-" unknown.
+func rtt(ms float64, source string) string {
+	switch source {
+	case "measured":
+		return millis(ms)
+	case "estimated":
+		return "~" + millis(ms)
+	}
+	return "-"
+}
+
+// millis writes a duration in milliseconds to two significant places or
+// more: 0.04ms, 2.3ms, 42ms.
+func millis(ms float64) string {
+	switch {
+	case ms < 1:
+		return fmt.Sprintf("%.2fms", ms)
+	case ms < 10:
+		return fmt.Sprintf("%.1fms", ms)
+	}
+	return fmt.Sprintf("%.0fms", ms)
 }

@@ -42,6 +42,11 @@ type OfferView struct {
 	// it rests on ("0.93: 41 receipts, 12 via trusted peers, 1 dispute").
 	Reliability float64 `json:"reliability"`
 	Basis       string  `json:"basis"`
+	// RTTMillis is the round-trip time to the provider, and RTTSource
+	// where it came from: "measured" (ping), "estimated" (network
+	// coordinates) or "unknown" (then RTTMillis is 0).
+	RTTMillis float64 `json:"rtt_ms"`
+	RTTSource string  `json:"rtt_source"`
 }
 
 // ReputationView is GET /v1/reputation/{peer}: this node's view of one

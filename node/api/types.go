@@ -28,6 +28,22 @@ type Status struct {
 	Topics map[string]TopicStatus `json:"topics"`
 	// Leases sums up this node's leases, either side.
 	Leases LeaseSummary `json:"leases"`
+	// Coordinate is this node's network coordinate, from which it
+	// estimates RTTs to peers it has not measured.
+	Coordinate CoordinateStatus `json:"coordinate"`
+}
+
+// CoordinateStatus is the state of this node's network coordinate.
+type CoordinateStatus struct {
+	// Error is the coordinate's own error estimate: 1.5 before any
+	// sample; RTTs are estimated from it once it is at most 1.
+	Error float64 `json:"error"`
+	// Samples are the RTT samples taken in; Outliers those refused for a
+	// peer coordinate inconsistent with its RTT.
+	Samples  uint64 `json:"samples"`
+	Outliers uint64 `json:"outliers"`
+	// Peers is how many peers' coordinates it holds.
+	Peers int `json:"peers"`
 }
 
 // LeaseSummary is the lease part of a status.
@@ -53,13 +69,21 @@ type TopicStatus struct {
 
 // Peer is one element of GET /v1/peers.
 type Peer struct {
-	ID             string    `json:"id"`
-	Addrs          []string  `json:"addrs"`
-	RTTMillis      float64   `json:"rtt_ms"`
-	Agent          string    `json:"agent"`
-	Protocols      []string  `json:"protocols"`
-	ConnectedSince time.Time `json:"connected_since"`
-	Direction      string    `json:"direction"`
+	ID        string   `json:"id"`
+	Addrs     []string `json:"addrs"`
+	RTTMillis float64  `json:"rtt_ms"` // measured; 0 when not yet
+	// EstimatedMillis is the RTT the two nodes' network coordinates put
+	// between them (0: none yet), and CoordError the peer's coordinate's
+	// error estimate (-1: its coordinate is not held). OutlierCoord marks
+	// a peer whose coordinate contradicted its measured RTT: it is
+	// ignored.
+	EstimatedMillis float64   `json:"estimated_rtt_ms"`
+	CoordError      float64   `json:"coordinate_error"`
+	OutlierCoord    bool      `json:"coordinate_outlier,omitempty"`
+	Agent           string    `json:"agent"`
+	Protocols       []string  `json:"protocols"`
+	ConnectedSince  time.Time `json:"connected_since"`
+	Direction       string    `json:"direction"`
 }
 
 // Error is the body of every non-2xx answer.

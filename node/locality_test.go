@@ -1,0 +1,139 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Among offers equal in all but where they are, the nearest wins, for a
+// light renter that has measured none of them: on mocknet with PlanetLab
+// latencies, 8 providers at one price publish their network coordinates
+// in their offers, and a renter ranks them by the RTT its coordinate and
+// theirs estimate (issue 13). Its first choice is within 1.2× of the
+// truly nearest; a bid's max_rtt keeps out the providers truly beyond it.
+func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
+	t.Parallel()
+	ms := newMockSwarm(t)
+	fast := func(c *Config) { c.Network.PingInterval = Dur(time.Second) }
+	boot := startNode(t, testRepo(t, "boot", fast), ms.on(Options{}))
+	var provs []*Node
+	for i := range 8 {
+		provs = append(provs, startNode(t, testRepo(t, fmt.Sprint("prov", i), both(bootstrapFrom(boot), fast, func(c *Config) {
+			c.Provider.Enabled, c.Provider.Price = true, "2.00"
+			c.Provider.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+		})), ms.on(Options{})))
+	}
+	renter := startNode(t, testRepo(t, "renter", both(bootstrapFrom(boot), fast)), ms.on(Options{Light: true}))
+	// Each provider publishes its offer again once its coordinate settles
+	// (it looks every coordCheckEvery).
+	waitFor(t, 90*time.Second, "the renter's coordinate settled, and every offer's", func() bool {
+		if renter.coords.Error() > p2p.EstimateMaxError {
+			return false
+		}
+		for _, p := range provs {
+			o, ok := renter.market.snapshot().Offer(p.id, ProviderOfferID)
+			if !ok || o.Coordinate == nil || o.Coordinate.Error > p2p.EstimateMaxError {
+				return false
+			}
+		}
+		return true
+	})
+
+	truth := func(p string) time.Duration {
+		id, _ := peer.Decode(p)
+		a, _ := ms.row(renter.id)
+		b, _ := ms.row(id)
+		return ms.m.OneWay(a, b) * 2
+	}
+	var best time.Duration
+	for _, p := range provs {
+		if d := truth(p.id.String()); best == 0 || d < best {
+			best = d
+		}
+	}
+	req := api.BidRequest{GPUs: []string{"H100"}, Count: 1, Hours: 1, MaxPrice: "2.50", Limit: 8}
+	res, err := renter.Match(context.Background(), req)
+	if err != nil || len(res.Candidates) != 8 {
+		t.Fatalf("match: %d candidates, %v", len(res.Candidates), err)
+	}
+	for _, c := range res.Candidates {
+		t.Logf("%d %s: true %s, %s %.0fms", c.Rank, c.Offer.Provider[len(c.Offer.Provider)-6:], truth(c.Offer.Provider), c.Offer.RTTSource, c.Offer.RTTMillis)
+	}
+	if got := truth(res.Candidates[0].Offer.Provider); float64(got) > 1.2*float64(best) {
+		t.Errorf("first choice %s away; the nearest is %s", got, best)
+	}
+
+	// From the offers' coordinates alone, as a renter that never dialled
+	// the providers would: every offer carries one, the estimates are
+	// near the truth, and ranking by them picks a near provider too.
+	b, err := BuildBid(req, renter.id, renter.swarm, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rel []float64
+	for _, p := range provs {
+		o, ok := renter.market.snapshot().Offer(p.id, ProviderOfferID)
+		if !ok || o.Coordinate == nil {
+			t.Fatalf("%s: offer %v without a coordinate", p.id, ok)
+		}
+		est, err := renter.coords.Estimate(p2p.CoordFromProto(o.Coordinate))
+		if err != nil {
+			t.Fatalf("%s: %v", p.id, err)
+		}
+		tr := truth(p.id.String())
+		rel = append(rel, math.Abs(float64(est-tr))/float64(tr))
+	}
+	slices.Sort(rel)
+	t.Logf("estimates from the offers' coordinates: median relative error %.3f, worst %.3f", rel[len(rel)/2], rel[len(rel)-1])
+	if rel[len(rel)/2] > 0.25 {
+		t.Errorf("estimates from the offers' coordinates: median relative error %.3f", rel[len(rel)/2])
+	}
+	byEstimate := market.NewMatcher(market.DefaultMatchConfig(), renter.reputation, offerCoords{renter.coords}).Match(renter.market.snapshot(), b, time.Now(), 8)
+	if len(byEstimate.Candidates) != 8 || byEstimate.Candidates[0].RTTSource != market.RTTEstimated {
+		t.Fatalf("ranked by estimates: %+v", byEstimate.Candidates)
+	}
+	if got := truth(market.Issuer(byEstimate.Candidates[0].Offer).String()); float64(got) > 1.2*float64(best) {
+		t.Errorf("first choice by estimate %s away; the nearest is %s", got, best)
+	}
+
+	// A limit between the nearest and the farthest: no provider beyond it
+	// is offered while one within it is.
+	var truths []time.Duration
+	for _, p := range provs {
+		truths = append(truths, truth(p.id.String()))
+	}
+	slices.Sort(truths)
+	limit := (truths[3] + truths[4]) / 2
+	req.MaxRTTMillis = int(limit.Milliseconds())
+	res, err = renter.Match(context.Background(), req)
+	if err != nil || len(res.Candidates) == 0 {
+		t.Fatalf("match within %s: %d candidates, %v", limit, len(res.Candidates), err)
+	}
+	if got := truth(res.Candidates[0].Offer.Provider); got > limit {
+		t.Errorf("first choice within %s is truly %s away", limit, got)
+	}
+}
+
+// offerCoords estimates RTTs from the offers' coordinates only, as a
+// renter that has measured no provider and exchanged no coordinate.
+type offerCoords struct{ c *p2p.Coordinates }
+
+func (offerCoords) RTT(peer.ID) (time.Duration, bool) { return 0, false }
+
+func (s offerCoords) EstimateRTT(o *pb.Offer) (time.Duration, bool) {
+	if o.Coordinate == nil {
+		return 0, false
+	}
+	d, err := s.c.Estimate(p2p.CoordFromProto(o.Coordinate))
+	return d, err == nil
+}
