@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
@@ -178,6 +180,42 @@ func (r peerRTT) rttTo(o *pb.Offer) (time.Duration, market.RTTSource) {
 		return d, market.RTTEstimated
 	}
 	return 0, market.RTTUnknown
+}
+
+// measureWait bounds how long a rental waits to measure its best
+// candidates' RTTs: a lookup, a dial, three pings and a coordinate.
+const measureWait = 2 * time.Second
+
+// measure locates and pings, in parallel and within measureWait, the
+// providers among ps whose RTT this node has not measured; it reports
+// whether it measured any. The samples settle its coordinate too.
+func (n *Node) measure(ctx context.Context, ps []peer.ID) bool {
+	pinger, rtts := n.pinger, n.rtts()
+	if pinger == nil { // before the node's ping step started
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, measureWait)
+	defer cancel()
+	var wg sync.WaitGroup
+	var measured atomic.Bool
+	for _, p := range ps {
+		if _, ok := rtts.RTT(p); ok {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if n.link.Locate(ctx, p) != nil {
+				return
+			}
+			pinger.Sample(ctx, p)
+			if _, ok := rtts.RTT(p); ok {
+				measured.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	return measured.Load()
 }
 
 // rtts is the node's RTT source for the matcher and its views.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,12 +50,13 @@ func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 		return true
 	})
 
-	truth := func(p string) time.Duration {
+	truthFrom := func(n *Node, p string) time.Duration {
 		id, _ := peer.Decode(p)
-		a, _ := ms.row(renter.id)
+		a, _ := ms.row(n.id)
 		b, _ := ms.row(id)
 		return ms.m.OneWay(a, b) * 2
 	}
+	truth := func(p string) time.Duration { return truthFrom(renter, p) }
 	var best time.Duration
 	for _, p := range provs {
 		if d := truth(p.id.String()); best == 0 || d < best {
@@ -104,6 +106,33 @@ func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 	}
 	if got := truth(market.Issuer(byEstimate.Candidates[0].Offer).String()); float64(got) > 1.2*float64(best) {
 		t.Errorf("first choice by estimate %s away; the nearest is %s", got, best)
+	}
+
+	// A fresh renter has measured none of them, and its coordinate has not
+	// settled: it measures its best candidates before it ranks them, and
+	// its first choice is within 1.2x of the nearest.
+	fresh := startNode(t, testRepo(t, "fresh", bootstrapFrom(boot)), ms.on(Options{Light: true}))
+	waitFor(t, 15*time.Second, "the offers in the fresh renter's book", func() bool { return fresh.market.snapshot().Len() == 8 })
+	var said []string
+	fb, err := BuildBid(req, fresh.id, fresh.swarm, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands := fresh.renter.candidates(context.Background(), fb, 8, time.Now(), RentOutput{Progress: func(l string) { said = append(said, l) }})
+	var freshBest time.Duration
+	for _, p := range provs {
+		if d := truthFrom(fresh, p.id.String()); freshBest == 0 || d < freshBest {
+			freshBest = d
+		}
+	}
+	for _, c := range cands {
+		t.Logf("fresh: %s true %s, %s %s", c.Issuer.String()[46:], truthFrom(fresh, c.Issuer.String()), c.RTTSource, c.RTT.Round(time.Millisecond))
+	}
+	if got := truthFrom(fresh, cands[0].Issuer.String()); float64(got) > 1.2*float64(freshBest) {
+		t.Errorf("the fresh renter's first choice is %s away; the nearest is %s (said %q)", got, freshBest, said)
+	}
+	if !slices.ContainsFunc(said, func(l string) bool { return strings.Contains(l, "measured the RTT") }) {
+		t.Errorf("the fresh renter did not say it measured: %q", said)
 	}
 
 	// A limit between the nearest and the farthest: no provider beyond it

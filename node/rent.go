@@ -109,8 +109,11 @@ type renter struct {
 	// learnFor asks providers for their receipts and reports whether the
 	// scores changed; may be nil.
 	learnFor func(ctx context.Context, providers []peer.ID) bool
-	swarm    p2p.Swarm
-	failed   failures // providers that lately could not be reached or attested
+	// measureFor measures the RTT to the providers this node has not, and
+	// reports whether it measured any; may be nil.
+	measureFor func(ctx context.Context, providers []peer.ID) bool
+	swarm      p2p.Swarm
+	failed     failures // providers that lately could not be reached or attested
 
 	ctx    context.Context // ends when the renter stops
 	cancel context.CancelFunc
@@ -249,15 +252,21 @@ func (r *renter) candidates(ctx context.Context, b *pb.Bid, tries int, now time.
 		return r.failed.behind(bestPerIssuer(matched, tries), now)
 	}
 	cands := match()
-	if r.learnFor == nil || len(cands) == 0 {
-		return cands
+	best := func() []peer.ID {
+		var ps []peer.ID
+		for _, c := range cands[:min(len(cands), learnCandidates)] {
+			ps = append(ps, c.Issuer)
+		}
+		return ps
 	}
-	var best []peer.ID
-	for _, c := range cands[:min(len(cands), learnCandidates)] {
-		best = append(best, c.Issuer)
-	}
-	if r.learnFor(ctx, best) {
+	if r.learnFor != nil && len(cands) > 0 && r.learnFor(ctx, best()) {
 		out.say("learned the receipts of providers in the running; ranking again")
+		cands = match()
+	}
+	// A renter that has measured none of the best (a fresh one) ranks
+	// them by an RTT it does not know: it measures them first.
+	if r.measureFor != nil && len(cands) > 0 && r.measureFor(ctx, best()) {
+		out.say("measured the RTT to providers in the running; ranking again")
 		cands = match()
 	}
 	return cands
