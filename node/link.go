@@ -194,28 +194,34 @@ func (n *Node) measure(ctx context.Context, ps []peer.ID) bool {
 	if pinger == nil { // before the node's ping step started
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, measureWait)
+	return eachAtOnce(ctx, measureWait, ps, func(ctx context.Context, p peer.ID) bool {
+		if _, ok := rtts.RTT(p); ok || n.link.Locate(ctx, p) != nil {
+			return false
+		}
+		pinger.Sample(ctx, p)
+		_, ok := rtts.RTT(p)
+		return ok
+	})
+}
+
+// eachAtOnce runs do for every peer of ps in parallel, all within limit,
+// and reports whether any returned true.
+func eachAtOnce(ctx context.Context, limit time.Duration, ps []peer.ID, do func(context.Context, peer.ID) bool) bool {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	var wg sync.WaitGroup
-	var measured atomic.Bool
+	var any atomic.Bool
 	for _, p := range ps {
-		if _, ok := rtts.RTT(p); ok {
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if n.link.Locate(ctx, p) != nil {
-				return
-			}
-			pinger.Sample(ctx, p)
-			if _, ok := rtts.RTT(p); ok {
-				measured.Store(true)
+			if do(ctx, p) {
+				any.Store(true)
 			}
 		}()
 	}
 	wg.Wait()
-	return measured.Load()
+	return any.Load()
 }
 
 // rtts is the node's RTT source for the matcher and its views.

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
@@ -334,22 +332,10 @@ func (r *reputationSide) learnFor(ctx context.Context, ps []peer.ID) bool {
 	if r.net == nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, learnForRent)
-	defer cancel()
-	var wg sync.WaitGroup
-	var learned atomic.Int64
-	for _, p := range ps {
-		if !r.due(p) {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			learned.Add(int64(r.learnFrom(ctx, p)))
-		}()
-	}
-	wg.Wait()
-	if learned.Load() == 0 {
+	learned := eachAtOnce(ctx, learnForRent, ps, func(ctx context.Context, p peer.ID) bool {
+		return r.due(p) && r.learnFrom(ctx, p) > 0
+	})
+	if !learned {
 		return false
 	}
 	if err := r.recompute(ctx); err != nil {
