@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -33,6 +34,45 @@ func (m Matrix) RTT(i, j int) time.Duration {
 // (the mean of the matrix's two directions).
 func (m Matrix) OneWay(i, j int) time.Duration {
 	return (m.RTT(i, j) + m.RTT(j, i)) / 4
+}
+
+// Expand returns an n×n matrix for a swarm larger than m: node i sits at
+// m's row i mod len(m), and every RTT is m's between the two rows,
+// symmetric, times 1 ± up to jitter (0.1: ±10%), drawn from seed. Nodes
+// that share a row are a site's machines: their RTT is the row's least
+// RTT to any other row, at least 0.1 ms, times 1/4 ± jitter. A missing
+// RTT (0 off the diagonal) stays missing.
+func (m Matrix) Expand(n int, jitter float64, seed uint64) Matrix {
+	rnd := rand.New(rand.NewPCG(seed, uint64(n)))
+	local := make([]float64, len(m))
+	for r := range m {
+		local[r] = math.Inf(1)
+		for c, v := range m[r] {
+			if c != r && v > 0 {
+				local[r] = min(local[r], v)
+			}
+		}
+		if math.IsInf(local[r], 1) {
+			local[r] = 0.4
+		}
+		local[r] = max(local[r]/4, 0.1)
+	}
+	out := make(Matrix, n)
+	for i := range out {
+		out[i] = make([]float64, n)
+	}
+	for i := range n {
+		for j := i + 1; j < n; j++ {
+			ri, rj := i%len(m), j%len(m)
+			base := (m[ri][rj] + m[rj][ri]) / 2
+			if ri == rj {
+				base = local[ri]
+			}
+			v := base * (1 + jitter*(2*rnd.Float64()-1))
+			out[i][j], out[j][i] = v, v
+		}
+	}
+	return out
 }
 
 // LoadLatencyMatrix reads a tab-separated square matrix of RTTs in
@@ -100,7 +140,9 @@ func parseMatrix(r io.Reader) (Matrix, error) {
 	return m, nil
 }
 
-// parseRow parses row i: tab-separated RTTs, 0 in column i.
+// parseRow parses row i: tab-separated RTTs. Column i (a host's RTT to
+// itself, which some measured matrices hold as a small figure) is read,
+// checked and set to 0.
 func parseRow(i int, text string) ([]float64, error) {
 	fields := strings.Split(text, "\t")
 	row := make([]float64, len(fields))
@@ -111,8 +153,8 @@ func parseRow(i int, text string) ([]float64, error) {
 			return nil, fmt.Errorf("%w: row %d, column %d: %q is not a finite number of milliseconds", ErrMatrix, i, j, f)
 		case v < 0:
 			return nil, fmt.Errorf("%w: row %d, column %d: negative RTT %v ms", ErrMatrix, i, j, v)
-		case i == j && v != 0:
-			return nil, fmt.Errorf("%w: row %d, column %d: %v ms on the diagonal, want 0", ErrMatrix, i, j, v)
+		case i == j:
+			v = 0
 		}
 		row[j] = v
 	}

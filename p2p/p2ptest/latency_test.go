@@ -54,7 +54,7 @@ func TestLoadLatencyMatrixRejects(t *testing.T) {
 		{"empty cell", "0\t\n1\t0\n", `row 0, column 1: "" is not a finite number`},
 		{"NaN", "0\tNaN\n1\t0\n", `row 0, column 1: "NaN" is not a finite number`},
 		{"negative", "0\t1\t2\n1\t0\t3\n2\t-3.5\t0\n", "row 2, column 1: negative RTT -3.5 ms"},
-		{"diagonal", "0\t1\n1\t4.2\n", "row 1, column 1: 4.2 ms on the diagonal"},
+		{"negative diagonal", "0\t1\n1\t-0.2\n", "row 1, column 1: negative RTT -0.2 ms"},
 		{"blank line inside", "0\t1\n\n1\t0\n", "line 2 is blank"},
 	}
 	for _, tt := range tests {
@@ -84,6 +84,7 @@ func TestLoadLatencyMatrixAccepts(t *testing.T) {
 		"crlf":             "0\t1.5\r\n2.5\t0\r\n",
 		"trailing blank":   "0\t1.5\n2.5\t0\n\n",
 		"no final newline": "0\t1.5\n2.5\t0",
+		"measured diagonal": "0.05\t1.5\n2.5\t0.031\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "m.tsv")
@@ -94,7 +95,7 @@ func TestLoadLatencyMatrixAccepts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.RTT(0, 1) != 1500*time.Microsecond || m.RTT(1, 0) != 2500*time.Microsecond {
+			if m.RTT(0, 1) != 1500*time.Microsecond || m.RTT(1, 0) != 2500*time.Microsecond || m.RTT(0, 0) != 0 || m.RTT(1, 1) != 0 {
 				t.Errorf("got %v", m)
 			}
 		})
@@ -105,5 +106,41 @@ func TestLoadLatencyMatrixMissingFile(t *testing.T) {
 	_, err := LoadLatencyMatrix(filepath.Join(t.TempDir(), "nope.tsv"))
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("err = %v, want one wrapping os.ErrNotExist", err)
+	}
+}
+
+// A matrix expands to a swarm larger than itself: 1,000 nodes on the 490
+// PlanetLab rows, symmetric, the diagonal 0, each RTT within the jitter of
+// its rows' (a site's own machines near each other), the same for a seed.
+func TestExpandReusesRowsWithJitter(t *testing.T) {
+	m := planetLab(t)
+	const n, jitter = 1000, 0.1
+	e := m.Expand(n, jitter, 7)
+	if len(e) != n || len(e[0]) != n {
+		t.Fatalf("%d×%d", len(e), len(e[0]))
+	}
+	for i := range n {
+		if e[i][i] != 0 {
+			t.Fatalf("diagonal %d: %v", i, e[i][i])
+		}
+		for j := i + 1; j < n; j++ {
+			if e[i][j] != e[j][i] {
+				t.Fatalf("(%d, %d) not symmetric", i, j)
+			}
+			ri, rj := i%len(m), j%len(m)
+			if ri == rj {
+				if e[i][j] <= 0 || e[i][j] > 100 {
+					t.Errorf("(%d, %d), one site: %v ms", i, j, e[i][j])
+				}
+				continue
+			}
+			base := (m[ri][rj] + m[rj][ri]) / 2
+			if e[i][j] < base*(1-jitter)-1e-9 || e[i][j] > base*(1+jitter)+1e-9 {
+				t.Fatalf("(%d, %d): %v ms, rows' %v ± %.0f%%", i, j, e[i][j], base, jitter*100)
+			}
+		}
+	}
+	if again := m.Expand(n, jitter, 7); again[3][700] != e[3][700] {
+		t.Error("the same seed gave another matrix")
 	}
 }

@@ -76,7 +76,8 @@ type config struct {
 // WithLatency maps node i to row offset+i of m and gives every mocknet link
 // the RTT of its two rows (the mean of both directions where m is not
 // symmetric), so that a ping between two nodes measures their RTT in m.
-// It applies to NewMocknet only.
+// It applies to NewMocknet only. For more nodes than m has rows, pass
+// m.Expand(n, jitter, seed).
 func WithLatency(m Matrix, offset int) Option {
 	return func(c *config) { c.matrix, c.offset = m, offset }
 }
