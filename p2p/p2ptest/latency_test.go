@@ -81,9 +81,9 @@ func TestLoadLatencyMatrixAccepts(t *testing.T) {
 	// CRLF line ends, a trailing blank line and no final newline are all
 	// fine; so is an asymmetric matrix.
 	for name, data := range map[string]string{
-		"crlf":             "0\t1.5\r\n2.5\t0\r\n",
-		"trailing blank":   "0\t1.5\n2.5\t0\n\n",
-		"no final newline": "0\t1.5\n2.5\t0",
+		"crlf":              "0\t1.5\r\n2.5\t0\r\n",
+		"trailing blank":    "0\t1.5\n2.5\t0\n\n",
+		"no final newline":  "0\t1.5\n2.5\t0",
 		"measured diagonal": "0.05\t1.5\n2.5\t0.031\n",
 	} {
 		t.Run(name, func(t *testing.T) {
