@@ -66,6 +66,7 @@ type NetworkConfig struct {
 	ConnGrace    Duration `toml:"conn_grace" comment:"new connections are not trimmed for this long"`
 	DialTimeout  Duration `toml:"dial_timeout" comment:"limit for one dial to a bootstrap or discovered peer"`
 	PingInterval Duration `toml:"ping_interval" comment:"how often each connected peer's round-trip time is measured"`
+	NearPeers    int      `toml:"near_peers" comment:"the connected peers of least measured RTT that the connection manager never trims (0: none)"`
 }
 
 // DHTConfig configures kad-dht and rendezvous discovery.
@@ -135,6 +136,7 @@ func DefaultConfig(profile string) Config {
 			ConnGrace:    Dur(20 * time.Second),
 			DialTimeout:  Dur(15 * time.Second),
 			PingInterval: Dur(30 * time.Second),
+			NearPeers:    8,
 		},
 		DHT: DHTConfig{
 			Mode:                DHTServer,
@@ -280,6 +282,9 @@ func (c *Config) validateNetwork() error {
 		return err
 	}
 	if err := durRange("network.dial_timeout", n.DialTimeout, time.Second, 5*time.Minute); err != nil {
+		return err
+	}
+	if err := intRange("network.near_peers", n.NearPeers, 0, n.ConnLow); err != nil {
 		return err
 	}
 	return durRange("network.ping_interval", n.PingInterval, time.Second, time.Hour)

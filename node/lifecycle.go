@@ -232,7 +232,12 @@ func (n *Node) startPing(context.Context) (func() error, error) {
 	n.pinger = p2p.NewPinger(n.host, n.cfg.Network.PingInterval.Std(), n.opts.Logger.With("subsystem", LogP2P))
 	n.pinger.Track(n.coords, n.swarm)
 	n.pinger.Start(n.base)
-	return func() error { n.pinger.Close(); cancel(); return nil }, nil
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.keepNear(ctx)
+	}()
+	return func() error { n.pinger.Close(); cancel(); <-done; return nil }, nil
 }
 
 func (n *Node) serveAPI(context.Context) (func() error, error) {

@@ -1,9 +1,11 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,6 +224,60 @@ func eachAtOnce(ctx context.Context, limit time.Duration, ps []peer.ID, do func(
 	}
 	wg.Wait()
 	return any.Load()
+}
+
+// nearTag is the connection manager's protection of the nearest peers.
+const nearTag = "idlegrid-near"
+
+// keepNear protects, after every ping interval, the network.near_peers
+// connected peers of least measured RTT from the connection manager's
+// trimming, and lets go of those no longer among them, until ctx ends. It
+// keeps the pinger's pace, on the network's clock.
+func (n *Node) keepNear(ctx context.Context) {
+	tick := time.NewTicker(n.cfg.Network.PingInterval.Std())
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n.protectNear()
+	}
+}
+
+// protectNear protects the nearest connected peers now.
+func (n *Node) protectNear() {
+	type measured struct {
+		p peer.ID
+		d time.Duration
+	}
+	var ps []measured
+	for _, p := range n.host.Network().Peers() {
+		if d, ok := n.coords.RTT(p); ok {
+			ps = append(ps, measured{p, d})
+		}
+	}
+	slices.SortFunc(ps, func(a, b measured) int { return cmp.Or(cmp.Compare(a.d, b.d), cmp.Compare(a.p, b.p)) })
+	near := map[peer.ID]bool{}
+	for _, m := range ps[:min(len(ps), n.cfg.Network.NearPeers)] {
+		near[m.p] = true
+		n.host.ConnManager().Protect(m.p, nearTag)
+	}
+	if was := n.near.Load(); was != nil {
+		for p := range *was {
+			if !near[p] {
+				n.host.ConnManager().Unprotect(p, nearTag)
+			}
+		}
+	}
+	n.near.Store(&near)
+}
+
+// isNear reports whether p is protected as one of the nearest peers.
+func (n *Node) isNear(p peer.ID) bool {
+	near := n.near.Load()
+	return near != nil && (*near)[p]
 }
 
 // rtts is the node's RTT source for the matcher and its views.

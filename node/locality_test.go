@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -165,4 +166,56 @@ func (s offerCoords) EstimateRTT(o *pb.Offer) (time.Duration, bool) {
 	}
 	d, err := s.c.Estimate(p2p.CoordFromProto(o.Coordinate))
 	return d, err == nil
+}
+
+// The connection manager never trims the network.near_peers connected
+// peers of least measured RTT: with near_peers 2, two peers are marked
+// near; on mocknet with PlanetLab latencies they are the two nearest by
+// the matrix, and on loopback the ones marked are the ones the host's
+// connection manager protects.
+func TestTheNearestPeersAreProtected(t *testing.T) {
+	t.Parallel()
+	forEachNet(t, func(t *testing.T, net testNet) {
+		fast := func(c *Config) { c.Network.PingInterval = Dur(time.Second) }
+		boot := startNode(t, testRepo(t, "boot", fast), net.on(Options{}))
+		var others []*Node
+		for i := range 4 {
+			others = append(others, startNode(t, testRepo(t, fmt.Sprint("peer", i), both(bootstrapFrom(boot), fast)), net.on(Options{})))
+		}
+		n := startNode(t, testRepo(t, "n", both(bootstrapFrom(boot), fast, func(c *Config) { c.Network.NearPeers = 2 })), net.on(Options{}))
+		all := append([]*Node{boot}, others...)
+		waitFor(t, 20*time.Second, "every peer connected and measured, two of them near", func() bool {
+			near := 0
+			for _, p := range n.Peers() {
+				if p.RTTMillis == 0 {
+					return false
+				}
+				if p.Near {
+					near++
+				}
+			}
+			return len(n.Peers()) == len(all) && near == 2
+		})
+		peers := n.Peers()
+		if _, ok := net.(loopback); ok { // loopback RTTs are all alike: what counts is the protection
+			for _, p := range peers {
+				id, _ := peer.Decode(p.ID)
+				if got := n.host.ConnManager().IsProtected(id, nearTag); got != p.Near {
+					t.Errorf("%s: marked near %v, protected %v", p.ID, p.Near, got)
+				}
+			}
+		}
+		if ms, ok := net.(*mockSwarm); ok { // by the matrix, the two nearest are the two near
+			truth := func(p string) time.Duration {
+				id, _ := peer.Decode(p)
+				a, _ := ms.row(n.id)
+				b, _ := ms.row(id)
+				return ms.m.OneWay(a, b) * 2
+			}
+			slices.SortFunc(peers, func(a, b api.Peer) int { return cmp.Compare(truth(a.ID), truth(b.ID)) })
+			if !peers[0].Near || !peers[1].Near {
+				t.Errorf("by the matrix the nearest are %s and %s; near: %v %v", truth(peers[0].ID), truth(peers[1].ID), peers[0].Near, peers[1].Near)
+			}
+		}
+	})
 }

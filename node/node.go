@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
@@ -97,8 +98,9 @@ type Node struct {
 	provider   *provider   // nil unless a provider
 	leases     *leaseOwner // nil unless a provider
 	pinger     *p2p.Pinger
-	coords     *p2p.Coordinates // this node's network coordinate, from New on
-	running    bool             // Start succeeded
+	coords     *p2p.Coordinates                 // this node's network coordinate, from New on
+	near       atomic.Pointer[map[peer.ID]bool] // the peers protected as near
+	running    bool                             // Start succeeded
 
 	stops     []namedStop // what Start started, for Close to unwind
 	closeOnce sync.Once

@@ -137,6 +137,7 @@ func (n *Node) Peers() []api.Peer {
 			}
 		}
 		p.OutlierCoord = n.coords.Outlier(id)
+		p.Near = n.isNear(id)
 		if av, err := ps.Get(id, "AgentVersion"); err == nil {
 			p.Agent, _ = av.(string)
 		}

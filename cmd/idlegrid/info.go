@@ -168,7 +168,7 @@ func newPeersCmd(e *env) *cobra.Command {
 				return err
 			}
 			return e.printList(peers, len(peers), "no peers connected", func(w io.Writer) {
-				fmt.Fprintln(w, "PEER\tRTT\tESTIMATED\tCOORD-ERR\tDIR\tAGENT\tSINCE\tADDRESS")
+				fmt.Fprintln(w, "PEER\tRTT\tESTIMATED\tCOORD-ERR\tNEAR\tDIR\tAGENT\tSINCE\tADDRESS")
 				for _, p := range peers {
 					addr := ""
 					if len(p.Addrs) > 0 {
@@ -187,7 +187,11 @@ func newPeersCmd(e *env) *cobra.Command {
 					case p.CoordError >= 0:
 						coordErr = fmt.Sprintf("%.2f", p.CoordError)
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, measured, est, coordErr, p.Direction, p.Agent, p.ConnectedSince.Local().Format(time.TimeOnly), addr)
+					near := ""
+					if p.Near {
+						near = "near"
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, measured, est, coordErr, near, p.Direction, p.Agent, p.ConnectedSince.Local().Format(time.TimeOnly), addr)
 				}
 			})
 		},

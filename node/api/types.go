@@ -77,13 +77,16 @@ type Peer struct {
 	// error estimate (-1: its coordinate is not held). OutlierCoord marks
 	// a peer whose coordinate contradicted its measured RTT: it is
 	// ignored.
-	EstimatedMillis float64   `json:"estimated_rtt_ms"`
-	CoordError      float64   `json:"coordinate_error"`
-	OutlierCoord    bool      `json:"coordinate_outlier,omitempty"`
-	Agent           string    `json:"agent"`
-	Protocols       []string  `json:"protocols"`
-	ConnectedSince  time.Time `json:"connected_since"`
-	Direction       string    `json:"direction"`
+	EstimatedMillis float64 `json:"estimated_rtt_ms"`
+	CoordError      float64 `json:"coordinate_error"`
+	OutlierCoord    bool    `json:"coordinate_outlier,omitempty"`
+	// Near marks one of the network.near_peers connected peers of least
+	// measured RTT, which the connection manager never trims.
+	Near           bool      `json:"near"`
+	Agent          string    `json:"agent"`
+	Protocols      []string  `json:"protocols"`
+	ConnectedSince time.Time `json:"connected_since"`
+	Direction      string    `json:"direction"`
 }
 
 // Error is the body of every non-2xx answer.
