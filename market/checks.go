@@ -269,6 +269,11 @@ func fitsRegion(c *evalCtx) bool {
 	if slices.Contains(c.p.denied, country) {
 		return c.explain && c.failf("country %s denied", country)
 	}
+	if v, ok := c.m.rtt.(RegionVerifier); ok && len(c.p.allowed) > 0 {
+		if why := v.Implausible(c.o); why != "" {
+			return c.explain && c.failf("country %s implausible: %s", country, why)
+		}
+	}
 	return true
 }
 

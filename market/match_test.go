@@ -59,7 +59,11 @@ type mtSources struct {
 	rel map[peer.ID]float64
 	rtt map[peer.ID]time.Duration
 	est map[peer.ID]time.Duration
+	// implausible: why a peer's claimed region cannot be true
+	implausible map[peer.ID]string
 }
+
+func (s mtSources) Implausible(o *pb.Offer) string { return s.implausible[Issuer(o)] }
 
 func (s mtSources) EstimateRTT(o *pb.Offer) (time.Duration, bool) {
 	d, ok := s.est[Issuer(o)]
@@ -193,6 +197,9 @@ func TestChecksBasics(t *testing.T) {
 		{name: "region not allowed", bid: func(b *pb.Bid) { b.RegionsAllowed = []string{"FR", "NL"} }, check: "region", detail: "country DE not in [FR NL]"},
 		{name: "region allowed", bid: func(b *pb.Bid) { b.RegionsAllowed = []string{"FR", "DE"} }},
 		{name: "region denied", bid: func(b *pb.Bid) { b.RegionsDenied = []string{"DE"} }, check: "region", detail: "country DE denied"},
+		{name: "region implausible", src: mtSources{implausible: map[peer.ID]string{mtPeers[0]: "measured 3ms from US"}}, bid: func(b *pb.Bid) { b.RegionsAllowed = []string{"DE"} },
+			check: "region", detail: "country DE implausible: measured 3ms from US"},
+		{name: "region implausible, no region asked", src: mtSources{implausible: map[peer.ID]string{mtPeers[0]: "measured 3ms from US"}}},
 	})
 }
 

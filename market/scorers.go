@@ -36,6 +36,15 @@ type RTTEstimator interface {
 	EstimateRTT(o *pb.Offer) (time.Duration, bool)
 }
 
+// RegionVerifier is an RTTs source that also holds an offer's claimed
+// region to the RTT it measured to the issuer from where this node is:
+// Implausible says why the claim cannot be true, or "" when it can (or
+// when the source cannot tell). A bid that requires a region refuses an
+// implausible claim.
+type RegionVerifier interface {
+	Implausible(o *pb.Offer) string
+}
+
 // RTTSource says where a candidate's RTT came from.
 type RTTSource string
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/geo"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -67,6 +68,7 @@ type NetworkConfig struct {
 	DialTimeout  Duration `toml:"dial_timeout" comment:"limit for one dial to a bootstrap or discovered peer"`
 	PingInterval Duration `toml:"ping_interval" comment:"how often each connected peer's round-trip time is measured"`
 	NearPeers    int      `toml:"near_peers" comment:"the connected peers of least measured RTT that the connection manager never trims (0: none)"`
+	Location     string   `toml:"location" comment:"where this machine is: a country code (DE) or latitude,longitude (50.11,8.68); with it, a bid that requires a region refuses providers whose claimed country light could not reach in the RTT measured to them (empty: provider.country on a provider, else unknown)"`
 }
 
 // DHTConfig configures kad-dht and rendezvous discovery.
@@ -286,6 +288,11 @@ func (c *Config) validateNetwork() error {
 	}
 	if err := intRange("network.near_peers", n.NearPeers, 0, n.ConnLow); err != nil {
 		return err
+	}
+	if n.Location != "" {
+		if _, err := geo.ParsePlace(n.Location); err != nil {
+			return fieldErr("network.location", n.Location, "a country code such as DE, or latitude,longitude such as 50.11,8.68")
+		}
 	}
 	return durRange("network.ping_interval", n.PingInterval, time.Second, time.Hour)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/geo"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -170,6 +171,28 @@ func (l *swarmLink) AttachJob(ctx context.Context, p peer.ID, leaseID string) (n
 type peerRTT struct {
 	h      host.Host
 	coords *p2p.Coordinates
+	place  *geo.Place // where this node is; nil: unknown
+}
+
+// Implausible holds o's claimed country to the RTT measured to its
+// issuer from where this node is (market.RegionVerifier).
+func (r peerRTT) Implausible(o *pb.Offer) string {
+	country := o.GetRegion().GetCountry()
+	if r.place == nil || country == "" {
+		return ""
+	}
+	d, ok := r.RTT(market.Issuer(o))
+	if !ok {
+		return ""
+	}
+	claimed, err := geo.ParsePlace(country)
+	if err != nil {
+		return ""
+	}
+	if least, ok := geo.Check(*r.place, claimed, d); !ok {
+		return fmt.Sprintf("measured %s from %s, where light needs at least %s", d.Round(100*time.Microsecond), r.place.Name, least.Round(time.Millisecond))
+	}
+	return ""
 }
 
 // rttTo is the RTT to o's issuer as the matcher would take it: measured,
@@ -281,7 +304,7 @@ func (n *Node) isNear(p peer.ID) bool {
 }
 
 // rtts is the node's RTT source for the matcher and its views.
-func (n *Node) rtts() peerRTT { return peerRTT{n.host, n.coords} }
+func (n *Node) rtts() peerRTT { return peerRTT{n.host, n.coords, n.place} }
 
 // EstimateRTT estimates the RTT to o's issuer from coordinates.
 func (r peerRTT) EstimateRTT(o *pb.Offer) (time.Duration, bool) {

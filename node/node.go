@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/geo"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/records"
@@ -100,6 +102,7 @@ type Node struct {
 	pinger     *p2p.Pinger
 	coords     *p2p.Coordinates                 // this node's network coordinate, from New on
 	near       atomic.Pointer[map[peer.ID]bool] // the peers protected as near
+	place      *geo.Place                       // where this node is (network.location); nil: unknown
 	running    bool                             // Start succeeded
 
 	stops     []namedStop // what Start started, for Close to unwind
@@ -150,6 +153,13 @@ func New(repo *Repo, cfg Config, opts Options) (*Node, error) {
 			n.allow = append(n.allow, ai.ID)
 		}
 	}
+	if loc := cmp.Or(cfg.Network.Location, providerCountry(cfg)); loc != "" {
+		p, err := geo.ParsePlace(loc)
+		if err != nil {
+			return nil, fmt.Errorf("network.location: %w", err)
+		}
+		n.place = &p
+	}
 	if p := cfg.Attest.CCRootCert; p != "" {
 		if !filepath.IsAbs(p) {
 			p = repo.file(p)
@@ -159,6 +169,15 @@ func New(repo *Repo, cfg Config, opts Options) (*Node, error) {
 		}
 	}
 	return n, nil
+}
+
+// providerCountry is where a provider says its hardware is: the default
+// location of a provider node.
+func providerCountry(cfg Config) string {
+	if cfg.Provider.Enabled {
+		return cfg.Provider.Country
+	}
+	return ""
 }
 
 // Mode is "server" or "client": the DHT mode this node runs in.

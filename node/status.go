@@ -52,6 +52,9 @@ func (n *Node) Status() api.Status {
 	}
 	if n.store != nil {
 		s.Leases = n.leaseSummary(context.Background())
+		if n.place != nil {
+			s.Location = n.place.Name
+		}
 		st := n.coords.Stats()
 		s.Coordinate = api.CoordinateStatus{Error: n.coords.Error(), Samples: st.Samples, Outliers: st.Outliers, Peers: st.Peers}
 	}

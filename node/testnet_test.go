@@ -63,8 +63,9 @@ func forEachNet(t *testing.T, test func(t *testing.T, net testNet)) {
 // restarts) and its own address in 198.18.0.0/15, and is linked to every
 // host already there at the pair's RTT (half each way).
 type mockSwarm struct {
-	mn mocknet.Mocknet
-	m  p2ptest.Matrix
+	mn     mocknet.Mocknet
+	m      p2ptest.Matrix
+	stride int
 
 	mu   sync.Mutex
 	rows map[peer.ID]int
@@ -76,7 +77,14 @@ func newMockSwarm(t *testing.T) *mockSwarm {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &mockSwarm{mn: mocknet.New(), m: m, rows: map[peer.ID]int{}}
+	return newMockSwarmOn(t, m, rowStride)
+}
+
+// newMockSwarmOn is a mockSwarm on matrix m, the i-th identity at row
+// i×stride.
+func newMockSwarmOn(t *testing.T, m p2ptest.Matrix, stride int) *mockSwarm {
+	t.Helper()
+	s := &mockSwarm{mn: mocknet.New(), m: m, stride: stride, rows: map[peer.ID]int{}}
 	t.Cleanup(func() { s.mn.Close() })
 	return s
 }
@@ -118,7 +126,7 @@ func (s *mockSwarm) row(p peer.ID) (int, bool) {
 	defer s.mu.Unlock()
 	r, ok := s.rows[p]
 	if !ok {
-		r = len(s.rows) * rowStride % len(s.m)
+		r = len(s.rows) * s.stride % len(s.m)
 		s.rows[p] = r
 	}
 	return r, ok

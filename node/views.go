@@ -40,6 +40,7 @@ func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
 	for _, o := range n.market.snapshot().FindOffers(f) {
 		v := offerView(o, scores)
 		v.RTTMillis, v.RTTSource = rttView(rtts.rttTo(o))
+		v.Implausible = rtts.Implausible(o)
 		out = append(out, v)
 	}
 	return out, nil

@@ -122,6 +122,11 @@ func newStatusCmd(e *env) *cobra.Command {
 			fmt.Fprintf(w, "version\t%s\n", st.Version)
 			fmt.Fprintf(w, "uptime\t%s\n", (time.Duration(st.UptimeSec) * time.Second).String())
 			fmt.Fprintf(w, "peers\t%d connected, %d in the DHT routing table\n", st.Peers, st.RoutingTable)
+			loc := st.Location
+			if loc == "" {
+				loc = "unknown (set network.location to check the regions providers claim)"
+			}
+			fmt.Fprintf(w, "location\t%s\n", loc)
 			settled := "settled: RTTs to unmeasured peers are estimated"
 			if st.Coordinate.Error > 1 {
 				settled = "not settled yet: no RTT is estimated"

@@ -204,10 +204,14 @@ func gpus(gs []api.GPUView) string {
 }
 
 func region(o api.OfferView) string {
+	s := o.Country
 	if o.Label != "" {
-		return o.Country + "/" + o.Label
+		s += "/" + o.Label
 	}
-	return o.Country
+	if o.Implausible != "" {
+		s += " (implausible)"
+	}
+	return s
 }
 
 // rtt shows an RTT with where it came from: "42ms" measured, "~40ms"

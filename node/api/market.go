@@ -47,6 +47,10 @@ type OfferView struct {
 	// coordinates) or "unknown" (then RTTMillis is 0).
 	RTTMillis float64 `json:"rtt_ms"`
 	RTTSource string  `json:"rtt_source"`
+	// Implausible says why the claimed country cannot be true: the RTT
+	// measured from this node is below what light needs over the
+	// distance. Empty when the claim is plausible or cannot be checked.
+	Implausible string `json:"implausible,omitempty"`
 }
 
 // ReputationView is GET /v1/reputation/{peer}: this node's view of one

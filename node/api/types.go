@@ -28,6 +28,9 @@ type Status struct {
 	Topics map[string]TopicStatus `json:"topics"`
 	// Leases sums up this node's leases, either side.
 	Leases LeaseSummary `json:"leases"`
+	// Location is where this node is (network.location, or a provider's
+	// country); empty: unknown, and no claimed region is checked.
+	Location string `json:"location"`
 	// Coordinate is this node's network coordinate, from which it
 	// estimates RTTs to peers it has not measured.
 	Coordinate CoordinateStatus `json:"coordinate"`
