@@ -111,6 +111,7 @@ func (m *marketSide) fetchBook(ctx context.Context, p peer.ID) {
 		return
 	}
 	m.log.Debug("book synced", "peer", p, "offers", got)
+	m.booksSynced.Add(1)
 	var evidence [][]byte
 	if _, err := m.net.FetchEvidence(ctx, p, func(ev []byte) { evidence = append(evidence, ev) }); err != nil {
 		m.log.Debug("evidence sync failed", "peer", p, "err", err)

@@ -219,3 +219,39 @@ func TestTheNearestPeersAreProtected(t *testing.T) {
 		}
 	})
 }
+
+// syncPeers is a syncer with n peers to sync with, and nothing else.
+type syncPeers struct {
+	syncer
+	n int
+}
+
+func (s syncPeers) SyncPeers() []peer.ID { return make([]peer.ID, s.n) }
+
+// A rental that finds an offer fits waits until the node has synced the
+// books of a few peers (3, or every one it can if fewer), at most
+// gatherSettle, before it ranks: a book one sync filled holds the first
+// offers to arrive, not the nearest or the cheapest.
+func TestARentalWaitsForAFewBookSyncs(t *testing.T) {
+	for _, tc := range []struct{ peers, want int }{{5, gatherSyncs}, {2, 2}} {
+		r := &renter{ctx: context.Background(), market: &marketSide{net: syncPeers{n: tc.peers}}}
+		done := make(chan int64)
+		go func() { done <- r.awaitSyncs(context.Background()) }()
+		for range tc.want {
+			select {
+			case got := <-done:
+				t.Fatalf("%d peers: returned after %d syncs of %d", tc.peers, got, tc.want)
+			case <-time.After(50 * time.Millisecond):
+			}
+			r.market.booksSynced.Add(1)
+		}
+		select {
+		case got := <-done:
+			if got != int64(tc.want) {
+				t.Errorf("%d peers: returned after %d syncs, want %d", tc.peers, got, tc.want)
+			}
+		case <-time.After(time.Second):
+			t.Fatalf("%d peers: still waiting after %d syncs", tc.peers, tc.want)
+		}
+	}
+}

@@ -49,6 +49,9 @@ type marketSide struct {
 	offenders atomic.Pointer[map[peer.ID]bool]        // replaced, never changed
 	onBid     func(context.Context, peer.ID, *pb.Bid) // the provider's, or nil; with the relay
 	received  func(kind string)                       // counts deliveries, or nil
+	// booksSynced counts the book syncs that completed: a rental waits
+	// for a few before it ranks a book it has only begun to fill.
+	booksSynced atomic.Int64
 
 	own *owner[*marketState]
 	wg  sync.WaitGroup // readers, sync, maintenance

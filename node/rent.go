@@ -28,6 +28,10 @@ const (
 	// only at the DHT's pace.
 	locateAhead   = 8
 	defaultGather = 15 * time.Second
+	// gatherSyncs is how many book syncs a rental waits for once an
+	// offer fits, and gatherSettle how long at most.
+	gatherSyncs   = 3
+	gatherSettle  = 3 * time.Second
 	defaultTryFor = time.Minute
 	// attemptLimit bounds one candidate's locate, attestation and
 	// proposal, so one that stalls cannot spend the whole try time.
@@ -450,7 +454,8 @@ func (r *renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out
 		now := r.clock.Now()
 		snap := r.market.snapshot()
 		if c := r.market.matcher.Match(snap, b, now, 1).Candidates; len(c) > 0 {
-			out.say("gathering offers: %d in the book, some fit", snap.Len())
+			synced := r.awaitSyncs(ctx)
+			out.say("gathering offers: %d in the book, some fit (%d book syncs)", r.market.snapshot().Len(), synced)
 			return nil
 		}
 		if now.After(deadline) {
@@ -467,6 +472,32 @@ func (r *renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out
 			return ErrClosed
 		case <-tick.C():
 		}
+	}
+}
+
+// awaitSyncs waits, at most gatherSettle, until the node has synced the
+// books of gatherSyncs peers, or of every peer it could sync with if
+// fewer: a book filled by one sync holds the first offers to arrive, not
+// the nearest or the cheapest. Syncs are network events, so it waits in
+// real time whatever the node's clock. It returns the syncs done.
+func (r *renter) awaitSyncs(ctx context.Context) int64 {
+	want := int64(min(gatherSyncs, len(r.market.net.SyncPeers())))
+	give := time.NewTimer(gatherSettle)
+	defer give.Stop()
+	look := time.NewTicker(50 * time.Millisecond)
+	defer look.Stop()
+	for {
+		if synced := r.market.booksSynced.Load(); synced >= want {
+			return synced
+		}
+		select {
+		case <-ctx.Done():
+		case <-r.ctx.Done():
+		case <-give.C:
+		case <-look.C:
+			continue
+		}
+		return r.market.booksSynced.Load()
 	}
 }
 
