@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/coordinate"
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -122,11 +124,33 @@ func TestFetchCoordRefusesWhatItCannotUse(t *testing.T) {
 	}
 }
 
-func mustMarshal(t *testing.T, m proto.Message) []byte {
+func mustMarshal(t testing.TB, m proto.Message) []byte {
 	t.Helper()
 	b, err := proto.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// Whatever a peer answers, readCoord reads at most MaxCoordSize bytes and
+// returns only a coordinate the market would take.
+func FuzzReadCoord(f *testing.F) {
+	f.Add(mustMarshal(f, CoordToProto(at(0.05, 0.2))))
+	f.Add([]byte{})
+	f.Add([]byte("\xff\xff\xff\xff"))
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		var wire bytes.Buffer
+		msgio.NewVarintWriter(&wire).WriteMsg(answer)
+		c, err := readCoord(&wire)
+		if err != nil {
+			return
+		}
+		if len(answer) > MaxCoordSize {
+			t.Fatalf("read an answer of %d bytes", len(answer))
+		}
+		if err := market.CheckCoordinate(c); err != nil {
+			t.Fatalf("returned a coordinate the market refuses: %v", err)
+		}
+	})
 }
