@@ -30,9 +30,13 @@ const (
 	defaultGather = 15 * time.Second
 	// gatherSyncs is how many book syncs a rental waits for once an
 	// offer fits, and gatherSettle how long at most.
-	gatherSyncs   = 3
-	gatherSettle  = 3 * time.Second
-	defaultTryFor = time.Minute
+	gatherSyncs  = 3
+	gatherSettle = 3 * time.Second
+	// measureCandidates is how many of its best candidates a rental
+	// measures the RTT to, where it has not: for a fresh renter they rank
+	// by price alone, so the nearest may lie well down the list.
+	measureCandidates = 32
+	defaultTryFor     = time.Minute
 	// attemptLimit bounds one candidate's locate, attestation and
 	// proposal, so one that stalls cannot spend the whole try time.
 	attemptLimit = 20 * time.Second
@@ -256,20 +260,20 @@ func (r *renter) candidates(ctx context.Context, b *pb.Bid, tries int, now time.
 		return r.failed.behind(bestPerIssuer(matched, tries), now)
 	}
 	cands := match()
-	best := func() []peer.ID {
+	best := func(n int) []peer.ID {
 		var ps []peer.ID
-		for _, c := range cands[:min(len(cands), learnCandidates)] {
+		for _, c := range cands[:min(len(cands), n)] {
 			ps = append(ps, c.Issuer)
 		}
 		return ps
 	}
-	if r.learnFor != nil && len(cands) > 0 && r.learnFor(ctx, best()) {
+	if r.learnFor != nil && len(cands) > 0 && r.learnFor(ctx, best(learnCandidates)) {
 		out.say("learned the receipts of providers in the running; ranking again")
 		cands = match()
 	}
 	// A renter that has measured none of the best (a fresh one) ranks
 	// them by an RTT it does not know: it measures them first.
-	if r.measureFor != nil && len(cands) > 0 && r.measureFor(ctx, best()) {
+	if r.measureFor != nil && len(cands) > 0 && r.measureFor(ctx, best(measureCandidates)) {
 		out.say("measured the RTT to providers in the running; ranking again")
 		cands = match()
 	}

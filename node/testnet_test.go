@@ -71,7 +71,7 @@ type mockSwarm struct {
 	rows map[peer.ID]int
 }
 
-func newMockSwarm(t *testing.T) *mockSwarm {
+func newMockSwarm(t testing.TB) *mockSwarm {
 	t.Helper()
 	m, err := p2ptest.PlanetLab()
 	if err != nil {
@@ -82,7 +82,7 @@ func newMockSwarm(t *testing.T) *mockSwarm {
 
 // newMockSwarmOn is a mockSwarm on matrix m, the i-th identity at row
 // i×stride.
-func newMockSwarmOn(t *testing.T, m p2ptest.Matrix, stride int) *mockSwarm {
+func newMockSwarmOn(t testing.TB, m p2ptest.Matrix, stride int) *mockSwarm {
 	t.Helper()
 	s := &mockSwarm{mn: mocknet.New(), m: m, stride: stride, rows: map[peer.ID]int{}}
 	t.Cleanup(func() { s.mn.Close() })

@@ -1,0 +1,93 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/p2p"
+)
+
+// BenchmarkNearestOfFiftyProviders measures how near a renter's first
+// choice is among 50 providers at one price and GPU, on mocknet with the
+// PlanetLab matrix: for 10 renter positions, a fresh light renter (ranks
+// as soon as its book holds the 50 offers; its rental measures the best
+// candidates first), a light renter and a daemon whose coordinates have
+// settled; the figure is the chosen provider's true RTT over the nearest
+// provider's, p50 and p90 for each kind. It runs once, whatever b.N.
+//
+//	go test ./node -run '^$' -bench NearestOfFiftyProviders -benchtime 1x
+func BenchmarkNearestOfFiftyProviders(b *testing.B) {
+	const providers, positions = 50, 10
+	ms := newMockSwarm(b)
+	pace := func(c *Config) { c.Network.PingInterval = Dur(2 * time.Second) }
+	boot := startNode(b, testRepo(b, "boot", pace), ms.on(Options{}))
+	var provs []*Node
+	for i := range providers {
+		provs = append(provs, startNode(b, testRepo(b, fmt.Sprint("prov", i), both(bootstrapFrom(boot), pace, func(c *Config) {
+			c.Provider.Enabled, c.Provider.Price = true, "2.00"
+			c.Provider.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+		})), ms.on(Options{})))
+	}
+	req := api.BidRequest{GPUs: []string{"H100"}, Count: 1, Hours: 1, MaxPrice: "2.50"}
+	ratios := map[string][]float64{}
+	choose := func(kind string, n *Node) {
+		b.Helper()
+		bid, err := BuildBid(req, n.id, n.swarm, time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		cands := n.renter.candidates(context.Background(), bid, maxRentCandidates, time.Now(), RentOutput{})
+		if len(cands) == 0 {
+			b.Fatalf("%s: no candidate", kind)
+		}
+		self, _ := ms.row(n.id)
+		var best time.Duration
+		for _, p := range provs {
+			r, _ := ms.row(p.id)
+			if d := ms.m.OneWay(self, r) * 2; best == 0 || d < best {
+				best = d
+			}
+		}
+		r, _ := ms.row(cands[0].Issuer)
+		ratios[kind] = append(ratios[kind], float64(ms.m.OneWay(self, r)*2)/float64(best))
+	}
+	full := func(n *Node) bool { return n.market.snapshot().Len() >= providers }
+	wait := func(what string, within time.Duration, cond func() bool) {
+		deadline := time.Now().Add(within)
+		for !cond() {
+			if time.Now().After(deadline) {
+				b.Fatalf("after %s: %s", within, what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	b.ResetTimer()
+	for pos := range positions {
+		fresh := startNode(b, testRepo(b, fmt.Sprint("fresh", pos), bootstrapFrom(boot)), ms.on(Options{Light: true}))
+		wait("the fresh renter's book", 60*time.Second, func() bool { return full(fresh) })
+		choose("fresh", fresh)
+		fresh.Close()
+		light := startNode(b, testRepo(b, fmt.Sprint("light", pos), both(bootstrapFrom(boot), pace)), ms.on(Options{Light: true}))
+		daemon := startNode(b, testRepo(b, fmt.Sprint("daemon", pos), both(bootstrapFrom(boot), pace)), ms.on(Options{}))
+		for _, n := range []*Node{light, daemon} {
+			wait("a settled coordinate and a full book", 90*time.Second, func() bool { return full(n) && n.coords.Error() <= p2p.EstimateMaxError })
+		}
+		time.Sleep(10 * time.Second) // a few more ping rounds
+		choose("light", light)
+		choose("daemon", daemon)
+		light.Close()
+		daemon.Close()
+	}
+	b.StopTimer()
+	for _, kind := range []string{"fresh", "light", "daemon"} {
+		r := slices.Sorted(slices.Values(ratios[kind]))
+		p50, p90 := r[len(r)/2], r[min(len(r)-1, len(r)*9/10)]
+		b.ReportMetric(p50, kind+"-chosen/best-p50")
+		b.ReportMetric(p90, kind+"-chosen/best-p90")
+		b.Logf("%s: chosen/best %v", kind, r)
+	}
+}
