@@ -16,7 +16,7 @@ import (
 // PlanetLab matrix: for 10 renter positions, a fresh light renter (ranks
 // as soon as its book holds the 50 offers; its rental measures the best
 // candidates first), a light renter and a daemon whose coordinates have
-// settled; the figure is the chosen provider's true RTT over the nearest
+// settled and taken 100 samples more; the figure is the chosen provider's true RTT over the nearest
 // provider's, p50 and p90 for each kind. It runs once, whatever b.N.
 //
 //	go test ./node -run '^$' -bench NearestOfFiftyProviders -benchtime 1x
@@ -56,15 +56,7 @@ func BenchmarkNearestOfFiftyProviders(b *testing.B) {
 		ratios[kind] = append(ratios[kind], float64(ms.m.OneWay(self, r)*2)/float64(best))
 	}
 	full := func(n *Node) bool { return n.market.snapshot().Len() >= providers }
-	wait := func(what string, within time.Duration, cond func() bool) {
-		deadline := time.Now().Add(within)
-		for !cond() {
-			if time.Now().After(deadline) {
-				b.Fatalf("after %s: %s", within, what)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	wait := func(what string, within time.Duration, cond func() bool) { waitFor(b, within, what, cond) }
 	b.ResetTimer()
 	for pos := range positions {
 		fresh := startNode(b, testRepo(b, fmt.Sprint("fresh", pos), bootstrapFrom(boot)), ms.on(Options{Light: true}))
@@ -75,8 +67,9 @@ func BenchmarkNearestOfFiftyProviders(b *testing.B) {
 		daemon := startNode(b, testRepo(b, fmt.Sprint("daemon", pos), both(bootstrapFrom(boot), pace)), ms.on(Options{}))
 		for _, n := range []*Node{light, daemon} {
 			wait("a settled coordinate and a full book", 90*time.Second, func() bool { return full(n) && n.coords.Error() <= p2p.EstimateMaxError })
+			settled := n.coords.Stats().Samples
+			wait("100 more samples", 60*time.Second, func() bool { return n.coords.Stats().Samples >= settled+100 })
 		}
-		time.Sleep(10 * time.Second) // a few more ping rounds
 		choose("light", light)
 		choose("daemon", daemon)
 		light.Close()

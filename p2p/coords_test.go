@@ -225,8 +225,13 @@ func TestALiarsCoordinateDoesNotMoveHonestNodes(t *testing.T) {
 	wg := s.sample(ctx, 3)
 	honest := func(i int) bool { return !liar(i) }
 	var errs []float64
+	look := time.NewTicker(time.Second)
+	defer look.Stop()
 	for ctx.Err() == nil {
-		time.Sleep(time.Second)
+		select {
+		case <-look.C:
+		case <-ctx.Done():
+		}
 		if errs = s.relErrorsOf(honest); quantile(errs, 0.5) <= coordGoal {
 			break
 		}
