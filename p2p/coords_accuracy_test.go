@@ -3,16 +3,20 @@
 package p2p_test
 
 import (
+	"context"
+	mrand "math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/idlegrid/idlegrid/p2p/p2ptest"
 )
 
-// This file's test measures accuracy against real time on 200 mocknet
-// nodes; under the race detector the machine, not the links, would set
-// the RTTs. It runs in the plain pass of the test command.
+// This file's tests measure accuracy against real time on 60 and 200
+// mocknet nodes; under the race detector the machine, not the links,
+// would set the RTTs. They run in the plain pass of the test command.
 
 // Coordinates converge, on mocknet with real latencies, to estimates
 // within the accuracy Vivaldi is known for (Dabek et al. 2004: a median
@@ -49,5 +53,68 @@ func TestCoordinatesConvergeOnPlanetLab(t *testing.T) {
 				t.Errorf("median relative error %.3f, want at most %.2f", med, coordGoal)
 			}
 		})
+	}
+}
+
+// A peer that lies about its coordinate does not move honest nodes: once
+// a node's own coordinate has settled, a claim wildly inconsistent with
+// the RTT measured to its peer is ignored. 60 nodes, 6 of them answering
+// each ask with another random coordinate, claimed with full confidence
+// (a disorder attack): the honest nodes still estimate each other within
+// coordGoal, and they caught the lies.
+func TestALiarsCoordinateDoesNotMoveHonestNodes(t *testing.T) {
+	t.Parallel()
+	m, err := p2ptest.PlanetLab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := takeRows(m, 290, 60)
+	liar := func(i int) bool { return i%10 == 3 }
+	var mu sync.Mutex
+	rnd := mrand.New(mrand.NewPCG(3, 4))
+	s := newCoordSwarmLying(t, m, rows, func(i int) *coordinate.Coordinate {
+		if !liar(i) {
+			return nil
+		}
+		// A disorder attack: each answer somewhere else, up to half a
+		// second out in each dimension, claimed with full confidence.
+		mu.Lock()
+		defer mu.Unlock()
+		c := coordinate.NewCoordinate(coordinate.DefaultConfig())
+		for d := range c.Vec {
+			c.Vec[d] = rnd.Float64() - 0.5
+		}
+		c.Error = 0.01
+		return c
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	wg := s.sample(ctx, 3)
+	honest := func(i int) bool { return !liar(i) }
+	var errs []float64
+	look := time.NewTicker(time.Second)
+	defer look.Stop()
+	for ctx.Err() == nil {
+		select {
+		case <-look.C:
+		case <-ctx.Done():
+		}
+		if errs = s.relErrorsOf(honest); quantile(errs, 0.5) <= coordGoal {
+			break
+		}
+	}
+	cancel()
+	wg.Wait()
+	var caught uint64
+	for i, c := range s.coords {
+		if honest(i) {
+			caught += c.Stats().Outliers
+		}
+	}
+	t.Logf("honest pairs: median relative error %.3f, p90 %.3f; %d lies caught", quantile(errs, 0.5), quantile(errs, 0.9), caught)
+	if med := quantile(errs, 0.5); med > coordGoal {
+		t.Errorf("honest pairs: median relative error %.3f with liars about, want at most %.2f", med, coordGoal)
+	}
+	if caught == 0 {
+		t.Error("no lie was caught")
 	}
 }

@@ -250,6 +250,17 @@ func TestAFlooderThatNeverAnswersIsDroppedUnread(t *testing.T) {
 		v := victim.validator
 		return v.Accepted.Load() + v.Ignored.Load() + v.Rejected.Load()
 	}
+	// What passed the inspector before the score fell is validated still;
+	// a slow run (the race detector) queues hundreds. Count from when that
+	// backlog has drained: no validation in 200 ms.
+	last := seen()
+	waitUntil(t, 20*time.Second, "the victim's validation backlog drains", func() bool {
+		time.Sleep(200 * time.Millisecond) // the quiet spell the condition is about
+		now := seen()
+		quiet := now == last
+		last = now
+		return quiet
+	})
 	before, dropped := seen(), victim.Gossip.DroppedRPCs()
 	for _, env := range then {
 		if err := flood.publish(env); err != nil {
