@@ -212,19 +212,21 @@ func (r peerRTT) rttTo(o *pb.Offer) (time.Duration, market.RTTSource) {
 const measureWait = 2 * time.Second
 
 // measure locates and pings, in parallel and within measureWait, the
-// providers among ps whose RTT this node has not measured; it reports
-// whether it measured any. The samples settle its coordinate too.
+// providers among ps the pinger has no sample of; it reports whether it
+// took any. (A peer's only RTT may be the peerstore's EWMA of the ping
+// that confirmed its connection, taken while a fresh node starts: that
+// one is not trusted to rank by.) The samples settle its coordinate too.
 func (n *Node) measure(ctx context.Context, ps []peer.ID) bool {
-	pinger, rtts := n.pinger, n.rtts()
+	pinger := n.pinger
 	if pinger == nil { // before the node's ping step started
 		return false
 	}
 	return eachAtOnce(ctx, measureWait, ps, func(ctx context.Context, p peer.ID) bool {
-		if _, ok := rtts.RTT(p); ok || n.link.Locate(ctx, p) != nil {
+		if _, ok := n.coords.RTT(p); ok || n.link.Locate(ctx, p) != nil {
 			return false
 		}
 		pinger.Sample(ctx, p)
-		_, ok := rtts.RTT(p)
+		_, ok := n.coords.RTT(p)
 		return ok
 	})
 }
