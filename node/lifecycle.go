@@ -227,6 +227,7 @@ func (n *Node) startRenter(context.Context) (func() error, error) {
 }
 
 func (n *Node) startPing(context.Context) (func() error, error) {
+	n.loadCoordinate()
 	ctx, cancel := context.WithCancel(n.base)
 	p2p.ServeCoord(n.server(ctx), n.coords.Own)
 	n.pinger = p2p.NewPinger(n.host, n.cfg.Network.PingInterval.Std(), n.opts.Logger.With("subsystem", LogP2P))
@@ -237,7 +238,7 @@ func (n *Node) startPing(context.Context) (func() error, error) {
 		defer close(done)
 		n.keepNear(ctx)
 	}()
-	return func() error { n.pinger.Close(); cancel(); <-done; return nil }, nil
+	return func() error { n.pinger.Close(); cancel(); <-done; n.saveCoordinate(); return nil }, nil
 }
 
 func (n *Node) serveAPI(context.Context) (func() error, error) {

@@ -15,9 +15,11 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/p2p"
+	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 )
 
 // The node's components reach the swarm through these small interfaces,
@@ -251,6 +253,41 @@ func eachAtOnce(ctx context.Context, limit time.Duration, ps []peer.ID, do func(
 	return any.Load()
 }
 
+// coordKey is where a node keeps its network coordinate between runs, so
+// that a restarted provider's offer carries a settled one at once.
+var coordKey = ds.NewKey("/locality/coordinate")
+
+// loadCoordinate takes up the coordinate a previous run kept; one that
+// does not decode or check is dropped, and the node starts at the origin.
+func (n *Node) loadCoordinate() {
+	b, err := n.store.Get(context.Background(), coordKey)
+	if err != nil {
+		return
+	}
+	c := new(pb.NetworkCoordinate)
+	if err := proto.Unmarshal(b, c); err == nil {
+		err = n.coords.SetOwn(c)
+	}
+	if err != nil {
+		n.log.Warn("kept network coordinate dropped", "err", err)
+		n.store.Delete(context.Background(), coordKey)
+	}
+}
+
+// saveCoordinate keeps the node's coordinate for its next run.
+func (n *Node) saveCoordinate() {
+	b, err := proto.Marshal(p2p.CoordToProto(n.coords.Own()))
+	if err == nil {
+		err = n.store.Put(context.Background(), coordKey, b)
+	}
+	if err != nil {
+		n.log.Warn("network coordinate not kept", "err", err)
+	}
+}
+
+// coordSaveEvery is how often a running node keeps its coordinate.
+const coordSaveEvery = 10 * time.Minute
+
 // nearTag is the connection manager's protection of the nearest peers.
 const nearTag = "idlegrid-near"
 
@@ -261,6 +298,7 @@ const nearTag = "idlegrid-near"
 func (n *Node) keepNear(ctx context.Context) {
 	tick := time.NewTicker(n.cfg.Network.PingInterval.Std())
 	defer tick.Stop()
+	saved := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -268,6 +306,10 @@ func (n *Node) keepNear(ctx context.Context) {
 		case <-tick.C:
 		}
 		n.protectNear()
+		if time.Since(saved) >= coordSaveEvery { // a crash loses at most this much
+			n.saveCoordinate()
+			saved = time.Now()
+		}
 	}
 }
 

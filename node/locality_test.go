@@ -10,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/p2p"
+	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 )
 
 // Among offers equal in all but where they are, the nearest wins, for a
@@ -253,5 +256,43 @@ func TestARentalWaitsForAFewBookSyncs(t *testing.T) {
 		case <-time.After(time.Second):
 			t.Fatalf("%d peers: still waiting after %d syncs", tc.peers, tc.want)
 		}
+	}
+}
+
+// A node keeps its network coordinate across a restart, so that a
+// restarted provider's offer carries a settled one at once; one that no
+// longer checks is dropped, and the node starts at the origin.
+func TestACoordinateSurvivesARestart(t *testing.T) {
+	t.Parallel()
+	ms := newMockSwarm(t)
+	fast := func(c *Config) { c.Network.PingInterval = Dur(time.Second) }
+	boot := startNode(t, testRepo(t, "boot", fast), ms.on(Options{}))
+	for i := range 3 {
+		startNode(t, testRepo(t, fmt.Sprint("peer", i), both(bootstrapFrom(boot), fast)), ms.on(Options{}))
+	}
+	repo := testRepo(t, "n", both(bootstrapFrom(boot), fast))
+	n := startNode(t, repo, ms.on(Options{}))
+	waitFor(t, 60*time.Second, "the coordinate settles", func() bool { return n.coords.Error() <= p2p.EstimateMaxError })
+	n.Close()
+	was := n.coords.Own()
+
+	n = startNode(t, repo, ms.on(Options{}))
+	if got := n.coords.Own(); !slices.Equal(got.Vec, was.Vec) || got.Error != was.Error || got.Height != was.Height {
+		t.Errorf("after a restart the coordinate is %+v, was %+v", got, was)
+	}
+	n.Close()
+
+	store, err := pebbleds.NewDatastore(repo.DatastorePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, _ := proto.Marshal(&pb.NetworkCoordinate{Vec: []float64{1, 2, 3}})
+	if err := store.Put(context.Background(), coordKey, bad); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	n = startNode(t, repo, ms.on(Options{}))
+	if e := n.coords.Error(); e != coordinate.DefaultConfig().VivaldiErrorMax {
+		t.Errorf("a kept coordinate of 3 dimensions was taken up: error %v", e)
 	}
 }

@@ -118,6 +118,16 @@ func NewCoordinates() *Coordinates {
 // Own is this node's coordinate now.
 func (c *Coordinates) Own() *coordinate.Coordinate { return c.client.GetCoordinate() }
 
+// SetOwn sets this node's coordinate, as a previous run kept it; one the
+// market would refuse (the wrong shape, not finite, out of bounds) is
+// refused.
+func (c *Coordinates) SetOwn(own *pb.NetworkCoordinate) error {
+	if err := market.CheckCoordinate(own); err != nil {
+		return err
+	}
+	return c.client.SetCoordinate(CoordFromProto(own))
+}
+
 // Error is the error estimate of this node's coordinate: 1.5 before any
 // sample, falling as samples agree.
 func (c *Coordinates) Error() float64 { return c.client.GetCoordinate().Error }
