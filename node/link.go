@@ -265,7 +265,7 @@ func (n *Node) loadCoordinate() {
 		return
 	}
 	c := new(pb.NetworkCoordinate)
-	if err := proto.Unmarshal(b, c); err == nil {
+	if err = proto.Unmarshal(b, c); err == nil {
 		err = n.coords.SetOwn(c)
 	}
 	if err != nil {

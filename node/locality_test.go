@@ -295,4 +295,7 @@ func TestACoordinateSurvivesARestart(t *testing.T) {
 	if e := n.coords.Error(); e != coordinate.DefaultConfig().VivaldiErrorMax {
 		t.Errorf("a kept coordinate of 3 dimensions was taken up: error %v", e)
 	}
+	if _, err := n.store.Get(context.Background(), coordKey); err == nil {
+		t.Error("the kept coordinate that did not check was not dropped")
+	}
 }
