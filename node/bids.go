@@ -76,6 +76,9 @@ func bidSpec(req api.BidRequest) (market.BidSpec, error) {
 	if req.MinReliability < 0 || req.MinReliability > 1 {
 		return s, fmt.Errorf("min_reliability %g: want 0 to 1", req.MinReliability)
 	}
+	if w := req.LatencyWeight; w != nil && !(*w >= 0 && *w <= maxLatencyWeight) {
+		return s, fmt.Errorf("latency_weight %g: want 0 to %d", *w, maxLatencyWeight)
+	}
 	tier, err := TierFromName(cmp.Or(req.Tier, "silver"))
 	if err != nil {
 		return s, err
@@ -130,14 +133,15 @@ func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, 
 		limit = defaultLimit
 	}
 	snap := n.market.snapshot()
-	res := n.market.matcher.Match(snap, b, now, limit)
+	mt := n.market.matcherFor(req)
+	res := mt.Match(snap, b, now, limit)
 	out := api.MatchResult{Considered: res.Considered, Feasible: res.Feasible, Candidates: []api.CandidateView{}}
 	scores := n.reputation.scores()
 	for i, c := range res.Candidates {
 		out.Candidates = append(out.Candidates, candidateView(i+1, c, scores))
 	}
 	if len(res.Candidates) == 0 {
-		out.Explanation = n.market.matcher.Explain(snap, b, now).String()
+		out.Explanation = mt.Explain(snap, b, now).String()
 	}
 	return out, nil
 }

@@ -40,7 +40,7 @@ func BenchmarkNearestOfFiftyProviders(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cands := n.renter.candidates(context.Background(), bid, maxRentCandidates, time.Now(), RentOutput{})
+		cands := n.renter.candidates(context.Background(), n.market.matcher, bid, maxRentCandidates, time.Now(), RentOutput{})
 		if len(cands) == 0 {
 			b.Fatalf("%s: no candidate", kind)
 		}

@@ -122,7 +122,7 @@ func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cands := fresh.renter.candidates(context.Background(), fb, 8, time.Now(), RentOutput{Progress: func(l string) { said = append(said, l) }})
+	cands := fresh.renter.candidates(context.Background(), fresh.market.matcher, fb, 8, time.Now(), RentOutput{Progress: func(l string) { said = append(said, l) }})
 	var freshBest time.Duration
 	for _, p := range provs {
 		if d := truthFrom(fresh, p.id.String()); freshBest == 0 || d < freshBest {

@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
@@ -34,6 +35,8 @@ import (
 type marketSide struct {
 	book       *market.Book // written by the owner only; snapshots for all
 	matcher    *market.Matcher
+	rel        market.Reliability // the matcher's sources, for matcherFor
+	rtt        market.RTTs
 	limits     market.Limits
 	self       peer.ID
 	roots      *x509.CertPool
@@ -103,7 +106,7 @@ type marketDeps struct {
 func newMarketSide(d marketDeps) *marketSide {
 	m := &marketSide{
 		book: market.NewBook(), limits: d.limits, net: d.net, store: d.store, clock: d.clock, log: d.log,
-		self: d.self, roots: d.roots, bookLimits: d.book, known: d.known,
+		self: d.self, roots: d.roots, bookLimits: d.book, known: d.known, rel: d.rel, rtt: d.rtt,
 		own: newOwner[*marketState](),
 	}
 	m.offenders.Store(&map[peer.ID]bool{})
@@ -182,6 +185,20 @@ func (m *marketSide) providers() []peer.ID {
 		}
 	}
 	return out
+}
+
+// maxLatencyWeight bounds a request's latency weight.
+const maxLatencyWeight = 10
+
+// matcherFor is the matcher for a request: the node's, or one on the same
+// sources that weighs RTT as the request asks.
+func (m *marketSide) matcherFor(req api.BidRequest) *market.Matcher {
+	if req.LatencyWeight == nil {
+		return m.matcher
+	}
+	cfg := market.DefaultMatchConfig()
+	cfg.Beta = *req.LatencyWeight
+	return market.NewMatcher(cfg, m.rel, m.rtt).WithExcluder(m)
 }
 
 // Excluded tells the matcher to skip proven offenders.

@@ -96,3 +96,51 @@ func mustBid(t *testing.T, n *Node, req api.BidRequest) *pb.Bid {
 	}
 	return b
 }
+
+// A renter that asks for latency trades price for nearness: a provider in
+// Kansas City at 1.80 and one in Berlin at 2.00, seen from Frankfurt. With
+// no latency weight the cheaper wins; with the default and with 5 the
+// nearer does. A weight out of range is refused, naming the field.
+func TestALatencyWeightTradesPriceForNearness(t *testing.T) {
+	t.Parallel()
+	ms := newMockSwarmOn(t, geoMatrix([]geo.Point{{Lat: 50.11, Lon: 8.68}, {Lat: 52.52, Lon: 13.40}, {Lat: 39.10, Lon: -94.58}, {Lat: 50.0, Lon: 8.5}}), 1)
+	fast := func(c *Config) { c.Network.PingInterval = Dur(time.Second) }
+	boot := startNode(t, testRepo(t, "boot", fast), ms.on(Options{}))
+	provider := func(name, country, price string) *Node {
+		return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), fast, func(c *Config) {
+			c.Provider.Enabled, c.Provider.Price, c.Provider.Country = true, price, country
+			c.Provider.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+		})), ms.on(Options{}))
+	}
+	berlin, kansas := provider("berlin", "DE", "2.00"), provider("kansas", "US", "1.80")
+	renter := startNode(t, testRepo(t, "renter", both(bootstrapFrom(boot), fast)), ms.on(Options{Light: true}))
+	waitFor(t, 30*time.Second, "both offers, both RTTs measured", func() bool {
+		for _, p := range []*Node{berlin, kansas} {
+			if _, ok := renter.coords.RTT(p.id); !ok || offeredGPUs(renter, p) != 8 {
+				return false
+			}
+		}
+		return true
+	})
+	first := func(w *float64) string {
+		t.Helper()
+		res, err := renter.Match(context.Background(), api.BidRequest{GPUs: []string{"H100"}, Count: 1, Hours: 1, MaxPrice: "2.50", LatencyWeight: w})
+		if err != nil || len(res.Candidates) != 2 {
+			t.Fatalf("weight %v: %+v, %v", w, res.Candidates, err)
+		}
+		return res.Candidates[0].Offer.Provider
+	}
+	zero, five := 0.0, 5.0
+	if got := first(&zero); got != kansas.id.String() {
+		t.Errorf("latency weight 0: first %s, want the cheaper (Kansas City)", got)
+	}
+	for _, w := range []*float64{nil, &five} {
+		if got := first(w); got != berlin.id.String() {
+			t.Errorf("latency weight %v: first %s, want the nearer (Berlin)", w, got)
+		}
+	}
+	eleven := 11.0
+	if _, err := renter.Match(context.Background(), api.BidRequest{GPUs: []string{"H100"}, Count: 1, Hours: 1, MaxPrice: "2.50", LatencyWeight: &eleven}); err == nil || !strings.Contains(err.Error(), "latency_weight 11: want 0 to 10") {
+		t.Errorf("latency weight 11: %v", err)
+	}
+}

@@ -209,7 +209,7 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		tryFor = defaultTryFor
 	}
 	tm := r.clock.Now()
-	cands := r.candidates(ctx, b, tries, tm, out)
+	cands := r.candidates(ctx, r.market.matcherFor(req.BidRequest), b, tries, tm, out)
 	res.Timings.Match = r.clock.Since(tm)
 	lctx, stopLocating := context.WithTimeout(ctx, tryFor)
 	located, locating := r.locateAll(lctx, cands)
@@ -250,13 +250,13 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 	return res, &NoProviderError{Attempts: tried}
 }
 
-// candidates matches b against the book, keeps the best offer of each
-// issuer, at most tries, and puts those that failed lately last. Before
+// candidates matches b against the book with mt, keeps the best offer of
+// each issuer, at most tries, and puts those that failed lately last. Before
 // that it asks the best few providers it has not asked lately for their
 // receipts, and matches again if their scores changed.
-func (r *renter) candidates(ctx context.Context, b *pb.Bid, tries int, now time.Time, out RentOutput) []market.Candidate {
+func (r *renter) candidates(ctx context.Context, mt *market.Matcher, b *pb.Bid, tries int, now time.Time, out RentOutput) []market.Candidate {
 	match := func() []market.Candidate {
-		matched := r.market.matcher.Match(r.market.snapshot(), b, now, tries*maxOffersPerIssuer).Candidates
+		matched := mt.Match(r.market.snapshot(), b, now, tries*maxOffersPerIssuer).Candidates
 		return r.failed.behind(bestPerIssuer(matched, tries), now)
 	}
 	cands := match()
@@ -457,13 +457,13 @@ func (r *renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out
 	for {
 		now := r.clock.Now()
 		snap := r.market.snapshot()
-		if c := r.market.matcher.Match(snap, b, now, 1).Candidates; len(c) > 0 {
+		if c := r.market.matcherFor(req.BidRequest).Match(snap, b, now, 1).Candidates; len(c) > 0 {
 			synced := r.awaitSyncs(ctx)
 			out.say("gathering offers: %d in the book, some fit (%d book syncs)", r.market.snapshot().Len(), synced)
 			return nil
 		}
 		if now.After(deadline) {
-			return &NoProviderError{Why: fmt.Sprintf("nothing fits after %s: %s", wait, r.market.matcher.Explain(snap, b, now).String())}
+			return &NoProviderError{Why: fmt.Sprintf("nothing fits after %s: %s", wait, r.market.matcherFor(req.BidRequest).Explain(snap, b, now).String())}
 		}
 		if now.Sub(lastSaid) >= time.Second {
 			out.say("gathering offers: %d in the book, none fits yet", snap.Len())

@@ -86,6 +86,17 @@ func bidFlags(c *cobra.Command, req *api.BidRequest, gpu *string) {
 	f.Float64Var(&req.StartWithinHours, "start-within", 0, "hours from now within which the lease may start (default: now)")
 	f.StringVar(&req.WorkloadClass, "workload", "", "workload class, such as training")
 	f.StringVar(&req.Image, "image", "", "container image the job will run")
+	latency := f.Float64("latency-weight", 0.5, "how much RTT raises a provider's effective price in the ranking: at 1, an RTT of 100 ms costs 100% more (0 to 10)")
+	pre := c.PreRunE
+	c.PreRunE = func(cmd *cobra.Command, args []string) error {
+		if cmd.Flags().Changed("latency-weight") {
+			req.LatencyWeight = latency
+		}
+		if pre != nil {
+			return pre(cmd, args)
+		}
+		return nil
+	}
 }
 
 func splitGPUs(s string) []string {

@@ -74,18 +74,22 @@ type ReputationView struct {
 
 // BidRequest is a renter's job needs, for POST /v1/match and /v1/bids.
 type BidRequest struct {
-	GPUs             []string `json:"gpus,omitempty"`
-	MinVRAMGiB       int      `json:"min_vram_gib,omitempty"`
-	MinCompute       string   `json:"min_compute_capability,omitempty"`
-	Count            int      `json:"count"`
-	MinPerProvider   int      `json:"min_per_provider,omitempty"`
-	Hours            float64  `json:"hours"`
-	Tier             string   `json:"tier"`
-	MaxPrice         string   `json:"max_price"`
-	Currency         string   `json:"currency,omitempty"`
-	Regions          []string `json:"regions,omitempty"`
-	DenyRegions      []string `json:"deny_regions,omitempty"`
-	MaxRTTMillis     int      `json:"max_rtt_ms,omitempty"`
+	GPUs           []string `json:"gpus,omitempty"`
+	MinVRAMGiB     int      `json:"min_vram_gib,omitempty"`
+	MinCompute     string   `json:"min_compute_capability,omitempty"`
+	Count          int      `json:"count"`
+	MinPerProvider int      `json:"min_per_provider,omitempty"`
+	Hours          float64  `json:"hours"`
+	Tier           string   `json:"tier"`
+	MaxPrice       string   `json:"max_price"`
+	Currency       string   `json:"currency,omitempty"`
+	Regions        []string `json:"regions,omitempty"`
+	DenyRegions    []string `json:"deny_regions,omitempty"`
+	MaxRTTMillis   int      `json:"max_rtt_ms,omitempty"`
+	// LatencyWeight is how much RTT raises a provider's effective price in
+	// the ranking: at w, an RTT of 100 ms costs w×100% more (0 to 10;
+	// absent: 0.5).
+	LatencyWeight    *float64 `json:"latency_weight,omitempty"`
 	MinReliability   float64  `json:"min_reliability,omitempty"`
 	PreemptionOK     bool     `json:"preemption_ok,omitempty"`
 	WorkloadClass    string   `json:"workload_class,omitempty"`
