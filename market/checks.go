@@ -450,17 +450,8 @@ func fitsReliability(c *evalCtx) bool {
 // estimated fails a limit: a provider must not gain by never being
 // measured.
 func fitsRTT(c *evalCtx) bool {
-	c.rtt, c.rttKnown = c.m.rtt.RTT(c.issuer)
-	c.rttFrom = RTTMeasured
-	if !c.rttKnown {
-		c.rttFrom = RTTUnknown
-		if e, ok := c.m.rtt.(RTTEstimator); ok {
-			if c.rtt, c.rttKnown = e.EstimateRTT(c.o); c.rttKnown {
-				c.rttFrom = RTTEstimated
-			}
-		}
-	}
-	c.rtt = max(c.rtt, 0)
+	c.rtt, c.rttFrom = RTTOf(c.m.rtt, c.o)
+	c.rttKnown = c.rttFrom != RTTUnknown
 	limit := time.Duration(c.p.bid.GetMaxRttMs()) * time.Millisecond
 	switch {
 	case limit == 0:

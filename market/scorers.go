@@ -36,6 +36,21 @@ type RTTEstimator interface {
 	EstimateRTT(o *pb.Offer) (time.Duration, bool)
 }
 
+// RTTOf is the RTT to o's issuer as the matcher takes it: the one src
+// measured, else the one it estimates (when it is an RTTEstimator), else
+// unknown (0).
+func RTTOf(src RTTs, o *pb.Offer) (time.Duration, RTTSource) {
+	if d, ok := src.RTT(Issuer(o)); ok {
+		return max(d, 0), RTTMeasured
+	}
+	if e, ok := src.(RTTEstimator); ok {
+		if d, ok := e.EstimateRTT(o); ok {
+			return max(d, 0), RTTEstimated
+		}
+	}
+	return 0, RTTUnknown
+}
+
 // RegionVerifier is an RTTs source that also holds an offer's claimed
 // region to the RTT it measured to the issuer from where this node is:
 // Implausible says why the claim cannot be true, or "" when it can (or

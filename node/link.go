@@ -197,18 +197,6 @@ func (r peerRTT) Implausible(o *pb.Offer) string {
 	return ""
 }
 
-// rttTo is the RTT to o's issuer as the matcher would take it: measured,
-// else estimated, else unknown.
-func (r peerRTT) rttTo(o *pb.Offer) (time.Duration, market.RTTSource) {
-	if d, ok := r.RTT(market.Issuer(o)); ok {
-		return d, market.RTTMeasured
-	}
-	if d, ok := r.EstimateRTT(o); ok {
-		return d, market.RTTEstimated
-	}
-	return 0, market.RTTUnknown
-}
-
 // measureWait bounds how long a rental waits to measure its best
 // candidates' RTTs: a lookup, a dial, three pings and a coordinate.
 const measureWait = 2 * time.Second

@@ -39,7 +39,7 @@ func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
 	rtts := n.rtts()
 	for _, o := range n.market.snapshot().FindOffers(f) {
 		v := offerView(o, scores)
-		v.RTTMillis, v.RTTSource = rttView(rtts.rttTo(o))
+		v.RTTMillis, v.RTTSource = rttView(market.RTTOf(rtts, o))
 		v.Implausible = rtts.Implausible(o)
 		out = append(out, v)
 	}

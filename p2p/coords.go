@@ -267,13 +267,19 @@ func (c *Coordinates) Estimate(other *coordinate.Coordinate) (time.Duration, err
 // EstimateTo is Estimate for p's coordinate: from the exchange, or else
 // from fallback (an offer's signed coordinate, say; nil for none).
 func (c *Coordinates) EstimateTo(p peer.ID, fallback *pb.NetworkCoordinate) (time.Duration, error) {
-	if c.Outlier(p) {
+	var held *coordinate.Coordinate
+	outlier := false
+	c.mu.Lock() // one look: this runs for each unmeasured offer a match weighs
+	if pc := c.peers[p]; pc != nil {
+		held, outlier = pc.c, pc.outlier
+	}
+	c.mu.Unlock()
+	switch {
+	case outlier:
 		return 0, ErrCoordOutlier
-	}
-	if pc, ok := c.Of(p); ok {
-		return c.Estimate(pc)
-	}
-	if fallback == nil {
+	case held != nil:
+		return c.Estimate(held)
+	case fallback == nil:
 		return 0, ErrCoordUnknown
 	}
 	return c.Estimate(CoordFromProto(fallback))
