@@ -178,7 +178,7 @@ func storedReceiptBody(t *testing.T, n *Node, id string) *pb.Receipt {
 
 // On loopback only: on mocknet the renter sometimes reached the dropped
 // provider again and kept verifying its beats (2 of 6 local runs while
-// the drop closed before it unlinked, 1 of 8 CI runs after), for a cause
+// the drop closed before it unlinked, 1 of 9 CI runs after), for a cause
 // not yet found.
 func TestProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T) {
 	t.Parallel()
