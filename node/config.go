@@ -68,15 +68,17 @@ type NetworkConfig struct {
 	DialTimeout  Duration `toml:"dial_timeout" comment:"limit for one dial to a bootstrap or discovered peer"`
 	PingInterval Duration `toml:"ping_interval" comment:"how often each connected peer's round-trip time is measured"`
 	NearPeers    int      `toml:"near_peers" comment:"the connected peers of least measured RTT that the connection manager never trims (0: none)"`
+	RandomPeers  int      `toml:"random_peers" comment:"connected peers chosen at random that the connection manager never trims, so the bounded set spans the swarm (0: none; with near_peers at most conn_low)"`
 	Location     string   `toml:"location" comment:"where this machine is: a country code (DE) or latitude,longitude (50.11,8.68); with it, a bid that requires a region refuses providers whose claimed country light could not reach in the RTT measured to them (empty: provider.country on a provider, else unknown)"`
 }
 
 // DHTConfig configures kad-dht and rendezvous discovery.
 type DHTConfig struct {
 	Mode                string   `toml:"mode" comment:"server (answers DHT queries; daemons) or client (queries only; light clients)"`
-	RebootstrapInterval Duration `toml:"rebootstrap_interval" comment:"how often lost bootstrap peers are redialled and the routing table refreshed"`
+	RebootstrapInterval Duration `toml:"rebootstrap_interval" comment:"how often lost bootstrap peers are redialled (and the routing table refreshed after one was)"`
 	FindInterval        Duration `toml:"find_interval" comment:"longest wait between rendezvous lookups for the swarm's peers"`
-	MaxPeers            int      `toml:"max_peers" comment:"most peers dialled from one rendezvous lookup"`
+	SettledInterval     Duration `toml:"settled_find_interval" comment:"longest wait between rendezvous lookups once the node holds network.conn_low peers"`
+	MaxPeers            int      `toml:"max_peers" comment:"most peers one rendezvous lookup returns; the nearest by estimated RTT are dialled first, up to network.conn_low connections"`
 }
 
 // GossipConfig configures gossipsub.
@@ -133,17 +135,19 @@ func DefaultConfig(profile string) Config {
 			Listen:       ListenAddrs("0.0.0.0", port, true),
 			Announce:     []string{},
 			Bootstrap:    []string{},
-			ConnLow:      100,
-			ConnHigh:     400,
+			ConnLow:      32,
+			ConnHigh:     64,
 			ConnGrace:    Dur(20 * time.Second),
 			DialTimeout:  Dur(15 * time.Second),
 			PingInterval: Dur(30 * time.Second),
 			NearPeers:    8,
+			RandomPeers:  8,
 		},
 		DHT: DHTConfig{
 			Mode:                DHTServer,
 			RebootstrapInterval: Dur(5 * time.Minute),
 			FindInterval:        Dur(time.Minute),
+			SettledInterval:     Dur(15 * time.Minute),
 			MaxPeers:            64,
 		},
 		Gossip: GossipConfig{
@@ -173,7 +177,7 @@ func DefaultConfig(profile string) Config {
 	switch profile {
 	case ProfileRenter:
 		c.DHT.Mode = DHTClient
-		c.Network.ConnLow, c.Network.ConnHigh = 16, 64
+		c.Network.ConnLow, c.Network.ConnHigh = 16, 32
 	case ProfileBootstrap:
 		c.Network.ConnLow, c.Network.ConnHigh = 500, 2000
 		c.Resources.MaxConns, c.Resources.MaxConnsInbound = 4096, 3072
@@ -289,6 +293,9 @@ func (c *Config) validateNetwork() error {
 	if err := intRange("network.near_peers", n.NearPeers, 0, n.ConnLow); err != nil {
 		return err
 	}
+	if err := intRange("network.random_peers", n.RandomPeers, 0, n.ConnLow-n.NearPeers); err != nil {
+		return err
+	}
 	if n.Location != "" {
 		if _, err := geo.ParsePlace(n.Location); err != nil {
 			return fieldErr("network.location", n.Location, "a country code such as DE, or latitude,longitude such as 50.11,8.68")
@@ -306,6 +313,9 @@ func (c *Config) validateDHT() error {
 		return err
 	}
 	if err := durRange("dht.find_interval", d.FindInterval, time.Second, 24*time.Hour); err != nil {
+		return err
+	}
+	if err := durRange("dht.settled_find_interval", d.SettledInterval, d.FindInterval.Std(), 24*time.Hour); err != nil {
 		return err
 	}
 	return intRange("dht.max_peers", d.MaxPeers, 1, 10000)

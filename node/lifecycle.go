@@ -145,7 +145,10 @@ func (n *Node) startDiscovery(context.Context) (func() error, error) {
 		Datastore:           namespace.Wrap(n.store, ds.NewKey("/dht")),
 		RebootstrapInterval: n.cfg.DHT.RebootstrapInterval.Std(),
 		FindInterval:        n.cfg.DHT.FindInterval.Std(),
+		SettledInterval:     n.cfg.DHT.SettledInterval.Std(),
 		MaxPeers:            n.cfg.DHT.MaxPeers,
+		Want:                n.cfg.Network.ConnLow,
+		Nearness:            n.coords.Nearness,
 		DialTimeout:         n.cfg.Network.DialTimeout.Std(),
 		Logger:              n.opts.Logger.With("subsystem", LogP2P),
 	})
@@ -232,6 +235,7 @@ func (n *Node) startPing(context.Context) (func() error, error) {
 	p2p.ServeCoord(n.server(ctx), n.coords.Own)
 	n.pinger = p2p.NewPinger(n.host, n.cfg.Network.PingInterval.Std(), n.opts.Logger.With("subsystem", LogP2P))
 	n.pinger.Track(n.coords, n.swarm)
+	n.keeper = p2p.NewKeeper(n.host, n.coords.RTT, n.cfg.Network.NearPeers, n.cfg.Network.RandomPeers)
 	n.pinger.Start(n.base)
 	done := make(chan struct{})
 	go func() {

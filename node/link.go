@@ -1,11 +1,9 @@
 package node
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -276,12 +274,9 @@ func (n *Node) saveCoordinate() {
 // coordSaveEvery is how often a running node keeps its coordinate.
 const coordSaveEvery = 10 * time.Minute
 
-// nearTag is the connection manager's protection of the nearest peers.
-const nearTag = "idlegrid-near"
-
-// keepNear protects, after every ping interval, the network.near_peers
-// connected peers of least measured RTT from the connection manager's
-// trimming, and lets go of those no longer among them, until ctx ends. It
+// keepNear has the keeper choose again, after every ping interval, the
+// peers the connection manager never trims (network.near_peers of least
+// measured RTT and network.random_peers at random), until ctx ends. It
 // keeps the pinger's pace, on the network's clock.
 func (n *Node) keepNear(ctx context.Context) {
 	tick := time.NewTicker(n.cfg.Network.PingInterval.Std())
@@ -293,7 +288,7 @@ func (n *Node) keepNear(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		n.protectNear()
+		n.keeper.Refresh()
 		if time.Since(saved) >= coordSaveEvery { // a crash loses at most this much
 			n.saveCoordinate()
 			saved = time.Now()
@@ -301,39 +296,8 @@ func (n *Node) keepNear(ctx context.Context) {
 	}
 }
 
-// protectNear protects the nearest connected peers now.
-func (n *Node) protectNear() {
-	type measured struct {
-		p peer.ID
-		d time.Duration
-	}
-	var ps []measured
-	for _, p := range n.host.Network().Peers() {
-		if d, ok := n.coords.RTT(p); ok {
-			ps = append(ps, measured{p, d})
-		}
-	}
-	slices.SortFunc(ps, func(a, b measured) int { return cmp.Or(cmp.Compare(a.d, b.d), cmp.Compare(a.p, b.p)) })
-	near := map[peer.ID]bool{}
-	for _, m := range ps[:min(len(ps), n.cfg.Network.NearPeers)] {
-		near[m.p] = true
-		n.host.ConnManager().Protect(m.p, nearTag)
-	}
-	if was := n.near.Load(); was != nil {
-		for p := range *was {
-			if !near[p] {
-				n.host.ConnManager().Unprotect(p, nearTag)
-			}
-		}
-	}
-	n.near.Store(&near)
-}
-
 // isNear reports whether p is protected as one of the nearest peers.
-func (n *Node) isNear(p peer.ID) bool {
-	near := n.near.Load()
-	return near != nil && (*near)[p]
-}
+func (n *Node) isNear(p peer.ID) bool { return n.keeper != nil && n.keeper.Near(p) }
 
 // rtts is the node's RTT source for the matcher and its views.
 func (n *Node) rtts() peerRTT { return peerRTT{n.host, n.coords, n.place} }

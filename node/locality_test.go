@@ -203,7 +203,7 @@ func TestTheNearestPeersAreProtected(t *testing.T) {
 		if _, ok := net.(loopback); ok { // loopback RTTs are all alike: what counts is the protection
 			for _, p := range peers {
 				id, _ := peer.Decode(p.ID)
-				if got := n.host.ConnManager().IsProtected(id, nearTag); got != p.Near {
+				if got := n.host.ConnManager().IsProtected(id, p2p.NearTag); got != p.Near {
 					t.Errorf("%s: marked near %v, protected %v", p.ID, p.Near, got)
 				}
 			}

@@ -10,7 +10,6 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
@@ -100,10 +99,10 @@ type Node struct {
 	provider   *provider   // nil unless a provider
 	leases     *leaseOwner // nil unless a provider
 	pinger     *p2p.Pinger
-	coords     *p2p.Coordinates                 // this node's network coordinate, from New on
-	near       atomic.Pointer[map[peer.ID]bool] // the peers protected as near
-	place      *geo.Place                       // where this node is (network.location); nil: unknown
-	running    bool                             // Start succeeded
+	coords     *p2p.Coordinates // this node's network coordinate, from New on
+	keeper     *p2p.Keeper      // the peers the connection manager keeps
+	place      *geo.Place       // where this node is (network.location); nil: unknown
+	running    bool             // Start succeeded
 
 	stops     []namedStop // what Start started, for Close to unwind
 	closeOnce sync.Once

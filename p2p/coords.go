@@ -167,6 +167,15 @@ func (c *Coordinates) RTT(p peer.ID) (time.Duration, bool) {
 	return 0, false
 }
 
+// Sampled reports whether p's measured RTT stands on a full set of
+// samples: the pinger then samples it less often.
+func (c *Coordinates) Sampled(p peer.ID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pc, ok := c.peers[p]
+	return ok && pc.n >= rttSamples
+}
+
 // Observe records an RTT measured to p whose coordinate is other, updates
 // this node's coordinate from the pair, and keeps other as p's. A
 // coordinate of the wrong shape is refused; one wildly inconsistent with
@@ -283,6 +292,30 @@ func (c *Coordinates) EstimateTo(p peer.ID, fallback *pb.NetworkCoordinate) (tim
 		return 0, ErrCoordUnknown
 	}
 	return c.Estimate(CoordFromProto(fallback))
+}
+
+// Nearness is how near p is: the RTT measured to it, or else the estimate
+// from the coordinate it gave; false when neither is known.
+func (c *Coordinates) Nearness(p peer.ID) (time.Duration, bool) {
+	if d, ok := c.RTT(p); ok {
+		return d, true
+	}
+	d, err := c.EstimateTo(p, nil)
+	return d, err == nil
+}
+
+// PairRTT estimates the RTT between two other nodes from their
+// coordinates (two providers' offers, say): unknown unless both are of
+// the right shape and settled enough to estimate by.
+func PairRTT(a, b *pb.NetworkCoordinate) (time.Duration, error) {
+	if a == nil || b == nil {
+		return 0, ErrCoordUnknown
+	}
+	ca, cb := CoordFromProto(a), CoordFromProto(b)
+	if !ca.IsCompatibleWith(cb) || !ca.IsValid() || !cb.IsValid() || ca.Error > EstimateMaxError || cb.Error > EstimateMaxError {
+		return 0, ErrCoordUnknown
+	}
+	return ca.DistanceTo(cb), nil
 }
 
 // CoordToProto is c on the wire.

@@ -1,9 +1,12 @@
 package p2p
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,18 +28,32 @@ type DiscoveryConfig struct {
 	// Server runs the DHT in server mode (a daemon); false is client mode
 	// (a light client that queries but stores and answers nothing).
 	Server bool
-	// Bootstrap peers are dialled first and again whenever they drop.
+	// Bootstrap peers are dialled first and again when they drop while
+	// the node holds fewer than Want connections.
 	Bootstrap []peer.AddrInfo
 	// Datastore holds the DHT's records; nil keeps them in memory.
 	Datastore ds.Batching
-	// RebootstrapInterval is how often lost bootstrap peers are redialled
-	// and the routing table refreshed.
+	// RebootstrapInterval is how often lost bootstrap peers are redialled;
+	// the routing table is refreshed then if one was, or if it is empty.
 	RebootstrapInterval time.Duration
 	// FindInterval is the longest wait between rendezvous lookups; the first
 	// lookups come sooner (100 ms, doubling) so a new node joins quickly.
 	FindInterval time.Duration
-	// MaxPeers caps how many rendezvous peers are dialled per lookup.
+	// SettledInterval is the longest wait between lookups while the node
+	// holds Want connections (default 15 × FindInterval): a node with its
+	// bounded set looks only now and then, for nearer peers and new ones.
+	SettledInterval time.Duration
+	// MaxPeers caps how many rendezvous peers one lookup returns.
 	MaxPeers int
+	// Want is the number of connections the node seeks (the connection
+	// manager's low water mark): a lookup dials, nearest first, only as
+	// many peers as the node lacks, and once it holds Want it looks
+	// seldom. 0 dials every peer found, every FindInterval.
+	Want int
+	// Nearness ranks the peers a lookup finds: the RTT measured or
+	// estimated to each, false for unknown. Known peers are dialled first,
+	// nearest first; unknown ones follow in random order. nil: all unknown.
+	Nearness func(peer.ID) (time.Duration, bool)
 	// DialTimeout bounds each dial to a bootstrap or rendezvous peer.
 	DialTimeout time.Duration
 	Logger      *slog.Logger
@@ -72,8 +89,14 @@ func (c DiscoveryConfig) withDefaults() DiscoveryConfig {
 	if c.FindInterval <= 0 {
 		c.FindInterval = DefaultFindInterval
 	}
+	if c.SettledInterval < c.FindInterval {
+		c.SettledInterval = 15 * c.FindInterval
+	}
 	if c.MaxPeers <= 0 {
 		c.MaxPeers = DefaultMaxPeers
+	}
+	if c.Nearness == nil {
+		c.Nearness = func(peer.ID) (time.Duration, bool) { return 0, false }
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = DefaultDialTimeout
@@ -210,21 +233,36 @@ func (d *Discovery) rebootstrapLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		// A node that holds the connections it wants needs no way in: a
+		// bootstrap peer that trimmed it is not dialled again (a swarm of
+		// bounded nodes would otherwise crowd its bootstrap peers).
+		if d.settled() && d.dht.RoutingTable().Size() > 0 {
+			continue
+		}
+		redialled := false
 		for _, ai := range d.cfg.Bootstrap {
 			if d.h.Network().Connectedness(ai.ID) == network.Connected {
 				continue
 			}
 			if err := d.connect(ctx, ai); err != nil {
 				d.log.Debug("re-bootstrap dial failed", "peer", ai.ID, "err", err)
+			} else {
+				redialled = true
 			}
 		}
-		d.dht.RefreshRoutingTable()
+		// kad-dht refreshes its table on its own schedule (every 10
+		// minutes); an extra refresh, a lookup per bucket, pays only after
+		// the node lost its way into the swarm.
+		if redialled || d.dht.RoutingTable().Size() == 0 {
+			d.dht.RefreshRoutingTable()
+		}
 	}
 }
 
 // rendezvousLoop advertises the swarm's namespace and looks it up, quickly
-// at first and then every FindInterval, re-advertising before the record's
-// TTL runs out.
+// at first and then every FindInterval, or every SettledInterval while the
+// node holds Want connections (±25%), re-advertising before the record's TTL
+// runs out.
 func (d *Discovery) rendezvousLoop(ctx context.Context) {
 	defer d.wg.Done()
 	ns := d.cfg.Swarm.Rendezvous()
@@ -242,13 +280,28 @@ func (d *Discovery) rendezvousLoop(ctx context.Context) {
 		if d.dht.RoutingTable().Size() > 0 {
 			d.findPeers(ctx, ns)
 		}
+		wait = min(2*wait, d.cfg.FindInterval)
+		if d.settled() {
+			// Each lookup dials the peers on the way to the record, which
+			// the connection manager then trims: a node with its set
+			// looks seldom, at a jittered time (nodes that settled together
+			// must not look together).
+			wait = time.Duration(float64(d.cfg.SettledInterval) * (0.75 + 0.5*mrand.Float64()))
+		}
+		if d.cfg.Server && !readvertiseAt.IsZero() {
+			wait = min(wait, max(time.Until(readvertiseAt), time.Second))
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, d.cfg.FindInterval)
 	}
+}
+
+// settled reports whether the node holds the connections it wants.
+func (d *Discovery) settled() bool {
+	return d.cfg.Want > 0 && len(d.h.Network().Peers()) >= d.cfg.Want
 }
 
 // FindSwarmPeers looks up the swarm's rendezvous namespace once and
@@ -275,11 +328,18 @@ func (d *Discovery) findPeers(ctx context.Context, ns string) {
 		d.log.Debug("rendezvous lookup failed", "ns", ns, "err", err)
 		return
 	}
-	var wg sync.WaitGroup
+	var fresh []peer.AddrInfo
 	for _, ai := range found {
-		if len(ai.Addrs) == 0 || d.h.Network().Connectedness(ai.ID) == network.Connected {
-			continue
+		if len(ai.Addrs) > 0 && d.h.Network().Connectedness(ai.ID) != network.Connected {
+			fresh = append(fresh, ai)
 		}
+	}
+	fresh = d.rank(fresh)
+	if d.cfg.Want > 0 {
+		fresh = d.worthDialling(fresh)
+	}
+	var wg sync.WaitGroup
+	for _, ai := range fresh {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -289,6 +349,74 @@ func (d *Discovery) findPeers(ctx context.Context, ns string) {
 		}()
 	}
 	wg.Wait()
+}
+
+// improveDials is how many peers nearer than most of its connections a
+// node that holds its set dials from one lookup; the connection manager
+// trims as many of the least valued.
+const improveDials = 2
+
+// worthDialling is what to dial of ranked: as many as the node lacks of
+// Want, and then up to improveDials more that are known to be nearer than
+// the median of its connected peers of known RTT.
+func (d *Discovery) worthDialling(ranked []peer.AddrInfo) []peer.AddrInfo {
+	conns := d.h.Network().Peers()
+	need := max(0, d.cfg.Want-len(conns))
+	if need >= len(ranked) {
+		return ranked
+	}
+	var known []time.Duration
+	for _, p := range conns {
+		if rtt, ok := d.cfg.Nearness(p); ok {
+			known = append(known, rtt)
+		}
+	}
+	out := ranked[:need]
+	if len(known) == 0 {
+		return out
+	}
+	slices.Sort(known)
+	median := known[len(known)/2]
+	for _, ai := range ranked[need:min(len(ranked), need+improveDials)] {
+		if rtt, ok := d.cfg.Nearness(ai.ID); ok && rtt < median {
+			out = append(out, ai)
+		}
+	}
+	return out
+}
+
+// rank orders peers nearest first by Nearness, the unknown after the
+// known in random order (so that nodes that know nothing yet do not all
+// dial the same peers).
+func (d *Discovery) rank(peers []peer.AddrInfo) []peer.AddrInfo {
+	type ranked struct {
+		ai    peer.AddrInfo
+		d     time.Duration
+		known bool
+	}
+	rs := make([]ranked, len(peers))
+	for i, ai := range peers {
+		rtt, ok := d.cfg.Nearness(ai.ID)
+		rs[i] = ranked{ai, rtt, ok}
+	}
+	mrand.Shuffle(len(rs), func(i, j int) { rs[i], rs[j] = rs[j], rs[i] })
+	slices.SortStableFunc(rs, func(a, b ranked) int {
+		switch {
+		case a.known != b.known:
+			if a.known {
+				return -1
+			}
+			return 1
+		case a.known:
+			return cmp.Compare(a.d, b.d)
+		}
+		return 0
+	})
+	out := make([]peer.AddrInfo, len(rs))
+	for i, r := range rs {
+		out[i] = r.ai
+	}
+	return out
 }
 
 // connectConfirmed connects to ai and pings it once: a peer whose gater

@@ -49,7 +49,8 @@ type HostConfig struct {
 // NewHost builds a libp2p host for one swarm: TCP always, QUIC for the
 // public swarm (pnet cannot protect QUIC, so a private swarm runs on TCP
 // only), Noise and TLS, yamux, the resource manager with explicit limits,
-// a connection manager, libp2p ping, and for a private swarm its PSK and
+// a connection manager where only a Keeper's tags protect (BoundHost),
+// libp2p ping, and for a private swarm its PSK and
 // optional allow-list. Every listen address must bind, or NewHost fails
 // with ErrListen naming the address.
 func NewHost(cfg HostConfig) (host.Host, error) {
@@ -114,7 +115,7 @@ func NewHost(cfg HostConfig) (host.Host, error) {
 			return nil, fmt.Errorf("%w on %s: %v", ErrListen, a, err)
 		}
 	}
-	return h, nil
+	return BoundHost(h, h.ConnManager()), nil
 }
 
 // IsQUIC reports whether a is a QUIC address.

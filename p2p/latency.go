@@ -12,12 +12,17 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 )
 
-// Pinger measures the round-trip time to every connected peer with libp2p
-// ping, once per interval. ping records each RTT in the peerstore's latency
-// EWMA. With coordinates (Track), a sample is the least RTT of a few
-// echoes, kept there (Coordinates.RTT, the median of the last samples),
-// and the Pinger asks each peer pinged for its network coordinate and
-// feeds the pair to this node's.
+// Pinger measures the round-trip time to connected peers with libp2p
+// ping. ping records each RTT in the peerstore's latency EWMA. With
+// coordinates (Track), a sample is the least RTT of a few echoes, kept
+// there (Coordinates.RTT, the median of the last samples), and the Pinger
+// asks each peer pinged for its network coordinate and feeds the pair to
+// this node's. Without coordinates it pings every connected peer once per
+// interval; with them, a peer until its RTT stands on a full set of
+// samples and this node's coordinate error is at most PingSettledError,
+// and then once every SettledEvery intervals: a settled
+// coordinate needs only a trickle of samples, and pings are most of what
+// a quiet node sends.
 type Pinger struct {
 	h        host.Host
 	interval time.Duration
@@ -25,6 +30,15 @@ type Pinger struct {
 	log      *slog.Logger
 	coords   *Coordinates // nil: none kept
 	swarm    Swarm
+
+	// SettledEvery is how many intervals apart a peer whose RTT and
+	// coordinate this node has sampled enough is sampled again (default
+	// DefaultSettledEvery; 1 samples every connected peer every round).
+	// Set it before Start.
+	SettledEvery int
+
+	mu   sync.Mutex
+	last map[peer.ID]time.Time // when each connected peer was last sampled
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -35,8 +49,16 @@ func NewPinger(h host.Host, interval time.Duration, log *slog.Logger) *Pinger {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Pinger{h: h, interval: interval, timeout: 10 * time.Second, log: log}
+	return &Pinger{h: h, interval: interval, timeout: 10 * time.Second, log: log, last: map[peer.ID]time.Time{}, SettledEvery: DefaultSettledEvery}
 }
+
+// DefaultSettledEvery is Pinger.SettledEvery's default.
+const DefaultSettledEvery = 4
+
+// PingSettledError is the coordinate error at or below which the Pinger
+// eases off peers it has sampled enough; above it, a node still finding
+// its place samples every peer every round.
+const PingSettledError = 0.5
 
 // echoesPerSample is how many pings one sample takes the least RTT of.
 const echoesPerSample = 3
@@ -76,7 +98,7 @@ func (p *Pinger) loop(ctx context.Context) {
 
 func (p *Pinger) round(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, id := range p.h.Network().Peers() {
+	for _, id := range p.due(time.Now()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -84,6 +106,36 @@ func (p *Pinger) round(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// due returns the connected peers to sample in the round starting at now,
+// and forgets when it last sampled peers no longer connected.
+func (p *Pinger) due(now time.Time) []peer.ID {
+	peers := p.h.Network().Peers()
+	if p.coords == nil {
+		return peers
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	connected := make(map[peer.ID]bool, len(peers))
+	var out []peer.ID
+	settled := p.coords.Error() <= PingSettledError
+	for _, id := range peers {
+		connected[id] = true
+		// Half an interval's slack: a round runs late by the time its
+		// slowest peer took.
+		if last, ok := p.last[id]; ok && settled && p.coords.Sampled(id) && now.Sub(last) < time.Duration(p.SettledEvery)*p.interval-p.interval/2 {
+			continue
+		}
+		p.last[id] = now
+		out = append(out, id)
+	}
+	for id := range p.last {
+		if !connected[id] {
+			delete(p.last, id)
+		}
+	}
+	return out
 }
 
 // Sample sends one ping to id; the RTT lands in the peerstore, and with

@@ -75,6 +75,18 @@ func (m Matrix) Expand(n int, jitter float64, seed uint64) Matrix {
 	return out
 }
 
+// Rows is the matrix of m's rows and columns rows, in that order.
+func (m Matrix) Rows(rows []int) Matrix {
+	out := make(Matrix, len(rows))
+	for i, r := range rows {
+		out[i] = make([]float64, len(rows))
+		for j, c := range rows {
+			out[i][j] = m[r][c]
+		}
+	}
+	return out
+}
+
 // LoadLatencyMatrix reads a tab-separated square matrix of RTTs in
 // milliseconds, one row a line, such as testdata/planetlab-490.tsv. An error wraps
 // ErrMatrix and names the 0-based row and column at fault.

@@ -1,6 +1,7 @@
 package p2ptest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 	ma "github.com/multiformats/go-multiaddr"
@@ -40,6 +42,13 @@ type Node struct {
 	Discovery *p2p.Discovery
 	// Gossip is joined and subscribed to every topic in p2p.TopicKinds.
 	Gossip *p2p.Gossip
+	// With WithLocality: the node's coordinate, its pinger and the keeper
+	// of its near and random peers; nil without.
+	Coords *p2p.Coordinates
+	Pinger *p2p.Pinger
+	Keeper *p2p.Keeper
+	// Traffic counts the node's stream bytes (WithTraffic); nil without.
+	Traffic *Traffic
 }
 
 // Swarm is N nodes that bootstrap from node 0, run kad-dht in server mode
@@ -71,6 +80,14 @@ type config struct {
 	matrix Matrix
 	offset int
 	logger *slog.Logger
+
+	low, high     int           // connection manager; 0: 100 and 400, no Want
+	grace         time.Duration // connection manager's grace period
+	find, settled time.Duration // discovery intervals; 0: findInterval, the default
+	ping          time.Duration // WithLocality's ping interval; 0: no locality
+	near, random  int
+	pingAll       bool // WithLocality's pinger samples every peer every round
+	traffic       bool
 }
 
 // WithLatency maps node i to row offset+i of m and gives every mocknet link
@@ -88,6 +105,36 @@ func WithLatency(m Matrix, offset int) Option {
 func WithSwarm(s p2p.Swarm) Option {
 	return func(c *config) { c.swarm = s }
 }
+
+// WithBounds gives every node a connection manager with water marks low
+// and high and the given grace period (on mocknet, a real one in place of
+// mocknet's none), and has its discovery seek low connections (Want).
+// Without it, loopback hosts have water marks 100 and 400, mocknet hosts
+// no connection manager, and discovery dials every peer it finds.
+func WithBounds(low, high int, grace time.Duration) Option {
+	return func(c *config) { c.low, c.high, c.grace = low, high, grace }
+}
+
+// WithIntervals sets discovery's FindInterval and SettledInterval.
+func WithIntervals(find, settled time.Duration) Option {
+	return func(c *config) { c.find, c.settled = find, settled }
+}
+
+// WithLocality has every node keep a network coordinate as a daemon does
+// (the coordinate exchange, a Pinger with that interval), a Keeper
+// refreshed after every interval protecting near peers of least RTT and
+// random others, and rank what discovery finds by Coordinates.Nearness.
+func WithLocality(ping time.Duration, near, random int) Option {
+	return func(c *config) { c.ping, c.near, c.random = ping, near, random }
+}
+
+// WithPingEveryRound has WithLocality's pingers sample every connected
+// peer every interval (Pinger.SettledEvery 1), as before the pinger eased
+// off settled peers: the reference its traffic is measured against.
+func WithPingEveryRound() Option { return func(c *config) { c.pingAll = true } }
+
+// WithTraffic counts each node's stream bytes in Node.Traffic.
+func WithTraffic() Option { return func(c *config) { c.traffic = true } }
 
 // WithLogger sends the discovery and gossip logs of every node to l.
 func WithLogger(l *slog.Logger) Option {
@@ -134,13 +181,41 @@ func NewMocknet(t testing.TB, n int, opts ...Option) *Swarm {
 			t.Fatalf("p2ptest: mocknet node %d: %v", i, err)
 		}
 		ping.NewPingService(h) // p2p.NewHost enables ping; mocknet hosts need it added
-		s.Nodes = append(s.Nodes, &Node{Host: h})
+		nd, err := s.cfg.wrap(h)
+		if err != nil {
+			t.Fatalf("p2ptest: mocknet node %d: %v", i, err)
+		}
+		s.Nodes = append(s.Nodes, nd)
 	}
 	if err := s.link(); err != nil {
 		t.Fatalf("p2ptest: %v", err)
 	}
 	s.start(t)
 	return s
+}
+
+// wrap makes a mocknet host a harness node: with WithBounds, with a real
+// connection manager, bound as p2p.NewHost binds its own; with WithTraffic, with its streams counted.
+func (c config) wrap(h host.Host) (*Node, error) {
+	nd := &Node{Host: h}
+	if c.low == 0 && !c.traffic {
+		return nd, nil
+	}
+	w := &wrappedHost{Host: h}
+	if c.low > 0 {
+		cm, err := connmgr.NewConnManager(c.low, c.high, connmgr.WithGracePeriod(c.grace), connmgr.WithSilencePeriod(time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("connection manager: %w", err)
+		}
+		h.Network().Notify(cm.Notifee())
+		w.Host, w.cm = p2p.BoundHost(h, cm), cm // as p2p.NewHost's hosts
+	}
+	if c.traffic {
+		nd.Traffic = new(Traffic)
+		w.traffic = nd.Traffic
+	}
+	nd.Host = w
+	return nd, nil
 }
 
 // newMockHost adds node i to mn at MockAddr(i). No packet leaves the
@@ -192,17 +267,23 @@ func NewLoopback(t testing.TB, n int, opts ...Option) *Swarm {
 	s := newSwarm(cfg)
 	t.Cleanup(s.cleanup(t))
 	for i := range n {
-		h, err := newLoopbackHost(cfg.swarm)
+		h, err := newLoopbackHost(cfg)
 		if err != nil {
 			t.Fatalf("p2ptest: loopback node %d: %v", i, err)
 		}
-		s.Nodes = append(s.Nodes, &Node{Host: h})
+		nd := &Node{Host: h}
+		if cfg.traffic {
+			nd.Traffic = new(Traffic)
+			nd.Host = &wrappedHost{Host: h, traffic: nd.Traffic}
+		}
+		s.Nodes = append(s.Nodes, nd)
 	}
 	s.start(t)
 	return s
 }
 
-func newLoopbackHost(swarm p2p.Swarm) (host.Host, error) {
+func newLoopbackHost(cfg config) (host.Host, error) {
+	swarm := cfg.swarm
 	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
@@ -215,9 +296,9 @@ func newLoopbackHost(swarm p2p.Swarm) (host.Host, error) {
 		Identity:    key,
 		Swarm:       swarm,
 		ListenAddrs: listen,
-		ConnLow:     100,
-		ConnHigh:    400,
-		ConnGrace:   time.Minute,
+		ConnLow:     cmp.Or(cfg.low, 100),
+		ConnHigh:    cmp.Or(cfg.high, 400),
+		ConnGrace:   cmp.Or(cfg.grace, time.Minute),
 		Limits:      p2p.DefaultLimits,
 		UserAgent:   "idlegrid-p2ptest",
 	})
@@ -264,13 +345,21 @@ func (s *Swarm) startNode(nd *Node, bootstrap []peer.AddrInfo) error {
 		s.drains.Add(1)
 		go s.drain(sub)
 	}
+	var nearness func(peer.ID) (time.Duration, bool)
+	if s.cfg.ping > 0 {
+		s.keepLocality(nd)
+		nearness = nd.Coords.Nearness
+	}
 	d, err := p2p.NewDiscovery(nd.Host, p2p.DiscoveryConfig{
 		Swarm:               s.cfg.swarm,
 		Server:              true,
 		Bootstrap:           bootstrap,
 		RebootstrapInterval: rebootstrapInterval,
-		FindInterval:        findInterval,
+		FindInterval:        cmp.Or(s.cfg.find, findInterval),
+		SettledInterval:     s.cfg.settled,
 		MaxPeers:            64,
+		Want:                s.cfg.low,
+		Nearness:            nearness,
 		DialTimeout:         dialTimeout,
 		Logger:              s.cfg.logger,
 	})
@@ -282,6 +371,34 @@ func (s *Swarm) startNode(nd *Node, bootstrap []peer.AddrInfo) error {
 		return err
 	}
 	return d.Start(s.ctx)
+}
+
+// keepLocality starts nd's coordinate, pinger and keeper, which run until
+// the swarm closes.
+func (s *Swarm) keepLocality(nd *Node) {
+	nd.Coords = p2p.NewCoordinates()
+	p2p.ServeCoord(p2p.Server{Host: nd.Host, Swarm: s.cfg.swarm, Ctx: s.ctx, Log: s.cfg.logger}, nd.Coords.Own)
+	nd.Pinger = p2p.NewPinger(nd.Host, s.cfg.ping, s.cfg.logger)
+	nd.Pinger.Track(nd.Coords, s.cfg.swarm)
+	if s.cfg.pingAll {
+		nd.Pinger.SettledEvery = 1
+	}
+	nd.Keeper = p2p.NewKeeper(nd.Host, nd.Coords.RTT, s.cfg.near, s.cfg.random)
+	nd.Pinger.Start(s.ctx)
+	s.drains.Add(1)
+	go func() {
+		defer s.drains.Done()
+		t := time.NewTicker(s.cfg.ping)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.drainCtx.Done(): // ends before the hosts close
+				return
+			case <-t.C:
+				nd.Keeper.Refresh()
+			}
+		}
+	}()
 }
 
 // drain reads a harness subscription until Close, so that it never holds
@@ -340,6 +457,9 @@ func (s *Swarm) Close() error {
 
 func (nd *Node) close() error {
 	var errs []error
+	if nd.Pinger != nil {
+		nd.Pinger.Close()
+	}
 	if nd.Discovery != nil {
 		if err := nd.Discovery.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("discovery: %w", err))

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -75,51 +74,9 @@ func TestLoopbackPrivateSwarm(t *testing.T) {
 // waits until every node, the publisher included, has received it.
 func checkDelivery(ctx context.Context, t *testing.T, s *Swarm, from int, kind string) {
 	t.Helper()
-	payload := fmt.Appendf(nil, "%s from node %d at %d", t.Name(), from, time.Now().UnixNano())
-	got := make(chan int, len(s.Nodes))
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel() // before the wait: it ends the readers
-	for i, nd := range s.Nodes {
-		sub, err := nd.Gossip.Topic(kind).Subscribe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer sub.Cancel()
-			for {
-				msg, err := sub.Next(ctx)
-				if err != nil {
-					return
-				}
-				if string(msg.Data) == string(payload) {
-					got <- i
-					return
-				}
-			}
-		}()
-	}
 	start := time.Now()
-	if err := s.Nodes[from].Gossip.Topic(kind).Publish(ctx, payload); err != nil {
-		t.Fatalf("publish: %v", err)
-	}
-	received := make([]bool, len(s.Nodes))
-	for range s.Nodes {
-		select {
-		case i := <-got:
-			received[i] = true
-		case <-ctx.Done():
-			var missing []int
-			for i, ok := range received {
-				if !ok {
-					missing = append(missing, i)
-				}
-			}
-			t.Fatalf("topic %s: nodes %v did not receive node %d's message: %v", kind, missing, from, ctx.Err())
-		}
+	if _, err := s.Deliver(ctx, kind, []int{from}, 0); err != nil {
+		t.Fatalf("topic %s: %v", kind, err)
 	}
 	t.Logf("topic %s: all %d nodes received node %d's message within %v", kind, len(s.Nodes), from, time.Since(start))
 }

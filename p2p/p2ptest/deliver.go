@@ -1,0 +1,99 @@
+package p2ptest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Deliver publishes one message on topic kind from each node in from, one
+// after another, gap apart, and waits until every node has received every
+// message. It returns each (message, receiving node) pair's delay from
+// publication, the publisher's own copy excluded. When ctx ends first, the
+// error says how many deliveries are missing and names the first.
+func (s *Swarm) Deliver(ctx context.Context, kind string, from []int, gap time.Duration) ([]time.Duration, error) {
+	type arrival struct {
+		msg, node int
+		at        time.Time
+	}
+	arrivals := make(chan arrival, len(from)*len(s.Nodes))
+	index := map[string]int{}
+	payloads := make([][]byte, len(from))
+	stamp := time.Now().UnixNano()
+	for k, i := range from {
+		payloads[k] = fmt.Appendf(nil, "deliver %d from node %d at %d", k, i, stamp)
+		index[string(payloads[k])] = k
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // before the wait: it ends the readers
+	for i, nd := range s.Nodes {
+		sub, err := nd.Gossip.Topic(kind).Subscribe()
+		if err != nil {
+			return nil, fmt.Errorf("deliver: node %d: subscribe %s: %w", i, kind, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer sub.Cancel()
+			for {
+				msg, err := sub.Next(rctx)
+				if err != nil {
+					return
+				}
+				if k, ok := index[string(msg.Data)]; ok {
+					arrivals <- arrival{k, i, time.Now()}
+				}
+			}
+		}()
+	}
+	sent := make([]time.Time, len(from))
+	published := make(chan error, 1)
+	go func() {
+		for k, i := range from {
+			if k > 0 {
+				select {
+				case <-time.After(gap):
+				case <-rctx.Done():
+					published <- rctx.Err()
+					return
+				}
+			}
+			sent[k] = time.Now()
+			if err := s.Nodes[i].Gossip.Topic(kind).Publish(rctx, payloads[k]); err != nil {
+				published <- fmt.Errorf("deliver: node %d: publish: %w", i, err)
+				return
+			}
+		}
+		published <- nil
+	}()
+	if err := <-published; err != nil {
+		return nil, err
+	}
+	got := make([][]time.Time, len(from))
+	for k := range got {
+		got[k] = make([]time.Time, len(s.Nodes))
+	}
+	var delays []time.Duration
+	for want := len(from) * len(s.Nodes); want > 0; want-- {
+		select {
+		case a := <-arrivals:
+			got[a.msg][a.node] = a.at
+			if from[a.msg] != a.node {
+				delays = append(delays, a.at.Sub(sent[a.msg]))
+			}
+		case <-ctx.Done():
+			for k := range got {
+				for i, at := range got[k] {
+					if at.IsZero() {
+						return delays, fmt.Errorf("deliver: %d of %d deliveries missing (first: message %d from node %d at node %d): %w",
+							want, len(from)*len(s.Nodes), k, from[k], i, ctx.Err())
+					}
+				}
+			}
+		}
+	}
+	return delays, nil
+}
