@@ -49,6 +49,7 @@ type follow struct {
 	beats       *attest.Follower
 	rec         *records.Lease
 	receipt     api.ReceiptView
+	amount      uint64 // the receipt's, in micros
 	firstOutput time.Time
 	cancelOnce  sync.Once
 	// mistimedSeen: a beat stamped out of time was counted already.
@@ -293,7 +294,7 @@ func (f *follow) own(outcome pb.Outcome, note string) error {
 func (f *follow) store(rc *pb.Receipt, rcs *pb.CoSigned) error {
 	f.rec.End(rc, rcs)
 	f.rec.Beats, f.rec.Root, f.rec.LastBeat = f.beats.Beats(), f.beats.Root(), f.last().UnixMilli()
-	f.receipt = receiptView(rc, rcs)
+	f.receipt, f.amount = receiptView(rc, rcs), rc.AmountMicros
 	if err := f.r.store.Put(context.Background(), f.rec, rc); err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 
 // BenchmarkNearestOfFiftyProviders measures how near a renter's first
 // choice is among 50 providers at one price and GPU, on mocknet with the
-// PlanetLab matrix: for 10 renter positions, a fresh light renter (ranks
+// PlanetLab matrix: for 20 renter positions, a fresh light renter (ranks
 // as soon as its book holds the 50 offers; its rental measures the best
 // candidates first), a light renter and a daemon whose coordinates have
 // settled and taken 100 samples more; the figure is the chosen provider's true RTT over the nearest
@@ -21,7 +21,7 @@ import (
 //
 //	go test ./node -run '^$' -bench NearestOfFiftyProviders -benchtime 1x
 func BenchmarkNearestOfFiftyProviders(b *testing.B) {
-	const providers, positions = 50, 10
+	const providers, positions = 50, 20
 	ms := newMockSwarm(b)
 	pace := func(c *Config) { c.Network.PingInterval = Dur(2 * time.Second) }
 	boot := startNode(b, testRepo(b, "boot", pace), ms.on(Options{}))

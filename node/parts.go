@@ -35,7 +35,7 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 	n.renter = &renter{
 		id: n.id, swarm: n.swarm, key: n.key, net: n.link, market: n.market, challenger: n.challenger, store: n.leaseStore(),
 		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.leaseEnded, observe: n.reputation.observe,
-		learnFor: n.reputation.learnFor, measureFor: n.measure,
+		learnFor: n.reputation.learnFor, measureFor: n.measure, addrsOf: n.host.Peerstore().Addrs,
 	}
 	if !n.cfg.Provider.Enabled {
 		return nil, nil

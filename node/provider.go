@@ -266,6 +266,10 @@ const coordCheckEvery = 10 * time.Second
 // it from the offer's.
 const coordMoveAtLeast = 10 * time.Millisecond
 
+// coordErrorFloor is the error below which a falling error alone no
+// longer republishes an offer.
+const coordErrorFloor = 0.1
+
 // coordNow is the provider's coordinate for an offer; nil with none, or
 // with one of a shape the market would refuse.
 func (p *provider) coordNow() *pb.NetworkCoordinate {
@@ -281,7 +285,9 @@ func (p *provider) coordNow() *pb.NetworkCoordinate {
 
 // coordMoved reports whether the offer's coordinate should be replaced:
 // it was not settled (renters estimate nothing from it) and the node's is
-// now, or the node's moved coordMoveAtLeast from it.
+// now, the node's error fell to half the offer's (above coordErrorFloor:
+// a few republishes while the coordinate converges), or the node's moved
+// coordMoveAtLeast from it.
 func (p *provider) coordMoved() bool {
 	if p.current == nil || p.current.Withdrawn || p.coord == nil {
 		return false
@@ -292,6 +298,8 @@ func (p *provider) coordMoved() bool {
 		return false
 	case was == nil || was.Error > p2p.EstimateMaxError:
 		return true
+	case was.Error > coordErrorFloor && now.Error < was.Error/2:
+		return true // half as uncertain: estimates from it, a pool's pair RTTs, are sharper
 	}
 	old := p2p.CoordFromProto(was)
 	if !old.IsCompatibleWith(now) {

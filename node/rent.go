@@ -17,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -34,8 +35,11 @@ const (
 	gatherSettle = 3 * time.Second
 	// measureCandidates is how many of its best candidates a rental
 	// measures the RTT to, where it has not: for a fresh renter they rank
-	// by price alone, so the nearest may lie well down the list.
-	measureCandidates = 32
+	// by price alone, so the nearest may lie well down the list. As many
+	// as it may try: with 32 of 50 equal offers measured, the nearest was
+	// among the other 18 often enough to choose one 2.3 times as far at
+	// the 90th percentile.
+	measureCandidates = maxRentCandidates
 	defaultTryFor     = time.Minute
 	// attemptLimit bounds one candidate's locate, attestation and
 	// proposal, so one that stalls cannot spend the whole try time.
@@ -120,8 +124,10 @@ type renter struct {
 	// measureFor measures the RTT to the providers this node has not, and
 	// reports whether it measured any; may be nil.
 	measureFor func(ctx context.Context, providers []peer.ID) bool
-	swarm      p2p.Swarm
-	failed     failures // providers that lately could not be reached or attested
+	// addrsOf is where the node knows p listens; may be nil.
+	addrsOf func(p peer.ID) []ma.Multiaddr
+	swarm   p2p.Swarm
+	failed  failures // providers that lately could not be reached or attested
 
 	ctx    context.Context // ends when the renter stops
 	cancel context.CancelFunc
@@ -188,6 +194,12 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		return res, err
 	}
 	defer done()
+	if req.MaxPairRTTMillis < 0 || req.MaxPairRTTMillis > 60_000 {
+		return res, api.BadRequest{Err: fmt.Errorf("max_pair_rtt_ms: %d: want 0 (one provider) to 60000", req.MaxPairRTTMillis)}
+	}
+	if req.MaxPairRTTMillis > 0 && req.MinPerProvider == 0 {
+		req.MinPerProvider = 1 // a pool takes what each provider has
+	}
 	b, err := BuildBid(req.BidRequest, r.id, r.swarm, t0)
 	if err != nil {
 		return res, err
@@ -199,6 +211,9 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 	res.Timings.Discover = r.clock.Since(t0)
 	if err != nil {
 		return res, err
+	}
+	if req.MaxPairRTTMillis > 0 {
+		return res, r.rentPool(ctx, b, req, out, &res, t0)
 	}
 	tries := req.Candidates
 	if tries <= 0 || tries > maxRentCandidates {
@@ -341,6 +356,12 @@ func (r *renter) locateAll(ctx context.Context, cands []market.Candidate) ([]cha
 // located; it returns the follow of the lease it got, or the attempt
 // that failed.
 func (r *renter) try(ctx context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, out RentOutput, t *api.RentTimings) (*follow, Attempt) {
+	return r.tryAt(ctx, b, c, located, req, out, t, time.Time{})
+}
+
+// tryAt is try for a lease that starts at start (zero: as soon as the
+// offer allows).
+func (r *renter) tryAt(ctx context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, out RentOutput, t *api.RentTimings, start time.Time) (*follow, Attempt) {
 	at := Attempt{Provider: c.Issuer}
 	select {
 	case at.Err = <-located:
@@ -367,7 +388,14 @@ func (r *renter) try(ctx context.Context, b *pb.Bid, c market.Candidate, located
 		out.say("%s: attestation verified (%s)", short(c.Issuer), v.OfferLine())
 	}
 	tn := r.clock.Now()
-	cs, l, err := r.propose(ctx, b, c, req)
+	var cs *pb.CoSigned
+	var l *pb.Lease
+	var err error
+	if start.IsZero() {
+		cs, l, err = r.propose(ctx, b, c, req)
+	} else {
+		cs, l, err = r.proposeAt(ctx, b, c, req, start)
+	}
 	t.Negotiate += r.clock.Since(tn)
 	if err != nil {
 		at.Stage, at.Err = StageNegotiate, err

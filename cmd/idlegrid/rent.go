@@ -19,6 +19,7 @@ func newRentCmd(e *env) *cobra.Command {
 		bootstrap []string
 		gather    time.Duration
 		tryFor    time.Duration
+		maxPair   time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "rent [flags] -- [CMD ARGS...]",
@@ -42,6 +43,8 @@ what ran, is still printed. Without a repository, rent uses a throw-away
 identity (and keeps nothing).`,
 		Example: `  idlegrid rent --gpu A100 --count 1 --hours 2 --max-price 2.50 --tier silver \
       --image pytorch/pytorch:2.4 -- python train.py
+  idlegrid rent --gpu A100 --count 16 --max-pair-rtt 10ms --hours 1 --max-price 2.00 \
+      --image pytorch/pytorch:2.4 -- sh -c 'torchrun --node-rank "$IDLEGRID_POOL_RANK" …'
   idlegrid rent --bootstrap /ip4/127.0.0.1/tcp/4001/p2p/12D3KooW… --gpu H100 \
       --image idlegrid-test/busybox:1 -- sh -c 'nvidia-smi || echo "$IDLEGRID_GPUS"'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -57,7 +60,11 @@ identity (and keeps nothing).`,
 			if req.Candidates < 0 || req.Candidates > 64 {
 				return usagef("--candidates %d: want 0 (as many as --try-for allows) to 64", req.Candidates)
 			}
+			if maxPair < 0 || maxPair > time.Minute {
+				return usagef("--max-pair-rtt %s: want 0 (one provider) to 1m", maxPair)
+			}
 			req.GPUs, req.Command, req.GatherMillis, req.TryMillis = splitGPUs(gpu), args, int(gather.Milliseconds()), int(tryFor.Milliseconds())
+			req.MaxPairRTTMillis = int(maxPair.Milliseconds())
 			n, done, err := e.lightNode(bootstrap)
 			if err != nil {
 				return err
@@ -78,11 +85,22 @@ identity (and keeps nothing).`,
 			if e.asJSON {
 				return e.printJSON(res)
 			}
-			r := res.Receipt
-			fmt.Fprintf(e.stderr, "idlegrid: lease %s %s: %d s metered, %s %s, exit code %d, signed by %s\n",
-				r.LeaseID, r.Outcome, r.MeteredSeconds, r.Amount, r.Currency, r.ExitCode, strings.Join(r.SignedBy, " and "))
-			if r.Note != "" {
-				fmt.Fprintf(e.stderr, "idlegrid: %s\n", r.Note)
+			receipts := []api.ReceiptView{res.Receipt}
+			if len(res.Pool) > 0 {
+				receipts = receipts[:0]
+				for _, m := range res.Pool {
+					receipts = append(receipts, m.Receipt)
+				}
+			}
+			for _, r := range receipts {
+				fmt.Fprintf(e.stderr, "idlegrid: lease %s %s: %d s metered, %s %s, exit code %d, signed by %s\n",
+					r.LeaseID, r.Outcome, r.MeteredSeconds, r.Amount, r.Currency, r.ExitCode, strings.Join(r.SignedBy, " and "))
+				if r.Note != "" {
+					fmt.Fprintf(e.stderr, "idlegrid: %s\n", r.Note)
+				}
+			}
+			if s := res.PoolSummary; s != nil {
+				fmt.Fprintf(e.stderr, "idlegrid: pool of %d GPUs from %d providers: %s %s in all\n", s.GPUs, s.Providers, s.Amount, s.Currency)
 			}
 			t := res.Timings
 			fmt.Fprintf(e.stderr, "idlegrid: first output after %s (discover %s, match %s, attest %s, negotiate %s, start %s)\n",
@@ -98,6 +116,7 @@ identity (and keeps nothing).`,
 	f.IntVar(&req.Candidates, "candidates", 0, "providers to try at most, best first; 0: as many as --try-for allows (up to 64)")
 	f.DurationVar(&tryFor, "try-for", time.Minute, "how long to spend reaching, attesting and proposing to providers before giving up")
 	f.BoolVar(&req.SkipAttest, "no-attest", false, "lease without challenging the provider's attestation")
+	f.DurationVar(&maxPair, "max-pair-rtt", 0, "take --count GPUs from several providers (a micro-pool) whose every pair is estimated within this RTT, a lease each, all or nothing; the job finds its ranks in IDLEGRID_POOL_* (0: one provider)")
 	addJSONFlag(c, e)
 	return c
 }

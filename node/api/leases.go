@@ -20,6 +20,10 @@ type RentRequest struct {
 	TryMillis int `json:"try_ms,omitempty"`
 	// SkipAttest leases without challenging the provider's attestation.
 	SkipAttest bool `json:"skip_attest,omitempty"`
+	// MaxPairRTTMillis, when set, lets the rental take its GPUs from
+	// several providers (a micro-pool) whose every pair's estimated RTT
+	// is under it: a lease each, all or nothing, all starting together.
+	MaxPairRTTMillis int `json:"max_pair_rtt_ms,omitempty"`
 }
 
 // Attempt is one provider a renter tried and why it moved on.
@@ -46,10 +50,29 @@ type RentTimings struct {
 
 // RentResult is how a rental went.
 type RentResult struct {
+	// Lease and Receipt are the rental's; of a pool, rank 0's.
 	Lease   LeaseView   `json:"lease"`
 	Receipt ReceiptView `json:"receipt"`
 	Tried   []Attempt   `json:"tried"`
 	Timings RentTimings `json:"timings"`
+	// Pool is every member of a micro-pool, by rank; empty otherwise.
+	Pool        []PoolMember `json:"pool,omitempty"`
+	PoolSummary *PoolSummary `json:"pool_summary,omitempty"`
+}
+
+// PoolMember is one provider's share of a micro-pool.
+type PoolMember struct {
+	Rank    int         `json:"rank"`
+	Lease   LeaseView   `json:"lease"`
+	Receipt ReceiptView `json:"receipt"`
+}
+
+// PoolSummary totals a micro-pool's receipts.
+type PoolSummary struct {
+	Providers int    `json:"providers"`
+	GPUs      uint32 `json:"gpus"`
+	Amount    string `json:"amount"`
+	Currency  string `json:"currency"`
 }
 
 // LeaseView is one lease as `idlegrid leases` shows it.

@@ -1,0 +1,238 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/p2p"
+
+	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/p2p/p2ptest"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// at is a settled coordinate x milliseconds along the first axis.
+func at(x float64) *pb.NetworkCoordinate {
+	vec := make([]float64, 8)
+	vec[0] = x / 1000
+	return &pb.NetworkCoordinate{Vec: vec, Error: 0.2, Height: 1e-5}
+}
+
+func poolCand(id string, gpus uint32, c *pb.NetworkCoordinate) market.Candidate {
+	return market.Candidate{Issuer: peer.ID(id), GPUs: gpus, Offer: &pb.Offer{Coordinate: c}}
+}
+
+// A pool takes, from the best candidates down, providers whose every pair
+// is within the bound: it grows from the best seed that can reach the
+// count, cuts the last member's GPUs to what the pool lacks, and pairs an
+// offer without a settled coordinate with no one.
+func TestAssemblePoolTakesProvidersWithinThePairBound(t *testing.T) {
+	cands := []market.Candidate{
+		poolCand("far", 8, at(100)),    // best, but alone
+		poolCand("a", 8, at(0)),        // with b and c, 4 and 6 ms
+		poolCand("unknown", 8, nil),    // pairs with none
+		poolCand("b", 8, at(4)),        //
+		poolCand("c", 8, at(6)),        //
+		poolCand("d", 2, at(3)),        // too few for min 4
+		poolCand("a", 8, at(0)),        // a second offer of a: not twice
+		poolCand("e", 8, at(1)),        //
+		poolCand("settling", 8, at(1)), // error too high to estimate by
+	}
+	cands[8].Offer.Coordinate.Error = 1.4
+	pool, err := assemblePool(cands, 20, 4, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range pool {
+		got = append(got, fmt.Sprintf("%s:%d", string(m.Issuer), m.GPUs))
+	}
+	if want := []string{"a:8", "b:8", "c:4"}; !slices.Equal(got, want) {
+		t.Errorf("pool %v, want %v", got, want)
+	}
+	if _, err := assemblePool(cands, 20, 4, 3*time.Millisecond); err == nil || !strings.Contains(err.Error(), "the most found together: 16") {
+		t.Errorf("within 3 ms: %v; want no pool, naming the 16 GPUs a and e make", err)
+	}
+	if pool, err := assemblePool(cands, 8, 1, time.Millisecond); err != nil || len(pool) != 1 || pool[0].Issuer != "far" {
+		t.Errorf("8 GPUs: %v, %v; want the best candidate alone", pool, err)
+	}
+}
+
+// A micro-pool on real hosts with the executor: 16 H100s from providers
+// of 8 whose pair RTT is under 10 ms, where the cheapest provider is 80 ms
+// from the others. The rental leases from the two near providers, starts
+// the job on both with the pool in its environment, and ends with a
+// receipt each, both signed, and a summary of the two. The latencies are
+// a small matrix of the test's own (mocknet), so that which pair is near
+// is known.
+func TestAMicroPoolRunsItsJobOnEveryMember(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	// Rows: boot, near-a, cheap-far, near-c, renter (RTTs in ms).
+	m := p2ptest.Matrix{
+		{0, 20, 20, 20, 20},
+		{20, 0, 80, 4, 30},
+		{20, 80, 0, 82, 25},
+		{20, 4, 82, 0, 32},
+		{20, 30, 25, 32, 0},
+	}
+	ms := newMockSwarmOn(t, m, 1)
+	fast := func(c *Config) { c.Network.PingInterval = Dur(time.Second) }
+	boot := startNode(t, testRepo(t, "boot", fast), ms.on(Options{}))
+	var provs []*Node
+	for i, price := range []string{"2.00", "1.50", "2.10"} {
+		fake, err := attest.NewFake("dgxh100")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := startNode(t, testRepo(t, fmt.Sprint("prov", i), both(bootstrapFrom(boot), fast, func(c *Config) {
+			c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:dgxh100", price
+			c.Provider.Tiers = []string{"gold", "silver", "bronze"}
+			c.Provider.MinDuration = Dur(time.Minute)
+			c.Jobs.HeartbeatInterval = Dur(200 * time.Millisecond)
+			c.Jobs.StopGrace = Dur(time.Second)
+		})), ms.on(Options{GPUSource: fake}))
+		removeJobsOf(t, p)
+		provs = append(provs, p)
+	}
+	renter := startNode(t, testRepo(t, "renter", both(bootstrapFrom(boot), fast)), ms.on(Options{Light: true}))
+	waitPair(t, renter, provs, provs[0], provs[2], 10*time.Millisecond)
+	var stdout, stderr executortest.Buffer
+	var progress []string
+	req := rentRequest(image, "sh", "-c", `echo "rank $IDLEGRID_POOL_RANK of $IDLEGRID_POOL_SIZE, $IDLEGRID_POOL_GPUS GPUs: $IDLEGRID_POOL_PEERS at $IDLEGRID_POOL_ADDRS"`)
+	req.Count, req.MaxPairRTTMillis, req.SkipAttest = 16, 10, true
+	res, err := renter.Rent(context.Background(), req, RentOutput{Stdout: &stdout, Stderr: &stderr, Progress: func(s string) { progress = append(progress, s) }})
+	if err != nil {
+		t.Fatalf("rent: %v\n%s", err, strings.Join(progress, "\n"))
+	}
+	near := []peer.ID{provs[0].id, provs[2].id}
+	if len(res.Pool) != 2 {
+		t.Fatalf("pool of %d members, want 2: %+v", len(res.Pool), res.Pool)
+	}
+	var members []peer.ID
+	for i, mb := range res.Pool {
+		id, _ := peer.Decode(mb.Lease.Provider)
+		members = append(members, id)
+		if mb.Rank != i || mb.Lease.GPUs != 8 || mb.Receipt.Outcome != "completed" || len(mb.Receipt.SignedBy) != 2 {
+			t.Errorf("member %d: rank %d, %d GPUs, receipt %s signed by %v", i, mb.Rank, mb.Lease.GPUs, mb.Receipt.Outcome, mb.Receipt.SignedBy)
+		}
+	}
+	if !slices.Contains(members, near[0]) || !slices.Contains(members, near[1]) {
+		t.Errorf("pool members %v, want the near pair %v (not the cheap one 80 ms away)", members, near)
+	}
+	peers := members[0].String() + "," + members[1].String()
+	addrs := "198.18.0.2,198.18.0.4"
+	if members[0] == near[1] {
+		addrs = "198.18.0.4,198.18.0.2"
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	slices.Sort(lines)
+	want := []string{
+		fmt.Sprintf("[0] rank 0 of 2, 16 GPUs: %s at %s", peers, addrs),
+		fmt.Sprintf("[1] rank 1 of 2, 16 GPUs: %s at %s", peers, addrs),
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("stdout:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if s := res.PoolSummary; s == nil || s.Providers != 2 || s.GPUs != 16 {
+		t.Errorf("summary %+v", s)
+	}
+	if !res.Pool[0].Lease.Start.Equal(res.Pool[1].Lease.Start) {
+		t.Errorf("the members' leases start at %s and %s, want one time", res.Pool[0].Lease.Start, res.Pool[1].Lease.Start)
+	}
+}
+
+// All or nothing: a pool whose member refuses its lease (here a provider
+// that runs no jobs, jobs.executor = none) withdraws the lease the other
+// member accepted, before its start: no job ran there, its receipt says
+// nothing is owed, and the rental fails naming the refusal.
+func TestAPoolMemberThatRefusesReleasesTheOthers(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	m := p2ptest.Matrix{
+		{0, 20, 20, 20},
+		{20, 0, 4, 30},
+		{20, 4, 0, 32},
+		{20, 30, 32, 0},
+	}
+	ms := newMockSwarmOn(t, m, 1)
+	fast := func(c *Config) { c.Network.PingInterval = Dur(time.Second) }
+	boot := startNode(t, testRepo(t, "boot", fast), ms.on(Options{}))
+	var provs []*Node
+	for i, executor := range []string{ExecutorDocker, ExecutorNone} {
+		fake, err := attest.NewFake("dgxh100")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := startNode(t, testRepo(t, fmt.Sprint("prov", i), both(bootstrapFrom(boot), fast, func(c *Config) {
+			c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:dgxh100", "2.00"
+			c.Provider.MinDuration = Dur(time.Minute)
+			c.Jobs.Executor = executor
+		})), ms.on(Options{GPUSource: fake}))
+		removeJobsOf(t, p)
+		provs = append(provs, p)
+	}
+	renter := startNode(t, testRepo(t, "renter", both(bootstrapFrom(boot), fast)), ms.on(Options{Light: true}))
+	waitPair(t, renter, provs, provs[0], provs[1], 10*time.Millisecond)
+	req := rentRequest(image, "sh", "-c", "echo ran")
+	req.Count, req.MaxPairRTTMillis, req.SkipAttest = 16, 10, true
+	var stdout executortest.Buffer
+	res, err := renter.Rent(context.Background(), req, RentOutput{Stdout: &stdout})
+	var np *NoProviderError
+	if !errors.As(err, &np) || len(np.Attempts) != 1 || np.Attempts[0].Provider != provs[1].id || np.Attempts[0].Stage != StageNegotiate || !strings.Contains(err.Error(), "runs no jobs") {
+		t.Fatalf("rent: %v; want the refusal of %s at negotiate", err, provs[1].id)
+	}
+	if len(res.Tried) != 1 || res.Tried[0].Provider != provs[1].id.String() {
+		t.Errorf("tried %+v", res.Tried)
+	}
+	ls, err := provs[0].Leases(context.Background())
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("the accepting member's leases: %+v, %v", ls, err)
+	}
+	var rec *records.Lease
+	waitFor(t, 10*time.Second, "the withdrawn lease ends at the accepting member", func() bool {
+		rec, _ = records.Store{D: provs[0].store}.Get(context.Background(), ls[0].ID)
+		return rec != nil && LeaseEnded(rec.State)
+	})
+	rs, _ := provs[0].Receipts(context.Background())
+	if rec.State != LeaseCancelled || rec.Job != "" || len(rs) != 1 || rs[0].Amount != "0.00" {
+		t.Errorf("withdrawn lease: %s, job %q, receipts %+v", rec.State, rec.Job, rs)
+	}
+	if mine, _ := (records.Store{D: renter.store}).Get(context.Background(), ls[0].ID); mine == nil || !LeaseEnded(mine.State) {
+		t.Errorf("the renter's record of the withdrawn lease: %+v; want it ended", mine)
+	}
+	if stdout.String() != "" {
+		t.Errorf("a job ran: %q", stdout.String())
+	}
+}
+
+// waitPair waits until the renter's book holds every provider's offer
+// with a settled coordinate, and the offers of the near pair a and b put
+// them within bound of each other: coordinates converge, and a provider
+// publishes its offer again as its coordinate's error halves.
+func waitPair(t *testing.T, renter *Node, provs []*Node, a, b *Node, bound time.Duration) {
+	t.Helper()
+	start := time.Now()
+	waitFor(t, 120*time.Second, "every offer in the renter's book settled, the near pair's within the bound", func() bool {
+		for _, p := range provs {
+			o, ok := renter.market.snapshot().Offer(p.id, ProviderOfferID)
+			if !ok || o.Coordinate == nil || o.Coordinate.Error > p2p.EstimateMaxError {
+				return false
+			}
+		}
+		oa, _ := renter.market.snapshot().Offer(a.id, ProviderOfferID)
+		ob, _ := renter.market.snapshot().Offer(b.id, ProviderOfferID)
+		d, err := p2p.PairRTT(oa.Coordinate, ob.Coordinate)
+		return err == nil && d < bound
+	})
+	t.Logf("offers ready after %s", time.Since(start).Round(time.Second))
+}
