@@ -9,6 +9,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // BenchmarkNearestOfFiftyProviders measures how near a renter's first
@@ -17,7 +18,9 @@ import (
 // as soon as its book holds the 50 offers; its rental measures the best
 // candidates first), a light renter and a daemon whose coordinates have
 // settled and taken 100 samples more; the figure is the chosen provider's true RTT over the nearest
-// provider's, p50 and p90 for each kind. It runs once, whatever b.N.
+// provider's, p50 and p90 for each kind, and how many bids with max_rtt
+// 100ms (of those whose renter has a provider within 100 ms) were given a
+// provider beyond it. It runs once, whatever b.N.
 //
 //	go test ./node -run '^$' -bench NearestOfFiftyProviders -benchtime 1x
 func BenchmarkNearestOfFiftyProviders(b *testing.B) {
@@ -33,27 +36,45 @@ func BenchmarkNearestOfFiftyProviders(b *testing.B) {
 		})), ms.on(Options{})))
 	}
 	req := api.BidRequest{GPUs: []string{"H100"}, Count: 1, Hours: 1, MaxPrice: "2.50"}
+	capped := req
+	capped.MaxRTTMillis = 100
 	ratios := map[string][]float64{}
-	choose := func(kind string, n *Node) {
+	// beyond counts, per kind, the bids with max_rtt 100ms whose first
+	// choice lies beyond 100 ms when a provider within it exists.
+	beyond, cappedBids := map[string]int{}, map[string]int{}
+	first := func(n *Node, req api.BidRequest) (peer.ID, bool) {
 		b.Helper()
 		bid, err := BuildBid(req, n.id, n.swarm, time.Now())
 		if err != nil {
 			b.Fatal(err)
 		}
-		cands := n.renter.candidates(context.Background(), n.market.matcher, bid, maxRentCandidates, time.Now(), RentOutput{})
+		cands := n.renter.candidates(context.Background(), n.market.matcherFor(req), bid, maxRentCandidates, time.Now(), RentOutput{})
 		if len(cands) == 0 {
-			b.Fatalf("%s: no candidate", kind)
+			return "", false
 		}
+		return cands[0].Issuer, true
+	}
+	choose := func(kind string, n *Node) {
+		b.Helper()
 		self, _ := ms.row(n.id)
+		truth := func(p peer.ID) time.Duration { r, _ := ms.row(p); return ms.m.OneWay(self, r) * 2 }
 		var best time.Duration
 		for _, p := range provs {
-			r, _ := ms.row(p.id)
-			if d := ms.m.OneWay(self, r) * 2; best == 0 || d < best {
+			if d := truth(p.id); best == 0 || d < best {
 				best = d
 			}
 		}
-		r, _ := ms.row(cands[0].Issuer)
-		ratios[kind] = append(ratios[kind], float64(ms.m.OneWay(self, r)*2)/float64(best))
+		chosen, ok := first(n, req)
+		if !ok {
+			b.Fatalf("%s: no candidate", kind)
+		}
+		ratios[kind] = append(ratios[kind], float64(truth(chosen))/float64(best))
+		if best <= 100*time.Millisecond {
+			cappedBids[kind]++
+			if c, ok := first(n, capped); ok && truth(c) > 100*time.Millisecond {
+				beyond[kind]++
+			}
+		}
 	}
 	full := func(n *Node) bool { return n.market.snapshot().Len() >= providers }
 	wait := func(what string, within time.Duration, cond func() bool) { waitFor(b, within, what, cond) }
@@ -81,6 +102,7 @@ func BenchmarkNearestOfFiftyProviders(b *testing.B) {
 		p50, p90 := r[len(r)/2], r[min(len(r)-1, len(r)*9/10)]
 		b.ReportMetric(p50, kind+"-chosen/best-p50")
 		b.ReportMetric(p90, kind+"-chosen/best-p90")
-		b.Logf("%s: chosen/best %v", kind, r)
+		b.ReportMetric(float64(beyond[kind]), kind+"-max_rtt-beyond")
+		b.Logf("%s: chosen/best %v; max_rtt 100ms: %d of %d bids given a provider beyond it", kind, r, beyond[kind], cappedBids[kind])
 	}
 }

@@ -67,29 +67,14 @@ func TestAssemblePoolTakesProvidersWithinThePairBound(t *testing.T) {
 	}
 }
 
-// A micro-pool on real hosts with the executor: 16 H100s from providers
-// of 8 whose pair RTT is under 10 ms, where the cheapest provider is 80 ms
-// from the others. The rental leases from the two near providers, starts
-// the job on both with the pool in its environment, and ends with a
-// receipt each, both signed, and a summary of the two. The latencies are
-// a small matrix of the test's own (mocknet), so that which pair is near
-// is known.
-func TestAMicroPoolRunsItsJobOnEveryMember(t *testing.T) {
-	t.Parallel()
-	image := executortest.BusyboxImage(t)
-	// Rows: boot, near-a, cheap-far, near-c, renter (RTTs in ms).
-	m := p2ptest.Matrix{
-		{0, 20, 20, 20, 20},
-		{20, 0, 80, 4, 30},
-		{20, 80, 0, 82, 25},
-		{20, 4, 82, 0, 32},
-		{20, 30, 25, 32, 0},
-	}
-	ms := newMockSwarmOn(t, m, 1)
+// poolSwarm starts, on net, a bootstrap node, a provider of 8 fake H100s
+// through a real Docker engine for each price (with the executor given,
+// docker when empty) and a light renter, all pinging every second.
+func poolSwarm(t *testing.T, net testNet, prices, executors []string) (renter *Node, provs []*Node) {
+	t.Helper()
 	fast := func(c *Config) { c.Network.PingInterval = Dur(time.Second) }
-	boot := startNode(t, testRepo(t, "boot", fast), ms.on(Options{}))
-	var provs []*Node
-	for i, price := range []string{"2.00", "1.50", "2.10"} {
+	boot := startNode(t, testRepo(t, "boot", fast), net.on(Options{}))
+	for i, price := range prices {
 		fake, err := attest.NewFake("dgxh100")
 		if err != nil {
 			t.Fatal(err)
@@ -100,12 +85,61 @@ func TestAMicroPoolRunsItsJobOnEveryMember(t *testing.T) {
 			c.Provider.MinDuration = Dur(time.Minute)
 			c.Jobs.HeartbeatInterval = Dur(200 * time.Millisecond)
 			c.Jobs.StopGrace = Dur(time.Second)
-		})), ms.on(Options{GPUSource: fake}))
+			if i < len(executors) && executors[i] != "" {
+				c.Jobs.Executor = executors[i]
+			}
+		})), net.on(Options{GPUSource: fake}))
 		removeJobsOf(t, p)
 		provs = append(provs, p)
 	}
-	renter := startNode(t, testRepo(t, "renter", both(bootstrapFrom(boot), fast)), ms.on(Options{Light: true}))
-	waitPair(t, renter, provs, provs[0], provs[2], 10*time.Millisecond)
+	renter = startNode(t, testRepo(t, "renter", both(bootstrapFrom(boot), fast)), net.on(Options{Light: true}))
+	return renter, provs
+}
+
+// A micro-pool on real hosts with the executor: 16 H100s from providers
+// of 8 whose pair RTT is under 10 ms. The rental leases from two
+// providers, starts the job on both with the pool in its environment, and
+// ends with a receipt each, both signed, and a summary of the two.
+//   - mocknet, on a small matrix of the test's own so that which pair is
+//     near is known: the cheapest provider is 80 ms from the others, and
+//     the pool is the near pair;
+//   - loopback (libp2p over TCP, every pair well within the bound): the
+//     two cheapest.
+func TestAMicroPoolRunsItsJobOnEveryMember(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	prices := []string{"2.00", "1.50", "2.10"}
+	t.Run("mocknet", func(t *testing.T) {
+		t.Parallel()
+		// Rows: boot, near-a, cheap-far, near-c, renter (RTTs in ms).
+		ms := newMockSwarmOn(t, p2ptest.Matrix{
+			{0, 20, 20, 20, 20},
+			{20, 0, 80, 4, 30},
+			{20, 80, 0, 82, 25},
+			{20, 4, 82, 0, 32},
+			{20, 30, 25, 32, 0},
+		}, 1)
+		renter, provs := poolSwarm(t, ms, prices, nil)
+		waitPair(t, renter, provs, provs[0], provs[2], 10*time.Millisecond)
+		rentPool(t, renter, image, []*Node{provs[0], provs[2]}, func(p peer.ID) string {
+			r, _ := ms.row(p)
+			return p2ptest.MockAddr(r).String()
+		})
+	})
+	t.Run("loopback", func(t *testing.T) {
+		t.Parallel()
+		renter, provs := poolSwarm(t, loopback{}, prices, nil)
+		waitPair(t, renter, provs, provs[0], provs[1], 10*time.Millisecond)
+		rentPool(t, renter, image, []*Node{provs[0], provs[1]}, func(peer.ID) string { return "/ip4/127.0.0.1/" })
+	})
+}
+
+// rentPool rents 16 H100s within 10 ms pairs, the job printing its pool,
+// and checks the pool is want (in either order), each member's output,
+// receipts, summary and common start; addr is a member's address as a
+// multiaddr whose IP the job must see.
+func rentPool(t *testing.T, renter *Node, image string, want []*Node, addr func(peer.ID) string) {
+	t.Helper()
 	var stdout, stderr executortest.Buffer
 	var progress []string
 	req := rentRequest(image, "sh", "-c", `echo "rank $IDLEGRID_POOL_RANK of $IDLEGRID_POOL_SIZE, $IDLEGRID_POOL_GPUS GPUs: $IDLEGRID_POOL_PEERS at $IDLEGRID_POOL_ADDRS"`)
@@ -114,34 +148,32 @@ func TestAMicroPoolRunsItsJobOnEveryMember(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rent: %v\n%s", err, strings.Join(progress, "\n"))
 	}
-	near := []peer.ID{provs[0].id, provs[2].id}
 	if len(res.Pool) != 2 {
 		t.Fatalf("pool of %d members, want 2: %+v", len(res.Pool), res.Pool)
 	}
 	var members []peer.ID
+	var peers, addrs []string
 	for i, mb := range res.Pool {
 		id, _ := peer.Decode(mb.Lease.Provider)
 		members = append(members, id)
+		peers = append(peers, id.String())
+		ip := strings.Split(addr(id), "/")[2]
+		addrs = append(addrs, ip)
 		if mb.Rank != i || mb.Lease.GPUs != 8 || mb.Receipt.Outcome != "completed" || len(mb.Receipt.SignedBy) != 2 {
 			t.Errorf("member %d: rank %d, %d GPUs, receipt %s signed by %v", i, mb.Rank, mb.Lease.GPUs, mb.Receipt.Outcome, mb.Receipt.SignedBy)
 		}
 	}
-	if !slices.Contains(members, near[0]) || !slices.Contains(members, near[1]) {
-		t.Errorf("pool members %v, want the near pair %v (not the cheap one 80 ms away)", members, near)
-	}
-	peers := members[0].String() + "," + members[1].String()
-	addrs := "198.18.0.2,198.18.0.4"
-	if members[0] == near[1] {
-		addrs = "198.18.0.4,198.18.0.2"
+	if !slices.Contains(members, want[0].id) || !slices.Contains(members, want[1].id) {
+		t.Errorf("pool members %v, want %s and %s", members, want[0].id, want[1].id)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	slices.Sort(lines)
-	want := []string{
-		fmt.Sprintf("[0] rank 0 of 2, 16 GPUs: %s at %s", peers, addrs),
-		fmt.Sprintf("[1] rank 1 of 2, 16 GPUs: %s at %s", peers, addrs),
+	var wantLines []string
+	for rank := range 2 {
+		wantLines = append(wantLines, fmt.Sprintf("[%d] rank %d of 2, 16 GPUs: %s at %s", rank, rank, strings.Join(peers, ","), strings.Join(addrs, ",")))
 	}
-	if !slices.Equal(lines, want) {
-		t.Errorf("stdout:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	if !slices.Equal(lines, wantLines) {
+		t.Errorf("stdout:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(wantLines, "\n"))
 	}
 	if s := res.PoolSummary; s == nil || s.Providers != 2 || s.GPUs != 16 {
 		t.Errorf("summary %+v", s)
@@ -158,30 +190,7 @@ func TestAMicroPoolRunsItsJobOnEveryMember(t *testing.T) {
 func TestAPoolMemberThatRefusesReleasesTheOthers(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
-	m := p2ptest.Matrix{
-		{0, 20, 20, 20},
-		{20, 0, 4, 30},
-		{20, 4, 0, 32},
-		{20, 30, 32, 0},
-	}
-	ms := newMockSwarmOn(t, m, 1)
-	fast := func(c *Config) { c.Network.PingInterval = Dur(time.Second) }
-	boot := startNode(t, testRepo(t, "boot", fast), ms.on(Options{}))
-	var provs []*Node
-	for i, executor := range []string{ExecutorDocker, ExecutorNone} {
-		fake, err := attest.NewFake("dgxh100")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := startNode(t, testRepo(t, fmt.Sprint("prov", i), both(bootstrapFrom(boot), fast, func(c *Config) {
-			c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:dgxh100", "2.00"
-			c.Provider.MinDuration = Dur(time.Minute)
-			c.Jobs.Executor = executor
-		})), ms.on(Options{GPUSource: fake}))
-		removeJobsOf(t, p)
-		provs = append(provs, p)
-	}
-	renter := startNode(t, testRepo(t, "renter", both(bootstrapFrom(boot), fast)), ms.on(Options{Light: true}))
+	renter, provs := poolSwarm(t, loopback{}, []string{"2.00", "2.00"}, []string{ExecutorDocker, ExecutorNone})
 	waitPair(t, renter, provs, provs[0], provs[1], 10*time.Millisecond)
 	req := rentRequest(image, "sh", "-c", "echo ran")
 	req.Count, req.MaxPairRTTMillis, req.SkipAttest = 16, 10, true

@@ -47,17 +47,18 @@ func TestABoundedSwarmDeliversEveryOffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	conns, near, random := connStats(s)
-	t.Logf("%d nodes at %d/%d: connections min %d, median %d, max %d; %d near and %d random protected; 20 offers to every node, delay p50 %s, p99 %s",
-		n, low, high, conns[0], conns[n/2], conns[n-1], near, random, pct(delays, 0.5), pct(delays, 0.99))
-	if conns[n-1] > high {
-		t.Errorf("a node holds %d connections, more than the high-water mark %d", conns[n-1], high)
+	t.Logf("%d nodes (the bootstrap peer aside) at %d/%d: connections min %d, median %d, max %d; %d near and %d random protected; 20 offers to every node, delay p50 %s, p99 %s",
+		n-1, low, high, conns[0], conns[len(conns)/2], conns[len(conns)-1], near, random, pct(delays, 0.5), pct(delays, 0.99))
+	if conns[len(conns)-1] > high {
+		t.Errorf("a node holds %d connections, more than the high-water mark %d", conns[len(conns)-1], high)
 	}
 	if near == 0 || random == 0 {
 		t.Errorf("%d near and %d random peers protected, want some of each", near, random)
 	}
 }
 
-// waitBounded waits until no node holds more than high connections.
+// waitBounded waits until no node but the bootstrap peer (node 0, at a
+// bootstrap's bounds) holds more than high connections.
 func waitBounded(ctx context.Context, s *p2ptest.Swarm, high int) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -69,9 +70,9 @@ func waitBounded(ctx context.Context, s *p2ptest.Swarm, high int) error {
 		select {
 		case <-ctx.Done():
 			var over []string
-			for i, nd := range s.Nodes {
+			for i, nd := range s.Nodes[1:] {
 				if c := len(nd.Host.Network().Peers()); c > high {
-					over = append(over, fmt.Sprintf("node %d: %d", i, c))
+					over = append(over, fmt.Sprintf("node %d: %d", i+1, c))
 				}
 			}
 			return fmt.Errorf("%d nodes hold more than %d connections (%s): %w", len(over), high, strings.Join(over, ", "), ctx.Err())
@@ -81,9 +82,10 @@ func waitBounded(ctx context.Context, s *p2ptest.Swarm, high int) error {
 }
 
 // connStats returns every node's connected peers, sorted, and how many
-// peers the keepers protect as near and as random, over all nodes.
+// peers the keepers protect as near and as random, over all nodes; the
+// bootstrap peer (node 0) aside.
 func connStats(s *p2ptest.Swarm) (conns []int, near, random int) {
-	for _, nd := range s.Nodes {
+	for _, nd := range s.Nodes[1:] {
 		peers := nd.Host.Network().Peers()
 		conns = append(conns, len(peers))
 		if nd.Keeper == nil {
@@ -167,6 +169,13 @@ func BenchmarkBoundedSwarm(b *testing.B) {
 				b.ReportMetric(float64(f.conns[len(f.conns)/2]), "conns-median")
 				b.ReportMetric(float64(f.conns[len(f.conns)-1]), "conns-max")
 				b.ReportMetric(f.rssPerNode/1e6, "RSS-MB/node")
+				over := 0
+				for _, c := range f.conns {
+					if c > 64 {
+						over++
+					}
+				}
+				b.ReportMetric(float64(over), "nodes-over-64")
 				if tc.n == 200 && !tc.bounded {
 					ref = f
 				}
@@ -208,11 +217,19 @@ func measureSwarm(b *testing.B, n int, bounded bool) swarmFigures {
 	debug.FreeOSMemory() // what an earlier run left is not this one's
 	start := time.Now()
 	s := p2ptest.NewMocknet(b, n, opts...)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if bounded {
-		if err := waitBounded(ctx, s, 64); err != nil {
+		// At 1,000 nodes a few stay over the bound (see the closing note
+		// of issue 13): wait 5 minutes, then measure and say how many.
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Minute)
+		err := waitBounded(wctx, s, 64)
+		wcancel()
+		if err != nil && n <= 200 {
 			b.Fatal(err)
+		}
+		if err != nil {
+			b.Logf("after 5 minutes: %v", err)
 		}
 	}
 	if err := s.WaitMesh(ctx, p2p.TopicOffers); err != nil {
@@ -254,7 +271,7 @@ func measureSwarm(b *testing.B, n int, bounded bool) swarmFigures {
 	f.conns, _, _ = connStats(s)
 	f.p50, f.p99 = pct(delays, 0.5), pct(delays, 0.99)
 	b.Logf("%d nodes, bounded %v: connections median %d, max %d; %.1f KB/node/min in the window, %.1f more amortized (lookup %.1f KB, refresh %.1f KB); 20 offers to all, p50 %s, p99 %s; RSS %.1f MB/node",
-		n, bounded, f.conns[n/2], f.conns[n-1], f.bytesPerMin/1e3, f.amortized/1e3, lookup/1e3, refresh/1e3, f.p50, f.p99, f.rssPerNode/1e6)
+		n, bounded, f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.bytesPerMin/1e3, f.amortized/1e3, lookup/1e3, refresh/1e3, f.p50, f.p99, f.rssPerNode/1e6)
 	return f
 }
 

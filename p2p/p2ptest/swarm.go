@@ -31,7 +31,7 @@ const DefaultSwarmName = "test"
 const (
 	findInterval        = 2 * time.Second
 	rebootstrapInterval = 5 * time.Second
-	dialTimeout         = 5 * time.Second
+	dialTimeout         = 15 * time.Second // the daemon's default: a bootstrap peer a thousand nodes dial is slow to identify
 )
 
 // Node is one idlegrid p2p stack in a test swarm.
@@ -108,12 +108,18 @@ func WithSwarm(s p2p.Swarm) Option {
 
 // WithBounds gives every node a connection manager with water marks low
 // and high and the given grace period (on mocknet, a real one in place of
-// mocknet's none), and has its discovery seek low connections (Want).
+// mocknet's none, and node 0, every node's bootstrap peer, at 500/2000 as
+// a daemon's bootstrap profile), and has its discovery seek low
+// connections (Want).
 // Without it, loopback hosts have water marks 100 and 400, mocknet hosts
 // no connection manager, and discovery dials every peer it finds.
 func WithBounds(low, high int, grace time.Duration) Option {
 	return func(c *config) { c.low, c.high, c.grace = low, high, grace }
 }
+
+// The bootstrap node's water marks under WithBounds: those of a daemon's
+// bootstrap profile, which every joining node dials first.
+const bootstrapLow, bootstrapHigh = 500, 2000
 
 // WithIntervals sets discovery's FindInterval and SettledInterval.
 func WithIntervals(find, settled time.Duration) Option {
@@ -181,7 +187,7 @@ func NewMocknet(t testing.TB, n int, opts ...Option) *Swarm {
 			t.Fatalf("p2ptest: mocknet node %d: %v", i, err)
 		}
 		ping.NewPingService(h) // p2p.NewHost enables ping; mocknet hosts need it added
-		nd, err := s.cfg.wrap(h)
+		nd, err := s.cfg.wrap(h, i == 0)
 		if err != nil {
 			t.Fatalf("p2ptest: mocknet node %d: %v", i, err)
 		}
@@ -195,15 +201,21 @@ func NewMocknet(t testing.TB, n int, opts ...Option) *Swarm {
 }
 
 // wrap makes a mocknet host a harness node: with WithBounds, with a real
-// connection manager, bound as p2p.NewHost binds its own; with WithTraffic, with its streams counted.
-func (c config) wrap(h host.Host) (*Node, error) {
+// connection manager, bound as p2p.NewHost binds its own (the bootstrap
+// node's at bootstrapLow/bootstrapHigh, as a daemon's bootstrap profile);
+// with WithTraffic, with its streams counted.
+func (c config) wrap(h host.Host, bootstrap bool) (*Node, error) {
 	nd := &Node{Host: h}
 	if c.low == 0 && !c.traffic {
 		return nd, nil
 	}
 	w := &wrappedHost{Host: h}
 	if c.low > 0 {
-		cm, err := connmgr.NewConnManager(c.low, c.high, connmgr.WithGracePeriod(c.grace), connmgr.WithSilencePeriod(time.Second))
+		low, high := c.low, c.high
+		if bootstrap {
+			low, high = max(low, bootstrapLow), max(high, bootstrapHigh)
+		}
+		cm, err := connmgr.NewConnManager(low, high, connmgr.WithGracePeriod(c.grace), connmgr.WithSilencePeriod(time.Second))
 		if err != nil {
 			return nil, fmt.Errorf("connection manager: %w", err)
 		}
