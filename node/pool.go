@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -132,19 +133,24 @@ func (r *renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, o
 			m.at = Attempt{Provider: m.c.Issuer, Stage: StageLocate, Err: located[m.rank]}
 		}
 	}
+	// One start for all: poolLead ahead, or the latest of the members'
+	// earliest starts.
 	start := r.clock.Now().Add(poolLead)
+	for _, m := range members {
+		if m.c.Start.After(start) {
+			start = m.c.Start
+		}
+	}
 	env := r.poolEnv(members, b.GetGpu().GetCount())
-	poolReq := req
 	if failed := poolFailed(members); len(failed) == 0 {
 		r.eachMember(members, func(m *poolMember) {
-			poolReq := poolReq
-			poolReq.Env = append(append([]string(nil), req.Env...), env...)
-			poolReq.Env = append(poolReq.Env, fmt.Sprintf("%s=%d", EnvPoolRank, m.rank))
+			memberReq := req
+			memberReq.Env = append(append(slices.Clone(req.Env), env...), fmt.Sprintf("%s=%d", EnvPoolRank, m.rank))
 			done := make(chan error, 1)
 			done <- nil // located above
 			o, flush := rankOutput(out, m.rank)
 			m.flush = flush
-			m.follow, m.at = r.tryAt(pctx, b, m.c, done, poolReq, o, &res.Timings, start)
+			m.follow, m.at = r.tryAt(pctx, b, m.c, done, memberReq, o, &res.Timings, start)
 		})
 	}
 	if failed := poolFailed(members); len(failed) > 0 {

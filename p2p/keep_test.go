@@ -161,3 +161,50 @@ func TestDiscoveryDialsTheNearestItLacks(t *testing.T) {
 		t.Errorf("settled: dialled %v, want only d", got)
 	}
 }
+
+// The pinger eases off: a connected peer is due every round until it has
+// a full set of samples and this node's coordinate has settled, and then
+// every SettledEvery rounds; a peer that left is forgotten.
+func TestThePingerEasesOffSettledPeers(t *testing.T) {
+	h, others := boundMocknet(t, 3, 100, 200)
+	c := NewCoordinates()
+	p := NewPinger(h, time.Second, nil)
+	p.Track(c, Swarm{})
+	a, b := others[0].ID(), others[1].ID()
+	due := func(at time.Time) map[peer.ID]bool {
+		out := map[peer.ID]bool{}
+		for _, id := range p.due(at) {
+			out[id] = true
+		}
+		return out
+	}
+	t0 := time.Now()
+	for i := range rttSamples {
+		c.Measured(a, 10*time.Millisecond, t0)
+		if d := due(t0.Add(time.Duration(i) * time.Second)); !d[a] || !d[b] {
+			t.Fatalf("round %d: due %v, want both (a unsettled node samples all)", i, d)
+		}
+	}
+	settled := CoordToProto(c.Own())
+	settled.Error = 0.2
+	if err := c.SetOwn(settled); err != nil {
+		t.Fatal(err)
+	}
+	last := t0.Add(2 * time.Second)
+	for r := 3; r < 3+DefaultSettledEvery-1; r++ {
+		if d := due(t0.Add(time.Duration(r) * time.Second)); d[a] || !d[b] {
+			t.Errorf("round %d: due %v, want b (3 samples short) and not a (sampled at %s)", r, d, last.Sub(t0))
+		}
+	}
+	if d := due(last.Add(DefaultSettledEvery * time.Second)); !d[a] {
+		t.Errorf("%d rounds after its last sample: due %v, want a", DefaultSettledEvery, d)
+	}
+	h.Network().ClosePeer(b)
+	p.due(t0.Add(10 * time.Second))
+	p.mu.Lock()
+	_, kept := p.last[b]
+	p.mu.Unlock()
+	if kept {
+		t.Error("a peer that left is still remembered")
+	}
+}
