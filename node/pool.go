@@ -100,6 +100,7 @@ type poolMember struct {
 	follow *follow
 	flush  func() // writes out the last lines of its output
 	at     Attempt
+	timing api.RentTimings // its own, merged once all are done
 }
 
 // rentPool leases a micro-pool for req and runs the job on every member.
@@ -142,16 +143,23 @@ func (r *renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, o
 		}
 	}
 	env := r.poolEnv(members, b.GetGpu().GetCount())
+	var outMu sync.Mutex // one member's line at a time, on every writer
 	if failed := poolFailed(members); len(failed) == 0 {
 		r.eachMember(members, func(m *poolMember) {
 			memberReq := req
 			memberReq.Env = append(append(slices.Clone(req.Env), env...), fmt.Sprintf("%s=%d", EnvPoolRank, m.rank))
 			done := make(chan error, 1)
 			done <- nil // located above
-			o, flush := rankOutput(out, m.rank)
+			o, flush := rankOutput(out, m.rank, &outMu)
 			m.flush = flush
-			m.follow, m.at = r.tryAt(pctx, b, m.c, done, memberReq, o, &res.Timings, start)
+			m.follow, m.at = r.tryAt(pctx, b, m.c, done, memberReq, o, &m.timing, start)
 		})
+		// The members were leased at once: the pool took as long as its
+		// slowest.
+		for _, m := range members {
+			res.Timings.Attest = max(res.Timings.Attest, m.timing.Attest)
+			res.Timings.Negotiate = max(res.Timings.Negotiate, m.timing.Negotiate)
+		}
 	}
 	if failed := poolFailed(members); len(failed) > 0 {
 		// All or nothing: withdraw what was accepted, before its start,
@@ -273,13 +281,19 @@ func hostIP(addrs []ma.Multiaddr) string {
 }
 
 // rankOutput prefixes every line a member's job writes, and its progress,
-// with its rank; flush writes out what is left of last lines.
-func rankOutput(out RentOutput, rank int) (o RentOutput, flush func()) {
+// with its rank; flush writes out what is left of last lines. Members
+// share mu, so that out's writers and Progress are called by one member
+// at a time.
+func rankOutput(out RentOutput, rank int, mu *sync.Mutex) (o RentOutput, flush func()) {
 	prefix := fmt.Sprintf("[%d] ", rank)
-	stdout, stderr := prefixLines(out.Stdout, prefix), prefixLines(out.Stderr, prefix)
+	stdout, stderr := prefixLines(out.Stdout, prefix, mu), prefixLines(out.Stderr, prefix, mu)
 	o = RentOutput{Stdout: stdout, Stderr: stderr}
 	if out.Progress != nil {
-		o.Progress = func(line string) { out.Progress(prefix + line) }
+		o.Progress = func(line string) {
+			mu.Lock()
+			defer mu.Unlock()
+			out.Progress(prefix + line)
+		}
 	}
 	return o, func() { stdout.flush(); stderr.flush() }
 }
@@ -287,11 +301,11 @@ func rankOutput(out RentOutput, rank int) (o RentOutput, flush func()) {
 // prefixLines returns a writer that writes each whole line to w with
 // prefix in front, one Write per line, so that lines of several members
 // do not mix. A last line without a newline waits for flush.
-func prefixLines(w io.Writer, prefix string) *linePrefixer {
+func prefixLines(w io.Writer, prefix string, mu *sync.Mutex) *linePrefixer {
 	if w == nil {
 		w = io.Discard
 	}
-	return &linePrefixer{w: w, prefix: prefix}
+	return &linePrefixer{w: w, prefix: prefix, mu: mu}
 }
 
 // flush writes what is left of a last line without a newline.
@@ -307,7 +321,7 @@ func (p *linePrefixer) flush() {
 type linePrefixer struct {
 	w      io.Writer
 	prefix string
-	mu     sync.Mutex
+	mu     *sync.Mutex // shared by the members writing to w
 	buf    []byte
 }
 
