@@ -3,6 +3,7 @@ package p2p
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -259,13 +260,13 @@ func (d *Discovery) rebootstrapLoop(ctx context.Context) {
 	}
 }
 
-// rendezvousLoop advertises the swarm's namespace and looks it up, quickly
-// at first and then every FindInterval, or every SettledInterval while the
-// node holds Want connections (±25%), re-advertising before the record's TTL
-// runs out.
+// rendezvousLoop advertises the node in its rendezvous shard and looks
+// the swarm up, quickly at first and then every FindInterval, or every
+// SettledInterval while the node holds Want connections (±25%),
+// re-advertising before the record's TTL runs out.
 func (d *Discovery) rendezvousLoop(ctx context.Context) {
 	defer d.wg.Done()
-	ns := d.cfg.Swarm.Rendezvous()
+	ns := d.cfg.Swarm.Rendezvous(RendezvousShard(d.h.ID()))
 	wait := 100 * time.Millisecond
 	var readvertiseAt time.Time
 	for {
@@ -278,7 +279,7 @@ func (d *Discovery) rendezvousLoop(ctx context.Context) {
 			}
 		}
 		if d.dht.RoutingTable().Size() > 0 {
-			d.findPeers(ctx, ns)
+			d.findPeers(ctx)
 		}
 		wait = min(2*wait, d.cfg.FindInterval)
 		if d.settled() {
@@ -304,28 +305,54 @@ func (d *Discovery) settled() bool {
 	return d.cfg.Want > 0 && len(d.h.Network().Peers()) >= d.cfg.Want
 }
 
-// FindSwarmPeers looks up the swarm's rendezvous namespace once and
-// returns up to MaxPeers advertised peers other than this one.
+// rendezvousEnough bounds how many peers a lookup seeks before it stops
+// looking up further shards: twice what the node lacks of Want, at least
+// rendezvousLeast (a node that holds its set looks for nearer peers).
+const rendezvousEnough, rendezvousLeast = 16, 4
+
+// FindSwarmPeers looks up the swarm's rendezvous shards in random order
+// until it has found enough peers other than this one (all it can, up to
+// MaxPeers, for a node without Want; otherwise twice what it lacks of
+// Want, between rendezvousLeast and rendezvousEnough), or looked in every
+// shard. In a large swarm one shard is enough; a small one takes a few
+// lookups, each cheap.
 func (d *Discovery) FindSwarmPeers(ctx context.Context) ([]peer.AddrInfo, error) {
-	found, err := d.rd.FindPeers(ctx, d.cfg.Swarm.Rendezvous(), discovery.Limit(d.cfg.MaxPeers))
-	if err != nil {
-		return nil, fmt.Errorf("rendezvous lookup: %w", err)
+	enough := d.cfg.MaxPeers
+	if d.cfg.Want > 0 {
+		lack := d.cfg.Want - len(d.h.Network().Peers())
+		enough = min(d.cfg.MaxPeers, max(rendezvousLeast, min(rendezvousEnough, 2*lack)))
 	}
 	var out []peer.AddrInfo
-	for ai := range found {
-		if ai.ID != d.h.ID() {
-			out = append(out, ai)
+	seen := map[peer.ID]bool{d.h.ID(): true}
+	var errs []error
+	for _, i := range mrand.Perm(RendezvousShards) {
+		if len(out) >= enough || ctx.Err() != nil {
+			break
 		}
+		found, err := d.rd.FindPeers(ctx, d.cfg.Swarm.Rendezvous(i), discovery.Limit(d.cfg.MaxPeers-len(out)))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for ai := range found {
+			if !seen[ai.ID] && len(out) < d.cfg.MaxPeers {
+				seen[ai.ID] = true
+				out = append(out, ai)
+			}
+		}
+	}
+	if len(out) == 0 && len(errs) > 0 {
+		return nil, fmt.Errorf("rendezvous lookup: %w", errors.Join(errs...))
 	}
 	return out, nil
 }
 
-func (d *Discovery) findPeers(ctx context.Context, ns string) {
+func (d *Discovery) findPeers(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.FindInterval)
 	defer cancel()
 	found, err := d.FindSwarmPeers(ctx)
 	if err != nil {
-		d.log.Debug("rendezvous lookup failed", "ns", ns, "err", err)
+		d.log.Debug("rendezvous lookup failed", "err", err)
 		return
 	}
 	var fresh []peer.AddrInfo

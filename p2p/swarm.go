@@ -4,9 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"regexp"
+	"strconv"
 	"strings"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
@@ -85,6 +88,25 @@ func (s Swarm) DHTPrefix() protocol.ID { return protocol.ID("/idlegrid/" + s.ID(
 // Topic returns the gossip topic of one kind: /idlegrid/<id>/<kind>/1.
 func (s Swarm) Topic(kind string) string { return "/idlegrid/" + s.ID() + "/" + kind + "/1" }
 
-// Rendezvous is the namespace peers advertise under and look up to find
-// each other through the DHT.
-func (s Swarm) Rendezvous() string { return "/idlegrid/" + s.ID() + "/rendezvous" }
+// RendezvousShards is how many namespaces a swarm's rendezvous records
+// are spread over. The DHT keeps a namespace's records on the 20 peers
+// closest to its key, and every lookup and advertisement dials one of
+// them: with one namespace, those 20 took an inbound connection from each
+// of the swarm's lookups, and no connection bound held on them (1,000
+// nodes: 11 over the bound of 64, up to 93). Spread over 8, each holds an
+// eighth.
+const RendezvousShards = 8
+
+// Rendezvous is the namespace of shard i (0 ≤ i < RendezvousShards): a
+// peer advertises under its own shard (RendezvousShard) and looks shards
+// up in random order to find others through the DHT.
+func (s Swarm) Rendezvous(i int) string {
+	return "/idlegrid/" + s.ID() + "/rendezvous/" + strconv.Itoa(i)
+}
+
+// RendezvousShard is the shard p advertises under.
+func RendezvousShard(p peer.ID) int {
+	h := fnv.New32a()
+	h.Write([]byte(p))
+	return int(h.Sum32() % RendezvousShards)
+}
