@@ -125,6 +125,9 @@ func (n *Node) joinSwarm(ctx context.Context) (func() error, error) {
 		return nil, nil
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("start: %w", ctx.Err())
+	case n.opts.RetryBootstrap:
+		n.log.Warn("starting without a peer; dialling the bootstrap peers again with back-off", "err", err, "config", n.repo.ConfigPath())
+		return nil, nil
 	}
 	return nil, fmt.Errorf("%w; check network.bootstrap in %s and that those peers are running", err, n.repo.ConfigPath())
 }

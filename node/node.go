@@ -53,6 +53,12 @@ type Options struct {
 	// through it. The host must answer libp2p ping and, in a private swarm,
 	// enforce the swarm's key and allow-list itself; the node closes it.
 	Host func(identity crypto.PrivKey) (host.Host, error)
+	// RetryBootstrap starts the node when no bootstrap peer answers (a
+	// daemon, whose peers may come up after it): discovery keeps dialling
+	// them, 1 s apart at first, doubling up to dht.rebootstrap_interval.
+	// Without it Start fails with p2p.ErrNoBootstrap (a one-shot command
+	// has nothing to wait for).
+	RetryBootstrap bool
 }
 
 // Settlement settles the receipts of ended leases: a chain, a payment
@@ -189,7 +195,8 @@ func (n *Node) Mode() string {
 
 // Start brings the node up, part by part: it locks the repository, binds
 // the API port, starts the host, dials the bootstrap peers (and fails with
-// p2p.ErrNoBootstrap when none answers) before it writes a byte, opens
+// p2p.ErrNoBootstrap when none answers, unless Options.RetryBootstrap)
+// before it writes a byte, opens
 // the datastore, starts discovery and gossip, the market, the renter, the
 // provider and its leases, ping, and serves the API once the node is
 // whole. On failure it stops what it started.

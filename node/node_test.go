@@ -128,6 +128,39 @@ func meshOnEveryTopic(all []*Node) func() bool {
 	}
 }
 
+// A daemon may come up before its bootstrap peer (a rack rebooting, the
+// bootstrap host restarting): with RetryBootstrap it starts alone and
+// joins once the peer answers.
+func TestANodeStartsBeforeItsBootstrapPeer(t *testing.T) {
+	t.Parallel()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := free.Addr().(*net.TCPAddr).Port
+	free.Close()
+	bootRepo := testRepo(t, "boot", func(c *Config) { c.Network.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)} })
+	bootID, err := bootRepo.PeerID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testRepo(t, "early", func(c *Config) {
+		c.Network.Bootstrap = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, bootID)}
+	})
+	early := startNode(t, r, Options{RetryBootstrap: true})
+	if n := len(early.host.Network().Peers()); n != 0 {
+		t.Fatalf("started with %d peers and its bootstrap peer down", n)
+	}
+	boot := startNode(t, bootRepo, Options{})
+	// The first redials come 1, 2 and 4 s (±10%) after the start.
+	waitFor(t, 30*time.Second, "the early node connected to its bootstrap peer", func() bool {
+		return len(early.host.Network().ConnsToPeer(boot.id)) > 0
+	})
+	waitFor(t, 30*time.Second, "each in the other's routing table", func() bool {
+		return early.disc.DHT().RoutingTable().Find(boot.id) != "" && boot.disc.DHT().RoutingTable().Find(early.id) != ""
+	})
+}
+
 func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
 	t.Parallel()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})

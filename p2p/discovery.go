@@ -224,23 +224,31 @@ func (d *Discovery) Close() error {
 	return d.dht.Close()
 }
 
+// rejoinFirst is how soon a node that holds no peer dials its bootstrap
+// peers again; it doubles up to RebootstrapInterval.
+const rejoinFirst = time.Second
+
 func (d *Discovery) rebootstrapLoop(ctx context.Context) {
 	defer d.wg.Done()
-	t := time.NewTicker(d.cfg.RebootstrapInterval)
-	defer t.Stop()
+	wait := d.cfg.RebootstrapInterval
+	if d.alone() {
+		wait = rejoinFirst
+	}
+	last := time.Duration(0) // the wait before this round
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(wait):
 		}
+		last, wait = wait, d.cfg.RebootstrapInterval
 		// A node that holds the connections it wants needs no way in: a
 		// bootstrap peer that trimmed it is not dialled again (a swarm of
 		// bounded nodes would otherwise crowd its bootstrap peers).
 		if d.settled() && d.dht.RoutingTable().Size() > 0 {
 			continue
 		}
-		redialled := false
+		redialled, alone := false, d.alone()
 		for _, ai := range d.cfg.Bootstrap {
 			if d.h.Network().Connectedness(ai.ID) == network.Connected {
 				continue
@@ -257,7 +265,22 @@ func (d *Discovery) rebootstrapLoop(ctx context.Context) {
 		if redialled || d.dht.RoutingTable().Size() == 0 {
 			d.dht.RefreshRoutingTable()
 		}
+		if redialled && alone {
+			d.log.Info("reached a bootstrap peer; joining the swarm")
+		} else if !redialled && d.alone() {
+			// Cut off (its bootstrap peers down, or not yet up): dial
+			// again soon, backing off, with jitter so that the nodes a
+			// restarted bootstrap peer serves do not dial it together.
+			wait = max(rejoinFirst, min(d.cfg.RebootstrapInterval, time.Duration(float64(2*last)*(0.9+0.2*mrand.Float64()))))
+			d.log.Info("no bootstrap peer reachable; dialling again", "in", wait.Round(time.Second))
+		}
 	}
+}
+
+// alone reports whether the node is cut off from the swarm: it has
+// bootstrap peers and is connected to no peer at all.
+func (d *Discovery) alone() bool {
+	return len(d.cfg.Bootstrap) > 0 && len(d.h.Network().Peers()) == 0
 }
 
 // rendezvousLoop advertises the node in its rendezvous shard and looks

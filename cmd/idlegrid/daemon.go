@@ -36,7 +36,7 @@ with the datastore flushed and closed.`,
 			if err != nil {
 				return err
 			}
-			n, err := node.New(r, cfg, node.Options{Light: light, Version: version, Logger: log, ProcessMetrics: true})
+			n, err := node.New(r, cfg, node.Options{Light: light, Version: version, Logger: log, ProcessMetrics: true, RetryBootstrap: true})
 			if err != nil {
 				return err
 			}

@@ -223,7 +223,6 @@ func TestDaemonStartFailures(t *testing.T) {
 	for _, tc := range []struct {
 		key, value, want string
 	}{
-		{"network.bootstrap", `["/ip4/127.0.0.1/tcp/1/p2p/12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp"]`, "no bootstrap peer reachable"},
 		{"network.listen", `["/ip4/127.0.0.1/tcp/` + port + `"]`, "cannot listen on /ip4/127.0.0.1/tcp/" + port},
 		{"api.port", port, "api.port " + port},
 		{"attest.cc_root_cert", `"no-such-root.pem"`, "attest.cc_root_cert: open "},
@@ -240,6 +239,41 @@ func TestDaemonStartFailures(t *testing.T) {
 		if snapshot(t, dir) != before {
 			t.Errorf("%s: failed daemon changed the repository", tc.key)
 		}
+	}
+}
+
+// A daemon whose bootstrap peers are all down starts anyway and keeps
+// dialling them (node.TestANodeStartsBeforeItsBootstrapPeer shows it joins
+// once one answers); a one-shot command fails at once.
+func TestDaemonStartsWithItsBootstrapPeersDown(t *testing.T) {
+	dir := newRepo(t)
+	setConfig(t, dir, "network.dial_timeout", "1s")
+	setConfig(t, dir, "network.bootstrap", `["/ip4/127.0.0.1/tcp/1/p2p/12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp"]`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"daemon", "--repo", dir}, func(string) string { return "" }, &out, &errb)
+	}()
+	up := time.NewTicker(50 * time.Millisecond)
+	defer up.Stop()
+	for !strings.Contains(errb.String(), "dialling the bootstrap peers again") || !strings.Contains(errb.String(), "node started") {
+		select {
+		case code := <-done:
+			t.Fatalf("daemon exited %d with its bootstrap peer down:\n%s", code, errb.String())
+		case <-time.After(30 * time.Second):
+			t.Fatalf("daemon not up after 30 s:\n%s", errb.String())
+		case <-up.C:
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("daemon stopped with %d:\n%s", code, errb.String())
+	}
+	r := runCLI(t, "rent", "--repo", dir, "--gpu", "A100", "--max-price", "3", "--image", "busybox", "--", "true")
+	if r.code != 1 || !strings.Contains(r.lastLine(), "no bootstrap peer reachable") {
+		t.Errorf("rent with its bootstrap peer down: exit %d, last line %q", r.code, r.lastLine())
 	}
 }
 

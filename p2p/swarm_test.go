@@ -1,0 +1,30 @@
+package p2p_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/test"
+)
+
+func TestRendezvousShardsSpreadPeers(t *testing.T) {
+	counts := make([]int, p2p.RendezvousShards)
+	for range 8000 {
+		id, err := test.RandPeerID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[p2p.RendezvousShard(id)]++
+	}
+	// 1,000 expected per shard; 4 standard deviations either way.
+	for i, c := range counts {
+		if c < 880 || c > 1120 {
+			t.Errorf("shard %d holds %d of 8000 peers, want about 1000: %v", i, c, counts)
+		}
+	}
+	s := p2p.Swarm{Name: "lab"}
+	if a, b := s.Rendezvous(0), s.Rendezvous(1); a == b || !strings.HasPrefix(a, "/idlegrid/"+s.ID()+"/") {
+		t.Errorf("shard namespaces %q and %q", a, b)
+	}
+}
