@@ -29,6 +29,7 @@ type Config struct {
 	Profile    string           `toml:"profile" comment:"what this node is for: provider, renter or bootstrap"`
 	Swarm      SwarmConfig      `toml:"swarm" comment:"the swarm this node joins"`
 	Network    NetworkConfig    `toml:"network" comment:"libp2p listeners, bootstrap peers and connection limits"`
+	NAT        NATConfig        `toml:"nat" comment:"getting through NATs: AutoNAT, relays, hole punching, port mapping"`
 	DHT        DHTConfig        `toml:"dht" comment:"Kademlia DHT and rendezvous discovery"`
 	Gossip     GossipConfig     `toml:"gossip" comment:"gossipsub on the swarm's offers, bids and evidence topics"`
 	Resources  ResourcesConfig  `toml:"resources" comment:"libp2p resource manager ceilings"`
@@ -70,6 +71,19 @@ type NetworkConfig struct {
 	NearPeers    int      `toml:"near_peers" comment:"the connected peers of least measured RTT that the connection manager never trims (0: none)"`
 	RandomPeers  int      `toml:"random_peers" comment:"connected peers chosen at random that the connection manager never trims, so the bounded set spans the swarm (0: none; with near_peers at most conn_low)"`
 	Location     string   `toml:"location" comment:"where this machine is: a country code (DE) or latitude,longitude (50.11,8.68); with it, a bid that requires a region refuses providers whose claimed country light could not reach in the RTT measured to them (empty: provider.country on a provider, else unknown)"`
+}
+
+// NATConfig is how the node gets through NATs (see p2p.NATConfig).
+type NATConfig struct {
+	Reachability  string   `toml:"reachability" comment:"auto (AutoNAT: peers try to dial back), public or private (you know which)"`
+	PortMap       bool     `toml:"port_map" comment:"ask the router for a port mapping (UPnP IGD, NAT-PMP)"`
+	HolePunching  bool     `toml:"hole_punching" comment:"turn a relayed connection into a direct one by hole punching (DCUtR)"`
+	AutoRelay     bool     `toml:"auto_relay" comment:"while not publicly reachable, take reservations on relays among the swarm's peers and advertise the relayed addresses"`
+	RelayService  bool     `toml:"relay_service" comment:"while publicly reachable, relay for the swarm's own peers within the limits below"`
+	RelayReserve  int      `toml:"relay_reservations" comment:"reservations this relay holds at once"`
+	RelayCircuits int      `toml:"relay_circuits" comment:"relayed connections open per peer"`
+	RelayDuration Duration `toml:"relay_duration" comment:"a relayed connection is reset after this long"`
+	RelayMiB      int      `toml:"relay_mib" comment:"MiB relayed each way on one connection before it is reset"`
 }
 
 // DHTConfig configures kad-dht and rendezvous discovery.
@@ -143,6 +157,11 @@ func DefaultConfig(profile string) Config {
 			NearPeers:    8,
 			RandomPeers:  8,
 		},
+		NAT: NATConfig{
+			Reachability: p2p.ReachAuto, PortMap: true, HolePunching: true, AutoRelay: true, RelayService: true,
+			RelayReserve: p2p.DefaultRelayLimits.Reservations, RelayCircuits: p2p.DefaultRelayLimits.CircuitsPerPeer,
+			RelayDuration: Dur(p2p.DefaultRelayLimits.Duration), RelayMiB: int(p2p.DefaultRelayLimits.Bytes >> 20),
+		},
 		DHT: DHTConfig{
 			Mode:                DHTServer,
 			RebootstrapInterval: Dur(5 * time.Minute),
@@ -178,6 +197,8 @@ func DefaultConfig(profile string) Config {
 	case ProfileRenter:
 		c.DHT.Mode = DHTClient
 		c.Network.ConnLow, c.Network.ConnHigh = 16, 32
+		// A renter dials out: it needs no relay of its own, and serves none.
+		c.NAT.AutoRelay, c.NAT.RelayService = false, false
 	case ProfileBootstrap:
 		c.Network.ConnLow, c.Network.ConnHigh = 500, 2000
 		c.Resources.MaxConns, c.Resources.MaxConnsInbound = 4096, 3072
@@ -215,6 +236,7 @@ func (c *Config) Validate() error {
 		func() error { return oneOf("profile", c.Profile, Profiles) },
 		c.validateSwarm,
 		c.validateNetwork,
+		c.validateNAT,
 		c.validateDHT,
 		c.validateGossip,
 		c.validateResources,
@@ -302,6 +324,33 @@ func (c *Config) validateNetwork() error {
 		}
 	}
 	return durRange("network.ping_interval", n.PingInterval, time.Second, time.Hour)
+}
+
+func (c *Config) validateNAT() error {
+	n := c.NAT
+	if err := oneOf("nat.reachability", n.Reachability, []string{p2p.ReachAuto, p2p.ReachPublic, p2p.ReachPrivate}); err != nil {
+		return err
+	}
+	if err := intRange("nat.relay_reservations", n.RelayReserve, 1, 1<<16); err != nil {
+		return err
+	}
+	if err := intRange("nat.relay_circuits", n.RelayCircuits, 1, 1024); err != nil {
+		return err
+	}
+	if err := durRange("nat.relay_duration", n.RelayDuration, 10*time.Second, 24*time.Hour); err != nil {
+		return err
+	}
+	return intRange("nat.relay_mib", n.RelayMiB, 1, 1<<20)
+}
+
+// p2p is the host's NAT configuration; a light client relays for no one.
+func (n NATConfig) p2p(light bool) p2p.NATConfig {
+	return p2p.NATConfig{
+		Reachability: n.Reachability, PortMap: n.PortMap, HolePunching: n.HolePunching,
+		AutoRelay: n.AutoRelay && !light, RelayService: n.RelayService && !light,
+		Relay: p2p.RelayLimits{Reservations: n.RelayReserve, CircuitsPerPeer: n.RelayCircuits,
+			Duration: n.RelayDuration.Std(), Bytes: int64(n.RelayMiB) << 20},
+	}
 }
 
 func (c *Config) validateDHT() error {

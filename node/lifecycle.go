@@ -89,7 +89,7 @@ func (n *Node) startHost(context.Context) (func() error, error) {
 			return nil, fmt.Errorf("host: it runs as %s, not as this node's identity %s", h.ID(), n.id)
 		}
 		n.host, n.conns = h, newConnTracker(h)
-		return h.Close, nil
+		return n.watchReachability()
 	}
 	listen, err := multiaddrs(n.cfg.Network.Listen)
 	if err != nil {
@@ -107,6 +107,7 @@ func (n *Node) startHost(context.Context) (func() error, error) {
 			MaxConnsInbound: r.MaxConnsInbound, MaxStreams: r.MaxStreams},
 		UserAgent:  "idlegrid/" + n.opts.Version,
 		Registerer: n.metrics.reg,
+		NAT:        n.cfg.NAT.p2p(n.opts.Light),
 	})
 	if err != nil {
 		if errors.Is(err, p2p.ErrListen) {
@@ -115,7 +116,19 @@ func (n *Node) startHost(context.Context) (func() error, error) {
 		return nil, err
 	}
 	n.conns = newConnTracker(n.host)
-	return n.host.Close, nil
+	return n.watchReachability()
+}
+
+// watchReachability follows the host's reachability for status; the stop
+// it returns ends the watch and closes the host.
+func (n *Node) watchReachability() (func() error, error) {
+	w, err := p2p.WatchReachability(n.host)
+	if err != nil {
+		n.host.Close()
+		return nil, err
+	}
+	n.reach = w
+	return func() error { w.Close(); return n.host.Close() }, nil
 }
 
 func (n *Node) joinSwarm(ctx context.Context) (func() error, error) {

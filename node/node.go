@@ -94,6 +94,7 @@ type Node struct {
 	apiAddr    string
 	host       host.Host
 	conns      *connTracker
+	reach      *p2p.ReachabilityWatch
 	store      *pebbleds.Datastore
 	disc       *p2p.Discovery
 	gossip     *p2p.Gossip

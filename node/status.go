@@ -34,6 +34,10 @@ func (n *Node) Status() api.Status {
 		Peers:     len(n.host.Network().Peers()),
 		Topics:    make(map[string]api.TopicStatus),
 	}
+	if n.reach != nil {
+		r := n.reach.Now()
+		s.Reachability = api.Reachability{State: r.State, How: r.How}
+	}
 	if n.disc != nil {
 		s.RoutingTable = n.disc.DHT().RoutingTable().Size()
 	}

@@ -44,6 +44,9 @@ type HostConfig struct {
 	UserAgent string
 	// Registerer receives libp2p's Prometheus collectors; nil disables them.
 	Registerer prometheus.Registerer
+	// NAT is how the host gets through NATs; the zero value does nothing
+	// of it (AutoNAT aside).
+	NAT NATConfig
 }
 
 // NewHost builds a libp2p host for one swarm: TCP always, QUIC for the
@@ -91,6 +94,14 @@ func NewHost(cfg HostConfig) (host.Host, error) {
 	} else {
 		opts = append(opts, libp2p.DisableMetrics())
 	}
+	var built hostRef // for the NAT parts that need the host
+	nat, err := natOptions(cfg.NAT, cfg.Swarm, &built)
+	if err != nil {
+		rm.Close()
+		cm.Close()
+		return nil, fmt.Errorf("new host: %w", err)
+	}
+	opts = append(opts, nat...)
 	if len(cfg.AnnounceAddrs) > 0 {
 		announce := cfg.AnnounceAddrs
 		opts = append(opts, libp2p.AddrsFactory(func([]ma.Multiaddr) []ma.Multiaddr { return announce }))
@@ -101,6 +112,7 @@ func NewHost(cfg HostConfig) (host.Host, error) {
 		cm.Close()
 		return nil, fmt.Errorf("new host: %w", err)
 	}
+	built.set(h)
 	for _, a := range cfg.ListenAddrs {
 		if cfg.Swarm.Private() && IsQUIC(a) {
 			h.Close()
@@ -114,6 +126,9 @@ func NewHost(cfg HostConfig) (host.Host, error) {
 			h.Close()
 			return nil, fmt.Errorf("%w on %s: %v", ErrListen, a, err)
 		}
+	}
+	if cfg.NAT.HolePunching {
+		return punchingHost{BoundHost(h, h.ConnManager())}, nil
 	}
 	return BoundHost(h, h.ConnManager()), nil
 }

@@ -106,7 +106,7 @@ func ServeJobs(sv Server, handle JobHandler) {
 // AttachJob opens a job stream to provider p for leaseID; the caller reads
 // JobFrames from it with ReadMsg.
 func AttachJob(ctx context.Context, h host.Host, sw Swarm, p peer.ID, leaseID string) (network.Stream, error) {
-	s, err := h.NewStream(ctx, p, sw.Protocol(JobProtocol))
+	s, err := OpenStream(ctx, h, p, sw.Protocol(JobProtocol))
 	if err != nil {
 		return nil, fmt.Errorf("attach to lease %s at %s: %w", leaseID, p, err)
 	}

@@ -159,7 +159,7 @@ func (g *peerGate) release(p peer.ID) {
 // dial opens a stream of protocol id, in swarm sw, to p whose deadline is
 // ctx's.
 func dial(ctx context.Context, h host.Host, sw Swarm, p peer.ID, id protocol.ID) (network.Stream, error) {
-	s, err := h.NewStream(ctx, p, sw.Protocol(id))
+	s, err := OpenStream(ctx, h, p, sw.Protocol(id))
 	if err != nil {
 		return nil, err
 	}

@@ -131,6 +131,7 @@ func newStatusCmd(e *env) *cobra.Command {
 			if st.Coordinate.Error > 1 {
 				settled = "not settled yet: no RTT is estimated"
 			}
+			fmt.Fprintf(w, "reachable\t%s\n", reachLine(st.Reachability))
 			fmt.Fprintf(w, "coordinate\terror %.2f (%s), %d samples, %d outliers refused\n", st.Coordinate.Error, settled, st.Coordinate.Samples, st.Coordinate.Outliers)
 			for _, a := range st.Listen {
 				fmt.Fprintf(w, "listen\t%s\n", a)
@@ -203,4 +204,20 @@ func newPeersCmd(e *env) *cobra.Command {
 	}
 	addJSONFlag(c, e)
 	return c
+}
+
+// reachLine says how peers reach the node, and what to do when they
+// cannot.
+func reachLine(r api.Reachability) string {
+	switch {
+	case r.How == "direct":
+		return "directly (" + r.State + ")"
+	case r.How == "relayed":
+		return "through relays only: renters reach it, and connections turn direct by hole punching where the NATs allow"
+	case r.State == "private":
+		return "no: behind a NAT and no relay reservation yet (nat.auto_relay takes one on a public daemon of the swarm; forward a port or set network.announce to be reached directly)"
+	case r.State == "unknown" || r.State == "":
+		return "not known yet (AutoNAT asks peers to dial back)"
+	}
+	return r.State + ", " + r.How
 }

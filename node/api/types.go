@@ -34,6 +34,16 @@ type Status struct {
 	// Coordinate is this node's network coordinate, from which it
 	// estimates RTTs to peers it has not measured.
 	Coordinate CoordinateStatus `json:"coordinate"`
+	// Reachability is how peers reach this node: State public, private
+	// or unknown (AutoNAT has not decided yet), How direct, relayed
+	// (through relays' circuit addresses) or none.
+	Reachability Reachability `json:"reachability"`
+}
+
+// Reachability is how peers reach a node.
+type Reachability struct {
+	State string `json:"state"`
+	How   string `json:"how"`
 }
 
 // CoordinateStatus is the state of this node's network coordinate.

@@ -1,0 +1,467 @@
+package p2p
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// The NAT lab: network namespaces that the test makes and removes, joined
+// as a small internet. An "inet" namespace holds a bridge with four
+// public-looking addresses (11.0.0.0/24, routable nowhere but inside the
+// lab): a relay and three other public peers, as a swarm has many, so
+// that a NATed node sees its public address from four observers (libp2p
+// trusts an observed address from four). Two routers masquerade for one
+// host each (192.168.1.2 behind 11.0.0.2, 192.168.2.2 behind 11.0.0.3).
+// The hosts run in helper processes (this test binary, re-run by
+// TestMain inside a namespace), because a socket belongs to the namespace
+// of the thread that made it.
+
+const natRoleEnv = "IDLEGRID_NAT_ROLE"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(natRoleEnv); role != "" {
+		os.Exit(natHelper(role))
+	}
+	os.Exit(m.Run())
+}
+
+// natLab is one set of namespaces.
+type natLab struct {
+	t      *testing.T
+	suffix string
+}
+
+func newNATLab(t *testing.T) *natLab {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root (CI runs as root)")
+	}
+	if _, err := exec.LookPath("iptables"); err != nil {
+		t.Fatalf("iptables: %v", err)
+	}
+	b := make([]byte, 3)
+	rand.Read(b)
+	l := &natLab{t: t, suffix: hex.EncodeToString(b)}
+	t.Cleanup(func() {
+		for _, ns := range []string{"inet", "r1", "r2", "h1", "h2"} {
+			exec.Command("ip", "netns", "del", l.ns(ns)).Run()
+		}
+	})
+	return l
+}
+
+func (l *natLab) ns(name string) string { return "ig" + name + l.suffix }
+
+// dev names an interface (at most 15 bytes).
+func (l *natLab) dev(name string) string { return name + l.suffix }
+
+func (l *natLab) run(args ...string) {
+	l.t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		l.t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func (l *natLab) in(ns string, args ...string) {
+	l.t.Helper()
+	l.run(append([]string{"ip", "netns", "exec", l.ns(ns)}, args...)...)
+}
+
+// build makes the namespaces; a symmetric router maps every connection to
+// a random port (--random-fully), which hole punching cannot predict.
+func (l *natLab) build(symmetric1 bool) {
+	l.t.Helper()
+	for _, ns := range []string{"inet", "r1", "r2", "h1", "h2"} {
+		l.run("ip", "netns", "add", l.ns(ns))
+		l.run("ip", "-n", l.ns(ns), "link", "set", "lo", "up")
+	}
+	inet := l.ns("inet")
+	l.run("ip", "-n", inet, "link", "add", "br0", "type", "bridge")
+	l.run("ip", "-n", inet, "link", "set", "br0", "up")
+	for _, a := range natPublicIPs {
+		l.run("ip", "-n", inet, "addr", "add", a+"/24", "dev", "br0")
+	}
+	for i, r := range []string{"r1", "r2"} {
+		wan, port, lan, eth := l.dev("w"+r), l.dev("p"+r), l.dev("l"+r), l.dev("e"+r)
+		h := fmt.Sprintf("h%d", i+1)
+		l.run("ip", "link", "add", wan, "netns", l.ns(r), "type", "veth", "peer", "name", port, "netns", inet)
+		l.run("ip", "-n", inet, "link", "set", port, "master", "br0", "up")
+		l.run("ip", "-n", l.ns(r), "addr", "add", fmt.Sprintf("11.0.0.%d/24", i+2), "dev", wan)
+		l.run("ip", "-n", l.ns(r), "link", "set", wan, "up")
+		l.run("ip", "link", "add", lan, "netns", l.ns(r), "type", "veth", "peer", "name", eth, "netns", l.ns(h))
+		l.run("ip", "-n", l.ns(r), "addr", "add", fmt.Sprintf("192.168.%d.1/24", i+1), "dev", lan)
+		l.run("ip", "-n", l.ns(r), "link", "set", lan, "up")
+		l.run("ip", "-n", l.ns(h), "addr", "add", fmt.Sprintf("192.168.%d.2/24", i+1), "dev", eth)
+		l.run("ip", "-n", l.ns(h), "link", "set", eth, "up")
+		l.run("ip", "-n", l.ns(h), "route", "add", "default", "via", fmt.Sprintf("192.168.%d.1", i+1))
+		l.in(r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+		masq := []string{"iptables", "-t", "nat", "-A", "POSTROUTING", "-o", wan, "-j", "MASQUERADE"}
+		if symmetric1 && r == "r1" {
+			masq = append(masq, "--random-fully")
+		}
+		l.in(r, masq...)
+		// A home router's firewall: what nobody inside asked for is
+		// dropped, not refused (a refusal would end a hole punch's first
+		// SYN before the other side's arrives).
+		l.in(r, "iptables", "-A", "INPUT", "-i", wan, "-m", "conntrack", "--ctstate", "NEW,INVALID", "-j", "DROP")
+		l.in(r, "iptables", "-A", "FORWARD", "-i", wan, "-m", "conntrack", "--ctstate", "NEW,INVALID", "-j", "DROP")
+	}
+}
+
+// natPublicIPs are the inet namespace's addresses: the relay's first.
+var natPublicIPs = []string{"11.0.0.1", "11.0.0.11", "11.0.0.12", "11.0.0.13"}
+
+// natReport is what a helper prints, one JSON line at a time.
+type natReport struct {
+	ID      string   `json:"id,omitempty"`
+	Addrs   []string `json:"addrs,omitempty"`
+	Reach   string   `json:"reach,omitempty"`
+	Limited bool     `json:"limited"`
+	Echo    string   `json:"echo,omitempty"`
+	Err     string   `json:"err,omitempty"`
+}
+
+// helper is one helper process.
+type helper struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan natReport
+	log   *syncLog
+}
+
+// syncLog keeps what a helper writes to stderr.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// start runs this test binary in namespace ns as role, with env.
+func (l *natLab) start(ns, role string, env ...string) *helper {
+	l.t.Helper()
+	cmd := exec.Command("ip", "netns", "exec", l.ns(ns), os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), natRoleEnv+"="+role), env...)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	log := &syncLog{}
+	cmd.Stderr = log
+	if err := cmd.Start(); err != nil {
+		l.t.Fatal(err)
+	}
+	h := &helper{cmd: cmd, stdin: stdin, lines: make(chan natReport, 16), log: log}
+	go func() {
+		defer close(h.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var r natReport
+			if json.Unmarshal(sc.Bytes(), &r) == nil {
+				h.lines <- r
+			}
+		}
+	}()
+	l.t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	return h
+}
+
+// next waits for the helper's next report.
+func (h *helper) next(t *testing.T, what string, within time.Duration) natReport {
+	t.Helper()
+	select {
+	case r, ok := <-h.lines:
+		if !ok {
+			t.Fatalf("%s: the helper ended\n%s", what, h.log.String())
+		}
+		if r.Err != "" {
+			t.Fatalf("%s: %s\n%s", what, r.Err, h.log.String())
+		}
+		return r
+	case <-time.After(within):
+		t.Fatalf("%s: nothing after %s\n%s", what, within, h.log.String())
+	}
+	return natReport{}
+}
+
+// TestNATTraversal runs a renter behind one NAT and a provider behind
+// another, with a relay on the public side. Behind two port-preserving
+// NATs the renter's stream ends on a direct connection (hole punching);
+// with the provider behind a symmetric NAT, hole punching cannot work and
+// the stream still completes through the relay.
+func TestNATTraversal(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		symmetric bool
+	}{{"cone", false}, {"symmetric", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			lab := newNATLab(t)
+			lab.build(tc.symmetric)
+			pub := lab.start("inet", "public")
+			var peers []string
+			for range natPublicIPs {
+				r := pub.next(t, "public peer", 30*time.Second)
+				peers = append(peers, r.ID+"@"+strings.Join(r.Addrs, "+"))
+			}
+			env := "IDLEGRID_NAT_PEERS=" + strings.Join(peers, ",")
+			prov := lab.start("h1", "provider", env)
+			p := prov.next(t, "provider's relay reservation", 90*time.Second)
+			t.Logf("provider %s: reachability %s, addresses %v", p.ID[len(p.ID)-6:], p.Reach, p.Addrs)
+			if p.Reach != "private" {
+				t.Errorf("provider behind a NAT thinks it is %s", p.Reach)
+			}
+			var relayed string
+			for _, a := range p.Addrs {
+				if strings.Contains(a, "/p2p-circuit") {
+					relayed = a + "/p2p/" + p.ID
+				}
+			}
+			start := time.Now()
+			rent := lab.start("h2", "renter", env, "IDLEGRID_NAT_TARGET="+relayed)
+			r := rent.next(t, "renter's echo", 90*time.Second)
+			t.Logf("renter: echo %q after %s, over a limited (relayed) connection: %v", r.Echo, time.Since(start).Round(time.Millisecond), r.Limited)
+			if r.Echo != "hello" {
+				t.Fatalf("renter: %+v\n%s", r, rent.log.String())
+			}
+			if r.Limited != tc.symmetric {
+				t.Logf("provider's log:\n%s\nrenter's log:\n%s", prov.log.String(), rent.log.String())
+				t.Errorf("stream relayed: %v, want %v (hole punching %s)", r.Limited, tc.symmetric, map[bool]string{false: "was possible", true: "was not"}[tc.symmetric])
+			}
+		})
+	}
+}
+
+// natHelper runs one role of the lab in this process and returns the
+// exit code.
+func natHelper(role string) int {
+	out := json.NewEncoder(os.Stdout)
+	fail := func(err error) int {
+		out.Encode(natReport{Err: err.Error()})
+		return 1
+	}
+	sw := Swarm{Name: PublicSwarm}
+	echo := sw.Protocol("/idlegrid/echo/1.0.0")
+	newHost := func(ip string, nat NATConfig) (host.Host, error) {
+		key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		listen := []ma.Multiaddr{ma.StringCast("/ip4/" + ip + "/tcp/4001"), ma.StringCast("/ip4/" + ip + "/udp/4001/quic-v1")}
+		h, err := NewHost(HostConfig{Identity: key, Swarm: sw, ListenAddrs: listen, ConnLow: 16, ConnHigh: 32, Limits: DefaultLimits, NAT: nat})
+		if err != nil {
+			return nil, err
+		}
+		h.SetStreamHandler(echo, func(s network.Stream) {
+			line, _ := bufio.NewReader(s).ReadString('\n')
+			s.Write([]byte(line))
+			s.Close()
+		})
+		return h, nil
+	}
+	connect := func(h host.Host) error {
+		// Each peer is <id>@<addr>+<addr>: TCP and QUIC, as a swarm's
+		// public peers advertise.
+		for _, entry := range strings.Split(os.Getenv("IDLEGRID_NAT_PEERS"), ",") {
+			id, addrs, _ := strings.Cut(entry, "@")
+			pid, err := peer.Decode(id)
+			if err != nil {
+				return err
+			}
+			ai := peer.AddrInfo{ID: pid}
+			for _, a := range strings.Split(addrs, "+") {
+				ai.Addrs = append(ai.Addrs, ma.StringCast(a))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err = h.Connect(ctx, ai)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("connect %s: %w", entry, err)
+			}
+		}
+		return nil
+	}
+	wait := func() { io.Copy(io.Discard, os.Stdin) } // until the test closes stdin
+	switch role {
+	case "public":
+		for i, ip := range natPublicIPs {
+			nat := NATConfig{Reachability: ReachPublic, HolePunching: true}
+			if i == 0 {
+				nat.RelayService, nat.Relay = true, DefaultRelayLimits
+			}
+			h, err := newHost(ip, nat)
+			if err != nil {
+				return fail(err)
+			}
+			defer h.Close()
+			out.Encode(natReport{ID: h.ID().String(), Addrs: []string{"/ip4/" + ip + "/tcp/4001", "/ip4/" + ip + "/udp/4001/quic-v1"}})
+		}
+		wait()
+	case "provider", "renter":
+		nat := NATConfig{Reachability: ReachAuto, HolePunching: true, AutoRelay: role == "provider"}
+		h, err := newHost("0.0.0.0", nat)
+		if err != nil {
+			return fail(err)
+		}
+		defer h.Close()
+		reach, err := WatchReachability(h)
+		if err != nil {
+			return fail(err)
+		}
+		defer reach.Close()
+		if err := connect(h); err != nil {
+			return fail(err)
+		}
+		if role == "provider" {
+			for {
+				r := reach.Now()
+				if r.How == "relayed" {
+					out.Encode(natReport{ID: h.ID().String(), Addrs: r.Addrs, Reach: r.State})
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			wait()
+			return 0
+		}
+		ai, err := peer.AddrInfoFromString(os.Getenv("IDLEGRID_NAT_TARGET"))
+		if err != nil {
+			return fail(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := h.Connect(ctx, *ai); err != nil {
+			return fail(fmt.Errorf("connect to the provider through the relay: %w", err))
+		}
+		s, err := OpenStream(ctx, h, ai.ID, echo)
+		if err != nil {
+			return fail(err)
+		}
+		s.Write([]byte("hello\n"))
+		line, err := bufio.NewReader(s).ReadString('\n')
+		if err != nil {
+			return fail(fmt.Errorf("echo: %w", err))
+		}
+		out.Encode(natReport{Echo: strings.TrimSpace(line), Limited: s.Conn().Stat().Limited})
+	default:
+		return fail(fmt.Errorf("no role %q", role))
+	}
+	return 0
+}
+
+// A public node relays for its swarm's peers only, and within its limits:
+// a libp2p host that serves none of the swarm's protocols gets no
+// reservation, a swarm peer does, and a relayed connection is reset once
+// RelayLimits.Bytes have passed.
+func TestTheRelayServesItsSwarmWithinItsLimits(t *testing.T) {
+	sw := Swarm{Name: PublicSwarm}
+	loop := []ma.Multiaddr{ma.StringCast("/ip4/127.0.0.1/tcp/0")}
+	mk := func(nat NATConfig) host.Host {
+		key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := NewHost(HostConfig{Identity: key, Swarm: sw, ListenAddrs: loop, ConnLow: 16, ConnHigh: 32, Limits: DefaultLimits, NAT: nat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	relay := mk(NATConfig{Reachability: ReachPublic, RelayService: true, Relay: RelayLimits{Reservations: 4, CircuitsPerPeer: 2, Duration: time.Minute, Bytes: 64 << 10}})
+	relayInfo := peer.AddrInfo{ID: relay.ID(), Addrs: relay.Addrs()}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The relay service starts once the host knows it is public;
+	// identify pushes the new protocol to connected peers.
+	stranger := mk(NATConfig{Reachability: ReachPrivate})
+	if err := stranger.Connect(ctx, relayInfo); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if ok, _ := stranger.Peerstore().SupportsProtocols(relay.ID(), proto.ProtoIDv2Hop); len(ok) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the relay never served circuit relay v2")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if _, err := client.Reserve(ctx, stranger, relayInfo); err == nil {
+		t.Error("a host outside the swarm got a reservation")
+	}
+
+	member := mk(NATConfig{Reachability: ReachPrivate})
+	echo := sw.Protocol("/idlegrid/echo/1.0.0")
+	member.SetStreamHandler(echo, func(s network.Stream) { io.Copy(s, s); s.Close() })
+	if err := member.Connect(ctx, relayInfo); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Reserve(ctx, member, relayInfo); err != nil {
+		t.Fatalf("a swarm peer's reservation: %v", err)
+	}
+	renter := mk(NATConfig{Reachability: ReachPrivate})
+	renter.SetStreamHandler(echo, func(s network.Stream) { s.Close() })
+	circuit := ma.StringCast("/p2p/" + relay.ID().String() + "/p2p-circuit")
+	if err := renter.Connect(ctx, peer.AddrInfo{ID: member.ID(), Addrs: []ma.Multiaddr{relay.Addrs()[0].Encapsulate(circuit)}}); err != nil {
+		t.Fatalf("connect through the relay: %v", err)
+	}
+	s, err := OpenStream(ctx, renter, member.ID(), echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Conn().Stat().Limited {
+		t.Fatal("the stream is not on the relayed connection")
+	}
+	// 64 KiB each way, then the relay resets the connection.
+	chunk := make([]byte, 16<<10)
+	go func() {
+		for range 16 {
+			if _, err := s.Write(chunk); err != nil {
+				return
+			}
+		}
+		s.CloseWrite()
+	}()
+	n, err := io.Copy(io.Discard, s)
+	if err == nil || n > 64<<10 {
+		t.Errorf("relayed %d bytes back (err %v), want a reset by 64 KiB", n, err)
+	}
+}
