@@ -46,9 +46,10 @@ type provider struct {
 	// by hash; challengers get it with their fresh document.
 	standing atomic.Pointer[[]byte]
 
-	current *pb.Offer
-	selling []GPUConfig // what the current offer sells
-	coord   func() *coordinate.Coordinate
+	current   *pb.Offer
+	selling   []GPUConfig // what the current offer sells
+	coord     func() *coordinate.Coordinate
+	relayOnly func() bool
 }
 
 // providerDeps are what a provider is built from.
@@ -65,6 +66,9 @@ type providerDeps struct {
 	// coord is this node's network coordinate, carried in its offers; nil
 	// for none.
 	coord func() *coordinate.Coordinate
+	// relayOnly reports whether peers reach this node only through relays,
+	// which its offers say; nil: never.
+	relayOnly func() bool
 }
 
 // maxQuoting bounds the quotes a provider sends at once; bids beyond it
@@ -74,7 +78,7 @@ const maxQuoting = 16
 func newProvider(d providerDeps) *provider {
 	return &provider{
 		id: d.id, swarm: d.swarm, key: d.key, cfg: d.cfg, source: d.source, store: d.store, net: d.net, clock: d.clock, log: d.log,
-		coord: d.coord, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
+		coord: d.coord, relayOnly: d.relayOnly, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
 		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting),
 	}
 }
@@ -169,7 +173,7 @@ func (p *provider) run(ctx context.Context) {
 				p.withdrawNow(ctx)
 				p.log.Info("offer withdrawn: no GPU sellable now")
 			}
-		case !slices.Equal(gpus, p.selling) || now.After(due) || p.current.Withdrawn || p.coordMoved():
+		case !slices.Equal(gpus, p.selling) || now.After(due) || p.current.Withdrawn || p.coordMoved() || p.reachMoved():
 			if err = p.publishOffer(ctx, gpus, inv, now); err == nil {
 				due = now.Add(p.cfg.OfferTTL.Std() * 3 / 4)
 			}
@@ -246,6 +250,7 @@ func (p *provider) buildOffer(ctx context.Context, gpus []GPUConfig, inv *attest
 	}
 	o.Header.Swarm = p.swarm
 	o.Coordinate = p.coordNow()
+	o.RelayOnly = p.relayOnly != nil && p.relayOnly()
 	if inv != nil {
 		env, err := p.standingFor(ctx, *inv, o.Header.Id, now)
 		if err != nil {
@@ -307,6 +312,12 @@ func (p *provider) coordMoved() bool {
 	}
 	old.Height, old.Adjustment, now.Height, now.Adjustment = 0, 0, 0, 0 // the move, not the distance
 	return old.DistanceTo(now) >= coordMoveAtLeast
+}
+
+// reachMoved reports whether the offer says the node is reachable only
+// through relays and that is no longer so, or the other way round.
+func (p *provider) reachMoved() bool {
+	return p.current != nil && !p.current.Withdrawn && p.relayOnly != nil && p.relayOnly() != p.current.RelayOnly
 }
 
 // withdrawNow gossips a withdrawal of the current offer while the node runs.

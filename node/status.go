@@ -65,6 +65,11 @@ func (n *Node) Status() api.Status {
 	return s
 }
 
+// relayOnly reports whether peers reach this node only through relays.
+func (n *Node) relayOnly() bool {
+	return n.reach != nil && n.reach.Now().How == p2p.ReachRelayed
+}
+
 // leaseSummary counts the leases, the GPUs they hold of those offered, and
 // the ledger's earnings and spending.
 func (n *Node) leaseSummary(ctx context.Context) api.LeaseSummary {

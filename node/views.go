@@ -65,6 +65,7 @@ func offerView(o *pb.Offer, scores *reputation.Scores) api.OfferView {
 		MinDuration: (time.Duration(o.MinDurationSeconds) * time.Second).String(),
 		MaxDuration: (time.Duration(o.MaxDurationSeconds) * time.Second).String(),
 		Expires:     time.UnixMilli(o.Header.ExpiresUnixMs).UTC(),
+		RelayOnly:   o.RelayOnly,
 		Reliability: sc.Reliability,
 		Basis:       basis(sc),
 	}

@@ -191,6 +191,13 @@ func (a swarmACL) member(p peer.ID) bool {
 	return false
 }
 
+// How a host is reached (Reachability.How).
+const (
+	ReachDirect  = "direct"
+	ReachRelayed = "relayed"
+	ReachNone    = "none"
+)
+
 // Reachability is what a host knows of how peers reach it.
 type Reachability struct {
 	// State is public, private or unknown (AutoNAT has not decided).
@@ -235,7 +242,7 @@ func (w *ReachabilityWatch) Close() error { return w.sub.Close() }
 func (w *ReachabilityWatch) Now() Reachability {
 	r := <-w.state
 	w.state <- r
-	out := Reachability{State: strings.ToLower(r.String()), How: "none"}
+	out := Reachability{State: strings.ToLower(r.String()), How: ReachNone}
 	relayed, direct := false, false
 	for _, a := range w.h.Addrs() {
 		out.Addrs = append(out.Addrs, a.String())
@@ -247,9 +254,9 @@ func (w *ReachabilityWatch) Now() Reachability {
 	}
 	switch {
 	case r == network.ReachabilityPublic || (r != network.ReachabilityPrivate && direct):
-		out.How = "direct"
+		out.How = ReachDirect
 	case relayed:
-		out.How = "relayed"
+		out.How = ReachRelayed
 	}
 	return out
 }

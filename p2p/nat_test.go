@@ -351,7 +351,7 @@ func natHelper(role string) int {
 		if role == "provider" {
 			for {
 				r := reach.Now()
-				if r.How == "relayed" {
+				if r.How == ReachRelayed {
 					out.Encode(natReport{ID: h.ID().String(), Addrs: r.Addrs, Reach: r.State})
 					break
 				}

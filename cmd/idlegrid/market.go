@@ -222,6 +222,9 @@ func region(o api.OfferView) string {
 	if o.Implausible != "" {
 		s += " (implausible)"
 	}
+	if o.RelayOnly {
+		s += " (relayed)"
+	}
 	return s
 }
 

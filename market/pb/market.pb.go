@@ -821,8 +821,12 @@ type Offer struct {
 	// How far ahead of now a lease may start; 0: the market's default
 	// (a week). Far-future leases would let one renter hold the calendar.
 	MaxStartAheadSeconds uint64 `protobuf:"varint,22,opt,name=max_start_ahead_seconds,json=maxStartAheadSeconds,proto3" json:"max_start_ahead_seconds,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The provider is reachable only through relays (it is behind a NAT):
+	// a renter's first contact takes a relay, and hole punching makes the
+	// connection direct where the two NATs allow.
+	RelayOnly     bool `protobuf:"varint,23,opt,name=relay_only,json=relayOnly,proto3" json:"relay_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Offer) Reset() {
@@ -1007,6 +1011,13 @@ func (x *Offer) GetMaxStartAheadSeconds() uint64 {
 		return x.MaxStartAheadSeconds
 	}
 	return 0
+}
+
+func (x *Offer) GetRelayOnly() bool {
+	if x != nil {
+		return x.RelayOnly
+	}
+	return false
 }
 
 // GPURequirement is what a bid needs of GPUs.
@@ -2330,7 +2341,7 @@ const file_market_proto_rawDesc = "" +
 	"\fstart_minute\x18\x01 \x01(\rR\vstartMinute\x12\x1d\n" +
 	"\n" +
 	"end_minute\x18\x02 \x01(\rR\tendMinute\x12!\n" +
-	"\ffloor_micros\x18\x03 \x01(\x04R\vfloorMicros\"\x96\b\n" +
+	"\ffloor_micros\x18\x03 \x01(\x04R\vfloorMicros\"\xb5\b\n" +
 	"\x05Offer\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.idlegrid.market.v1.HeaderR\x06header\x120\n" +
 	"\x04gpus\x18\x02 \x03(\v2\x1c.idlegrid.market.v1.GPUGroupR\x04gpus\x120\n" +
@@ -2359,7 +2370,9 @@ const file_market_proto_rawDesc = "" +
 	"\x13thermal_cap_celsius\x18\x13 \x01(\rR\x11thermalCapCelsius\x12)\n" +
 	"\x10attestation_hash\x18\x14 \x01(\fR\x0fattestationHash\x12\x1c\n" +
 	"\twithdrawn\x18\x15 \x01(\bR\twithdrawn\x125\n" +
-	"\x17max_start_ahead_seconds\x18\x16 \x01(\x04R\x14maxStartAheadSeconds\"\xc4\x01\n" +
+	"\x17max_start_ahead_seconds\x18\x16 \x01(\x04R\x14maxStartAheadSeconds\x12\x1d\n" +
+	"\n" +
+	"relay_only\x18\x17 \x01(\bR\trelayOnly\"\xc4\x01\n" +
 	"\x0eGPURequirement\x12\x16\n" +
 	"\x06models\x18\x01 \x03(\tR\x06models\x12$\n" +
 	"\x0emin_vram_bytes\x18\x02 \x01(\x04R\fminVramBytes\x124\n" +

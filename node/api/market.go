@@ -51,6 +51,9 @@ type OfferView struct {
 	// measured from this node is below what light needs over the
 	// distance. Empty when the claim is plausible or cannot be checked.
 	Implausible string `json:"implausible,omitempty"`
+	// RelayOnly: the provider is behind a NAT and reached through relays
+	// (and, where the NATs allow, directly after hole punching).
+	RelayOnly bool `json:"relay_only,omitempty"`
 }
 
 // ReputationView is GET /v1/reputation/{peer}: this node's view of one
