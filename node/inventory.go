@@ -66,7 +66,7 @@ func (p *provider) readSellable(ctx context.Context) ([]GPUConfig, *attest.Inven
 	if inv.Unavailable != "" {
 		return nil, nil, fmt.Errorf("no GPUs to sell: %s", inv.Unavailable)
 	}
-	groups, why := p.cfg.sellable(inv)
+	groups, why := p.cfg().sellable(inv)
 	if len(why) > 0 {
 		p.log.Debug("GPUs held back", "why", why)
 	}

@@ -95,6 +95,8 @@ type Node struct {
 	host       host.Host
 	conns      *connTracker
 	reach      *p2p.ReachabilityWatch
+	reloadMu   sync.Mutex
+	reloaded   *Config // the configuration last reloaded; nil: cfg
 	store      *pebbleds.Datastore
 	disc       *p2p.Discovery
 	gossip     *p2p.Gossip

@@ -31,8 +31,9 @@ type provider struct {
 	id      peer.ID
 	swarm   string
 	key     crypto.PrivKey
-	cfg     ProviderConfig
-	source  attest.GPUSource // nil: the static provider.gpus
+	cfgNow  atomic.Pointer[ProviderConfig] // swapped by reconfigure
+	wake    chan struct{}                  // a reconfigure for the loop
+	source  attest.GPUSource               // nil: the static provider.gpus
 	store   ds.Datastore
 	net     publisher
 	clock   clock.Clock
@@ -76,10 +77,25 @@ type providerDeps struct {
 const maxQuoting = 16
 
 func newProvider(d providerDeps) *provider {
-	return &provider{
-		id: d.id, swarm: d.swarm, key: d.key, cfg: d.cfg, source: d.source, store: d.store, net: d.net, clock: d.clock, log: d.log,
+	p := &provider{
+		id: d.id, swarm: d.swarm, key: d.key, wake: make(chan struct{}, 1), source: d.source, store: d.store, net: d.net, clock: d.clock, log: d.log,
 		coord: d.coord, relayOnly: d.relayOnly, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
 		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting),
+	}
+	p.cfgNow.Store(&d.cfg)
+	return p
+}
+
+// cfg is the provider's configuration now.
+func (p *provider) cfg() ProviderConfig { return *p.cfgNow.Load() }
+
+// reconfigure replaces the terms the next offer is built on (price,
+// windows, policy) and has the loop publish it now.
+func (p *provider) reconfigure(c ProviderConfig) {
+	p.cfgNow.Store(&c)
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -159,9 +175,11 @@ const firstPeerWait = 10 * time.Second
 func (p *provider) run(ctx context.Context) {
 	defer p.wg.Done()
 	p.net.AwaitMesh(ctx, p2p.TopicOffers, firstPeerWait)
-	var due time.Time // when the offer must be re-published
+	var due time.Time         // when the offer must be re-published
+	var built *ProviderConfig // the configuration the current offer came from
 	for {
 		now := p.clock.Now()
+		cfg := p.cfgNow.Load()
 		gpus, inv, err := p.sellableNow(ctx)
 		switch {
 		case err != nil:
@@ -173,14 +191,14 @@ func (p *provider) run(ctx context.Context) {
 				p.withdrawNow(ctx)
 				p.log.Info("offer withdrawn: no GPU sellable now")
 			}
-		case !slices.Equal(gpus, p.selling) || now.After(due) || p.current.Withdrawn || p.coordMoved() || p.reachMoved():
+		case !slices.Equal(gpus, p.selling) || now.After(due) || p.current.Withdrawn || cfg != built || p.coordMoved() || p.reachMoved():
 			if err = p.publishOffer(ctx, gpus, inv, now); err == nil {
-				due = now.Add(p.cfg.OfferTTL.Std() * 3 / 4)
+				due, built = now.Add(cfg.OfferTTL.Std()*3/4), cfg
 			}
 		}
 		wait := min(due.Sub(now), coordCheckEvery)
 		if p.source != nil {
-			wait = min(wait, p.cfg.WatchInterval.Std())
+			wait = min(wait, cfg.WatchInterval.Std())
 		}
 		if err != nil && ctx.Err() == nil {
 			p.log.Warn("offer not published; retrying in 10s", "err", err)
@@ -191,6 +209,7 @@ func (p *provider) run(ctx context.Context) {
 			p.withdraw()
 			return
 		case <-p.clock.After(wait):
+		case <-p.wake:
 		}
 	}
 }
@@ -200,7 +219,7 @@ func (p *provider) run(ctx context.Context) {
 // list).
 func (p *provider) sellableNow(ctx context.Context) ([]GPUConfig, *attest.Inventory, error) {
 	if p.source == nil {
-		return p.cfg.GPUs, nil, nil
+		return p.cfg().GPUs, nil, nil
 	}
 	return p.readSellable(ctx)
 }
@@ -242,7 +261,7 @@ func (p *provider) buildOffer(ctx context.Context, gpus []GPUConfig, inv *attest
 	if err != nil {
 		return nil, err
 	}
-	cfg := p.cfg
+	cfg := p.cfg()
 	cfg.GPUs = gpus
 	o, err := cfg.BuildOffer(p.id, seq, now)
 	if err != nil {

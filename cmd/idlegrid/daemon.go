@@ -2,6 +2,10 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/idlegrid/idlegrid/node"
@@ -18,11 +22,17 @@ func newDaemonCmd(e *env) *cobra.Command {
 		Short: "Run a node: join the swarm, gossip, serve the local API",
 		Long: `Run a node from the repository until SIGINT or SIGTERM.
 
-The node listens on network.listen, dials network.bootstrap (and fails at once
-if none answers), finds the rest of its swarm through the DHT and rendezvous,
-joins the swarm's gossip topics, measures peers' round-trip times, and serves
-the local API and /metrics on 127.0.0.1:api.port. A signal stops it within 5 s
-with the datastore flushed and closed.`,
+The node listens on network.listen, dials network.bootstrap (when none answers
+it starts anyway and dials them again, 1 s later and backing off to
+dht.rebootstrap_interval), finds the rest of its swarm through the DHT and
+rendezvous, joins the swarm's gossip topics, measures peers' round-trip times,
+and serves the local API and /metrics on 127.0.0.1:api.port. SIGINT or SIGTERM
+stops it within 5 s with the datastore flushed and closed.
+
+SIGHUP reloads config.toml: the provider's terms (prices, windows, tiers,
+durations, workload and image policy, caps, a static GPU list) take effect at
+once in a new offer; other changed settings are named in the log and wait for a
+restart; an invalid file is refused and the node runs on as it was.`,
 		Example: `  idlegrid daemon
   idlegrid daemon --repo /tmp/n2 --log-format json
   idlegrid daemon --light   # DHT client mode, as a renter's light client`,
@@ -48,7 +58,18 @@ with the datastore flushed and closed.`,
 			}
 			st := n.Status()
 			log.Info("idlegrid daemon ready", "version", version, "peer", st.PeerID, "swarm", st.SwarmID, "api", n.APIAddr(), "addrs", n.Addrs())
-			<-e.ctx.Done()
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+		running:
+			for {
+				select {
+				case <-e.ctx.Done():
+					break running
+				case <-hup:
+					reload(r, n, log)
+				}
+			}
 			log.Info("shutting down", "limit", shutdownLimit.String())
 			done := make(chan error, 1)
 			go func() { done <- n.Close() }()
@@ -65,4 +86,15 @@ with the datastore flushed and closed.`,
 	}
 	c.Flags().BoolVar(&light, "light", false, "run the DHT in client mode (a light client: queries, serves nothing)")
 	return c
+}
+
+// reload reads the repository's config again and hands it to the node.
+func reload(r *node.Repo, n *node.Node, log *slog.Logger) {
+	cfg, err := r.Config()
+	if err == nil {
+		_, err = n.Reload(cfg)
+	}
+	if err != nil {
+		log.Error("configuration not reloaded; the node runs on as it was", "err", err)
+	}
 }

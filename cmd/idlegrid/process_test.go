@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -183,6 +184,28 @@ func TestTwoDaemonProcessesPeer(t *testing.T) {
 	}
 	if len(bid.Quotes) != 1 || bid.Quotes[0].Provider != idA.PeerID || bid.Quotes[0].Total != "2.50" {
 		t.Errorf("bid: %+v", bid)
+	}
+
+	// SIGHUP: A's new price reaches B's book; a file that does not parse
+	// is refused and A runs on.
+	cli(t, bin, "config", "set", "--repo", dirA, "provider.price", "0.99")
+	a.cmd.Process.Signal(syscall.SIGHUP)
+	waitJSON(t, 30*time.Second, "B's book holds A's offer at the reloaded price", bin, func(o []api.OfferView) bool { return len(o) == 1 && o[0].Price == "0.99" },
+		"offers", "--json", "--repo", dirB)
+	cfgPath := filepath.Join(dirA, "config.toml")
+	good, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, append(slices.Clone(good), "\n[provider\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.cmd.Process.Signal(syscall.SIGHUP)
+	waitJSON(t, 10*time.Second, "A refuses the broken file and answers", bin, func(s api.Status) bool {
+		return strings.Contains(a.stderr.String(), "configuration not reloaded")
+	}, "status", "--json", "--repo", dirA)
+	if err := os.WriteFile(cfgPath, good, 0o600); err != nil {
+		t.Fatal(err)
 	}
 
 	b.stop(t)
