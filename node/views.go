@@ -64,6 +64,7 @@ func offerView(o *pb.Offer, scores *reputation.Scores) api.OfferView {
 		Price:       market.FormatPrice(o.PriceMicros),
 		MinDuration: (time.Duration(o.MinDurationSeconds) * time.Second).String(),
 		MaxDuration: (time.Duration(o.MaxDurationSeconds) * time.Second).String(),
+		Created:     time.UnixMilli(o.Header.CreatedUnixMs).UTC(),
 		Expires:     time.UnixMilli(o.Header.ExpiresUnixMs).UTC(),
 		RelayOnly:   o.RelayOnly,
 		Reliability: sc.Reliability,

@@ -37,6 +37,7 @@ type OfferView struct {
 	MinDuration string            `json:"min_duration"`
 	MaxDuration string            `json:"max_duration"`
 	Weekly      []string          `json:"weekly,omitempty"`
+	Created     time.Time         `json:"created"`
 	Expires     time.Time         `json:"expires"`
 	// Reliability is this node's score of the provider, and Basis what
 	// it rests on ("0.93: 41 receipts, 12 via trusted peers, 1 dispute").

@@ -334,3 +334,32 @@ func (d *Docker) engineErr(op string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
+
+// Engine is what a provider needs to know of its Docker engine.
+type Engine struct {
+	Version        string   `json:"version"`
+	Runtimes       []string `json:"runtimes"`
+	DefaultRuntime string   `json:"default_runtime"`
+	RootDir        string   `json:"root_dir"` // where images and containers live
+	// CDIDevices are the Container Device Interface devices the engine
+	// knows (nvidia.com/gpu=… with the NVIDIA Container Toolkit's CDI
+	// spec), a second way to attach GPUs.
+	CDIDevices []string `json:"cdi_devices,omitempty"`
+}
+
+// Engine asks the engine what it is; an unreachable one is ErrNoEngine.
+func (d *Docker) Engine(ctx context.Context) (Engine, error) {
+	info, err := d.cli.Info(ctx)
+	if err != nil {
+		return Engine{}, d.engineErr("info", err)
+	}
+	e := Engine{Version: info.ServerVersion, DefaultRuntime: info.DefaultRuntime, RootDir: info.DockerRootDir}
+	for name := range info.Runtimes {
+		e.Runtimes = append(e.Runtimes, name)
+	}
+	slices.Sort(e.Runtimes)
+	for _, dev := range info.DiscoveredDevices {
+		e.CDIDevices = append(e.CDIDevices, dev.ID)
+	}
+	return e, nil
+}
