@@ -82,6 +82,10 @@ const (
 	DefaultDialTimeout         = 15 * time.Second
 )
 
+// refreshPeriod is kad-dht's routing table refresh period, which each
+// node jitters.
+const refreshPeriod = 10 * time.Minute
+
 // withDefaults fills each zero optional field with its default.
 func (c DiscoveryConfig) withDefaults() DiscoveryConfig {
 	if c.RebootstrapInterval <= 0 {
@@ -120,6 +124,12 @@ func NewDiscovery(h host.Host, cfg DiscoveryConfig) (*Discovery, error) {
 		dht.ProtocolPrefix(cfg.Swarm.DHTPrefix()),
 		dht.Mode(mode),
 		dht.BootstrapPeers(cfg.Bootstrap...),
+		// kad-dht refreshes its table every 10 minutes from its start, a
+		// lookup per bucket that dials dozens of peers. Nodes started
+		// together (a rack rebooted, a swarm simulated) would refresh
+		// together and crowd each other past their connection bound at
+		// once: each takes its own period, 10 minutes ±25%.
+		dht.RoutingTableRefreshPeriod(time.Duration(float64(refreshPeriod) * (0.75 + 0.5*mrand.Float64()))),
 	}
 	if cfg.Datastore != nil {
 		opts = append(opts, dht.Datastore(cfg.Datastore))

@@ -128,7 +128,7 @@ func NewHost(cfg HostConfig) (host.Host, error) {
 		}
 	}
 	if cfg.NAT.HolePunching {
-		return punchingHost{BoundHost(h, h.ConnManager())}, nil
+		return newPunchingHost(BoundHost(h, h.ConnManager())), nil
 	}
 	return BoundHost(h, h.ConnManager()), nil
 }

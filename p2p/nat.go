@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -283,13 +284,60 @@ func OnlyRelayed(addrs []ma.Multiaddr) bool {
 // relayed connection into a direct one before it takes the relay.
 const directWait = 10 * time.Second
 
-// punchReadyWait bounds how long OpenStream waits for this host's own
-// hole punching service, which starts once the host has learned a public
-// address of its own.
+// punchReadyWait is how long after its start a host waits, before a
+// stream, for its own hole punching service, which starts once identify
+// has told the host a public address of its own.
 const punchReadyWait = 5 * time.Second
 
+// punchFailedFor is how long a peer that hole punching could not reach is
+// taken through the relay at once, without waiting for a direct
+// connection again; punchFailedMax bounds how many such peers are kept.
+const (
+	punchFailedFor = 10 * time.Minute
+	punchFailedMax = 4096
+)
+
 // punchingHost is a host that runs DCUtR (NATConfig.HolePunching).
-type punchingHost struct{ host.Host }
+type punchingHost struct {
+	host.Host
+	*punchState
+}
+
+type punchState struct {
+	started time.Time
+	mu      sync.Mutex
+	failed  map[peer.ID]time.Time // when a wait for a direct connection failed
+}
+
+func newPunchingHost(h host.Host) punchingHost {
+	return punchingHost{Host: h, punchState: &punchState{started: time.Now(), failed: map[peer.ID]time.Time{}}}
+}
+
+// recentlyFailed reports whether a wait for a direct connection to p
+// failed within punchFailedFor.
+func (s *punchState) recentlyFailed(p peer.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.failed[p]
+	if ok && time.Since(at) > punchFailedFor {
+		delete(s.failed, p)
+		return false
+	}
+	return ok
+}
+
+func (s *punchState) punchFailed(p peer.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.failed) >= punchFailedMax {
+		for q, at := range s.failed {
+			if time.Since(at) > punchFailedFor || len(s.failed) >= punchFailedMax {
+				delete(s.failed, q)
+			}
+		}
+	}
+	s.failed[p] = time.Now()
+}
 
 // punchReady reports whether h answers hole punching now: its service
 // serves DCUtR only once identify has told it a public address.
@@ -301,21 +349,22 @@ func punchReady(h host.Host) bool {
 // first waits up to directWait for a direct one (DCUtR), so that a lease's
 // streams and a job's output go direct whenever hole punching can; only
 // when that fails (a symmetric NAT) does it use the relay, within the
-// relay's limits. A host without hole punching uses what connection there
-// is.
+// relay's limits, and for the next 10 minutes it takes the relay to that
+// peer at once. A host that cannot punch holes (none configured, or no
+// public address of its own to punch from) uses what connection there is.
 //
 // The peer behind the relay starts hole punching once, as the relayed
-// connection opens; a node that has just started (a fresh rent) may not
-// answer it yet. Then OpenStream waits for its own service and opens the
-// relayed connection again, for a second attempt.
+// connection opens; a host that has just started (a fresh rent) may not
+// answer it yet. Such a host waits up to 5 s for its own service and then
+// opens the relayed connection again, for a second attempt.
 func OpenStream(ctx context.Context, h host.Host, p peer.ID, pid protocol.ID) (network.Stream, error) {
-	_, punching := h.(punchingHost)
+	relayed := network.WithAllowLimitedConn(ctx, "no direct connection")
+	ph, punching := h.(punchingHost)
 	if !punching {
-		// No hole punching here: a relayed connection is all there is.
-		return h.NewStream(network.WithAllowLimitedConn(ctx, "this host does not punch holes"), p, pid)
+		return h.NewStream(relayed, p, pid)
 	}
-	if h.Network().Connectedness(p) == network.Limited && !punchReady(h) {
-		wait, cancel := context.WithTimeout(ctx, punchReadyWait)
+	if !punchReady(h) && time.Since(ph.started) < punchReadyWait {
+		wait, cancel := context.WithDeadline(ctx, ph.started.Add(punchReadyWait))
 		for !punchReady(h) && wait.Err() == nil {
 			select {
 			case <-wait.Done():
@@ -330,9 +379,13 @@ func OpenStream(ctx context.Context, h host.Host, p peer.ID, pid protocol.ID) (n
 			}
 		}
 	}
+	if !punchReady(h) || ph.recentlyFailed(p) {
+		return h.NewStream(relayed, p, pid)
+	}
 	s, err := h.NewStream(network.WithDialPeerTimeout(ctx, directWait), p, pid)
 	if err == nil || ctx.Err() != nil || h.Network().Connectedness(p) != network.Limited {
 		return s, err
 	}
-	return h.NewStream(network.WithAllowLimitedConn(ctx, "no direct connection after hole punching"), p, pid)
+	ph.punchFailed(p)
+	return h.NewStream(relayed, p, pid)
 }

@@ -137,7 +137,11 @@ type natReport struct {
 	Reach   string   `json:"reach,omitempty"`
 	Limited bool     `json:"limited"`
 	Echo    string   `json:"echo,omitempty"`
-	Err     string   `json:"err,omitempty"`
+	// Second is how long a second stream to the same peer took to open,
+	// in ms, and whether it too was relayed.
+	SecondMs      int64  `json:"second_ms"`
+	SecondLimited bool   `json:"second_limited"`
+	Err           string `json:"err,omitempty"`
 }
 
 // helper is one helper process.
@@ -256,9 +260,13 @@ func TestNATTraversal(t *testing.T) {
 			start := time.Now()
 			rent := lab.start("h2", "renter", env, "IDLEGRID_NAT_TARGET="+relayed)
 			r := rent.next(t, "renter's echo", 90*time.Second)
-			t.Logf("renter: echo %q after %s, over a limited (relayed) connection: %v", r.Echo, time.Since(start).Round(time.Millisecond), r.Limited)
+			t.Logf("renter: echo %q after %s, over a limited (relayed) connection: %v; a second stream in %d ms, relayed: %v", r.Echo, time.Since(start).Round(time.Millisecond), r.Limited, r.SecondMs, r.SecondLimited)
 			if r.Echo != "hello" {
 				t.Fatalf("renter: %+v\n%s", r, rent.log.String())
+			}
+			// The second stream does not wait for hole punching again.
+			if r.SecondLimited != tc.symmetric || r.SecondMs > 2000 {
+				t.Errorf("second stream: relayed %v after %d ms, want relayed %v at once", r.SecondLimited, r.SecondMs, tc.symmetric)
 			}
 			if r.Limited != tc.symmetric {
 				t.Logf("provider's log:\n%s\nrenter's log:\n%s", prov.log.String(), rent.log.String())
@@ -378,7 +386,14 @@ func natHelper(role string) int {
 		if err != nil {
 			return fail(fmt.Errorf("echo: %w", err))
 		}
-		out.Encode(natReport{Echo: strings.TrimSpace(line), Limited: s.Conn().Stat().Limited})
+		t0 := time.Now()
+		s2, err := OpenStream(ctx, h, ai.ID, echo)
+		if err != nil {
+			return fail(fmt.Errorf("second stream: %w", err))
+		}
+		s2.Reset()
+		out.Encode(natReport{Echo: strings.TrimSpace(line), Limited: s.Conn().Stat().Limited,
+			SecondMs: time.Since(t0).Milliseconds(), SecondLimited: s2.Conn().Stat().Limited})
 	default:
 		return fail(fmt.Errorf("no role %q", role))
 	}
