@@ -1,10 +1,9 @@
-package p2p
+package p2p_test
 
 import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/idlegrid/idlegrid/p2p/p2ptest"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -24,16 +25,9 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 )
 
-// The NAT lab: network namespaces that the test makes and removes, joined
-// as a small internet. An "inet" namespace holds a bridge with four
-// public-looking addresses (11.0.0.0/24, routable nowhere but inside the
-// lab): a relay and three other public peers, as a swarm has many, so
-// that a NATed node sees its public address from four observers (libp2p
-// trusts an observed address from four). Two routers masquerade for one
-// host each (192.168.1.2 behind 11.0.0.2, 192.168.2.2 behind 11.0.0.3).
-// The hosts run in helper processes (this test binary, re-run by
-// TestMain inside a namespace), because a socket belongs to the namespace
-// of the thread that made it.
+// The NAT test runs its hosts in p2ptest.NATLab's namespaces, each in a
+// helper process: this test binary, re-run by TestMain inside a
+// namespace.
 
 const natRoleEnv = "IDLEGRID_NAT_ROLE"
 
@@ -43,92 +37,6 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
-
-// natLab is one set of namespaces.
-type natLab struct {
-	t      *testing.T
-	suffix string
-}
-
-func newNATLab(t *testing.T) *natLab {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("network namespaces need root (CI runs as root)")
-	}
-	if _, err := exec.LookPath("iptables"); err != nil {
-		t.Fatalf("iptables: %v", err)
-	}
-	b := make([]byte, 3)
-	rand.Read(b)
-	l := &natLab{t: t, suffix: hex.EncodeToString(b)}
-	t.Cleanup(func() {
-		for _, ns := range []string{"inet", "r1", "r2", "h1", "h2"} {
-			exec.Command("ip", "netns", "del", l.ns(ns)).Run()
-		}
-	})
-	return l
-}
-
-func (l *natLab) ns(name string) string { return "ig" + name + l.suffix }
-
-// dev names an interface (at most 15 bytes).
-func (l *natLab) dev(name string) string { return name + l.suffix }
-
-func (l *natLab) run(args ...string) {
-	l.t.Helper()
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-		l.t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-func (l *natLab) in(ns string, args ...string) {
-	l.t.Helper()
-	l.run(append([]string{"ip", "netns", "exec", l.ns(ns)}, args...)...)
-}
-
-// build makes the namespaces; a symmetric router maps every connection to
-// a random port (--random-fully), which hole punching cannot predict.
-func (l *natLab) build(symmetric1 bool) {
-	l.t.Helper()
-	for _, ns := range []string{"inet", "r1", "r2", "h1", "h2"} {
-		l.run("ip", "netns", "add", l.ns(ns))
-		l.run("ip", "-n", l.ns(ns), "link", "set", "lo", "up")
-	}
-	inet := l.ns("inet")
-	l.run("ip", "-n", inet, "link", "add", "br0", "type", "bridge")
-	l.run("ip", "-n", inet, "link", "set", "br0", "up")
-	for _, a := range natPublicIPs {
-		l.run("ip", "-n", inet, "addr", "add", a+"/24", "dev", "br0")
-	}
-	for i, r := range []string{"r1", "r2"} {
-		wan, port, lan, eth := l.dev("w"+r), l.dev("p"+r), l.dev("l"+r), l.dev("e"+r)
-		h := fmt.Sprintf("h%d", i+1)
-		l.run("ip", "link", "add", wan, "netns", l.ns(r), "type", "veth", "peer", "name", port, "netns", inet)
-		l.run("ip", "-n", inet, "link", "set", port, "master", "br0", "up")
-		l.run("ip", "-n", l.ns(r), "addr", "add", fmt.Sprintf("11.0.0.%d/24", i+2), "dev", wan)
-		l.run("ip", "-n", l.ns(r), "link", "set", wan, "up")
-		l.run("ip", "link", "add", lan, "netns", l.ns(r), "type", "veth", "peer", "name", eth, "netns", l.ns(h))
-		l.run("ip", "-n", l.ns(r), "addr", "add", fmt.Sprintf("192.168.%d.1/24", i+1), "dev", lan)
-		l.run("ip", "-n", l.ns(r), "link", "set", lan, "up")
-		l.run("ip", "-n", l.ns(h), "addr", "add", fmt.Sprintf("192.168.%d.2/24", i+1), "dev", eth)
-		l.run("ip", "-n", l.ns(h), "link", "set", eth, "up")
-		l.run("ip", "-n", l.ns(h), "route", "add", "default", "via", fmt.Sprintf("192.168.%d.1", i+1))
-		l.in(r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-		masq := []string{"iptables", "-t", "nat", "-A", "POSTROUTING", "-o", wan, "-j", "MASQUERADE"}
-		if symmetric1 && r == "r1" {
-			masq = append(masq, "--random-fully")
-		}
-		l.in(r, masq...)
-		// A home router's firewall: what nobody inside asked for is
-		// dropped, not refused (a refusal would end a hole punch's first
-		// SYN before the other side's arrives).
-		l.in(r, "iptables", "-A", "INPUT", "-i", wan, "-m", "conntrack", "--ctstate", "NEW,INVALID", "-j", "DROP")
-		l.in(r, "iptables", "-A", "FORWARD", "-i", wan, "-m", "conntrack", "--ctstate", "NEW,INVALID", "-j", "DROP")
-	}
-}
-
-// natPublicIPs are the inet namespace's addresses: the relay's first.
-var natPublicIPs = []string{"11.0.0.1", "11.0.0.11", "11.0.0.12", "11.0.0.13"}
 
 // natReport is what a helper prints, one JSON line at a time.
 type natReport struct {
@@ -171,16 +79,16 @@ func (l *syncLog) String() string {
 }
 
 // start runs this test binary in namespace ns as role, with env.
-func (l *natLab) start(ns, role string, env ...string) *helper {
-	l.t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", l.ns(ns), os.Args[0], "-test.run=^$")
+func startHelper(t *testing.T, l *p2ptest.NATLab, ns, role string, env ...string) *helper {
+	t.Helper()
+	cmd := l.Command(ns, os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), natRoleEnv+"="+role), env...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	log := &syncLog{}
 	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
 	h := &helper{cmd: cmd, stdin: stdin, lines: make(chan natReport, 16), log: log}
 	go func() {
@@ -193,7 +101,7 @@ func (l *natLab) start(ns, role string, env ...string) *helper {
 			}
 		}
 	}()
-	l.t.Cleanup(func() {
+	t.Cleanup(func() {
 		stdin.Close()
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
@@ -236,16 +144,15 @@ func TestNATTraversal(t *testing.T) {
 		symmetric bool
 	}{{"cone", false}, {"symmetric", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			lab := newNATLab(t)
-			lab.build(tc.symmetric)
-			pub := lab.start("inet", "public")
+			lab := p2ptest.NewNATLab(t, tc.symmetric)
+			pub := startHelper(t, lab, "inet", "public")
 			var peers []string
-			for range natPublicIPs {
+			for range p2ptest.PublicIPs {
 				r := pub.next(t, "public peer", 30*time.Second)
 				peers = append(peers, r.ID+"@"+strings.Join(r.Addrs, "+"))
 			}
 			env := "IDLEGRID_NAT_PEERS=" + strings.Join(peers, ",")
-			prov := lab.start("h1", "provider", env)
+			prov := startHelper(t, lab, "h1", "provider", env)
 			p := prov.next(t, "provider's relay reservation", 90*time.Second)
 			t.Logf("provider %s: reachability %s, addresses %v", p.ID[len(p.ID)-6:], p.Reach, p.Addrs)
 			if p.Reach != "private" {
@@ -258,7 +165,7 @@ func TestNATTraversal(t *testing.T) {
 				}
 			}
 			start := time.Now()
-			rent := lab.start("h2", "renter", env, "IDLEGRID_NAT_TARGET="+relayed)
+			rent := startHelper(t, lab, "h2", "renter", env, "IDLEGRID_NAT_TARGET="+relayed)
 			r := rent.next(t, "renter's echo", 90*time.Second)
 			t.Logf("renter: echo %q after %s, over a limited (relayed) connection: %v; a second stream in %d ms, relayed: %v", r.Echo, time.Since(start).Round(time.Millisecond), r.Limited, r.SecondMs, r.SecondLimited)
 			if r.Echo != "hello" {
@@ -284,15 +191,15 @@ func natHelper(role string) int {
 		out.Encode(natReport{Err: err.Error()})
 		return 1
 	}
-	sw := Swarm{Name: PublicSwarm}
+	sw := p2p.Swarm{Name: p2p.PublicSwarm}
 	echo := sw.Protocol("/idlegrid/echo/1.0.0")
-	newHost := func(ip string, nat NATConfig) (host.Host, error) {
+	newHost := func(ip string, nat p2p.NATConfig) (host.Host, error) {
 		key, _, err := crypto.GenerateEd25519Key(rand.Reader)
 		if err != nil {
 			return nil, err
 		}
 		listen := []ma.Multiaddr{ma.StringCast("/ip4/" + ip + "/tcp/4001"), ma.StringCast("/ip4/" + ip + "/udp/4001/quic-v1")}
-		h, err := NewHost(HostConfig{Identity: key, Swarm: sw, ListenAddrs: listen, ConnLow: 16, ConnHigh: 32, Limits: DefaultLimits, NAT: nat})
+		h, err := p2p.NewHost(p2p.HostConfig{Identity: key, Swarm: sw, ListenAddrs: listen, ConnLow: 16, ConnHigh: 32, Limits: p2p.DefaultLimits, NAT: nat})
 		if err != nil {
 			return nil, err
 		}
@@ -328,10 +235,10 @@ func natHelper(role string) int {
 	wait := func() { io.Copy(io.Discard, os.Stdin) } // until the test closes stdin
 	switch role {
 	case "public":
-		for i, ip := range natPublicIPs {
-			nat := NATConfig{Reachability: ReachPublic, HolePunching: true}
+		for i, ip := range p2ptest.PublicIPs {
+			nat := p2p.NATConfig{Reachability: p2p.ReachPublic, HolePunching: true}
 			if i == 0 {
-				nat.RelayService, nat.Relay = true, DefaultRelayLimits
+				nat.RelayService, nat.Relay = true, p2p.DefaultRelayLimits
 			}
 			h, err := newHost(ip, nat)
 			if err != nil {
@@ -342,13 +249,13 @@ func natHelper(role string) int {
 		}
 		wait()
 	case "provider", "renter":
-		nat := NATConfig{Reachability: ReachAuto, HolePunching: true, AutoRelay: role == "provider"}
+		nat := p2p.NATConfig{Reachability: p2p.ReachAuto, HolePunching: true, AutoRelay: role == "provider"}
 		h, err := newHost("0.0.0.0", nat)
 		if err != nil {
 			return fail(err)
 		}
 		defer h.Close()
-		reach, err := WatchReachability(h)
+		reach, err := p2p.WatchReachability(h)
 		if err != nil {
 			return fail(err)
 		}
@@ -359,7 +266,7 @@ func natHelper(role string) int {
 		if role == "provider" {
 			for {
 				r := reach.Now()
-				if r.How == ReachRelayed {
+				if r.How == p2p.ReachRelayed {
 					out.Encode(natReport{ID: h.ID().String(), Addrs: r.Addrs, Reach: r.State})
 					break
 				}
@@ -377,7 +284,7 @@ func natHelper(role string) int {
 		if err := h.Connect(ctx, *ai); err != nil {
 			return fail(fmt.Errorf("connect to the provider through the relay: %w", err))
 		}
-		s, err := OpenStream(ctx, h, ai.ID, echo)
+		s, err := p2p.OpenStream(ctx, h, ai.ID, echo)
 		if err != nil {
 			return fail(err)
 		}
@@ -387,7 +294,7 @@ func natHelper(role string) int {
 			return fail(fmt.Errorf("echo: %w", err))
 		}
 		t0 := time.Now()
-		s2, err := OpenStream(ctx, h, ai.ID, echo)
+		s2, err := p2p.OpenStream(ctx, h, ai.ID, echo)
 		if err != nil {
 			return fail(fmt.Errorf("second stream: %w", err))
 		}
@@ -403,29 +310,29 @@ func natHelper(role string) int {
 // A public node relays for its swarm's peers only, and within its limits:
 // a libp2p host that serves none of the swarm's protocols gets no
 // reservation, a swarm peer does, and a relayed connection is reset once
-// RelayLimits.Bytes have passed.
+// p2p.RelayLimits.Bytes have passed.
 func TestTheRelayServesItsSwarmWithinItsLimits(t *testing.T) {
-	sw := Swarm{Name: PublicSwarm}
+	sw := p2p.Swarm{Name: p2p.PublicSwarm}
 	loop := []ma.Multiaddr{ma.StringCast("/ip4/127.0.0.1/tcp/0")}
-	mk := func(nat NATConfig) host.Host {
+	mk := func(nat p2p.NATConfig) host.Host {
 		key, _, err := crypto.GenerateEd25519Key(rand.Reader)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := NewHost(HostConfig{Identity: key, Swarm: sw, ListenAddrs: loop, ConnLow: 16, ConnHigh: 32, Limits: DefaultLimits, NAT: nat})
+		h, err := p2p.NewHost(p2p.HostConfig{Identity: key, Swarm: sw, ListenAddrs: loop, ConnLow: 16, ConnHigh: 32, Limits: p2p.DefaultLimits, NAT: nat})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { h.Close() })
 		return h
 	}
-	relay := mk(NATConfig{Reachability: ReachPublic, RelayService: true, Relay: RelayLimits{Reservations: 4, CircuitsPerPeer: 2, Duration: time.Minute, Bytes: 64 << 10}})
+	relay := mk(p2p.NATConfig{Reachability: p2p.ReachPublic, RelayService: true, Relay: p2p.RelayLimits{Reservations: 4, CircuitsPerPeer: 2, Duration: time.Minute, Bytes: 64 << 10}})
 	relayInfo := peer.AddrInfo{ID: relay.ID(), Addrs: relay.Addrs()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// The relay service starts once the host knows it is public;
 	// identify pushes the new protocol to connected peers.
-	stranger := mk(NATConfig{Reachability: ReachPrivate})
+	stranger := mk(p2p.NATConfig{Reachability: p2p.ReachPrivate})
 	if err := stranger.Connect(ctx, relayInfo); err != nil {
 		t.Fatal(err)
 	}
@@ -443,7 +350,7 @@ func TestTheRelayServesItsSwarmWithinItsLimits(t *testing.T) {
 		t.Error("a host outside the swarm got a reservation")
 	}
 
-	member := mk(NATConfig{Reachability: ReachPrivate})
+	member := mk(p2p.NATConfig{Reachability: p2p.ReachPrivate})
 	echo := sw.Protocol("/idlegrid/echo/1.0.0")
 	member.SetStreamHandler(echo, func(s network.Stream) { io.Copy(s, s); s.Close() })
 	if err := member.Connect(ctx, relayInfo); err != nil {
@@ -452,13 +359,13 @@ func TestTheRelayServesItsSwarmWithinItsLimits(t *testing.T) {
 	if _, err := client.Reserve(ctx, member, relayInfo); err != nil {
 		t.Fatalf("a swarm peer's reservation: %v", err)
 	}
-	renter := mk(NATConfig{Reachability: ReachPrivate})
+	renter := mk(p2p.NATConfig{Reachability: p2p.ReachPrivate})
 	renter.SetStreamHandler(echo, func(s network.Stream) { s.Close() })
 	circuit := ma.StringCast("/p2p/" + relay.ID().String() + "/p2p-circuit")
 	if err := renter.Connect(ctx, peer.AddrInfo{ID: member.ID(), Addrs: []ma.Multiaddr{relay.Addrs()[0].Encapsulate(circuit)}}); err != nil {
 		t.Fatalf("connect through the relay: %v", err)
 	}
-	s, err := OpenStream(ctx, renter, member.ID(), echo)
+	s, err := p2p.OpenStream(ctx, renter, member.ID(), echo)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,118 @@
+package p2ptest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// NATLab is a small internet of network namespaces that a test makes and
+// removes: an "inet" namespace whose bridge holds the public-looking
+// addresses PublicIPs (11.0.0.0/24, routed nowhere outside the lab), and
+// two home networks, host "h1" at 192.168.1.2 behind router "r1" (public
+// 11.0.0.2) and "h2" at 192.168.2.2 behind "r2" (11.0.0.3). Each router
+// masquerades and, as a home router's firewall does, drops what nobody
+// inside asked for. A swarm has many public peers, and libp2p trusts an
+// address it is seen at only from four observers: so the lab has four
+// public addresses.
+//
+// A socket belongs to the namespace of the thread that made it, so what
+// runs in a namespace runs as its own process: Command.
+type NATLab struct {
+	t      testing.TB
+	suffix string
+}
+
+// PublicIPs are the inet namespace's addresses, a relay's first.
+var PublicIPs = []string{"11.0.0.1", "11.0.0.11", "11.0.0.12", "11.0.0.13"}
+
+// NewNATLab builds the lab; with symmetric, router r1 maps every
+// connection to a random port (--random-fully), which hole punching
+// cannot predict. It skips the test when not run as root (CI runs as
+// root), and removes the namespaces when the test ends.
+func NewNATLab(t testing.TB, symmetric bool) *NATLab {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root (CI runs as root)")
+	}
+	for _, tool := range []string{"ip", "iptables"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s: %v (apt-get install iproute2 iptables)", tool, err)
+		}
+	}
+	b := make([]byte, 3)
+	rand.Read(b)
+	l := &NATLab{t: t, suffix: hex.EncodeToString(b)}
+	t.Cleanup(func() {
+		for _, ns := range []string{"inet", "r1", "r2", "h1", "h2"} {
+			exec.Command("ip", "netns", "del", l.NS(ns)).Run()
+		}
+	})
+	l.build(symmetric)
+	return l
+}
+
+// NS is the name of one of the lab's namespaces: inet, r1, r2, h1, h2.
+func (l *NATLab) NS(name string) string { return "ig" + name + l.suffix }
+
+// Command is name with args, to run in namespace ns.
+func (l *NATLab) Command(ns, name string, args ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", l.NS(ns), name}, args...)...)
+}
+
+// dev names an interface (at most 15 bytes).
+func (l *NATLab) dev(name string) string { return name + l.suffix }
+
+func (l *NATLab) run(args ...string) {
+	l.t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		l.t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func (l *NATLab) in(ns string, args ...string) {
+	l.t.Helper()
+	l.run(append([]string{"ip", "netns", "exec", l.NS(ns)}, args...)...)
+}
+
+func (l *NATLab) build(symmetric bool) {
+	l.t.Helper()
+	for _, ns := range []string{"inet", "r1", "r2", "h1", "h2"} {
+		l.run("ip", "netns", "add", l.NS(ns))
+		l.run("ip", "-n", l.NS(ns), "link", "set", "lo", "up")
+	}
+	inet := l.NS("inet")
+	l.run("ip", "-n", inet, "link", "add", "br0", "type", "bridge")
+	l.run("ip", "-n", inet, "link", "set", "br0", "up")
+	for _, a := range PublicIPs {
+		l.run("ip", "-n", inet, "addr", "add", a+"/24", "dev", "br0")
+	}
+	for i, r := range []string{"r1", "r2"} {
+		wan, port, lan, eth := l.dev("w"+r), l.dev("p"+r), l.dev("l"+r), l.dev("e"+r)
+		h := fmt.Sprintf("h%d", i+1)
+		l.run("ip", "link", "add", wan, "netns", l.NS(r), "type", "veth", "peer", "name", port, "netns", inet)
+		l.run("ip", "-n", inet, "link", "set", port, "master", "br0", "up")
+		l.run("ip", "-n", l.NS(r), "addr", "add", fmt.Sprintf("11.0.0.%d/24", i+2), "dev", wan)
+		l.run("ip", "-n", l.NS(r), "link", "set", wan, "up")
+		l.run("ip", "link", "add", lan, "netns", l.NS(r), "type", "veth", "peer", "name", eth, "netns", l.NS(h))
+		l.run("ip", "-n", l.NS(r), "addr", "add", fmt.Sprintf("192.168.%d.1/24", i+1), "dev", lan)
+		l.run("ip", "-n", l.NS(r), "link", "set", lan, "up")
+		l.run("ip", "-n", l.NS(h), "addr", "add", fmt.Sprintf("192.168.%d.2/24", i+1), "dev", eth)
+		l.run("ip", "-n", l.NS(h), "link", "set", eth, "up")
+		l.run("ip", "-n", l.NS(h), "route", "add", "default", "via", fmt.Sprintf("192.168.%d.1", i+1))
+		l.in(r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+		masq := []string{"iptables", "-t", "nat", "-A", "POSTROUTING", "-o", wan, "-j", "MASQUERADE"}
+		if symmetric && r == "r1" {
+			masq = append(masq, "--random-fully")
+		}
+		l.in(r, masq...)
+		// Dropped, not refused: a refusal would end a hole punch's first
+		// SYN before the other side's arrives.
+		l.in(r, "iptables", "-A", "INPUT", "-i", wan, "-m", "conntrack", "--ctstate", "NEW,INVALID", "-j", "DROP")
+		l.in(r, "iptables", "-A", "FORWARD", "-i", wan, "-m", "conntrack", "--ctstate", "NEW,INVALID", "-j", "DROP")
+	}
+}
