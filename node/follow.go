@@ -51,7 +51,9 @@ type follow struct {
 	receipt     api.ReceiptView
 	amount      uint64 // the receipt's, in micros
 	firstOutput time.Time
-	cancelOnce  sync.Once
+	// relayed: the last job stream ran over a relayed connection.
+	relayed    bool
+	cancelOnce sync.Once
 	// mistimedSeen: a beat stamped out of time was counted already.
 	mistimedSeen bool
 	stdout       io.Writer // the caller's, and the kept log
@@ -103,13 +105,13 @@ func (f *follow) run(ctx context.Context) error {
 	clk := f.r.clock
 	lost := time.Time{}
 	for {
-		// Past the swarm's dial backoff (5 s and more after a failed dial),
-		// which would keep a provider back from a restart unreachable for
-		// most of reattachFor.
-		attach := network.WithForceDirectDial(context.WithoutCancel(ctx), "re-attach to a leased job")
-		s, err := f.r.net.AttachJob(attach, provider, f.lease.Id)
+		// The link attaches past the swarm's dial backoff (5 s and more
+		// after a failed dial), which would keep a provider back from a
+		// restart unreachable for most of reattachFor.
+		s, err := f.r.net.AttachJob(context.WithoutCancel(ctx), provider, f.lease.Id)
 		if err == nil {
 			lost = time.Time{}
+			f.relayed = s.Conn().Stat().Limited
 			if done, err := f.read(ctx, s); done {
 				return err
 			}
@@ -208,7 +210,7 @@ func (f *follow) cancel() { f.cancelOnce.Do(f.sendCancel) }
 
 func (f *follow) sendCancel() {
 	f.out.say("cancelling lease %s; waiting for the receipt", f.lease.Id)
-	ctx, done := context.WithTimeout(network.WithForceDirectDial(context.Background(), "cancel a lease"), cancelWait)
+	ctx, done := context.WithTimeout(context.Background(), cancelWait)
 	defer done()
 	reply, err := f.r.net.RequestLease(ctx, peer.ID(f.lease.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: f.lease.Id}})
 	if err != nil || reply.Lease == nil {

@@ -155,12 +155,18 @@ func (l *swarmLink) Challenge(ctx context.Context, p peer.ID) (p2p.Answer, error
 }
 
 // RequestLease sends a lease request to provider p.
+// A cancel goes out at once, past the swarm's dial backoff.
 func (l *swarmLink) RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRequest) (*pb.LeaseReply, error) {
+	if req.GetCancelLeaseId() != "" {
+		p2p.ForgetDialBackoff(l.host, p)
+	}
 	return p2p.RequestLease(ctx, l.host, l.swarm, p, req)
 }
 
-// AttachJob opens a job stream to provider p.
+// AttachJob opens a job stream to provider p, past the swarm's dial
+// backoff: a provider back from a restart is reached at once.
 func (l *swarmLink) AttachJob(ctx context.Context, p peer.ID, leaseID string) (network.Stream, error) {
+	p2p.ForgetDialBackoff(l.host, p)
 	return p2p.AttachJob(ctx, l.host, l.swarm, p, leaseID)
 }
 

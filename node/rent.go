@@ -253,7 +253,7 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		if err := f.run(ctx); err != nil {
 			return res, err
 		}
-		res.Lease, res.Receipt = leaseView(f.rec), f.receipt
+		res.Lease, res.Receipt, res.Relayed = leaseView(f.rec), f.receipt, f.relayed
 		if !f.firstOutput.IsZero() {
 			res.Timings.Start, res.Timings.FirstOutput = f.firstOutput.Sub(f.accepted), f.firstOutput.Sub(t0)
 		}

@@ -95,7 +95,7 @@ func NewHost(cfg HostConfig) (host.Host, error) {
 		opts = append(opts, libp2p.DisableMetrics())
 	}
 	var built hostRef // for the NAT parts that need the host
-	nat, err := natOptions(cfg.NAT, cfg.Swarm, &built)
+	nat, err := natOptions(cfg.NAT, cfg.Swarm, &built, cfg.Registerer)
 	if err != nil {
 		rm.Close()
 		cm.Close()

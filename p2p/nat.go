@@ -16,12 +16,14 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Reachability settings of NATConfig.
@@ -86,8 +88,9 @@ func (r *hostRef) get() host.Host {
 
 // natOptions are the libp2p options that carry out c for a host in swarm
 // sw; h is set to the host once it is built (the relay's access list and
-// AutoRelay's peer source read it).
-func natOptions(c NATConfig, sw Swarm, h *hostRef) ([]libp2p.Option, error) {
+// AutoRelay's peer source read it). With reg, a relay counts what it
+// relays there (libp2p_relaysvc_*: reservations, circuits, bytes).
+func natOptions(c NATConfig, sw Swarm, h *hostRef, reg prometheus.Registerer) ([]libp2p.Option, error) {
 	opts := []libp2p.Option{libp2p.EnableRelay()}
 	switch c.Reachability {
 	case "", ReachAuto:
@@ -114,7 +117,11 @@ func natOptions(c NATConfig, sw Swarm, h *hostRef) ([]libp2p.Option, error) {
 		res := relayv2.DefaultResources()
 		res.MaxReservations, res.MaxCircuits = l.Reservations, l.CircuitsPerPeer
 		res.Limit = &relayv2.RelayLimit{Duration: l.Duration, Data: l.Bytes}
-		opts = append(opts, libp2p.EnableRelayService(relayv2.WithResources(res), relayv2.WithACL(swarmACL{h: h, sw: sw})))
+		ropts := []relayv2.Option{relayv2.WithResources(res), relayv2.WithACL(swarmACL{h: h, sw: sw})}
+		if reg != nil {
+			ropts = append(ropts, relayv2.WithMetricsTracer(relayv2.NewMetricsTracer(relayv2.WithRegisterer(reg))))
+		}
+		opts = append(opts, libp2p.EnableRelayService(ropts...))
 	}
 	return opts, nil
 }
@@ -305,12 +312,56 @@ type punchingHost struct {
 
 type punchState struct {
 	started time.Time
+	readyAt atomic.Int64 // when DCUtR was first served (Unix ns); 0: not yet
+	stop    context.CancelFunc
 	mu      sync.Mutex
 	failed  map[peer.ID]time.Time // when a wait for a direct connection failed
 }
 
 func newPunchingHost(h host.Host) punchingHost {
-	return punchingHost{Host: h, punchState: &punchState{started: time.Now(), failed: map[peer.ID]time.Time{}}}
+	ctx, stop := context.WithCancel(context.Background())
+	ps := &punchState{started: time.Now(), stop: stop, failed: map[peer.ID]time.Time{}}
+	go ps.watchReady(ctx, h)
+	return punchingHost{Host: h, punchState: ps}
+}
+
+// Close stops watching for hole punching and closes the host.
+func (h punchingHost) Close() error {
+	h.stop()
+	return h.Host.Close()
+}
+
+// watchReady notes when h first serves DCUtR, looking every 100 ms and
+// then less often, up to every 5 s.
+func (s *punchState) watchReady(ctx context.Context, h host.Host) {
+	wait := 100 * time.Millisecond
+	for {
+		if punchReady(h) {
+			s.readyAt.Store(time.Now().UnixNano())
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// missedPunch reports, for a host that serves DCUtR now, whether every
+// connection to p opened before it did: the peer's one hole punching
+// attempt, made as the relayed connection opened, found no one to answer.
+func (s *punchState) missedPunch(h host.Host, p peer.ID) bool {
+	s.readyAt.CompareAndSwap(0, time.Now().UnixNano()) // ready now: the watcher may not have looked yet
+	ready := s.readyAt.Load()
+	conns := h.Network().ConnsToPeer(p)
+	for _, c := range conns {
+		if c.Stat().Opened.UnixNano() >= ready {
+			return false
+		}
+	}
+	return len(conns) > 0
 }
 
 // recentlyFailed reports whether a wait for a direct connection to p
@@ -355,24 +406,27 @@ func punchReady(h host.Host) bool {
 //
 // The peer behind the relay starts hole punching once, as the relayed
 // connection opens; a host that has just started (a fresh rent) may not
-// answer it yet. Such a host waits up to 5 s for its own service and then
-// opens the relayed connection again, for a second attempt.
+// answer it yet. Over a relayed connection such a host waits up to 5 s
+// for its own service, and a relayed connection older than the service is
+// opened again, for a second attempt.
 func OpenStream(ctx context.Context, h host.Host, p peer.ID, pid protocol.ID) (network.Stream, error) {
 	relayed := network.WithAllowLimitedConn(ctx, "no direct connection")
 	ph, punching := h.(punchingHost)
 	if !punching {
 		return h.NewStream(relayed, p, pid)
 	}
-	if !punchReady(h) && time.Since(ph.started) < punchReadyWait {
-		wait, cancel := context.WithDeadline(ctx, ph.started.Add(punchReadyWait))
-		for !punchReady(h) && wait.Err() == nil {
-			select {
-			case <-wait.Done():
-			case <-time.After(50 * time.Millisecond):
+	if h.Network().Connectedness(p) == network.Limited {
+		if !punchReady(h) && time.Since(ph.started) < punchReadyWait {
+			wait, cancel := context.WithDeadline(ctx, ph.started.Add(punchReadyWait))
+			for !punchReady(h) && wait.Err() == nil {
+				select {
+				case <-wait.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
 			}
+			cancel()
 		}
-		cancel()
-		if punchReady(h) && h.Network().Connectedness(p) == network.Limited {
+		if punchReady(h) && ph.missedPunch(h, p) {
 			h.Network().ClosePeer(p)
 			if err := h.Connect(ctx, peer.AddrInfo{ID: p, Addrs: h.Peerstore().Addrs(p)}); err != nil {
 				return nil, fmt.Errorf("reconnect through the relay: %w", err)
@@ -388,4 +442,15 @@ func OpenStream(ctx context.Context, h host.Host, p peer.ID, pid protocol.ID) (n
 	}
 	ph.punchFailed(p)
 	return h.NewStream(relayed, p, pid)
+}
+
+// ForgetDialBackoff lets the next dial to p go out at once: after a
+// failed dial the swarm refuses to dial a peer again for 5 s and more,
+// which would keep a renter from a provider that has just restarted. (A
+// forced direct dial would skip the backoff too, but also every relay: a
+// provider behind a NAT could never be reached so.)
+func ForgetDialBackoff(h host.Host, p peer.ID) {
+	if sw, ok := h.Network().(interface{ Backoff() *swarm.DialBackoff }); ok {
+		sw.Backoff().Clear(p)
+	}
 }

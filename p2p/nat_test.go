@@ -139,48 +139,42 @@ func (h *helper) next(t *testing.T, what string, within time.Duration) natReport
 // with the provider behind a symmetric NAT, hole punching cannot work and
 // the stream still completes through the relay.
 func TestNATTraversal(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		symmetric bool
-	}{{"cone", false}, {"symmetric", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			lab := p2ptest.NewNATLab(t, tc.symmetric)
-			pub := startHelper(t, lab, "inet", "public")
-			var peers []string
-			for range p2ptest.PublicIPs {
-				r := pub.next(t, "public peer", 30*time.Second)
-				peers = append(peers, r.ID+"@"+strings.Join(r.Addrs, "+"))
+	p2ptest.ForEachNAT(t, func(t *testing.T, lab *p2ptest.NATLab, symmetric bool) {
+		pub := startHelper(t, lab, "inet", "public")
+		var peers []string
+		for range p2ptest.PublicIPs {
+			r := pub.next(t, "public peer", 30*time.Second)
+			peers = append(peers, r.ID+"@"+strings.Join(r.Addrs, "+"))
+		}
+		env := "IDLEGRID_NAT_PEERS=" + strings.Join(peers, ",")
+		prov := startHelper(t, lab, "h1", "provider", env)
+		p := prov.next(t, "provider's relay reservation", 90*time.Second)
+		t.Logf("provider %s: reachability %s, addresses %v", p.ID[len(p.ID)-6:], p.Reach, p.Addrs)
+		if p.Reach != "private" {
+			t.Errorf("provider behind a NAT thinks it is %s", p.Reach)
+		}
+		var relayed string
+		for _, a := range p.Addrs {
+			if strings.Contains(a, "/p2p-circuit") {
+				relayed = a + "/p2p/" + p.ID
 			}
-			env := "IDLEGRID_NAT_PEERS=" + strings.Join(peers, ",")
-			prov := startHelper(t, lab, "h1", "provider", env)
-			p := prov.next(t, "provider's relay reservation", 90*time.Second)
-			t.Logf("provider %s: reachability %s, addresses %v", p.ID[len(p.ID)-6:], p.Reach, p.Addrs)
-			if p.Reach != "private" {
-				t.Errorf("provider behind a NAT thinks it is %s", p.Reach)
-			}
-			var relayed string
-			for _, a := range p.Addrs {
-				if strings.Contains(a, "/p2p-circuit") {
-					relayed = a + "/p2p/" + p.ID
-				}
-			}
-			start := time.Now()
-			rent := startHelper(t, lab, "h2", "renter", env, "IDLEGRID_NAT_TARGET="+relayed)
-			r := rent.next(t, "renter's echo", 90*time.Second)
-			t.Logf("renter: echo %q after %s, over a limited (relayed) connection: %v; a second stream in %d ms, relayed: %v", r.Echo, time.Since(start).Round(time.Millisecond), r.Limited, r.SecondMs, r.SecondLimited)
-			if r.Echo != "hello" {
-				t.Fatalf("renter: %+v\n%s", r, rent.log.String())
-			}
-			// The second stream does not wait for hole punching again.
-			if r.SecondLimited != tc.symmetric || r.SecondMs > 2000 {
-				t.Errorf("second stream: relayed %v after %d ms, want relayed %v at once", r.SecondLimited, r.SecondMs, tc.symmetric)
-			}
-			if r.Limited != tc.symmetric {
-				t.Logf("provider's log:\n%s\nrenter's log:\n%s", prov.log.String(), rent.log.String())
-				t.Errorf("stream relayed: %v, want %v (hole punching %s)", r.Limited, tc.symmetric, map[bool]string{false: "was possible", true: "was not"}[tc.symmetric])
-			}
-		})
-	}
+		}
+		start := time.Now()
+		rent := startHelper(t, lab, "h2", "renter", env, "IDLEGRID_NAT_TARGET="+relayed)
+		r := rent.next(t, "renter's echo", 90*time.Second)
+		t.Logf("renter: echo %q after %s, over a limited (relayed) connection: %v; a second stream in %d ms, relayed: %v", r.Echo, time.Since(start).Round(time.Millisecond), r.Limited, r.SecondMs, r.SecondLimited)
+		if r.Echo != "hello" {
+			t.Fatalf("renter: %+v\n%s", r, rent.log.String())
+		}
+		// The second stream does not wait for hole punching again.
+		if r.SecondLimited != symmetric || r.SecondMs > 2000 {
+			t.Errorf("second stream: relayed %v after %d ms, want relayed %v at once", r.SecondLimited, r.SecondMs, symmetric)
+		}
+		if r.Limited != symmetric {
+			t.Logf("provider's log:\n%s\nrenter's log:\n%s", prov.log.String(), rent.log.String())
+			t.Errorf("stream relayed: %v, want %v (hole punching %s)", r.Limited, symmetric, map[bool]string{false: "was possible", true: "was not"}[symmetric])
+		}
+	})
 }
 
 // natHelper runs one role of the lab in this process and returns the

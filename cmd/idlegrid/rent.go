@@ -103,8 +103,12 @@ identity (and keeps nothing).`,
 				fmt.Fprintf(e.stderr, "idlegrid: pool of %d GPUs from %d providers: %s %s in all\n", s.GPUs, s.Providers, s.Amount, s.Currency)
 			}
 			t := res.Timings
-			fmt.Fprintf(e.stderr, "idlegrid: first output after %s (discover %s, match %s, attest %s, negotiate %s, start %s)\n",
-				ms(t.FirstOutput), ms(t.Discover), ms(t.Match), ms(t.Attest), ms(t.Negotiate), ms(t.Start))
+			path := "direct"
+			if res.Relayed {
+				path = "through a relay"
+			}
+			fmt.Fprintf(e.stderr, "idlegrid: first output after %s (discover %s, match %s, attest %s, negotiate %s, start %s); output came %s\n",
+				ms(t.FirstOutput), ms(t.Discover), ms(t.Match), ms(t.Attest), ms(t.Negotiate), ms(t.Start), path)
 			return nil
 		},
 	}

@@ -58,6 +58,10 @@ type RentResult struct {
 	// Pool is every member of a micro-pool, by rank; empty otherwise.
 	Pool        []PoolMember `json:"pool,omitempty"`
 	PoolSummary *PoolSummary `json:"pool_summary,omitempty"`
+	// Relayed: the job's output came over a relayed connection (the
+	// provider is behind a NAT hole punching could not pass); false: a
+	// direct one.
+	Relayed bool `json:"relayed"`
 }
 
 // PoolMember is one provider's share of a micro-pool.

@@ -116,3 +116,13 @@ func (l *NATLab) build(symmetric bool) {
 		l.in(r, "iptables", "-A", "FORWARD", "-i", wan, "-m", "conntrack", "--ctstate", "NEW,INVALID", "-j", "DROP")
 	}
 }
+
+// ForEachNAT runs f in a subtest on a fresh lab for each kind of NAT in
+// front of h1: "cone" (port-preserving, which hole punching passes) and
+// "symmetric" (which it cannot).
+func ForEachNAT(t *testing.T, f func(t *testing.T, lab *NATLab, symmetric bool)) {
+	for _, symmetric := range []bool{false, true} {
+		name := map[bool]string{false: "cone", true: "symmetric"}[symmetric]
+		t.Run(name, func(t *testing.T) { f(t, NewNATLab(t, symmetric), symmetric) })
+	}
+}
