@@ -79,6 +79,11 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 		pubsub.WithPeerOutboundQueueSize(cfg.OutboundQueue),
 		pubsub.WithMaxMessageSize(cfg.MaxMessageSize),
 		pubsub.WithRawTracer(mesh),
+		// Messages wait here for a validation worker (one per core).
+		// pubsub's 32 dropped part of a burst of 40 offers on a loaded
+		// 2-core machine, uncounted; what validation holds in flight is
+		// bounded by pubsub's throttle (8,192) either way.
+		pubsub.WithValidateQueueSize(validateQueue),
 	}
 	if cfg.Logger != nil {
 		opts = append(opts, pubsub.WithLogger(cfg.Logger))
@@ -105,6 +110,9 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 	}
 	return g, nil
 }
+
+// validateQueue is how many received messages wait for validation.
+const validateQueue = 256
 
 // inspectRPC drops, before anything in it is read, an RPC from a peer
 // whose application-specific score alone is below the graylist
