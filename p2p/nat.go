@@ -220,7 +220,7 @@ type Reachability struct {
 // ReachabilityWatch follows a host's reachability from its event bus.
 type ReachabilityWatch struct {
 	h     host.Host
-	state chan network.Reachability
+	state atomic.Int32 // a network.Reachability
 	sub   event.Subscription
 }
 
@@ -230,13 +230,10 @@ func WatchReachability(h host.Host) (*ReachabilityWatch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reachability: %w", err)
 	}
-	w := &ReachabilityWatch{h: h, sub: sub, state: make(chan network.Reachability, 1)}
-	w.state <- network.ReachabilityUnknown
+	w := &ReachabilityWatch{h: h, sub: sub} // state 0: ReachabilityUnknown
 	go func() {
 		for e := range sub.Out() {
-			r := e.(event.EvtLocalReachabilityChanged).Reachability
-			<-w.state
-			w.state <- r
+			w.state.Store(int32(e.(event.EvtLocalReachabilityChanged).Reachability))
 		}
 	}()
 	return w, nil
@@ -248,8 +245,7 @@ func (w *ReachabilityWatch) Close() error { return w.sub.Close() }
 // Now is the host's reachability as of the last event, with the
 // addresses it advertises.
 func (w *ReachabilityWatch) Now() Reachability {
-	r := <-w.state
-	w.state <- r
+	r := network.Reachability(w.state.Load())
 	out := Reachability{State: strings.ToLower(r.String()), How: ReachNone}
 	relayed, direct := false, false
 	for _, a := range w.h.Addrs() {
@@ -273,18 +269,6 @@ func (w *ReachabilityWatch) Now() Reachability {
 func IsRelayed(a ma.Multiaddr) bool {
 	_, err := a.ValueForProtocol(ma.P_CIRCUIT)
 	return err == nil
-}
-
-// OnlyRelayed reports whether every address in addrs is relayed (and
-// there is one): a peer so reachable takes a relay for every first
-// contact, and a direct connection only by hole punching.
-func OnlyRelayed(addrs []ma.Multiaddr) bool {
-	for _, a := range addrs {
-		if !IsRelayed(a) {
-			return false
-		}
-	}
-	return len(addrs) > 0
 }
 
 // directWait is how long a stream waits for hole punching to turn a
