@@ -46,12 +46,17 @@ func TestABoundedSwarmDeliversEveryOffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A new connection may take a node one past its mark for as long as
+	// its bounder takes to close one: a second is ample.
+	bctx, bcancel := context.WithTimeout(ctx, time.Second)
+	err = waitBounded(bctx, s, high)
+	bcancel()
+	if err != nil {
+		t.Errorf("after the offers: %v", err)
+	}
 	conns, near, random := connStats(s)
 	t.Logf("%d nodes (the bootstrap peer aside) at %d/%d: connections min %d, median %d, max %d; %d near and %d random protected; 20 offers to every node, delay p50 %s, p99 %s",
 		n-1, low, high, conns[0], conns[len(conns)/2], conns[len(conns)-1], near, random, pct(delays, 0.5), pct(delays, 0.99))
-	if conns[len(conns)-1] > high {
-		t.Errorf("a node holds %d connections, more than the high-water mark %d", conns[len(conns)-1], high)
-	}
 	if near == 0 || random == 0 {
 		t.Errorf("%d near and %d random peers protected, want some of each", near, random)
 	}
@@ -218,16 +223,8 @@ func measureSwarm(b *testing.B, n int, bounded bool) swarmFigures {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n/200)*15*time.Minute)
 	defer cancel()
 	if bounded {
-		// At 1,000 nodes a few stay over the bound (see the closing note
-		// of issue 13): wait 5 minutes, then measure and say how many.
-		wctx, wcancel := context.WithTimeout(ctx, 5*time.Minute)
-		err := waitBounded(wctx, s, 64)
-		wcancel()
-		if err != nil && n <= 200 {
+		if err := waitBounded(ctx, s, 64); err != nil {
 			b.Fatal(err)
-		}
-		if err != nil {
-			b.Logf("after 5 minutes: %v", err)
 		}
 	}
 	if err := s.WaitMesh(ctx, p2p.TopicOffers); err != nil {
@@ -266,17 +263,30 @@ func measureSwarm(b *testing.B, n int, bounded bool) swarmFigures {
 	if err != nil {
 		b.Fatal(err)
 	}
-	f.conns, _, _ = connStats(s)
+	f.conns = settledConns(s, bounded)
 	f.p50, f.p99 = pct(delays, 0.5), pct(delays, 0.99)
 	// A snapshot is one moment: a routing-table refresh or a burst of
 	// lookups holds connections through their grace period. Look again
 	// once that has passed.
 	time.Sleep(2 * time.Minute)
-	f.connsLater, _, _ = connStats(s)
+	f.connsLater = settledConns(s, bounded)
 	b.Logf("2 minutes later: connections median %d, max %d, %d nodes over 64", f.connsLater[len(f.connsLater)/2], f.connsLater[len(f.connsLater)-1], over64(f.connsLater))
 	b.Logf("%d nodes, bounded %v: connections median %d, max %d; %.1f KB/node/min in the window, %.1f more amortized (lookup %.1f KB, refresh %.1f KB); 20 offers to all, p50 %s, p99 %s; RSS %.1f MB/node",
 		n, bounded, f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.bytesPerMin/1e3, f.amortized/1e3, lookup/1e3, refresh/1e3, f.p50, f.p99, f.rssPerNode/1e6)
 	return f
+}
+
+// settledConns is connStats' connections once no node is past 64 (a
+// bounded swarm's mark), waiting up to a second for the bounders to close
+// what a moment's new connections added; at once for an unbounded swarm.
+func settledConns(s *p2ptest.Swarm, bounded bool) []int {
+	if bounded {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		waitBounded(ctx, s, 64) // a node still over is counted below
+		cancel()
+	}
+	conns, _, _ := connStats(s)
+	return conns
 }
 
 // over64 counts the nodes holding more than 64 connections.

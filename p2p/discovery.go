@@ -72,6 +72,9 @@ type Discovery struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	dialed map[peer.ID]time.Time // rendezvous dials of the last SettledInterval
 }
 
 // Defaults of DiscoveryConfig's optional fields.
@@ -138,7 +141,7 @@ func NewDiscovery(h host.Host, cfg DiscoveryConfig) (*Discovery, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dht: %w", err)
 	}
-	return &Discovery{h: h, cfg: cfg, log: cfg.Logger, dht: kad, rd: drouting.NewRoutingDiscovery(kad)}, nil
+	return &Discovery{h: h, cfg: cfg, log: cfg.Logger, dht: kad, rd: drouting.NewRoutingDiscovery(kad), dialed: map[peer.ID]time.Time{}}, nil
 }
 
 // Locate makes sure the host has addresses for p, asking the DHT when
@@ -398,6 +401,7 @@ func (d *Discovery) findPeers(ctx context.Context) {
 	if d.cfg.Want > 0 {
 		fresh = d.worthDialling(fresh)
 	}
+	d.noteDialled(fresh, time.Now())
 	var wg sync.WaitGroup
 	for _, ai := range fresh {
 		wg.Add(1)
@@ -418,12 +422,19 @@ const improveDials = 2
 
 // worthDialling is what to dial of ranked: as many as the node lacks of
 // Want, and then up to improveDials more that are known to be nearer than
-// the median of its connected peers of known RTT.
+// the median of its connected peers of known RTT. A peer dialled in the
+// last SettledInterval and no longer connected (it left, or trimmed us:
+// many nodes find the same peer near, and it keeps only its bound) comes
+// after every other for what the node lacks, and never as an improvement.
 func (d *Discovery) worthDialling(ranked []peer.AddrInfo) []peer.AddrInfo {
 	conns := d.h.Network().Peers()
 	need := max(0, d.cfg.Want-len(conns))
 	if need >= len(ranked) {
 		return ranked
+	}
+	ranked, again := d.splitDialled(ranked, time.Now())
+	if need >= len(ranked) {
+		return append(ranked, again[:need-len(ranked)]...)
 	}
 	var known []time.Duration
 	for _, p := range conns {
@@ -443,6 +454,43 @@ func (d *Discovery) worthDialling(ranked []peer.AddrInfo) []peer.AddrInfo {
 		}
 	}
 	return out
+}
+
+// noteDialled records that peers are being dialled at now, forgetting the
+// dials older than SettledInterval once the record holds dialledKept.
+func (d *Discovery) noteDialled(peers []peer.AddrInfo, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.dialed)+len(peers) > dialledKept {
+		for p, at := range d.dialed {
+			if now.Sub(at) >= d.cfg.SettledInterval {
+				delete(d.dialed, p)
+			}
+		}
+	}
+	for _, ai := range peers {
+		if len(d.dialed) < dialledKept {
+			d.dialed[ai.ID] = now
+		}
+	}
+}
+
+// dialledKept bounds the record of recent rendezvous dials.
+const dialledKept = 4096
+
+// splitDialled splits ranked, keeping the order, into the peers not
+// dialled in the last SettledInterval and those that were.
+func (d *Discovery) splitDialled(ranked []peer.AddrInfo, now time.Time) (fresh, again []peer.AddrInfo) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, ai := range ranked {
+		if at, ok := d.dialed[ai.ID]; ok && now.Sub(at) < d.cfg.SettledInterval {
+			again = append(again, ai)
+		} else {
+			fresh = append(fresh, ai)
+		}
+	}
+	return fresh, again
 }
 
 // rank orders peers nearest first by Nearness, the unknown after the

@@ -34,7 +34,8 @@ type HostConfig struct {
 	AnnounceAddrs []ma.Multiaddr
 	// AllowList, when non-empty, admits only these peers (connection gater).
 	AllowList []peer.ID
-	// ConnLow and ConnHigh are the connection manager's water marks;
+	// ConnLow and ConnHigh are the connection manager's water marks, and
+	// ConnHigh is a hard bound on connected peers too (see Bound);
 	// ConnGrace protects new connections from trimming.
 	ConnLow, ConnHigh int
 	ConnGrace         time.Duration
@@ -127,10 +128,11 @@ func NewHost(cfg HostConfig) (host.Host, error) {
 			return nil, fmt.Errorf("%w on %s: %v", ErrListen, a, err)
 		}
 	}
+	bound := BoundHost(h, h.ConnManager(), Bound{High: cfg.ConnHigh, Grace: cfg.ConnGrace})
 	if cfg.NAT.HolePunching {
-		return newPunchingHost(BoundHost(h, h.ConnManager())), nil
+		return newPunchingHost(bound), nil
 	}
-	return BoundHost(h, h.ConnManager()), nil
+	return bound, nil
 }
 
 // IsQUIC reports whether a is a QUIC address.

@@ -122,9 +122,15 @@ func (k *Keeper) Random(p peer.ID) bool {
 // topic and kad-dht's of the peers in its two farthest buckets, becomes a
 // tag of value ProtectValue: a peer so marked is trimmed only after every
 // peer worth less, but it can be. Left as protection, those reach 40 to 50
-// of 60 peers in a small swarm, and no bound holds.
-func BoundHost(h host.Host, cm connmgr.ConnManager) host.Host {
-	return &boundHost{Host: h, cm: keeperConnMgr{cm}}
+// of 60 peers in a small swarm, and no bound holds. With b.High set, a
+// bounder holds the node to that many peers (see Bound) until the host
+// closes.
+func BoundHost(h host.Host, cm connmgr.ConnManager, b Bound) host.Host {
+	bh := &boundHost{Host: h, cm: keeperConnMgr{cm}}
+	if b.High > 0 {
+		bh.bd = newBounder(h, bh.cm, b)
+	}
+	return bh
 }
 
 // ProtectValue is the tag value a library's protection becomes.
@@ -133,9 +139,17 @@ const ProtectValue = 100
 type boundHost struct {
 	host.Host
 	cm keeperConnMgr
+	bd *bounder // nil: no hard bound
 }
 
 func (h *boundHost) ConnManager() connmgr.ConnManager { return h.cm }
+
+func (h *boundHost) Close() error {
+	if h.bd != nil {
+		h.bd.stop()
+	}
+	return h.Host.Close()
+}
 
 // keeperConnMgr reserves protection to the Keeper's tags.
 type keeperConnMgr struct{ connmgr.ConnManager }

@@ -28,7 +28,7 @@ func boundMocknet(t *testing.T, n, low, high int) (host.Host, []host.Host) {
 	}
 	t.Cleanup(func() { cm.Close() })
 	hs[0].Network().Notify(cm.Notifee())
-	h := BoundHost(hs[0], cm)
+	h := BoundHost(hs[0], cm, Bound{})
 	for _, o := range hs[1:] {
 		if err := h.Connect(context.Background(), peer.AddrInfo{ID: o.ID(), Addrs: o.Addrs()}); err != nil {
 			t.Fatal(err)
@@ -144,7 +144,10 @@ func TestDiscoveryDialsTheNearestItLacks(t *testing.T) {
 			near[id] = time.Duration(100-20*i) * time.Millisecond // a 100, b 80, c 60, d 40
 		}
 	}
-	d := &Discovery{h: h, cfg: DiscoveryConfig{Nearness: func(p peer.ID) (time.Duration, bool) { r, ok := near[p]; return r, ok }}}
+	d := &Discovery{h: h, dialed: map[peer.ID]time.Time{}, cfg: DiscoveryConfig{
+		SettledInterval: time.Hour,
+		Nearness:        func(p peer.ID) (time.Duration, bool) { r, ok := near[p]; return r, ok },
+	}}
 	ranked := d.rank(found)
 	want := []peer.ID{"d", "c", "b", "a"}
 	for i, p := range want {
@@ -159,6 +162,25 @@ func TestDiscoveryDialsTheNearestItLacks(t *testing.T) {
 	d.cfg.Want = 3 // lacks none: d (40 ms) is nearer than the median, c (60 ms) is not
 	if got := d.worthDialling(ranked); len(got) != 1 || got[0].ID != "d" {
 		t.Errorf("settled: dialled %v, want only d", got)
+	}
+	// d was dialled and is gone again (it trimmed this node): it comes
+	// after the rest for what the node lacks, and is no improvement.
+	d.noteDialled(ranked[:1], time.Now())
+	d.cfg.Want = 5
+	if got := d.worthDialling(ranked); len(got) != 2 || got[0].ID != "c" || got[1].ID != "b" {
+		t.Errorf("want 5 of 3 after d was dialled: dialled %v, want c and b", got)
+	}
+	d.cfg.Want = 3
+	if got := d.worthDialling(ranked); len(got) != 0 {
+		t.Errorf("settled after d was dialled: dialled %v, want none", got)
+	}
+	d.cfg.Want = 9 // lacks 6 of 6 found: every one, d too
+	if got := d.worthDialling(ranked); len(got) != 6 {
+		t.Errorf("lacking more than found: dialled %d, want all 6", len(got))
+	}
+	d.cfg.Want = 8 // lacks 5 of 6: the five not dialled before d
+	if got := d.worthDialling(ranked); len(got) != 5 || got[4].ID == "d" {
+		t.Errorf("lacking 5 of 6 found: dialled %v, want the five other than d", got)
 	}
 }
 

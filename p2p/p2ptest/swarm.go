@@ -220,7 +220,7 @@ func (c config) wrap(h host.Host, bootstrap bool) (*Node, error) {
 			return nil, fmt.Errorf("connection manager: %w", err)
 		}
 		h.Network().Notify(cm.Notifee())
-		w.Host, w.cm = p2p.BoundHost(h, cm), cm // as p2p.NewHost's hosts
+		w.Host, w.cm = p2p.BoundHost(h, cm, p2p.Bound{High: high, Grace: c.grace}), cm // as p2p.NewHost's hosts
 	}
 	if c.traffic {
 		nd.Traffic = new(Traffic)
