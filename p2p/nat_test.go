@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,25 +56,7 @@ type helper struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	lines chan natReport
-	log   *syncLog
-}
-
-// syncLog keeps what a helper writes to stderr.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	log   *p2ptest.Log
 }
 
 // start runs this test binary in namespace ns as role, with env.
@@ -85,7 +66,7 @@ func startHelper(t *testing.T, l *p2ptest.NATLab, ns, role string, env ...string
 	cmd.Env = append(append(os.Environ(), natRoleEnv+"="+role), env...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
-	log := &syncLog{}
+	log := &p2ptest.Log{}
 	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -133,6 +114,19 @@ func (h *helper) next(t *testing.T, what string, within time.Duration) natReport
 	return natReport{}
 }
 
+// startPublic starts the lab's public peers and returns the environment
+// setting that names them to the other helpers.
+func startPublic(t *testing.T, lab *p2ptest.NATLab) string {
+	t.Helper()
+	pub := startHelper(t, lab, "inet", "public")
+	var peers []string
+	for range p2ptest.PublicIPs {
+		r := pub.next(t, "public peer", 30*time.Second)
+		peers = append(peers, r.ID+"@"+strings.Join(r.Addrs, "+"))
+	}
+	return "IDLEGRID_NAT_PEERS=" + strings.Join(peers, ",")
+}
+
 // TestNATTraversal runs a renter behind one NAT and a provider behind
 // another, with a relay on the public side. Behind two port-preserving
 // NATs the renter's stream ends on a direct connection (hole punching);
@@ -140,13 +134,7 @@ func (h *helper) next(t *testing.T, what string, within time.Duration) natReport
 // the stream still completes through the relay.
 func TestNATTraversal(t *testing.T) {
 	p2ptest.ForEachNAT(t, func(t *testing.T, lab *p2ptest.NATLab, symmetric bool) {
-		pub := startHelper(t, lab, "inet", "public")
-		var peers []string
-		for range p2ptest.PublicIPs {
-			r := pub.next(t, "public peer", 30*time.Second)
-			peers = append(peers, r.ID+"@"+strings.Join(r.Addrs, "+"))
-		}
-		env := "IDLEGRID_NAT_PEERS=" + strings.Join(peers, ",")
+		env := startPublic(t, lab)
 		prov := startHelper(t, lab, "h1", "provider", env)
 		p := prov.next(t, "provider's relay reservation", 90*time.Second)
 		t.Logf("provider %s: reachability %s, addresses %v", p.ID[len(p.ID)-6:], p.Reach, p.Addrs)
@@ -175,6 +163,31 @@ func TestNATTraversal(t *testing.T) {
 			t.Errorf("stream relayed: %v, want %v (hole punching %s)", r.Limited, symmetric, map[bool]string{false: "was possible", true: "was not"}[symmetric])
 		}
 	})
+}
+
+// A home router that offers port mapping (miniupnpd: UPnP IGD and
+// NAT-PMP) gives a provider behind it with nat.port_map a public port: the
+// provider advertises 11.0.0.2:PORT, and a renter behind another NAT
+// reaches it there directly, with no relay (the provider takes no
+// reservation) and no hole punching (the renter dials only that address,
+// which the router would drop but for the mapping).
+func TestAPortMappingMakesAProviderReachable(t *testing.T) {
+	lab := p2ptest.NewNATLab(t, false)
+	lab.StartUPnP()
+	env := startPublic(t, lab)
+	start := time.Now()
+	prov := startHelper(t, lab, "h1", "mapped", env)
+	p := prov.next(t, "provider's mapped address", 60*time.Second)
+	t.Logf("provider: mapped address %s after %s", p.Addrs[0], time.Since(start).Round(time.Millisecond))
+	port := p.Addrs[0][strings.LastIndex(p.Addrs[0], "/")+1:]
+	if !strings.Contains(lab.UPnPLog(), "redirecting port "+port+" to 192.168.1.2:4001 protocol TCP") {
+		t.Errorf("miniupnpd made no mapping of port %s:\n%s", port, lab.UPnPLog())
+	}
+	rent := startHelper(t, lab, "h2", "renter", env, "IDLEGRID_NAT_TARGET="+p.Addrs[0]+"/p2p/"+p.ID)
+	r := rent.next(t, "renter's echo", 60*time.Second)
+	if r.Echo != "hello" || r.Limited {
+		t.Errorf("renter: echo %q over a relayed connection %v, want hello, direct", r.Echo, r.Limited)
+	}
 }
 
 // natHelper runs one role of the lab in this process and returns the
@@ -242,6 +255,31 @@ func natHelper(role string) int {
 			out.Encode(natReport{ID: h.ID().String(), Addrs: []string{"/ip4/" + ip + "/tcp/4001", "/ip4/" + ip + "/udp/4001/quic-v1"}})
 		}
 		wait()
+	case "mapped":
+		// A provider behind r1 that asks it for a port mapping and takes
+		// no relay; it reports the mapped TCP address once it has one.
+		h, err := newHost("0.0.0.0", p2p.NATConfig{Reachability: p2p.ReachAuto, PortMap: true})
+		if err != nil {
+			return fail(err)
+		}
+		defer h.Close()
+		if err := connect(h); err != nil {
+			return fail(err)
+		}
+		deadline := time.Now().Add(45 * time.Second)
+		for {
+			for _, a := range h.Addrs() {
+				if strings.HasPrefix(a.String(), "/ip4/11.0.0.2/tcp/") {
+					out.Encode(natReport{ID: h.ID().String(), Addrs: []string{a.String()}})
+					wait()
+					return 0
+				}
+			}
+			if time.Now().After(deadline) {
+				return fail(fmt.Errorf("no mapped address on 11.0.0.2 after 45 s; addresses %v", h.Addrs()))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	case "provider", "renter":
 		nat := p2p.NATConfig{Reachability: p2p.ReachAuto, HolePunching: true, AutoRelay: role == "provider"}
 		h, err := newHost("0.0.0.0", nat)

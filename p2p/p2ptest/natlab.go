@@ -1,13 +1,17 @@
 package p2ptest
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // NATLab is a small internet of network namespaces that a test makes and
@@ -23,8 +27,9 @@ import (
 // A socket belongs to the namespace of the thread that made it, so what
 // runs in a namespace runs as its own process: Command.
 type NATLab struct {
-	t      testing.TB
-	suffix string
+	t       testing.TB
+	suffix  string
+	upnpLog *Log // nil: no UPnP daemon
 }
 
 // PublicIPs are the inet namespace's addresses, a relay's first.
@@ -113,8 +118,108 @@ func (l *NATLab) build(symmetric bool) {
 		// Dropped, not refused: a refusal would end a hole punch's first
 		// SYN before the other side's arrives.
 		l.in(r, "iptables", "-A", "INPUT", "-i", wan, "-m", "conntrack", "--ctstate", "NEW,INVALID", "-j", "DROP")
+		// What the router forwards on purpose (a port mapping, see
+		// StartUPnP) passes its firewall.
+		l.in(r, "iptables", "-A", "FORWARD", "-i", wan, "-m", "conntrack", "--ctstate", "DNAT", "-j", "ACCEPT")
 		l.in(r, "iptables", "-A", "FORWARD", "-i", wan, "-m", "conntrack", "--ctstate", "NEW,INVALID", "-j", "DROP")
 	}
+}
+
+// miniupnpd is Debian's UPnP IGD and NAT-PMP daemon (miniupnpd-nftables).
+const miniupnpd = "/usr/sbin/miniupnpd"
+
+// StartUPnP runs miniupnpd on router r1, as a home router offers port
+// mapping: UPnP IGD and NAT-PMP on its LAN side, for the LAN's hosts and
+// ports 1024 and up, mapping on its public address 11.0.0.2. It returns
+// once the daemon listens, and stops it when the test ends.
+func (l *NATLab) StartUPnP() {
+	l.t.Helper()
+	if _, err := os.Stat(miniupnpd); err != nil {
+		l.t.Fatalf("%s: %v (apt-get install miniupnpd-nftables)", miniupnpd, err)
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		l.t.Fatalf("nft: %v (apt-get install nftables)", err)
+	}
+	dir := l.t.TempDir()
+	// The tables and chains miniupnpd adds its rules to (its nft_init.sh,
+	// whose helper script Debian does not ship).
+	rules := filepath.Join(dir, "miniupnpd.nft")
+	os.WriteFile(rules, []byte(`table inet filter {
+	chain forward { type filter hook forward priority 0; policy accept; jump miniupnpd; }
+	chain miniupnpd { }
+	chain prerouting { type nat hook prerouting priority -100; policy accept; jump prerouting_miniupnpd; }
+	chain postrouting { type nat hook postrouting priority 100; policy accept; jump postrouting_miniupnpd; }
+	chain prerouting_miniupnpd { }
+	chain postrouting_miniupnpd { }
+}
+`), 0o644)
+	l.in("r1", "nft", "-f", rules)
+	conf := filepath.Join(dir, "miniupnpd.conf")
+	os.WriteFile(conf, []byte(fmt.Sprintf(`ext_ifname=%s
+listening_ip=%s
+enable_natpmp=yes
+enable_upnp=yes
+secure_mode=yes
+system_uptime=no
+notify_interval=60
+uuid=3d3cec3a-8cf0-11e0-98ee-001a6bd2d07b
+allow 1024-65535 192.168.1.0/24 1024-65535
+deny 0-65535 0.0.0.0/0 0-65535
+`, l.dev("wr1"), l.dev("lr1"))), 0o644)
+	cmd := l.Command("r1", miniupnpd, "-d", "-f", conf, "-P", filepath.Join(dir, "miniupnpd.pid"))
+	log := &Log{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		l.t.Fatalf("miniupnpd: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	l.t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	deadline := time.After(10 * time.Second)
+	for !strings.Contains(log.String(), "Listening for NAT-PMP") {
+		select {
+		case <-done:
+			l.t.Fatalf("miniupnpd exited:\n%s", log.String())
+		case <-deadline:
+			l.t.Fatalf("miniupnpd does not listen after 10 s:\n%s", log.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	l.upnpLog = log
+}
+
+// UPnPLog is what miniupnpd wrote so far.
+func (l *NATLab) UPnPLog() string {
+	if l.upnpLog == nil {
+		return ""
+	}
+	return l.upnpLog.String()
+}
+
+// Log is what a process writes, kept for a test to read while it runs.
+type Log struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Log) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *Log) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // ForEachNAT runs f in a subtest on a fresh lab for each kind of NAT in
