@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -16,7 +17,11 @@ import (
 const shutdownLimit = 5 * time.Second
 
 func newDaemonCmd(e *env) *cobra.Command {
-	var light bool
+	var (
+		light     bool
+		initAs    string
+		bootstrap []string
+	)
 	c := &cobra.Command{
 		Use:   "daemon",
 		Short: "Run a node: join the swarm, gossip, serve the local API",
@@ -32,12 +37,21 @@ stops it within 5 s with the datastore flushed and closed.
 SIGHUP reloads config.toml: the provider's terms (prices, windows, tiers,
 durations, workload and image policy, caps, a static GPU list) take effect at
 once in a new offer; other changed settings are named in the log and wait for a
-restart; an invalid file is refused and the node runs on as it was.`,
+restart; an invalid file is refused and the node runs on as it was.
+
+--init PROFILE creates the repository first when there is none (a service's
+first start, a container's empty volume), with --bootstrap peers in its
+config; an existing repository is used as it is, and --bootstrap must then be
+set in its config.toml instead.`,
 		Example: `  idlegrid daemon
   idlegrid daemon --repo /tmp/n2 --log-format json
-  idlegrid daemon --light   # DHT client mode, as a renter's light client`,
+  idlegrid daemon --light   # DHT client mode, as a renter's light client
+  idlegrid daemon --repo /var/lib/idlegrid --init provider --bootstrap /dns4/boot.example.org/tcp/4001/p2p/12D3KooW…`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := e.initIfAbsent(initAs, bootstrap); err != nil {
+				return err
+			}
 			r, cfg, err := e.openRepo()
 			if err != nil {
 				return err
@@ -84,8 +98,45 @@ restart; an invalid file is refused and the node runs on as it was.`,
 			}
 		},
 	}
-	c.Flags().BoolVar(&light, "light", false, "run the DHT in client mode (a light client: queries, serves nothing)")
+	f := c.Flags()
+	f.BoolVar(&light, "light", false, "run the DHT in client mode (a light client: queries, serves nothing)")
+	f.StringVar(&initAs, "init", "", "create the repository with this `PROFILE` (provider, renter, bootstrap) when there is none")
+	f.StringArrayVar(&bootstrap, "bootstrap", nil, "with --init, a bootstrap peer `MULTIADDR` for the new repository's config (repeatable)")
 	return c
+}
+
+// initIfAbsent creates the repository with profile and bootstrap peers
+// when none exists; with no profile it requires that bootstrap be empty.
+func (e *env) initIfAbsent(profile string, bootstrap []string) error {
+	if profile == "" {
+		if len(bootstrap) > 0 {
+			return usagef("--bootstrap needs --init PROFILE: an existing repository takes its bootstrap peers from network.bootstrap in config.toml")
+		}
+		return nil
+	}
+	if !slices.Contains(node.Profiles, profile) {
+		return usagef("--init %q: want one of %v", profile, node.Profiles)
+	}
+	if err := checkBootstrapFlags(profile, bootstrap); err != nil {
+		return err
+	}
+	path := e.repoPath()
+	if (&node.Repo{Path: path}).Exists() {
+		if len(bootstrap) > 0 {
+			fmt.Fprintf(e.stderr, "a repository exists at %s: --bootstrap is not written into it (edit network.bootstrap in its config.toml)\n", path)
+		}
+		return nil // a partial one fails to open, with the reason
+	}
+	r, err := node.Init(path, node.InitOptions{Profile: profile, ListenPort: -1, APIPort: -1, Bootstrap: bootstrap})
+	if err != nil {
+		return err
+	}
+	id, err := r.PeerID()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "initialised a %s repository at %s, peer ID %s\n", profile, r.Path, id)
+	return nil
 }
 
 // reload reads the repository's config again and hands it to the node.

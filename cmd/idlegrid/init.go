@@ -61,12 +61,8 @@ hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.
 				}
 				o.SwarmKey = data
 			}
-			for i, b := range o.Bootstrap {
-				c := node.DefaultConfig(o.Profile)
-				c.Network.Bootstrap = []string{b}
-				if err := c.Validate(); err != nil {
-					return usagef("--bootstrap %q (number %d): want a multiaddr ending in /p2p/<peer ID>", b, i+1)
-				}
+			if err := checkBootstrapFlags(o.Profile, o.Bootstrap); err != nil {
+				return err
 			}
 			r, err := node.Init(e.repoPath(), o)
 			if err != nil {
@@ -93,4 +89,17 @@ hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.
 	f.BoolVar(&o.Force, "force", false, "start afresh over an existing repository, keeping its old files in a backup folder")
 	addJSONFlag(c, e)
 	return c
+}
+
+// checkBootstrapFlags checks each --bootstrap value as a profile's config
+// would hold it.
+func checkBootstrapFlags(profile string, bootstrap []string) error {
+	for i, b := range bootstrap {
+		c := node.DefaultConfig(profile)
+		c.Network.Bootstrap = []string{b}
+		if err := c.Validate(); err != nil {
+			return usagef("--bootstrap %q (number %d): want a multiaddr ending in /p2p/<peer ID>", b, i+1)
+		}
+	}
+	return nil
 }

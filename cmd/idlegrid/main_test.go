@@ -139,6 +139,9 @@ func TestBadInputGetsOneClearLineAndChangesNothing(t *testing.T) {
 		{"init", "--bogus"},
 		{"init", "--swarm", "Not A Name"},
 		{"init", "--bootstrap", "/ip4/1.2.3.4/tcp/1"},
+		{"daemon", "--init", "miner"},
+		{"daemon", "--bootstrap", "/ip4/1.2.3.4/tcp/1/p2p/12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp"},
+		{"daemon", "--init", "provider", "--bootstrap", "/ip4/1.2.3.4/tcp/1"},
 		{"config", "set", "only-a-key"},
 		{"devstack", "--nodes", "0"},
 		{"nosuchcommand"},
@@ -249,31 +252,85 @@ func TestDaemonStartsWithItsBootstrapPeersDown(t *testing.T) {
 	dir := newRepo(t)
 	setConfig(t, dir, "network.dial_timeout", "1s")
 	setConfig(t, dir, "network.bootstrap", `["/ip4/127.0.0.1/tcp/1/p2p/12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp"]`)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errb syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"daemon", "--repo", dir}, func(string) string { return "" }, &out, &errb)
-	}()
-	up := time.NewTicker(50 * time.Millisecond)
-	defer up.Stop()
-	for !strings.Contains(errb.String(), "dialling the bootstrap peers again") || !strings.Contains(errb.String(), "node started") {
-		select {
-		case code := <-done:
-			t.Fatalf("daemon exited %d with its bootstrap peer down:\n%s", code, errb.String())
-		case <-time.After(30 * time.Second):
-			t.Fatalf("daemon not up after 30 s:\n%s", errb.String())
-		case <-up.C:
-		}
-	}
-	cancel()
-	if code := <-done; code != 0 {
+	errb, stop := runDaemonUntil(t, []string{"daemon", "--repo", dir}, "dialling the bootstrap peers again", "node started")
+	if code := stop(); code != 0 {
 		t.Errorf("daemon stopped with %d:\n%s", code, errb.String())
 	}
 	r := runCLI(t, "rent", "--repo", dir, "--gpu", "A100", "--max-price", "3", "--image", "busybox", "--", "true")
 	if r.code != 1 || !strings.Contains(r.lastLine(), "no bootstrap peer reachable") {
 		t.Errorf("rent with its bootstrap peer down: exit %d, last line %q", r.code, r.lastLine())
+	}
+}
+
+// runDaemonUntil runs the CLI with args in this process until its stderr
+// holds every one of marks, and returns that stderr and a stop that
+// cancels it and returns its exit code. It fails the test when the command
+// exits first or the marks take more than 30 s.
+func runDaemonUntil(t *testing.T, args []string, marks ...string) (*syncBuffer, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, func(string) string { return "" }, &out, &errb) }()
+	up := time.NewTicker(50 * time.Millisecond)
+	defer up.Stop()
+	deadline := time.After(30 * time.Second)
+	for !containsAll(errb.String(), marks) {
+		select {
+		case code := <-done:
+			t.Fatalf("%v exited %d before %q:\n%s", args, code, marks, errb.String())
+		case <-deadline:
+			t.Fatalf("%v: no %q after 30 s:\n%s", args, marks, errb.String())
+		case <-up.C:
+		}
+	}
+	return &errb, func() int { cancel(); return <-done }
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// daemon --init makes the repository a service or a container starts on,
+// with its bootstrap peers, once: a second start keeps it as it is.
+func TestDaemonInitCreatesTheRepositoryOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "repo")
+	boot := "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp"
+	args := []string{"daemon", "--repo", dir, "--init", "renter", "--bootstrap", boot}
+	errb, stop := runDaemonUntil(t, args, "initialised a renter repository", "node started")
+	if code := stop(); code != 0 {
+		t.Fatalf("daemon stopped with %d:\n%s", code, errb.String())
+	}
+	repo, err := node.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := repo.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Network.Bootstrap) != 1 || cfg.Network.Bootstrap[0] != boot {
+		t.Errorf("the new repository's bootstrap peers are %v, want %s", cfg.Network.Bootstrap, boot)
+	}
+	id, err := repo.PeerID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errb, stop = runDaemonUntil(t, args, "node started", "--bootstrap is not written into it")
+	if code := stop(); code != 0 {
+		t.Fatalf("second start stopped with %d:\n%s", code, errb.String())
+	}
+	if strings.Contains(errb.String(), "initialised") {
+		t.Errorf("the second start made a repository again:\n%s", errb.String())
+	}
+	if again, err := repo.PeerID(); err != nil || again != id {
+		t.Errorf("after the second start the peer is %s (%v), was %s", again, err, id)
 	}
 }
 
