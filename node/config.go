@@ -64,8 +64,8 @@ type NetworkConfig struct {
 	Announce     []string `toml:"announce" comment:"multiaddrs to advertise instead of the listen addresses; empty advertises what the host detects"`
 	Bootstrap    []string `toml:"bootstrap" comment:"bootstrap peers, each /ip4/…/tcp/…/p2p/<peer ID>; empty makes this node a first node"`
 	ConnLow      int      `toml:"conn_low" comment:"connection manager low water mark: trimming stops here"`
-	ConnHigh     int      `toml:"conn_high" comment:"connection manager high water mark: trimming starts here"`
-	ConnGrace    Duration `toml:"conn_grace" comment:"new connections are not trimmed for this long"`
+	ConnHigh     int      `toml:"conn_high" comment:"the most peers the node holds: a connection past it starts a trim at once, and closes the least valued of the young ones if they alone exceed it"`
+	ConnGrace    Duration `toml:"conn_grace" comment:"new connections are not trimmed for this long, unless they alone hold the node past conn_high"`
 	DialTimeout  Duration `toml:"dial_timeout" comment:"limit for one dial to a bootstrap or discovered peer"`
 	PingInterval Duration `toml:"ping_interval" comment:"how often each connected peer's round-trip time is measured"`
 	NearPeers    int      `toml:"near_peers" comment:"the connected peers of least measured RTT that the connection manager never trims (0: none)"`
