@@ -152,7 +152,14 @@ func (n *Node) openStore(context.Context) (func() error, error) {
 		return nil, fmt.Errorf("open datastore %s: %w", n.repo.DatastorePath(), err)
 	}
 	n.store = store
-	return store.Close, nil
+	return func() error {
+		// The parts stopped first have cancelled their handlers; those
+		// still answering a peer end within their deadlines.
+		if left := n.handlers.Close(handlersGrace); left > 0 {
+			n.log.Warn("closing the datastore while stream handlers still run", "handlers", left)
+		}
+		return store.Close()
+	}, nil
 }
 
 func (n *Node) startDiscovery(context.Context) (func() error, error) {
@@ -200,8 +207,12 @@ func (n *Node) startGossip(context.Context) (func() error, error) {
 
 // server is what a part serves its protocols with.
 func (n *Node) server(ctx context.Context) p2p.Server {
-	return p2p.Server{Host: n.host, Swarm: n.swarm, Ctx: ctx, Log: n.opts.Logger.With("subsystem", LogP2P)}
+	return p2p.Server{Host: n.host, Swarm: n.swarm, Ctx: ctx, Log: n.opts.Logger.With("subsystem", LogP2P), Handlers: &n.handlers}
 }
+
+// handlersGrace is how long a closing node waits for its stream handlers
+// before it closes the datastore under them.
+const handlersGrace = time.Second
 
 func (n *Node) startReputation(ctx context.Context) (func() error, error) {
 	if err := n.reputation.load(ctx); err != nil {

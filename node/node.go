@@ -89,6 +89,7 @@ type Node struct {
 	// Set by Start, in order, and never changed after.
 	started    time.Time
 	base       context.Context // parent of every part's context
+	handlers   p2p.Handlers    // every served stream's handler, waited for before the datastore closes
 	metrics    *metrics
 	apiLn      net.Listener
 	apiAddr    string

@@ -59,6 +59,65 @@ type Server struct {
 	Swarm Swarm // scopes every protocol served (Swarm.Protocol)
 	Ctx   context.Context
 	Log   *slog.Logger
+	// Handlers, when set, counts the handlers running, so that their node
+	// can wait for them before it closes what they use.
+	Handlers *Handlers
+}
+
+// Handlers counts the stream handlers running on a node's servers. Once
+// closed it refuses new streams (they are reset) and Close waits for the
+// running ones: a node closes its datastore only after the handlers that
+// read and write it have returned. The zero value is ready for use.
+type Handlers struct {
+	mu      sync.Mutex
+	running int
+	closed  bool
+	idle    chan struct{} // closed when running reaches 0 after Close
+}
+
+// enter counts a handler in; false once closed.
+func (h *Handlers) enter() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.running++
+	return true
+}
+
+func (h *Handlers) leave() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.running--
+	if h.running == 0 && h.idle != nil {
+		close(h.idle)
+		h.idle = nil
+	}
+}
+
+// Close refuses new streams and waits up to limit for the running
+// handlers to return (each ends with its server's context or its
+// protocol's deadline). It returns how many still run.
+func (h *Handlers) Close(limit time.Duration) int {
+	h.mu.Lock()
+	h.closed = true
+	if h.running == 0 {
+		h.mu.Unlock()
+		return 0
+	}
+	if h.idle == nil {
+		h.idle = make(chan struct{})
+	}
+	idle := h.idle
+	h.mu.Unlock()
+	select {
+	case <-idle:
+	case <-time.After(limit):
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.running
 }
 
 // Errors of served streams, for the counters of tests and logs.
@@ -80,6 +139,13 @@ func (sv Server) Serve(id protocol.ID, lim StreamLimits, handle StreamHandler) {
 		log = slog.Default()
 	}
 	sv.Host.SetStreamHandler(id, func(s network.Stream) {
+		if sv.Handlers != nil {
+			if !sv.Handlers.enter() {
+				s.Reset() // the node is closing
+				return
+			}
+			defer sv.Handlers.leave()
+		}
 		err := serveOne(sv.Ctx, g, lim, s, handle)
 		if err != nil {
 			s.Reset()

@@ -277,3 +277,62 @@ func TestServeSpeaksOnlyItsSwarm(t *testing.T) {
 		t.Errorf("a lab challenge: %v", err)
 	}
 }
+
+// A closing node's Handlers wait for the handlers that run (up to their
+// limit) and refuse new streams, so the node closes its datastore only
+// under handlers that have returned.
+func TestHandlersWaitForTheRunningAndRefuseNewStreams(t *testing.T) {
+	a, b := newTestHost(t, nil, nil), newTestHost(t, nil, nil)
+	if err := connect(a, b); err != nil {
+		t.Fatal(err)
+	}
+	var hs Handlers
+	lim := StreamLimits{Service: "idlegrid.test", Request: time.Second, Deadline: time.Minute, PerPeer: 8}
+	entered, release := make(chan struct{}, 2), make(chan struct{})
+	var returned atomic.Int32
+	Server{Host: b, Ctx: context.Background(), Handlers: &hs}.Serve(testProto, lim, func(ctx context.Context, from peer.ID, s network.Stream) error {
+		entered <- struct{}{}
+		<-release
+		returned.Add(1)
+		_, err := s.Write([]byte("ok"))
+		return err
+	})
+	first := open(t, a, b, 0)
+	first.Write([]byte{'w'})
+	<-entered
+	closed := make(chan int)
+	go func() { closed <- hs.Close(10 * time.Second) }()
+	for isClosed := false; !isClosed; {
+		hs.mu.Lock()
+		isClosed = hs.closed
+		hs.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	// A stream that arrives while the node closes is reset, not served.
+	late := open(t, a, b, 0)
+	late.Write([]byte{'w'})
+	if _, err := reply(late, 5*time.Second); err == nil {
+		t.Error("a stream opened after Close was served")
+	}
+	select {
+	case left := <-closed:
+		t.Fatalf("Close returned (%d left) while a handler ran", left)
+	default:
+	}
+	close(release)
+	if left := <-closed; left != 0 || returned.Load() != 1 {
+		t.Errorf("Close returned with %d running and %d returned, want 0 and 1", left, returned.Load())
+	}
+	if got, err := reply(first, 5*time.Second); got != "ok" {
+		t.Errorf("the running handler's answer: %q, %v", got, err)
+	}
+
+	// A handler that does not return holds Close only to its limit.
+	var stuck Handlers
+	if !stuck.enter() {
+		t.Fatal("a fresh Handlers refused a handler")
+	}
+	if left := stuck.Close(20 * time.Millisecond); left != 1 {
+		t.Errorf("Close over a stuck handler left %d, want 1", left)
+	}
+}
