@@ -31,7 +31,7 @@ import (
 // renter that dials a provider holding its full set still reaches it.
 type Bound struct {
 	High  int           // 0: no hard bound, the connection manager's only
-	Grace time.Duration // connections younger than this go last
+	Grace time.Duration // among peers of equal value, the younger than this go last
 }
 
 // bounder closes the surplus peers of a host past its Bound.
