@@ -134,8 +134,11 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 		return nil, err
 	}
 	n.leases = lo
-	lo.start(n.base, st, n.server(n.base))
-	return func() error { lo.stop(); return nil }, nil
+	// The leases outlive a stop (a job runs on, and the next start adopts
+	// it), but the streams that serve them end with it.
+	sctx, scancel := context.WithCancel(n.base)
+	lo.start(n.base, st, n.server(sctx))
+	return func() error { scancel(); lo.stop(); return nil }, nil
 }
 
 func closeExecutor(e executor.Executor) {
