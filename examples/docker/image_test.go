@@ -208,7 +208,7 @@ func waitLog(t *testing.T, name, line string, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %q (%d) in a minute; the container's log:\n%s", line, n, tail(l, 4000))
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // poll, under the deadline above
 	}
 }
 
