@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -267,8 +268,9 @@ func (c *crashTest) logOf(id string) string {
 }
 
 // waitRents waits for every rent to exit and returns how many were
-// killed, by renter repository. One not killed exits 0 with a receipt or
-// 1 with the reason it got no lease.
+// killed, by renter repository. One not killed exits with its job's code
+// and a receipt both signed, with exitProviderLost and a receipt of its
+// own, or with exitNoProvider (or 1) and the reason it got no lease.
 func (c *crashTest) waitRents() map[string]int {
 	t := c.t
 	outcomes, killed := map[string]int{}, map[string]int{}
@@ -279,13 +281,13 @@ func (c *crashTest) waitRents() map[string]int {
 		case p.killed:
 			killed[p.repo]++
 			outcomes["killed"]++
-		case code == 0 && strings.Contains(p.stderr.String(), ", signed by renter and provider\n"):
+		case bothSigned(p.stderr.String(), code):
 			outcomes["receipt both signed"]++
-		case code == 0 && receiptAny.MatchString(p.stderr.String()):
+		case code == exitProviderLost && receiptAny.MatchString(p.stderr.String()):
 			outcomes["receipt the renter alone signed"]++
 			t.Logf("rent of round %d kept a receipt of its own:\n%s", p.round, strings.Join(lines[max(len(lines)-6, 0):], "\n"))
-		case code == 1:
-			outcomes["exit 1"]++
+		case code == exitNoProvider || code == exitFailure:
+			outcomes["no lease"]++
 			why := lines[len(lines)-1]
 			if i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "idlegrid: tried ") }); i >= 0 {
 				why = lines[i]
@@ -298,6 +300,15 @@ func (c *crashTest) waitRents() map[string]int {
 	t.Logf("rents: %v", outcomes)
 	return killed
 }
+
+// bothSigned reports whether a rent's stderr holds a receipt both parties
+// signed, whose job exit code is the rent's exit code.
+func bothSigned(stderr string, code int) bool {
+	m := receiptBoth.FindStringSubmatch(stderr)
+	return m != nil && m[1] == strconv.Itoa(code)
+}
+
+var receiptBoth = regexp.MustCompile(`exit code (\d+), signed by renter and provider\n`)
 
 var receiptAny = regexp.MustCompile(`idlegrid: lease lease-[0-9a-f]+ [a-z]+: \d+ s metered, [0-9.]+ USD, exit code -?\d+, signed by `)
 

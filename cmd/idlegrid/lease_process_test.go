@@ -321,8 +321,8 @@ func TestRentThroughProcesses(t *testing.T) {
 	}
 	code := long.wait(t, 30*time.Second)
 	cancelled := regexp.MustCompile(`idlegrid: lease (lease-[0-9a-f]+) cancelled: \d+ s metered, [0-9.]+ USD, exit code -?\d+, signed by renter and provider\n`).FindStringSubmatch(long.stderr.String())
-	if code != 0 || cancelled == nil {
-		t.Fatalf("rent interrupted: exit %d; want 0 and a cancelled receipt signed by both:\n%s", code, long.stderr)
+	if code != exitInterrupted || cancelled == nil {
+		t.Fatalf("rent interrupted: exit %d; want %d and a cancelled receipt signed by both:\n%s", code, exitInterrupted, long.stderr)
 	}
 	for _, repo := range []string{renter, prov} {
 		ls := mustJSON[[]api.LeaseView](t, bin, "leases", "--json", "--repo", repo)
@@ -335,14 +335,31 @@ func TestRentThroughProcesses(t *testing.T) {
 	bad := startRent(t, bin, renter, pid.Addrs[0], rental{"idlegrid-test/nothing:1", "1", 1}, "true")
 	code = bad.wait(t, 30*time.Second)
 	lines := strings.Split(strings.TrimSpace(bad.stderr.String()), "\n")
-	if last := lines[len(lines)-1]; code != 1 || !strings.HasPrefix(last, "idlegrid: ") || !strings.Contains(last, "image idlegrid-test/nothing:1 is not present") {
-		t.Errorf("rent of an absent image: exit %d, last line %q; want 1 and a line naming the image not present\n%s", code, last, bad.stderr)
+	if last := lines[len(lines)-1]; code != exitNoProvider || !strings.HasPrefix(last, "idlegrid: ") || !strings.Contains(last, "image idlegrid-test/nothing:1 is not present") {
+		t.Errorf("rent of an absent image: exit %d, last line %q; want %d and a line naming the image not present\n%s", code, last, exitNoProvider, bad.stderr)
 	}
 	for _, repo := range []string{renter, prov} {
 		if ls := mustJSON[[]api.LeaseView](t, bin, "leases", "--json", "--repo", repo); len(ls) != 2 {
 			t.Errorf("a refused lease left records in %s: %+v", repo, ls)
 		}
 	}
+
+	// rent exits with the job's code, and with its own when nothing fits.
+	// (A renter of its own: the provider answers one peer's book syncs at
+	// a bounded rate, and this one has just made three rentals.)
+	other := renterRepo(t, bin, "other")
+	seven := startRent(t, bin, other, pid.Addrs[0], rental{image, "1", 1}, "sh", "-c", "echo out; exit 7")
+	code = seven.wait(t, 60*time.Second)
+	lines = strings.Split(strings.TrimSpace(seven.stderr.String()), "\n")
+	if last := lines[len(lines)-1]; code != 7 || !strings.Contains(last, "the job exited with code 7") || !strings.Contains(seven.stderr.String(), "exit code 7, signed by renter and provider") {
+		t.Errorf("a job that exits 7: rent exit %d, last line %q; want 7\n%s", code, last, seven.stderr)
+	}
+	none := exec.Command(bin, "rent", "--repo", renterRepo(t, bin, "third"), "--bootstrap", pid.Addrs[0], "--gpu", "B200", "--max-price", "5", "--gather", "1s", "--image", image, "--", "true")
+	out, err := none.CombinedOutput()
+	if code := exitCode(err); code != exitNothingFits || !strings.Contains(string(out), "nothing fits after 1s") {
+		t.Errorf("rent of a GPU nobody sells: exit %d; want %d and \"nothing fits\"\n%s", code, exitNothingFits, out)
+	}
+
 	if cs, err := jobContainers(context.Background(), docker, pid.PeerID); err != nil || len(cs) != 0 {
 		t.Errorf("containers left after the lease ended: %v %v", cs, err)
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -40,7 +42,14 @@ the daemon's later rentals.
 
 Ctrl-C cancels the lease: the provider stops the job and the receipt, for
 what ran, is still printed. Without a repository, rent uses a throw-away
-identity (and keeps nothing).`,
+identity (and keeps nothing).
+
+Exit codes: the job's own (0 to 255) when it ran to its end; 122 when no
+offer fitted within --gather; 123 when every candidate refused, failed
+attestation or could not be reached; 124 when the job's end was never seen
+(the provider vanished; the renter signed the receipt alone); 130 when
+Ctrl-C cancelled the lease; 1 for any other error and 2 for a wrong command
+line, before anything was rented.`,
 		Example: `  idlegrid rent --gpu A100 --count 1 --hours 2 --max-price 2.50 --tier silver \
       --image pytorch/pytorch:2.4 -- python train.py
   idlegrid rent --gpu A100 --count 16 --max-pair-rtt 10ms --hours 1 --max-price 2.00 \
@@ -80,10 +89,13 @@ identity (and keeps nothing).`,
 				for _, t := range res.Tried {
 					progress(fmt.Sprintf("tried %s (%s): %s", short(t.Provider), t.Stage, t.Reason))
 				}
-				return err
+				return rentFailed(err)
 			}
 			if e.asJSON {
-				return e.printJSON(res)
+				if err := e.printJSON(res); err != nil {
+					return err
+				}
+				return rentEnded(e.ctx, res)
 			}
 			receipts := []api.ReceiptView{res.Receipt}
 			if len(res.Pool) > 0 {
@@ -109,7 +121,7 @@ identity (and keeps nothing).`,
 			}
 			fmt.Fprintf(e.stderr, "idlegrid: first output after %s (discover %s, match %s, attest %s, negotiate %s, start %s); output came %s\n",
 				ms(t.FirstOutput), ms(t.Discover), ms(t.Match), ms(t.Attest), ms(t.Negotiate), ms(t.Start), path)
-			return nil
+			return rentEnded(e.ctx, res)
 		},
 	}
 	bidFlags(c, &req.BidRequest, &gpu)
@@ -126,6 +138,63 @@ identity (and keeps nothing).`,
 }
 
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+// The exit codes of rent beyond the job's own: it exits with the job's
+// code (0 to 255) when the job ran to its end, and with these when it did
+// not, in the range shells and docker run leave to the caller (1 and 2
+// keep their meaning for every command: an error, a wrong command line).
+const (
+	exitNothingFits  = 122 // no offer fitted the request within --gather
+	exitNoProvider   = 123 // every candidate refused, failed attestation or could not be reached
+	exitProviderLost = 124 // the job's end was never seen: the provider vanished mid-lease
+	exitInterrupted  = 130 // Ctrl-C cancelled the lease (128 + SIGINT, as a shell reports it)
+)
+
+// exitError ends a command with code, saying err.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+// rentFailed gives a rental that got no lease its exit code.
+func rentFailed(err error) error {
+	var np *node.NoProviderError
+	switch {
+	case !errors.As(err, &np):
+		return err
+	case len(np.Attempts) == 0:
+		return exitError{exitNothingFits, err}
+	default:
+		return exitError{exitNoProvider, err}
+	}
+}
+
+// rentEnded gives a rental that got its lease (or its pool's) the exit
+// code of how the job ended: the first member's non-zero code, else 0.
+func rentEnded(ctx context.Context, res api.RentResult) error {
+	receipts := []api.ReceiptView{res.Receipt}
+	if len(res.Pool) > 0 {
+		receipts = receipts[:0]
+		for _, m := range res.Pool {
+			receipts = append(receipts, m.Receipt)
+		}
+	}
+	if ctx.Err() != nil {
+		return exitError{exitInterrupted, errors.New("interrupted: the lease was cancelled")}
+	}
+	for _, r := range receipts {
+		switch {
+		case r.ExitCode < 0:
+			return exitError{exitProviderLost, fmt.Errorf("lease %s: the job's end was not seen (%s)", r.LeaseID, cmp.Or(r.Note, r.Outcome))}
+		case r.ExitCode != 0:
+			return exitError{int(min(r.ExitCode, 255)), fmt.Errorf("lease %s: the job exited with code %d", r.LeaseID, r.ExitCode)}
+		}
+	}
+	return nil
+}
 
 // lightNode starts a light client from the repository, or from a throw-away
 // one when there is none, with the API and P2P ports left to the system so

@@ -18,9 +18,9 @@ var version = "0.1.0-dev"
 
 // Exit codes scripts can rely on.
 const (
-	exitOK    = 0
-	exitError = 1
-	exitUsage = 2
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
 )
 
 // usageError marks a mistake in the command line itself (exit 2).
@@ -53,10 +53,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	fmt.Fprintf(stderr, "idlegrid: %s\n", oneLine(err))
 	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
+	var xe exitError
+	switch {
+	case errors.As(err, &ue) || isCobraUsage(err):
 		return exitUsage
+	case errors.As(err, &xe):
+		return xe.code
 	}
-	return exitError
+	return exitFailure
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
