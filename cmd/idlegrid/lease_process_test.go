@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -353,6 +354,17 @@ func TestRentThroughProcesses(t *testing.T) {
 	lines = strings.Split(strings.TrimSpace(seven.stderr.String()), "\n")
 	if last := lines[len(lines)-1]; code != 7 || !strings.Contains(last, "the job exited with code 7") || !strings.Contains(seven.stderr.String(), "exit code 7, signed by renter and provider") {
 		t.Errorf("a job that exits 7: rent exit %d, last line %q; want 7\n%s", code, last, seven.stderr)
+	}
+	// --json: stdout is the result alone; the job's output goes to stderr.
+	asJSON := exec.Command(bin, "rent", "--json", "--repo", renterRepo(t, bin, "json"), "--bootstrap", pid.Addrs[0], "--gpu", "H100",
+		"--hours", "1", "--max-price", "5", "--gather", "5s", "--image", image, "--", "sh", "-c", "echo to-stdout")
+	var jsonOut, jsonErr bytes.Buffer
+	asJSON.Stdout, asJSON.Stderr = &jsonOut, &jsonErr
+	var res api.RentResult
+	if err := asJSON.Run(); err != nil || json.Unmarshal(jsonOut.Bytes(), &res) != nil || res.Receipt.LeaseID == "" {
+		t.Errorf("rent --json: %v; stdout is not one result:\n%s\nstderr:\n%s", err, jsonOut.String(), jsonErr.String())
+	} else if !strings.Contains(jsonErr.String(), "to-stdout\n") {
+		t.Errorf("rent --json: the job's output is not on stderr:\n%s", jsonErr.String())
 	}
 	none := exec.Command(bin, "rent", "--repo", renterRepo(t, bin, "third"), "--bootstrap", pid.Addrs[0], "--gpu", "B200", "--max-price", "5", "--gather", "1s", "--image", image, "--", "true")
 	out, err := none.CombinedOutput()

@@ -110,12 +110,13 @@ func rentIn(t *testing.T, lab *p2ptest.NATLab, ns, bin, image string, boots []st
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("rent from %s: %v\n%s", ns, err, stderr.String())
 	}
+	// --json: the result alone on stdout, the job's output on stderr.
 	out := stdout.String()
 	var res api.RentResult
-	if at := strings.Index(out, "{"); at < 0 || json.Unmarshal([]byte(out[at:]), &res) != nil {
-		t.Fatalf("rent --json from %s:\n%s", ns, out)
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("rent --json from %s: %v\n%s", ns, err, out)
 	}
-	if !strings.Contains(out, "hello from "+ns) || res.Receipt.Amount == "" {
+	if !strings.Contains(stderr.String(), "hello from "+ns) || res.Receipt.Amount == "" {
 		t.Errorf("rent from %s: no output or receipt:\n%s\n%s", ns, out, stderr.String())
 	}
 	return res

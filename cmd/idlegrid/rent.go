@@ -44,6 +44,10 @@ Ctrl-C cancels the lease: the provider stops the job and the receipt, for
 what ran, is still printed. Without a repository, rent uses a throw-away
 identity (and keeps nothing).
 
+With --json, stdout holds one JSON object at the end (lease, receipt,
+attempts, timings) and nothing else: the job's stdout goes to stderr with
+its stderr, and with a repository both are kept for 'idlegrid logs LEASE'.
+
 Exit codes: the job's own (0 to 255) when it ran to its end; 122 when no
 offer fitted within --gather; 123 when every candidate refused, failed
 attestation or could not be reached; 124 when the job's end was never seen
@@ -84,7 +88,13 @@ line, before anything was rented.`,
 					fmt.Fprintf(e.stderr, "idlegrid: %s\n", line)
 				}
 			}
-			res, err := n.Rent(e.ctx, req, node.RentOutput{Stdout: e.stdout, Stderr: e.stderr, Progress: progress})
+			// With --json, stdout holds the result alone: the job's output
+			// goes to stderr (and to the repository's logs/, as always).
+			jobOut := e.stdout
+			if e.asJSON {
+				jobOut = e.stderr
+			}
+			res, err := n.Rent(e.ctx, req, node.RentOutput{Stdout: jobOut, Stderr: e.stderr, Progress: progress})
 			if err != nil {
 				for _, t := range res.Tried {
 					progress(fmt.Sprintf("tried %s (%s): %s", short(t.Provider), t.Stage, t.Reason))
