@@ -107,14 +107,7 @@ line, before anything was rented.`,
 				}
 				return rentEnded(e.ctx, res)
 			}
-			receipts := []api.ReceiptView{res.Receipt}
-			if len(res.Pool) > 0 {
-				receipts = receipts[:0]
-				for _, m := range res.Pool {
-					receipts = append(receipts, m.Receipt)
-				}
-			}
-			for _, r := range receipts {
+			for _, r := range rentReceipts(res) {
 				fmt.Fprintf(e.stderr, "idlegrid: lease %s %s: %d s metered, %s %s, exit code %d, signed by %s\n",
 					r.LeaseID, r.Outcome, r.MeteredSeconds, r.Amount, r.Currency, r.ExitCode, strings.Join(r.SignedBy, " and "))
 				if r.Note != "" {
@@ -182,20 +175,25 @@ func rentFailed(err error) error {
 	}
 }
 
+// rentReceipts is a rental's receipt, or its pool members' by rank.
+func rentReceipts(res api.RentResult) []api.ReceiptView {
+	if len(res.Pool) == 0 {
+		return []api.ReceiptView{res.Receipt}
+	}
+	receipts := make([]api.ReceiptView, 0, len(res.Pool))
+	for _, m := range res.Pool {
+		receipts = append(receipts, m.Receipt)
+	}
+	return receipts
+}
+
 // rentEnded gives a rental that got its lease (or its pool's) the exit
 // code of how the job ended: the first member's non-zero code, else 0.
 func rentEnded(ctx context.Context, res api.RentResult) error {
-	receipts := []api.ReceiptView{res.Receipt}
-	if len(res.Pool) > 0 {
-		receipts = receipts[:0]
-		for _, m := range res.Pool {
-			receipts = append(receipts, m.Receipt)
-		}
-	}
 	if ctx.Err() != nil {
 		return exitError{exitInterrupted, errors.New("interrupted: the lease was cancelled")}
 	}
-	for _, r := range receipts {
+	for _, r := range rentReceipts(res) {
 		switch {
 		case r.ExitCode < 0:
 			return exitError{exitProviderLost, fmt.Errorf("lease %s: the job's end was not seen (%s)", r.LeaseID, cmp.Or(r.Note, r.Outcome))}
