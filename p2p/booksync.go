@@ -104,9 +104,14 @@ func exchange(ctx context.Context, h host.Host, sw Swarm, p peer.ID, id protocol
 		return 0, err
 	}
 	defer s.Close()
-	if _, err := s.Write(req); err != nil {
-		s.Reset()
-		return 0, err
+	// An empty request is no write at all: the answer may already be on
+	// its way, its server done reading, and a write would meet its
+	// STOP_SENDING.
+	if len(req) > 0 {
+		if _, err := s.Write(req); err != nil {
+			s.Reset()
+			return 0, err
+		}
 	}
 	s.CloseWrite()
 	n, err := read(s)
