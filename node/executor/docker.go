@@ -30,8 +30,8 @@ const DefaultLabelPrefix = "idlegrid"
 // spec's CPU, memory (swap included) and PID limits, and exactly the GPUs
 // named, through an "nvidia" device request. Their output reaches the
 // job's Output through an attach made before the container starts, so
-// none is lost however soon it exits. Nothing is ever pulled: the image
-// must be present (see Check).
+// none is lost however soon it exits. A lease never waits on a registry:
+// Check wants the image present, and Pull fetches it before the lease.
 type Docker struct {
 	cli    *client.Client
 	prefix string

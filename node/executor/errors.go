@@ -5,7 +5,8 @@ import "errors"
 // Errors an executor returns; callers test for them with errors.Is.
 var (
 	// ErrUnknownImage: the image a spec names is not present on this
-	// provider (nothing is pulled: a lease must not wait on a registry).
+	// provider (Check pulls nothing: a lease must not wait on a registry;
+	// Pull, before the lease, does).
 	ErrUnknownImage = errors.New("unknown image")
 	// ErrNotFound: no workload exists for the lease asked about.
 	ErrNotFound = errors.New("no such job")
