@@ -23,6 +23,9 @@ var (
 	ErrClosed = errors.New("node is closing")
 	// ErrNoProvider is returned by Rent when no candidate took the lease.
 	ErrNoProvider = errors.New("no provider took the lease")
+	// ErrNotAttestable is a candidate whose offer names no attestation:
+	// its GPUs are listed by hand (provider.gpus), not read through NVML.
+	ErrNotAttestable = errors.New("its offer is not attestable (GPUs listed by hand, not read through NVML); rent --no-attest leases from such providers, trusting what they claim")
 )
 
 // FieldError names one bad config field, the value found and what is allowed.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/idlegrid/idlegrid/p2p"
 )
 
 // Executors a provider may run leases with.
@@ -29,6 +30,10 @@ type JobsConfig struct {
 	User              string   `toml:"user" comment:"numeric uid[:gid] a container runs as; 65534 is nobody; 0 (root) only if you must"`
 	WorkspaceMiB      int      `toml:"workspace_mib" comment:"size of /workspace, a container's one writable folder (its home; the rest of its filesystem is read-only), MiB"`
 	LogMiB            int      `toml:"log_mib" comment:"output the engine keeps of a container, MiB (the renter gets all of it as it comes)"`
+	Pull              bool     `toml:"pull" comment:"pull the images renters name, when provider.image_allow and image_deny allow them, before their leases (a pull is never billed); false: run only images present"`
+	MaxImageGiB       int      `toml:"max_image_gib" comment:"largest image pulled for a renter, GiB, as the registry announces its layers and once unpacked; 0: no bound"`
+	PullTimeout       Duration `toml:"pull_timeout" comment:"longest one pull may take"`
+	PullsPerHour      int      `toml:"pulls_per_hour" comment:"pulls started for renters per hour, all renters together (a burst of 5 first); images present already do not count"`
 }
 
 // DefaultJobsConfig runs containers with modest default limits.
@@ -44,6 +49,10 @@ func DefaultJobsConfig() JobsConfig {
 		User:              executor.DefaultUser,
 		WorkspaceMiB:      executor.DefaultWorkspace >> 20,
 		LogMiB:            executor.DefaultLogBytes >> 20,
+		Pull:              true,
+		MaxImageGiB:       40,
+		PullTimeout:       Dur(30 * time.Minute),
+		PullsPerHour:      30,
 	}
 }
 
@@ -65,6 +74,7 @@ func (c *Config) validateJobs() error {
 		{"jobs.heartbeat_interval", j.HeartbeatInterval, 100 * time.Millisecond, 10 * time.Minute},
 		{"jobs.stop_grace", j.StopGrace, 0, 10 * time.Minute},
 		{"jobs.renter_grace", j.RenterGrace, time.Second, time.Hour},
+		{"jobs.pull_timeout", j.PullTimeout, 10 * time.Second, p2p.MaxPullDeadline},
 	} {
 		if err := durRange(d.name, d.v, d.lo, d.hi); err != nil {
 			return err
@@ -73,10 +83,13 @@ func (c *Config) validateJobs() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"jobs.memory_gib", j.MemoryGiB}, {"jobs.cpus", j.CPUs}, {"jobs.pids", j.PIDs}} {
+	}{{"jobs.memory_gib", j.MemoryGiB}, {"jobs.cpus", j.CPUs}, {"jobs.pids", j.PIDs}, {"jobs.max_image_gib", j.MaxImageGiB}} {
 		if err := intRange(f.name, f.v, 0, 1<<20); err != nil {
 			return err
 		}
+	}
+	if err := intRange("jobs.pulls_per_hour", j.PullsPerHour, 1, 1<<20); err != nil {
+		return err
 	}
 	if !numericUser.MatchString(j.User) {
 		return fieldErr("jobs.user", j.User, `a numeric uid or uid:gid, such as "65534" or "1000:1000"`)

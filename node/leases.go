@@ -54,6 +54,7 @@ type leaseOwner struct {
 	ended          func(*records.Lease, *pb.Receipt) // counts an end; may be nil
 	slots          map[string]int                    // GPUs per model; fixed
 	nLive          atomic.Int64
+	images         *imagePulls // readies images for renters; nil without a Puller
 
 	ctx    context.Context // the supervisors'; ends when the owner stops
 	cancel context.CancelFunc

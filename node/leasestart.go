@@ -50,6 +50,9 @@ func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState
 		matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil), slots: map[string]int{},
 		own: newOwner[*leaseState](),
 	}
+	if pl, ok := d.exec.(executor.Puller); ok {
+		lo.images = newImagePulls(pl, d.jobs, d.offer, d.log)
+	}
 	st := &leaseState{cals: map[string]*market.Calendar{}, live: map[string]*liveLease{}, admitting: map[string]*admission{}, unsigned: map[string]unsignedReceipt{}}
 	slots := map[string][]string{}
 	if inv != nil {
@@ -91,6 +94,9 @@ func (lo *leaseOwner) start(ctx context.Context, st *leaseState, sv p2p.Server) 
 	sv.Ctx = lo.ctx
 	p2p.ServeLeases(sv, lo.handle)
 	p2p.ServeJobs(sv, lo.attach)
+	if lo.images != nil {
+		p2p.ServeImages(sv, lo.jobs.PullTimeout.Std(), lo.images.ready)
+	}
 }
 
 // stop ends the supervisors, which leave containers running for the next

@@ -49,6 +49,7 @@ type dealer interface {
 	Challenge(ctx context.Context, p peer.ID) (p2p.Answer, error)
 	RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRequest) (*pb.LeaseReply, error)
 	AttachJob(ctx context.Context, p peer.ID, leaseID string) (network.Stream, error)
+	ReadyImage(ctx context.Context, p peer.ID, ref string, deadline time.Duration, progress func(*pb.ImageProgress)) (*pb.ImageReady, error)
 }
 
 // swarmLink is the node's one implementation of the interfaces above.
@@ -168,6 +169,11 @@ func (l *swarmLink) RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRe
 func (l *swarmLink) AttachJob(ctx context.Context, p peer.ID, leaseID string) (network.Stream, error) {
 	p2p.ForgetDialBackoff(l.host, p)
 	return p2p.AttachJob(ctx, l.host, l.swarm, p, leaseID)
+}
+
+// ReadyImage asks provider p to make image ref present before a lease.
+func (l *swarmLink) ReadyImage(ctx context.Context, p peer.ID, ref string, deadline time.Duration, progress func(*pb.ImageProgress)) (*pb.ImageReady, error) {
+	return p2p.ReadyImage(ctx, l.host, l.swarm, p, ref, deadline, progress)
 }
 
 // peerRTT gives the matcher the peerstore's latency EWMA, an estimate

@@ -152,7 +152,7 @@ func (r *renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, o
 			done <- nil // located above
 			o, flush := rankOutput(out, m.rank, &outMu)
 			m.flush = flush
-			m.follow, m.at = r.tryAt(pctx, b, m.c, done, memberReq, o, &m.timing, start)
+			m.follow, m.at = r.tryAt(pctx, pctx, b, m.c, done, memberReq, o, &m.timing, start)
 		})
 		// The members were leased at once: the pool took as long as its
 		// slowest.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,7 +19,9 @@ import (
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/multiformats/go-multistream"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -44,6 +48,9 @@ const (
 	// attemptLimit bounds one candidate's locate, attestation and
 	// proposal, so one that stalls cannot spend the whole try time.
 	attemptLimit = 20 * time.Second
+	// pullLimit bounds the time a provider may take to make a rental's
+	// image present, pulling it; it does not count against --try-for.
+	pullLimit = 30 * time.Minute
 	// failMemory is how long a provider that could not be reached or
 	// attested ranks behind the rest in this node's rentals.
 	failMemory = 10 * time.Minute
@@ -58,11 +65,27 @@ type RentOutput struct {
 	Stdout, Stderr io.Writer
 	// Progress gets one line per step; nil drops them.
 	Progress func(line string)
+	// Status gets the state of a wait (offers gathered, an image
+	// pulled), each line replacing the one before; nil sends each
+	// line that differs from the last to Progress instead.
+	Status func(line string)
+	last   *string // the last status line sent to Progress
 }
 
 func (o RentOutput) say(format string, a ...any) {
 	if o.Progress != nil {
 		o.Progress(fmt.Sprintf(format, a...))
+	}
+}
+
+func (o RentOutput) status(format string, a ...any) {
+	line := fmt.Sprintf(format, a...)
+	switch {
+	case o.Status != nil:
+		o.Status(line)
+	case o.Progress != nil && o.last != nil && *o.last != line:
+		*o.last = line
+		o.Progress(line)
 	}
 }
 
@@ -74,6 +97,7 @@ const (
 	StageLocate    RentStage = "locate"
 	StageAttest    RentStage = "attest"
 	StageNegotiate RentStage = "negotiate"
+	StageImage     RentStage = "image"
 )
 
 // Attempt is one provider a rental tried and why it moved on. A provider's
@@ -188,6 +212,7 @@ func (n *Node) Rent(ctx context.Context, req api.RentRequest, out RentOutput) (a
 
 func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) (api.RentResult, error) {
 	t0 := r.clock.Now()
+	out.last = new(string)
 	res := api.RentResult{Tried: []api.Attempt{}}
 	done, err := r.use()
 	if err != nil {
@@ -231,16 +256,16 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 	defer func() { stopLocating(); locating.Wait() }()
 	var tried []Attempt
 	for i, c := range cands {
-		left := tryFor - r.clock.Since(tm)
+		left := tryFor - (r.clock.Since(tm) - res.Timings.Pull)
 		if left <= 0 {
 			out.say("tried %d candidates in %s; giving up", len(tried), tryFor)
 			break
 		}
 		actx, cancel := context.WithTimeout(ctx, min(left, attemptLimit))
-		f, at := r.try(actx, b, c, located[i], req, out, &res.Timings)
+		f, at := r.try(actx, ctx, b, c, located[i], req, out, &res.Timings)
 		cancel()
 		if f == nil {
-			if at.Stage != StageNegotiate || !isRefusal(at.Err) {
+			if (at.Stage != StageNegotiate || !isRefusal(at.Err)) && !errors.Is(at.Err, ErrNotAttestable) {
 				r.failed.add(c.Issuer, r.clock.Now())
 			}
 			if at.Stage == StageLocate && r.observe != nil { // an attestation counts on its own
@@ -355,13 +380,14 @@ func (r *renter) locateAll(ctx context.Context, cands []market.Candidate) ([]cha
 // try attests and leases from candidate c once located says it was
 // located; it returns the follow of the lease it got, or the attempt
 // that failed.
-func (r *renter) try(ctx context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, out RentOutput, t *api.RentTimings) (*follow, Attempt) {
-	return r.tryAt(ctx, b, c, located, req, out, t, time.Time{})
+func (r *renter) try(ctx, long context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, out RentOutput, t *api.RentTimings) (*follow, Attempt) {
+	return r.tryAt(ctx, long, b, c, located, req, out, t, time.Time{})
 }
 
 // tryAt is try for a lease that starts at start (zero: as soon as the
-// offer allows).
-func (r *renter) tryAt(ctx context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, out RentOutput, t *api.RentTimings, start time.Time) (*follow, Attempt) {
+// offer allows). The provider readies the image within long, which
+// outlasts the attempt's ctx: a pull may take minutes.
+func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, out RentOutput, t *api.RentTimings, start time.Time) (*follow, Attempt) {
 	at := Attempt{Provider: c.Issuer}
 	select {
 	case at.Err = <-located:
@@ -371,6 +397,13 @@ func (r *renter) tryAt(ctx context.Context, b *pb.Bid, c market.Candidate, locat
 	if at.Err != nil {
 		at.Stage = StageLocate
 		out.say("%s: not reachable: %v; trying the next", short(c.Issuer), at.Err)
+		return nil, at
+	}
+	if !req.SkipAttest && len(c.Offer.GetAttestationHash()) == 0 {
+		// GPUs listed by hand, not read through NVML: nothing to attest,
+		// and no failure of the provider's.
+		at.Stage, at.Err = StageAttest, ErrNotAttestable
+		out.say("%s: %v; trying the next", short(c.Issuer), at.Err)
 		return nil, at
 	}
 	if !req.SkipAttest {
@@ -386,6 +419,17 @@ func (r *renter) tryAt(ctx context.Context, b *pb.Bid, c market.Candidate, locat
 			return nil, at
 		}
 		out.say("%s: attestation verified (%s)", short(c.Issuer), v.OfferLine())
+	}
+	if err := r.readyImage(long, c.Issuer, b.Image, out, t); err != nil {
+		at.Stage, at.Err = StageImage, err
+		out.say("%s: image not ready: %v; trying the next", short(c.Issuer), err)
+		return nil, at
+	}
+	if ctx.Err() != nil && long.Err() == nil {
+		// The pull outlasted the attempt: the proposal gets its own.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(long, attemptLimit)
+		defer cancel()
 	}
 	tn := r.clock.Now()
 	var cs *pb.CoSigned
@@ -404,6 +448,47 @@ func (r *renter) tryAt(ctx context.Context, b *pb.Bid, c market.Candidate, locat
 	}
 	out.say("lease %s accepted by %s: %d × %s at %s/GPU-hour for %s", l.Id, short(c.Issuer), l.GpuCount, market.TierName(l.Tier), market.FormatPrice(l.PriceMicros), secs(l.DurationSeconds))
 	return &follow{r: r, lease: l, cs: cs, out: out, accepted: r.clock.Now()}, at
+}
+
+// readyImage asks provider p to make ref present before the lease, within
+// ctx and pullLimit, showing its pull's progress; the time it takes adds
+// to t.Pull. A provider that does not speak the image protocol is left
+// to its lease check. A reference pinned by digest must come back with
+// that digest.
+func (r *renter) readyImage(ctx context.Context, p peer.ID, ref string, out RentOutput, t *api.RentTimings) error {
+	begin := r.clock.Now()
+	defer func() { t.Pull += r.clock.Since(begin) }()
+	got, err := r.net.ReadyImage(ctx, p, ref, pullLimit, func(pr *pb.ImageProgress) {
+		out.status("%s: pulling %s: %s of %s, %d of %d layers", short(p), ref, sizeOf(pr.DoneBytes), sizeOf(pr.TotalBytes), pr.LayersDone, pr.Layers)
+	})
+	var unsupported multistream.ErrNotSupported[protocol.ID]
+	if errors.As(err, &unsupported) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, digest, ok := strings.Cut(ref, "@"); ok && !slices.ContainsFunc(got.RepoDigests, func(d string) bool { return strings.HasSuffix(d, "@"+digest) }) {
+		return fmt.Errorf("the provider's %s does not carry digest %s (it has %v)", ref, digest, got.RepoDigests)
+	}
+	if got.Pulled {
+		out.say("%s: pulled %s (%s unpacked) in %s; the pull is not billed", short(p), ref, sizeOf(got.SizeBytes), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// sizeOf writes bytes in binary units: 512 B, 1.5 MiB, 3.2 GiB.
+func sizeOf(b uint64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	div, exp := uint64(unit), 0
+	for n := b / unit; n >= unit && exp < 4; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTP"[exp])
 }
 
 // isRefusal reports whether err is a provider's refusal of a lease: an
@@ -494,7 +579,7 @@ func (r *renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out
 			return &NoProviderError{Why: fmt.Sprintf("nothing fits after %s: %s", wait, r.market.matcherFor(req.BidRequest).Explain(snap, b, now).String())}
 		}
 		if now.Sub(lastSaid) >= time.Second {
-			out.say("gathering offers: %d in the book, none fits yet", snap.Len())
+			out.status("gathering offers: %d in the book, none fits yet: %s", snap.Len(), r.market.matcherFor(req.BidRequest).Explain(snap, b, now).String())
 			lastSaid = now
 		}
 		select {

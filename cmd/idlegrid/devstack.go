@@ -198,7 +198,8 @@ func (s *devstack) close() {
 }
 
 // watch redraws the view every second until ctx ends: in place on a
-// terminal, else as a new block whenever it changes.
+// terminal (the lines above it, what --demo printed, stay), else as a
+// new block whenever it changes.
 func (s *devstack) watch(ctx context.Context) {
 	tty := false
 	if f, ok := s.e.stdout.(*os.File); ok {
@@ -210,7 +211,11 @@ func (s *devstack) watch(ctx context.Context) {
 	for {
 		view := s.view()
 		if tty {
-			fmt.Fprint(s.e.stdout, "\033[H\033[2J"+view)
+			// Up over the last view, and clear from there down.
+			if n := strings.Count(last, "\n"); n > 0 {
+				fmt.Fprintf(s.e.stdout, "\033[%dA\r\033[J", n)
+			}
+			fmt.Fprint(s.e.stdout, view)
 		} else if view != last {
 			fmt.Fprint(s.e.stdout, view)
 		}

@@ -32,7 +32,8 @@ type daemonID struct {
 }
 
 // providerRepo initialises a provider repository that sells 8 fake H100s,
-// runs leases as Docker containers and meters them every 200 ms, with
+// runs leases as Docker containers of images present (it pulls none: a
+// test never reaches past loopback) and meters them every 200 ms, with
 // P2P on listen and the API on a free port.
 func providerRepo(t *testing.T, bin, listen string) string {
 	t.Helper()
@@ -44,6 +45,7 @@ func providerRepo(t *testing.T, bin, listen string) string {
 		{"provider.enabled", "true"},
 		{"provider.min_duration", "1m"},
 		{"jobs.executor", "docker"},
+		{"jobs.pull", "false"},
 		{"jobs.heartbeat_interval", "200ms"},
 		{"jobs.stop_grace", "1s"},
 		{"jobs.renter_grace", "2s"},

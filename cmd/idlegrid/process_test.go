@@ -128,7 +128,15 @@ func TestTwoDaemonProcessesPeer(t *testing.T) {
 	cli(t, bin, "config", "set", "--repo", dirA, "provider.price", "1.25")
 	cli(t, bin, "config", "set", "--repo", dirA, "provider.country", "DE")
 	cli(t, bin, "config", "set", "--repo", dirA, "provider.enabled", "true")
+	// wait gives up on a daemon that is not there, saying why...
+	if out, err := exec.Command(bin, "wait", "--repo", dirA, "--timeout", "300ms").CombinedOutput(); exitCode(err) != 1 || !strings.Contains(string(out), "not ready after 300ms: no daemon") {
+		t.Errorf("wait with no daemon: exit %d, %q; want 1 and not ready", exitCode(err), out)
+	}
 	a := startDaemon(t, bin, dirA)
+	// ...and returns once it serves, as soon as the daemon starts.
+	if out, err := exec.Command(bin, "wait", "--repo", dirA, "--timeout", "30s").CombinedOutput(); err != nil {
+		t.Fatalf("wait for a daemon starting: %v\n%s", err, out)
+	}
 
 	type idOut struct {
 		PeerID string   `json:"peer_id"`
@@ -140,6 +148,9 @@ func TestTwoDaemonProcessesPeer(t *testing.T) {
 	cli(t, bin, "init", "--repo", dirB, "--listen-port", "0", "--api-port", "0", "--bootstrap", idA.Addrs[0])
 	cli(t, bin, "config", "set", "--repo", dirB, "network.listen", `["/ip4/127.0.0.1/tcp/0"]`)
 	b := startDaemon(t, bin, dirB)
+	if out, err := exec.Command(bin, "wait", "--repo", dirB, "--peers", "1", "--timeout", "30s").CombinedOutput(); err != nil {
+		t.Fatalf("wait for B to join A: %v\n%s", err, out)
+	}
 	idB := waitJSON(t, 30*time.Second, "daemon B answers id", bin, func(v idOut) bool { return v.Daemon }, "id", "--json", "--repo", dirB)
 
 	hasPeer := func(id string) func([]api.Peer) bool {
@@ -184,6 +195,16 @@ func TestTwoDaemonProcessesPeer(t *testing.T) {
 	}
 	if len(bid.Quotes) != 1 || bid.Quotes[0].Provider != idA.PeerID || bid.Quotes[0].Total != "2.50" {
 		t.Errorf("bid: %+v", bid)
+	}
+
+	// A lists its GPUs by hand: it has no attestation to show, and rent
+	// passes it by, saying so and how to lease from it anyway.
+	rent := exec.Command(bin, "rent", "--bootstrap", idA.Addrs[0], "--gpu", "A100", "--hours", "1", "--max-price", "5", "--gather", "5s",
+		"--image", "idlegrid-test/busybox:1", "--", "true")
+	rent.Env = append(os.Environ(), "IDLEGRID_PATH="+filepath.Join(t.TempDir(), "none"))
+	out, err := rent.CombinedOutput()
+	if exitCode(err) != exitNoProvider || !strings.Contains(string(out), "not attestable (GPUs listed by hand") || !strings.Contains(string(out), "rent --no-attest leases from such providers") {
+		t.Errorf("rent from a provider with GPUs listed by hand: exit %d; want %d and a hint at --no-attest\n%s", exitCode(err), exitNoProvider, out)
 	}
 
 	// SIGHUP: A's new price reaches B's book; a file that does not parse

@@ -83,10 +83,10 @@ line, before anything was rented.`,
 				return err
 			}
 			defer done()
-			progress := func(line string) {
-				if !e.asJSON {
-					fmt.Fprintf(e.stderr, "idlegrid: %s\n", line)
-				}
+			lines := newProgressLines(e.stderr)
+			progress, status := lines.step, lines.status
+			if e.asJSON {
+				progress, status = func(string) {}, func(string) {}
 			}
 			// With --json, stdout holds the result alone: the job's output
 			// goes to stderr (and to the repository's logs/, as always).
@@ -94,7 +94,8 @@ line, before anything was rented.`,
 			if e.asJSON {
 				jobOut = e.stderr
 			}
-			res, err := n.Rent(e.ctx, req, node.RentOutput{Stdout: jobOut, Stderr: e.stderr, Progress: progress})
+			res, err := n.Rent(e.ctx, req, node.RentOutput{Stdout: jobOut, Stderr: e.stderr, Progress: progress, Status: status})
+			lines.end()
 			if err != nil {
 				for _, t := range res.Tried {
 					progress(fmt.Sprintf("tried %s (%s): %s", short(t.Provider), t.Stage, t.Reason))
@@ -122,8 +123,8 @@ line, before anything was rented.`,
 			if res.Relayed {
 				path = "through a relay"
 			}
-			fmt.Fprintf(e.stderr, "idlegrid: first output after %s (discover %s, match %s, attest %s, negotiate %s, start %s); output came %s\n",
-				ms(t.FirstOutput), ms(t.Discover), ms(t.Match), ms(t.Attest), ms(t.Negotiate), ms(t.Start), path)
+			fmt.Fprintf(e.stderr, "idlegrid: first output after %s (discover %s, match %s, attest %s, image %s, negotiate %s, start %s); output came %s\n",
+				ms(t.FirstOutput), ms(t.Discover), ms(t.Match), ms(t.Attest), ms(t.Pull), ms(t.Negotiate), ms(t.Start), path)
 			return rentEnded(e.ctx, res)
 		},
 	}

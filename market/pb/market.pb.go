@@ -2293,6 +2293,307 @@ func (x *ReceiptReply) GetRefusal() string {
 	return ""
 }
 
+// ImageRequest travels renter → provider on /idlegrid/image/1.0.0 before
+// a lease is proposed: make this image present, pulling it if the
+// provider's rules allow. The time a pull takes is before the lease and
+// so never billed.
+type ImageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A reference as the renter wrote it: "pytorch/pytorch:2.4",
+	// "127.0.0.1:5000/x@sha256:…". A digest pins the image: the provider
+	// pulls exactly it (the engine checks the content against it).
+	Ref           string `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageRequest) Reset() {
+	*x = ImageRequest{}
+	mi := &file_market_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageRequest) ProtoMessage() {}
+
+func (x *ImageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageRequest.ProtoReflect.Descriptor instead.
+func (*ImageRequest) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ImageRequest) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+// ImageFrame is one frame provider → renter on /idlegrid/image/1.0.0:
+// progress frames, then one ready or refused frame.
+type ImageFrame struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*ImageFrame_Progress
+	//	*ImageFrame_Ready
+	//	*ImageFrame_Refused
+	Kind          isImageFrame_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageFrame) Reset() {
+	*x = ImageFrame{}
+	mi := &file_market_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageFrame) ProtoMessage() {}
+
+func (x *ImageFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageFrame.ProtoReflect.Descriptor instead.
+func (*ImageFrame) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ImageFrame) GetKind() isImageFrame_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *ImageFrame) GetProgress() *ImageProgress {
+	if x != nil {
+		if x, ok := x.Kind.(*ImageFrame_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *ImageFrame) GetReady() *ImageReady {
+	if x != nil {
+		if x, ok := x.Kind.(*ImageFrame_Ready); ok {
+			return x.Ready
+		}
+	}
+	return nil
+}
+
+func (x *ImageFrame) GetRefused() string {
+	if x != nil {
+		if x, ok := x.Kind.(*ImageFrame_Refused); ok {
+			return x.Refused
+		}
+	}
+	return ""
+}
+
+type isImageFrame_Kind interface {
+	isImageFrame_Kind()
+}
+
+type ImageFrame_Progress struct {
+	Progress *ImageProgress `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
+}
+
+type ImageFrame_Ready struct {
+	Ready *ImageReady `protobuf:"bytes,2,opt,name=ready,proto3,oneof"`
+}
+
+type ImageFrame_Refused struct {
+	// Why the image will not be made present: rules, size, a registry
+	// that does not have it. The lease would be refused too.
+	Refused string `protobuf:"bytes,3,opt,name=refused,proto3,oneof"`
+}
+
+func (*ImageFrame_Progress) isImageFrame_Kind() {}
+
+func (*ImageFrame_Ready) isImageFrame_Kind() {}
+
+func (*ImageFrame_Refused) isImageFrame_Kind() {}
+
+// ImageProgress is a pull under way.
+type ImageProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bytes of layers downloaded so far and announced in all (compressed,
+	// as the registry serves them); total grows as layers are announced.
+	DoneBytes     uint64 `protobuf:"varint,1,opt,name=done_bytes,json=doneBytes,proto3" json:"done_bytes,omitempty"`
+	TotalBytes    uint64 `protobuf:"varint,2,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	Layers        uint32 `protobuf:"varint,3,opt,name=layers,proto3" json:"layers,omitempty"`
+	LayersDone    uint32 `protobuf:"varint,4,opt,name=layers_done,json=layersDone,proto3" json:"layers_done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageProgress) Reset() {
+	*x = ImageProgress{}
+	mi := &file_market_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageProgress) ProtoMessage() {}
+
+func (x *ImageProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageProgress.ProtoReflect.Descriptor instead.
+func (*ImageProgress) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ImageProgress) GetDoneBytes() uint64 {
+	if x != nil {
+		return x.DoneBytes
+	}
+	return 0
+}
+
+func (x *ImageProgress) GetTotalBytes() uint64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
+func (x *ImageProgress) GetLayers() uint32 {
+	if x != nil {
+		return x.Layers
+	}
+	return 0
+}
+
+func (x *ImageProgress) GetLayersDone() uint32 {
+	if x != nil {
+		return x.LayersDone
+	}
+	return 0
+}
+
+// ImageReady says the image is present on the provider.
+type ImageReady struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`                                 // the engine's image ID (sha256:…)
+	SizeBytes     uint64                 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"` // unpacked
+	RepoDigests   []string               `protobuf:"bytes,3,rep,name=repo_digests,json=repoDigests,proto3" json:"repo_digests,omitempty"`
+	Pulled        bool                   `protobuf:"varint,4,opt,name=pulled,proto3" json:"pulled,omitempty"` // false: it was already present
+	PullMs        uint64                 `protobuf:"varint,5,opt,name=pull_ms,json=pullMs,proto3" json:"pull_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageReady) Reset() {
+	*x = ImageReady{}
+	mi := &file_market_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageReady) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageReady) ProtoMessage() {}
+
+func (x *ImageReady) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageReady.ProtoReflect.Descriptor instead.
+func (*ImageReady) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ImageReady) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ImageReady) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *ImageReady) GetRepoDigests() []string {
+	if x != nil {
+		return x.RepoDigests
+	}
+	return nil
+}
+
+func (x *ImageReady) GetPulled() bool {
+	if x != nil {
+		return x.Pulled
+	}
+	return false
+}
+
+func (x *ImageReady) GetPullMs() uint64 {
+	if x != nil {
+		return x.PullMs
+	}
+	return 0
+}
+
 var File_market_proto protoreflect.FileDescriptor
 
 const file_market_proto_rawDesc = "" +
@@ -2483,7 +2784,31 @@ const file_market_proto_rawDesc = "" +
 	"\x04kind\"`\n" +
 	"\fReceiptReply\x126\n" +
 	"\areceipt\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\areceipt\x12\x18\n" +
-	"\arefusal\x18\x02 \x01(\tR\arefusal*M\n" +
+	"\arefusal\x18\x02 \x01(\tR\arefusal\" \n" +
+	"\fImageRequest\x12\x10\n" +
+	"\x03ref\x18\x01 \x01(\tR\x03ref\"\xa9\x01\n" +
+	"\n" +
+	"ImageFrame\x12?\n" +
+	"\bprogress\x18\x01 \x01(\v2!.idlegrid.market.v1.ImageProgressH\x00R\bprogress\x126\n" +
+	"\x05ready\x18\x02 \x01(\v2\x1e.idlegrid.market.v1.ImageReadyH\x00R\x05ready\x12\x1a\n" +
+	"\arefused\x18\x03 \x01(\tH\x00R\arefusedB\x06\n" +
+	"\x04kind\"\x88\x01\n" +
+	"\rImageProgress\x12\x1d\n" +
+	"\n" +
+	"done_bytes\x18\x01 \x01(\x04R\tdoneBytes\x12\x1f\n" +
+	"\vtotal_bytes\x18\x02 \x01(\x04R\n" +
+	"totalBytes\x12\x16\n" +
+	"\x06layers\x18\x03 \x01(\rR\x06layers\x12\x1f\n" +
+	"\vlayers_done\x18\x04 \x01(\rR\n" +
+	"layersDone\"\x8f\x01\n" +
+	"\n" +
+	"ImageReady\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\x12!\n" +
+	"\frepo_digests\x18\x03 \x03(\tR\vrepoDigests\x12\x16\n" +
+	"\x06pulled\x18\x04 \x01(\bR\x06pulled\x12\x17\n" +
+	"\apull_ms\x18\x05 \x01(\x04R\x06pullMs*M\n" +
 	"\x04Tier\x12\x14\n" +
 	"\x10TIER_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tTIER_GOLD\x10\x01\x12\x0f\n" +
@@ -2526,7 +2851,7 @@ func file_market_proto_rawDescGZIP() []byte {
 }
 
 var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_market_proto_goTypes = []any{
 	(Tier)(0),                 // 0: idlegrid.market.v1.Tier
 	(Outcome)(0),              // 1: idlegrid.market.v1.Outcome
@@ -2552,6 +2877,10 @@ var file_market_proto_goTypes = []any{
 	(*JobAttach)(nil),         // 21: idlegrid.market.v1.JobAttach
 	(*JobFrame)(nil),          // 22: idlegrid.market.v1.JobFrame
 	(*ReceiptReply)(nil),      // 23: idlegrid.market.v1.ReceiptReply
+	(*ImageRequest)(nil),      // 24: idlegrid.market.v1.ImageRequest
+	(*ImageFrame)(nil),        // 25: idlegrid.market.v1.ImageFrame
+	(*ImageProgress)(nil),     // 26: idlegrid.market.v1.ImageProgress
+	(*ImageReady)(nil),        // 27: idlegrid.market.v1.ImageReady
 }
 var file_market_proto_depIdxs = []int32{
 	0,  // 0: idlegrid.market.v1.TierPrice.tier:type_name -> idlegrid.market.v1.Tier
@@ -2579,11 +2908,13 @@ var file_market_proto_depIdxs = []int32{
 	2,  // 22: idlegrid.market.v1.LeaseReply.code:type_name -> idlegrid.market.v1.RejectCode
 	17, // 23: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
 	17, // 24: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	26, // 25: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
+	27, // 26: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_market_proto_init() }
@@ -2603,13 +2934,18 @@ func file_market_proto_init() {
 		(*JobFrame_Receipt)(nil),
 		(*JobFrame_Started)(nil),
 	}
+	file_market_proto_msgTypes[22].OneofWrappers = []any{
+		(*ImageFrame_Progress)(nil),
+		(*ImageFrame_Ready)(nil),
+		(*ImageFrame_Refused)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   21,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

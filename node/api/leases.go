@@ -42,6 +42,9 @@ type RentTimings struct {
 	Match     time.Duration `json:"match_ns"`
 	Attest    time.Duration `json:"attest_ns"`
 	Negotiate time.Duration `json:"negotiate_ns"`
+	// Pull is the time providers took to make the image present (pulling
+	// it when they had not got it), before any lease: never billed.
+	Pull time.Duration `json:"pull_ns"`
 	// Start is from the lease's acceptance to the job's first output.
 	Start time.Duration `json:"start_ns"`
 	// FirstOutput is from the start of the rental to the first output.

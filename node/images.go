@@ -1,0 +1,75 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/time/rate"
+)
+
+// concurrentPulls is how many images a provider pulls for renters at
+// once; a request beyond waits its turn within its deadline.
+const concurrentPulls = 2
+
+// pullBurst is how many pulls may start at once before
+// jobs.pulls_per_hour spaces them.
+const pullBurst = 5
+
+// imagePulls readies the images renters name before they propose
+// leases: present ones are checked, others pulled under the provider's
+// rules (its offer's image_allow and image_deny, jobs.max_image_gib) and
+// its budget (jobs.pulls_per_hour, concurrentPulls at a time).
+type imagePulls struct {
+	puller executor.Puller
+	jobs   JobsConfig
+	offer  func() (*pb.Offer, bool)
+	log    *slog.Logger
+	turns  chan struct{}
+	budget *rate.Limiter
+}
+
+func newImagePulls(pl executor.Puller, jobs JobsConfig, offer func() (*pb.Offer, bool), log *slog.Logger) *imagePulls {
+	return &imagePulls{
+		puller: pl, jobs: jobs, offer: offer, log: log, turns: make(chan struct{}, concurrentPulls),
+		budget: rate.NewLimiter(rate.Every(time.Hour/time.Duration(max(jobs.PullsPerHour, 1))), pullBurst),
+	}
+}
+
+// ready makes ref present for the renter from, as the image protocol
+// asks: its error is the refusal the renter reads.
+func (ip *imagePulls) ready(ctx context.Context, from peer.ID, ref string, progress func(*pb.ImageProgress)) (*pb.ImageReady, error) {
+	o, _ := ip.offer()
+	rules := executor.PullRules{
+		Images:   executor.ImagePolicy{Allow: o.GetImageAllow(), Deny: o.GetImageDeny()},
+		MaxBytes: int64(ip.jobs.MaxImageGiB) << 30,
+		NoPull:   !ip.jobs.Pull,
+		Admit: func() error {
+			if !ip.budget.Allow() {
+				return fmt.Errorf("this provider has started its %d pulls of the hour (jobs.pulls_per_hour); try another or later", ip.jobs.PullsPerHour)
+			}
+			return nil
+		},
+	}
+	select {
+	case ip.turns <- struct{}{}:
+		defer func() { <-ip.turns }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("no turn to pull %s before the deadline: %d pulls under way", ref, concurrentPulls)
+	}
+	img, err := ip.puller.Pull(ctx, ref, rules, func(p executor.PullProgress) {
+		progress(&pb.ImageProgress{DoneBytes: uint64(max(p.DoneBytes, 0)), TotalBytes: uint64(max(p.TotalBytes, 0)), Layers: uint32(p.Layers), LayersDone: uint32(p.LayersDone)})
+	})
+	if err != nil {
+		ip.log.Info("image not readied for a renter", "renter", from, "image", ref, "err", err)
+		return nil, err
+	}
+	if img.Pulled {
+		ip.log.Info("image pulled for a renter", "renter", from, "image", ref, "id", img.ID, "bytes", img.SizeBytes, "took", img.PullTime.Round(time.Millisecond))
+	}
+	return &pb.ImageReady{Id: img.ID, SizeBytes: uint64(max(img.SizeBytes, 0)), RepoDigests: img.RepoDigests, Pulled: img.Pulled, PullMs: uint64(img.PullTime.Milliseconds())}, nil
+}
