@@ -68,6 +68,7 @@ func (f *follow) keepLogs() (closeLogs func()) {
 		f.r.log.Warn("job output not kept", "err", err)
 		return func() {}
 	}
+	f.noteProvider()
 	var files []*os.File
 	for _, w := range []*io.Writer{&f.stdout, &f.stderr} {
 		name := f.lease.Id + ".stdout"

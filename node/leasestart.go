@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
@@ -94,6 +95,9 @@ func (lo *leaseOwner) start(ctx context.Context, st *leaseState, sv p2p.Server) 
 	sv.Ctx = lo.ctx
 	p2p.ServeLeases(sv, lo.handle)
 	p2p.ServeJobs(sv, lo.attach)
+	if _, ok := lo.exec.(executor.Sessions); ok {
+		p2p.ServeSessions(sv, lo.session)
+	}
 	if lo.images != nil {
 		p2p.ServeImages(sv, lo.jobs.PullTimeout.Std(), lo.images.ready)
 	}
@@ -123,6 +127,8 @@ type liveLease struct {
 	// off is closed once the lease has ended and its job is gone from
 	// the GPUs (stopped and removed).
 	off chan struct{}
+	// sessions counts the renter's sessions open into the job.
+	sessions atomic.Int32
 }
 
 // stopRequest ends a live lease with an outcome, at a time (a preemption

@@ -2594,6 +2594,508 @@ func (x *ImageReady) GetPullMs() uint64 {
 	return 0
 }
 
+// SessionRequest travels renter → provider on /idlegrid/session/1.0.0:
+// a command to run in a lease's container, or a TCP port in it to reach.
+// Only the lease's renter is served, and only while its job runs.
+type SessionRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*SessionRequest_Exec
+	//	*SessionRequest_ForwardPort
+	//	*SessionRequest_Watch
+	Kind          isSessionRequest_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRequest) Reset() {
+	*x = SessionRequest{}
+	mi := &file_market_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRequest) ProtoMessage() {}
+
+func (x *SessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
+func (*SessionRequest) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SessionRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *SessionRequest) GetKind() isSessionRequest_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetExec() *ExecRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Exec); ok {
+			return x.Exec
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetForwardPort() uint32 {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_ForwardPort); ok {
+			return x.ForwardPort
+		}
+	}
+	return 0
+}
+
+func (x *SessionRequest) GetWatch() bool {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Watch); ok {
+			return x.Watch
+		}
+	}
+	return false
+}
+
+type isSessionRequest_Kind interface {
+	isSessionRequest_Kind()
+}
+
+type SessionRequest_Exec struct {
+	Exec *ExecRequest `protobuf:"bytes,2,opt,name=exec,proto3,oneof"`
+}
+
+type SessionRequest_ForwardPort struct {
+	ForwardPort uint32 `protobuf:"varint,3,opt,name=forward_port,json=forwardPort,proto3,oneof"`
+}
+
+type SessionRequest_Watch struct {
+	// Held open by the provider until the lease's job ends: how a
+	// port-forward learns that its tunnel has no end left.
+	Watch bool `protobuf:"varint,4,opt,name=watch,proto3,oneof"`
+}
+
+func (*SessionRequest_Exec) isSessionRequest_Kind() {}
+
+func (*SessionRequest_ForwardPort) isSessionRequest_Kind() {}
+
+func (*SessionRequest_Watch) isSessionRequest_Kind() {}
+
+// ExecRequest is a command to run beside a lease's job.
+type ExecRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Argv          []string               `protobuf:"bytes,1,rep,name=argv,proto3" json:"argv,omitempty"`
+	Tty           bool                   `protobuf:"varint,2,opt,name=tty,proto3" json:"tty,omitempty"`
+	Rows          uint32                 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols          uint32                 `protobuf:"varint,4,opt,name=cols,proto3" json:"cols,omitempty"`
+	Stdin         bool                   `protobuf:"varint,5,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecRequest) Reset() {
+	*x = ExecRequest{}
+	mi := &file_market_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecRequest) ProtoMessage() {}
+
+func (x *ExecRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
+func (*ExecRequest) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ExecRequest) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *ExecRequest) GetTty() bool {
+	if x != nil {
+		return x.Tty
+	}
+	return false
+}
+
+func (x *ExecRequest) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *ExecRequest) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+func (x *ExecRequest) GetStdin() bool {
+	if x != nil {
+		return x.Stdin
+	}
+	return false
+}
+
+// SessionReply answers a SessionRequest: empty when accepted. After an
+// accepted exec, ExecInput and ExecOutput frames follow; after an
+// accepted forward, the connection's bytes, both ways.
+type SessionReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Refused       string                 `protobuf:"bytes,1,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionReply) Reset() {
+	*x = SessionReply{}
+	mi := &file_market_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionReply) ProtoMessage() {}
+
+func (x *SessionReply) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
+func (*SessionReply) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SessionReply) GetRefused() string {
+	if x != nil {
+		return x.Refused
+	}
+	return ""
+}
+
+// ExecInput is one frame renter → provider in an exec session.
+type ExecInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*ExecInput_Stdin
+	//	*ExecInput_StdinClosed
+	//	*ExecInput_Resize
+	Kind          isExecInput_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecInput) Reset() {
+	*x = ExecInput{}
+	mi := &file_market_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecInput) ProtoMessage() {}
+
+func (x *ExecInput) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
+func (*ExecInput) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ExecInput) GetKind() isExecInput_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *ExecInput) GetStdin() []byte {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecInput_Stdin); ok {
+			return x.Stdin
+		}
+	}
+	return nil
+}
+
+func (x *ExecInput) GetStdinClosed() bool {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecInput_StdinClosed); ok {
+			return x.StdinClosed
+		}
+	}
+	return false
+}
+
+func (x *ExecInput) GetResize() *WindowSize {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecInput_Resize); ok {
+			return x.Resize
+		}
+	}
+	return nil
+}
+
+type isExecInput_Kind interface {
+	isExecInput_Kind()
+}
+
+type ExecInput_Stdin struct {
+	Stdin []byte `protobuf:"bytes,1,opt,name=stdin,proto3,oneof"`
+}
+
+type ExecInput_StdinClosed struct {
+	StdinClosed bool `protobuf:"varint,2,opt,name=stdin_closed,json=stdinClosed,proto3,oneof"`
+}
+
+type ExecInput_Resize struct {
+	Resize *WindowSize `protobuf:"bytes,3,opt,name=resize,proto3,oneof"`
+}
+
+func (*ExecInput_Stdin) isExecInput_Kind() {}
+
+func (*ExecInput_StdinClosed) isExecInput_Kind() {}
+
+func (*ExecInput_Resize) isExecInput_Kind() {}
+
+type WindowSize struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rows          uint32                 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols          uint32                 `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WindowSize) Reset() {
+	*x = WindowSize{}
+	mi := &file_market_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WindowSize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WindowSize) ProtoMessage() {}
+
+func (x *WindowSize) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
+func (*WindowSize) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *WindowSize) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *WindowSize) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+// ExecOutput is one frame provider → renter in an exec session; the
+// last says how the command ended.
+type ExecOutput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*ExecOutput_Stdout
+	//	*ExecOutput_Stderr
+	//	*ExecOutput_ExitCode
+	//	*ExecOutput_Error
+	Kind          isExecOutput_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecOutput) Reset() {
+	*x = ExecOutput{}
+	mi := &file_market_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecOutput) ProtoMessage() {}
+
+func (x *ExecOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
+func (*ExecOutput) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ExecOutput) GetKind() isExecOutput_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *ExecOutput) GetStdout() []byte {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecOutput_Stdout); ok {
+			return x.Stdout
+		}
+	}
+	return nil
+}
+
+func (x *ExecOutput) GetStderr() []byte {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecOutput_Stderr); ok {
+			return x.Stderr
+		}
+	}
+	return nil
+}
+
+func (x *ExecOutput) GetExitCode() int32 {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecOutput_ExitCode); ok {
+			return x.ExitCode
+		}
+	}
+	return 0
+}
+
+func (x *ExecOutput) GetError() string {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecOutput_Error); ok {
+			return x.Error
+		}
+	}
+	return ""
+}
+
+type isExecOutput_Kind interface {
+	isExecOutput_Kind()
+}
+
+type ExecOutput_Stdout struct {
+	Stdout []byte `protobuf:"bytes,1,opt,name=stdout,proto3,oneof"`
+}
+
+type ExecOutput_Stderr struct {
+	Stderr []byte `protobuf:"bytes,2,opt,name=stderr,proto3,oneof"`
+}
+
+type ExecOutput_ExitCode struct {
+	ExitCode int32 `protobuf:"varint,3,opt,name=exit_code,json=exitCode,proto3,oneof"`
+}
+
+type ExecOutput_Error struct {
+	Error string `protobuf:"bytes,4,opt,name=error,proto3,oneof"`
+}
+
+func (*ExecOutput_Stdout) isExecOutput_Kind() {}
+
+func (*ExecOutput_Stderr) isExecOutput_Kind() {}
+
+func (*ExecOutput_ExitCode) isExecOutput_Kind() {}
+
+func (*ExecOutput_Error) isExecOutput_Kind() {}
+
 var File_market_proto protoreflect.FileDescriptor
 
 const file_market_proto_rawDesc = "" +
@@ -2808,7 +3310,37 @@ const file_market_proto_rawDesc = "" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\x12!\n" +
 	"\frepo_digests\x18\x03 \x03(\tR\vrepoDigests\x12\x16\n" +
 	"\x06pulled\x18\x04 \x01(\bR\x06pulled\x12\x17\n" +
-	"\apull_ms\x18\x05 \x01(\x04R\x06pullMs*M\n" +
+	"\apull_ms\x18\x05 \x01(\x04R\x06pullMs\"\xa7\x01\n" +
+	"\x0eSessionRequest\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\tR\aleaseId\x125\n" +
+	"\x04exec\x18\x02 \x01(\v2\x1f.idlegrid.market.v1.ExecRequestH\x00R\x04exec\x12#\n" +
+	"\fforward_port\x18\x03 \x01(\rH\x00R\vforwardPort\x12\x16\n" +
+	"\x05watch\x18\x04 \x01(\bH\x00R\x05watchB\x06\n" +
+	"\x04kind\"q\n" +
+	"\vExecRequest\x12\x12\n" +
+	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
+	"\x03tty\x18\x02 \x01(\bR\x03tty\x12\x12\n" +
+	"\x04rows\x18\x03 \x01(\rR\x04rows\x12\x12\n" +
+	"\x04cols\x18\x04 \x01(\rR\x04cols\x12\x14\n" +
+	"\x05stdin\x18\x05 \x01(\bR\x05stdin\"(\n" +
+	"\fSessionReply\x12\x18\n" +
+	"\arefused\x18\x01 \x01(\tR\arefused\"\x8a\x01\n" +
+	"\tExecInput\x12\x16\n" +
+	"\x05stdin\x18\x01 \x01(\fH\x00R\x05stdin\x12#\n" +
+	"\fstdin_closed\x18\x02 \x01(\bH\x00R\vstdinClosed\x128\n" +
+	"\x06resize\x18\x03 \x01(\v2\x1e.idlegrid.market.v1.WindowSizeH\x00R\x06resizeB\x06\n" +
+	"\x04kind\"4\n" +
+	"\n" +
+	"WindowSize\x12\x12\n" +
+	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x12\n" +
+	"\x04cols\x18\x02 \x01(\rR\x04cols\"\x7f\n" +
+	"\n" +
+	"ExecOutput\x12\x18\n" +
+	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
+	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12\x1d\n" +
+	"\texit_code\x18\x03 \x01(\x05H\x00R\bexitCode\x12\x16\n" +
+	"\x05error\x18\x04 \x01(\tH\x00R\x05errorB\x06\n" +
+	"\x04kind*M\n" +
 	"\x04Tier\x12\x14\n" +
 	"\x10TIER_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tTIER_GOLD\x10\x01\x12\x0f\n" +
@@ -2851,7 +3383,7 @@ func file_market_proto_rawDescGZIP() []byte {
 }
 
 var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_market_proto_goTypes = []any{
 	(Tier)(0),                 // 0: idlegrid.market.v1.Tier
 	(Outcome)(0),              // 1: idlegrid.market.v1.Outcome
@@ -2881,6 +3413,12 @@ var file_market_proto_goTypes = []any{
 	(*ImageFrame)(nil),        // 25: idlegrid.market.v1.ImageFrame
 	(*ImageProgress)(nil),     // 26: idlegrid.market.v1.ImageProgress
 	(*ImageReady)(nil),        // 27: idlegrid.market.v1.ImageReady
+	(*SessionRequest)(nil),    // 28: idlegrid.market.v1.SessionRequest
+	(*ExecRequest)(nil),       // 29: idlegrid.market.v1.ExecRequest
+	(*SessionReply)(nil),      // 30: idlegrid.market.v1.SessionReply
+	(*ExecInput)(nil),         // 31: idlegrid.market.v1.ExecInput
+	(*WindowSize)(nil),        // 32: idlegrid.market.v1.WindowSize
+	(*ExecOutput)(nil),        // 33: idlegrid.market.v1.ExecOutput
 }
 var file_market_proto_depIdxs = []int32{
 	0,  // 0: idlegrid.market.v1.TierPrice.tier:type_name -> idlegrid.market.v1.Tier
@@ -2910,11 +3448,13 @@ var file_market_proto_depIdxs = []int32{
 	17, // 24: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
 	26, // 25: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
 	27, // 26: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	29, // 27: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
+	32, // 28: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_market_proto_init() }
@@ -2939,13 +3479,29 @@ func file_market_proto_init() {
 		(*ImageFrame_Ready)(nil),
 		(*ImageFrame_Refused)(nil),
 	}
+	file_market_proto_msgTypes[25].OneofWrappers = []any{
+		(*SessionRequest_Exec)(nil),
+		(*SessionRequest_ForwardPort)(nil),
+		(*SessionRequest_Watch)(nil),
+	}
+	file_market_proto_msgTypes[28].OneofWrappers = []any{
+		(*ExecInput_Stdin)(nil),
+		(*ExecInput_StdinClosed)(nil),
+		(*ExecInput_Resize)(nil),
+	}
+	file_market_proto_msgTypes[30].OneofWrappers = []any{
+		(*ExecOutput_Stdout)(nil),
+		(*ExecOutput_Stderr)(nil),
+		(*ExecOutput_ExitCode)(nil),
+		(*ExecOutput_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   25,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

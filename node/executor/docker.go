@@ -35,6 +35,8 @@ const DefaultLabelPrefix = "idlegrid"
 type Docker struct {
 	cli    *client.Client
 	prefix string
+	// noNetns reaches a job's ports through the image's nc alone.
+	noNetns bool
 	// life ends the output streams and exit watchers of every job when
 	// Close is called; the containers themselves keep running.
 	life  context.Context
@@ -44,8 +46,9 @@ type Docker struct {
 var _ Executor = (*Docker)(nil)
 
 type dockerConfig struct {
-	host   string
-	prefix string
+	host    string
+	prefix  string
+	noNetns bool
 }
 
 // DockerOption configures NewDocker.
@@ -61,6 +64,13 @@ func DockerHost(host string) DockerOption {
 // one engine do not adopt each other's containers.
 func LabelPrefix(prefix string) DockerOption {
 	return func(c *dockerConfig) { c.prefix = prefix }
+}
+
+// PortsByRelay makes DialPort reach a job's ports through the image's nc
+// only, as a daemon that may not enter the container's network (one not
+// running as root) does.
+func PortsByRelay() DockerOption {
+	return func(c *dockerConfig) { c.noNetns = true }
 }
 
 // NewDocker returns an executor for the engine the options name. It does
@@ -83,7 +93,7 @@ func NewDocker(opts ...DockerOption) (*Docker, error) {
 		return nil, fmt.Errorf("docker executor: client: %w", err)
 	}
 	life, cancel := context.WithCancel(context.Background())
-	return &Docker{cli: cli, prefix: cfg.prefix, life: life, close: cancel}, nil
+	return &Docker{cli: cli, prefix: cfg.prefix, noNetns: cfg.noNetns, life: life, close: cancel}, nil
 }
 
 // Name returns "docker".

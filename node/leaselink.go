@@ -1,0 +1,167 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// providerSuffix names the note a rental keeps beside its output: which
+// provider runs the lease, and where it was reached.
+const providerSuffix = ".provider"
+
+// providerNote is that note.
+type providerNote struct {
+	Provider string   `json:"provider"`
+	Addrs    []string `json:"addrs"`
+}
+
+// noteProvider writes the rental's provider note, for exec and
+// port-forward; a note that cannot be written costs those, not the
+// rental.
+func (f *follow) noteProvider() {
+	p := peer.ID(f.lease.Provider)
+	note := providerNote{Provider: p.String(), Addrs: []string{}}
+	if f.r.addrsOf != nil {
+		for _, a := range f.r.addrsOf(p) {
+			note.Addrs = append(note.Addrs, a.String())
+		}
+	}
+	path := filepath.Join(f.r.logsDir, f.lease.Id+providerSuffix)
+	if _, err := os.Stat(path); err == nil && len(note.Addrs) == 0 {
+		return // a follow resumed before the provider's addresses are known
+	}
+	b, _ := json.Marshal(note)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		f.r.log.Warn("provider note not kept: exec and port-forward will not find the lease", "err", err)
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		f.r.log.Warn("provider note not kept: exec and port-forward will not find the lease", "err", err)
+	}
+}
+
+// LeaseLink reaches the container of one of a repository's rentals, from
+// a process of its own: the rent that follows the job holds the
+// repository, so a link takes only the repository's identity, its swarm
+// settings and the note the rental keeps beside its output.
+type LeaseLink struct {
+	h        host.Host
+	sw       p2p.Swarm
+	provider peer.ID
+	leaseID  string
+}
+
+// DialLease connects to the provider of the rental leaseID made from r.
+func DialLease(ctx context.Context, r *Repo, leaseID string) (*LeaseLink, error) {
+	cfg, err := r.Config()
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(r.Path, LogsDir, leaseID+providerSuffix))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no rental %s made from %s (see `idlegrid leases`); exec and port-forward reach the leases `idlegrid rent` made from this repository", leaseID, r.Path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var note providerNote
+	if err := json.Unmarshal(b, &note); err != nil {
+		return nil, fmt.Errorf("lease %s: provider note: %w", leaseID, err)
+	}
+	p, err := peer.Decode(note.Provider)
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: provider note: %w", leaseID, err)
+	}
+	var addrs []ma.Multiaddr
+	for _, s := range note.Addrs {
+		if a, err := ma.NewMultiaddr(s); err == nil {
+			addrs = append(addrs, a)
+		}
+	}
+	key, err := r.Identity()
+	if err != nil {
+		return nil, err
+	}
+	psk, err := r.SwarmKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sw := p2p.Swarm{Name: cfg.Swarm.Name, PSK: psk}
+	h, err := p2p.NewHost(p2p.HostConfig{
+		Identity: key, Swarm: sw, // it listens nowhere: it dials
+		ConnLow: 4, ConnHigh: 8, ConnGrace: time.Minute, Limits: p2p.DefaultLimits, UserAgent: "idlegrid-link",
+	})
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := h.Connect(cctx, peer.AddrInfo{ID: p, Addrs: addrs}); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("lease %s: provider %s not reachable at %v: %w", leaseID, p, note.Addrs, err)
+	}
+	return &LeaseLink{h: h, sw: sw, provider: p, leaseID: leaseID}, nil
+}
+
+// Close closes the link's host.
+func (l *LeaseLink) Close() error { return l.h.Close() }
+
+// Forward opens a connection to TCP port inside the lease's container.
+func (l *LeaseLink) Forward(ctx context.Context, port int) (network.Stream, error) {
+	return p2p.OpenSession(ctx, l.h, l.sw, l.provider, &pb.SessionRequest{LeaseId: l.leaseID, Kind: &pb.SessionRequest_ForwardPort{ForwardPort: uint32(port)}})
+}
+
+// Watch returns a stream the provider holds open until the lease's job
+// ends: its end (a read's error) says the lease has no job left.
+func (l *LeaseLink) Watch(ctx context.Context) (network.Stream, error) {
+	return p2p.OpenSession(ctx, l.h, l.sw, l.provider, &pb.SessionRequest{LeaseId: l.leaseID, Kind: &pb.SessionRequest_Watch{Watch: true}})
+}
+
+// ExecIO is where a command run in a lease takes its input and puts its
+// output; Stdin nil: no input. Resize carries a terminal's new sizes.
+type ExecIO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Resize         <-chan [2]uint
+}
+
+// Exec runs req in the lease's container and returns its exit code.
+func (l *LeaseLink) Exec(ctx context.Context, req *pb.ExecRequest, eio ExecIO) (int, error) {
+	req.Stdin = eio.Stdin != nil
+	s, err := p2p.OpenSession(ctx, l.h, l.sw, l.provider, &pb.SessionRequest{LeaseId: l.leaseID, Kind: &pb.SessionRequest_Exec{Exec: req}})
+	if err != nil {
+		return -1, err
+	}
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { s.Reset() })
+	defer stop()
+	in := p2p.NewExecInput(s)
+	if eio.Stdin != nil {
+		go in.Copy(eio.Stdin)
+	}
+	if eio.Resize != nil {
+		go func() {
+			for rc := range eio.Resize {
+				if in.Resize(rc[0], rc[1]) != nil {
+					return
+				}
+			}
+		}()
+	}
+	return p2p.ReadExecOutput(s, eio.Stdout, eio.Stderr)
+}
