@@ -28,13 +28,17 @@ import (
 // nodes on PlanetLab latencies, 20 offers from 20 nodes, and no node holds
 // more than its high-water mark once the swarm has formed, where an
 // unbounded swarm connects every node to nearly every other.
+//
+// It runs alone in its package, not beside the 200-node coordinate tests:
+// its one-second window for a bounder to act is a claim about the
+// bounder, not about two cores shared with 460 more nodes. Forming the
+// swarm may take minutes on a loaded machine; that bound is no claim.
 func TestABoundedSwarmDeliversEveryOffer(t *testing.T) {
-	t.Parallel()
 	const n, low, high = 60, 12, 24
 	s := p2ptest.NewMocknet(t, n, p2ptest.WithLatency(planetLabRows(t, 0, n), 0),
 		p2ptest.WithBounds(low, high, 2*time.Second), p2ptest.WithIntervals(time.Second, 5*time.Minute),
 		p2ptest.WithLocality(time.Second, 4, 4))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := waitBounded(ctx, s, high); err != nil {
 		t.Fatal(err)
