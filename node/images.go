@@ -2,8 +2,11 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"regexp"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market/pb"
@@ -43,8 +46,70 @@ func newImagePulls(pl executor.Puller, jobs JobsConfig, offer func() (*pb.Offer,
 // ready makes ref present for the renter from, as the image protocol
 // asks: its error is the refusal the renter reads.
 func (ip *imagePulls) ready(ctx context.Context, from peer.ID, ref string, progress func(*pb.ImageProgress)) (*pb.ImageReady, error) {
+	rules := ip.rules()
+	select {
+	case ip.turns <- struct{}{}:
+		defer func() { <-ip.turns }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("no turn to pull %s before the deadline: %d pulls under way", ref, concurrentPulls)
+	}
+	img, err := ip.puller.Pull(ctx, ref, rules, func(p executor.PullProgress) {
+		progress(&pb.ImageProgress{DoneBytes: uint64(max(p.DoneBytes, 0)), TotalBytes: uint64(max(p.TotalBytes, 0)), Layers: uint32(p.Layers), LayersDone: uint32(p.LayersDone)})
+	})
+	return ip.answer(from, ref, img, err)
+}
+
+var imageIDPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// load takes an image the renter from sends: one present already is only
+// checked; one that is not is loaded without the layers present, under
+// the same rules, budget and turns as a pull.
+func (ip *imagePulls) load(ctx context.Context, from peer.ID, id string, up *pb.ImageUpload, body func(have int) io.Reader) (*pb.ImageReady, error) {
+	ld, ok := ip.puller.(executor.Loader)
+	switch {
+	case !ok || !ip.jobs.LoadImages:
+		return nil, errors.New("this provider takes no images sent to it (jobs.load_images = false)")
+	case !imageIDPattern.MatchString(id):
+		return nil, fmt.Errorf("image ID %q: want sha256: and 64 hex digits", id)
+	}
+	rules := ip.rules()
+	if img, ok, err := ld.HasImage(ctx, id, rules); err != nil || ok {
+		return ip.answer(from, id, img, err)
+	}
+	if err := rules.Admit(); err != nil {
+		return nil, err
+	}
+	select {
+	case ip.turns <- struct{}{}:
+		defer func() { <-ip.turns }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("no turn to load %s before the deadline: %d pulls under way", id, concurrentPulls)
+	}
+	have, err := ld.LayersPresent(ctx, up.DiffIds)
+	if err != nil {
+		return nil, err
+	}
+	img, err := ld.Load(ctx, body(have), id, rules)
+	return ip.answer(from, id, img, err)
+}
+
+// answer logs how an image was readied and says so to the renter.
+func (ip *imagePulls) answer(from peer.ID, ref string, img executor.Image, err error) (*pb.ImageReady, error) {
+	if err != nil {
+		ip.log.Info("image not readied for a renter", "renter", from, "image", ref, "err", err)
+		return nil, err
+	}
+	if img.Pulled {
+		ip.log.Info("image fetched for a renter", "renter", from, "image", ref, "id", img.ID, "bytes", img.SizeBytes, "took", img.PullTime.Round(time.Millisecond))
+	}
+	return &pb.ImageReady{Id: img.ID, SizeBytes: uint64(max(img.SizeBytes, 0)), RepoDigests: img.RepoDigests, Pulled: img.Pulled, PullMs: uint64(img.PullTime.Milliseconds())}, nil
+}
+
+// rules are the provider's rules for the images it fetches, as its
+// offer stands.
+func (ip *imagePulls) rules() executor.PullRules {
 	o, _ := ip.offer()
-	rules := executor.PullRules{
+	return executor.PullRules{
 		Images:   executor.ImagePolicy{Allow: o.GetImageAllow(), Deny: o.GetImageDeny()},
 		MaxBytes: int64(ip.jobs.MaxImageGiB) << 30,
 		NoPull:   !ip.jobs.Pull,
@@ -55,21 +120,4 @@ func (ip *imagePulls) ready(ctx context.Context, from peer.ID, ref string, progr
 			return nil
 		},
 	}
-	select {
-	case ip.turns <- struct{}{}:
-		defer func() { <-ip.turns }()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("no turn to pull %s before the deadline: %d pulls under way", ref, concurrentPulls)
-	}
-	img, err := ip.puller.Pull(ctx, ref, rules, func(p executor.PullProgress) {
-		progress(&pb.ImageProgress{DoneBytes: uint64(max(p.DoneBytes, 0)), TotalBytes: uint64(max(p.TotalBytes, 0)), Layers: uint32(p.Layers), LayersDone: uint32(p.LayersDone)})
-	})
-	if err != nil {
-		ip.log.Info("image not readied for a renter", "renter", from, "image", ref, "err", err)
-		return nil, err
-	}
-	if img.Pulled {
-		ip.log.Info("image pulled for a renter", "renter", from, "image", ref, "id", img.ID, "bytes", img.SizeBytes, "took", img.PullTime.Round(time.Millisecond))
-	}
-	return &pb.ImageReady{Id: img.ID, SizeBytes: uint64(max(img.SizeBytes, 0)), RepoDigests: img.RepoDigests, Pulled: img.Pulled, PullMs: uint64(img.PullTime.Milliseconds())}, nil
 }

@@ -33,7 +33,8 @@ type JobsConfig struct {
 	Pull              bool     `toml:"pull" comment:"pull the images renters name, when provider.image_allow and image_deny allow them, before their leases (a pull is never billed); false: run only images present"`
 	MaxImageGiB       int      `toml:"max_image_gib" comment:"largest image pulled for a renter, GiB, as the registry announces its layers and once unpacked; 0: no bound"`
 	PullTimeout       Duration `toml:"pull_timeout" comment:"longest one pull may take"`
-	PullsPerHour      int      `toml:"pulls_per_hour" comment:"pulls started for renters per hour, all renters together (a burst of 5 first); images present already do not count"`
+	PullsPerHour      int      `toml:"pulls_per_hour" comment:"pulls started for renters per hour, all renters together (a burst of 5 first), images renters send counted too; images present already do not count"`
+	LoadImages        bool     `toml:"load_images" comment:"take images renters send from their own engines (rent --image-from-docker), under the same rules and bounds as pulls"`
 }
 
 // DefaultJobsConfig runs containers with modest default limits.
@@ -53,6 +54,7 @@ func DefaultJobsConfig() JobsConfig {
 		MaxImageGiB:       40,
 		PullTimeout:       Dur(30 * time.Minute),
 		PullsPerHour:      30,
+		LoadImages:        true,
 	}
 }
 

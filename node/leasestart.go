@@ -99,7 +99,7 @@ func (lo *leaseOwner) start(ctx context.Context, st *leaseState, sv p2p.Server) 
 		p2p.ServeSessions(sv, lo.session)
 	}
 	if lo.images != nil {
-		p2p.ServeImages(sv, lo.jobs.PullTimeout.Std(), lo.images.ready)
+		p2p.ServeImages(sv, lo.jobs.PullTimeout.Std(), lo.images.ready, lo.images.load)
 	}
 }
 

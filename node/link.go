@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,7 @@ type dealer interface {
 	RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRequest) (*pb.LeaseReply, error)
 	AttachJob(ctx context.Context, p peer.ID, leaseID string) (network.Stream, error)
 	ReadyImage(ctx context.Context, p peer.ID, ref string, deadline time.Duration, progress func(*pb.ImageProgress)) (*pb.ImageReady, error)
+	SendImage(ctx context.Context, p peer.ID, id string, up *pb.ImageUpload, deadline time.Duration, write func(w io.Writer, have int) error) (*pb.ImageReady, error)
 }
 
 // swarmLink is the node's one implementation of the interfaces above.
@@ -174,6 +176,11 @@ func (l *swarmLink) AttachJob(ctx context.Context, p peer.ID, leaseID string) (n
 // ReadyImage asks provider p to make image ref present before a lease.
 func (l *swarmLink) ReadyImage(ctx context.Context, p peer.ID, ref string, deadline time.Duration, progress func(*pb.ImageProgress)) (*pb.ImageReady, error) {
 	return p2p.ReadyImage(ctx, l.host, l.swarm, p, ref, deadline, progress)
+}
+
+// SendImage offers provider p an image of this machine's engine.
+func (l *swarmLink) SendImage(ctx context.Context, p peer.ID, id string, up *pb.ImageUpload, deadline time.Duration, write func(w io.Writer, have int) error) (*pb.ImageReady, error) {
+	return p2p.SendImage(ctx, l.host, l.swarm, p, id, up, deadline, write)
 }
 
 // peerRTT gives the matcher the peerstore's latency EWMA, an estimate

@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -152,6 +153,10 @@ type renter struct {
 	addrsOf func(p peer.ID) []ma.Multiaddr
 	swarm   p2p.Swarm
 	failed  failures // providers that lately could not be reached or attested
+	// locals are the images of this machine's engine that rentals send,
+	// by ID; localMu guards the map, for no I/O.
+	localMu sync.Mutex
+	locals  map[string]*executor.LocalImage
 
 	ctx    context.Context // ends when the renter stops
 	cancel context.CancelFunc
@@ -224,6 +229,17 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 	}
 	if req.MaxPairRTTMillis > 0 && req.MinPerProvider == 0 {
 		req.MinPerProvider = 1 // a pool takes what each provider has
+	}
+	if req.ImageFromDocker != "" {
+		if req.Image != "" {
+			return res, api.BadRequest{Err: fmt.Errorf("image %q and image_from_docker %q: name one", req.Image, req.ImageFromDocker)}
+		}
+		local, err := r.saveLocal(ctx, req.ImageFromDocker, out)
+		if err != nil {
+			return res, err
+		}
+		defer r.dropLocal(local)
+		req.Image = local.ID
 	}
 	b, err := BuildBid(req.BidRequest, r.id, r.swarm, t0)
 	if err != nil {
@@ -458,6 +474,9 @@ func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 func (r *renter) readyImage(ctx context.Context, p peer.ID, ref string, out RentOutput, t *api.RentTimings) error {
 	begin := r.clock.Now()
 	defer func() { t.Pull += r.clock.Since(begin) }()
+	if local := r.localImage(ref); local != nil {
+		return r.sendImage(ctx, p, local, out)
+	}
 	got, err := r.net.ReadyImage(ctx, p, ref, pullLimit, func(pr *pb.ImageProgress) {
 		out.status("%s: pulling %s: %s of %s, %d of %d layers", short(p), ref, sizeOf(pr.DoneBytes), sizeOf(pr.TotalBytes), pr.LayersDone, pr.Layers)
 	})
@@ -473,6 +492,69 @@ func (r *renter) readyImage(ctx context.Context, p peer.ID, ref string, out Rent
 	}
 	if got.Pulled {
 		out.say("%s: pulled %s (%s unpacked) in %s; the pull is not billed", short(p), ref, sizeOf(got.SizeBytes), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// saveLocal saves an image of this machine's engine, to send to the
+// providers a rental tries; dropLocal removes the save.
+func (r *renter) saveLocal(ctx context.Context, ref string, out RentOutput) (*executor.LocalImage, error) {
+	d, err := executor.NewDocker()
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	out.status("saving %s from this machine's Docker engine", ref)
+	local, err := d.SaveImage(ctx, ref, "")
+	if err != nil {
+		return nil, api.BadRequest{Err: fmt.Errorf("image_from_docker %s: %w", ref, err)}
+	}
+	out.say("saved %s (%s, %d layers) from this machine's engine: providers get the layers they lack", ref, sizeOf(uint64(max(local.Size, 0))), len(local.DiffIDs))
+	r.localMu.Lock()
+	defer r.localMu.Unlock()
+	if r.locals == nil {
+		r.locals = map[string]*executor.LocalImage{}
+	}
+	r.locals[local.ID] = local
+	return local, nil
+}
+
+func (r *renter) dropLocal(local *executor.LocalImage) {
+	r.localMu.Lock()
+	defer r.localMu.Unlock()
+	if r.locals[local.ID] == local {
+		delete(r.locals, local.ID)
+	}
+	local.Close()
+}
+
+// localImage is the saved local image of ID id, or nil.
+func (r *renter) localImage(id string) *executor.LocalImage {
+	r.localMu.Lock()
+	defer r.localMu.Unlock()
+	return r.locals[id]
+}
+
+// sendImage sends provider p the local image, without the layers it has.
+func (r *renter) sendImage(ctx context.Context, p peer.ID, local *executor.LocalImage, out RentOutput) error {
+	var sent int64
+	var from int
+	up := &pb.ImageUpload{DiffIds: local.DiffIDs, Tags: local.Tags, SizeBytes: uint64(max(local.Size, 0))}
+	got, err := r.net.SendImage(ctx, p, local.ID, up, pullLimit, func(w io.Writer, have int) error {
+		from = have
+		out.status("%s: sending the image: %d of %d layers (it has the others)", short(p), len(local.DiffIDs)-have, len(local.DiffIDs))
+		n, err := local.WriteTar(w, have)
+		sent = n
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if got.Id != local.ID {
+		return fmt.Errorf("the provider readied image %s, not %s", got.Id, local.ID)
+	}
+	if got.Pulled {
+		out.say("%s: sent the image (%s: %d of %d layers) in %s; not billed", short(p), sizeOf(uint64(sent)), len(local.DiffIDs)-from, len(local.DiffIDs), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
 	}
 	return nil
 }

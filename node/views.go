@@ -67,6 +67,7 @@ func offerView(o *pb.Offer, scores *reputation.Scores) api.OfferView {
 		Created:     time.UnixMilli(o.Header.CreatedUnixMs).UTC(),
 		Expires:     time.UnixMilli(o.Header.ExpiresUnixMs).UTC(),
 		RelayOnly:   o.RelayOnly,
+		Attestable:  len(o.AttestationHash) > 0,
 		Reliability: sc.Reliability,
 		Basis:       basis(sc),
 	}

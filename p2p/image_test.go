@@ -1,8 +1,10 @@
 package p2p
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -33,7 +35,7 @@ func TestReadyImageCarriesProgressAndTheAnswer(t *testing.T) {
 			progress(&pb.ImageProgress{DoneBytes: uint64(i), TotalBytes: 10})
 		}
 		return &pb.ImageReady{Id: "sha256:abc", SizeBytes: 42, Pulled: true}, nil
-	})
+	}, nil)
 	if err := connect(a, b); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func TestImageServerHoldsItsBounds(t *testing.T) {
 	ServeImages(Server{Host: b, Ctx: ctx}, time.Minute, func(context.Context, peer.ID, string, func(*pb.ImageProgress)) (*pb.ImageReady, error) {
 		asked.Add(1)
 		return &pb.ImageReady{Id: "sha256:abc"}, nil
-	})
+	}, nil)
 	if err := connect(a, b); err != nil {
 		t.Fatal(err)
 	}
@@ -101,5 +103,90 @@ func TestImageServerHoldsItsBounds(t *testing.T) {
 	}
 	if n := asked.Load(); n != int32(ready) {
 		t.Errorf("the readier ran %d times for %d answers", n, ready)
+	}
+}
+
+// A chunk written by hand reads as the protobuf it stands for, and a
+// chunk that is not one is refused.
+func TestImageChunksAreImageChunkMessages(t *testing.T) {
+	for _, n := range []int{1, 127, 128, MaxImageChunk} {
+		var got bytes.Buffer
+		w := msgio.NewVarintWriter(&got)
+		data := bytes.Repeat([]byte{7}, n)
+		if _, err := (chunkWriter{w}).Write(data); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := msgio.NewVarintReaderSize(&got, MaxImageChunk+64).ReadMsg()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ch pb.ImageChunk
+		if err := proto.Unmarshal(msg, &ch); err != nil || !bytes.Equal(ch.Data, data) {
+			t.Errorf("%d bytes: the protobuf reads %d bytes, %v", n, len(ch.Data), err)
+		}
+		if d, err := chunkData(msg); err != nil || !bytes.Equal(d, data) {
+			t.Errorf("%d bytes: chunkData reads %d bytes, %v", n, len(d), err)
+		}
+	}
+	for name, msg := range map[string][]byte{
+		"another field": {0x12, 1, 0},
+		"short":         {0x0a, 5, 1, 2},
+		"long":          {0x0a, 1, 1, 2},
+		"bad varint":    {0x0a, 0xff},
+	} {
+		if _, err := chunkData(msg); err == nil {
+			t.Errorf("%s: read", name)
+		}
+	}
+}
+
+// A sent image's bytes arrive whole after the provider says which layers
+// it has; a provider that takes none, or an upload of no layers, is
+// refused before any byte is sent.
+func TestSendImageSendsWhatTheProviderLacks(t *testing.T) {
+	a, b := newTestHost(t, nil, nil), newTestHost(t, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	payload := bytes.Repeat([]byte("layer"), 300_000) // past a chunk
+	var loaded []byte
+	ServeImages(Server{Host: b, Ctx: ctx}, time.Minute, nil, func(_ context.Context, _ peer.ID, id string, up *pb.ImageUpload, body func(int) io.Reader) (*pb.ImageReady, error) {
+		var err error
+		loaded, err = io.ReadAll(body(1))
+		if err != nil {
+			return nil, err
+		}
+		return &pb.ImageReady{Id: id, Pulled: true}, nil
+	})
+	if err := connect(a, b); err != nil {
+		t.Fatal(err)
+	}
+	up := &pb.ImageUpload{DiffIds: []string{"sha256:a", "sha256:b"}}
+	var from int
+	got, err := SendImage(ctx, a, Swarm{}, b.ID(), "sha256:x", up, time.Minute, func(w io.Writer, have int) error {
+		from = have
+		_, err := w.Write(payload)
+		return err
+	})
+	if err != nil || got.Id != "sha256:x" || from != 1 || !bytes.Equal(loaded, payload) {
+		t.Errorf("send: %v, %v, from layer %d, %d of %d bytes loaded", got, err, from, len(loaded), len(payload))
+	}
+	wrote := false
+	write := func(io.Writer, int) error { wrote = true; return nil }
+	var re *ImageRefusedError
+	if _, err := SendImage(ctx, a, Swarm{}, b.ID(), "sha256:x", &pb.ImageUpload{}, time.Minute, write); !errors.As(err, &re) || !strings.Contains(re.Reason, "0 layers") {
+		t.Errorf("an upload of no layers: %v", err)
+	}
+	c := newTestHost(t, nil, nil)
+	ServeImages(Server{Host: c, Ctx: ctx}, time.Minute, func(context.Context, peer.ID, string, func(*pb.ImageProgress)) (*pb.ImageReady, error) {
+		return nil, errors.New("unused")
+	}, nil)
+	if err := connect(a, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SendImage(ctx, a, Swarm{}, c.ID(), "sha256:x", up, time.Minute, write); !errors.As(err, &re) || !strings.Contains(re.Reason, "takes no images") {
+		t.Errorf("a provider that takes none: %v", err)
+	}
+	if wrote {
+		t.Error("bytes were written to a provider that refused")
 	}
 }

@@ -51,7 +51,7 @@ providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
 			return e.printList(offers, len(offers), "no offers match", func(w io.Writer) {
 				fmt.Fprintln(w, "PROVIDER\tGPUS\tREGION\tRTT\tPRICE/GPU-H\tTIERS\tDURATION\tEXPIRES\tRELIABILITY")
 				for _, o := range offers {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s %s\t%s\t%s-%s\t%s\t%s\n", short(o.Provider), gpus(o.GPUs), region(o), rtt(o.RTTMillis, o.RTTSource), o.Price, o.Currency,
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s %s\t%s\t%s-%s\t%s\t%s\n", short(o.Provider), offerGPUs(o), region(o), rtt(o.RTTMillis, o.RTTSource), o.Price, o.Currency,
 						strings.Join(o.Tiers, ","), o.MinDuration, o.MaxDuration, time.Until(o.Expires).Round(time.Second), o.Basis)
 				}
 			})
@@ -138,7 +138,7 @@ nothing fits, how many offers failed each check. Publishes nothing.`,
 			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "#\tPROVIDER\tGPUS\tREGION\tRTT\tPRICE/GPU-H\tEFFECTIVE\tTOTAL\tSTART\tRELIABILITY")
 			for _, c := range res.Candidates {
-				fmt.Fprintf(w, "%d\t%s\t%d of %s\t%s\t%s\t%s\t%s\t%s %s\t%s\t%s\n", c.Rank, short(c.Offer.Provider), c.GPUs, gpus(c.Offer.GPUs), region(c.Offer), rtt(c.Offer.RTTMillis, c.Offer.RTTSource),
+				fmt.Fprintf(w, "%d\t%s\t%d of %s\t%s\t%s\t%s\t%s\t%s %s\t%s\t%s\n", c.Rank, short(c.Offer.Provider), c.GPUs, offerGPUs(c.Offer), region(c.Offer), rtt(c.Offer.RTTMillis, c.Offer.RTTSource),
 					c.Price, c.EffectivePrice, c.Total, c.Offer.Currency, c.Start.Local().Format(time.DateTime), c.Offer.Basis)
 			}
 			return w.Flush()
@@ -226,6 +226,14 @@ func region(o api.OfferView) string {
 		s += " (relayed)"
 	}
 	return s
+}
+
+// offerGPUs are an offer's GPUs, marked when no attestation backs them.
+func offerGPUs(o api.OfferView) string {
+	if !o.Attestable {
+		return gpus(o.GPUs) + " (not attestable)"
+	}
+	return gpus(o.GPUs)
 }
 
 // rtt shows an RTT with where it came from: "42ms" measured, "~40ms"

@@ -176,7 +176,7 @@ func TestTwoDaemonProcessesPeer(t *testing.T) {
 	// ranks it, and a gossiped bid comes back with A's signed quote.
 	offers := waitJSON(t, 30*time.Second, "B's book holds A's offer", bin, func(o []api.OfferView) bool { return len(o) == 1 },
 		"offers", "--json", "--repo", dirB, "--gpu", "A100", "--region", "DE")
-	if offers[0].Provider != idA.PeerID || offers[0].Price != "1.25" || offers[0].GPUs[0].Count != 4 {
+	if offers[0].Provider != idA.PeerID || offers[0].Price != "1.25" || offers[0].GPUs[0].Count != 4 || offers[0].Attestable {
 		t.Errorf("offer in B's book: %+v", offers[0])
 	}
 	var match api.MatchResult

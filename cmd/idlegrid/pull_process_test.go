@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
@@ -74,6 +77,55 @@ func TestRentPullsFromARegistry(t *testing.T) {
 	}
 	if ls := mustJSON[[]api.LeaseView](t, bin, "leases", "--json", "--repo", prov); len(ls) != 2 {
 		t.Errorf("provider's leases: %d, want the 2 that ran (a refused image leases nothing)", len(ls))
+	}
+	d.stop(t)
+}
+
+// A renter sends an image it built to a provider whose engine has never
+// seen it, without the layer the provider has (busybox's); the job runs
+// in it, and a second rental finds it present. An image the provider's
+// rules refuse is refused, sent or present.
+func TestRentSendsALocalImage(t *testing.T) {
+	ref := executortest.BuildImage(t, "idlegrid-test/sent:"+strconv.FormatInt(time.Now().UnixNano(), 36), 2<<20)
+	engine := executortest.SecondEngine(t, true)
+	bin := buildBinary(t)
+	prov := providerRepo(t, bin, "/ip4/127.0.0.1/tcp/0")
+	setConfig(t, prov, "jobs.docker_host", engine)
+	d := startDaemon(t, bin, prov)
+	pid := waitUp(t, bin, d)
+	rent := func(repo string, job ...string) (string, string, int) {
+		cmd := exec.Command(bin, append([]string{"rent", "--repo", repo, "--bootstrap", pid.Addrs[0], "--gpu", "H100", "--hours", "1",
+			"--max-price", "5", "--gather", "5s", "--image-from-docker", ref, "--"}, job...)...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		return out.String(), errb.String(), exitCode(err)
+	}
+	stdout, stderr, code := rent(renterRepo(t, bin, "renter"), "sh", "-c", "wc -c < /payload")
+	if code != 0 || stdout != "2097152\n" {
+		t.Fatalf("rent --image-from-docker %s: exit %d, stdout %q\n%s", ref, code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "sent the image (") || !strings.Contains(stderr, "1 of 2 layers") {
+		t.Errorf("rent did not say it sent the one layer the provider lacked:\n%s", stderr)
+	}
+	if m := firstOutput.FindStringSubmatch(stderr); m != nil {
+		t.Logf("rent of an image sent from this machine's engine: %s", m[0])
+	}
+	stdout, stderr, code = rent(renterRepo(t, bin, "again"), "cat", "/payload")
+	if code != 0 || len(stdout) != 2<<20 || strings.Contains(stderr, "sent the image") {
+		t.Errorf("a second rental of %s: exit %d, %d bytes; want the image found present, not sent\n%s", ref, code, len(stdout), stderr)
+	}
+	setConfig(t, prov, "provider.image_deny", `["idlegrid-test/sent"]`)
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, stderr, code = rent(renterRepo(t, bin, "denied"), "true")
+		if code == exitNoProvider || time.Now().After(deadline) {
+			break
+		}
+	}
+	if code != exitNoProvider || !strings.Contains(stderr, "is refused here") {
+		t.Errorf("rent of a denied image: exit %d; want %d and the refusal\n%s", code, exitNoProvider, stderr)
 	}
 	d.stop(t)
 }

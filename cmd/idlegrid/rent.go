@@ -31,7 +31,9 @@ func newRentCmd(e *env) *cobra.Command {
 rent joins the swarm (network.bootstrap of the repository, or --bootstrap),
 gathers offers until some fit (a progress line on stderr), ranks them by
 effective price, challenges the best provider to attest its GPUs, proposes a
-lease both sides sign, and runs --image with CMD ARGS on the leased GPUs. The
+lease both sides sign, and runs --image with CMD ARGS on the leased GPUs (the
+provider pulls the image first, before the lease, if it has not got it;
+--image-from-docker sends one of this machine's instead). The
 job's stdout and stderr stream back apart (and are kept under the
 repository's logs/ folder for 'idlegrid logs'); its telemetry is verified as
 it arrives. At the end both sides sign a receipt for the metered time, which
@@ -61,8 +63,11 @@ line, before anything was rented.`,
   idlegrid rent --bootstrap /ip4/127.0.0.1/tcp/4001/p2p/12D3KooW… --gpu H100 \
       --image idlegrid-test/busybox:1 -- sh -c 'nvidia-smi || echo "$IDLEGRID_GPUS"'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if req.Image == "" {
-				return usagef("--image: name the container image to run")
+			switch {
+			case req.Image == "" && req.ImageFromDocker == "":
+				return usagef("--image: name the container image to run (or --image-from-docker, one of this machine's)")
+			case req.Image != "" && req.ImageFromDocker != "":
+				return usagef("--image %s and --image-from-docker %s: name one", req.Image, req.ImageFromDocker)
 			}
 			if gather <= 0 || gather > 10*time.Minute {
 				return usagef("--gather %s: want more than 0 and at most 10m", gather)
@@ -136,6 +141,7 @@ line, before anything was rented.`,
 	f.IntVar(&req.Candidates, "candidates", 0, "providers to try at most, best first; 0: as many as --try-for allows (up to 64)")
 	f.DurationVar(&tryFor, "try-for", time.Minute, "how long to spend reaching, attesting and proposing to providers before giving up")
 	f.BoolVar(&req.SkipAttest, "no-attest", false, "lease without challenging the provider's attestation")
+	f.StringVar(&req.ImageFromDocker, "image-from-docker", "", "instead of --image, an image of this machine's Docker engine (one you built): sent to the provider without the layers it has, before the lease")
 	f.DurationVar(&maxPair, "max-pair-rtt", 0, "take --count GPUs from several providers (a micro-pool) whose every pair is estimated within this RTT, a lease each, all or nothing; the job finds its ranks in IDLEGRID_POOL_* (0: one provider)")
 	addJSONFlag(c, e)
 	return c

@@ -2302,7 +2302,10 @@ type ImageRequest struct {
 	// A reference as the renter wrote it: "pytorch/pytorch:2.4",
 	// "127.0.0.1:5000/x@sha256:…". A digest pins the image: the provider
 	// pulls exactly it (the engine checks the content against it).
-	Ref           string `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	Ref string `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	// Set, the renter sends the image itself (from its own engine): ref is
+	// its ID, and the provider answers need_from, or ready if it has it.
+	Upload        *ImageUpload `protobuf:"bytes,2,opt,name=upload,proto3" json:"upload,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2344,6 +2347,121 @@ func (x *ImageRequest) GetRef() string {
 	return ""
 }
 
+func (x *ImageRequest) GetUpload() *ImageUpload {
+	if x != nil {
+		return x.Upload
+	}
+	return nil
+}
+
+// ImageUpload describes an image a renter sends.
+type ImageUpload struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DiffIds       []string               `protobuf:"bytes,1,rep,name=diff_ids,json=diffIds,proto3" json:"diff_ids,omitempty"` // its layers, bottom first
+	Tags          []string               `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty"`
+	SizeBytes     uint64                 `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"` // unpacked
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageUpload) Reset() {
+	*x = ImageUpload{}
+	mi := &file_market_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageUpload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageUpload) ProtoMessage() {}
+
+func (x *ImageUpload) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageUpload.ProtoReflect.Descriptor instead.
+func (*ImageUpload) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ImageUpload) GetDiffIds() []string {
+	if x != nil {
+		return x.DiffIds
+	}
+	return nil
+}
+
+func (x *ImageUpload) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *ImageUpload) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+// ImageChunk carries a sent image's bytes, renter → provider, after
+// need_from: the engine's save of the image without the layers the
+// provider has. An empty chunk ends it.
+type ImageChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageChunk) Reset() {
+	*x = ImageChunk{}
+	mi := &file_market_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageChunk) ProtoMessage() {}
+
+func (x *ImageChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageChunk.ProtoReflect.Descriptor instead.
+func (*ImageChunk) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ImageChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // ImageFrame is one frame provider → renter on /idlegrid/image/1.0.0:
 // progress frames, then one ready or refused frame.
 type ImageFrame struct {
@@ -2353,6 +2471,7 @@ type ImageFrame struct {
 	//	*ImageFrame_Progress
 	//	*ImageFrame_Ready
 	//	*ImageFrame_Refused
+	//	*ImageFrame_NeedFrom
 	Kind          isImageFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2360,7 +2479,7 @@ type ImageFrame struct {
 
 func (x *ImageFrame) Reset() {
 	*x = ImageFrame{}
-	mi := &file_market_proto_msgTypes[22]
+	mi := &file_market_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2491,7 @@ func (x *ImageFrame) String() string {
 func (*ImageFrame) ProtoMessage() {}
 
 func (x *ImageFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[22]
+	mi := &file_market_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2504,7 @@ func (x *ImageFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageFrame.ProtoReflect.Descriptor instead.
 func (*ImageFrame) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{22}
+	return file_market_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ImageFrame) GetKind() isImageFrame_Kind {
@@ -2422,6 +2541,15 @@ func (x *ImageFrame) GetRefused() string {
 	return ""
 }
 
+func (x *ImageFrame) GetNeedFrom() uint32 {
+	if x != nil {
+		if x, ok := x.Kind.(*ImageFrame_NeedFrom); ok {
+			return x.NeedFrom
+		}
+	}
+	return 0
+}
+
 type isImageFrame_Kind interface {
 	isImageFrame_Kind()
 }
@@ -2440,11 +2568,19 @@ type ImageFrame_Refused struct {
 	Refused string `protobuf:"bytes,3,opt,name=refused,proto3,oneof"`
 }
 
+type ImageFrame_NeedFrom struct {
+	// For an upload: send the image without its first need_from layers,
+	// which the provider has.
+	NeedFrom uint32 `protobuf:"varint,4,opt,name=need_from,json=needFrom,proto3,oneof"`
+}
+
 func (*ImageFrame_Progress) isImageFrame_Kind() {}
 
 func (*ImageFrame_Ready) isImageFrame_Kind() {}
 
 func (*ImageFrame_Refused) isImageFrame_Kind() {}
+
+func (*ImageFrame_NeedFrom) isImageFrame_Kind() {}
 
 // ImageProgress is a pull under way.
 type ImageProgress struct {
@@ -2461,7 +2597,7 @@ type ImageProgress struct {
 
 func (x *ImageProgress) Reset() {
 	*x = ImageProgress{}
-	mi := &file_market_proto_msgTypes[23]
+	mi := &file_market_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2473,7 +2609,7 @@ func (x *ImageProgress) String() string {
 func (*ImageProgress) ProtoMessage() {}
 
 func (x *ImageProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[23]
+	mi := &file_market_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2486,7 +2622,7 @@ func (x *ImageProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageProgress.ProtoReflect.Descriptor instead.
 func (*ImageProgress) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{23}
+	return file_market_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ImageProgress) GetDoneBytes() uint64 {
@@ -2531,7 +2667,7 @@ type ImageReady struct {
 
 func (x *ImageReady) Reset() {
 	*x = ImageReady{}
-	mi := &file_market_proto_msgTypes[24]
+	mi := &file_market_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +2679,7 @@ func (x *ImageReady) String() string {
 func (*ImageReady) ProtoMessage() {}
 
 func (x *ImageReady) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[24]
+	mi := &file_market_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +2692,7 @@ func (x *ImageReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageReady.ProtoReflect.Descriptor instead.
 func (*ImageReady) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{24}
+	return file_market_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ImageReady) GetId() string {
@@ -2612,7 +2748,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_market_proto_msgTypes[25]
+	mi := &file_market_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2760,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[25]
+	mi := &file_market_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2773,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{25}
+	return file_market_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SessionRequest) GetLeaseId() string {
@@ -2719,7 +2855,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_market_proto_msgTypes[26]
+	mi := &file_market_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2867,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[26]
+	mi := &file_market_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2880,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{26}
+	return file_market_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ExecRequest) GetArgv() []string {
@@ -2794,7 +2930,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_market_proto_msgTypes[27]
+	mi := &file_market_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +2942,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[27]
+	mi := &file_market_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +2955,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{27}
+	return file_market_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SessionReply) GetRefused() string {
@@ -2844,7 +2980,7 @@ type ExecInput struct {
 
 func (x *ExecInput) Reset() {
 	*x = ExecInput{}
-	mi := &file_market_proto_msgTypes[28]
+	mi := &file_market_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +2992,7 @@ func (x *ExecInput) String() string {
 func (*ExecInput) ProtoMessage() {}
 
 func (x *ExecInput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[28]
+	mi := &file_market_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +3005,7 @@ func (x *ExecInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
 func (*ExecInput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{28}
+	return file_market_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ExecInput) GetKind() isExecInput_Kind {
@@ -2938,7 +3074,7 @@ type WindowSize struct {
 
 func (x *WindowSize) Reset() {
 	*x = WindowSize{}
-	mi := &file_market_proto_msgTypes[29]
+	mi := &file_market_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3086,7 @@ func (x *WindowSize) String() string {
 func (*WindowSize) ProtoMessage() {}
 
 func (x *WindowSize) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[29]
+	mi := &file_market_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3099,7 @@ func (x *WindowSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
 func (*WindowSize) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{29}
+	return file_market_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WindowSize) GetRows() uint32 {
@@ -2997,7 +3133,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_market_proto_msgTypes[30]
+	mi := &file_market_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3009,7 +3145,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[30]
+	mi := &file_market_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3022,7 +3158,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{30}
+	return file_market_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExecOutput) GetKind() isExecOutput_Kind {
@@ -3286,14 +3422,24 @@ const file_market_proto_rawDesc = "" +
 	"\x04kind\"`\n" +
 	"\fReceiptReply\x126\n" +
 	"\areceipt\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\areceipt\x12\x18\n" +
-	"\arefusal\x18\x02 \x01(\tR\arefusal\" \n" +
+	"\arefusal\x18\x02 \x01(\tR\arefusal\"Y\n" +
 	"\fImageRequest\x12\x10\n" +
-	"\x03ref\x18\x01 \x01(\tR\x03ref\"\xa9\x01\n" +
+	"\x03ref\x18\x01 \x01(\tR\x03ref\x127\n" +
+	"\x06upload\x18\x02 \x01(\v2\x1f.idlegrid.market.v1.ImageUploadR\x06upload\"[\n" +
+	"\vImageUpload\x12\x19\n" +
+	"\bdiff_ids\x18\x01 \x03(\tR\adiffIds\x12\x12\n" +
+	"\x04tags\x18\x02 \x03(\tR\x04tags\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x03 \x01(\x04R\tsizeBytes\" \n" +
+	"\n" +
+	"ImageChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xc8\x01\n" +
 	"\n" +
 	"ImageFrame\x12?\n" +
 	"\bprogress\x18\x01 \x01(\v2!.idlegrid.market.v1.ImageProgressH\x00R\bprogress\x126\n" +
 	"\x05ready\x18\x02 \x01(\v2\x1e.idlegrid.market.v1.ImageReadyH\x00R\x05ready\x12\x1a\n" +
-	"\arefused\x18\x03 \x01(\tH\x00R\arefusedB\x06\n" +
+	"\arefused\x18\x03 \x01(\tH\x00R\arefused\x12\x1d\n" +
+	"\tneed_from\x18\x04 \x01(\rH\x00R\bneedFromB\x06\n" +
 	"\x04kind\"\x88\x01\n" +
 	"\rImageProgress\x12\x1d\n" +
 	"\n" +
@@ -3383,7 +3529,7 @@ func file_market_proto_rawDescGZIP() []byte {
 }
 
 var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_market_proto_goTypes = []any{
 	(Tier)(0),                 // 0: idlegrid.market.v1.Tier
 	(Outcome)(0),              // 1: idlegrid.market.v1.Outcome
@@ -3410,15 +3556,17 @@ var file_market_proto_goTypes = []any{
 	(*JobFrame)(nil),          // 22: idlegrid.market.v1.JobFrame
 	(*ReceiptReply)(nil),      // 23: idlegrid.market.v1.ReceiptReply
 	(*ImageRequest)(nil),      // 24: idlegrid.market.v1.ImageRequest
-	(*ImageFrame)(nil),        // 25: idlegrid.market.v1.ImageFrame
-	(*ImageProgress)(nil),     // 26: idlegrid.market.v1.ImageProgress
-	(*ImageReady)(nil),        // 27: idlegrid.market.v1.ImageReady
-	(*SessionRequest)(nil),    // 28: idlegrid.market.v1.SessionRequest
-	(*ExecRequest)(nil),       // 29: idlegrid.market.v1.ExecRequest
-	(*SessionReply)(nil),      // 30: idlegrid.market.v1.SessionReply
-	(*ExecInput)(nil),         // 31: idlegrid.market.v1.ExecInput
-	(*WindowSize)(nil),        // 32: idlegrid.market.v1.WindowSize
-	(*ExecOutput)(nil),        // 33: idlegrid.market.v1.ExecOutput
+	(*ImageUpload)(nil),       // 25: idlegrid.market.v1.ImageUpload
+	(*ImageChunk)(nil),        // 26: idlegrid.market.v1.ImageChunk
+	(*ImageFrame)(nil),        // 27: idlegrid.market.v1.ImageFrame
+	(*ImageProgress)(nil),     // 28: idlegrid.market.v1.ImageProgress
+	(*ImageReady)(nil),        // 29: idlegrid.market.v1.ImageReady
+	(*SessionRequest)(nil),    // 30: idlegrid.market.v1.SessionRequest
+	(*ExecRequest)(nil),       // 31: idlegrid.market.v1.ExecRequest
+	(*SessionReply)(nil),      // 32: idlegrid.market.v1.SessionReply
+	(*ExecInput)(nil),         // 33: idlegrid.market.v1.ExecInput
+	(*WindowSize)(nil),        // 34: idlegrid.market.v1.WindowSize
+	(*ExecOutput)(nil),        // 35: idlegrid.market.v1.ExecOutput
 }
 var file_market_proto_depIdxs = []int32{
 	0,  // 0: idlegrid.market.v1.TierPrice.tier:type_name -> idlegrid.market.v1.Tier
@@ -3446,15 +3594,16 @@ var file_market_proto_depIdxs = []int32{
 	2,  // 22: idlegrid.market.v1.LeaseReply.code:type_name -> idlegrid.market.v1.RejectCode
 	17, // 23: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
 	17, // 24: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
-	26, // 25: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
-	27, // 26: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
-	29, // 27: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
-	32, // 28: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	25, // 25: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
+	28, // 26: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
+	29, // 27: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
+	31, // 28: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
+	34, // 29: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_market_proto_init() }
@@ -3474,22 +3623,23 @@ func file_market_proto_init() {
 		(*JobFrame_Receipt)(nil),
 		(*JobFrame_Started)(nil),
 	}
-	file_market_proto_msgTypes[22].OneofWrappers = []any{
+	file_market_proto_msgTypes[24].OneofWrappers = []any{
 		(*ImageFrame_Progress)(nil),
 		(*ImageFrame_Ready)(nil),
 		(*ImageFrame_Refused)(nil),
+		(*ImageFrame_NeedFrom)(nil),
 	}
-	file_market_proto_msgTypes[25].OneofWrappers = []any{
+	file_market_proto_msgTypes[27].OneofWrappers = []any{
 		(*SessionRequest_Exec)(nil),
 		(*SessionRequest_ForwardPort)(nil),
 		(*SessionRequest_Watch)(nil),
 	}
-	file_market_proto_msgTypes[28].OneofWrappers = []any{
+	file_market_proto_msgTypes[30].OneofWrappers = []any{
 		(*ExecInput_Stdin)(nil),
 		(*ExecInput_StdinClosed)(nil),
 		(*ExecInput_Resize)(nil),
 	}
-	file_market_proto_msgTypes[30].OneofWrappers = []any{
+	file_market_proto_msgTypes[32].OneofWrappers = []any{
 		(*ExecOutput_Stdout)(nil),
 		(*ExecOutput_Stderr)(nil),
 		(*ExecOutput_ExitCode)(nil),
@@ -3501,7 +3651,7 @@ func file_market_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

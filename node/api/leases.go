@@ -24,12 +24,16 @@ type RentRequest struct {
 	// several providers (a micro-pool) whose every pair's estimated RTT
 	// is under it: a lease each, all or nothing, all starting together.
 	MaxPairRTTMillis int `json:"max_pair_rtt_ms,omitempty"`
+	// ImageFromDocker, instead of Image, names an image of the renter's
+	// own Docker engine: it is sent to the provider, without the layers
+	// the provider has, and runs by its ID.
+	ImageFromDocker string `json:"image_from_docker,omitempty"`
 }
 
 // Attempt is one provider a renter tried and why it moved on.
 type Attempt struct {
 	Provider string `json:"provider"`
-	Stage    string `json:"stage"` // locate, attest or negotiate
+	Stage    string `json:"stage"` // locate, attest, image or negotiate
 	Reason   string `json:"reason"`
 	// Code is the provider's refusal code (REJECT_NO_CAPACITY, …) when it
 	// refused the lease.

@@ -55,6 +55,10 @@ type OfferView struct {
 	// RelayOnly: the provider is behind a NAT and reached through relays
 	// (and, where the NATs allow, directly after hole punching).
 	RelayOnly bool `json:"relay_only,omitempty"`
+	// Attestable: the offer names a standing attestation of its GPUs
+	// (read through NVML). One that does not lists its GPUs by hand, and
+	// rent passes it by unless told --no-attest.
+	Attestable bool `json:"attestable"`
 }
 
 // ReputationView is GET /v1/reputation/{peer}: this node's view of one

@@ -83,16 +83,27 @@ func Registry(t testing.TB) string {
 
 var pushDigest = regexp.MustCompile(`digest: (sha256:[0-9a-f]{64})`)
 
-// PushImage builds an image no engine has seen, BusyboxImage with a file
-// /payload of extra random bytes on top, pushes it to registry as repo
-// (tag 1) and removes it from the engine again, so that running it needs
-// a pull. It returns the pushed reference by tag and by digest.
-func PushImage(t testing.TB, registry, repo string, extra int) (byTag, byDigest string) {
+// BuildImage builds ref, an image no engine has seen: BusyboxImage with a
+// file /payload of extra random bytes on top. It is removed when the test
+// ends.
+func BuildImage(t testing.TB, ref string, extra int) string {
+	t.Helper()
+	cli := Docker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	buildImage(t, ctx, ref, extra)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cli.ImageRemove(ctx, ref, image.RemoveOptions{Force: true, PruneChildren: true})
+	})
+	return ref
+}
+
+func buildImage(t testing.TB, ctx context.Context, byTag string, extra int) {
 	t.Helper()
 	cli := Docker(t)
 	base := BusyboxImage(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	payload := make([]byte, extra)
 	rand.Read(payload)
 	var buildCtx bytes.Buffer
@@ -105,7 +116,6 @@ func PushImage(t testing.TB, registry, repo string, extra int) (byTag, byDigest 
 		tw.Write(body)
 	}
 	tw.Close()
-	byTag = registry + "/" + repo + ":1"
 	resp, err := cli.ImageBuild(ctx, &buildCtx, build.ImageBuildOptions{Tags: []string{byTag}, Remove: true, ForceRemove: true, Version: build.BuilderV1})
 	if err != nil {
 		t.Fatalf("build %s: %v", byTag, err)
@@ -115,6 +125,19 @@ func PushImage(t testing.TB, registry, repo string, extra int) (byTag, byDigest 
 	if err != nil {
 		t.Fatalf("build %s: %v", byTag, err)
 	}
+}
+
+// PushImage builds an image no engine has seen (see BuildImage), pushes
+// it to registry as repo (tag 1) and removes it from the engine again, so
+// that running it needs a pull. It returns the pushed reference by tag
+// and by digest.
+func PushImage(t testing.TB, registry, repo string, extra int) (byTag, byDigest string) {
+	t.Helper()
+	cli := Docker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	byTag = registry + "/" + repo + ":1"
+	buildImage(t, ctx, byTag, extra)
 	push, err := cli.ImagePush(ctx, byTag, image.PushOptions{RegistryAuth: "e30="}) // {}: no credentials
 	if err != nil {
 		t.Fatalf("push %s: %v", byTag, err)
