@@ -478,7 +478,7 @@ func (r *renter) readyImage(ctx context.Context, p peer.ID, ref string, out Rent
 		return r.sendImage(ctx, p, local, out)
 	}
 	got, err := r.net.ReadyImage(ctx, p, ref, pullLimit, func(pr *pb.ImageProgress) {
-		out.status("%s: pulling %s: %s of %s, %d of %d layers", short(p), ref, sizeOf(pr.DoneBytes), sizeOf(pr.TotalBytes), pr.LayersDone, pr.Layers)
+		out.status("%s: pulling %s: %s of %s, %d of %d layers", short(p), ref, FormatBytes(pr.DoneBytes), FormatBytes(pr.TotalBytes), pr.LayersDone, pr.Layers)
 	})
 	var unsupported multistream.ErrNotSupported[protocol.ID]
 	if errors.As(err, &unsupported) {
@@ -491,7 +491,7 @@ func (r *renter) readyImage(ctx context.Context, p peer.ID, ref string, out Rent
 		return fmt.Errorf("the provider's %s does not carry digest %s (it has %v)", ref, digest, got.RepoDigests)
 	}
 	if got.Pulled {
-		out.say("%s: pulled %s (%s unpacked) in %s; the pull is not billed", short(p), ref, sizeOf(got.SizeBytes), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
+		out.say("%s: pulled %s (%s unpacked) in %s; the pull is not billed", short(p), ref, FormatBytes(got.SizeBytes), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
 	}
 	return nil
 }
@@ -509,7 +509,7 @@ func (r *renter) saveLocal(ctx context.Context, ref string, out RentOutput) (*ex
 	if err != nil {
 		return nil, api.BadRequest{Err: fmt.Errorf("image_from_docker %s: %w", ref, err)}
 	}
-	out.say("saved %s (%s, %d layers) from this machine's engine: providers get the layers they lack", ref, sizeOf(uint64(max(local.Size, 0))), len(local.DiffIDs))
+	out.say("saved %s (%s, %d layers) from this machine's engine: providers get the layers they lack", ref, FormatBytes(uint64(max(local.Size, 0))), len(local.DiffIDs))
 	r.localMu.Lock()
 	defer r.localMu.Unlock()
 	if r.locals == nil {
@@ -554,13 +554,13 @@ func (r *renter) sendImage(ctx context.Context, p peer.ID, local *executor.Local
 		return fmt.Errorf("the provider readied image %s, not %s", got.Id, local.ID)
 	}
 	if got.Pulled {
-		out.say("%s: sent the image (%s: %d of %d layers) in %s; not billed", short(p), sizeOf(uint64(sent)), len(local.DiffIDs)-from, len(local.DiffIDs), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
+		out.say("%s: sent the image (%s: %d of %d layers) in %s; not billed", short(p), FormatBytes(uint64(sent)), len(local.DiffIDs)-from, len(local.DiffIDs), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
 	}
 	return nil
 }
 
-// sizeOf writes bytes in binary units: 512 B, 1.5 MiB, 3.2 GiB.
-func sizeOf(b uint64) string {
+// FormatBytes writes bytes in binary units: 512 B, 1.5 MiB, 3.2 GiB.
+func FormatBytes(b uint64) string {
 	const unit = 1024
 	if b < unit {
 		return fmt.Sprintf("%d B", b)

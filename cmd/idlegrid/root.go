@@ -114,7 +114,7 @@ Start here:
 	pf.StringVar(&e.logLvl, "log-level", "", "default log level: debug, info, warn or error (default from config)")
 	root.AddCommand(
 		newInitCmd(e), newConfigCmd(e), newDaemonCmd(e), newSwarmCmd(e),
-		newIDCmd(e), newWaitCmd(e), newExecCmd(e), newPortForwardCmd(e), newStatusCmd(e), newPeersCmd(e), newDevstackCmd(e), newVersionCmd(e),
+		newIDCmd(e), newWaitCmd(e), newExecCmd(e), newPortForwardCmd(e), newCpCmd(e), newStatusCmd(e), newPeersCmd(e), newDevstackCmd(e), newVersionCmd(e),
 		newOffersCmd(e), newQuoteCmd(e), newBidCmd(e), newGPUsCmd(e), newAttestCmd(e),
 		newRentCmd(e), newLeasesCmd(e), newLogsCmd(e), newCancelCmd(e), newReceiptsCmd(e), newLedgerCmd(e), newReputationCmd(e), newDoctorCmd(e),
 	)

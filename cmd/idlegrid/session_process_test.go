@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net/http"
 	"os"
@@ -63,6 +64,29 @@ func TestSessionsReachIntoALease(t *testing.T) {
 	tout, err := script.CombinedOutput()
 	if !regexp.MustCompile(`/dev/pts/\d+`).Match(tout) || exitCode(err) != 4 {
 		t.Errorf("exec -it: exit %d, %q; want a terminal and 4", exitCode(err), tout)
+	}
+
+	// cp: a folder in, and out again, checked by SHA-256 both ways.
+	src := filepath.Join(t.TempDir(), "data")
+	os.MkdirAll(filepath.Join(src, "sub"), 0o755)
+	os.WriteFile(filepath.Join(src, "a.txt"), []byte("alpha\n"), 0o644)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	os.WriteFile(filepath.Join(src, "sub", "b.bin"), big, 0o644)
+	if _, errs, code := run("", "cp", "--repo", renter, src, lease+":/workspace/in/data"); code != 0 || !strings.Contains(errs, "copied 2 files, 1.0 MiB") {
+		t.Errorf("cp in: exit %d\n%s", code, errs)
+	}
+	if out, errs, code := run("", "exec", "--repo", renter, lease, "--", "cat", "/workspace/in/data/a.txt"); out != "alpha\n" || code != 0 {
+		t.Errorf("the file copied in: %q, exit %d\n%s", out, code, errs)
+	}
+	dst := t.TempDir()
+	if _, errs, code := run("", "cp", "--repo", renter, lease+":/workspace/in/data", dst); code != 0 || !strings.Contains(errs, "SHA-256 checked") {
+		t.Errorf("cp out: exit %d\n%s", code, errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "data", "sub", "b.bin")); err != nil || !bytes.Equal(b, big) {
+		t.Errorf("the file copied out: %d bytes, %v", len(b), err)
+	}
+	if _, errs, code := run("", "cp", "--repo", renter, lease+":/workspace/nothing", dst); code != 1 || !strings.Contains(errs, "tar -c in the container exited") {
+		t.Errorf("cp of nothing: exit %d\n%s", code, errs)
 	}
 
 	// port-forward: any free local port to the job's 8080.

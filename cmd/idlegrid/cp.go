@@ -1,0 +1,257 @@
+package main
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node"
+	"github.com/spf13/cobra"
+)
+
+var leaseSide = regexp.MustCompile(`^(lease-[0-9a-f]+):(/.*)$`)
+
+func newCpCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cp SRC DST",
+		Short: "Copy files into or out of a running lease's container, checked by SHA-256",
+		Long: `Copy a file or folder into a running lease's container, or out of it: one
+side is LEASE:/PATH, the other a local path. Like 'kubectl cp', it streams a
+tar through 'idlegrid exec', so the image needs tar, find and sha256sum
+(busybox has them); afterwards every file's SHA-256 on the far side is
+compared with this side's, and a difference fails the copy. Only the
+lease's renter may, while its job runs; what goes in counts against the
+lease's /workspace (its only writable folder, of the provider's size).
+
+Links, devices and names that would leave the destination are refused on the
+way out; the copy is not resumable yet (a dropped stream copies again).`,
+		Example: `  idlegrid cp ./data lease-4f2a…:/workspace/data
+  idlegrid cp lease-4f2a…:/workspace/out ./out`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(_ *cobra.Command, args []string) error {
+			up, down := leaseSide.FindStringSubmatch(args[1]), leaseSide.FindStringSubmatch(args[0])
+			switch {
+			case (up == nil) == (down == nil):
+				return usagef("cp %s %s: name one side as LEASE:/PATH, the other a local path", args[0], args[1])
+			case up != nil:
+				return e.cpIn(args[0], up[1], up[2])
+			default:
+				return e.cpOut(down[1], down[2], args[1])
+			}
+		},
+	}
+}
+
+// cpIn copies local into the lease's container at remote.
+func (e *env) cpIn(local, lease, remote string) error {
+	if _, err := os.Lstat(local); err != nil {
+		return err
+	}
+	link, err := e.dialLease(lease)
+	if err != nil {
+		return err
+	}
+	defer link.Close()
+	dir, name := path.Dir(remote), path.Base(remote)
+	sums := map[string]string{}
+	pr, pw := io.Pipe()
+	var size int64
+	go func() { pw.CloseWithError(tarTree(pw, local, name, sums, &size)) }()
+	var stderr bytes.Buffer
+	code, err := link.Exec(e.ctx, &pb.ExecRequest{Argv: []string{"sh", "-c", `mkdir -p "$1" && exec tar -x -f - -C "$1"`, "sh", dir}},
+		node.ExecIO{Stdin: pr, Stdout: io.Discard, Stderr: &stderr})
+	pr.CloseWithError(io.ErrClosedPipe)
+	if err := execFailed("tar -x", code, err, &stderr); err != nil {
+		return err
+	}
+	if err := e.verify(link, lease, dir, name, sums); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "idlegrid: copied %d files, %s, into %s:%s; SHA-256 checked\n", len(sums), node.FormatBytes(uint64(size)), lease, remote)
+	return nil
+}
+
+// cpOut copies remote, in the lease's container, to local.
+func (e *env) cpOut(lease, remote, local string) error {
+	link, err := e.dialLease(lease)
+	if err != nil {
+		return err
+	}
+	defer link.Close()
+	dir, name := path.Dir(remote), path.Base(remote)
+	// Into an existing folder, the copy goes inside it, as cp does.
+	target := local
+	if st, err := os.Stat(local); err == nil && st.IsDir() {
+		target = filepath.Join(local, name)
+	}
+	pr, pw := io.Pipe()
+	sums := map[string]string{}
+	var size int64
+	untarred := make(chan error, 1)
+	go func() {
+		err := untarTree(pr, name, target, sums, &size)
+		pr.CloseWithError(err)
+		untarred <- err
+	}()
+	var stderr bytes.Buffer
+	code, err := link.Exec(e.ctx, &pb.ExecRequest{Argv: []string{"tar", "-c", "-f", "-", "-C", dir, name}}, node.ExecIO{Stdout: pw, Stderr: &stderr})
+	pw.Close()
+	uerr := <-untarred
+	if err := execFailed("tar -c", code, err, &stderr); err != nil {
+		return err
+	}
+	if uerr != nil {
+		return fmt.Errorf("cp %s:%s: %w", lease, remote, uerr)
+	}
+	if err := e.verify(link, lease, dir, name, sums); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "idlegrid: copied %d files, %s, from %s:%s to %s; SHA-256 checked\n", len(sums), node.FormatBytes(uint64(size)), lease, remote, target)
+	return nil
+}
+
+// verify compares each file's SHA-256 in the container with sums.
+func (e *env) verify(link *node.LeaseLink, lease, dir, name string, sums map[string]string) error {
+	var out, stderr bytes.Buffer
+	code, err := link.Exec(e.ctx, &pb.ExecRequest{Argv: []string{"sh", "-c", `cd "$1" && find "$2" -type f -exec sha256sum {} +`, "sh", dir, name}},
+		node.ExecIO{Stdout: &out, Stderr: &stderr})
+	if err := execFailed("sha256sum", code, err, &stderr); err != nil {
+		return err
+	}
+	there := map[string]string{}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		sum, file, ok := strings.Cut(sc.Text(), "  ")
+		if ok {
+			there[path.Clean(file)] = sum
+		}
+	}
+	var bad []string
+	for file, sum := range sums {
+		if there[file] != sum {
+			bad = append(bad, file)
+		}
+	}
+	if len(bad) > 0 || len(there) != len(sums) {
+		sort.Strings(bad)
+		return fmt.Errorf("cp: %d files here, %d in %s; SHA-256 differs for %v", len(sums), len(there), lease, bad)
+	}
+	return nil
+}
+
+// execFailed says why a command run for cp failed, if it did.
+func execFailed(what string, code int, err error, stderr *bytes.Buffer) error {
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return fmt.Errorf("cp: %s in the container exited with code %d: %s", what, code, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// tarTree writes local as a tar whose top entry is named name, noting
+// each regular file's SHA-256 by its name in the tar.
+func tarTree(w io.Writer, local, name string, sums map[string]string, size *int64) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(local, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(local, p)
+		if err != nil {
+			return err
+		}
+		tname := path.Join(name, filepath.ToSlash(rel))
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: tname + "/", Mode: int64(info.Mode().Perm()), ModTime: info.ModTime()})
+		case !info.Mode().IsRegular():
+			return fmt.Errorf("%s: only files and folders are copied, not %s", p, info.Mode().Type())
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: tname, Mode: int64(info.Mode().Perm()), Size: info.Size(), ModTime: info.ModTime()}); err != nil {
+			return err
+		}
+		h := sha256.New()
+		n, err := io.Copy(io.MultiWriter(tw, h), f)
+		if err != nil {
+			return err
+		}
+		sums[tname], *size = hex.EncodeToString(h.Sum(nil)), *size+n
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// untarTree writes the tar r carries, whose entries all lie under name,
+// to target (name's place), noting each file's SHA-256 by its name in the
+// tar. An entry outside name, a link or a device is refused: the far side
+// is not trusted to say where things go.
+func untarTree(r io.Reader, name, target string, sums map[string]string, size *int64) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		clean := path.Clean(h.Name)
+		rel, ok := strings.CutPrefix(clean, name)
+		if !ok || clean != name && !strings.HasPrefix(rel, "/") || clean == ".." || strings.HasPrefix(clean, "../") || path.IsAbs(clean) {
+			return fmt.Errorf("an entry %q outside %q: refused", h.Name, name)
+		}
+		dst := filepath.Join(target, filepath.FromSlash(rel))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode).Perm()|0o600)
+			if err != nil {
+				return err
+			}
+			hash := sha256.New()
+			n, err := io.Copy(io.MultiWriter(f, hash), tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+			sums[clean], *size = hex.EncodeToString(hash.Sum(nil)), *size+n
+		default:
+			return fmt.Errorf("an entry %q of type %q: only files and folders are copied", h.Name, h.Typeflag)
+		}
+	}
+}
