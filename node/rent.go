@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,9 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
-	"github.com/multiformats/go-multistream"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -466,113 +462,6 @@ func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 	return &follow{r: r, lease: l, cs: cs, out: out, accepted: r.clock.Now()}, at
 }
 
-// readyImage asks provider p to make ref present before the lease, within
-// ctx and pullLimit, showing its pull's progress; the time it takes adds
-// to t.Pull. A provider that does not speak the image protocol is left
-// to its lease check. A reference pinned by digest must come back with
-// that digest.
-func (r *renter) readyImage(ctx context.Context, p peer.ID, ref string, out RentOutput, t *api.RentTimings) error {
-	begin := r.clock.Now()
-	defer func() { t.Pull += r.clock.Since(begin) }()
-	if local := r.localImage(ref); local != nil {
-		return r.sendImage(ctx, p, local, out)
-	}
-	got, err := r.net.ReadyImage(ctx, p, ref, pullLimit, func(pr *pb.ImageProgress) {
-		out.status("%s: pulling %s: %s of %s, %d of %d layers", short(p), ref, FormatBytes(pr.DoneBytes), FormatBytes(pr.TotalBytes), pr.LayersDone, pr.Layers)
-	})
-	var unsupported multistream.ErrNotSupported[protocol.ID]
-	if errors.As(err, &unsupported) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if _, digest, ok := strings.Cut(ref, "@"); ok && !slices.ContainsFunc(got.RepoDigests, func(d string) bool { return strings.HasSuffix(d, "@"+digest) }) {
-		return fmt.Errorf("the provider's %s does not carry digest %s (it has %v)", ref, digest, got.RepoDigests)
-	}
-	if got.Pulled {
-		out.say("%s: pulled %s (%s unpacked) in %s; the pull is not billed", short(p), ref, FormatBytes(got.SizeBytes), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
-	}
-	return nil
-}
-
-// saveLocal saves an image of this machine's engine, to send to the
-// providers a rental tries; dropLocal removes the save.
-func (r *renter) saveLocal(ctx context.Context, ref string, out RentOutput) (*executor.LocalImage, error) {
-	d, err := executor.NewDocker()
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	out.status("saving %s from this machine's Docker engine", ref)
-	local, err := d.SaveImage(ctx, ref, "")
-	if err != nil {
-		return nil, api.BadRequest{Err: fmt.Errorf("image_from_docker %s: %w", ref, err)}
-	}
-	out.say("saved %s (%s, %d layers) from this machine's engine: providers get the layers they lack", ref, FormatBytes(uint64(max(local.Size, 0))), len(local.DiffIDs))
-	r.localMu.Lock()
-	defer r.localMu.Unlock()
-	if r.locals == nil {
-		r.locals = map[string]*executor.LocalImage{}
-	}
-	r.locals[local.ID] = local
-	return local, nil
-}
-
-func (r *renter) dropLocal(local *executor.LocalImage) {
-	r.localMu.Lock()
-	defer r.localMu.Unlock()
-	if r.locals[local.ID] == local {
-		delete(r.locals, local.ID)
-	}
-	local.Close()
-}
-
-// localImage is the saved local image of ID id, or nil.
-func (r *renter) localImage(id string) *executor.LocalImage {
-	r.localMu.Lock()
-	defer r.localMu.Unlock()
-	return r.locals[id]
-}
-
-// sendImage sends provider p the local image, without the layers it has.
-func (r *renter) sendImage(ctx context.Context, p peer.ID, local *executor.LocalImage, out RentOutput) error {
-	var sent int64
-	var from int
-	up := &pb.ImageUpload{DiffIds: local.DiffIDs, Tags: local.Tags, SizeBytes: uint64(max(local.Size, 0))}
-	got, err := r.net.SendImage(ctx, p, local.ID, up, pullLimit, func(w io.Writer, have int) error {
-		from = have
-		out.status("%s: sending the image: %d of %d layers (it has the others)", short(p), len(local.DiffIDs)-have, len(local.DiffIDs))
-		n, err := local.WriteTar(w, have)
-		sent = n
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if got.Id != local.ID {
-		return fmt.Errorf("the provider readied image %s, not %s", got.Id, local.ID)
-	}
-	if got.Pulled {
-		out.say("%s: sent the image (%s: %d of %d layers) in %s; not billed", short(p), FormatBytes(uint64(sent)), len(local.DiffIDs)-from, len(local.DiffIDs), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
-	}
-	return nil
-}
-
-// FormatBytes writes bytes in binary units: 512 B, 1.5 MiB, 3.2 GiB.
-func FormatBytes(b uint64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
-	}
-	div, exp := uint64(unit), 0
-	for n := b / unit; n >= unit && exp < 4; n /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTP"[exp])
-}
-
 // isRefusal reports whether err is a provider's refusal of a lease: an
 // answer, unlike a provider that could not be reached.
 func isRefusal(err error) bool {
@@ -636,68 +525,6 @@ func attemptView(a Attempt) api.Attempt {
 		v.Code = re.Code.String()
 	}
 	return v
-}
-
-// gather waits until the book holds offers that fit b, saying how many
-// it holds, or until the gather time runs out.
-func (r *renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out RentOutput) error {
-	wait := time.Duration(req.GatherMillis) * time.Millisecond
-	if wait <= 0 {
-		wait = defaultGather
-	}
-	deadline := r.clock.Now().Add(wait)
-	tick := r.clock.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	lastSaid := time.Time{}
-	for {
-		now := r.clock.Now()
-		snap := r.market.snapshot()
-		if c := r.market.matcherFor(req.BidRequest).Match(snap, b, now, 1).Candidates; len(c) > 0 {
-			synced := r.awaitSyncs(ctx)
-			out.say("gathering offers: %d in the book, some fit (%d book syncs)", r.market.snapshot().Len(), synced)
-			return nil
-		}
-		if now.After(deadline) {
-			return &NoProviderError{Why: fmt.Sprintf("nothing fits after %s: %s", wait, r.market.matcherFor(req.BidRequest).Explain(snap, b, now).String())}
-		}
-		if now.Sub(lastSaid) >= time.Second {
-			out.status("gathering offers: %d in the book, none fits yet: %s", snap.Len(), r.market.matcherFor(req.BidRequest).Explain(snap, b, now).String())
-			lastSaid = now
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-r.ctx.Done():
-			return ErrClosed
-		case <-tick.C():
-		}
-	}
-}
-
-// awaitSyncs waits, at most gatherSettle, until the node has synced the
-// books of gatherSyncs peers, or of every peer it could sync with if
-// fewer: a book filled by one sync holds the first offers to arrive, not
-// the nearest or the cheapest. Syncs are network events, so it waits in
-// real time whatever the node's clock. It returns the syncs done.
-func (r *renter) awaitSyncs(ctx context.Context) int64 {
-	want := int64(min(gatherSyncs, len(r.market.net.SyncPeers())))
-	give := time.NewTimer(gatherSettle)
-	defer give.Stop()
-	look := time.NewTicker(50 * time.Millisecond)
-	defer look.Stop()
-	for {
-		if synced := r.market.booksSynced.Load(); synced >= want {
-			return synced
-		}
-		select {
-		case <-ctx.Done():
-		case <-r.ctx.Done():
-		case <-give.C:
-		case <-look.C:
-			continue
-		}
-		return r.market.booksSynced.Load()
-	}
 }
 
 // propose signs a lease for candidate c and proposes it; it returns the

@@ -1,0 +1,72 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/api"
+)
+
+// gather waits until the book holds offers that fit b, saying how many
+// it holds, or until the gather time runs out.
+func (r *renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out RentOutput) error {
+	wait := time.Duration(req.GatherMillis) * time.Millisecond
+	if wait <= 0 {
+		wait = defaultGather
+	}
+	deadline := r.clock.Now().Add(wait)
+	tick := r.clock.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastSaid := time.Time{}
+	for {
+		now := r.clock.Now()
+		snap := r.market.snapshot()
+		if c := r.market.matcherFor(req.BidRequest).Match(snap, b, now, 1).Candidates; len(c) > 0 {
+			synced := r.awaitSyncs(ctx)
+			out.say("gathering offers: %d in the book, some fit (%d book syncs)", r.market.snapshot().Len(), synced)
+			return nil
+		}
+		if now.After(deadline) {
+			return &NoProviderError{Why: fmt.Sprintf("nothing fits after %s: %s", wait, r.market.matcherFor(req.BidRequest).Explain(snap, b, now).String())}
+		}
+		if now.Sub(lastSaid) >= time.Second {
+			out.status("gathering offers: %d in the book, none fits yet: %s", snap.Len(), r.market.matcherFor(req.BidRequest).Explain(snap, b, now).String())
+			lastSaid = now
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.ctx.Done():
+			return ErrClosed
+		case <-tick.C():
+		}
+	}
+}
+
+// awaitSyncs waits, at most gatherSettle, until the node has synced the
+// books of gatherSyncs peers, or of every peer it could sync with if
+// fewer: a book filled by one sync holds the first offers to arrive, not
+// the nearest or the cheapest. Syncs are network events, so it waits in
+// real time whatever the node's clock. It returns the syncs done.
+func (r *renter) awaitSyncs(ctx context.Context) int64 {
+	want := int64(min(gatherSyncs, len(r.market.net.SyncPeers())))
+	give := time.NewTimer(gatherSettle)
+	defer give.Stop()
+	look := time.NewTicker(50 * time.Millisecond)
+	defer look.Stop()
+	for {
+		if synced := r.market.booksSynced.Load(); synced >= want {
+			return synced
+		}
+		select {
+		case <-ctx.Done():
+		case <-r.ctx.Done():
+		case <-give.C:
+		case <-look.C:
+			continue
+		}
+		return r.market.booksSynced.Load()
+	}
+}
