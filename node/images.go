@@ -46,14 +46,7 @@ func newImagePulls(pl executor.Puller, jobs JobsConfig, offer func() (*pb.Offer,
 // ready makes ref present for the renter from, as the image protocol
 // asks: its error is the refusal the renter reads.
 func (ip *imagePulls) ready(ctx context.Context, from peer.ID, ref string, progress func(*pb.ImageProgress)) (*pb.ImageReady, error) {
-	rules := ip.rules()
-	select {
-	case ip.turns <- struct{}{}:
-		defer func() { <-ip.turns }()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("no turn to pull %s before the deadline: %d pulls under way", ref, concurrentPulls)
-	}
-	img, err := ip.puller.Pull(ctx, ref, rules, func(p executor.PullProgress) {
+	img, err := ip.puller.Pull(ctx, ref, ip.rules(ctx), func(p executor.PullProgress) {
 		progress(&pb.ImageProgress{DoneBytes: uint64(max(p.DoneBytes, 0)), TotalBytes: uint64(max(p.TotalBytes, 0)), Layers: uint32(p.Layers), LayersDone: uint32(p.LayersDone)})
 	})
 	return ip.answer(from, ref, img, err)
@@ -72,19 +65,15 @@ func (ip *imagePulls) load(ctx context.Context, from peer.ID, id string, up *pb.
 	case !imageIDPattern.MatchString(id):
 		return nil, fmt.Errorf("image ID %q: want sha256: and 64 hex digits", id)
 	}
-	rules := ip.rules()
+	rules := ip.rules(ctx)
 	if img, ok, err := ld.HasImage(ctx, id, rules); err != nil || ok {
 		return ip.answer(from, id, img, err)
 	}
-	if err := rules.Admit(); err != nil {
+	release, err := rules.Admit()
+	if err != nil {
 		return nil, err
 	}
-	select {
-	case ip.turns <- struct{}{}:
-		defer func() { <-ip.turns }()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("no turn to load %s before the deadline: %d pulls under way", id, concurrentPulls)
-	}
+	defer release()
 	have, err := ld.LayersPresent(ctx, up.DiffIds)
 	if err != nil {
 		return nil, err
@@ -106,18 +95,24 @@ func (ip *imagePulls) answer(from peer.ID, ref string, img executor.Image, err e
 }
 
 // rules are the provider's rules for the images it fetches, as its
-// offer stands.
-func (ip *imagePulls) rules() executor.PullRules {
+// offer stands; a fetch is admitted within the budget, once it has a
+// turn before ctx ends. An image present takes neither.
+func (ip *imagePulls) rules(ctx context.Context) executor.PullRules {
 	o, _ := ip.offer()
 	return executor.PullRules{
 		Images:   executor.ImagePolicy{Allow: o.GetImageAllow(), Deny: o.GetImageDeny()},
 		MaxBytes: int64(ip.jobs.MaxImageGiB) << 30,
 		NoPull:   !ip.jobs.Pull,
-		Admit: func() error {
+		Admit: func() (func(), error) {
 			if !ip.budget.Allow() {
-				return fmt.Errorf("this provider has started its %d pulls of the hour (jobs.pulls_per_hour); try another or later", ip.jobs.PullsPerHour)
+				return nil, fmt.Errorf("this provider has started its %d pulls of the hour (jobs.pulls_per_hour); try another or later", ip.jobs.PullsPerHour)
 			}
-			return nil
+			select {
+			case ip.turns <- struct{}{}:
+				return func() { <-ip.turns }, nil
+			case <-ctx.Done():
+				return nil, fmt.Errorf("no turn to fetch an image before the deadline: %d fetches under way", concurrentPulls)
+			}
 		},
 	}
 }

@@ -35,9 +35,10 @@ type PullRules struct {
 	MaxBytes int64
 	// NoPull refuses every image not present already (ErrUnknownImage).
 	NoPull bool
-	// Admit, when set, is asked before a pull starts; its error refuses
-	// the pull (a provider's budget of pulls, say).
-	Admit func() error
+	// Admit, when set, is asked before a pull starts, and may wait (for
+	// a turn, say); its error refuses the pull (a provider's budget of
+	// pulls). release is called once the pull has ended.
+	Admit func() (release func(), err error)
 }
 
 // PullProgress is a pull under way.
@@ -95,9 +96,11 @@ func (d *Docker) Pull(ctx context.Context, ref string, rules PullRules, progress
 		return Image{}, fmt.Errorf("image %s is not present on this provider, and it pulls none: %w", ref, ErrUnknownImage)
 	}
 	if rules.Admit != nil {
-		if err := rules.Admit(); err != nil {
+		release, err := rules.Admit()
+		if err != nil {
 			return Image{}, fmt.Errorf("pull %s: %w", ref, err)
 		}
+		defer release()
 	}
 	begin := time.Now()
 	pctx, cancel := context.WithCancel(ctx)

@@ -27,8 +27,12 @@ func TestPullFetchesFromARegistry(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var last executor.PullProgress
-	calls := 0
-	img, err := e.d.Pull(ctx, byTag, executor.PullRules{Images: executor.ImagePolicy{Allow: []string{strings.Split(byTag, "/")[0] + "/"}}},
+	calls, admitted, released := 0, 0, 0
+	admit := func() (func(), error) {
+		admitted++
+		return func() { released++ }, nil
+	}
+	img, err := e.d.Pull(ctx, byTag, executor.PullRules{Images: executor.ImagePolicy{Allow: []string{strings.Split(byTag, "/")[0] + "/"}}, Admit: admit},
 		func(p executor.PullProgress) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -51,9 +55,13 @@ func TestPullFetchesFromARegistry(t *testing.T) {
 	if code := wait(t, j.job); code != 0 || strings.TrimSpace(j.stdout.String()) != "2097152" {
 		t.Errorf("the pulled image ran with code %d, printing %q", code, j.stdout.String())
 	}
-	again, err := e.d.Pull(ctx, byTag, executor.PullRules{}, nil)
+	again, err := e.d.Pull(ctx, byTag, executor.PullRules{Admit: admit}, nil)
 	if err != nil || again.Pulled || again.ID != img.ID {
 		t.Errorf("second pull: %+v, %v; want the image present, not pulled again", again, err)
+	}
+	// Only the pull itself asked for a turn, and gave it back.
+	if admitted != 1 || released != 1 {
+		t.Errorf("admitted %d times and released %d, want 1 and 1: an image present takes no turn", admitted, released)
 	}
 }
 
