@@ -8,7 +8,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -72,22 +71,11 @@ type ImageLoader func(ctx context.Context, from peer.ID, id string, up *pb.Image
 // most every ImageProgressEvery.
 func ServeImages(sv Server, deadline time.Duration, ready ImageReadier, load ImageLoader) {
 	sv.Serve(ImageProtocol, ImageLimits(deadline), func(ctx context.Context, from peer.ID, s network.Stream) error {
-		b, err := msgio.NewVarintReaderSize(s, maxImageFrame).ReadMsg()
-		if err != nil {
-			return err
-		}
 		req := new(pb.ImageRequest)
-		if err := market.Unmarshal(b, req); err != nil {
+		if err := ReadMsg(s, maxImageFrame, req); err != nil {
 			return err
 		}
-		w := msgio.NewVarintWriter(s)
-		send := func(f *pb.ImageFrame) error {
-			b, err := proto.Marshal(f)
-			if err != nil {
-				return err
-			}
-			return w.WriteMsg(b)
-		}
+		send := func(f *pb.ImageFrame) error { return WriteMsg(s, f) }
 		// answer ends the exchange: ready, refused, or the stream broken
 		// while the frames went out.
 		answer := func(got *pb.ImageReady, err, sendErr error) error {
@@ -162,12 +150,7 @@ func askImage(ctx context.Context, h host.Host, sw Swarm, p peer.ID, req *pb.Ima
 		return nil, err
 	}
 	defer s.Close()
-	b, err := proto.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	w := msgio.NewVarintWriter(s)
-	if err := w.WriteMsg(b); err != nil {
+	if err := WriteMsg(s, req); err != nil {
 		s.Reset()
 		return nil, err
 	}
@@ -178,15 +161,10 @@ func askImage(ctx context.Context, h host.Host, sw Swarm, p peer.ID, req *pb.Ima
 		s.Reset()
 		return nil, err
 	}
-	r := msgio.NewVarintReaderSize(s, maxImageFrame)
 	sent := false
 	for range maxImageFrames {
-		b, err := r.ReadMsg()
-		if err != nil {
-			return fail(err)
-		}
 		f := new(pb.ImageFrame)
-		if err := market.Unmarshal(b, f); err != nil {
+		if err := ReadMsg(s, maxImageFrame, f); err != nil {
 			return fail(err)
 		}
 		switch k := f.Kind.(type) {
@@ -199,7 +177,7 @@ func askImage(ctx context.Context, h host.Host, sw Swarm, p peer.ID, req *pb.Ima
 				return fail(fmt.Errorf("the provider asked for the image from layer %d of %d (an upload: %v, sent: %v)", k.NeedFrom, len(req.Upload.GetDiffIds()), send != nil, sent))
 			}
 			sent = true
-			if err := send(w, int(k.NeedFrom)); err != nil {
+			if err := send(msgio.NewVarintWriter(s), int(k.NeedFrom)); err != nil {
 				return fail(fmt.Errorf("send image %s: %w", req.Ref, err))
 			}
 			s.CloseWrite()
