@@ -18,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
+	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
@@ -58,6 +59,41 @@ type follow struct {
 	mistimedSeen bool
 	stdout       io.Writer // the caller's, and the kept log
 	stderr       io.Writer
+	// have is how much of the job's stdout and stderr this renter holds
+	// (its kept logs' sizes when it follows again): sent when attaching,
+	// and output frames are kept from there on.
+	have [2]int64
+
+	// detachAtStart: leave the lease running once the job has started
+	// (rent --detach). detachOnCancel: the caller's ctx ending leaves the
+	// lease running (idlegrid attach) instead of cancelling it.
+	detachAtStart, detachOnCancel bool
+	// leave, closed by leaveNow, ends the follow with the lease left
+	// running: detached, or handed to another follow. left says it was.
+	leave     chan struct{}
+	leaveOnce sync.Once
+	left      bool
+	// done is closed when run returns.
+	done chan struct{}
+}
+
+// newFollow is a follow of lease l, from rec when it follows it again
+// (nil for a lease just accepted).
+func newFollow(r *renter, l *pb.Lease, cs *pb.CoSigned, rec *records.Lease, out RentOutput) *follow {
+	return &follow{r: r, lease: l, cs: cs, rec: rec, out: out, leave: make(chan struct{}), done: make(chan struct{})}
+}
+
+// leaveNow makes the follow let go of the lease, leaving it running.
+func (f *follow) leaveNow() { f.leaveOnce.Do(func() { close(f.leave) }) }
+
+// leaving reports whether leaveNow was called.
+func (f *follow) leaving() bool {
+	select {
+	case <-f.leave:
+		return true
+	default:
+		return false
+	}
 }
 
 // keepLogs tees the job's output into the repository's logs folder; a
@@ -80,6 +116,13 @@ func (f *follow) keepLogs() (closeLogs func()) {
 			f.r.log.Warn("job output not kept", "err", err)
 			continue
 		}
+		if fi, err := file.Stat(); err == nil {
+			i := 0
+			if w == &f.stderr {
+				i = 1
+			}
+			f.have[i] = fi.Size() // what an earlier follow kept
+		}
 		files = append(files, file)
 		*w = io.MultiWriter(*w, file)
 	}
@@ -92,8 +135,10 @@ func (f *follow) keepLogs() (closeLogs func()) {
 
 // run attaches to the job and reads its frames until the receipt; a
 // broken stream is re-attached, and a provider gone for reattachFor
-// leaves the renter with a receipt of its own for what it verified.
+// leaves the renter with a receipt of its own for what it verified. A
+// follow that leaves the lease running returns nil with left set.
 func (f *follow) run(ctx context.Context) error {
+	defer close(f.done)
 	provider := peer.ID(f.lease.Provider)
 	if f.rec == nil {
 		raw, _ := proto.Marshal(f.cs)
@@ -106,10 +151,14 @@ func (f *follow) run(ctx context.Context) error {
 	clk := f.r.clock
 	lost := time.Time{}
 	for {
+		if f.leaving() {
+			return f.leaveRunning()
+		}
 		// The link attaches past the swarm's dial backoff (5 s and more
 		// after a failed dial), which would keep a provider back from a
 		// restart unreachable for most of reattachFor.
-		s, err := f.r.net.AttachJob(context.WithoutCancel(ctx), provider, f.lease.Id)
+		att := &pb.JobAttach{LeaseId: f.lease.Id, StdoutOffset: uint64(f.have[0]), StderrOffset: uint64(f.have[1])}
+		s, err := f.r.net.AttachJob(context.WithoutCancel(ctx), provider, att)
 		if err == nil {
 			lost = time.Time{}
 			f.relayed = s.Conn().Stat().Limited
@@ -133,11 +182,12 @@ func (f *follow) run(ctx context.Context) error {
 			return f.providerGone()
 		}
 		if ctx.Err() != nil {
-			f.cancel()
+			f.stopped()
 		}
 		select { // back off before re-attaching
 		case <-clk.After(reattachEvery):
 		case <-f.r.ctx.Done():
+		case <-f.leave:
 		}
 	}
 }
@@ -150,10 +200,19 @@ func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err err
 			s.Reset()
 		}
 	}()
-	stop := context.AfterFunc(ctx, func() { f.cancel() })
+	stop := context.AfterFunc(ctx, f.stopped)
 	defer stop()
 	closing := context.AfterFunc(f.r.ctx, func() { s.Reset() })
 	defer closing()
+	read := make(chan struct{})
+	defer close(read)
+	go func() {
+		select {
+		case <-f.leave:
+			s.Reset()
+		case <-read:
+		}
+	}()
 	for {
 		fr := new(pb.JobFrame)
 		if err := p2p.ReadMsg(s, p2p.MaxJobFrame, fr); err != nil {
@@ -161,11 +220,9 @@ func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err err
 		}
 		switch k := fr.Kind.(type) {
 		case *pb.JobFrame_Stdout:
-			f.output()
-			f.stdout.Write(k.Stdout)
+			f.write(0, fr.Offset, k.Stdout)
 		case *pb.JobFrame_Stderr:
-			f.output()
-			f.stderr.Write(k.Stderr)
+			f.write(1, fr.Offset, k.Stderr)
 		case *pb.JobFrame_Heartbeat:
 			if err := f.beats.Add(k.Heartbeat); err != nil {
 				f.out.say("telemetry beat refused: %v", err)
@@ -177,6 +234,11 @@ func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err err
 			f.out.say("provider: %s", k.Notice)
 		case *pb.JobFrame_Started:
 			f.out.say("job started: %s", k.Started)
+			if f.detachAtStart {
+				f.leaveNow()
+				s.Reset()
+				return true, f.leaveRunning()
+			}
 		case *pb.JobFrame_Receipt:
 			return true, f.settle(s, k.Receipt)
 		}
@@ -199,10 +261,58 @@ func (f *follow) mistimed(err error) {
 	f.r.observe(peer.ID(f.lease.Provider), false, weightMistimed, "lease "+f.lease.Id+": "+err.Error())
 }
 
-func (f *follow) output() {
+// write keeps the part of output b, which begins at offset at of stream
+// i (0 stdout, 1 stderr), that this renter does not hold yet; a frame
+// past what it holds says how much the provider could not send.
+func (f *follow) write(i int, at uint64, b []byte) {
 	if f.firstOutput.IsZero() {
 		f.firstOutput = f.r.clock.Now()
 	}
+	off := int64(min(at, 1<<62))
+	if off > f.have[i] {
+		f.out.say("%d bytes of the job's %s are missing here: the provider no longer kept them", off-f.have[i], [2]string{"stdout", "stderr"}[i])
+		f.have[i] = off
+	}
+	skip := f.have[i] - off
+	if skip >= int64(len(b)) {
+		return
+	}
+	w := f.stdout
+	if i == 1 {
+		w = f.stderr
+	}
+	w.Write(b[skip:])
+	f.have[i] += int64(len(b)) - skip
+}
+
+// stopped handles the end of the caller's ctx: the lease is cancelled,
+// or, for a follow that detaches on it, left running.
+func (f *follow) stopped() {
+	if f.detachOnCancel {
+		f.leaveNow()
+		return
+	}
+	f.cancel()
+}
+
+// leaveRunning tells the provider the renter leaves the job on purpose
+// (it runs on with no renter attached, to its term or its end), records
+// the lease as detached, and ends the follow with the lease running.
+func (f *follow) leaveRunning() error {
+	f.left = true
+	ctx, done := context.WithTimeout(context.Background(), cancelWait)
+	defer done()
+	reply, err := f.r.net.RequestLease(ctx, peer.ID(f.lease.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_DetachLeaseId{DetachLeaseId: f.lease.Id}})
+	if err == nil && reply.Lease == nil {
+		err = market.RejectOf(reply)
+	}
+	f.rec.Detached = true
+	f.persist()
+	if err != nil {
+		return fmt.Errorf("lease %s: detach: %w (the provider stops the job once the renter is gone for its jobs.renter_grace)", f.lease.Id, err)
+	}
+	f.out.say("detached from lease %s: it runs on; 'idlegrid attach %s' follows it again", f.lease.Id, f.lease.Id)
+	return nil
 }
 
 // cancel asks the provider to end the lease now; the receipt follows on
@@ -316,10 +426,11 @@ func (f *follow) persist() {
 }
 
 // resume follows again, after a restart, the leases this node rented
-// and had not seen end: a lease still running is followed to its receipt
-// (its output kept under logs/), an ended one gets the receipt its
-// provider kept, and one whose provider is gone ends with a receipt of
-// the renter's own for the beats it verified. Nothing is cancelled.
+// and had not seen end, but for those the renter detached from ('idlegrid
+// attach' follows those): a lease still running is followed to its
+// receipt (its output kept under logs/), an ended one gets the receipt
+// its provider kept, and one whose provider is gone ends with a receipt
+// of the renter's own for the beats it verified. Nothing is cancelled.
 func (r *renter) resume(ctx context.Context) {
 	recs, err := r.store.All(ctx)
 	if err != nil {
@@ -328,7 +439,7 @@ func (r *renter) resume(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	for _, rec := range recs {
-		if rec.Role != records.Renter || records.Ended(rec.State) {
+		if rec.Role != records.Renter || records.Ended(rec.State) || rec.Detached {
 			continue
 		}
 		l, cs, err := rec.Open()
@@ -336,15 +447,108 @@ func (r *renter) resume(ctx context.Context) {
 			r.log.Warn("stored rental unreadable; left as it is", "lease", rec.ID, "err", err)
 			continue
 		}
+		progress := func(line string) { r.log.Info("resumed rental: "+line, "lease", l.Id) }
+		f := newFollow(r, l, cs, rec, RentOutput{Stdout: io.Discard, Stderr: io.Discard, Progress: progress})
+		release, ok := r.claim(f)
+		if !ok {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			progress := func(line string) { r.log.Info("resumed rental: "+line, "lease", l.Id) }
-			f := &follow{r: r, lease: l, cs: cs, rec: rec, out: RentOutput{Stdout: io.Discard, Stderr: io.Discard, Progress: progress}}
+			defer release()
 			if err := f.run(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
 				r.log.Warn("resumed rental", "lease", l.Id, "err", err)
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// claim makes f the one follow of its lease; false when another has it.
+func (r *renter) claim(f *follow) (release func(), ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.following[f.lease.Id] != nil {
+		return nil, false
+	}
+	if r.following == nil {
+		r.following = map[string]*follow{}
+	}
+	r.following[f.lease.Id] = f
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.following[f.lease.Id] == f {
+			delete(r.following, f.lease.Id)
+		}
+	}, true
+}
+
+// Attach follows a lease this node rented and has not seen end (one left
+// running by rent's Detach, or by a rent that was killed) from where its
+// kept output ends: output, telemetry and at the end the receipt, as
+// Rent does. The end of ctx leaves the lease running (detached again)
+// rather than cancelling it. A lease already ended gets its result at
+// once. A follow this node runs of the lease already (resumed after a
+// restart) hands the lease over.
+func (n *Node) Attach(ctx context.Context, id string, out RentOutput) (api.RentResult, error) {
+	res := api.RentResult{Tried: []api.Attempt{}}
+	r := n.renter
+	if r == nil {
+		return res, ErrClosed
+	}
+	done, err := r.use()
+	if err != nil {
+		return res, err
+	}
+	defer done()
+	rec, err := r.store.Get(ctx, id)
+	switch {
+	case errors.Is(err, ds.ErrNotFound) || err == nil && rec.Role != records.Renter:
+		return res, api.BadRequest{Err: fmt.Errorf("lease %q: not one this node rented (see 'idlegrid leases')", id)}
+	case err != nil:
+		return res, err
+	}
+	l, cs, err := rec.Open()
+	if err != nil {
+		return res, err
+	}
+	out.last = new(string)
+	f := newFollow(r, l, cs, nil, out)
+	f.detachOnCancel = true
+	for {
+		release, ok := r.claim(f)
+		if ok {
+			defer release()
+			break
+		}
+		r.mu.Lock()
+		other := r.following[id]
+		r.mu.Unlock()
+		if other != nil {
+			other.leaveNow()
+			select {
+			case <-other.done:
+			case <-ctx.Done():
+				return res, ctx.Err()
+			}
+		}
+	}
+	// Read again: a follow that handed the lease over wrote it last.
+	if f.rec, err = r.store.Get(ctx, id); err != nil {
+		return res, err
+	}
+	if records.Ended(f.rec.State) {
+		res.Lease = leaseView(f.rec)
+		if rc, rcs, err := f.rec.OpenReceipt(); err == nil && rc != nil {
+			res.Receipt = receiptView(rc, rcs)
+		}
+		return res, nil
+	}
+	if err := f.run(ctx); err != nil {
+		return res, err
+	}
+	res.Lease, res.Receipt, res.Relayed, res.Detached = leaseView(f.rec), f.receipt, f.relayed, f.left
+	return res, nil
 }

@@ -38,6 +38,12 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 	}
 	rec := ll.rec
 	rec.End(rc, rcs)
+	rec.Output, rec.Detached = ll.feed.Offsets(), ll.detached.Load()
+	// What a renter away at the end has not got waits for it with the
+	// receipt.
+	if o := ll.feed.Undelivered(); o != nil && len(o.Stdout)+len(o.Stderr) > 0 {
+		rec.Undelivered = o
+	}
 	if r.chain != nil {
 		rec.Beats, rec.Root, rec.LastBeat = r.chain.Beats(), r.chain.Root(), r.chain.Last().UnixMilli()
 	}
@@ -110,6 +116,7 @@ func (lo *leaseOwner) keepCountersigned(rec *records.Lease, rcs *pb.CoSigned, re
 		return false
 	}
 	rec.Receipt, _ = proto.Marshal(reply.Receipt)
+	rec.Undelivered = nil // the renter attached for it: delivered
 	if err := lo.store.Put(context.WithoutCancel(lo.ctx), rec, nil); err != nil {
 		lo.log.Error("co-signed receipt not persisted", "lease", rec.ID, "err", err)
 		return false

@@ -167,7 +167,7 @@ func (r *run) loop() {
 			return
 		case now := <-tick.C():
 			r.beat()
-			if away := ll.feed.DetachedFor(now); away > lo.jobs.RenterGrace.Std() {
+			if away := ll.feed.DetachedFor(now); away > lo.jobs.RenterGrace.Std() && !ll.detached.Load() {
 				r.stopJob(stopRequest{outcome: pb.Outcome_OUTCOME_CANCELLED, note: fmt.Sprintf("the renter was gone for %s", away.Round(time.Second))})
 				return
 			}
@@ -286,6 +286,7 @@ func (r *run) samples() []*attestpb.GPUSample {
 func (r *run) persist() {
 	rec := r.ll.rec
 	rec.Beats, rec.Root, rec.LastBeat = r.chain.Beats(), r.chain.Root(), r.chain.Last().UnixMilli()
+	rec.Output, rec.Detached = r.ll.feed.Offsets(), r.ll.detached.Load()
 	if err := r.lo.store.Put(context.WithoutCancel(r.lo.ctx), rec, nil); err != nil {
 		r.lo.log.Error("lease not persisted", "lease", rec.ID, "err", err)
 	}

@@ -109,6 +109,8 @@ func (lo *leaseOwner) handle(ctx context.Context, from peer.ID, req *pb.LeaseReq
 		return lo.propose(ctx, from, k.Propose)
 	case *pb.LeaseRequest_CancelLeaseId:
 		return lo.cancelFor(ctx, from, k.CancelLeaseId)
+	case *pb.LeaseRequest_DetachLeaseId:
+		return lo.detachFor(ctx, from, k.DetachLeaseId)
 	}
 	return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "empty lease request").Reply()
 }
@@ -369,6 +371,23 @@ func (lo *leaseOwner) settle(id string, f func(*leaseState)) {
 // dropped, owing nothing; running, its job is stopped.
 func (lo *leaseOwner) cancelFor(ctx context.Context, from peer.ID, id string) *pb.LeaseReply {
 	cs := lo.stopLease(ctx, id, "cancelled by the renter", from)
+	if cs == nil {
+		return market.Reject(pb.RejectCode_REJECT_UNKNOWN_LEASE, "no running lease %s of yours here", id).Reply()
+	}
+	return &pb.LeaseReply{Lease: cs}
+}
+
+// detachFor lets the renter leave its running lease on purpose: the job
+// runs on without a renter attached, to its term or its end, and the
+// output and receipt wait for the renter to attach again.
+func (lo *leaseOwner) detachFor(ctx context.Context, from peer.ID, id string) *pb.LeaseReply {
+	var cs *pb.CoSigned
+	lo.do(ctx, func(st *leaseState) {
+		if ll := st.live[id]; ll != nil && peer.ID(ll.lease.Renter) == from {
+			ll.detached.Store(true)
+			cs = ll.cs
+		}
+	})
 	if cs == nil {
 		return market.Reject(pb.RejectCode_REJECT_UNKNOWN_LEASE, "no running lease %s of yours here", id).Reply()
 	}

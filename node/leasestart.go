@@ -129,6 +129,9 @@ type liveLease struct {
 	off chan struct{}
 	// sessions counts the renter's sessions open into the job.
 	sessions atomic.Int32
+	// detached: the renter left the job on purpose; its absence does
+	// not end the lease. Copied into rec when the supervisor writes it.
+	detached atomic.Bool
 }
 
 // stopRequest ends a live lease with an outcome, at a time (a preemption
@@ -141,7 +144,9 @@ type stopRequest struct {
 
 // newLive is the live state of a lease about to be supervised.
 func newLive(clk clock.Clock, l *pb.Lease, cs *pb.CoSigned, rec *records.Lease) *liveLease {
-	return &liveLease{lease: l, cs: cs, rec: rec, feed: jobstream.New(clk, rec.LastEnv), stop: make(chan stopRequest, 1), off: make(chan struct{})}
+	ll := &liveLease{lease: l, cs: cs, rec: rec, feed: jobstream.New(clk, rec.LastEnv, rec.Output), stop: make(chan stopRequest, 1), off: make(chan struct{})}
+	ll.detached.Store(rec.Detached)
+	return ll
 }
 
 // requestStop hands a stop to the supervisor without blocking; a later
@@ -179,13 +184,19 @@ func (lo *leaseOwner) supervise(st *leaseState, ll *liveLease, adopted executor.
 }
 
 // attach hands a renter's job stream to its lease: live, it follows the
-// job until the feed lets go of the stream; ended, it gets the receipt.
-func (lo *leaseOwner) attach(ctx context.Context, from peer.ID, id string, s network.Stream) error {
+// job until the feed lets go of the stream; ended, it gets the output it
+// had not got and the receipt. A renter that holds less of the output
+// than the feed keeps gets the part in between from the engine's log
+// first.
+func (lo *leaseOwner) attach(ctx context.Context, from peer.ID, att *pb.JobAttach, s network.Stream) error {
+	id := att.LeaseId
+	have := records.Offsets{Stdout: int64(min(att.StdoutOffset, 1<<62)), Stderr: int64(min(att.StderrOffset, 1<<62))}
 	var ll *liveLease
 	lo.do(ctx, func(st *leaseState) { ll = st.live[id] })
 	if ll != nil && peer.ID(ll.lease.Renter) == from {
+		have = lo.replayLogs(ctx, ll, have, s)
 		select {
-		case <-ll.feed.Attach(s):
+		case <-ll.feed.Attach(s, have):
 		case <-ctx.Done():
 		}
 		return nil
@@ -198,11 +209,36 @@ func (lo *leaseOwner) attach(ctx context.Context, from peer.ID, id string, s net
 	if err != nil || peer.ID(l.Renter) != from {
 		return fmt.Errorf("lease %s is not %s's", id, from)
 	}
-	feed := jobstream.New(lo.clock, rec.LastEnv)
+	feed := jobstream.New(lo.clock, rec.LastEnv, records.Offsets{})
+	feed.Hold(rec.Undelivered)
 	feed.Start()
-	feed.Attach(s)
+	feed.Attach(s, have)
 	lo.collectSignature(ctx, rec, feed)
 	return nil
+}
+
+// replayRounds bounds the engine log reads of one re-attach: output that
+// outruns the feed's backlog while one is read is read in the next.
+const replayRounds = 3
+
+// replayLogs sends a re-attaching renter, straight on s, the output it
+// has not got that the feed no longer keeps, from the engine's log, and
+// returns what the renter then holds. A part the engine no longer keeps
+// either is skipped: the renter sees the gap in the offsets.
+func (lo *leaseOwner) replayLogs(ctx context.Context, ll *liveLease, have records.Offsets, s network.Stream) records.Offsets {
+	for range replayRounds {
+		kept := ll.feed.Detach()
+		if have.Stdout >= kept.Stdout && have.Stderr >= kept.Stderr || lo.exec == nil {
+			break
+		}
+		stdout, stderr := jobstream.Direct(s, have)
+		if _, err := lo.exec.Logs(ctx, ll.lease.Id, executor.Offsets(have), executor.Offsets(kept), executor.Output{Stdout: stdout, Stderr: stderr}); err != nil {
+			lo.log.Info("output not replayed from the engine's log", "lease", ll.lease.Id, "err", err)
+			break
+		}
+		have = records.Offsets{Stdout: max(have.Stdout, kept.Stdout), Stderr: max(have.Stderr, kept.Stderr)}
+	}
+	return have
 }
 
 // recover picks up the provider's leases after a restart, the way they
@@ -238,7 +274,7 @@ func (lo *leaseOwner) recoverOne(ctx context.Context, rec *records.Lease, now ti
 	ll := newLive(lo.clock, l, cs, rec)
 	var job executor.Job
 	if lo.exec != nil {
-		if job, err = lo.exec.Adopt(ctx, l.Id, executor.Output{Stdout: ll.feed.Writer(false), Stderr: ll.feed.Writer(true)}); err != nil {
+		if job, err = lo.exec.Adopt(ctx, l.Id, executor.Offsets(rec.Output), executor.Output{Stdout: ll.feed.Writer(false), Stderr: ll.feed.Writer(true)}); err != nil {
 			job = nil
 		}
 	}
@@ -293,7 +329,7 @@ func (lo *leaseOwner) stopOrphans(ctx context.Context) error {
 		if live[id] {
 			continue
 		}
-		job, err := lo.exec.Adopt(ctx, id, executor.Output{})
+		job, err := lo.exec.Adopt(ctx, id, executor.Offsets{}, executor.Output{})
 		if err != nil {
 			continue
 		}

@@ -49,7 +49,7 @@ type dealer interface {
 	Relocate(ctx context.Context, p peer.ID)
 	Challenge(ctx context.Context, p peer.ID) (p2p.Answer, error)
 	RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRequest) (*pb.LeaseReply, error)
-	AttachJob(ctx context.Context, p peer.ID, leaseID string) (network.Stream, error)
+	AttachJob(ctx context.Context, p peer.ID, att *pb.JobAttach) (network.Stream, error)
 	ReadyImage(ctx context.Context, p peer.ID, ref string, deadline time.Duration, progress func(*pb.ImageProgress)) (*pb.ImageReady, error)
 	SendImage(ctx context.Context, p peer.ID, id string, up *pb.ImageUpload, deadline time.Duration, write func(w io.Writer, have int) error) (*pb.ImageReady, error)
 }
@@ -158,9 +158,9 @@ func (l *swarmLink) Challenge(ctx context.Context, p peer.ID) (p2p.Answer, error
 }
 
 // RequestLease sends a lease request to provider p.
-// A cancel goes out at once, past the swarm's dial backoff.
+// A cancel or a detach goes out at once, past the swarm's dial backoff.
 func (l *swarmLink) RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRequest) (*pb.LeaseReply, error) {
-	if req.GetCancelLeaseId() != "" {
+	if req.GetCancelLeaseId() != "" || req.GetDetachLeaseId() != "" {
 		p2p.ForgetDialBackoff(l.host, p)
 	}
 	return p2p.RequestLease(ctx, l.host, l.swarm, p, req)
@@ -168,9 +168,9 @@ func (l *swarmLink) RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRe
 
 // AttachJob opens a job stream to provider p, past the swarm's dial
 // backoff: a provider back from a restart is reached at once.
-func (l *swarmLink) AttachJob(ctx context.Context, p peer.ID, leaseID string) (network.Stream, error) {
+func (l *swarmLink) AttachJob(ctx context.Context, p peer.ID, att *pb.JobAttach) (network.Stream, error) {
 	p2p.ForgetDialBackoff(l.host, p)
-	return p2p.AttachJob(ctx, l.host, l.swarm, p, leaseID)
+	return p2p.AttachJob(ctx, l.host, l.swarm, p, att)
 }
 
 // ReadyImage asks provider p to make image ref present before a lease.

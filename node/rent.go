@@ -160,6 +160,9 @@ type renter struct {
 	mu      sync.Mutex
 	closing bool
 	users   sync.WaitGroup // rentals and resumed follows
+	// following holds the follow of each lease followed again (resumed
+	// or attached), so that one lease has one follow; under mu.
+	following map[string]*follow
 }
 
 // start resumes the rentals a previous run left.
@@ -222,6 +225,11 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 	defer done()
 	if req.MaxPairRTTMillis < 0 || req.MaxPairRTTMillis > 60_000 {
 		return res, api.BadRequest{Err: fmt.Errorf("max_pair_rtt_ms: %d: want 0 (one provider) to 60000", req.MaxPairRTTMillis)}
+	}
+	if req.Detach {
+		// The caller's stdout holds the lease ID alone: what the job
+		// prints before the detach is kept under logs/ only.
+		out.Stdout, out.Stderr = nil, nil
 	}
 	if req.MaxPairRTTMillis > 0 && req.MinPerProvider == 0 {
 		req.MinPerProvider = 1 // a pool takes what each provider has
@@ -290,7 +298,7 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		if err := f.run(ctx); err != nil {
 			return res, err
 		}
-		res.Lease, res.Receipt, res.Relayed = leaseView(f.rec), f.receipt, f.relayed
+		res.Lease, res.Receipt, res.Relayed, res.Detached = leaseView(f.rec), f.receipt, f.relayed, f.left
 		if !f.firstOutput.IsZero() {
 			res.Timings.Start, res.Timings.FirstOutput = f.firstOutput.Sub(f.accepted), f.firstOutput.Sub(t0)
 		}
@@ -459,7 +467,9 @@ func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 		return nil, at
 	}
 	out.say("lease %s accepted by %s: %d × %s at %s/GPU-hour for %s", l.Id, short(c.Issuer), l.GpuCount, market.TierName(l.Tier), market.FormatPrice(l.PriceMicros), secs(l.DurationSeconds))
-	return &follow{r: r, lease: l, cs: cs, out: out, accepted: r.clock.Now()}, at
+	f := newFollow(r, l, cs, nil, out)
+	f.accepted, f.detachAtStart = r.clock.Now(), req.Detach
+	return f, at
 }
 
 // isRefusal reports whether err is a provider's refusal of a lease: an

@@ -85,9 +85,10 @@ func RequestLease(ctx context.Context, h host.Host, sw Swarm, p peer.ID, req *pb
 	return reply, nil
 }
 
-// JobHandler serves one attached job stream; it owns s until it returns,
-// and returns when whoever it handed s to is done with it.
-type JobHandler func(ctx context.Context, from peer.ID, leaseID string, s network.Stream) error
+// JobHandler serves one attached job stream, att the renter's request;
+// it owns s until it returns, and returns when whoever it handed s to is
+// done with it.
+type JobHandler func(ctx context.Context, from peer.ID, att *pb.JobAttach, s network.Stream) error
 
 // ServeJobs hands each attached job stream to handle. The attach message
 // is the request; what the renter sends after it (its receipt reply) has
@@ -99,20 +100,20 @@ func ServeJobs(sv Server, handle JobHandler) {
 			return err
 		}
 		s.SetReadDeadline(time.Time{})
-		return handle(ctx, from, att.LeaseId, s)
+		return handle(ctx, from, att, s)
 	})
 }
 
-// AttachJob opens a job stream to provider p for leaseID; the caller reads
-// JobFrames from it with ReadMsg.
-func AttachJob(ctx context.Context, h host.Host, sw Swarm, p peer.ID, leaseID string) (network.Stream, error) {
+// AttachJob opens a job stream to provider p for att's lease; the caller
+// reads JobFrames from it with ReadMsg.
+func AttachJob(ctx context.Context, h host.Host, sw Swarm, p peer.ID, att *pb.JobAttach) (network.Stream, error) {
 	s, err := OpenStream(ctx, h, p, sw.Protocol(JobProtocol))
 	if err != nil {
-		return nil, fmt.Errorf("attach to lease %s at %s: %w", leaseID, p, err)
+		return nil, fmt.Errorf("attach to lease %s at %s: %w", att.LeaseId, p, err)
 	}
-	if err := WriteMsg(s, &pb.JobAttach{LeaseId: leaseID}); err != nil {
+	if err := WriteMsg(s, att); err != nil {
 		s.Reset()
-		return nil, fmt.Errorf("attach to lease %s at %s: %w", leaseID, p, err)
+		return nil, fmt.Errorf("attach to lease %s at %s: %w", att.LeaseId, p, err)
 	}
 	return s, nil
 }

@@ -155,7 +155,14 @@ func startRent(t *testing.T, bin, repo, bootstrap string, r rental, job ...strin
 	t.Helper()
 	args := append([]string{"rent", "--repo", repo, "--bootstrap", bootstrap, "--gpu", "H100", "--count", strconv.Itoa(r.gpus), "--hours", r.hours,
 		"--max-price", "5", "--gather", "5s", "--image", r.image, "--"}, job...)
-	p := &rentProc{repo: repo, cmd: exec.Command(bin, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	return startProc(t, repo, exec.Command(bin, args...))
+}
+
+// startProc starts cmd, a client command on repo, as a child process
+// killed when the test ends.
+func startProc(t *testing.T, repo string, cmd *exec.Cmd) *rentProc {
+	t.Helper()
+	p := &rentProc{repo: repo, cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -46,6 +46,13 @@ Ctrl-C cancels the lease: the provider stops the job and the receipt, for
 what ran, is still printed. Without a repository, rent uses a throw-away
 identity (and keeps nothing).
 
+With --detach, rent returns once the job runs and prints the lease ID on
+stdout: the job runs on with no renter attached, to its end or the lease's
+term, and 'idlegrid attach LEASE' follows it again later, from where its
+kept output ends, to the receipt (the provider keeps what it has not sent:
+the engine's log while the job runs, the last MiB after it ended). It needs
+a repository, to keep the lease in.
+
 With --json, stdout holds one JSON object at the end (lease, receipt,
 attempts, timings) and nothing else: the job's stdout goes to stderr with
 its stderr, and with a repository both are kept for 'idlegrid logs LEASE'.
@@ -81,6 +88,14 @@ line, before anything was rented.`,
 			if maxPair < 0 || maxPair > time.Minute {
 				return usagef("--max-pair-rtt %s: want 0 (one provider) to 1m", maxPair)
 			}
+			if req.Detach {
+				if maxPair > 0 {
+					return usagef("--detach with --max-pair-rtt: a micro-pool is followed to its end; rent it without --detach")
+				}
+				if _, err := node.Open(e.repoPath()); errors.Is(err, node.ErrNoRepo) {
+					return usagef("--detach: no repository at %s to keep the lease in, for 'idlegrid attach' to follow it later; create one with 'idlegrid init --profile renter'", e.repoPath())
+				}
+			}
 			req.GPUs, req.Command, req.GatherMillis, req.TryMillis = splitGPUs(gpu), args, int(gather.Milliseconds()), int(tryFor.Milliseconds())
 			req.MaxPairRTTMillis = int(maxPair.Milliseconds())
 			n, done, err := e.lightNode(bootstrap)
@@ -108,21 +123,17 @@ line, before anything was rented.`,
 				return rentFailed(err)
 			}
 			if e.asJSON {
-				if err := e.printJSON(res); err != nil {
+				if err := e.printJSON(res); err != nil || res.Detached {
 					return err
 				}
 				return rentEnded(e.ctx, res)
 			}
-			for _, r := range rentReceipts(res) {
-				fmt.Fprintf(e.stderr, "idlegrid: lease %s %s: %d s metered, %s %s, exit code %d, signed by %s\n",
-					r.LeaseID, r.Outcome, r.MeteredSeconds, r.Amount, r.Currency, r.ExitCode, strings.Join(r.SignedBy, " and "))
-				if r.Note != "" {
-					fmt.Fprintf(e.stderr, "idlegrid: %s\n", r.Note)
-				}
+			if res.Detached {
+				fmt.Fprintln(e.stdout, res.Lease.ID)
+				fmt.Fprintf(e.stderr, "idlegrid: lease %s runs on, detached; follow it with: idlegrid attach %s\n", res.Lease.ID, res.Lease.ID)
+				return nil
 			}
-			if s := res.PoolSummary; s != nil {
-				fmt.Fprintf(e.stderr, "idlegrid: pool of %d GPUs from %d providers: %s %s in all\n", s.GPUs, s.Providers, s.Amount, s.Currency)
-			}
+			printEnd(e, res)
 			t := res.Timings
 			path := "direct"
 			if res.Relayed {
@@ -135,6 +146,7 @@ line, before anything was rented.`,
 	}
 	bidFlags(c, &req.BidRequest, &gpu)
 	f := c.Flags()
+	f.BoolVarP(&req.Detach, "detach", "d", false, "return once the job runs, printing the lease ID; 'idlegrid attach LEASE' follows it again")
 	f.StringArrayVar(&req.Env, "env", nil, "KEY=VALUE for the job's environment (repeatable)")
 	f.StringArrayVar(&bootstrap, "bootstrap", nil, "bootstrap peer multiaddr, replacing network.bootstrap (repeatable)")
 	f.DurationVar(&gather, "gather", 15*time.Second, "how long to wait for fitting offers")
@@ -192,6 +204,20 @@ func rentReceipts(res api.RentResult) []api.ReceiptView {
 		receipts = append(receipts, m.Receipt)
 	}
 	return receipts
+}
+
+// printEnd prints a rental's receipts (its pool's, by rank) on stderr.
+func printEnd(e *env, res api.RentResult) {
+	for _, r := range rentReceipts(res) {
+		fmt.Fprintf(e.stderr, "idlegrid: lease %s %s: %d s metered, %s %s, exit code %d, signed by %s\n",
+			r.LeaseID, r.Outcome, r.MeteredSeconds, r.Amount, r.Currency, r.ExitCode, strings.Join(r.SignedBy, " and "))
+		if r.Note != "" {
+			fmt.Fprintf(e.stderr, "idlegrid: %s\n", r.Note)
+		}
+	}
+	if s := res.PoolSummary; s != nil {
+		fmt.Fprintf(e.stderr, "idlegrid: pool of %d GPUs from %d providers: %s %s in all\n", s.GPUs, s.Providers, s.Amount, s.Currency)
+	}
 }
 
 // rentEnded gives a rental that got its lease (or its pool's) the exit

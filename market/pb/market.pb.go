@@ -1893,6 +1893,7 @@ type LeaseRequest struct {
 	//
 	//	*LeaseRequest_Propose
 	//	*LeaseRequest_CancelLeaseId
+	//	*LeaseRequest_DetachLeaseId
 	Kind          isLeaseRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1953,6 +1954,15 @@ func (x *LeaseRequest) GetCancelLeaseId() string {
 	return ""
 }
 
+func (x *LeaseRequest) GetDetachLeaseId() string {
+	if x != nil {
+		if x, ok := x.Kind.(*LeaseRequest_DetachLeaseId); ok {
+			return x.DetachLeaseId
+		}
+	}
+	return ""
+}
+
 type isLeaseRequest_Kind interface {
 	isLeaseRequest_Kind()
 }
@@ -1967,9 +1977,19 @@ type LeaseRequest_CancelLeaseId struct {
 	CancelLeaseId string `protobuf:"bytes,2,opt,name=cancel_lease_id,json=cancelLeaseId,proto3,oneof"`
 }
 
+type LeaseRequest_DetachLeaseId struct {
+	// The renter leaves the job on purpose (rent --detach, or Ctrl-C in
+	// idlegrid attach): the lease runs to its term or the job's end with
+	// no renter attached, and the provider keeps the job's output and the
+	// receipt for it to attach again.
+	DetachLeaseId string `protobuf:"bytes,3,opt,name=detach_lease_id,json=detachLeaseId,proto3,oneof"`
+}
+
 func (*LeaseRequest_Propose) isLeaseRequest_Kind() {}
 
 func (*LeaseRequest_CancelLeaseId) isLeaseRequest_Kind() {}
+
+func (*LeaseRequest_DetachLeaseId) isLeaseRequest_Kind() {}
 
 // LeaseReply answers a LeaseRequest: the countersigned lease, or why not.
 type LeaseReply struct {
@@ -2045,8 +2065,13 @@ func (x *LeaseReply) GetEarliestStartUnixMs() int64 {
 // JobAttach travels renter → provider on /idlegrid/job/1.0.0 to follow a
 // lease's job; a renter that lost its stream attaches again.
 type JobAttach struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	LeaseId       string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// The bytes of the job's stdout and stderr the renter holds already:
+	// the provider sends what follows them, from its backlog or, for what
+	// the backlog no longer holds, from the engine's log of the job.
+	StdoutOffset  uint64 `protobuf:"varint,2,opt,name=stdout_offset,json=stdoutOffset,proto3" json:"stdout_offset,omitempty"`
+	StderrOffset  uint64 `protobuf:"varint,3,opt,name=stderr_offset,json=stderrOffset,proto3" json:"stderr_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2088,6 +2113,20 @@ func (x *JobAttach) GetLeaseId() string {
 	return ""
 }
 
+func (x *JobAttach) GetStdoutOffset() uint64 {
+	if x != nil {
+		return x.StdoutOffset
+	}
+	return 0
+}
+
+func (x *JobAttach) GetStderrOffset() uint64 {
+	if x != nil {
+		return x.StderrOffset
+	}
+	return 0
+}
+
 // JobFrame is one frame provider → renter on /idlegrid/job/1.0.0.
 type JobFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2099,7 +2138,11 @@ type JobFrame struct {
 	//	*JobFrame_Notice
 	//	*JobFrame_Receipt
 	//	*JobFrame_Started
-	Kind          isJobFrame_Kind `protobuf_oneof:"kind"`
+	Kind isJobFrame_Kind `protobuf_oneof:"kind"`
+	// For stdout and stderr: where the frame's bytes begin in that stream
+	// of the job's output, so a renter that gets them twice (a replay after
+	// a re-attach) keeps them once and one that misses some knows.
+	Offset        uint64 `protobuf:"varint,7,opt,name=offset,proto3" json:"offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2193,6 +2236,13 @@ func (x *JobFrame) GetStarted() string {
 		}
 	}
 	return ""
+}
+
+func (x *JobFrame) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
 }
 
 type isJobFrame_Kind interface {
@@ -3399,26 +3449,30 @@ const file_market_proto_rawDesc = "" +
 	"\ramount_micros\x18\r \x01(\x04R\famountMicros\x12\x1b\n" +
 	"\texit_code\x18\x0e \x01(\x05R\bexitCode\x12\x12\n" +
 	"\x04note\x18\x0f \x01(\tR\x04note\x12\x14\n" +
-	"\x05swarm\x18\x10 \x01(\tR\x05swarm\"z\n" +
+	"\x05swarm\x18\x10 \x01(\tR\x05swarm\"\xa4\x01\n" +
 	"\fLeaseRequest\x128\n" +
 	"\apropose\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedH\x00R\apropose\x12(\n" +
-	"\x0fcancel_lease_id\x18\x02 \x01(\tH\x00R\rcancelLeaseIdB\x06\n" +
+	"\x0fcancel_lease_id\x18\x02 \x01(\tH\x00R\rcancelLeaseId\x12(\n" +
+	"\x0fdetach_lease_id\x18\x03 \x01(\tH\x00R\rdetachLeaseIdB\x06\n" +
 	"\x04kind\"\xc1\x01\n" +
 	"\n" +
 	"LeaseReply\x122\n" +
 	"\x05lease\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\x05lease\x122\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x1e.idlegrid.market.v1.RejectCodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x123\n" +
-	"\x16earliest_start_unix_ms\x18\x04 \x01(\x03R\x13earliestStartUnixMs\"&\n" +
+	"\x16earliest_start_unix_ms\x18\x04 \x01(\x03R\x13earliestStartUnixMs\"p\n" +
 	"\tJobAttach\x12\x19\n" +
-	"\blease_id\x18\x01 \x01(\tR\aleaseId\"\xd6\x01\n" +
+	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12#\n" +
+	"\rstdout_offset\x18\x02 \x01(\x04R\fstdoutOffset\x12#\n" +
+	"\rstderr_offset\x18\x03 \x01(\x04R\fstderrOffset\"\xee\x01\n" +
 	"\bJobFrame\x12\x18\n" +
 	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
 	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12\x1e\n" +
 	"\theartbeat\x18\x03 \x01(\fH\x00R\theartbeat\x12\x18\n" +
 	"\x06notice\x18\x04 \x01(\tH\x00R\x06notice\x128\n" +
 	"\areceipt\x18\x05 \x01(\v2\x1c.idlegrid.market.v1.CoSignedH\x00R\areceipt\x12\x1a\n" +
-	"\astarted\x18\x06 \x01(\tH\x00R\astartedB\x06\n" +
+	"\astarted\x18\x06 \x01(\tH\x00R\astarted\x12\x16\n" +
+	"\x06offset\x18\a \x01(\x04R\x06offsetB\x06\n" +
 	"\x04kind\"`\n" +
 	"\fReceiptReply\x126\n" +
 	"\areceipt\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\areceipt\x12\x18\n" +
@@ -3614,6 +3668,7 @@ func file_market_proto_init() {
 	file_market_proto_msgTypes[16].OneofWrappers = []any{
 		(*LeaseRequest_Propose)(nil),
 		(*LeaseRequest_CancelLeaseId)(nil),
+		(*LeaseRequest_DetachLeaseId)(nil),
 	}
 	file_market_proto_msgTypes[19].OneofWrappers = []any{
 		(*JobFrame_Stdout)(nil),

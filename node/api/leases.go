@@ -28,6 +28,9 @@ type RentRequest struct {
 	// own Docker engine: it is sent to the provider, without the layers
 	// the provider has, and runs by its ID.
 	ImageFromDocker string `json:"image_from_docker,omitempty"`
+	// Detach returns once the job runs, leaving the lease running with
+	// no renter attached ('idlegrid attach' follows it again).
+	Detach bool `json:"detach,omitempty"`
 }
 
 // Attempt is one provider a renter tried and why it moved on.
@@ -69,6 +72,9 @@ type RentResult struct {
 	// provider is behind a NAT hole punching could not pass); false: a
 	// direct one.
 	Relayed bool `json:"relayed"`
+	// Detached: the renter left the lease running, its job not ended
+	// (rent's Detach, or an attach left): Receipt is empty.
+	Detached bool `json:"detached,omitempty"`
 }
 
 // PoolMember is one provider's share of a micro-pool.

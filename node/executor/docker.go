@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
 )
 
 // DefaultLabelPrefix prefixes the labels and names of the containers a
@@ -165,7 +167,7 @@ func (d *Docker) Start(ctx context.Context, s Spec, out Output) (Job, error) {
 		}
 		return nil, d.engineErr("docker start: lease "+s.LeaseID, err)
 	}
-	return d.watch(id, s.LeaseID, stream, out), nil
+	return d.watch(id, s.LeaseID, streamed(d, stream, out)), nil
 }
 
 // containerConfig turns a spec into the engine's create request.
@@ -230,22 +232,83 @@ func userIDs(user string) (uid, gid string) {
 	return uid, gid
 }
 
-// Adopt finds the container labelled with leaseID and attaches to its
-// output: out receives what it writes from now on; what it wrote before is
-// not replayed (it stays in the engine's log until the container is
-// removed). A container that already stopped is adopted too: Wait returns
-// its exit code at once, and Stop removes it. When several carry the label, the newest wins.
-func (d *Docker) Adopt(ctx context.Context, leaseID string, out Output) (Job, error) {
+// Adopt finds the container labelled with leaseID and follows its output
+// from the offsets from: what it wrote before (the engine's log keeps it
+// until the container is removed) and what it writes next. A container
+// that already stopped is adopted too: out gets the rest of its output,
+// Wait returns its exit code, and Stop removes it. When several carry the
+// label, the newest wins.
+func (d *Docker) Adopt(ctx context.Context, leaseID string, from Offsets, out Output) (Job, error) {
+	c, err := d.find(ctx, leaseID)
+	if err != nil {
+		return nil, fmt.Errorf("docker adopt: %w", err)
+	}
+	return d.watch(c.ID, leaseID, d.followed(c.ID, c.State == "running", from, out)), nil
+}
+
+// followed copies a container's logged output from the offsets from:
+// following the log while it runs, then reading it once more after the
+// stop, for what a follower that stopped early left out (Docker 20.10's
+// json-file follower can stop before the end).
+func (d *Docker) followed(id string, running bool, from Offsets, out Output) copier {
+	stdout := &span{w: orDiscard(out.Stdout), from: from.Stdout, to: -1}
+	stderr := &span{w: orDiscard(out.Stderr), from: from.Stderr, to: -1}
+	c := copier{tail: func() error {
+		return d.readLogs(d.life, id, false,
+			&span{w: stdout.w, from: max(from.Stdout, stdout.at), to: -1},
+			&span{w: stderr.w, from: max(from.Stderr, stderr.at), to: -1})
+	}}
+	if running {
+		fctx, cut := context.WithCancel(d.life)
+		c.run = func() error { defer cut(); return d.readLogs(fctx, id, true, stdout, stderr) }
+		c.cut = cut
+	}
+	return c
+}
+
+// Logs writes the part of leaseID's logged output between from and to,
+// and returns where the log ends. The engine keeps the last
+// Spec.LogBytes of a container's output until the container is removed.
+func (d *Docker) Logs(ctx context.Context, leaseID string, from, to Offsets, out Output) (Offsets, error) {
+	c, err := d.find(ctx, leaseID)
+	if err != nil {
+		return Offsets{}, fmt.Errorf("docker logs: %w", err)
+	}
+	stdout := &span{w: orDiscard(out.Stdout), from: from.Stdout, to: to.Stdout}
+	stderr := &span{w: orDiscard(out.Stderr), from: from.Stderr, to: to.Stderr}
+	if err := d.readLogs(ctx, c.ID, false, stdout, stderr); err != nil {
+		return Offsets{}, fmt.Errorf("docker logs: lease %s: %w", leaseID, err)
+	}
+	return Offsets{Stdout: stdout.at, Stderr: stderr.at}, nil
+}
+
+// readLogs copies container id's logged output to stdout and stderr:
+// what it holds, and with follow what comes next until the container
+// stops or ctx ends.
+func (d *Docker) readLogs(ctx context.Context, id string, follow bool, stdout, stderr io.Writer) error {
+	rc, err := d.cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow})
+	if err != nil {
+		return d.engineErr("logs", err)
+	}
+	defer rc.Close()
+	if _, err := stdcopy.StdCopy(stdout, stderr, rc); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// find returns the newest container labelled with leaseID. A container
+// still in "created" never ran: a provider killed between creating and
+// starting it. It is removed, so the lease's job is started afresh
+// rather than adopted as a job that exited with 0.
+func (d *Docker) find(ctx context.Context, leaseID string) (*container.Summary, error) {
 	list, err := d.cli.ContainerList(ctx, container.ListOptions{
 		All:     true,
 		Filters: filters.NewArgs(filters.Arg("label", d.label("lease")+"="+leaseID)),
 	})
 	if err != nil {
-		return nil, d.engineErr("docker adopt: lease "+leaseID, err)
+		return nil, d.engineErr("lease "+leaseID, err)
 	}
-	// A container still in "created" never ran: a provider killed between
-	// creating and starting it. It is removed, so the lease's job is
-	// started afresh rather than adopted as a job that exited with 0.
 	var newest *container.Summary
 	for i, c := range list {
 		if c.State == "created" {
@@ -257,24 +320,32 @@ func (d *Docker) Adopt(ctx context.Context, leaseID string, out Output) (Job, er
 		}
 	}
 	if newest == nil {
-		return nil, fmt.Errorf("docker adopt: lease %s: %w", leaseID, ErrNotFound)
+		return nil, fmt.Errorf("lease %s: %w", leaseID, ErrNotFound)
 	}
-	stream, err := d.attach(ctx, newest.ID)
-	if err != nil {
-		return nil, fmt.Errorf("docker adopt: lease %s: %w", leaseID, err)
+	return newest, nil
+}
+
+// span passes on the bytes of one output stream that lie between the
+// offsets from and to (to < 0: no end), counting all it is given.
+type span struct {
+	w        io.Writer
+	at       int64
+	from, to int64
+}
+
+func (s *span) Write(p []byte) (int, error) {
+	lo := s.at
+	s.at += int64(len(p))
+	a, b := max(lo, s.from), s.at
+	if s.to >= 0 {
+		b = min(b, s.to)
 	}
-	// The engine holds an attach to a stopped container open until the
-	// container starts again, so a stopped one gets no stream. One that
-	// stopped while Adopt ran loses what it wrote in those milliseconds.
-	info, err := d.cli.ContainerInspect(ctx, newest.ID)
-	if err != nil || info.State == nil || !info.State.Running {
-		stream.Close()
-		stream = nil
+	if a < b {
+		if _, err := s.w.Write(p[a-lo : b-lo]); err != nil {
+			return 0, err
+		}
 	}
-	if err != nil && !cerrdefs.IsNotFound(err) {
-		return nil, d.engineErr("docker adopt: lease "+leaseID, err)
-	}
-	return d.watch(newest.ID, leaseID, stream, out), nil
+	return len(p), nil
 }
 
 // Running lists the leases of every container this executor's label

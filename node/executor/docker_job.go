@@ -39,30 +39,50 @@ func (d *Docker) attach(ctx context.Context, id string) (*types.HijackedResponse
 	return &resp, nil
 }
 
+// copier moves a container's output to a job's Output while the job's
+// watcher waits for the container to stop: run copies until the source
+// ends; cut ends a copy still running drainTimeout after the stop; then
+// tail (nil: none) adds what the source left out.
+type copier struct {
+	run  func() error
+	cut  func()
+	tail func() error
+}
+
+// streamed copies an attached stream: all the container writes from the
+// attach on, ended by the engine once the container stopped.
+func streamed(d *Docker, stream *types.HijackedResponse, out Output) copier {
+	stop := context.AfterFunc(d.life, stream.Close)
+	return copier{
+		run: func() error {
+			defer stop()
+			defer stream.Close()
+			_, err := stdcopy.StdCopy(orDiscard(out.Stdout), orDiscard(out.Stderr), stream.Reader)
+			return err
+		},
+		cut: stream.Close,
+	}
+}
+
 // watch registers a wait for the container to stop, which the engine
 // answers at once if it already has, and returns the job whose goroutine
-// copies stream (nil for none) to out and records the exit. Both live as
-// long as the executor.
-func (d *Docker) watch(id, lease string, stream *types.HijackedResponse, out Output) *dockerJob {
+// copies the output with c and records the exit. Both live as long as
+// the executor.
+func (d *Docker) watch(id, lease string, c copier) *dockerJob {
 	waitC, errC := d.cli.ContainerWait(d.life, id, container.WaitConditionNotRunning)
 	j := &dockerJob{outcome: newOutcome(lease), d: d, id: id, stopping: make(chan struct{}, 1)}
-	go j.watch(stream, waitC, errC, out)
+	go j.watch(c, waitC, errC)
 	return j
 }
 
-// watch demultiplexes the output stream into out and records the exit.
-func (j *dockerJob) watch(stream *types.HijackedResponse, waitC <-chan container.WaitResponse, errC <-chan error, out Output) {
+// watch copies the output and records the exit.
+func (j *dockerJob) watch(c copier, waitC <-chan container.WaitResponse, errC <-chan error) {
 	defer close(j.done)
 	copied := make(chan error, 1)
-	if stream == nil {
+	if c.run == nil {
 		copied <- nil
 	} else {
-		defer stream.Close()
-		defer context.AfterFunc(j.d.life, stream.Close)()
-		go func() {
-			_, err := stdcopy.StdCopy(orDiscard(out.Stdout), orDiscard(out.Stderr), stream.Reader)
-			copied <- err
-		}()
+		go func() { copied <- c.run() }()
 	}
 	select {
 	case res := <-waitC:
@@ -75,17 +95,21 @@ func (j *dockerJob) watch(stream *types.HijackedResponse, waitC <-chan container
 	}
 	timer := time.NewTimer(drainTimeout)
 	defer timer.Stop()
+	var err error
 	select {
-	case err := <-copied:
-		if err != nil && j.err == nil {
-			j.err = fmt.Errorf("container %s: output: %w", shortID(j.id), err)
-		}
+	case err = <-copied:
 	case <-timer.C:
-		stream.Close()
+		c.cut()
 		<-copied
-		if j.err == nil {
-			j.err = fmt.Errorf("container %s: output still open %v after it stopped", shortID(j.id), drainTimeout)
+		if c.tail == nil {
+			err = fmt.Errorf("output still open %v after it stopped", drainTimeout)
 		}
+	}
+	if c.tail != nil && j.d.life.Err() == nil {
+		err = c.tail()
+	}
+	if err != nil && j.err == nil {
+		j.err = fmt.Errorf("container %s: output: %w", shortID(j.id), err)
 	}
 }
 

@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -267,7 +268,9 @@ func TestDockerGPUsWithoutToolkit(t *testing.T) {
 }
 
 // A restarted provider (a new Docker value) lists the container, adopts
-// it by lease, follows its output from now on, and can stop it.
+// it by lease, follows its output from where the first one left it (what
+// the container wrote meanwhile, from the engine's log, and what it
+// writes next: no line lost or repeated), and can stop it.
 func TestDockerAdoptAfterRestart(t *testing.T) {
 	e := newDockerEnv(t)
 	s := e.spec(t, `echo started; i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done`)
@@ -297,8 +300,9 @@ func TestDockerAdoptAfterRestart(t *testing.T) {
 		t.Errorf("another label prefix lists %s", s.LeaseID)
 	}
 
+	seen := first.stdout.String()
 	var out executortest.Buffer
-	j, err := d2.Adopt(ctx, s.LeaseID, executor.Output{Stdout: &out})
+	j, err := d2.Adopt(ctx, s.LeaseID, executor.Offsets{Stdout: int64(len(seen))}, executor.Output{Stdout: &out})
 	if err != nil {
 		t.Fatalf("adopt: %v", err)
 	}
@@ -306,26 +310,42 @@ func TestDockerAdoptAfterRestart(t *testing.T) {
 		t.Errorf("adopted %s, want %s", j.ID(), first.job.ID())
 	}
 	out.WaitFor(t, "tick", testTimeout)
+	// The engine's log, by offsets: a part of it, and where it ends.
+	var part executortest.Buffer
+	end, err := d2.Logs(ctx, s.LeaseID, executor.Offsets{Stdout: 8}, executor.Offsets{Stdout: 14}, executor.Output{Stdout: &part})
+	if held := int64(len(seen + out.String())); err != nil || part.String() != "tick 1" || end.Stdout < held {
+		t.Errorf("logs from 8 to 14: %q, end %+v, %v; want \"tick 1\" and the end at %d or later", part.String(), end, err, held)
+	}
 	stop(t, j, time.Second)
 	if code := wait(t, j); code != 143 {
 		t.Errorf("exit code %d, want 143 (SIGTERM)", code)
 	}
-	if strings.Contains(out.String(), "started") {
-		t.Errorf("adopted output replays what was written before Adopt: %.60q", out.String())
+	lines := strings.Split(strings.TrimSuffix(seen+out.String(), "\n"), "\n")
+	if lines[0] != "started" || len(lines) < 3 {
+		t.Fatalf("output before and after adopting: %.80q", lines)
 	}
+	for i, l := range lines[1:] {
+		if l != fmt.Sprintf("tick %d", i+1) {
+			t.Fatalf("line %d after adopting at byte %d: %q, want tick %d (a line lost or repeated)", i+2, len(seen), l, i+1)
+		}
+	}
+
 	if leases, err := d2.Running(ctx); err != nil || slices.Contains(leases, s.LeaseID) {
 		t.Errorf("running after stop: %v, %v", leases, err)
 	}
-	if _, err := d2.Adopt(ctx, s.LeaseID, executor.Output{}); !errors.Is(err, executor.ErrNotFound) {
+	if _, err := d2.Adopt(ctx, s.LeaseID, executor.Offsets{}, executor.Output{}); !errors.Is(err, executor.ErrNotFound) {
 		t.Errorf("adopt after stop: %v, want ErrNotFound", err)
+	}
+	if _, err := d2.Logs(ctx, s.LeaseID, executor.Offsets{}, executor.Offsets{}, executor.Output{}); !errors.Is(err, executor.ErrNotFound) {
+		t.Errorf("logs after stop: %v, want ErrNotFound", err)
 	}
 }
 
 // A container that exited while no provider watched is adopted with its
-// exit code.
+// exit code and the output it wrote after the offsets asked for.
 func TestDockerAdoptExited(t *testing.T) {
 	e := newDockerEnv(t)
-	s := e.spec(t, "exit 5")
+	s := e.spec(t, "echo one; echo two >&2; echo three; exit 5")
 	first := start(t, e.d, s)
 	wait(t, first.job)
 	d2, err := executor.NewDocker()
@@ -333,12 +353,16 @@ func TestDockerAdoptExited(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d2.Close()
-	j, err := d2.Adopt(context.Background(), s.LeaseID, executor.Output{})
+	var stdout, stderr executortest.Buffer
+	j, err := d2.Adopt(context.Background(), s.LeaseID, executor.Offsets{Stdout: 4}, executor.Output{Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
 		t.Fatalf("adopt: %v", err)
 	}
 	if code := wait(t, j); code != 5 {
 		t.Errorf("exit code %d, want 5", code)
+	}
+	if stdout.String() != "three\n" || stderr.String() != "two\n" {
+		t.Errorf("output after stdout's byte 4: %q and %q, want \"three\\n\" and \"two\\n\"", stdout.String(), stderr.String())
 	}
 	stop(t, j, time.Second)
 }
@@ -362,7 +386,7 @@ func TestDockerCreatedButNeverStartedIsNotAdopted(t *testing.T) {
 	t.Cleanup(func() {
 		_ = e.cli.ContainerRemove(context.Background(), stale.ID, container.RemoveOptions{Force: true})
 	})
-	if _, err := e.d.Adopt(ctx, s.LeaseID, executor.Output{}); !errors.Is(err, executor.ErrNotFound) {
+	if _, err := e.d.Adopt(ctx, s.LeaseID, executor.Offsets{}, executor.Output{}); !errors.Is(err, executor.ErrNotFound) {
 		t.Fatalf("adopt a never-started container: %v, want ErrNotFound", err)
 	}
 	if _, err := e.cli.ContainerInspect(ctx, stale.ID); !cerrdefs.IsNotFound(err) {

@@ -55,6 +55,10 @@ type Output struct {
 	Stderr io.Writer
 }
 
+// Offsets are places in a job's output: a count of bytes of its stdout
+// and one of its stderr, each from the job's first byte.
+type Offsets struct{ Stdout, Stderr int64 }
+
 // Job is one running workload.
 type Job interface {
 	// ID is the executor's own name for it (container ID, process ID).
@@ -81,8 +85,17 @@ type Executor interface {
 	Start(ctx context.Context, s Spec, out Output) (Job, error)
 	// Adopt finds a workload started earlier for leaseID (by this or a
 	// previous process of the provider) and returns it, with out receiving
-	// its output from now on; ErrNotFound if there is none.
-	Adopt(ctx context.Context, leaseID string, out Output) (Job, error)
+	// its output from the offsets from on: what it wrote since a provider
+	// last saw it, and what it writes next. ErrNotFound if there is none.
+	// Offsets count from the first byte the executor keeps: for a job
+	// that wrote more than Spec.LogBytes, whose oldest output an engine
+	// dropped, they count short.
+	Adopt(ctx context.Context, leaseID string, from Offsets, out Output) (Job, error)
+	// Logs writes to out what the executor kept of leaseID's output
+	// between the offsets from and to (a part of the output it no longer
+	// keeps is skipped), and returns the offsets at the end of what it
+	// keeps. ErrNotFound if it keeps no output of leaseID.
+	Logs(ctx context.Context, leaseID string, from, to Offsets, out Output) (Offsets, error)
 	// Running lists the lease IDs of workloads this executor started and
 	// that still exist (running or exited but not removed).
 	Running(ctx context.Context) ([]string, error)

@@ -231,8 +231,14 @@ func (p *Process) forget(j *processJob) {
 
 // Adopt always fails with ErrNotFound: a process job dies with the
 // provider that started it, so there is never one to find.
-func (p *Process) Adopt(_ context.Context, leaseID string, _ Output) (Job, error) {
+func (p *Process) Adopt(_ context.Context, leaseID string, _ Offsets, _ Output) (Job, error) {
 	return nil, fmt.Errorf("process adopt: lease %s: %w", leaseID, ErrNotFound)
+}
+
+// Logs always fails with ErrNotFound: a process job's output goes to its
+// Output as it is written and is kept nowhere else.
+func (p *Process) Logs(_ context.Context, leaseID string, _, _ Offsets, _ Output) (Offsets, error) {
+	return Offsets{}, fmt.Errorf("process logs: lease %s: %w", leaseID, ErrNotFound)
 }
 
 // Running lists, sorted, the leases whose processes this value started and

@@ -179,7 +179,7 @@ func TestProcessRunningAndAdopt(t *testing.T) {
 	if _, err := p.Start(ctx, s, executor.Output{}); err == nil {
 		t.Error("second start of a running lease: nil error")
 	}
-	if _, err := p.Adopt(ctx, s.LeaseID, executor.Output{}); !errors.Is(err, executor.ErrNotFound) {
+	if _, err := p.Adopt(ctx, s.LeaseID, executor.Offsets{}, executor.Output{}); !errors.Is(err, executor.ErrNotFound) {
 		t.Errorf("adopt: %v, want ErrNotFound", err)
 	}
 	stop(t, st.job, time.Second)

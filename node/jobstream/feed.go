@@ -3,8 +3,8 @@
 // receipt) carried to the renter that follows the lease, with what a
 // renter that re-attaches missed.
 //
-// jobstream imports market's wire types, p2p's message framing and
-// node/clock; it must never import node or cmd.
+// jobstream imports market's wire types, p2p's message framing,
+// node/records' offsets and node/clock; it must never import node or cmd.
 package jobstream
 
 import (
@@ -16,6 +16,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/network"
 )
@@ -32,8 +33,10 @@ const (
 // Feed carries one lease's frames to its renter. At most one renter
 // stream is attached; one that re-attaches gets the last beat again (its
 // follower accepts the beats it missed as a gap: the last one vouches for
-// the chain) and the output written while it was away (the last MiB). A
-// stream that cannot take a frame within FrameDeadline is dropped.
+// the chain) and the output written while it was away that it has not
+// got (the last MiB; Detach says from where, for the caller to send the
+// rest from elsewhere). Output frames carry their offset in their stream.
+// A stream that cannot take a frame within FrameDeadline is dropped.
 //
 // One goroutine, started by Start, owns the stream, the backlog and the
 // last beat, and does every write; the other methods hand it work over
@@ -46,6 +49,11 @@ type Feed struct {
 	closing sync.Once
 	done    chan struct{} // closed when the owner returns
 	replies chan *pb.ReceiptReply
+	detach  chan chan records.Offsets
+	kept    chan chan records.Output
+	// next is where the next output of each stream begins: written by
+	// Writer's writers, one per stream.
+	next [2]atomic.Int64
 	// detachedAt is when the last stream was dropped, in Unix ns of the
 	// clock; 0 while one is attached. Written by the owner only.
 	detachedAt atomic.Int64
@@ -56,26 +64,48 @@ type Feed struct {
 	lastBeat     []byte
 	backlog      []*pb.JobFrame
 	backlogBytes int
+	// sent is where each stream's output the owner has taken ends.
+	sent [2]int64
 }
 
-// attachment is a renter stream to attach, and the channel the feed
-// closes when it lets go of it.
+// attachment is a renter stream to attach, the output the renter holds
+// already, and the channel the feed closes when it lets go of the stream.
 type attachment struct {
 	s       network.Stream
+	have    records.Offsets
 	release chan struct{}
 }
 
 // New returns a feed that starts detached (since the clock's now), with
 // lastBeat, when not nil, as the beat to replay: the last one a previous
-// run of the provider signed. It starts nothing.
-func New(clk clock.Clock, lastBeat []byte) *Feed {
+// run of the provider signed, and from as where the job's output it
+// carries begins. It starts nothing.
+func New(clk clock.Clock, lastBeat []byte, from records.Offsets) *Feed {
 	f := &Feed{
 		clock: clock.Or(clk), in: make(chan *pb.JobFrame, 16), attach: make(chan attachment),
 		quit: make(chan struct{}), done: make(chan struct{}), replies: make(chan *pb.ReceiptReply, 1),
-		lastBeat: lastBeat,
+		detach: make(chan chan records.Offsets), kept: make(chan chan records.Output),
+		lastBeat: lastBeat, sent: [2]int64{from.Stdout, from.Stderr},
 	}
+	f.next[0].Store(from.Stdout)
+	f.next[1].Store(from.Stderr)
 	f.detachedAt.Store(f.clock.Now().UnixNano())
 	return f
+}
+
+// Hold puts output kept from an earlier feed (Undelivered's) in the
+// backlog, for the next renter that attaches; before Start only.
+func (f *Feed) Hold(o *records.Output) {
+	if o == nil {
+		return
+	}
+	for i, b := range [][]byte{o.Stdout, o.Stderr} {
+		at := [2]int64{o.At.Stdout, o.At.Stderr}[i]
+		for c := range slices.Chunk(b, OutputChunk) {
+			f.deliver(outputFrame(i == 1, at, c))
+			at += int64(len(c))
+		}
+	}
 }
 
 // Start starts the goroutine that owns the feed; Close stops it.
@@ -89,6 +119,13 @@ func (f *Feed) run() {
 			f.deliver(fr)
 		case a := <-f.attach:
 			f.attachNow(a)
+		case r := <-f.detach:
+			f.drain() // what was sent before Detach was called
+			f.letGo()
+			r <- f.keptFrom()
+		case r := <-f.kept:
+			f.drain()
+			r <- f.undelivered()
 		case <-f.quit:
 			f.drain()
 			if f.s != nil {
@@ -113,12 +150,13 @@ func (f *Feed) drain() {
 }
 
 // Attach makes s the renter's stream, replacing any other, and replays
-// what it missed. It returns a channel closed when the feed lets go of s
-// (another stream replaced it, a write failed, or the feed closed): the
-// stream's handler holds it until then. The renter's receipt replies on s
-// arrive on Replies.
-func (f *Feed) Attach(s network.Stream) <-chan struct{} {
-	a := attachment{s: s, release: make(chan struct{})}
+// what it missed: the backlog's output past have, what the renter holds.
+// It returns a channel closed when the feed lets go of s (another stream
+// replaced it, a write failed, or the feed closed): the stream's handler
+// holds it until then. The renter's receipt replies on s arrive on
+// Replies.
+func (f *Feed) Attach(s network.Stream, have records.Offsets) <-chan struct{} {
+	a := attachment{s: s, have: have, release: make(chan struct{})}
 	select {
 	case f.attach <- a:
 	case <-f.done:
@@ -128,24 +166,125 @@ func (f *Feed) Attach(s network.Stream) <-chan struct{} {
 }
 
 func (f *Feed) attachNow(a attachment) {
-	if f.s != nil {
-		f.s.Reset()
-		f.let()
-	}
+	f.letGo()
 	f.s, f.release = a.s, a.release
 	f.detachedAt.Store(0)
 	// A failed write drops the stream: the rest stays for the next attach.
 	if f.lastBeat != nil && !f.write(&pb.JobFrame{Kind: &pb.JobFrame_Heartbeat{Heartbeat: f.lastBeat}}) {
 		return
 	}
+	have := [2]int64{a.have.Stdout, a.have.Stderr}
 	for len(f.backlog) > 0 {
-		if !f.write(f.backlog[0]) {
+		if fr := past(f.backlog[0], have); fr != nil && !f.write(fr) {
 			return
 		}
 		f.backlogBytes -= frameSize(f.backlog[0])
 		f.backlog = f.backlog[1:]
 	}
 	go f.readReplies(a.s)
+}
+
+// letGo resets and lets go of the attached stream, if any.
+func (f *Feed) letGo() {
+	if f.s != nil {
+		f.s.Reset()
+		f.let()
+	}
+}
+
+// past is the part of output frame fr that lies past have (nil for none:
+// the renter holds it); other frames as they are.
+func past(fr *pb.JobFrame, have [2]int64) *pb.JobFrame {
+	i, b, ok := output(fr)
+	if !ok {
+		return fr
+	}
+	skip := have[i] - int64(fr.Offset)
+	switch {
+	case skip <= 0:
+		return fr
+	case skip >= int64(len(b)):
+		return nil
+	}
+	return outputFrame(i == 1, int64(fr.Offset)+skip, b[skip:])
+}
+
+// output is fr's stream (0 stdout, 1 stderr) and bytes, if it is output.
+func output(fr *pb.JobFrame) (stream int, b []byte, ok bool) {
+	switch k := fr.Kind.(type) {
+	case *pb.JobFrame_Stdout:
+		return 0, k.Stdout, true
+	case *pb.JobFrame_Stderr:
+		return 1, k.Stderr, true
+	}
+	return 0, nil, false
+}
+
+// outputFrame is a frame of output b, beginning at offset at of stdout or
+// stderr.
+func outputFrame(stderr bool, at int64, b []byte) *pb.JobFrame {
+	if stderr {
+		return &pb.JobFrame{Kind: &pb.JobFrame_Stderr{Stderr: b}, Offset: uint64(at)}
+	}
+	return &pb.JobFrame{Kind: &pb.JobFrame_Stdout{Stdout: b}, Offset: uint64(at)}
+}
+
+// Detach lets go of the attached stream, if any, and returns where the
+// output the feed still holds begins, for each stream (where it is sent
+// up to, when the backlog holds none of it): a renter that re-attaches
+// holding less gets the part before that from elsewhere (the engine's
+// log), then attaches.
+func (f *Feed) Detach() records.Offsets {
+	r := make(chan records.Offsets, 1)
+	select {
+	case f.detach <- r:
+		return <-r
+	case <-f.done:
+		return records.Offsets{Stdout: f.next[0].Load(), Stderr: f.next[1].Load()}
+	}
+}
+
+func (f *Feed) keptFrom() records.Offsets {
+	from := f.sent
+	seen := [2]bool{}
+	for _, fr := range f.backlog {
+		if i, _, ok := output(fr); ok && !seen[i] {
+			seen[i], from[i] = true, int64(fr.Offset)
+		}
+	}
+	return records.Offsets{Stdout: from[0], Stderr: from[1]}
+}
+
+// Undelivered is the output the feed holds for a renter that is away:
+// the backlog's, each stream's bytes one run from its first offset.
+func (f *Feed) Undelivered() *records.Output {
+	r := make(chan records.Output, 1)
+	select {
+	case f.kept <- r:
+		o := <-r
+		return &o
+	case <-f.done:
+		return nil
+	}
+}
+
+func (f *Feed) undelivered() records.Output {
+	from := f.keptFrom()
+	o := records.Output{At: from}
+	for _, fr := range f.backlog {
+		switch i, b, ok := output(fr); {
+		case ok && i == 0:
+			o.Stdout = append(o.Stdout, b...)
+		case ok:
+			o.Stderr = append(o.Stderr, b...)
+		}
+	}
+	return o
+}
+
+// Offsets is where the job's output the feed was given ends.
+func (f *Feed) Offsets() records.Offsets {
+	return records.Offsets{Stdout: f.next[0].Load(), Stderr: f.next[1].Load()}
 }
 
 // readReplies hands the renter's receipt replies on s to Replies.
@@ -178,6 +317,9 @@ func (f *Feed) Send(fr *pb.JobFrame) {
 func (f *Feed) deliver(fr *pb.JobFrame) {
 	if b, ok := fr.Kind.(*pb.JobFrame_Heartbeat); ok {
 		f.lastBeat = b.Heartbeat
+	}
+	if i, b, ok := output(fr); ok {
+		f.sent[i] = max(f.sent[i], int64(fr.Offset)+int64(len(b)))
 	}
 	if f.s != nil && f.write(fr) {
 		return
@@ -229,7 +371,8 @@ func (f *Feed) Close() {
 }
 
 // Writer returns an io.Writer that sends what is written to it as output
-// frames of one kind, in chunks.
+// frames of one kind, in chunks, each with its offset in the stream. One
+// writer of each kind is written at a time.
 func (f *Feed) Writer(stderr bool) io.Writer { return frameWriter{f: f, stderr: stderr} }
 
 // frameWriter turns writes into output frames.
@@ -239,13 +382,13 @@ type frameWriter struct {
 }
 
 func (w frameWriter) Write(p []byte) (int, error) {
+	next := &w.f.next[0]
+	if w.stderr {
+		next = &w.f.next[1]
+	}
 	for b := range slices.Chunk(p, OutputChunk) {
-		b = slices.Clone(b)
-		fr := &pb.JobFrame{Kind: &pb.JobFrame_Stdout{Stdout: b}}
-		if w.stderr {
-			fr = &pb.JobFrame{Kind: &pb.JobFrame_Stderr{Stderr: b}}
-		}
-		w.f.Send(fr)
+		at := next.Add(int64(len(b))) - int64(len(b))
+		w.f.Send(outputFrame(w.stderr, at, slices.Clone(b)))
 	}
 	return len(p), nil
 }
@@ -262,4 +405,29 @@ func frameSize(f *pb.JobFrame) int {
 		return len(k.Notice)
 	}
 	return 0
+}
+
+// Direct returns writers that send output straight to s, as frames from
+// the offsets from on, each within FrameDeadline: for the part of the
+// output a renter that re-attaches gets from elsewhere than the feed
+// (the engine's log), before Attach hands s to the feed.
+func Direct(s network.Stream, from records.Offsets) (stdout, stderr io.Writer) {
+	return &directWriter{s: s, at: from.Stdout}, &directWriter{s: s, stderr: true, at: from.Stderr}
+}
+
+type directWriter struct {
+	s      network.Stream
+	stderr bool
+	at     int64
+}
+
+func (w *directWriter) Write(p []byte) (int, error) {
+	for b := range slices.Chunk(p, OutputChunk) {
+		w.s.SetWriteDeadline(time.Now().Add(FrameDeadline)) // the network's clock
+		if err := p2p.WriteMsg(w.s, outputFrame(w.stderr, w.at, b)); err != nil {
+			return 0, err
+		}
+		w.at += int64(len(b))
+	}
+	return len(p), nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -77,7 +78,7 @@ func beat(b string) *pb.JobFrame {
 func TestFeedReplaysTheLastBeatAndKeepsWhatAFailedAttachMissed(t *testing.T) {
 	provider, frames, _ := pair(t)
 	clk := clock.NewFake()
-	f := New(clk, []byte("beat 7, signed before a restart"))
+	f := New(clk, []byte("beat 7, signed before a restart"), records.Offsets{})
 	f.Start()
 	defer f.Close()
 	f.Send(&pb.JobFrame{Kind: &pb.JobFrame_Stdout{Stdout: []byte("early ")}})
@@ -88,7 +89,7 @@ func TestFeedReplaysTheLastBeatAndKeepsWhatAFailedAttachMissed(t *testing.T) {
 	dead := open(t, provider)
 	dead.CloseWrite()
 	select {
-	case <-f.Attach(dead):
+	case <-f.Attach(dead, records.Offsets{}):
 	case <-time.After(10 * time.Second):
 		t.Fatal("a stream that took no frame was kept")
 	}
@@ -97,7 +98,7 @@ func TestFeedReplaysTheLastBeatAndKeepsWhatAFailedAttachMissed(t *testing.T) {
 		t.Fatalf("detached for %s after a failed attach and a minute", d)
 	}
 
-	f.Attach(open(t, provider))
+	f.Attach(open(t, provider), records.Offsets{})
 	f.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: "live"}})
 	expect(t, frames, beat("beat 9"),
 		&pb.JobFrame{Kind: &pb.JobFrame_Stdout{Stdout: []byte("early ")}},
@@ -113,10 +114,10 @@ func TestFeedReplaysTheLastBeatAndKeepsWhatAFailedAttachMissed(t *testing.T) {
 // it returns at once.
 func TestFeedLetsGoOfItsStreams(t *testing.T) {
 	provider, frames, ends := pair(t)
-	f := New(nil, nil)
+	f := New(nil, nil, records.Offsets{})
 	f.Start()
-	first := f.Attach(open(t, provider))
-	second := f.Attach(open(t, provider))
+	first := f.Attach(open(t, provider), records.Offsets{})
+	second := f.Attach(open(t, provider), records.Offsets{})
 	select {
 	case <-first:
 	case <-time.After(10 * time.Second):
@@ -133,8 +134,64 @@ func TestFeedLetsGoOfItsStreams(t *testing.T) {
 	<-ends
 	f.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: "after"}})
 	select {
-	case <-f.Attach(open(t, provider)):
+	case <-f.Attach(open(t, provider), records.Offsets{}):
 	default:
 		t.Error("a closed feed held a stream")
 	}
+}
+
+func out(at int64, b string) *pb.JobFrame  { return outputFrame(false, at, []byte(b)) }
+func errs(at int64, b string) *pb.JobFrame { return outputFrame(true, at, []byte(b)) }
+
+// Output frames carry their offsets. A renter that re-attaches holding
+// part of the output gets only what follows it; Detach says where the
+// backlog begins (for the rest to come from the engine's log), and
+// Undelivered is the backlog as one run per stream, which Hold puts back
+// in a feed of its own.
+func TestFeedSendsTheOutputPastWhatTheRenterHolds(t *testing.T) {
+	provider, frames, _ := pair(t)
+	f := New(nil, nil, records.Offsets{Stdout: 100, Stderr: 7})
+	f.Start()
+	defer f.Close()
+	stdout, stderr := f.Writer(false), f.Writer(true)
+	stdout.Write([]byte("abc"))
+	stderr.Write([]byte("xy"))
+	stdout.Write([]byte("defg"))
+	if got := f.Detach(); got != (records.Offsets{Stdout: 100, Stderr: 7}) {
+		t.Errorf("the backlog begins at %+v, want stdout 100 and stderr 7", got)
+	}
+	if got := f.Offsets(); got != (records.Offsets{Stdout: 107, Stderr: 9}) {
+		t.Errorf("offsets %+v, want stdout 107 and stderr 9", got)
+	}
+	kept := f.Undelivered()
+	if kept.At != (records.Offsets{Stdout: 100, Stderr: 7}) || string(kept.Stdout) != "abcdefg" || string(kept.Stderr) != "xy" {
+		t.Errorf("undelivered %+v, want abcdefg from 100 and xy from 7", kept)
+	}
+
+	// The renter holds stdout to 102 and all of stderr.
+	f.Attach(open(t, provider), records.Offsets{Stdout: 102, Stderr: 9})
+	stderr.Write([]byte("z"))
+	expect(t, frames, out(102, "c"), out(103, "defg"), errs(9, "z"))
+	if got := f.Detach(); got != (records.Offsets{Stdout: 107, Stderr: 10}) {
+		t.Errorf("after delivering all: the backlog begins at %+v, want where the output ends", got)
+	}
+
+	g := New(nil, nil, records.Offsets{})
+	g.Hold(kept)
+	g.Start()
+	defer g.Close()
+	g.Attach(open(t, provider), records.Offsets{Stdout: 105})
+	expect(t, frames, out(105, "fg"), errs(7, "xy"))
+}
+
+// Direct sends output straight to a stream, with offsets, in chunks.
+func TestDirectWritesFramesWithOffsets(t *testing.T) {
+	provider, frames, _ := pair(t)
+	s := open(t, provider)
+	defer s.Close()
+	stdout, stderr := Direct(s, records.Offsets{Stdout: 5, Stderr: 1})
+	big := make([]byte, OutputChunk+1)
+	stdout.Write(big)
+	stderr.Write([]byte("e"))
+	expect(t, frames, outputFrame(false, 5, big[:OutputChunk]), outputFrame(false, 5+OutputChunk, big[OutputChunk:]), errs(1, "e"))
 }

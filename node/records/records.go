@@ -78,6 +78,32 @@ type Lease struct {
 	Receipt     []byte `json:"receipt,omitempty"` // co-signed receipt, once ended
 	Note        string `json:"note,omitempty"`
 	Updated     int64  `json:"updated_ms"`
+	// Output is, on the provider, how far the job's stdout and stderr
+	// had come when the record was written: a restarted provider follows
+	// the job's output from there.
+	Output Offsets `json:"output,omitzero"`
+	// Detached: the renter left the job on purpose (rent --detach); the
+	// provider runs it on without a renter attached.
+	Detached bool `json:"detached,omitempty"`
+	// Undelivered is, on the provider of an ended lease, the output its
+	// renter had not got when the job ended (the last MiB at most), kept
+	// for the renter to attach for until it countersigns the receipt.
+	Undelivered *Output `json:"undelivered,omitempty"`
+}
+
+// Offsets are places in a job's output: bytes of its stdout and of its
+// stderr, each counted from the job's first byte.
+type Offsets struct {
+	Stdout int64 `json:"stdout"`
+	Stderr int64 `json:"stderr"`
+}
+
+// Output is a part of a job's output: the bytes of its stdout and of its
+// stderr from the offsets At on.
+type Output struct {
+	At     Offsets `json:"at"`
+	Stdout []byte  `json:"stdout,omitempty"`
+	Stderr []byte  `json:"stderr,omitempty"`
 }
 
 // Open decodes the record's co-signed lease and verifies its signatures.

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/executor/executortest"
+)
+
+// numbered is a job's output of n numbered lines, as `seq` would print
+// them after prefix.
+func numbered(prefix string, n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "%s %d\n", prefix, i)
+	}
+	return b.String()
+}
+
+// engineLog is what the engine logged of the provider's container for
+// lease id so far: its stdout.
+func engineLog(t *testing.T, docker *client.Client, peerID, id string) string {
+	t.Helper()
+	ctx := context.Background()
+	list, err := docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", jobLabel(peerID)+".lease="+id))})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("containers of lease %s: %d, %v", id, len(list), err)
+	}
+	rc, err := docker.ContainerLogs(ctx, list[0].ID, container.LogsOptions{ShowStdout: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var out bytes.Buffer
+	stdcopy.StdCopy(&out, &bytes.Buffer{}, rc)
+	return out.String()
+}
+
+// attachProc starts `idlegrid attach` as a child process.
+func attachProc(t *testing.T, bin, repo, id string) *rentProc {
+	t.Helper()
+	return startProc(t, repo, exec.Command(bin, "attach", id, "--repo", repo))
+}
+
+// A renter detaches from a long job (rent --detach prints the lease ID
+// alone and exits 0), attaches and detaches again with Ctrl-C, while the
+// provider is SIGKILLed, the job writes on, and the provider restarts and
+// adopts it; attached again, the renter follows it to its end. Its kept
+// output is the job's whole output, no line lost or repeated, each
+// attach's output follows the last one's, and the lease ends with the
+// job's exit code and a receipt both signed. A job that ends while its
+// renter is away leaves its output and receipt for the next attach.
+func TestDetachAndAttachAcrossAProviderKill(t *testing.T) {
+	image := executortest.BusyboxImage(t)
+	docker := executortest.Docker(t)
+	bin := buildBinary(t)
+	port := fixedPort(t)
+	prov := providerRepo(t, bin, fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port))
+	d := startDaemon(t, bin, prov)
+	pid := waitUp(t, bin, d)
+	removeJobContainers(t, docker, pid.PeerID)
+	addr := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, pid.PeerID)
+	renter := renterRepo(t, bin, "renter", "--bootstrap", addr)
+
+	const lines = 150 // 20 a second: about 7.5 s
+	job := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do i=$((i+1)); echo "line $i"; echo "err $i" >&2; sleep 0.05; done; exit 3`, lines)
+	detach := exec.Command(bin, "rent", "--detach", "--repo", renter, "--bootstrap", addr, "--gpu", "H100", "--hours", "1",
+		"--max-price", "5", "--gather", "5s", "--image", image, "--", "sh", "-c", job)
+	var idOut, detachErr bytes.Buffer
+	detach.Stdout, detach.Stderr = &idOut, &detachErr
+	if err := detach.Run(); err != nil {
+		t.Fatalf("rent --detach: %v\n%s", err, detachErr.String())
+	}
+	id := strings.TrimSpace(idOut.String())
+	if !strings.HasPrefix(id, "lease-") || strings.Contains(id, "\n") {
+		t.Fatalf("rent --detach printed %q on stdout, want the lease ID alone\n%s", idOut.String(), detachErr.String())
+	}
+
+	// Attached a while, then Ctrl-C: detached again, exit 0, the job runs on.
+	first := attachProc(t, bin, renter, id)
+	if !poll(30*time.Second, 20*time.Millisecond, func() bool { return strings.Contains(first.stdout.String(), "line 20\n") }) {
+		t.Fatalf("attach printed no line 20 within 30s:\n%s\n%s", first.stdout, first.stderr)
+	}
+	first.cmd.Process.Signal(os.Interrupt)
+	if code := first.wait(t, 30*time.Second); code != 0 || !strings.Contains(first.stderr.String(), "detached from lease "+id) {
+		t.Fatalf("attach after Ctrl-C: exit %d, want 0 and a detached line\n%s", code, first.stderr)
+	}
+
+	// The provider is killed; the job writes on while it is down.
+	seen := strings.Count(engineLog(t, docker, pid.PeerID, id), "\n")
+	d.cmd.Process.Kill()
+	<-d.done
+	if !poll(30*time.Second, 50*time.Millisecond, func() bool {
+		return strings.Count(engineLog(t, docker, pid.PeerID, id), "\n") >= seen+20
+	}) {
+		t.Fatal("the job wrote no 20 lines while its provider was down")
+	}
+	d = startDaemon(t, bin, prov)
+	waitUp(t, bin, d)
+
+	second := attachProc(t, bin, renter, id)
+	if code := second.wait(t, 60*time.Second); code != 3 {
+		t.Fatalf("attach to the end: exit %d, want the job's 3\n%s", code, second.stderr)
+	}
+	if !strings.Contains(second.stderr.String(), "exit code 3, signed by renter and provider") {
+		t.Errorf("attach to the end printed no receipt signed by both:\n%s", second.stderr)
+	}
+	if !strings.HasSuffix(second.stdout.String(), fmt.Sprintf("line %d\n", lines)) || strings.Contains(second.stdout.String(), "line 20\n") {
+		t.Errorf("the second attach's output does not go on from the first's (%d bytes):\n%.200s", len(first.stdout.String()), second.stdout)
+	}
+	if got := cli(t, bin, "logs", id, "--stream", "stdout", "--repo", renter); got != numbered("line", lines) {
+		t.Errorf("kept stdout is not the job's %d lines, each once:\n%s", lines, got)
+	}
+	if got, _ := readJSON[[]api.LeaseView](bin, "leases", "--json", "--repo", prov); len(got) != 1 || got[0].State != node.LeaseCompleted {
+		t.Errorf("provider's leases: %+v", got)
+	}
+	errs, err := exec.Command(bin, "logs", id, "--stream", "stderr", "--repo", renter).CombinedOutput()
+	if err != nil || string(errs) != numbered("err", lines) {
+		t.Errorf("kept stderr is not the job's %d lines, each once (%v):\n%s", lines, err, errs)
+	}
+
+	// A job that ends while its renter is away.
+	short := exec.Command(bin, "rent", "--detach", "--repo", renter, "--bootstrap", addr, "--gpu", "H100", "--hours", "1",
+		"--max-price", "5", "--gather", "5s", "--image", image, "--", "sh", "-c", "echo a; sleep 1; echo b; echo c >&2")
+	out, err := short.Output()
+	if err != nil {
+		t.Fatalf("rent --detach: %v", err)
+	}
+	id2 := strings.TrimSpace(string(out))
+	if !poll(30*time.Second, 100*time.Millisecond, func() bool {
+		ls, _ := readJSON[[]api.LeaseView](bin, "leases", "--json", "--repo", prov)
+		for _, l := range ls {
+			if l.ID == id2 && node.LeaseEnded(l.State) {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("lease %s did not end at the provider within 30s with its renter away", id2)
+	}
+	third := attachProc(t, bin, renter, id2)
+	if code := third.wait(t, 30*time.Second); code != 0 || !strings.Contains(third.stderr.String(), "signed by renter and provider") {
+		t.Errorf("attach to an ended lease: exit %d, want 0 and the receipt signed by both\n%s", code, third.stderr)
+	}
+	if got := cli(t, bin, "logs", id2, "--repo", renter); got != "a\nb\n" {
+		t.Errorf("kept stdout of the lease that ended while away: %q, want \"a\\nb\\n\"", got)
+	}
+	d.stop(t)
+}
