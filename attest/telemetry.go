@@ -204,6 +204,14 @@ func (f *Follower) Root() []byte { return slices.Clone(f.root) }
 // Last is when the last accepted beat was taken; zero before the first.
 func (f *Follower) Last() time.Time { return f.last }
 
+// Extend moves the end of the term the follower checks beats against
+// later, to end: the lease was extended. An earlier end changes nothing.
+func (f *Follower) Extend(end time.Time) {
+	if end.After(f.term.End) {
+		f.term.End = end
+	}
+}
+
 // Gap is a stretch of a lease no valid beat covers.
 type Gap struct {
 	From, To time.Time

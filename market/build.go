@@ -155,6 +155,9 @@ type ReceiptTerms struct {
 	LastBeat time.Time
 	ExitCode int32 // -1 when the job never exited by itself
 	Note     string
+	// ExtensionHash names the co-signed extension that set the term (the
+	// lease given to NewReceipt is then Extended's); nil for none.
+	ExtensionHash []byte
 }
 
 // NewReceipt is the receipt of lease l, co-signed as ls, ending on terms
@@ -170,7 +173,7 @@ func NewReceipt(l *pb.Lease, ls *pb.CoSigned, t ReceiptTerms) *pb.Receipt {
 		Version: Version, LeaseId: l.Id, LeaseHash: BodyHash(ls), Renter: l.Renter, Provider: l.Provider,
 		Outcome: outcome, StartUnixMs: l.StartUnixMs, EndUnixMs: t.End.UnixMilli(), MeteredSeconds: seconds,
 		Beats: t.Beats, TelemetryRoot: t.Root, Currency: l.Currency, AmountMicros: amount, ExitCode: t.ExitCode, Note: t.Note,
-		Swarm: l.Bid.GetHeader().GetSwarm(),
+		Swarm: l.Bid.GetHeader().GetSwarm(), ExtensionHash: t.ExtensionHash,
 	}
 }
 

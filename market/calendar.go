@@ -268,6 +268,38 @@ func (c *Calendar) Restore(a Allocation) error {
 	return nil
 }
 
+// Extend moves allocation id's end later, to end, when its GPUs are free
+// of other allocations from its end to end (none is preempted for it) and
+// the windows cover that time at floors no higher than its price. An
+// allocation cut short (preempted, released) is not extended.
+func (c *Calendar) Extend(id string, end time.Time) error {
+	a, ok := c.allocs[id]
+	if !ok {
+		return refuse(AdmissionBadRequest, "lease %q holds no GPUs here", clip(id))
+	}
+	end = end.Round(0)
+	if !end.After(a.End) {
+		return refuse(AdmissionBadRequest, "lease %q ends at %s; an extension must end later, not at %s", clip(id), calTime(a.End), calTime(end))
+	}
+	gap, covered, floor := c.cover(a.End, end)
+	switch {
+	case !covered:
+		return refuse(AdmissionNotAvailable, "the provider's GPUs are not offered from %s", calTime(gap))
+	case floor > a.PriceMicros:
+		return refuse(AdmissionBelowFloor, "the floor from %s is %s per GPU-hour, above the lease's %s", calTime(a.End), FormatPrice(floor), FormatPrice(a.PriceMicros))
+	}
+	blocked := c.blockers(a.End, end)
+	for _, g := range a.GPUIDs {
+		for _, b := range blocked[c.slot[g]] {
+			if b.ID != id {
+				return refuse(AdmissionNoCapacity, "GPU %s is held by %s", g, describe(b))
+			}
+		}
+	}
+	a.End = end
+	return nil
+}
+
 // Slots is how many GPU slots the calendar holds.
 func (c *Calendar) Slots() int { return len(c.gpus) }
 
@@ -278,6 +310,15 @@ func (c *Calendar) Prune(now time.Time) {
 			delete(c.allocs, id)
 		}
 	}
+}
+
+// Allocation returns a copy of allocation id, if the calendar holds it.
+func (c *Calendar) Allocation(id string) (Allocation, bool) {
+	a, ok := c.allocs[id]
+	if !ok {
+		return Allocation{}, false
+	}
+	return a.clone(), true
 }
 
 // Allocations returns copies of the calendar's allocations, by start and

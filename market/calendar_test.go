@@ -515,3 +515,43 @@ func TestCalendarRestore(t *testing.T) {
 		t.Error("a restored lease's GPU was handed out again")
 	}
 }
+
+// An allocation extends into free time its windows cover at floors its
+// price meets; not over another lease (not even a bronze one), past the
+// windows, over a dearer floor, or after it was cut short.
+func TestCalendarExtend(t *testing.T) {
+	avail := Availability{Windows: []*pb.Interval{calOneOff(0, 10, 0), calOneOff(10, 12, 5000)}}
+	c := newCalendarT(t, 2, avail, time.Hour)
+	admitCommit(t, c, calHeld("x", calSilver, 0, 2, "0"), calT0)
+	admitCommit(t, c, calHeld("b", calBronze, 5, 1, "0"), calT0)
+	admitCommit(t, c, calHeld("y", calSilver, 0, 2, "1"), calT0)
+	for _, tc := range []struct {
+		id   string
+		to   float64
+		code AdmissionCode
+	}{
+		{"x", 4, 0},
+		{"x", 5.5, AdmissionNoCapacity}, // bronze b holds GPU 0 from 5
+		{"x", 3, AdmissionBadRequest},   // earlier than its end
+		{"y", 11, AdmissionBelowFloor},  // the floor from 10 is 5000
+		{"y", 13, AdmissionNotAvailable},
+		{"nope", 3, AdmissionBadRequest},
+		{"y", 9, 0},
+	} {
+		err := c.Extend(tc.id, calAt(tc.to))
+		if got := calCode(err); got != tc.code || (err != nil && got == 0) {
+			t.Errorf("extend %s to hour %v: %v; want code %v", tc.id, tc.to, err, tc.code)
+		}
+	}
+	ends := map[string]time.Time{}
+	for _, a := range c.Allocations() {
+		ends[a.ID] = a.End
+	}
+	if !ends["x"].Equal(calAt(4)) || !ends["y"].Equal(calAt(9)) || !ends["b"].Equal(calAt(6)) {
+		t.Errorf("ends after extending: %v", ends)
+	}
+	c.Release("x", calAt(3))
+	if err := c.Extend("x", calAt(4.5)); err != nil {
+		t.Errorf("extend after a release to hour 3: %v", err)
+	}
+}

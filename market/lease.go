@@ -17,8 +17,9 @@ import (
 // Co-signing domains: a signature over a lease never verifies as one over
 // a receipt, nor as any enveloped market message.
 const (
-	LeaseDomain   = "idlegrid-lease"
-	ReceiptDomain = "idlegrid-receipt"
+	LeaseDomain     = "idlegrid-lease"
+	ReceiptDomain   = "idlegrid-receipt"
+	ExtensionDomain = "idlegrid-extension"
 )
 
 // Party is one side of a lease.
@@ -44,9 +45,10 @@ var (
 	ErrUnsigned    = errors.New("a party's signature is missing")
 )
 
-// CoSignable is a wire type both parties sign: a Lease or a Receipt.
+// CoSignable is a wire type both parties sign: a Lease, a Receipt or an
+// Extension.
 type CoSignable interface {
-	*pb.Lease | *pb.Receipt
+	*pb.Lease | *pb.Receipt | *pb.Extension
 	proto.Message
 	GetRenter() []byte
 	GetProvider() []byte
@@ -54,8 +56,11 @@ type CoSignable interface {
 
 func domainOf[M CoSignable]() string {
 	var m M
-	if _, ok := any(m).(*pb.Lease); ok {
+	switch any(m).(type) {
+	case *pb.Lease:
 		return LeaseDomain
+	case *pb.Extension:
+		return ExtensionDomain
 	}
 	return ReceiptDomain
 }

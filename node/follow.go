@@ -75,12 +75,43 @@ type follow struct {
 	left      bool
 	// done is closed when run returns.
 	done chan struct{}
+	// tm is the lease's term as its last extension set it; lease is its
+	// Lease (the co-signed lease with the term's duration).
+	tm market.Term
 }
 
 // newFollow is a follow of lease l, from rec when it follows it again
 // (nil for a lease just accepted).
 func newFollow(r *renter, l *pb.Lease, cs *pb.CoSigned, rec *records.Lease, out RentOutput) *follow {
-	return &follow{r: r, lease: l, cs: cs, rec: rec, out: out, leave: make(chan struct{}), done: make(chan struct{})}
+	tm := market.LeaseTerm(l, cs)
+	if rec != nil {
+		var err error
+		if tm, err = recordTerm(l, cs, rec); err != nil {
+			r.log.Warn("rental's extension unreadable; its term is the lease's own", "lease", l.Id, "err", err)
+		}
+	}
+	return &follow{r: r, lease: tm.Lease, cs: cs, rec: rec, out: out, leave: make(chan struct{}), done: make(chan struct{}), tm: tm}
+}
+
+// extend takes the lease's extension the provider sent: both signatures
+// and the lease's terms checked, it moves the term's end (for the beats
+// and the receipt) and is recorded. The one the term has already, sent
+// again on a re-attach, changes nothing.
+func (f *follow) extend(ext *pb.CoSigned) {
+	if f.tm.Extension != nil && market.SameBody(ext, f.tm.Extension) {
+		return
+	}
+	next, err := f.tm.Apply(ext, market.Renter, market.Provider)
+	if err != nil {
+		f.out.say("extension from the provider refused: %v", err)
+		return
+	}
+	f.tm, f.lease = next, next.Lease
+	f.beats.Extend(next.End())
+	f.rec.Extension, _ = proto.Marshal(ext)
+	f.rec.EndMs = next.End().UnixMilli()
+	f.persist()
+	f.out.say("lease %s extended: it ends at %s", f.lease.Id, next.End().UTC().Format(time.RFC3339))
 }
 
 // leaveNow makes the follow let go of the lease, leaving it running.
@@ -232,6 +263,8 @@ func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err err
 			}
 		case *pb.JobFrame_Notice:
 			f.out.say("provider: %s", k.Notice)
+		case *pb.JobFrame_Extension:
+			f.extend(k.Extension)
 		case *pb.JobFrame_Started:
 			f.out.say("job started: %s", k.Started)
 			if f.detachAtStart {
@@ -361,12 +394,14 @@ func (f *follow) settle(s network.Stream, rcs *pb.CoSigned) error {
 // outcome, end, exit code and note: the same builder, so the same bytes.
 func (f *follow) check(rc *pb.Receipt) error {
 	mine := market.NewReceipt(f.lease, f.cs, market.ReceiptTerms{Outcome: rc.Outcome, End: time.UnixMilli(rc.EndUnixMs),
-		Beats: f.beats.Beats(), Root: f.beats.Root(), LastBeat: f.last(), ExitCode: rc.ExitCode, Note: rc.Note})
+		Beats: f.beats.Beats(), Root: f.beats.Root(), LastBeat: f.last(), ExitCode: rc.ExitCode, Note: rc.Note, ExtensionHash: f.tm.ExtensionHash()})
 	switch {
 	case rc.LeaseId != mine.LeaseId || !bytes.Equal(rc.LeaseHash, mine.LeaseHash):
 		return errors.New("the receipt names another lease")
 	case !bytes.Equal(rc.Renter, mine.Renter) || !bytes.Equal(rc.Provider, mine.Provider):
 		return errors.New("the receipt names other parties")
+	case !bytes.Equal(rc.ExtensionHash, mine.ExtensionHash):
+		return fmt.Errorf("term: the receipt names extension %x, the last one seen here is %x", rc.ExtensionHash, mine.ExtensionHash)
 	case rc.Beats != mine.Beats || !bytes.Equal(rc.TelemetryRoot, mine.TelemetryRoot):
 		return fmt.Errorf("telemetry: the receipt says %d beats, %d verified here", rc.Beats, mine.Beats)
 	case rc.MeteredSeconds != mine.MeteredSeconds || rc.AmountMicros != mine.AmountMicros || rc.Currency != mine.Currency:
@@ -395,7 +430,7 @@ func (f *follow) providerGone() error {
 // own records a receipt signed by the renter alone.
 func (f *follow) own(outcome pb.Outcome, note string) error {
 	rc := market.NewReceipt(f.lease, f.cs, market.ReceiptTerms{Outcome: outcome, End: f.r.clock.Now(),
-		Beats: f.beats.Beats(), Root: f.beats.Root(), LastBeat: f.last(), ExitCode: -1, Note: note})
+		Beats: f.beats.Beats(), Root: f.beats.Root(), LastBeat: f.last(), ExitCode: -1, Note: note, ExtensionHash: f.tm.ExtensionHash()})
 	rcs, err := market.NewCoSigned(f.r.key, market.Renter, rc)
 	if err != nil {
 		return err

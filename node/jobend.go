@@ -23,14 +23,15 @@ const receiptWait = 10 * time.Second
 func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 	lo, ll := r.lo, r.ll
 	l := ll.lease
-	terms := market.ReceiptTerms{Outcome: outcome, End: lo.clock.Now(), ExitCode: int32(exitCode), Note: note}
+	term := ll.term.Load()
+	terms := market.ReceiptTerms{Outcome: outcome, End: lo.clock.Now(), ExitCode: int32(exitCode), Note: note, ExtensionHash: term.ExtensionHash()}
 	if r.chain != nil {
 		terms.Beats, terms.Root = r.chain.Beats(), r.chain.Root()
 		if r.chain.Beats() > 0 {
 			terms.LastBeat = r.chain.Last()
 		}
 	}
-	rc := market.NewReceipt(l, ll.cs, terms)
+	rc := market.NewReceipt(term.Lease, ll.cs, terms)
 	rcs, err := market.NewCoSigned(lo.key, market.Provider, rc)
 	if err != nil {
 		lo.log.Error("receipt not signed", "lease", l.Id, "err", err)

@@ -178,6 +178,9 @@ func (r *run) loop() {
 			}
 			r.stopJob(s)
 			return
+		case done := <-ll.extended:
+			r.extended(end)
+			close(done)
 		case s := <-ll.stop:
 			if !r.notice(s, end) {
 				r.stopJob(s)

@@ -11,8 +11,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -62,6 +64,7 @@ func (f *follow) noteProvider() {
 type LeaseLink struct {
 	h        host.Host
 	sw       p2p.Swarm
+	key      crypto.PrivKey
 	provider peer.ID
 	leaseID  string
 }
@@ -115,7 +118,7 @@ func DialLease(ctx context.Context, r *Repo, leaseID string) (*LeaseLink, error)
 		h.Close()
 		return nil, fmt.Errorf("lease %s: provider %s not reachable at %v: %w", leaseID, p, note.Addrs, err)
 	}
-	return &LeaseLink{h: h, sw: sw, provider: p, leaseID: leaseID}, nil
+	return &LeaseLink{h: h, sw: sw, key: key, provider: p, leaseID: leaseID}, nil
 }
 
 // Close closes the link's host.
@@ -164,4 +167,52 @@ func (l *LeaseLink) Exec(ctx context.Context, req *pb.ExecRequest, eio ExecIO) (
 		}()
 	}
 	return p2p.ReadExecOutput(s, eio.Stdout, eio.Stderr)
+}
+
+// Extend asks the lease's provider to extend its term by add (whole
+// seconds): it asks for the terms as they stand (checking this renter's
+// own signatures on them, so a provider cannot pass off other terms),
+// signs the next extension, and returns the term once the provider
+// countersigned it. The provider's calendar and longest lease decide.
+func (l *LeaseLink) Extend(ctx context.Context, add time.Duration) (market.Term, error) {
+	me, err := peer.IDFromPrivateKey(l.key)
+	if err != nil {
+		return market.Term{}, err
+	}
+	reply, err := l.request(ctx, &pb.LeaseRequest{Kind: &pb.LeaseRequest_TermsLeaseId{TermsLeaseId: l.leaseID}})
+	if err != nil {
+		return market.Term{}, err
+	}
+	if reply.Lease == nil {
+		return market.Term{}, fmt.Errorf("lease %s: %w", l.leaseID, market.RejectOf(reply))
+	}
+	lease, err := market.OpenCoSigned[*pb.Lease](reply.Lease, market.Renter, market.Provider)
+	if err != nil || lease.Id != l.leaseID || peer.ID(lease.Renter) != me || peer.ID(lease.Provider) != l.provider {
+		return market.Term{}, fmt.Errorf("lease %s: the provider answered with terms this renter did not sign (%v)", l.leaseID, err)
+	}
+	t := market.LeaseTerm(lease, reply.Lease)
+	if reply.Extension != nil {
+		if t, err = t.Apply(reply.Extension, market.Renter, market.Provider); err != nil {
+			return market.Term{}, fmt.Errorf("lease %s: the provider's last extension: %w", l.leaseID, err)
+		}
+	}
+	cs, err := market.NewCoSigned(l.key, market.Renter, t.NewExtension(add))
+	if err != nil {
+		return market.Term{}, err
+	}
+	if reply, err = l.request(ctx, &pb.LeaseRequest{Kind: &pb.LeaseRequest_Extend{Extend: cs}}); err != nil {
+		return market.Term{}, err
+	}
+	if reply.Extension == nil {
+		return market.Term{}, fmt.Errorf("lease %s: extension refused: %w", l.leaseID, market.RejectOf(reply))
+	}
+	if !market.SameBody(reply.Extension, cs) {
+		return market.Term{}, fmt.Errorf("lease %s: the provider countersigned other terms than the extension asked", l.leaseID)
+	}
+	return t.Extend(reply.Extension, market.Renter, market.Provider)
+}
+
+// request sends a lease request to the lease's provider.
+func (l *LeaseLink) request(ctx context.Context, req *pb.LeaseRequest) (*pb.LeaseReply, error) {
+	return p2p.RequestLease(ctx, l.h, l.sw, l.provider, req)
 }

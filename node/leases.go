@@ -111,6 +111,10 @@ func (lo *leaseOwner) handle(ctx context.Context, from peer.ID, req *pb.LeaseReq
 		return lo.cancelFor(ctx, from, k.CancelLeaseId)
 	case *pb.LeaseRequest_DetachLeaseId:
 		return lo.detachFor(ctx, from, k.DetachLeaseId)
+	case *pb.LeaseRequest_Extend:
+		return lo.extendFor(ctx, from, k.Extend)
+	case *pb.LeaseRequest_TermsLeaseId:
+		return lo.termsFor(ctx, from, k.TermsLeaseId)
 	}
 	return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "empty lease request").Reply()
 }
@@ -348,7 +352,7 @@ func (lo *leaseOwner) accept(ctx context.Context, l *pb.Lease, cs *pb.CoSigned, 
 				ll.requestStop(stopRequest{outcome: pb.Outcome_OUTCOME_PREEMPTED, note: "preempted by a " + market.TierName(l.Tier) + " lease", at: p.NoticeEnds})
 			}
 		}
-		lo.supervise(st, newLive(lo.clock, l, cs, rec), nil, "")
+		lo.supervise(st, newLive(lo.clock, l, market.LeaseTerm(l, cs), rec), nil, "")
 	})
 	lo.log.Info("lease accepted", "lease", l.Id, "renter", peer.ID(l.Renter), "gpus", res.decision.GPUIDs, "tier", market.TierName(l.Tier))
 	return &pb.LeaseReply{Lease: cs}

@@ -132,6 +132,11 @@ type liveLease struct {
 	// detached: the renter left the job on purpose; its absence does
 	// not end the lease. Copied into rec when the supervisor writes it.
 	detached atomic.Bool
+	// term is the lease's term as its last extension set it; set by the
+	// owner goroutine, which hands the supervisor each new one on
+	// extended (with a channel it closes once it recorded it).
+	term     atomic.Pointer[market.Term]
+	extended chan chan struct{}
 }
 
 // stopRequest ends a live lease with an outcome, at a time (a preemption
@@ -143,9 +148,13 @@ type stopRequest struct {
 }
 
 // newLive is the live state of a lease about to be supervised.
-func newLive(clk clock.Clock, l *pb.Lease, cs *pb.CoSigned, rec *records.Lease) *liveLease {
-	ll := &liveLease{lease: l, cs: cs, rec: rec, feed: jobstream.New(clk, rec.LastEnv, rec.Output), stop: make(chan stopRequest, 1), off: make(chan struct{})}
+// l is the lease as co-signed, t its term as its last extension set it.
+func newLive(clk clock.Clock, l *pb.Lease, t market.Term, rec *records.Lease) *liveLease {
+	ll := &liveLease{lease: l, cs: t.Signed, rec: rec, feed: jobstream.New(clk, rec.LastEnv, rec.Output),
+		stop: make(chan stopRequest, 1), off: make(chan struct{}), extended: make(chan chan struct{})}
 	ll.detached.Store(rec.Detached)
+	ll.term.Store(&t)
+	ll.feed.Hold(nil, t.Extension) // extended before a restart
 	return ll
 }
 
@@ -205,12 +214,16 @@ func (lo *leaseOwner) attach(ctx context.Context, from peer.ID, att *pb.JobAttac
 	if err != nil || rec.Role != records.Provider || len(rec.Receipt) == 0 {
 		return fmt.Errorf("no lease %s to attach to", id)
 	}
-	l, _, err := rec.Open()
+	l, cs, err := rec.Open()
 	if err != nil || peer.ID(l.Renter) != from {
 		return fmt.Errorf("lease %s is not %s's", id, from)
 	}
 	feed := jobstream.New(lo.clock, rec.LastEnv, records.Offsets{})
-	feed.Hold(rec.Undelivered)
+	t, err := recordTerm(l, cs, rec)
+	if err != nil {
+		return err
+	}
+	feed.Hold(rec.Undelivered, t.Extension)
 	feed.Start()
 	feed.Attach(s, have)
 	lo.collectSignature(ctx, rec, feed)
@@ -271,7 +284,11 @@ func (lo *leaseOwner) recoverOne(ctx context.Context, rec *records.Lease, now ti
 	if err != nil {
 		return err
 	}
-	ll := newLive(lo.clock, l, cs, rec)
+	t, err := recordTerm(l, cs, rec)
+	if err != nil {
+		lo.log.Error("lease's extension unreadable; its term is the lease's own", "lease", l.Id, "err", err)
+	}
+	ll := newLive(lo.clock, l, t, rec)
 	var job executor.Job
 	if lo.exec != nil {
 		if job, err = lo.exec.Adopt(ctx, l.Id, executor.Offsets(rec.Output), executor.Output{Stdout: ll.feed.Writer(false), Stderr: ll.feed.Writer(true)}); err != nil {

@@ -53,6 +53,7 @@ func receiptView(rc *pb.Receipt, cs *pb.CoSigned) api.ReceiptView {
 		Start: time.UnixMilli(rc.StartUnixMs).UTC(), End: time.UnixMilli(rc.EndUnixMs).UTC(),
 		MeteredSeconds: rc.MeteredSeconds, Beats: rc.Beats, TelemetryRoot: hex.EncodeToString(rc.TelemetryRoot),
 		Amount: market.FormatPrice(rc.AmountMicros), Currency: rc.Currency, ExitCode: rc.ExitCode, Note: rc.Note, SignedBy: []string{},
+		Extension: hex.EncodeToString(rc.ExtensionHash),
 	}
 	for _, p := range []market.Party{market.Renter, market.Provider} {
 		if _, err := market.OpenCoSigned[*pb.Receipt](cs, p); err == nil {

@@ -48,6 +48,22 @@ func engineLog(t *testing.T, docker *client.Client, peerID, id string) string {
 	return out.String()
 }
 
+// restartableProvider starts a provider daemon on a port it keeps across
+// restarts (see fixedPort), with config set before the start; it returns
+// its repository, daemon, ID and multiaddr.
+func restartableProvider(t *testing.T, bin string, docker *client.Client, config ...[2]string) (repo string, d *daemon, id daemonID, addr string) {
+	t.Helper()
+	port := fixedPort(t)
+	repo = providerRepo(t, bin, fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port))
+	for _, kv := range config {
+		setConfig(t, repo, kv[0], kv[1])
+	}
+	d = startDaemon(t, bin, repo)
+	id = waitUp(t, bin, d)
+	removeJobContainers(t, docker, id.PeerID)
+	return repo, d, id, fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, id.PeerID)
+}
+
 // attachProc starts `idlegrid attach` as a child process.
 func attachProc(t *testing.T, bin, repo, id string) *rentProc {
 	t.Helper()
@@ -66,12 +82,7 @@ func TestDetachAndAttachAcrossAProviderKill(t *testing.T) {
 	image := executortest.BusyboxImage(t)
 	docker := executortest.Docker(t)
 	bin := buildBinary(t)
-	port := fixedPort(t)
-	prov := providerRepo(t, bin, fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port))
-	d := startDaemon(t, bin, prov)
-	pid := waitUp(t, bin, d)
-	removeJobContainers(t, docker, pid.PeerID)
-	addr := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, pid.PeerID)
+	prov, d, pid, addr := restartableProvider(t, bin, docker)
 	renter := renterRepo(t, bin, "renter", "--bootstrap", addr)
 
 	const lines = 150 // 20 a second: about 7.5 s

@@ -286,7 +286,7 @@ func (c *crashTest) waitRents() map[string]int {
 		case code == exitProviderLost && receiptAny.MatchString(p.stderr.String()):
 			outcomes["receipt the renter alone signed"]++
 			t.Logf("rent of round %d kept a receipt of its own:\n%s", p.round, strings.Join(lines[max(len(lines)-6, 0):], "\n"))
-		case code == exitNoProvider || code == exitFailure:
+		case code == exitNoProvider || code == exitFailure || code == exitNothingFits: // nothing fits: the provider was down through the gather
 			outcomes["no lease"]++
 			why := lines[len(lines)-1]
 			if i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "idlegrid: tried ") }); i >= 0 {

@@ -1738,7 +1738,10 @@ type Receipt struct {
 	Note          string `protobuf:"bytes,15,opt,name=note,proto3" json:"note,omitempty"`
 	// Swarm of the lease (its bid's header.swarm; empty: the public swarm),
 	// so a receipt shown in another swarm is refused there.
-	Swarm         string `protobuf:"bytes,16,opt,name=swarm,proto3" json:"swarm,omitempty"`
+	Swarm string `protobuf:"bytes,16,opt,name=swarm,proto3" json:"swarm,omitempty"`
+	// SHA-256 of the co-signed extension's body that set the lease's term,
+	// when one did (metered_seconds then counts within its duration).
+	ExtensionHash []byte `protobuf:"bytes,17,opt,name=extension_hash,json=extensionHash,proto3" json:"extension_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1885,6 +1888,113 @@ func (x *Receipt) GetSwarm() string {
 	return ""
 }
 
+func (x *Receipt) GetExtensionHash() []byte {
+	if x != nil {
+		return x.ExtensionHash
+	}
+	return nil
+}
+
+// Extension moves a running lease's end later. The renter signs it, the
+// provider countersigns it when its calendar and its longest lease allow;
+// each names the one before it by seq, so the last co-signed one sets the
+// lease's term.
+type Extension struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	LeaseId string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// SHA-256 of the co-signed lease's body.
+	LeaseHash []byte `protobuf:"bytes,3,opt,name=lease_hash,json=leaseHash,proto3" json:"lease_hash,omitempty"`
+	Renter    []byte `protobuf:"bytes,4,opt,name=renter,proto3" json:"renter,omitempty"`
+	Provider  []byte `protobuf:"bytes,5,opt,name=provider,proto3" json:"provider,omitempty"`
+	// 1 for a lease's first extension, then 2, …
+	Seq uint32 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The lease's whole term from its start, once extended: more than the
+	// lease's (or the last extension's) duration.
+	DurationSeconds uint64 `protobuf:"varint,7,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Extension) Reset() {
+	*x = Extension{}
+	mi := &file_market_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Extension) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Extension) ProtoMessage() {}
+
+func (x *Extension) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Extension.ProtoReflect.Descriptor instead.
+func (*Extension) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Extension) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Extension) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *Extension) GetLeaseHash() []byte {
+	if x != nil {
+		return x.LeaseHash
+	}
+	return nil
+}
+
+func (x *Extension) GetRenter() []byte {
+	if x != nil {
+		return x.Renter
+	}
+	return nil
+}
+
+func (x *Extension) GetProvider() []byte {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+func (x *Extension) GetSeq() uint32 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Extension) GetDurationSeconds() uint64 {
+	if x != nil {
+		return x.DurationSeconds
+	}
+	return 0
+}
+
 // LeaseRequest travels renter → provider on /idlegrid/lease/1.0.0. The
 // stream's authenticated remote peer must be the lease's renter.
 type LeaseRequest struct {
@@ -1894,6 +2004,8 @@ type LeaseRequest struct {
 	//	*LeaseRequest_Propose
 	//	*LeaseRequest_CancelLeaseId
 	//	*LeaseRequest_DetachLeaseId
+	//	*LeaseRequest_Extend
+	//	*LeaseRequest_TermsLeaseId
 	Kind          isLeaseRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1901,7 +2013,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_market_proto_msgTypes[16]
+	mi := &file_market_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2025,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[16]
+	mi := &file_market_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2038,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{16}
+	return file_market_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LeaseRequest) GetKind() isLeaseRequest_Kind {
@@ -1963,6 +2075,24 @@ func (x *LeaseRequest) GetDetachLeaseId() string {
 	return ""
 }
 
+func (x *LeaseRequest) GetExtend() *CoSigned {
+	if x != nil {
+		if x, ok := x.Kind.(*LeaseRequest_Extend); ok {
+			return x.Extend
+		}
+	}
+	return nil
+}
+
+func (x *LeaseRequest) GetTermsLeaseId() string {
+	if x != nil {
+		if x, ok := x.Kind.(*LeaseRequest_TermsLeaseId); ok {
+			return x.TermsLeaseId
+		}
+	}
+	return ""
+}
+
 type isLeaseRequest_Kind interface {
 	isLeaseRequest_Kind()
 }
@@ -1985,11 +2115,26 @@ type LeaseRequest_DetachLeaseId struct {
 	DetachLeaseId string `protobuf:"bytes,3,opt,name=detach_lease_id,json=detachLeaseId,proto3,oneof"`
 }
 
+type LeaseRequest_Extend struct {
+	// An extension the renter signed, for the provider to countersign.
+	Extend *CoSigned `protobuf:"bytes,4,opt,name=extend,proto3,oneof"`
+}
+
+type LeaseRequest_TermsLeaseId struct {
+	// Ask for a lease's terms as they stand: the co-signed lease and its
+	// last co-signed extension (the renter checks its own signatures).
+	TermsLeaseId string `protobuf:"bytes,5,opt,name=terms_lease_id,json=termsLeaseId,proto3,oneof"`
+}
+
 func (*LeaseRequest_Propose) isLeaseRequest_Kind() {}
 
 func (*LeaseRequest_CancelLeaseId) isLeaseRequest_Kind() {}
 
 func (*LeaseRequest_DetachLeaseId) isLeaseRequest_Kind() {}
+
+func (*LeaseRequest_Extend) isLeaseRequest_Kind() {}
+
+func (*LeaseRequest_TermsLeaseId) isLeaseRequest_Kind() {}
 
 // LeaseReply answers a LeaseRequest: the countersigned lease, or why not.
 type LeaseReply struct {
@@ -2000,13 +2145,15 @@ type LeaseReply struct {
 	// With REJECT_NO_CAPACITY: the earliest start at which the lease would
 	// fit, e.g. once preempted bronze leases have had their notice; 0 if none.
 	EarliestStartUnixMs int64 `protobuf:"varint,4,opt,name=earliest_start_unix_ms,json=earliestStartUnixMs,proto3" json:"earliest_start_unix_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// To extend and terms_lease_id: the lease's last co-signed extension.
+	Extension     *CoSigned `protobuf:"bytes,5,opt,name=extension,proto3" json:"extension,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LeaseReply) Reset() {
 	*x = LeaseReply{}
-	mi := &file_market_proto_msgTypes[17]
+	mi := &file_market_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2165,7 @@ func (x *LeaseReply) String() string {
 func (*LeaseReply) ProtoMessage() {}
 
 func (x *LeaseReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[17]
+	mi := &file_market_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2178,7 @@ func (x *LeaseReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseReply.ProtoReflect.Descriptor instead.
 func (*LeaseReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{17}
+	return file_market_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LeaseReply) GetLease() *CoSigned {
@@ -2062,6 +2209,13 @@ func (x *LeaseReply) GetEarliestStartUnixMs() int64 {
 	return 0
 }
 
+func (x *LeaseReply) GetExtension() *CoSigned {
+	if x != nil {
+		return x.Extension
+	}
+	return nil
+}
+
 // JobAttach travels renter → provider on /idlegrid/job/1.0.0 to follow a
 // lease's job; a renter that lost its stream attaches again.
 type JobAttach struct {
@@ -2078,7 +2232,7 @@ type JobAttach struct {
 
 func (x *JobAttach) Reset() {
 	*x = JobAttach{}
-	mi := &file_market_proto_msgTypes[18]
+	mi := &file_market_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2090,7 +2244,7 @@ func (x *JobAttach) String() string {
 func (*JobAttach) ProtoMessage() {}
 
 func (x *JobAttach) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[18]
+	mi := &file_market_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2103,7 +2257,7 @@ func (x *JobAttach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttach.ProtoReflect.Descriptor instead.
 func (*JobAttach) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{18}
+	return file_market_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *JobAttach) GetLeaseId() string {
@@ -2138,6 +2292,7 @@ type JobFrame struct {
 	//	*JobFrame_Notice
 	//	*JobFrame_Receipt
 	//	*JobFrame_Started
+	//	*JobFrame_Extension
 	Kind isJobFrame_Kind `protobuf_oneof:"kind"`
 	// For stdout and stderr: where the frame's bytes begin in that stream
 	// of the job's output, so a renter that gets them twice (a replay after
@@ -2149,7 +2304,7 @@ type JobFrame struct {
 
 func (x *JobFrame) Reset() {
 	*x = JobFrame{}
-	mi := &file_market_proto_msgTypes[19]
+	mi := &file_market_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2316,7 @@ func (x *JobFrame) String() string {
 func (*JobFrame) ProtoMessage() {}
 
 func (x *JobFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[19]
+	mi := &file_market_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2329,7 @@ func (x *JobFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFrame.ProtoReflect.Descriptor instead.
 func (*JobFrame) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{19}
+	return file_market_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *JobFrame) GetKind() isJobFrame_Kind {
@@ -2238,6 +2393,15 @@ func (x *JobFrame) GetStarted() string {
 	return ""
 }
 
+func (x *JobFrame) GetExtension() *CoSigned {
+	if x != nil {
+		if x, ok := x.Kind.(*JobFrame_Extension); ok {
+			return x.Extension
+		}
+	}
+	return nil
+}
+
 func (x *JobFrame) GetOffset() uint64 {
 	if x != nil {
 		return x.Offset
@@ -2277,6 +2441,11 @@ type JobFrame_Started struct {
 	Started string `protobuf:"bytes,6,opt,name=started,proto3,oneof"`
 }
 
+type JobFrame_Extension struct {
+	// The lease's term was extended: the co-signed extension.
+	Extension *CoSigned `protobuf:"bytes,8,opt,name=extension,proto3,oneof"`
+}
+
 func (*JobFrame_Stdout) isJobFrame_Kind() {}
 
 func (*JobFrame_Stderr) isJobFrame_Kind() {}
@@ -2288,6 +2457,8 @@ func (*JobFrame_Notice) isJobFrame_Kind() {}
 func (*JobFrame_Receipt) isJobFrame_Kind() {}
 
 func (*JobFrame_Started) isJobFrame_Kind() {}
+
+func (*JobFrame_Extension) isJobFrame_Kind() {}
 
 // ReceiptReply travels renter → provider after a receipt frame: the
 // receipt countersigned, or why the renter will not sign it.
@@ -2301,7 +2472,7 @@ type ReceiptReply struct {
 
 func (x *ReceiptReply) Reset() {
 	*x = ReceiptReply{}
-	mi := &file_market_proto_msgTypes[20]
+	mi := &file_market_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2484,7 @@ func (x *ReceiptReply) String() string {
 func (*ReceiptReply) ProtoMessage() {}
 
 func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[20]
+	mi := &file_market_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2497,7 @@ func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptReply.ProtoReflect.Descriptor instead.
 func (*ReceiptReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{20}
+	return file_market_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReceiptReply) GetReceipt() *CoSigned {
@@ -2362,7 +2533,7 @@ type ImageRequest struct {
 
 func (x *ImageRequest) Reset() {
 	*x = ImageRequest{}
-	mi := &file_market_proto_msgTypes[21]
+	mi := &file_market_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2545,7 @@ func (x *ImageRequest) String() string {
 func (*ImageRequest) ProtoMessage() {}
 
 func (x *ImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[21]
+	mi := &file_market_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2558,7 @@ func (x *ImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRequest.ProtoReflect.Descriptor instead.
 func (*ImageRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{21}
+	return file_market_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ImageRequest) GetRef() string {
@@ -2416,7 +2587,7 @@ type ImageUpload struct {
 
 func (x *ImageUpload) Reset() {
 	*x = ImageUpload{}
-	mi := &file_market_proto_msgTypes[22]
+	mi := &file_market_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2599,7 @@ func (x *ImageUpload) String() string {
 func (*ImageUpload) ProtoMessage() {}
 
 func (x *ImageUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[22]
+	mi := &file_market_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2612,7 @@ func (x *ImageUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageUpload.ProtoReflect.Descriptor instead.
 func (*ImageUpload) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{22}
+	return file_market_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ImageUpload) GetDiffIds() []string {
@@ -2477,7 +2648,7 @@ type ImageChunk struct {
 
 func (x *ImageChunk) Reset() {
 	*x = ImageChunk{}
-	mi := &file_market_proto_msgTypes[23]
+	mi := &file_market_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2489,7 +2660,7 @@ func (x *ImageChunk) String() string {
 func (*ImageChunk) ProtoMessage() {}
 
 func (x *ImageChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[23]
+	mi := &file_market_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2502,7 +2673,7 @@ func (x *ImageChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageChunk.ProtoReflect.Descriptor instead.
 func (*ImageChunk) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{23}
+	return file_market_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ImageChunk) GetData() []byte {
@@ -2529,7 +2700,7 @@ type ImageFrame struct {
 
 func (x *ImageFrame) Reset() {
 	*x = ImageFrame{}
-	mi := &file_market_proto_msgTypes[24]
+	mi := &file_market_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2712,7 @@ func (x *ImageFrame) String() string {
 func (*ImageFrame) ProtoMessage() {}
 
 func (x *ImageFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[24]
+	mi := &file_market_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2725,7 @@ func (x *ImageFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageFrame.ProtoReflect.Descriptor instead.
 func (*ImageFrame) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{24}
+	return file_market_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ImageFrame) GetKind() isImageFrame_Kind {
@@ -2647,7 +2818,7 @@ type ImageProgress struct {
 
 func (x *ImageProgress) Reset() {
 	*x = ImageProgress{}
-	mi := &file_market_proto_msgTypes[25]
+	mi := &file_market_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2830,7 @@ func (x *ImageProgress) String() string {
 func (*ImageProgress) ProtoMessage() {}
 
 func (x *ImageProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[25]
+	mi := &file_market_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2843,7 @@ func (x *ImageProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageProgress.ProtoReflect.Descriptor instead.
 func (*ImageProgress) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{25}
+	return file_market_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ImageProgress) GetDoneBytes() uint64 {
@@ -2717,7 +2888,7 @@ type ImageReady struct {
 
 func (x *ImageReady) Reset() {
 	*x = ImageReady{}
-	mi := &file_market_proto_msgTypes[26]
+	mi := &file_market_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2900,7 @@ func (x *ImageReady) String() string {
 func (*ImageReady) ProtoMessage() {}
 
 func (x *ImageReady) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[26]
+	mi := &file_market_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2913,7 @@ func (x *ImageReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageReady.ProtoReflect.Descriptor instead.
 func (*ImageReady) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{26}
+	return file_market_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ImageReady) GetId() string {
@@ -2798,7 +2969,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_market_proto_msgTypes[27]
+	mi := &file_market_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +2981,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[27]
+	mi := &file_market_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +2994,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{27}
+	return file_market_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SessionRequest) GetLeaseId() string {
@@ -2905,7 +3076,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_market_proto_msgTypes[28]
+	mi := &file_market_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2917,7 +3088,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[28]
+	mi := &file_market_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2930,7 +3101,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{28}
+	return file_market_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExecRequest) GetArgv() []string {
@@ -2980,7 +3151,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_market_proto_msgTypes[29]
+	mi := &file_market_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2992,7 +3163,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[29]
+	mi := &file_market_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3005,7 +3176,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{29}
+	return file_market_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SessionReply) GetRefused() string {
@@ -3030,7 +3201,7 @@ type ExecInput struct {
 
 func (x *ExecInput) Reset() {
 	*x = ExecInput{}
-	mi := &file_market_proto_msgTypes[30]
+	mi := &file_market_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3213,7 @@ func (x *ExecInput) String() string {
 func (*ExecInput) ProtoMessage() {}
 
 func (x *ExecInput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[30]
+	mi := &file_market_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3226,7 @@ func (x *ExecInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
 func (*ExecInput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{30}
+	return file_market_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ExecInput) GetKind() isExecInput_Kind {
@@ -3124,7 +3295,7 @@ type WindowSize struct {
 
 func (x *WindowSize) Reset() {
 	*x = WindowSize{}
-	mi := &file_market_proto_msgTypes[31]
+	mi := &file_market_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3136,7 +3307,7 @@ func (x *WindowSize) String() string {
 func (*WindowSize) ProtoMessage() {}
 
 func (x *WindowSize) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[31]
+	mi := &file_market_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3149,7 +3320,7 @@ func (x *WindowSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
 func (*WindowSize) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{31}
+	return file_market_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WindowSize) GetRows() uint32 {
@@ -3183,7 +3354,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_market_proto_msgTypes[32]
+	mi := &file_market_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3195,7 +3366,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[32]
+	mi := &file_market_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3208,7 +3379,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{32}
+	return file_market_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExecOutput) GetKind() isExecOutput_Kind {
@@ -3430,7 +3601,7 @@ const file_market_proto_rawDesc = "" +
 	"\bCoSigned\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12)\n" +
 	"\x10renter_signature\x18\x02 \x01(\fR\x0frenterSignature\x12-\n" +
-	"\x12provider_signature\x18\x03 \x01(\fR\x11providerSignature\"\xfa\x03\n" +
+	"\x12provider_signature\x18\x03 \x01(\fR\x11providerSignature\"\xa1\x04\n" +
 	"\aReceipt\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1d\n" +
@@ -3449,29 +3620,43 @@ const file_market_proto_rawDesc = "" +
 	"\ramount_micros\x18\r \x01(\x04R\famountMicros\x12\x1b\n" +
 	"\texit_code\x18\x0e \x01(\x05R\bexitCode\x12\x12\n" +
 	"\x04note\x18\x0f \x01(\tR\x04note\x12\x14\n" +
-	"\x05swarm\x18\x10 \x01(\tR\x05swarm\"\xa4\x01\n" +
+	"\x05swarm\x18\x10 \x01(\tR\x05swarm\x12%\n" +
+	"\x0eextension_hash\x18\x11 \x01(\fR\rextensionHash\"\xd0\x01\n" +
+	"\tExtension\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1d\n" +
+	"\n" +
+	"lease_hash\x18\x03 \x01(\fR\tleaseHash\x12\x16\n" +
+	"\x06renter\x18\x04 \x01(\fR\x06renter\x12\x1a\n" +
+	"\bprovider\x18\x05 \x01(\fR\bprovider\x12\x10\n" +
+	"\x03seq\x18\x06 \x01(\rR\x03seq\x12)\n" +
+	"\x10duration_seconds\x18\a \x01(\x04R\x0fdurationSeconds\"\x84\x02\n" +
 	"\fLeaseRequest\x128\n" +
 	"\apropose\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedH\x00R\apropose\x12(\n" +
 	"\x0fcancel_lease_id\x18\x02 \x01(\tH\x00R\rcancelLeaseId\x12(\n" +
-	"\x0fdetach_lease_id\x18\x03 \x01(\tH\x00R\rdetachLeaseIdB\x06\n" +
-	"\x04kind\"\xc1\x01\n" +
+	"\x0fdetach_lease_id\x18\x03 \x01(\tH\x00R\rdetachLeaseId\x126\n" +
+	"\x06extend\x18\x04 \x01(\v2\x1c.idlegrid.market.v1.CoSignedH\x00R\x06extend\x12&\n" +
+	"\x0eterms_lease_id\x18\x05 \x01(\tH\x00R\ftermsLeaseIdB\x06\n" +
+	"\x04kind\"\xfd\x01\n" +
 	"\n" +
 	"LeaseReply\x122\n" +
 	"\x05lease\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\x05lease\x122\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x1e.idlegrid.market.v1.RejectCodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x123\n" +
-	"\x16earliest_start_unix_ms\x18\x04 \x01(\x03R\x13earliestStartUnixMs\"p\n" +
+	"\x16earliest_start_unix_ms\x18\x04 \x01(\x03R\x13earliestStartUnixMs\x12:\n" +
+	"\textension\x18\x05 \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\textension\"p\n" +
 	"\tJobAttach\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12#\n" +
 	"\rstdout_offset\x18\x02 \x01(\x04R\fstdoutOffset\x12#\n" +
-	"\rstderr_offset\x18\x03 \x01(\x04R\fstderrOffset\"\xee\x01\n" +
+	"\rstderr_offset\x18\x03 \x01(\x04R\fstderrOffset\"\xac\x02\n" +
 	"\bJobFrame\x12\x18\n" +
 	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
 	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12\x1e\n" +
 	"\theartbeat\x18\x03 \x01(\fH\x00R\theartbeat\x12\x18\n" +
 	"\x06notice\x18\x04 \x01(\tH\x00R\x06notice\x128\n" +
 	"\areceipt\x18\x05 \x01(\v2\x1c.idlegrid.market.v1.CoSignedH\x00R\areceipt\x12\x1a\n" +
-	"\astarted\x18\x06 \x01(\tH\x00R\astarted\x12\x16\n" +
+	"\astarted\x18\x06 \x01(\tH\x00R\astarted\x12<\n" +
+	"\textension\x18\b \x01(\v2\x1c.idlegrid.market.v1.CoSignedH\x00R\textension\x12\x16\n" +
 	"\x06offset\x18\a \x01(\x04R\x06offsetB\x06\n" +
 	"\x04kind\"`\n" +
 	"\fReceiptReply\x126\n" +
@@ -3583,7 +3768,7 @@ func file_market_proto_rawDescGZIP() []byte {
 }
 
 var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_market_proto_goTypes = []any{
 	(Tier)(0),                 // 0: idlegrid.market.v1.Tier
 	(Outcome)(0),              // 1: idlegrid.market.v1.Outcome
@@ -3604,23 +3789,24 @@ var file_market_proto_goTypes = []any{
 	(*Lease)(nil),             // 16: idlegrid.market.v1.Lease
 	(*CoSigned)(nil),          // 17: idlegrid.market.v1.CoSigned
 	(*Receipt)(nil),           // 18: idlegrid.market.v1.Receipt
-	(*LeaseRequest)(nil),      // 19: idlegrid.market.v1.LeaseRequest
-	(*LeaseReply)(nil),        // 20: idlegrid.market.v1.LeaseReply
-	(*JobAttach)(nil),         // 21: idlegrid.market.v1.JobAttach
-	(*JobFrame)(nil),          // 22: idlegrid.market.v1.JobFrame
-	(*ReceiptReply)(nil),      // 23: idlegrid.market.v1.ReceiptReply
-	(*ImageRequest)(nil),      // 24: idlegrid.market.v1.ImageRequest
-	(*ImageUpload)(nil),       // 25: idlegrid.market.v1.ImageUpload
-	(*ImageChunk)(nil),        // 26: idlegrid.market.v1.ImageChunk
-	(*ImageFrame)(nil),        // 27: idlegrid.market.v1.ImageFrame
-	(*ImageProgress)(nil),     // 28: idlegrid.market.v1.ImageProgress
-	(*ImageReady)(nil),        // 29: idlegrid.market.v1.ImageReady
-	(*SessionRequest)(nil),    // 30: idlegrid.market.v1.SessionRequest
-	(*ExecRequest)(nil),       // 31: idlegrid.market.v1.ExecRequest
-	(*SessionReply)(nil),      // 32: idlegrid.market.v1.SessionReply
-	(*ExecInput)(nil),         // 33: idlegrid.market.v1.ExecInput
-	(*WindowSize)(nil),        // 34: idlegrid.market.v1.WindowSize
-	(*ExecOutput)(nil),        // 35: idlegrid.market.v1.ExecOutput
+	(*Extension)(nil),         // 19: idlegrid.market.v1.Extension
+	(*LeaseRequest)(nil),      // 20: idlegrid.market.v1.LeaseRequest
+	(*LeaseReply)(nil),        // 21: idlegrid.market.v1.LeaseReply
+	(*JobAttach)(nil),         // 22: idlegrid.market.v1.JobAttach
+	(*JobFrame)(nil),          // 23: idlegrid.market.v1.JobFrame
+	(*ReceiptReply)(nil),      // 24: idlegrid.market.v1.ReceiptReply
+	(*ImageRequest)(nil),      // 25: idlegrid.market.v1.ImageRequest
+	(*ImageUpload)(nil),       // 26: idlegrid.market.v1.ImageUpload
+	(*ImageChunk)(nil),        // 27: idlegrid.market.v1.ImageChunk
+	(*ImageFrame)(nil),        // 28: idlegrid.market.v1.ImageFrame
+	(*ImageProgress)(nil),     // 29: idlegrid.market.v1.ImageProgress
+	(*ImageReady)(nil),        // 30: idlegrid.market.v1.ImageReady
+	(*SessionRequest)(nil),    // 31: idlegrid.market.v1.SessionRequest
+	(*ExecRequest)(nil),       // 32: idlegrid.market.v1.ExecRequest
+	(*SessionReply)(nil),      // 33: idlegrid.market.v1.SessionReply
+	(*ExecInput)(nil),         // 34: idlegrid.market.v1.ExecInput
+	(*WindowSize)(nil),        // 35: idlegrid.market.v1.WindowSize
+	(*ExecOutput)(nil),        // 36: idlegrid.market.v1.ExecOutput
 }
 var file_market_proto_depIdxs = []int32{
 	0,  // 0: idlegrid.market.v1.TierPrice.tier:type_name -> idlegrid.market.v1.Tier
@@ -3644,20 +3830,23 @@ var file_market_proto_depIdxs = []int32{
 	15, // 18: idlegrid.market.v1.Lease.workload:type_name -> idlegrid.market.v1.Workload
 	1,  // 19: idlegrid.market.v1.Receipt.outcome:type_name -> idlegrid.market.v1.Outcome
 	17, // 20: idlegrid.market.v1.LeaseRequest.propose:type_name -> idlegrid.market.v1.CoSigned
-	17, // 21: idlegrid.market.v1.LeaseReply.lease:type_name -> idlegrid.market.v1.CoSigned
-	2,  // 22: idlegrid.market.v1.LeaseReply.code:type_name -> idlegrid.market.v1.RejectCode
-	17, // 23: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
-	17, // 24: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
-	25, // 25: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
-	28, // 26: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
-	29, // 27: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
-	31, // 28: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
-	34, // 29: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	17, // 21: idlegrid.market.v1.LeaseRequest.extend:type_name -> idlegrid.market.v1.CoSigned
+	17, // 22: idlegrid.market.v1.LeaseReply.lease:type_name -> idlegrid.market.v1.CoSigned
+	2,  // 23: idlegrid.market.v1.LeaseReply.code:type_name -> idlegrid.market.v1.RejectCode
+	17, // 24: idlegrid.market.v1.LeaseReply.extension:type_name -> idlegrid.market.v1.CoSigned
+	17, // 25: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
+	17, // 26: idlegrid.market.v1.JobFrame.extension:type_name -> idlegrid.market.v1.CoSigned
+	17, // 27: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
+	26, // 28: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
+	29, // 29: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
+	30, // 30: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
+	32, // 31: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
+	35, // 32: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_market_proto_init() }
@@ -3665,36 +3854,39 @@ func file_market_proto_init() {
 	if File_market_proto != nil {
 		return
 	}
-	file_market_proto_msgTypes[16].OneofWrappers = []any{
+	file_market_proto_msgTypes[17].OneofWrappers = []any{
 		(*LeaseRequest_Propose)(nil),
 		(*LeaseRequest_CancelLeaseId)(nil),
 		(*LeaseRequest_DetachLeaseId)(nil),
+		(*LeaseRequest_Extend)(nil),
+		(*LeaseRequest_TermsLeaseId)(nil),
 	}
-	file_market_proto_msgTypes[19].OneofWrappers = []any{
+	file_market_proto_msgTypes[20].OneofWrappers = []any{
 		(*JobFrame_Stdout)(nil),
 		(*JobFrame_Stderr)(nil),
 		(*JobFrame_Heartbeat)(nil),
 		(*JobFrame_Notice)(nil),
 		(*JobFrame_Receipt)(nil),
 		(*JobFrame_Started)(nil),
+		(*JobFrame_Extension)(nil),
 	}
-	file_market_proto_msgTypes[24].OneofWrappers = []any{
+	file_market_proto_msgTypes[25].OneofWrappers = []any{
 		(*ImageFrame_Progress)(nil),
 		(*ImageFrame_Ready)(nil),
 		(*ImageFrame_Refused)(nil),
 		(*ImageFrame_NeedFrom)(nil),
 	}
-	file_market_proto_msgTypes[27].OneofWrappers = []any{
+	file_market_proto_msgTypes[28].OneofWrappers = []any{
 		(*SessionRequest_Exec)(nil),
 		(*SessionRequest_ForwardPort)(nil),
 		(*SessionRequest_Watch)(nil),
 	}
-	file_market_proto_msgTypes[30].OneofWrappers = []any{
+	file_market_proto_msgTypes[31].OneofWrappers = []any{
 		(*ExecInput_Stdin)(nil),
 		(*ExecInput_StdinClosed)(nil),
 		(*ExecInput_Resize)(nil),
 	}
-	file_market_proto_msgTypes[32].OneofWrappers = []any{
+	file_market_proto_msgTypes[33].OneofWrappers = []any{
 		(*ExecOutput_Stdout)(nil),
 		(*ExecOutput_Stderr)(nil),
 		(*ExecOutput_ExitCode)(nil),
@@ -3706,7 +3898,7 @@ func file_market_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -126,6 +126,9 @@ type ReceiptView struct {
 	Currency       string    `json:"currency"`
 	ExitCode       int32     `json:"exit_code"`
 	Note           string    `json:"note,omitempty"`
+	// Extension is the hex SHA-256 of the co-signed extension that set
+	// the lease's term ('idlegrid extend'); empty for none.
+	Extension string `json:"extension,omitempty"`
 	// SignedBy lists the parties whose signatures verify: a receipt both
 	// signed is settled; one signed by one side is that side's claim.
 	SignedBy []string `json:"signed_by"`

@@ -31,7 +31,8 @@ const (
 )
 
 // Feed carries one lease's frames to its renter. At most one renter
-// stream is attached; one that re-attaches gets the last beat again (its
+// stream is attached; one that re-attaches gets the term's last extension
+// and the last beat again (its
 // follower accepts the beats it missed as a gap: the last one vouches for
 // the chain) and the output written while it was away that it has not
 // got (the last MiB; Detach says from where, for the caller to send the
@@ -62,6 +63,7 @@ type Feed struct {
 	s            network.Stream
 	release      chan struct{} // closed when the feed lets go of s
 	lastBeat     []byte
+	lastExt      *pb.JobFrame // the last extension of the lease's term
 	backlog      []*pb.JobFrame
 	backlogBytes int
 	// sent is where each stream's output the owner has taken ends.
@@ -93,9 +95,14 @@ func New(clk clock.Clock, lastBeat []byte, from records.Offsets) *Feed {
 	return f
 }
 
-// Hold puts output kept from an earlier feed (Undelivered's) in the
-// backlog, for the next renter that attaches; before Start only.
-func (f *Feed) Hold(o *records.Output) {
+// Hold puts what an earlier feed of the lease left in this one, for the
+// next renter that attaches: output kept (Undelivered's; nil for none)
+// in the backlog, and the term's last extension (nil for none). Before
+// Start only.
+func (f *Feed) Hold(o *records.Output, ext *pb.CoSigned) {
+	if ext != nil {
+		f.lastExt = &pb.JobFrame{Kind: &pb.JobFrame_Extension{Extension: ext}}
+	}
 	if o == nil {
 		return
 	}
@@ -170,6 +177,10 @@ func (f *Feed) attachNow(a attachment) {
 	f.s, f.release = a.s, a.release
 	f.detachedAt.Store(0)
 	// A failed write drops the stream: the rest stays for the next attach.
+	// The term's extension comes before the beat, which it may cover.
+	if f.lastExt != nil && !f.write(f.lastExt) {
+		return
+	}
 	if f.lastBeat != nil && !f.write(&pb.JobFrame{Kind: &pb.JobFrame_Heartbeat{Heartbeat: f.lastBeat}}) {
 		return
 	}
@@ -315,8 +326,11 @@ func (f *Feed) Send(fr *pb.JobFrame) {
 }
 
 func (f *Feed) deliver(fr *pb.JobFrame) {
-	if b, ok := fr.Kind.(*pb.JobFrame_Heartbeat); ok {
-		f.lastBeat = b.Heartbeat
+	switch k := fr.Kind.(type) {
+	case *pb.JobFrame_Heartbeat:
+		f.lastBeat = k.Heartbeat
+	case *pb.JobFrame_Extension:
+		f.lastExt = fr
 	}
 	if i, b, ok := output(fr); ok {
 		f.sent[i] = max(f.sent[i], int64(fr.Offset)+int64(len(b)))

@@ -177,7 +177,7 @@ func TestFeedSendsTheOutputPastWhatTheRenterHolds(t *testing.T) {
 	}
 
 	g := New(nil, nil, records.Offsets{})
-	g.Hold(kept)
+	g.Hold(kept, nil)
 	g.Start()
 	defer g.Close()
 	g.Attach(open(t, provider), records.Offsets{Stdout: 105})

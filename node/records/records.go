@@ -82,6 +82,9 @@ type Lease struct {
 	// had come when the record was written: a restarted provider follows
 	// the job's output from there.
 	Output Offsets `json:"output,omitzero"`
+	// Extension is the lease's last co-signed extension (protobuf
+	// CoSigned), which sets its term; EndMs follows it.
+	Extension []byte `json:"extension,omitempty"`
 	// Detached: the renter left the job on purpose (rent --detach); the
 	// provider runs it on without a renter attached.
 	Detached bool `json:"detached,omitempty"`

@@ -1,0 +1,149 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
+)
+
+// extendWait bounds how long an extension waits for the lease's
+// supervisor to record it before the provider answers.
+const extendWait = 10 * time.Second
+
+// recordTerm is a lease's term as its record keeps it: the co-signed
+// lease, and its last extension when it has one (an extension that does
+// not verify is left out, as if never made).
+func recordTerm(l *pb.Lease, cs *pb.CoSigned, rec *records.Lease) (market.Term, error) {
+	t := market.LeaseTerm(l, cs)
+	if len(rec.Extension) == 0 {
+		return t, nil
+	}
+	ext := new(pb.CoSigned)
+	if err := proto.Unmarshal(rec.Extension, ext); err != nil {
+		return t, fmt.Errorf("lease %s: stored extension: %w", l.Id, err)
+	}
+	next, err := t.Apply(ext, market.Renter, market.Provider)
+	if err != nil {
+		return t, fmt.Errorf("lease %s: stored extension: %w", l.Id, err)
+	}
+	return next, nil
+}
+
+// extendFor answers a renter's extension of its running lease: the
+// renter's signature, the next seq, a term within the provider's longest
+// lease, GPUs free and offered for the added time at no higher floor than
+// the lease's price. Agreed, the provider countersigns it, the calendar
+// holds the GPUs to the new end, and the lease's supervisor records it
+// (and tells the renter on the job stream) before the answer goes back.
+func (lo *leaseOwner) extendFor(ctx context.Context, from peer.ID, cs *pb.CoSigned) *pb.LeaseReply {
+	e, err := market.OpenCoSigned[*pb.Extension](cs, market.Renter)
+	if err != nil {
+		return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "extension: %v", err).Reply()
+	}
+	var ll *liveLease
+	var reply *pb.LeaseReply
+	lo.do(ctx, func(st *leaseState) {
+		ll = st.live[e.LeaseId]
+		if ll == nil || peer.ID(ll.lease.Renter) != from {
+			reply = market.Reject(pb.RejectCode_REJECT_UNKNOWN_LEASE, "no running lease %s of yours here", e.LeaseId).Reply()
+			return
+		}
+		reply = lo.extendLive(st, ll, cs)
+	})
+	if reply.Extension == nil {
+		return reply
+	}
+	done := make(chan struct{})
+	wait, cancel := context.WithTimeout(ctx, extendWait)
+	defer cancel()
+	select {
+	case ll.extended <- done:
+	case <-ll.off:
+		return market.Reject(pb.RejectCode_REJECT_UNKNOWN_LEASE, "lease %s ended", e.LeaseId).Reply()
+	case <-wait.Done():
+		return market.Reject(pb.RejectCode_REJECT_INTERNAL, "lease %s: the extension was not recorded in time", e.LeaseId).Reply()
+	}
+	select {
+	case <-done:
+	case <-ll.off:
+	case <-wait.Done():
+	}
+	return reply
+}
+
+// extendLive checks and applies an extension to live lease ll, in the
+// owner goroutine.
+func (lo *leaseOwner) extendLive(st *leaseState, ll *liveLease, cs *pb.CoSigned) *pb.LeaseReply {
+	term := *ll.term.Load()
+	next, err := term.Extend(cs, market.Renter)
+	if err != nil {
+		return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "extension: %v", err).Reply()
+	}
+	o, ok := lo.offer()
+	switch {
+	case !ok:
+		return market.Reject(pb.RejectCode_REJECT_NOT_AVAILABLE, "this provider sells no GPU time now").Reply()
+	case next.Lease.DurationSeconds > o.MaxDurationSeconds:
+		return market.Reject(pb.RejectCode_REJECT_DURATION, "a term of %s is longer than this provider's longest lease, %s", secs(next.Lease.DurationSeconds), secs(o.MaxDurationSeconds)).Reply()
+	}
+	var held *market.Calendar
+	for _, c := range st.cals {
+		if a, ok := c.Allocation(ll.lease.Id); ok {
+			if a.End.UnixMilli() < term.End().UnixMilli() { // the calendar keeps sub-millisecond times
+				return market.Reject(pb.RejectCode_REJECT_NOT_AVAILABLE, "lease %s ends early, at %s (preempted or cancelled)", ll.lease.Id, a.End.UTC().Format(time.RFC3339)).Reply()
+			}
+			held = c
+		}
+	}
+	if held == nil {
+		return market.Reject(pb.RejectCode_REJECT_UNKNOWN_LEASE, "lease %s holds no GPUs here", ll.lease.Id).Reply()
+	}
+	signed := proto.Clone(cs).(*pb.CoSigned)
+	if err := market.CoSign[*pb.Extension](lo.key, market.Provider, signed); err != nil {
+		return market.Reject(pb.RejectCode_REJECT_INTERNAL, "extension not signed: %v", err).Reply()
+	}
+	if next, err = term.Extend(signed, market.Renter, market.Provider); err != nil {
+		return market.Reject(pb.RejectCode_REJECT_INTERNAL, "extension: %v", err).Reply()
+	}
+	if err := held.Extend(ll.lease.Id, next.End()); err != nil {
+		return market.Reject(pb.RejectCode_REJECT_NO_CAPACITY, "%v", err).Reply()
+	}
+	ll.term.Store(&next)
+	lo.log.Info("lease extended", "lease", ll.lease.Id, "seq", next.Seq, "end", next.End())
+	return &pb.LeaseReply{Lease: ll.cs, Extension: signed}
+}
+
+// termsFor answers a renter's question for its lease's terms as they
+// stand: the co-signed lease and its last extension.
+func (lo *leaseOwner) termsFor(ctx context.Context, from peer.ID, id string) *pb.LeaseReply {
+	var reply *pb.LeaseReply
+	lo.do(ctx, func(st *leaseState) {
+		if ll := st.live[id]; ll != nil && peer.ID(ll.lease.Renter) == from {
+			reply = &pb.LeaseReply{Lease: ll.cs, Extension: ll.term.Load().Extension}
+		}
+	})
+	if reply == nil {
+		return market.Reject(pb.RejectCode_REJECT_UNKNOWN_LEASE, "no running lease %s of yours here", id).Reply()
+	}
+	return reply
+}
+
+// extended records the term ll's extension set: the end the supervisor
+// waits for, the record, and the renter told on the job stream.
+func (r *run) extended(end interface{ Reset(time.Duration) bool }) {
+	ll := r.ll
+	t := ll.term.Load()
+	ll.rec.EndMs = t.End().UnixMilli()
+	ll.rec.Extension, _ = proto.Marshal(t.Extension)
+	if r.pending == nil { // a stop ahead keeps its time
+		end.Reset(r.lo.clock.Until(t.End()))
+	}
+	r.persist()
+	ll.feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Extension{Extension: t.Extension}})
+}
