@@ -124,6 +124,8 @@ type LeaseTerms struct {
 	Start     time.Time
 	// Command and Env of the workload; its image and class are the bid's.
 	Command, Env []string
+	// Inputs are the tars the provider unpacks before the job starts.
+	Inputs []*pb.Input
 }
 
 // NewLease makes the lease t describes, created at now, and checks it
@@ -134,7 +136,7 @@ func NewLease(t LeaseTerms, now time.Time, l Limits) (*pb.Lease, error) {
 		Version: Version, Id: t.ID, Renter: []byte(t.Renter), Provider: []byte(c.Issuer),
 		OfferId: c.Offer.GetHeader().GetId(), OfferSeq: c.Offer.GetHeader().GetSeq(), Bid: b, Tier: b.GetTier(), GpuCount: c.GPUs,
 		StartUnixMs: t.Start.UnixMilli(), DurationSeconds: b.GetDurationSeconds(), Currency: b.GetCurrency(), PriceMicros: c.PriceMicros,
-		Workload:      &pb.Workload{Image: b.GetImage(), Command: t.Command, Env: t.Env, WorkloadClass: b.GetWorkloadClass()},
+		Workload:      &pb.Workload{Image: b.GetImage(), Command: t.Command, Env: t.Env, WorkloadClass: b.GetWorkloadClass(), Inputs: t.Inputs},
 		CreatedUnixMs: now.UnixMilli(),
 	}
 	if err := l.ValidateLease(m); err != nil {

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market/pb"
@@ -255,6 +257,29 @@ func (l Limits) ValidateLease(m *pb.Lease) error {
 	for i, kv := range m.Workload.Env {
 		if k, _, ok := bytes.Cut([]byte(kv), []byte("=")); !ok || len(k) == 0 {
 			return invalid(indexed("workload.env", i), "%q: want KEY=VALUE", kv)
+		}
+	}
+	return ValidateInputs(m.Workload.Inputs)
+}
+
+// MaxInputs bounds the tars of data a lease puts in its container.
+const MaxInputs = 8
+
+// ValidateInputs checks a workload's inputs: a SHA-256 and a size each,
+// at a clean absolute path in /workspace, the one place a job may write.
+func ValidateInputs(ins []*pb.Input) error {
+	if len(ins) > MaxInputs {
+		return invalid("workload.inputs", "%d; at most %d", len(ins), MaxInputs)
+	}
+	for i, in := range ins {
+		p := in.GetPath()
+		switch {
+		case len(in.GetSha256()) != sha256.Size:
+			return invalid(indexed("workload.inputs", i)+".sha256", "%d bytes; want %d", len(in.GetSha256()), sha256.Size)
+		case in.GetSize() == 0:
+			return invalid(indexed("workload.inputs", i)+".size", "0; want the tar's size")
+		case len(p) > 256 || path.Clean(p) != p || p != "/workspace" && !strings.HasPrefix(p, "/workspace/"):
+			return invalid(indexed("workload.inputs", i)+".path", "%q; want a clean path in /workspace", clip(p))
 		}
 	}
 	return nil

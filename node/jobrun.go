@@ -2,7 +2,11 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path"
 	"runtime"
 	"slices"
 	"strings"
@@ -13,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // spec is what the executor runs for l on the GPUs assigned. A lease may
@@ -33,6 +38,19 @@ func (lo *leaseOwner) spec(l *pb.Lease, gpus []string) executor.Spec {
 	s.NanoCPUs = min(s.NanoCPUs, int64(runtime.NumCPU())*1e9)
 	if j.PassGPUs {
 		s.GPUs = gpus
+	}
+	for _, in := range w.GetInputs() {
+		sum, size, renter := in.Sha256, int64(in.Size), peer.ID(l.Renter)
+		s.Inputs = append(s.Inputs, executor.Input{Dir: path.Dir(in.Path), Open: func() (io.ReadCloser, error) {
+			if lo.stage == nil {
+				return nil, errors.New("this provider keeps no uploads")
+			}
+			st, err := lo.stage.Get(renter, sum, size)
+			if err != nil {
+				return nil, err
+			}
+			return os.Open(st.Path)
+		}})
 	}
 	return s
 }
@@ -85,6 +103,11 @@ func (lo *leaseOwner) runLease(ll *liveLease, adopted executor.Job, lost string)
 		if r.job, err = lo.exec.Start(lo.ctx, lo.spec(ll.lease, ll.rec.GPUs), executor.Output{Stdout: ll.feed.Writer(false), Stderr: ll.feed.Writer(true)}); err != nil {
 			r.finish(pb.Outcome_OUTCOME_FAILED, "job did not start: "+err.Error(), -1)
 			return
+		}
+		for _, in := range ll.lease.GetWorkload().GetInputs() { // unpacked in the container: done with
+			if lo.stage != nil {
+				lo.stage.Remove(peer.ID(ll.lease.Renter), in.Sha256)
+			}
 		}
 	}
 	ll.rec.State, ll.rec.Job = records.Active, r.job.ID()

@@ -35,6 +35,7 @@ type JobsConfig struct {
 	PullTimeout       Duration `toml:"pull_timeout" comment:"longest one pull may take"`
 	PullsPerHour      int      `toml:"pulls_per_hour" comment:"pulls started for renters per hour, all renters together (a burst of 5 first), images renters send counted too; images present already do not count"`
 	LoadImages        bool     `toml:"load_images" comment:"take images renters send from their own engines (rent --image-from-docker), under the same rules and bounds as pulls"`
+	MaxUploadMiB      int      `toml:"max_upload_mib" comment:"largest tar of data a renter uploads for a lease (rent --upload), MiB, at most workspace_mib, where it is unpacked; a renter keeps twice that here, in 8 tars at most, for an hour; 0: no uploads"`
 }
 
 // DefaultJobsConfig runs containers with modest default limits.
@@ -55,6 +56,7 @@ func DefaultJobsConfig() JobsConfig {
 		PullTimeout:       Dur(30 * time.Minute),
 		PullsPerHour:      30,
 		LoadImages:        true,
+		MaxUploadMiB:      executor.DefaultWorkspace >> 20,
 	}
 }
 
@@ -97,6 +99,9 @@ func (c *Config) validateJobs() error {
 		return fieldErr("jobs.user", j.User, `a numeric uid or uid:gid, such as "65534" or "1000:1000"`)
 	}
 	if err := intRange("jobs.workspace_mib", j.WorkspaceMiB, 1, 1<<20); err != nil {
+		return err
+	}
+	if err := intRange("jobs.max_upload_mib", j.MaxUploadMiB, 0, j.WorkspaceMiB); err != nil {
 		return err
 	}
 	return intRange("jobs.log_mib", j.LogMiB, 1, 1<<14)

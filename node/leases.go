@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/transfer"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -54,7 +55,8 @@ type leaseOwner struct {
 	ended          func(*records.Lease, *pb.Receipt) // counts an end; may be nil
 	slots          map[string]int                    // GPUs per model; fixed
 	nLive          atomic.Int64
-	images         *imagePulls // readies images for renters; nil without a Puller
+	images         *imagePulls     // readies images for renters; nil without a Puller
+	stage          *transfer.Stage // renters' uploads; nil: uploads refused
 
 	ctx    context.Context // the supervisors'; ends when the owner stops
 	cancel context.CancelFunc
@@ -193,6 +195,9 @@ func (lo *leaseOwner) check(ctx context.Context, l *pb.Lease) (string, error) {
 	if lo.exec == nil {
 		return "", market.Reject(pb.RejectCode_REJECT_INTERNAL, "this provider runs no jobs (jobs.executor = none)")
 	}
+	if err := lo.checkInputs(l); err != nil {
+		return "", err
+	}
 	spec := lo.spec(l, nil)
 	spec.Images = executor.ImagePolicy{Allow: o.ImageAllow, Deny: o.ImageDeny}
 	if err := lo.exec.Check(ctx, spec); err != nil {
@@ -202,6 +207,24 @@ func (lo *leaseOwner) check(ctx context.Context, l *pb.Lease) (string, error) {
 		return "", market.Reject(pb.RejectCode_REJECT_INTERNAL, "%v", err)
 	}
 	return model, nil
+}
+
+// checkInputs refuses a lease whose inputs the renter has not uploaded,
+// whole, before proposing it.
+func (lo *leaseOwner) checkInputs(l *pb.Lease) error {
+	ins := l.GetWorkload().GetInputs()
+	if len(ins) == 0 {
+		return nil
+	}
+	if lo.stage == nil {
+		return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "this provider takes no uploads (jobs.max_upload_mib = 0, or its executor cannot unpack them)")
+	}
+	for i, in := range ins {
+		if _, err := lo.stage.Get(peer.ID(l.Renter), in.Sha256, int64(in.Size)); err != nil {
+			return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "workload.inputs[%d]: %v", i, err)
+		}
+	}
+	return nil
 }
 
 // farAhead is how far ahead a lease must start for min_renter_score to

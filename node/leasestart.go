@@ -16,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/jobstream"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -38,6 +39,9 @@ type leaseDeps struct {
 	ended    func(*records.Lease, *pb.Receipt)
 	// renterScore is a renter's score as a renter, in [0, 1]; nil: none.
 	renterScore func(peer.ID) float64
+	// stageDir keeps the tars renters upload for their leases; empty:
+	// uploads are refused.
+	stageDir string
 }
 
 // newLeaseOwner builds the calendars from the provider's GPUs, as inv
@@ -53,6 +57,14 @@ func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState
 	}
 	if pl, ok := d.exec.(executor.Puller); ok {
 		lo.images = newImagePulls(pl, d.jobs, d.offer, d.log)
+	}
+	if _, ok := d.exec.(executor.Sessions); ok && d.stageDir != "" && d.jobs.MaxUploadMiB > 0 {
+		max := int64(d.jobs.MaxUploadMiB) << 20
+		stage, err := transfer.NewStage(d.stageDir, transfer.StageRules{MaxBytes: max, PerRenter: 2 * max, MaxFiles: market.MaxInputs, Keep: stageKeep})
+		if err != nil {
+			return nil, nil, fmt.Errorf("uploads: %w", err)
+		}
+		lo.stage = stage
 	}
 	st := &leaseState{cals: map[string]*market.Calendar{}, live: map[string]*liveLease{}, admitting: map[string]*admission{}, unsigned: map[string]unsignedReceipt{}}
 	slots := map[string][]string{}
@@ -101,6 +113,22 @@ func (lo *leaseOwner) start(ctx context.Context, st *leaseState, sv p2p.Server) 
 	if lo.images != nil {
 		p2p.ServeImages(sv, lo.jobs.PullTimeout.Std(), lo.images.ready, lo.images.load)
 	}
+	if lo.stage != nil {
+		lo.stage.Sweep()
+		p2p.ServeUploads(sv, lo.stageUpload)
+	}
+}
+
+// stageKeep is how long an uploaded tar waits for its lease.
+const stageKeep = time.Hour
+
+// stageUpload takes a renter's upload into the stage.
+func (lo *leaseOwner) stageUpload(from peer.ID, sum []byte, size int64) (int64, p2p.UploadSink, error) {
+	have, part, err := lo.stage.Begin(from, sum, size)
+	if err != nil || part == nil {
+		return have, nil, err
+	}
+	return have, part, nil
 }
 
 // stop ends the supervisors, which leave containers running for the next

@@ -52,6 +52,7 @@ type dealer interface {
 	AttachJob(ctx context.Context, p peer.ID, att *pb.JobAttach) (network.Stream, error)
 	ReadyImage(ctx context.Context, p peer.ID, ref string, deadline time.Duration, progress func(*pb.ImageProgress)) (*pb.ImageReady, error)
 	SendImage(ctx context.Context, p peer.ID, id string, up *pb.ImageUpload, deadline time.Duration, write func(w io.Writer, have int) error) (*pb.ImageReady, error)
+	Upload(ctx context.Context, p peer.ID, sum []byte, size int64, open func(offset int64) (io.ReadCloser, error)) (int64, error)
 }
 
 // swarmLink is the node's one implementation of the interfaces above.
@@ -164,6 +165,11 @@ func (l *swarmLink) RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRe
 		p2p.ForgetDialBackoff(l.host, p)
 	}
 	return p2p.RequestLease(ctx, l.host, l.swarm, p, req)
+}
+
+// Upload stages a tar at provider p, from where p's copy ends.
+func (l *swarmLink) Upload(ctx context.Context, p peer.ID, sum []byte, size int64, open func(offset int64) (io.ReadCloser, error)) (int64, error) {
+	return p2p.Upload(ctx, l.host, l.swarm, p, sum, size, open)
 }
 
 // AttachJob opens a job stream to provider p, past the swarm's dial

@@ -128,6 +128,7 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 		id: n.id, key: n.key, limits: n.limits, provider: n.cfg.Provider, jobs: n.cfg.Jobs, exec: exec, store: n.leaseStore(),
 		clock: n.clock, log: n.opts.Logger.With("subsystem", LogNode), offer: n.provider.ownOffer, source: n.provider.source, ended: n.leaseEnded,
 		renterScore: func(p peer.ID) float64 { return n.reputation.scores().Of(p).AsRenter },
+		stageDir:    filepath.Join(n.repo.Path, StagingDir),
 	}, inv)
 	if err != nil {
 		closeExecutor(exec)

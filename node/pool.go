@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -104,7 +105,7 @@ type poolMember struct {
 }
 
 // rentPool leases a micro-pool for req and runs the job on every member.
-func (r *renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, out RentOutput, res *api.RentResult, t0 time.Time) error {
+func (r *renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, packed []transfer.Packed, out RentOutput, res *api.RentResult, t0 time.Time) error {
 	maxPair := time.Duration(req.MaxPairRTTMillis) * time.Millisecond
 	tm := r.clock.Now()
 	cands := r.candidates(ctx, r.market.matcherFor(req.BidRequest), b, maxRentCandidates, tm, out)
@@ -152,7 +153,7 @@ func (r *renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, o
 			done <- nil // located above
 			o, flush := rankOutput(out, m.rank, &outMu)
 			m.flush = flush
-			m.follow, m.at = r.tryAt(pctx, pctx, b, m.c, done, memberReq, o, &m.timing, start)
+			m.follow, m.at = r.tryAt(pctx, pctx, b, m.c, done, memberReq, packed, o, &m.timing, start)
 		})
 		// The members were leased at once: the pool took as long as its
 		// slowest.

@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -95,6 +96,7 @@ const (
 	StageAttest    RentStage = "attest"
 	StageNegotiate RentStage = "negotiate"
 	StageImage     RentStage = "image"
+	StageUpload    RentStage = "upload"
 )
 
 // Attempt is one provider a rental tried and why it moved on. A provider's
@@ -257,8 +259,17 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 	if err != nil {
 		return res, err
 	}
+	packed, err := packUploads(req.Uploads)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		for _, p := range packed {
+			p.Remove()
+		}
+	}()
 	if req.MaxPairRTTMillis > 0 {
-		return res, r.rentPool(ctx, b, req, out, &res, t0)
+		return res, r.rentPool(ctx, b, req, packed, out, &res, t0)
 	}
 	tries := req.Candidates
 	if tries <= 0 || tries > maxRentCandidates {
@@ -282,10 +293,11 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 			break
 		}
 		actx, cancel := context.WithTimeout(ctx, min(left, attemptLimit))
-		f, at := r.try(actx, ctx, b, c, located[i], req, out, &res.Timings)
+		f, at := r.try(actx, ctx, b, c, located[i], req, packed, out, &res.Timings)
 		cancel()
 		if f == nil {
-			if (at.Stage != StageNegotiate || !isRefusal(at.Err)) && !errors.Is(at.Err, ErrNotAttestable) {
+			var tooBig *p2p.UploadRefusedError // a refused upload is no failure of the provider's
+			if (at.Stage != StageNegotiate || !isRefusal(at.Err)) && !errors.Is(at.Err, ErrNotAttestable) && !errors.As(at.Err, &tooBig) {
 				r.failed.add(c.Issuer, r.clock.Now())
 			}
 			if at.Stage == StageLocate && r.observe != nil { // an attestation counts on its own
@@ -400,14 +412,14 @@ func (r *renter) locateAll(ctx context.Context, cands []market.Candidate) ([]cha
 // try attests and leases from candidate c once located says it was
 // located; it returns the follow of the lease it got, or the attempt
 // that failed.
-func (r *renter) try(ctx, long context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, out RentOutput, t *api.RentTimings) (*follow, Attempt) {
-	return r.tryAt(ctx, long, b, c, located, req, out, t, time.Time{})
+func (r *renter) try(ctx, long context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, packed []transfer.Packed, out RentOutput, t *api.RentTimings) (*follow, Attempt) {
+	return r.tryAt(ctx, long, b, c, located, req, packed, out, t, time.Time{})
 }
 
 // tryAt is try for a lease that starts at start (zero: as soon as the
 // offer allows). The provider readies the image within long, which
 // outlasts the attempt's ctx: a pull may take minutes.
-func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, out RentOutput, t *api.RentTimings, start time.Time) (*follow, Attempt) {
+func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, packed []transfer.Packed, out RentOutput, t *api.RentTimings, start time.Time) (*follow, Attempt) {
 	at := Attempt{Provider: c.Issuer}
 	select {
 	case at.Err = <-located:
@@ -445,6 +457,11 @@ func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 		out.say("%s: image not ready: %v; trying the next", short(c.Issuer), err)
 		return nil, at
 	}
+	if err := r.upload(long, c.Issuer, packed, out, t); err != nil {
+		at.Stage, at.Err = StageUpload, err
+		out.say("%s: %v; trying the next", short(c.Issuer), err)
+		return nil, at
+	}
 	if ctx.Err() != nil && long.Err() == nil {
 		// The pull outlasted the attempt: the proposal gets its own.
 		var cancel context.CancelFunc
@@ -456,9 +473,9 @@ func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 	var l *pb.Lease
 	var err error
 	if start.IsZero() {
-		cs, l, err = r.propose(ctx, b, c, req)
+		cs, l, err = r.propose(ctx, b, c, req, inputsOf(packed))
 	} else {
-		cs, l, err = r.proposeAt(ctx, b, c, req, start)
+		cs, l, err = r.proposeAt(ctx, b, c, req, inputsOf(packed), start)
 	}
 	t.Negotiate += r.clock.Since(tn)
 	if err != nil {
@@ -542,16 +559,16 @@ func attemptView(a Attempt) api.Attempt {
 // *market.RejectError). A provider that names a later start at which the
 // lease fits (after preempting bronze leases with notice) is asked once
 // more, for that start, if the bid allows it.
-func (r *renter) propose(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest) (*pb.CoSigned, *pb.Lease, error) {
+func (r *renter) propose(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, inputs []*pb.Input) (*pb.CoSigned, *pb.Lease, error) {
 	start := c.Start
 	if now := r.clock.Now(); now.After(start) {
 		start = now
 	}
-	cs, l, err := r.proposeAt(ctx, b, c, req, start)
+	cs, l, err := r.proposeAt(ctx, b, c, req, inputs, start)
 	var re *market.RejectError
 	if errors.As(err, &re) {
 		if later := re.EarliestStart; later.After(start) && later.UnixMilli() <= b.LatestStartUnixMs {
-			cs, l, err = r.proposeAt(ctx, b, c, req, later)
+			cs, l, err = r.proposeAt(ctx, b, c, req, inputs, later)
 		}
 	}
 	return cs, l, err
@@ -559,8 +576,8 @@ func (r *renter) propose(ctx context.Context, b *pb.Bid, c market.Candidate, req
 
 // proposeAt proposes a lease for c starting at start and stores the
 // countersigned lease.
-func (r *renter) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, start time.Time) (*pb.CoSigned, *pb.Lease, error) {
-	l, err := market.NewLease(market.LeaseTerms{ID: newID("lease-"), Renter: r.id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env}, r.clock.Now(), limitsIn(r.swarm))
+func (r *renter) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, inputs []*pb.Input, start time.Time) (*pb.CoSigned, *pb.Lease, error) {
+	l, err := market.NewLease(market.LeaseTerms{ID: newID("lease-"), Renter: r.id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env, Inputs: inputs}, r.clock.Now(), limitsIn(r.swarm))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -25,12 +25,16 @@ import (
 
 // Files and folders of a repository.
 const (
-	ConfigFile    = "config.toml"
-	IdentityFile  = "identity.key"
-	SwarmKeyFile  = "swarm.key"
-	DatastoreDir  = "datastore"
-	LockFile      = "repo.lock"
-	APIFile       = "api"
+	ConfigFile   = "config.toml"
+	IdentityFile = "identity.key"
+	SwarmKeyFile = "swarm.key"
+	DatastoreDir = "datastore"
+	LockFile     = "repo.lock"
+	APIFile      = "api"
+	// StagingDir keeps, on a provider, the tars renters upload for their
+	// leases, a folder per renter, until the job takes them in (an hour
+	// at most).
+	StagingDir    = "staging"
 	defaultFolder = ".idlegrid"
 	// EnvRepo names the repository when --repo is not given.
 	EnvRepo = "IDLEGRID_PATH"

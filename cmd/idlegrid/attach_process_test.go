@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"math/rand"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -167,6 +170,53 @@ func TestDetachAndAttachAcrossAProviderKill(t *testing.T) {
 	}
 	if got := cli(t, bin, "logs", id2, "--repo", renter); got != "a\nb\n" {
 		t.Errorf("kept stdout of the lease that ended while away: %q, want \"a\\nb\\n\"", got)
+	}
+	d.stop(t)
+}
+
+// rent --upload puts a folder in the container before the job starts:
+// the job reads it at once, byte for byte (its SHA-256 as sha256sum sees
+// it in the container). A folder over the provider's jobs.max_upload_mib
+// is refused before any lease, and rent says why.
+func TestRentUploadsDataBeforeTheJobStarts(t *testing.T) {
+	image := executortest.BusyboxImage(t)
+	docker := executortest.Docker(t)
+	bin := buildBinary(t)
+	_, d, _, addr := restartableProvider(t, bin, docker, [2]string{"jobs.max_upload_mib", "2"})
+	renter := renterRepo(t, bin, "renter", "--bootstrap", addr)
+	data := filepath.Join(t.TempDir(), "data")
+	os.MkdirAll(filepath.Join(data, "sub"), 0o755)
+	blob := make([]byte, 1<<20)
+	rand.New(rand.NewSource(3)).Read(blob)
+	os.WriteFile(filepath.Join(data, "sub", "blob"), blob, 0o644)
+	os.WriteFile(filepath.Join(data, "hello.txt"), []byte("hello\n"), 0o644)
+	sum := sha256.Sum256(blob)
+
+	cmd := exec.Command(bin, "rent", "--repo", renter, "--gpu", "H100", "--hours", "1", "--max-price", "5", "--gather", "5s",
+		"--image", image, "--upload", data+":/workspace/in", "--", "sh", "-c", "cat /workspace/in/hello.txt; sha256sum /workspace/in/sub/blob")
+	var out, errs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("rent --upload: %v\n%s", err, errs.String())
+	}
+	if want := fmt.Sprintf("hello\n%x  /workspace/in/sub/blob\n", sum); out.String() != want {
+		t.Errorf("the job saw %q, want %q", out.String(), want)
+	}
+	if !strings.Contains(errs.String(), "uploaded /workspace/in") || !strings.Contains(errs.String(), "not billed") {
+		t.Errorf("rent said nothing of the upload:\n%s", errs.String())
+	}
+
+	big := filepath.Join(t.TempDir(), "big")
+	os.WriteFile(big, make([]byte, 3<<20), 0o644)
+	tooBig := exec.Command(bin, "rent", "--repo", renter, "--gpu", "H100", "--hours", "1", "--max-price", "5", "--gather", "5s",
+		"--image", image, "--upload", big+":/workspace/big", "--", "true")
+	got, err := tooBig.CombinedOutput()
+	if code := exitCode(err); code != exitNoProvider || !strings.Contains(string(got), "jobs.max_upload_mib") {
+		t.Errorf("an upload over the provider's bound: exit %d, want %d and the bound named\n%s", code, exitNoProvider, got)
+	}
+	out2, err := exec.Command(bin, "rent", "--repo", renter, "--image", image, "--upload", data+":/etc/x", "--", "true").CombinedOutput()
+	if code := exitCode(err); code != exitUsage || !strings.Contains(string(out2), "--upload") {
+		t.Errorf("--upload outside /workspace: exit %d, want %d\n%s", code, exitUsage, out2)
 	}
 	d.stop(t)
 }

@@ -1,15 +1,10 @@
 package main
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -19,6 +14,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/spf13/cobra"
 )
 
@@ -69,7 +65,7 @@ func (e *env) cpIn(local, lease, remote string) error {
 	sums := map[string]string{}
 	pr, pw := io.Pipe()
 	var size int64
-	go func() { pw.CloseWithError(tarTree(pw, local, name, sums, &size)) }()
+	go func() { pw.CloseWithError(transfer.TarTree(pw, local, name, sums, &size)) }()
 	var stderr bytes.Buffer
 	code, err := link.Exec(e.ctx, &pb.ExecRequest{Argv: []string{"sh", "-c", `mkdir -p "$1" && exec tar -x -f - -C "$1"`, "sh", dir}},
 		node.ExecIO{Stdin: pr, Stdout: io.Discard, Stderr: &stderr})
@@ -102,7 +98,7 @@ func (e *env) cpOut(lease, remote, local string) error {
 	var size int64
 	untarred := make(chan error, 1)
 	go func() {
-		err := untarTree(pr, name, target, sums, &size)
+		err := transfer.UntarTree(pr, name, target, sums, &size)
 		pr.CloseWithError(err)
 		untarred <- err
 	}()
@@ -161,97 +157,4 @@ func execFailed(what string, code int, err error, stderr *bytes.Buffer) error {
 		return fmt.Errorf("cp: %s in the container exited with code %d: %s", what, code, strings.TrimSpace(stderr.String()))
 	}
 	return nil
-}
-
-// tarTree writes local as a tar whose top entry is named name, noting
-// each regular file's SHA-256 by its name in the tar.
-func tarTree(w io.Writer, local, name string, sums map[string]string, size *int64) error {
-	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(local, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(local, p)
-		if err != nil {
-			return err
-		}
-		tname := path.Join(name, filepath.ToSlash(rel))
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: tname + "/", Mode: int64(info.Mode().Perm()), ModTime: info.ModTime()})
-		case !info.Mode().IsRegular():
-			return fmt.Errorf("%s: only files and folders are copied, not %s", p, info.Mode().Type())
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: tname, Mode: int64(info.Mode().Perm()), Size: info.Size(), ModTime: info.ModTime()}); err != nil {
-			return err
-		}
-		h := sha256.New()
-		n, err := io.Copy(io.MultiWriter(tw, h), f)
-		if err != nil {
-			return err
-		}
-		sums[tname], *size = hex.EncodeToString(h.Sum(nil)), *size+n
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
-}
-
-// untarTree writes the tar r carries, whose entries all lie under name,
-// to target (name's place), noting each file's SHA-256 by its name in the
-// tar. An entry outside name, a link or a device is refused: the far side
-// is not trusted to say where things go.
-func untarTree(r io.Reader, name, target string, sums map[string]string, size *int64) error {
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		clean := path.Clean(h.Name)
-		rel, ok := strings.CutPrefix(clean, name)
-		if !ok || clean != name && !strings.HasPrefix(rel, "/") || clean == ".." || strings.HasPrefix(clean, "../") || path.IsAbs(clean) {
-			return fmt.Errorf("an entry %q outside %q: refused", h.Name, name)
-		}
-		dst := filepath.Join(target, filepath.FromSlash(rel))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(dst, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode).Perm()|0o600)
-			if err != nil {
-				return err
-			}
-			hash := sha256.New()
-			n, err := io.Copy(io.MultiWriter(f, hash), tr)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-			sums[clean], *size = hex.EncodeToString(hash.Sum(nil)), *size+n
-		default:
-			return fmt.Errorf("an entry %q of type %q: only files and folders are copied", h.Name, h.Typeflag)
-		}
-	}
 }

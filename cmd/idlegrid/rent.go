@@ -22,6 +22,7 @@ func newRentCmd(e *env) *cobra.Command {
 		gather    time.Duration
 		tryFor    time.Duration
 		maxPair   time.Duration
+		uploads   []string
 	)
 	c := &cobra.Command{
 		Use:   "rent [flags] -- [CMD ARGS...]",
@@ -33,7 +34,11 @@ gathers offers until some fit (a progress line on stderr), ranks them by
 effective price, challenges the best provider to attest its GPUs, proposes a
 lease both sides sign, and runs --image with CMD ARGS on the leased GPUs (the
 provider pulls the image first, before the lease, if it has not got it;
---image-from-docker sends one of this machine's instead). The
+--image-from-docker sends one of this machine's instead). Each --upload is
+sent as a tar before the lease too (not billed; a broken stream resumes
+where the provider's copy ends; the provider checks its SHA-256 and its
+jobs.max_upload_mib) and unpacked in /workspace before the job starts (the
+image needs sh and tar). The
 job's stdout and stderr stream back apart (and are kept under the
 repository's logs/ folder for 'idlegrid logs'); its telemetry is verified as
 it arrives. At the end both sides sign a receipt for the metered time, which
@@ -87,6 +92,13 @@ line, before anything was rented.`,
 			}
 			if maxPair < 0 || maxPair > time.Minute {
 				return usagef("--max-pair-rtt %s: want 0 (one provider) to 1m", maxPair)
+			}
+			for _, u := range uploads {
+				i := strings.LastIndex(u, ":/workspace")
+				if i <= 0 {
+					return usagef("--upload %q: want LOCAL:/workspace/PATH, such as ./data:/workspace/data", u)
+				}
+				req.Uploads = append(req.Uploads, api.Upload{Local: u[:i], Path: u[i+1:]})
 			}
 			if req.Detach {
 				if maxPair > 0 {
@@ -148,6 +160,7 @@ line, before anything was rented.`,
 	f := c.Flags()
 	f.BoolVarP(&req.Detach, "detach", "d", false, "return once the job runs, printing the lease ID; 'idlegrid attach LEASE' follows it again")
 	f.StringArrayVar(&req.Env, "env", nil, "KEY=VALUE for the job's environment (repeatable)")
+	f.StringArrayVar(&uploads, "upload", nil, "LOCAL:/workspace/PATH: a file or folder the provider puts in the container before the job starts, uploaded before the lease (not billed), checked by SHA-256, resumed if the stream breaks (repeatable, up to 8)")
 	f.StringArrayVar(&bootstrap, "bootstrap", nil, "bootstrap peer multiaddr, replacing network.bootstrap (repeatable)")
 	f.DurationVar(&gather, "gather", 15*time.Second, "how long to wait for fitting offers")
 	f.IntVar(&req.Candidates, "candidates", 0, "providers to try at most, best first; 0: as many as --try-for allows (up to 64)")

@@ -31,12 +31,23 @@ type RentRequest struct {
 	// Detach returns once the job runs, leaving the lease running with
 	// no renter attached ('idlegrid attach' follows it again).
 	Detach bool `json:"detach,omitempty"`
+	// Uploads are local files or folders the provider puts in the
+	// container before the job starts: uploaded before the lease (never
+	// billed), checked by SHA-256, resumed where a stream broke off.
+	Uploads []Upload `json:"uploads,omitempty"`
+}
+
+// Upload is a local file or folder and where it goes in the container:
+// a clean path in /workspace.
+type Upload struct {
+	Local string `json:"local"`
+	Path  string `json:"path"`
 }
 
 // Attempt is one provider a renter tried and why it moved on.
 type Attempt struct {
 	Provider string `json:"provider"`
-	Stage    string `json:"stage"` // locate, attest, image or negotiate
+	Stage    string `json:"stage"` // locate, attest, image, upload or negotiate
 	Reason   string `json:"reason"`
 	// Code is the provider's refusal code (REJECT_NO_CAPACITY, …) when it
 	// refused the lease.
@@ -52,6 +63,9 @@ type RentTimings struct {
 	// Pull is the time providers took to make the image present (pulling
 	// it when they had not got it), before any lease: never billed.
 	Pull time.Duration `json:"pull_ns"`
+	// Upload is the time the rental's uploads took, before any lease:
+	// never billed.
+	Upload time.Duration `json:"upload_ns"`
 	// Start is from the lease's acceptance to the job's first output.
 	Start time.Duration `json:"start_ns"`
 	// FirstOutput is from the start of the rental to the first output.

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -143,6 +144,11 @@ func (d *Docker) Start(ctx context.Context, s Spec, out Output) (Job, error) {
 		return nil, errors.New("docker start: spec needs a lease ID and an image")
 	}
 	cfg, host := d.containerConfig(s)
+	if len(s.Inputs) > 0 {
+		if err := d.awaitInputs(ctx, s, cfg); err != nil {
+			return nil, fmt.Errorf("docker start: lease %s: %w", s.LeaseID, err)
+		}
+	}
 	created, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, d.containerName(s.LeaseID))
 	if cerrdefs.IsConflict(err) && d.clearName(ctx, d.containerName(s.LeaseID)) {
 		created, err = d.cli.ContainerCreate(ctx, cfg, host, nil, nil, d.containerName(s.LeaseID))
@@ -167,7 +173,80 @@ func (d *Docker) Start(ctx context.Context, s Spec, out Output) (Job, error) {
 		}
 		return nil, d.engineErr("docker start: lease "+s.LeaseID, err)
 	}
-	return d.watch(id, s.LeaseID, streamed(d, stream, out)), nil
+	j := d.watch(id, s.LeaseID, streamed(d, stream, out))
+	if err := d.putInputs(ctx, s); err != nil {
+		if serr := j.Stop(context.WithoutCancel(ctx), 0); serr != nil {
+			d.discard(id)
+		}
+		return nil, fmt.Errorf("docker start: lease %s: %w", s.LeaseID, err)
+	}
+	return j, nil
+}
+
+// inputsFlag is the file whose making lets a job with inputs start: its
+// inputs are in place.
+const inputsFlag = "/tmp/.idlegrid-inputs"
+
+// inputsWait is the script a job with inputs starts under: it waits for
+// inputsFlag, then runs the job's command in its place.
+const inputsWait = `while [ ! -e ` + inputsFlag + ` ]; do sleep 0.05; done; rm -f ` + inputsFlag + `; exec "$@"`
+
+// awaitInputs makes the container start under inputsWait, with the
+// command it would have run (the image's entrypoint, then the spec's
+// command or the image's) as the script's arguments.
+func (d *Docker) awaitInputs(ctx context.Context, s Spec, cfg *container.Config) error {
+	img, err := d.cli.ImageInspect(ctx, s.Image)
+	if err != nil {
+		return d.engineErr("inputs: image "+s.Image, err)
+	}
+	var entry, cmd []string
+	if img.Config != nil {
+		entry, cmd = img.Config.Entrypoint, img.Config.Cmd
+	}
+	if len(s.Command) > 0 {
+		cmd = s.Command
+	}
+	argv := append(slices.Clone(entry), cmd...)
+	if len(argv) == 0 {
+		return fmt.Errorf("inputs: image %s names no command and the lease none", s.Image)
+	}
+	cfg.Entrypoint, cfg.Cmd = []string{"/bin/sh", "-c", inputsWait, "idlegrid-inputs"}, argv
+	return nil
+}
+
+// putInputs unpacks the spec's inputs in the running container, each
+// with the image's tar as the job's user, then lets the job start.
+func (d *Docker) putInputs(ctx context.Context, s Spec) error {
+	if len(s.Inputs) == 0 {
+		return nil
+	}
+	for i, in := range s.Inputs {
+		r, err := in.Open()
+		if err != nil {
+			return fmt.Errorf("input %d: %w", i, err)
+		}
+		var stderr bytes.Buffer
+		code, err := d.Exec(ctx, s.LeaseID, ExecSpec{
+			Argv:  []string{"/bin/sh", "-c", `mkdir -p "$1" && tar -x -f - -C "$1"`, "idlegrid-input", in.Dir},
+			Stdin: r, Stdout: io.Discard, Stderr: &stderr,
+		})
+		r.Close()
+		if err == nil && code != 0 {
+			err = fmt.Errorf("tar exited with code %d: %s", code, strings.TrimSpace(stderr.String()))
+		}
+		if err != nil {
+			return fmt.Errorf("input %d into %s: %w", i, in.Dir, err)
+		}
+	}
+	var stderr bytes.Buffer
+	code, err := d.Exec(ctx, s.LeaseID, ExecSpec{Argv: []string{"/bin/sh", "-c", "touch " + inputsFlag}, Stdout: io.Discard, Stderr: &stderr})
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exited with code %d: %s", code, strings.TrimSpace(stderr.String()))
+	}
+	if err != nil {
+		return fmt.Errorf("inputs in place, but the job not let start: %w", err)
+	}
+	return nil
 }
 
 // containerConfig turns a spec into the engine's create request.

@@ -1,9 +1,13 @@
 package executor_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -437,5 +441,44 @@ func TestDockerCheckJudgesAnImageByWhatItIs(t *testing.T) {
 		if refused := errors.Is(err, executor.ErrImageRefused); refused != c.refuse || err != nil && !refused {
 			t.Errorf("%s: %v, want refused %v", c.name, err, c.refuse)
 		}
+	}
+}
+
+// tarOf is a tar of files, by name.
+func tarOf(t *testing.T, files map[string]string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(files[name]))})
+		tw.Write([]byte(files[name]))
+	}
+	tw.Close()
+	return b.Bytes()
+}
+
+// A job's inputs are in /workspace, as its user, before its command
+// starts: the command reads them at once. An input that is no tar stops
+// the start and leaves no container.
+func TestDockerPutsInputsBeforeTheJobStarts(t *testing.T) {
+	e := newDockerEnv(t)
+	s := e.spec(t, `cat /workspace/data/hello.txt /workspace/data/sub/more.txt; stat -c %u /workspace/data/hello.txt; echo "$0 $1"`)
+	s.Command = append(s.Command, "zero", "one")
+	data := tarOf(t, map[string]string{"data/hello.txt": "hello\n", "data/sub/more.txt": "more\n"})
+	s.Inputs = []executor.Input{{Dir: "/workspace", Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }}}
+	st := start(t, e.d, s)
+	if code := wait(t, st.job); code != 0 || st.stdout.String() != "hello\nmore\n65534\nzero one\n" {
+		t.Errorf("job with inputs: exit %d, stdout %q, stderr %q", code, st.stdout.String(), st.stderr.String())
+	}
+
+	bad := e.spec(t, "echo ran")
+	bad.Inputs = []executor.Input{{Dir: "/workspace/x", Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("not a tar")), nil }}}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := e.d.Start(ctx, bad, executor.Output{}); err == nil || !strings.Contains(err.Error(), "input 0 into /workspace/x") {
+		t.Errorf("an input that is no tar: %v", err)
+	}
+	if leases, _ := e.d.Running(ctx); slices.Contains(leases, bad.LeaseID) {
+		t.Errorf("a start whose input failed left its container")
 	}
 }

@@ -35,6 +35,18 @@ type Spec struct {
 	LogBytes int64
 	// Images are the provider's rules for Image, applied by Check.
 	Images ImagePolicy
+	// Inputs are tars to unpack in the container, in order, before its
+	// command starts. A Docker job then starts under /bin/sh, which waits
+	// for them and then runs the command as the image would (the image
+	// needs sh and tar); the process executor takes none.
+	Inputs []Input
+}
+
+// Input is a tar to unpack at Dir, a folder in /workspace (made if need
+// be), as the job's user.
+type Input struct {
+	Dir  string
+	Open func() (io.ReadCloser, error)
 }
 
 // Defaults of a Spec's confinement.

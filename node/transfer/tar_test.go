@@ -1,4 +1,4 @@
-package main
+package transfer
 
 import (
 	"archive/tar"
@@ -28,7 +28,7 @@ func TestUntarKeepsToItsTarget(t *testing.T) {
 		tw.Close()
 		dir := t.TempDir()
 		var size int64
-		err := untarTree(&b, "out", filepath.Join(dir, "target"), map[string]string{}, &size)
+		err := UntarTree(&b, "out", filepath.Join(dir, "target"), map[string]string{}, &size)
 		if err == nil {
 			t.Errorf("%s: taken", name)
 		}
@@ -43,11 +43,11 @@ func TestUntarKeepsToItsTarget(t *testing.T) {
 	var b bytes.Buffer
 	in, out := map[string]string{}, map[string]string{}
 	var n1, n2 int64
-	if err := tarTree(&b, src, "out", in, &n1); err != nil {
+	if err := TarTree(&b, src, "out", in, &n1); err != nil {
 		t.Fatal(err)
 	}
 	target := filepath.Join(t.TempDir(), "target")
-	if err := untarTree(&b, "out", target, out, &n2); err != nil || len(in) != 1 || in["out/d/f"] != out["out/d/f"] || n1 != 1 || n2 != 1 {
+	if err := UntarTree(&b, "out", target, out, &n2); err != nil || len(in) != 1 || in["out/d/f"] != out["out/d/f"] || n1 != 1 || n2 != 1 {
 		t.Errorf("round trip: %v, sums %v and %v", err, in, out)
 	}
 	if got, _ := os.ReadFile(filepath.Join(target, "d", "f")); !strings.EqualFold(string(got), "x") {

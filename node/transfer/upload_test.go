@@ -1,0 +1,225 @@
+package transfer_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/node/transfer"
+	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// loopbackHost is a real host on loopback TCP.
+func loopbackHost(t testing.TB) host.Host {
+	t.Helper()
+	key, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := p2p.NewHost(p2p.HostConfig{
+		Identity: key, Swarm: p2p.Swarm{Name: "test"}, ListenAddrs: []ma.Multiaddr{ma.StringCast("/ip4/127.0.0.1/tcp/0")},
+		ConnLow: 10, ConnHigh: 20, ConnGrace: time.Minute, Limits: p2p.DefaultLimits, UserAgent: "idlegrid/test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// stagePair is a renter host and a provider host serving uploads into a
+// stage with rules.
+func stagePair(t testing.TB, rules transfer.StageRules) (renter, provider host.Host, stage *transfer.Stage) {
+	t.Helper()
+	stage, err := transfer.NewStage(filepath.Join(t.TempDir(), "staging"), rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renter, provider = loopbackHost(t), loopbackHost(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	p2p.ServeUploads(p2p.Server{Host: provider, Swarm: p2p.Swarm{Name: "test"}, Ctx: ctx}, func(from peer.ID, sum []byte, size int64) (int64, p2p.UploadSink, error) {
+		have, part, err := stage.Begin(from, sum, size)
+		if err != nil || part == nil {
+			return have, nil, err
+		}
+		return have, part, nil
+	})
+	if err := renter.Connect(ctx, peer.AddrInfo{ID: provider.ID(), Addrs: provider.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	return renter, provider, stage
+}
+
+// breaking reads r and fails once it has given after bytes: a stream
+// that drops mid-upload.
+type breaking struct {
+	r     io.Reader
+	after int64
+}
+
+func (b *breaking) Read(p []byte) (int, error) {
+	if b.after <= 0 {
+		return 0, errors.New("the network went away")
+	}
+	n, err := b.r.Read(p[:min(int64(len(p)), b.after)])
+	b.after -= int64(n)
+	return n, err
+}
+
+// An upload that breaks off resumes where the provider's copy ends: the
+// second stream sends only what had not arrived, and the stage keeps the
+// whole tar under its SHA-256. A tar whose bytes do not match its hash,
+// one over the provider's size, and one past the renter's share are
+// refused with the reason; a tar staged already is not sent again.
+func TestAnUploadResumesWhereItBrokeOff(t *testing.T) {
+	const size = 8 << 20
+	renter, provider, stage := stagePair(t, transfer.StageRules{MaxBytes: size, PerRenter: size + 1<<20, MaxFiles: 8, Keep: time.Hour})
+	data := make([]byte, size)
+	rand.New(rand.NewSource(1)).Read(data)
+	sum := sha256.Sum256(data)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sw := p2p.Swarm{Name: "test"}
+
+	var sent atomic.Int64
+	open := func(breakAfter int64) func(int64) (io.ReadCloser, error) {
+		return func(off int64) (io.ReadCloser, error) {
+			r := io.Reader(&countReader{bytes.NewReader(data[off:]), &sent})
+			if breakAfter > 0 {
+				r = &breaking{r: r, after: breakAfter}
+			}
+			return io.NopCloser(r), nil
+		}
+	}
+	if _, err := p2p.Upload(ctx, renter, sw, provider.ID(), sum[:], size, open(3<<20)); err == nil {
+		t.Fatal("an upload whose stream broke succeeded")
+	}
+	firstSent := sent.Load()
+	had, err := p2p.Upload(ctx, renter, sw, provider.ID(), sum[:], size, open(0))
+	if err != nil {
+		t.Fatalf("resumed upload: %v", err)
+	}
+	if had <= 0 || had > firstSent || sent.Load()-firstSent != size-had {
+		t.Errorf("the resume started at byte %d after %d were sent, and sent %d more; want it to start where the provider's copy ended and send the rest", had, firstSent, sent.Load()-firstSent)
+	}
+	got, err := stage.Get(renter.ID(), sum[:], size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(got.Path); !bytes.Equal(b, data) {
+		t.Error("the staged tar differs from the one sent")
+	}
+	if had, err := p2p.Upload(ctx, renter, sw, provider.ID(), sum[:], size, open(0)); err != nil || had != size {
+		t.Errorf("a tar staged already: had %d, %v; want it whole at once", had, err)
+	}
+
+	var refused *p2p.UploadRefusedError
+	other := sha256.Sum256([]byte("other"))
+	if _, err := p2p.Upload(ctx, renter, sw, provider.ID(), other[:], 1<<20, open(0)); !errors.As(err, &refused) || !strings.Contains(refused.Reason, "want 1048576 bytes with") {
+		t.Errorf("bytes that do not match their hash: %v", err)
+	}
+	if _, err := p2p.Upload(ctx, renter, sw, provider.ID(), other[:], size+1, open(0)); !errors.As(err, &refused) || !strings.Contains(refused.Reason, "jobs.max_upload_mib") {
+		t.Errorf("a tar over the provider's size: %v", err)
+	}
+	if _, err := p2p.Upload(ctx, renter, sw, provider.ID(), other[:], 2<<20, open(0)); !errors.As(err, &refused) || !strings.Contains(refused.Reason, "this renter keeps") {
+		t.Errorf("a tar past the renter's share: %v", err)
+	}
+}
+
+type countReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// BenchmarkUpload1GiB stages a 1 GiB tar from a file over a loopback
+// libp2p TCP stream into a real stage (SHA-256 checked at the end), and,
+// in the same run, copies the same file to a loopback TCP socket (cat
+// to a socket): the ratio of the two throughputs is the figure.
+func BenchmarkUpload1GiB(b *testing.B) {
+	const size = 1 << 30
+	renter, provider, stage := stagePair(b, transfer.StageRules{MaxBytes: size, PerRenter: 2 * size, MaxFiles: 8, Keep: time.Hour})
+	src := filepath.Join(b.TempDir(), "data")
+	f, err := os.Create(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := sha256.New()
+	rng := rand.New(rand.NewSource(2))
+	if _, err := io.CopyN(io.MultiWriter(f, h), rng, size); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	sum := h.Sum(nil)
+	open := func(off int64) (io.ReadCloser, error) {
+		f, err := os.Open(src)
+		if err == nil {
+			_, err = f.Seek(off, io.SeekStart)
+		}
+		return f, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan int64, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n, _ := io.Copy(io.Discard, c)
+			c.Close()
+			got <- n
+		}
+	}()
+	var viaUpload, viaSocket time.Duration
+	b.SetBytes(size)
+	b.ResetTimer()
+	for range b.N {
+		stage.Remove(renter.ID(), sum)
+		t0 := time.Now()
+		if _, err := p2p.Upload(context.Background(), renter, p2p.Swarm{Name: "test"}, provider.ID(), sum, size, open); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, _ := open(0)
+		io.Copy(c, r)
+		r.Close()
+		c.Close()
+		if n := <-got; n != size {
+			b.Fatalf("socket carried %d bytes", n)
+		}
+		viaUpload, viaSocket = viaUpload+t1.Sub(t0), viaSocket+time.Since(t1)
+	}
+	mibps := func(d time.Duration) float64 { return float64(size) * float64(b.N) / d.Seconds() / (1 << 20) }
+	b.ReportMetric(mibps(viaUpload), "upload-MiB/s")
+	b.ReportMetric(mibps(viaSocket), "socket-MiB/s")
+	b.ReportMetric(viaSocket.Seconds()/viaUpload.Seconds(), "upload/socket")
+}
