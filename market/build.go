@@ -124,8 +124,10 @@ type LeaseTerms struct {
 	Start     time.Time
 	// Command and Env of the workload; its image and class are the bid's.
 	Command, Env []string
-	// Inputs are the tars the provider unpacks before the job starts.
-	Inputs []*pb.Input
+	// Inputs are the tars the provider unpacks before the job starts;
+	// Outputs the paths it packs once the job's command ended.
+	Inputs  []*pb.Input
+	Outputs []string
 }
 
 // NewLease makes the lease t describes, created at now, and checks it
@@ -136,7 +138,7 @@ func NewLease(t LeaseTerms, now time.Time, l Limits) (*pb.Lease, error) {
 		Version: Version, Id: t.ID, Renter: []byte(t.Renter), Provider: []byte(c.Issuer),
 		OfferId: c.Offer.GetHeader().GetId(), OfferSeq: c.Offer.GetHeader().GetSeq(), Bid: b, Tier: b.GetTier(), GpuCount: c.GPUs,
 		StartUnixMs: t.Start.UnixMilli(), DurationSeconds: b.GetDurationSeconds(), Currency: b.GetCurrency(), PriceMicros: c.PriceMicros,
-		Workload:      &pb.Workload{Image: b.GetImage(), Command: t.Command, Env: t.Env, WorkloadClass: b.GetWorkloadClass(), Inputs: t.Inputs},
+		Workload:      &pb.Workload{Image: b.GetImage(), Command: t.Command, Env: t.Env, WorkloadClass: b.GetWorkloadClass(), Inputs: t.Inputs, Outputs: t.Outputs},
 		CreatedUnixMs: now.UnixMilli(),
 	}
 	if err := l.ValidateLease(m); err != nil {

@@ -259,11 +259,33 @@ func (l Limits) ValidateLease(m *pb.Lease) error {
 			return invalid(indexed("workload.env", i), "%q: want KEY=VALUE", kv)
 		}
 	}
-	return ValidateInputs(m.Workload.Inputs)
+	if err := ValidateInputs(m.Workload.Inputs); err != nil {
+		return err
+	}
+	return ValidateOutputs(m.Workload.Outputs)
 }
 
-// MaxInputs bounds the tars of data a lease puts in its container.
-const MaxInputs = 8
+// MaxInputs bounds the tars of data a lease puts in its container, and
+// MaxOutputs those it takes out.
+const MaxInputs, MaxOutputs = 8, 8
+
+// ValidateOutputs checks a workload's outputs: clean paths in /workspace.
+func ValidateOutputs(outs []string) error {
+	if len(outs) > MaxOutputs {
+		return invalid("workload.outputs", "%d; at most %d", len(outs), MaxOutputs)
+	}
+	for i, p := range outs {
+		if !inWorkspace(p) {
+			return invalid(indexed("workload.outputs", i), "%q; want a clean path in /workspace", clip(p))
+		}
+	}
+	return nil
+}
+
+// inWorkspace reports whether p is a clean path in /workspace.
+func inWorkspace(p string) bool {
+	return len(p) <= 256 && path.Clean(p) == p && (p == "/workspace" || strings.HasPrefix(p, "/workspace/"))
+}
 
 // ValidateInputs checks a workload's inputs: a SHA-256 and a size each,
 // at a clean absolute path in /workspace, the one place a job may write.
@@ -278,7 +300,7 @@ func ValidateInputs(ins []*pb.Input) error {
 			return invalid(indexed("workload.inputs", i)+".sha256", "%d bytes; want %d", len(in.GetSha256()), sha256.Size)
 		case in.GetSize() == 0:
 			return invalid(indexed("workload.inputs", i)+".size", "0; want the tar's size")
-		case len(p) > 256 || path.Clean(p) != p || p != "/workspace" && !strings.HasPrefix(p, "/workspace/"):
+		case !inWorkspace(p):
 			return invalid(indexed("workload.inputs", i)+".path", "%q; want a clean path in /workspace", clip(p))
 		}
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +51,16 @@ func (lo *leaseOwner) spec(l *pb.Lease, gpus []string) executor.Spec {
 				return nil, err
 			}
 			return os.Open(st.Path)
+		}})
+	}
+	for i, p := range w.GetOutputs() {
+		renter := peer.ID(l.Renter)
+		s.Outputs = append(s.Outputs, executor.OutputPath{Path: p, Save: func(tar io.Reader) error {
+			if lo.stage == nil {
+				_, err := io.Copy(io.Discard, tar)
+				return cmp.Or(err, errors.New("this provider keeps no outputs"))
+			}
+			return lo.stage.PutOutput(renter, l.Id, i, tar)
 		}})
 	}
 	return s

@@ -210,14 +210,15 @@ func (lo *leaseOwner) check(ctx context.Context, l *pb.Lease) (string, error) {
 }
 
 // checkInputs refuses a lease whose inputs the renter has not uploaded,
-// whole, before proposing it.
+// whole, before proposing it, and one with inputs or outputs where the
+// provider keeps neither.
 func (lo *leaseOwner) checkInputs(l *pb.Lease) error {
 	ins := l.GetWorkload().GetInputs()
-	if len(ins) == 0 {
+	if len(ins)+len(l.GetWorkload().GetOutputs()) == 0 {
 		return nil
 	}
 	if lo.stage == nil {
-		return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "this provider takes no uploads (jobs.max_upload_mib = 0, or its executor cannot unpack them)")
+		return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "this provider takes no uploads or downloads (jobs.max_upload_mib = 0, or its executor cannot unpack them)")
 	}
 	for i, in := range ins {
 		if _, err := lo.stage.Get(peer.ID(l.Renter), in.Sha256, int64(in.Size)); err != nil {

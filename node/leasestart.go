@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -116,6 +117,9 @@ func (lo *leaseOwner) start(ctx context.Context, st *leaseState, sv p2p.Server) 
 	if lo.stage != nil {
 		lo.stage.Sweep()
 		p2p.ServeUploads(sv, lo.stageUpload)
+		p2p.ServeDownloads(sv, func(from peer.ID, lease string, index int) (io.ReadSeekCloser, int64, []byte, error) {
+			return lo.stage.Output(from, lease, index)
+		})
 	}
 }
 

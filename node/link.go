@@ -53,6 +53,7 @@ type dealer interface {
 	ReadyImage(ctx context.Context, p peer.ID, ref string, deadline time.Duration, progress func(*pb.ImageProgress)) (*pb.ImageReady, error)
 	SendImage(ctx context.Context, p peer.ID, id string, up *pb.ImageUpload, deadline time.Duration, write func(w io.Writer, have int) error) (*pb.ImageReady, error)
 	Upload(ctx context.Context, p peer.ID, sum []byte, size int64, open func(offset int64) (io.ReadCloser, error)) (int64, error)
+	Download(ctx context.Context, p peer.ID, lease string, index int, offset int64, w io.Writer) (int64, []byte, error)
 }
 
 // swarmLink is the node's one implementation of the interfaces above.
@@ -170,6 +171,11 @@ func (l *swarmLink) RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRe
 // Upload stages a tar at provider p, from where p's copy ends.
 func (l *swarmLink) Upload(ctx context.Context, p peer.ID, sum []byte, size int64, open func(offset int64) (io.ReadCloser, error)) (int64, error) {
 	return p2p.Upload(ctx, l.host, l.swarm, p, sum, size, open)
+}
+
+// Download fetches output index of lease from provider p, from offset.
+func (l *swarmLink) Download(ctx context.Context, p peer.ID, lease string, index int, offset int64, w io.Writer) (int64, []byte, error) {
+	return p2p.Download(ctx, l.host, l.swarm, p, lease, index, offset, w)
 }
 
 // AttachJob opens a job stream to provider p, past the swarm's dial

@@ -259,6 +259,12 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 	if err != nil {
 		return res, err
 	}
+	if err := checkDownloads(req.Downloads); err != nil {
+		return res, err
+	}
+	if len(req.Downloads) > 0 && req.Detach {
+		return res, api.BadRequest{Err: errors.New("downloads with detach: a detached rental is not there at the job's end to take them")}
+	}
 	packed, err := packUploads(req.Uploads)
 	if err != nil {
 		return res, err
@@ -311,6 +317,9 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 			return res, err
 		}
 		res.Lease, res.Receipt, res.Relayed, res.Detached = leaseView(f.rec), f.receipt, f.relayed, f.left
+		if !f.left {
+			res.Downloads = r.downloadAll(ctx, c.Issuer, f.lease.Id, req.Downloads, out)
+		}
 		if !f.firstOutput.IsZero() {
 			res.Timings.Start, res.Timings.FirstOutput = f.firstOutput.Sub(f.accepted), f.firstOutput.Sub(t0)
 		}
@@ -577,7 +586,7 @@ func (r *renter) propose(ctx context.Context, b *pb.Bid, c market.Candidate, req
 // proposeAt proposes a lease for c starting at start and stores the
 // countersigned lease.
 func (r *renter) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, inputs []*pb.Input, start time.Time) (*pb.CoSigned, *pb.Lease, error) {
-	l, err := market.NewLease(market.LeaseTerms{ID: newID("lease-"), Renter: r.id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env, Inputs: inputs}, r.clock.Now(), limitsIn(r.swarm))
+	l, err := market.NewLease(market.LeaseTerms{ID: newID("lease-"), Renter: r.id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env, Inputs: inputs, Outputs: outputsOf(req.Downloads)}, r.clock.Now(), limitsIn(r.swarm))
 	if err != nil {
 		return nil, nil, err
 	}

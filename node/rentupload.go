@@ -1,11 +1,14 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"sync/atomic"
 	"time"
 
@@ -120,4 +123,103 @@ func (c *countingReader) Read(b []byte) (int, error) {
 		c.each(after)
 	}
 	return k, err
+}
+
+// outputsOf is the paths of a rental's downloads, for its lease.
+func outputsOf(ds []api.Download) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.Path)
+	}
+	return out
+}
+
+// checkDownloads refuses downloads to paths outside /workspace, or to a
+// local place that exists already.
+func checkDownloads(ds []api.Download) error {
+	if err := market.ValidateOutputs(outputsOf(ds)); err != nil {
+		return api.BadRequest{Err: fmt.Errorf("downloads: %w", err)}
+	}
+	for i, d := range ds {
+		if _, err := os.Lstat(d.Local); err == nil {
+			return api.BadRequest{Err: fmt.Errorf("downloads[%d]: %s exists already; name a place that does not", i, d.Local)}
+		}
+	}
+	return nil
+}
+
+// downloadAll fetches each of a rental's downloads from provider p once
+// its job ended; one that fails says why in its view.
+func (r *renter) downloadAll(ctx context.Context, p peer.ID, lease string, ds []api.Download, out RentOutput) []api.DownloadView {
+	var views []api.DownloadView
+	for i, d := range ds {
+		n, err := r.download(ctx, p, lease, i, d, out)
+		v := api.DownloadView{Path: d.Path, Local: d.Local, Bytes: n}
+		if err != nil {
+			v.Error = err.Error()
+			out.say("download of %s failed: %v", d.Path, err)
+		} else {
+			out.say("downloaded %s to %s (%s, SHA-256 checked)", d.Path, d.Local, FormatBytes(uint64(n)))
+		}
+		views = append(views, v)
+	}
+	return views
+}
+
+// download fetches output i of lease into a part file beside d.Local,
+// resuming where a broken stream left it, checks the whole tar's SHA-256
+// and unpacks it at d.Local (refusing entries that would leave it).
+func (r *renter) download(ctx context.Context, p peer.ID, lease string, i int, d api.Download, out RentOutput) (int64, error) {
+	part := d.Local + ".idlegrid-download.tar"
+	defer os.Remove(part)
+	var size int64
+	var sum []byte
+	for try := 1; ; try++ {
+		f, err := os.OpenFile(part, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return 0, err
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return 0, err
+		}
+		size, sum, err = r.net.Download(ctx, p, lease, i, fi.Size(), f)
+		f.Close()
+		var refused *p2p.DownloadRefusedError
+		switch {
+		case err == nil:
+		case errors.As(err, &refused) || ctx.Err() != nil || try == uploadTries:
+			return 0, err
+		default:
+			out.say("download of %s broke off (%v); resuming", d.Path, err)
+			select {
+			case <-r.clock.After(uploadPause):
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+			continue
+		}
+		break
+	}
+	f, err := os.Open(part)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return 0, err
+	}
+	if got := h.Sum(nil); !bytes.Equal(got, sum) {
+		return 0, fmt.Errorf("the tar arrived with SHA-256 %x; the provider's is %x", got, sum)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	var n int64
+	if err := transfer.UntarTree(f, path.Base(d.Path), d.Local, map[string]string{}, &n); err != nil {
+		return 0, fmt.Errorf("unpack %s: %w", d.Local, err)
+	}
+	return size, nil
 }

@@ -163,3 +163,94 @@ func Upload(ctx context.Context, h host.Host, sw Swarm, p peer.ID, sum []byte, s
 	}
 	return had, nil
 }
+
+// DownloadProtocol gives a renter the tars of its lease's outputs, which
+// the provider packed when the job's command ended: the renter sends a
+// DownloadRequest (lease, output, offset); the provider answers with a
+// DownloadReply (the tar's size and SHA-256, or why not) and the raw
+// bytes from the offset to the end. A dropped download resumes from what
+// arrived; the renter checks the whole tar's hash.
+const DownloadProtocol protocol.ID = "/idlegrid/download/1.0.0"
+
+// DownloadLimits bound the download server as UploadLimits bound uploads.
+var DownloadLimits = StreamLimits{
+	Service: "idlegrid.download", Memory: uploadBuffer,
+	Request: requestDeadline, Deadline: MaxUploadDeadline, PerPeer: 2, Rate: Rate{1, 10},
+}
+
+// OutputOpener opens output index of lease for peer from, its size and
+// SHA-256; its error is the refusal the renter reads.
+type OutputOpener func(from peer.ID, lease string, index int) (r io.ReadSeekCloser, size int64, sum []byte, err error)
+
+// ServeDownloads answers downloads with open.
+func ServeDownloads(sv Server, open OutputOpener) {
+	sv.Serve(DownloadProtocol, DownloadLimits, func(ctx context.Context, from peer.ID, s network.Stream) error {
+		req := new(pb.DownloadRequest)
+		if err := ReadMsg(s, maxUploadMessage, req); err != nil {
+			return err
+		}
+		r, size, sum, err := open(from, req.LeaseId, int(req.Index))
+		if err != nil {
+			return WriteMsg(s, &pb.DownloadReply{Refusal: err.Error()})
+		}
+		defer r.Close()
+		if req.Offset > uint64(size) {
+			return WriteMsg(s, &pb.DownloadReply{Refusal: fmt.Sprintf("offset %d past the tar's %d bytes", req.Offset, size)})
+		}
+		if _, err := r.Seek(int64(req.Offset), io.SeekStart); err != nil {
+			return err
+		}
+		if err := WriteMsg(s, &pb.DownloadReply{Size: uint64(size), Sha256: sum}); err != nil {
+			return err
+		}
+		_, err = io.CopyBuffer(s, io.LimitReader(r, size-int64(req.Offset)), make([]byte, uploadBuffer))
+		return err
+	})
+}
+
+// DownloadRefusedError is a provider's refusal of a download.
+type DownloadRefusedError struct{ Reason string }
+
+func (e *DownloadRefusedError) Error() string { return "download refused: " + e.Reason }
+
+// Download asks provider p for output index of lease from offset on and
+// writes what arrives to w; it returns the tar's size and SHA-256. A
+// stream that breaks is an error after which another Download resumes
+// from what w took.
+func Download(ctx context.Context, h host.Host, sw Swarm, p peer.ID, lease string, index int, offset int64, w io.Writer) (size int64, sum []byte, err error) {
+	ctx, cancel := context.WithTimeout(ctx, MaxUploadDeadline)
+	defer cancel()
+	s, err := dial(ctx, h, sw, p, DownloadProtocol)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { s.Reset() })
+	defer stop()
+	if err := WriteMsg(s, &pb.DownloadRequest{LeaseId: lease, Index: uint32(index), Offset: uint64(offset)}); err != nil {
+		s.Reset()
+		return 0, nil, err
+	}
+	s.CloseWrite()
+	reply := new(pb.DownloadReply)
+	if err := ReadMsg(s, maxUploadMessage, reply); err != nil {
+		s.Reset()
+		return 0, nil, err
+	}
+	if reply.Refusal != "" {
+		return 0, nil, &DownloadRefusedError{reply.Refusal}
+	}
+	size = int64(min(reply.Size, 1<<50))
+	if offset > size {
+		s.Reset()
+		return 0, nil, fmt.Errorf("download: the provider's tar has %d bytes, fewer than the %d held here", size, offset)
+	}
+	n, err := io.CopyBuffer(w, io.LimitReader(stallReader{s, UploadStall}, size-offset), make([]byte, uploadBuffer))
+	if err == nil && n != size-offset {
+		err = fmt.Errorf("download: the tar ended %d bytes short", size-offset-n)
+	}
+	if err != nil {
+		s.Reset()
+	}
+	return size, reply.Sha256, err
+}

@@ -176,9 +176,10 @@ func TestDetachAndAttachAcrossAProviderKill(t *testing.T) {
 
 // rent --upload puts a folder in the container before the job starts:
 // the job reads it at once, byte for byte (its SHA-256 as sha256sum sees
-// it in the container). A folder over the provider's jobs.max_upload_mib
-// is refused before any lease, and rent says why.
-func TestRentUploadsDataBeforeTheJobStarts(t *testing.T) {
+// it in the container); rent --download brings what the job wrote back
+// once it ended. A folder over the provider's jobs.max_upload_mib is
+// refused before any lease, and rent says why.
+func TestRentUploadsAndDownloadsData(t *testing.T) {
 	image := executortest.BusyboxImage(t)
 	docker := executortest.Docker(t)
 	bin := buildBinary(t)
@@ -192,8 +193,10 @@ func TestRentUploadsDataBeforeTheJobStarts(t *testing.T) {
 	os.WriteFile(filepath.Join(data, "hello.txt"), []byte("hello\n"), 0o644)
 	sum := sha256.Sum256(blob)
 
+	results := filepath.Join(t.TempDir(), "results")
 	cmd := exec.Command(bin, "rent", "--repo", renter, "--gpu", "H100", "--hours", "1", "--max-price", "5", "--gather", "5s",
-		"--image", image, "--upload", data+":/workspace/in", "--", "sh", "-c", "cat /workspace/in/hello.txt; sha256sum /workspace/in/sub/blob")
+		"--image", image, "--upload", data+":/workspace/in", "--download", "/workspace/out:"+results,
+		"--", "sh", "-c", "cat /workspace/in/hello.txt; sha256sum /workspace/in/sub/blob; mkdir -p /workspace/out/deep && cp /workspace/in/sub/blob /workspace/out/deep/copy && echo made > /workspace/out/note")
 	var out, errs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errs
 	if err := cmd.Run(); err != nil {
@@ -204,6 +207,16 @@ func TestRentUploadsDataBeforeTheJobStarts(t *testing.T) {
 	}
 	if !strings.Contains(errs.String(), "uploaded /workspace/in") || !strings.Contains(errs.String(), "not billed") {
 		t.Errorf("rent said nothing of the upload:\n%s", errs.String())
+	}
+	// The outputs came back whole, after the container went.
+	if b, _ := os.ReadFile(filepath.Join(results, "deep", "copy")); !bytes.Equal(b, blob) {
+		t.Errorf("downloaded deep/copy: %d bytes, want the %d-byte blob\n%s", len(b), len(blob), errs.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(results, "note")); string(b) != "made\n" {
+		t.Errorf("downloaded note: %q", b)
+	}
+	if !strings.Contains(errs.String(), "downloaded /workspace/out to "+results) {
+		t.Errorf("rent said nothing of the download:\n%s", errs.String())
 	}
 
 	big := filepath.Join(t.TempDir(), "big")

@@ -23,6 +23,7 @@ func newRentCmd(e *env) *cobra.Command {
 		tryFor    time.Duration
 		maxPair   time.Duration
 		uploads   []string
+		downloads []string
 	)
 	c := &cobra.Command{
 		Use:   "rent [flags] -- [CMD ARGS...]",
@@ -38,7 +39,11 @@ provider pulls the image first, before the lease, if it has not got it;
 sent as a tar before the lease too (not billed; a broken stream resumes
 where the provider's copy ends; the provider checks its SHA-256 and its
 jobs.max_upload_mib) and unpacked in /workspace before the job starts (the
-image needs sh and tar). The
+image needs sh and tar). Each --download is packed by the provider once the
+job's command ended, before the container goes, and downloaded after the
+receipt (SHA-256 checked, resumed if the stream breaks, unpacked into a
+place that must not exist yet); rent exits 1 when one fails and the job
+exited 0. The
 job's stdout and stderr stream back apart (and are kept under the
 repository's logs/ folder for 'idlegrid logs'); its telemetry is verified as
 it arrives. At the end both sides sign a receipt for the metered time, which
@@ -100,6 +105,13 @@ line, before anything was rented.`,
 				}
 				req.Uploads = append(req.Uploads, api.Upload{Local: u[:i], Path: u[i+1:]})
 			}
+			for _, d := range downloads {
+				remote, local, ok := strings.Cut(d, ":")
+				if !ok || local == "" || !strings.HasPrefix(remote, "/workspace") {
+					return usagef("--download %q: want /workspace/PATH:LOCAL, such as /workspace/out:./out", d)
+				}
+				req.Downloads = append(req.Downloads, api.Download{Path: remote, Local: local})
+			}
 			if req.Detach {
 				if maxPair > 0 {
 					return usagef("--detach with --max-pair-rtt: a micro-pool is followed to its end; rent it without --detach")
@@ -146,6 +158,13 @@ line, before anything was rented.`,
 				return nil
 			}
 			printEnd(e, res)
+			failed := 0
+			for _, d := range res.Downloads {
+				if d.Error != "" {
+					failed++
+					fmt.Fprintf(e.stderr, "idlegrid: download of %s to %s failed: %s\n", d.Path, d.Local, d.Error)
+				}
+			}
 			t := res.Timings
 			path := "direct"
 			if res.Relayed {
@@ -153,13 +172,17 @@ line, before anything was rented.`,
 			}
 			fmt.Fprintf(e.stderr, "idlegrid: first output after %s (discover %s, match %s, attest %s, image %s, negotiate %s, start %s); output came %s\n",
 				ms(t.FirstOutput), ms(t.Discover), ms(t.Match), ms(t.Attest), ms(t.Pull), ms(t.Negotiate), ms(t.Start), path)
-			return rentEnded(e.ctx, res)
+			if err := rentEnded(e.ctx, res); err != nil || failed == 0 {
+				return err
+			}
+			return fmt.Errorf("%d of %d downloads failed (the job's output is kept under logs/)", failed, len(res.Downloads))
 		},
 	}
 	bidFlags(c, &req.BidRequest, &gpu)
 	f := c.Flags()
 	f.BoolVarP(&req.Detach, "detach", "d", false, "return once the job runs, printing the lease ID; 'idlegrid attach LEASE' follows it again")
 	f.StringArrayVar(&req.Env, "env", nil, "KEY=VALUE for the job's environment (repeatable)")
+	f.StringArrayVar(&downloads, "download", nil, "/workspace/PATH:LOCAL: a file or folder the provider packs once the job's command ended, before the container goes, downloaded after the receipt into LOCAL (which must not exist), checked by SHA-256, resumed if the stream breaks (repeatable, up to 8)")
 	f.StringArrayVar(&uploads, "upload", nil, "LOCAL:/workspace/PATH: a file or folder the provider puts in the container before the job starts, uploaded before the lease (not billed), checked by SHA-256, resumed if the stream breaks (repeatable, up to 8)")
 	f.StringArrayVar(&bootstrap, "bootstrap", nil, "bootstrap peer multiaddr, replacing network.bootstrap (repeatable)")
 	f.DurationVar(&gather, "gather", 15*time.Second, "how long to wait for fitting offers")

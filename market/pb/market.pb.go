@@ -1409,7 +1409,11 @@ type Workload struct {
 	// Data the provider puts in the container before the job starts: each
 	// a tar the renter uploaded beforehand (UploadRequest), named by its
 	// SHA-256 and unpacked at path.
-	Inputs        []*Input `protobuf:"bytes,8,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	Inputs []*Input `protobuf:"bytes,8,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	// Folders or files in /workspace the provider packs as tars when the
+	// job's command ends, before the container goes, for the renter to
+	// download (DownloadRequest).
+	Outputs       []string `protobuf:"bytes,9,rep,name=outputs,proto3" json:"outputs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1496,6 +1500,13 @@ func (x *Workload) GetPids() uint32 {
 func (x *Workload) GetInputs() []*Input {
 	if x != nil {
 		return x.Inputs
+	}
+	return nil
+}
+
+func (x *Workload) GetOutputs() []string {
+	if x != nil {
+		return x.Outputs
 	}
 	return nil
 }
@@ -1681,6 +1692,132 @@ func (x *UploadReply) GetRefusal() string {
 	return ""
 }
 
+// DownloadRequest travels renter → provider on /idlegrid/download/1.0.0
+// after a lease's job ended: send the tar of the lease's output at index
+// (in the workload's outputs) from offset on. The provider answers with
+// a DownloadReply (the tar's size and SHA-256, or why not), then the raw
+// bytes from offset to the end. A dropped download resumes from what
+// arrived.
+type DownloadRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId       string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Index         uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Offset        uint64                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DownloadRequest) Reset() {
+	*x = DownloadRequest{}
+	mi := &file_market_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DownloadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DownloadRequest) ProtoMessage() {}
+
+func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DownloadRequest.ProtoReflect.Descriptor instead.
+func (*DownloadRequest) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DownloadRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *DownloadRequest) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *DownloadRequest) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type DownloadReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Size          uint64                 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256        []byte                 `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Refusal       string                 `protobuf:"bytes,3,opt,name=refusal,proto3" json:"refusal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DownloadReply) Reset() {
+	*x = DownloadReply{}
+	mi := &file_market_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DownloadReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DownloadReply) ProtoMessage() {}
+
+func (x *DownloadReply) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DownloadReply.ProtoReflect.Descriptor instead.
+func (*DownloadReply) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DownloadReply) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *DownloadReply) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *DownloadReply) GetRefusal() string {
+	if x != nil {
+		return x.Refusal
+	}
+	return ""
+}
+
 // Lease is the terms of one rental. The renter signs it as a proposal; a
 // provider that admits it countersigns the very same bytes (CoSigned).
 type Lease struct {
@@ -1710,7 +1847,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_market_proto_msgTypes[16]
+	mi := &file_market_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1859,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[16]
+	mi := &file_market_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1872,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{16}
+	return file_market_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Lease) GetVersion() uint32 {
@@ -1857,7 +1994,7 @@ type CoSigned struct {
 
 func (x *CoSigned) Reset() {
 	*x = CoSigned{}
-	mi := &file_market_proto_msgTypes[17]
+	mi := &file_market_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1869,7 +2006,7 @@ func (x *CoSigned) String() string {
 func (*CoSigned) ProtoMessage() {}
 
 func (x *CoSigned) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[17]
+	mi := &file_market_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1882,7 +2019,7 @@ func (x *CoSigned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoSigned.ProtoReflect.Descriptor instead.
 func (*CoSigned) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{17}
+	return file_market_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CoSigned) GetBody() []byte {
@@ -1940,7 +2077,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_market_proto_msgTypes[18]
+	mi := &file_market_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2089,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[18]
+	mi := &file_market_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2102,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{18}
+	return file_market_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Receipt) GetVersion() uint32 {
@@ -2110,7 +2247,7 @@ type Extension struct {
 
 func (x *Extension) Reset() {
 	*x = Extension{}
-	mi := &file_market_proto_msgTypes[19]
+	mi := &file_market_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2122,7 +2259,7 @@ func (x *Extension) String() string {
 func (*Extension) ProtoMessage() {}
 
 func (x *Extension) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[19]
+	mi := &file_market_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2135,7 +2272,7 @@ func (x *Extension) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Extension.ProtoReflect.Descriptor instead.
 func (*Extension) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{19}
+	return file_market_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Extension) GetVersion() uint32 {
@@ -2205,7 +2342,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_market_proto_msgTypes[20]
+	mi := &file_market_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2354,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[20]
+	mi := &file_market_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2367,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{20}
+	return file_market_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LeaseRequest) GetKind() isLeaseRequest_Kind {
@@ -2345,7 +2482,7 @@ type LeaseReply struct {
 
 func (x *LeaseReply) Reset() {
 	*x = LeaseReply{}
-	mi := &file_market_proto_msgTypes[21]
+	mi := &file_market_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2494,7 @@ func (x *LeaseReply) String() string {
 func (*LeaseReply) ProtoMessage() {}
 
 func (x *LeaseReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[21]
+	mi := &file_market_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2507,7 @@ func (x *LeaseReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseReply.ProtoReflect.Descriptor instead.
 func (*LeaseReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{21}
+	return file_market_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LeaseReply) GetLease() *CoSigned {
@@ -2424,7 +2561,7 @@ type JobAttach struct {
 
 func (x *JobAttach) Reset() {
 	*x = JobAttach{}
-	mi := &file_market_proto_msgTypes[22]
+	mi := &file_market_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2573,7 @@ func (x *JobAttach) String() string {
 func (*JobAttach) ProtoMessage() {}
 
 func (x *JobAttach) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[22]
+	mi := &file_market_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2586,7 @@ func (x *JobAttach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttach.ProtoReflect.Descriptor instead.
 func (*JobAttach) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{22}
+	return file_market_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *JobAttach) GetLeaseId() string {
@@ -2496,7 +2633,7 @@ type JobFrame struct {
 
 func (x *JobFrame) Reset() {
 	*x = JobFrame{}
-	mi := &file_market_proto_msgTypes[23]
+	mi := &file_market_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2645,7 @@ func (x *JobFrame) String() string {
 func (*JobFrame) ProtoMessage() {}
 
 func (x *JobFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[23]
+	mi := &file_market_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2658,7 @@ func (x *JobFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFrame.ProtoReflect.Descriptor instead.
 func (*JobFrame) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{23}
+	return file_market_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *JobFrame) GetKind() isJobFrame_Kind {
@@ -2664,7 +2801,7 @@ type ReceiptReply struct {
 
 func (x *ReceiptReply) Reset() {
 	*x = ReceiptReply{}
-	mi := &file_market_proto_msgTypes[24]
+	mi := &file_market_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +2813,7 @@ func (x *ReceiptReply) String() string {
 func (*ReceiptReply) ProtoMessage() {}
 
 func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[24]
+	mi := &file_market_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +2826,7 @@ func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptReply.ProtoReflect.Descriptor instead.
 func (*ReceiptReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{24}
+	return file_market_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReceiptReply) GetReceipt() *CoSigned {
@@ -2725,7 +2862,7 @@ type ImageRequest struct {
 
 func (x *ImageRequest) Reset() {
 	*x = ImageRequest{}
-	mi := &file_market_proto_msgTypes[25]
+	mi := &file_market_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2737,7 +2874,7 @@ func (x *ImageRequest) String() string {
 func (*ImageRequest) ProtoMessage() {}
 
 func (x *ImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[25]
+	mi := &file_market_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2750,7 +2887,7 @@ func (x *ImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRequest.ProtoReflect.Descriptor instead.
 func (*ImageRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{25}
+	return file_market_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ImageRequest) GetRef() string {
@@ -2779,7 +2916,7 @@ type ImageUpload struct {
 
 func (x *ImageUpload) Reset() {
 	*x = ImageUpload{}
-	mi := &file_market_proto_msgTypes[26]
+	mi := &file_market_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +2928,7 @@ func (x *ImageUpload) String() string {
 func (*ImageUpload) ProtoMessage() {}
 
 func (x *ImageUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[26]
+	mi := &file_market_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +2941,7 @@ func (x *ImageUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageUpload.ProtoReflect.Descriptor instead.
 func (*ImageUpload) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{26}
+	return file_market_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ImageUpload) GetDiffIds() []string {
@@ -2840,7 +2977,7 @@ type ImageChunk struct {
 
 func (x *ImageChunk) Reset() {
 	*x = ImageChunk{}
-	mi := &file_market_proto_msgTypes[27]
+	mi := &file_market_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +2989,7 @@ func (x *ImageChunk) String() string {
 func (*ImageChunk) ProtoMessage() {}
 
 func (x *ImageChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[27]
+	mi := &file_market_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +3002,7 @@ func (x *ImageChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageChunk.ProtoReflect.Descriptor instead.
 func (*ImageChunk) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{27}
+	return file_market_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ImageChunk) GetData() []byte {
@@ -2892,7 +3029,7 @@ type ImageFrame struct {
 
 func (x *ImageFrame) Reset() {
 	*x = ImageFrame{}
-	mi := &file_market_proto_msgTypes[28]
+	mi := &file_market_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3041,7 @@ func (x *ImageFrame) String() string {
 func (*ImageFrame) ProtoMessage() {}
 
 func (x *ImageFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[28]
+	mi := &file_market_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3054,7 @@ func (x *ImageFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageFrame.ProtoReflect.Descriptor instead.
 func (*ImageFrame) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{28}
+	return file_market_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ImageFrame) GetKind() isImageFrame_Kind {
@@ -3010,7 +3147,7 @@ type ImageProgress struct {
 
 func (x *ImageProgress) Reset() {
 	*x = ImageProgress{}
-	mi := &file_market_proto_msgTypes[29]
+	mi := &file_market_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3022,7 +3159,7 @@ func (x *ImageProgress) String() string {
 func (*ImageProgress) ProtoMessage() {}
 
 func (x *ImageProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[29]
+	mi := &file_market_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3035,7 +3172,7 @@ func (x *ImageProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageProgress.ProtoReflect.Descriptor instead.
 func (*ImageProgress) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{29}
+	return file_market_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ImageProgress) GetDoneBytes() uint64 {
@@ -3080,7 +3217,7 @@ type ImageReady struct {
 
 func (x *ImageReady) Reset() {
 	*x = ImageReady{}
-	mi := &file_market_proto_msgTypes[30]
+	mi := &file_market_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +3229,7 @@ func (x *ImageReady) String() string {
 func (*ImageReady) ProtoMessage() {}
 
 func (x *ImageReady) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[30]
+	mi := &file_market_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +3242,7 @@ func (x *ImageReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageReady.ProtoReflect.Descriptor instead.
 func (*ImageReady) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{30}
+	return file_market_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ImageReady) GetId() string {
@@ -3161,7 +3298,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_market_proto_msgTypes[31]
+	mi := &file_market_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3310,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[31]
+	mi := &file_market_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3323,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{31}
+	return file_market_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SessionRequest) GetLeaseId() string {
@@ -3268,7 +3405,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_market_proto_msgTypes[32]
+	mi := &file_market_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3417,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[32]
+	mi := &file_market_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3430,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{32}
+	return file_market_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExecRequest) GetArgv() []string {
@@ -3343,7 +3480,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_market_proto_msgTypes[33]
+	mi := &file_market_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3355,7 +3492,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[33]
+	mi := &file_market_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3368,7 +3505,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{33}
+	return file_market_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SessionReply) GetRefused() string {
@@ -3393,7 +3530,7 @@ type ExecInput struct {
 
 func (x *ExecInput) Reset() {
 	*x = ExecInput{}
-	mi := &file_market_proto_msgTypes[34]
+	mi := &file_market_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3405,7 +3542,7 @@ func (x *ExecInput) String() string {
 func (*ExecInput) ProtoMessage() {}
 
 func (x *ExecInput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[34]
+	mi := &file_market_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3418,7 +3555,7 @@ func (x *ExecInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
 func (*ExecInput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{34}
+	return file_market_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ExecInput) GetKind() isExecInput_Kind {
@@ -3487,7 +3624,7 @@ type WindowSize struct {
 
 func (x *WindowSize) Reset() {
 	*x = WindowSize{}
-	mi := &file_market_proto_msgTypes[35]
+	mi := &file_market_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3499,7 +3636,7 @@ func (x *WindowSize) String() string {
 func (*WindowSize) ProtoMessage() {}
 
 func (x *WindowSize) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[35]
+	mi := &file_market_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3512,7 +3649,7 @@ func (x *WindowSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
 func (*WindowSize) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{35}
+	return file_market_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WindowSize) GetRows() uint32 {
@@ -3546,7 +3683,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_market_proto_msgTypes[36]
+	mi := &file_market_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3558,7 +3695,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[36]
+	mi := &file_market_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3571,7 +3708,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{36}
+	return file_market_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExecOutput) GetKind() isExecOutput_Kind {
@@ -3763,7 +3900,7 @@ const file_market_proto_rawDesc = "" +
 	"\x04gpus\x18\t \x01(\rR\x04gpus\x12\"\n" +
 	"\rstart_unix_ms\x18\n" +
 	" \x01(\x03R\vstartUnixMs\x12)\n" +
-	"\x10duration_seconds\x18\v \x01(\x04R\x0fdurationSeconds\"\xfc\x01\n" +
+	"\x10duration_seconds\x18\v \x01(\x04R\x0fdurationSeconds\"\x96\x02\n" +
 	"\bWorkload\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x10\n" +
@@ -3773,7 +3910,8 @@ const file_market_proto_rawDesc = "" +
 	"\n" +
 	"cpu_millis\x18\x06 \x01(\rR\tcpuMillis\x12\x12\n" +
 	"\x04pids\x18\a \x01(\rR\x04pids\x121\n" +
-	"\x06inputs\x18\b \x03(\v2\x19.idlegrid.market.v1.InputR\x06inputs\"G\n" +
+	"\x06inputs\x18\b \x03(\v2\x19.idlegrid.market.v1.InputR\x06inputs\x12\x18\n" +
+	"\aoutputs\x18\t \x03(\tR\aoutputs\"G\n" +
 	"\x05Input\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\fR\x06sha256\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x12\n" +
@@ -3784,6 +3922,14 @@ const file_market_proto_rawDesc = "" +
 	"\vUploadReply\x12\x12\n" +
 	"\x04have\x18\x01 \x01(\x04R\x04have\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\bR\x04done\x12\x18\n" +
+	"\arefusal\x18\x03 \x01(\tR\arefusal\"Z\n" +
+	"\x0fDownloadRequest\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\rR\x05index\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x04R\x06offset\"U\n" +
+	"\rDownloadReply\x12\x12\n" +
+	"\x04size\x18\x01 \x01(\x04R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\fR\x06sha256\x12\x18\n" +
 	"\arefusal\x18\x03 \x01(\tR\arefusal\"\x83\x04\n" +
 	"\x05Lease\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x0e\n" +
@@ -3972,7 +4118,7 @@ func file_market_proto_rawDescGZIP() []byte {
 }
 
 var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_market_proto_goTypes = []any{
 	(Tier)(0),                 // 0: idlegrid.market.v1.Tier
 	(Outcome)(0),              // 1: idlegrid.market.v1.Outcome
@@ -3993,27 +4139,29 @@ var file_market_proto_goTypes = []any{
 	(*Input)(nil),             // 16: idlegrid.market.v1.Input
 	(*UploadRequest)(nil),     // 17: idlegrid.market.v1.UploadRequest
 	(*UploadReply)(nil),       // 18: idlegrid.market.v1.UploadReply
-	(*Lease)(nil),             // 19: idlegrid.market.v1.Lease
-	(*CoSigned)(nil),          // 20: idlegrid.market.v1.CoSigned
-	(*Receipt)(nil),           // 21: idlegrid.market.v1.Receipt
-	(*Extension)(nil),         // 22: idlegrid.market.v1.Extension
-	(*LeaseRequest)(nil),      // 23: idlegrid.market.v1.LeaseRequest
-	(*LeaseReply)(nil),        // 24: idlegrid.market.v1.LeaseReply
-	(*JobAttach)(nil),         // 25: idlegrid.market.v1.JobAttach
-	(*JobFrame)(nil),          // 26: idlegrid.market.v1.JobFrame
-	(*ReceiptReply)(nil),      // 27: idlegrid.market.v1.ReceiptReply
-	(*ImageRequest)(nil),      // 28: idlegrid.market.v1.ImageRequest
-	(*ImageUpload)(nil),       // 29: idlegrid.market.v1.ImageUpload
-	(*ImageChunk)(nil),        // 30: idlegrid.market.v1.ImageChunk
-	(*ImageFrame)(nil),        // 31: idlegrid.market.v1.ImageFrame
-	(*ImageProgress)(nil),     // 32: idlegrid.market.v1.ImageProgress
-	(*ImageReady)(nil),        // 33: idlegrid.market.v1.ImageReady
-	(*SessionRequest)(nil),    // 34: idlegrid.market.v1.SessionRequest
-	(*ExecRequest)(nil),       // 35: idlegrid.market.v1.ExecRequest
-	(*SessionReply)(nil),      // 36: idlegrid.market.v1.SessionReply
-	(*ExecInput)(nil),         // 37: idlegrid.market.v1.ExecInput
-	(*WindowSize)(nil),        // 38: idlegrid.market.v1.WindowSize
-	(*ExecOutput)(nil),        // 39: idlegrid.market.v1.ExecOutput
+	(*DownloadRequest)(nil),   // 19: idlegrid.market.v1.DownloadRequest
+	(*DownloadReply)(nil),     // 20: idlegrid.market.v1.DownloadReply
+	(*Lease)(nil),             // 21: idlegrid.market.v1.Lease
+	(*CoSigned)(nil),          // 22: idlegrid.market.v1.CoSigned
+	(*Receipt)(nil),           // 23: idlegrid.market.v1.Receipt
+	(*Extension)(nil),         // 24: idlegrid.market.v1.Extension
+	(*LeaseRequest)(nil),      // 25: idlegrid.market.v1.LeaseRequest
+	(*LeaseReply)(nil),        // 26: idlegrid.market.v1.LeaseReply
+	(*JobAttach)(nil),         // 27: idlegrid.market.v1.JobAttach
+	(*JobFrame)(nil),          // 28: idlegrid.market.v1.JobFrame
+	(*ReceiptReply)(nil),      // 29: idlegrid.market.v1.ReceiptReply
+	(*ImageRequest)(nil),      // 30: idlegrid.market.v1.ImageRequest
+	(*ImageUpload)(nil),       // 31: idlegrid.market.v1.ImageUpload
+	(*ImageChunk)(nil),        // 32: idlegrid.market.v1.ImageChunk
+	(*ImageFrame)(nil),        // 33: idlegrid.market.v1.ImageFrame
+	(*ImageProgress)(nil),     // 34: idlegrid.market.v1.ImageProgress
+	(*ImageReady)(nil),        // 35: idlegrid.market.v1.ImageReady
+	(*SessionRequest)(nil),    // 36: idlegrid.market.v1.SessionRequest
+	(*ExecRequest)(nil),       // 37: idlegrid.market.v1.ExecRequest
+	(*SessionReply)(nil),      // 38: idlegrid.market.v1.SessionReply
+	(*ExecInput)(nil),         // 39: idlegrid.market.v1.ExecInput
+	(*WindowSize)(nil),        // 40: idlegrid.market.v1.WindowSize
+	(*ExecOutput)(nil),        // 41: idlegrid.market.v1.ExecOutput
 }
 var file_market_proto_depIdxs = []int32{
 	0,  // 0: idlegrid.market.v1.TierPrice.tier:type_name -> idlegrid.market.v1.Tier
@@ -4037,19 +4185,19 @@ var file_market_proto_depIdxs = []int32{
 	0,  // 18: idlegrid.market.v1.Lease.tier:type_name -> idlegrid.market.v1.Tier
 	15, // 19: idlegrid.market.v1.Lease.workload:type_name -> idlegrid.market.v1.Workload
 	1,  // 20: idlegrid.market.v1.Receipt.outcome:type_name -> idlegrid.market.v1.Outcome
-	20, // 21: idlegrid.market.v1.LeaseRequest.propose:type_name -> idlegrid.market.v1.CoSigned
-	20, // 22: idlegrid.market.v1.LeaseRequest.extend:type_name -> idlegrid.market.v1.CoSigned
-	20, // 23: idlegrid.market.v1.LeaseReply.lease:type_name -> idlegrid.market.v1.CoSigned
+	22, // 21: idlegrid.market.v1.LeaseRequest.propose:type_name -> idlegrid.market.v1.CoSigned
+	22, // 22: idlegrid.market.v1.LeaseRequest.extend:type_name -> idlegrid.market.v1.CoSigned
+	22, // 23: idlegrid.market.v1.LeaseReply.lease:type_name -> idlegrid.market.v1.CoSigned
 	2,  // 24: idlegrid.market.v1.LeaseReply.code:type_name -> idlegrid.market.v1.RejectCode
-	20, // 25: idlegrid.market.v1.LeaseReply.extension:type_name -> idlegrid.market.v1.CoSigned
-	20, // 26: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
-	20, // 27: idlegrid.market.v1.JobFrame.extension:type_name -> idlegrid.market.v1.CoSigned
-	20, // 28: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
-	29, // 29: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
-	32, // 30: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
-	33, // 31: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
-	35, // 32: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
-	38, // 33: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
+	22, // 25: idlegrid.market.v1.LeaseReply.extension:type_name -> idlegrid.market.v1.CoSigned
+	22, // 26: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
+	22, // 27: idlegrid.market.v1.JobFrame.extension:type_name -> idlegrid.market.v1.CoSigned
+	22, // 28: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
+	31, // 29: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
+	34, // 30: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
+	35, // 31: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
+	37, // 32: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
+	40, // 33: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
 	34, // [34:34] is the sub-list for method output_type
 	34, // [34:34] is the sub-list for method input_type
 	34, // [34:34] is the sub-list for extension type_name
@@ -4062,14 +4210,14 @@ func file_market_proto_init() {
 	if File_market_proto != nil {
 		return
 	}
-	file_market_proto_msgTypes[20].OneofWrappers = []any{
+	file_market_proto_msgTypes[22].OneofWrappers = []any{
 		(*LeaseRequest_Propose)(nil),
 		(*LeaseRequest_CancelLeaseId)(nil),
 		(*LeaseRequest_DetachLeaseId)(nil),
 		(*LeaseRequest_Extend)(nil),
 		(*LeaseRequest_TermsLeaseId)(nil),
 	}
-	file_market_proto_msgTypes[23].OneofWrappers = []any{
+	file_market_proto_msgTypes[25].OneofWrappers = []any{
 		(*JobFrame_Stdout)(nil),
 		(*JobFrame_Stderr)(nil),
 		(*JobFrame_Heartbeat)(nil),
@@ -4078,23 +4226,23 @@ func file_market_proto_init() {
 		(*JobFrame_Started)(nil),
 		(*JobFrame_Extension)(nil),
 	}
-	file_market_proto_msgTypes[28].OneofWrappers = []any{
+	file_market_proto_msgTypes[30].OneofWrappers = []any{
 		(*ImageFrame_Progress)(nil),
 		(*ImageFrame_Ready)(nil),
 		(*ImageFrame_Refused)(nil),
 		(*ImageFrame_NeedFrom)(nil),
 	}
-	file_market_proto_msgTypes[31].OneofWrappers = []any{
+	file_market_proto_msgTypes[33].OneofWrappers = []any{
 		(*SessionRequest_Exec)(nil),
 		(*SessionRequest_ForwardPort)(nil),
 		(*SessionRequest_Watch)(nil),
 	}
-	file_market_proto_msgTypes[34].OneofWrappers = []any{
+	file_market_proto_msgTypes[36].OneofWrappers = []any{
 		(*ExecInput_Stdin)(nil),
 		(*ExecInput_StdinClosed)(nil),
 		(*ExecInput_Resize)(nil),
 	}
-	file_market_proto_msgTypes[36].OneofWrappers = []any{
+	file_market_proto_msgTypes[38].OneofWrappers = []any{
 		(*ExecOutput_Stdout)(nil),
 		(*ExecOutput_Stderr)(nil),
 		(*ExecOutput_ExitCode)(nil),
@@ -4106,7 +4254,7 @@ func file_market_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

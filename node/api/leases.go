@@ -35,6 +35,26 @@ type RentRequest struct {
 	// container before the job starts: uploaded before the lease (never
 	// billed), checked by SHA-256, resumed where a stream broke off.
 	Uploads []Upload `json:"uploads,omitempty"`
+	// Downloads are files or folders in /workspace the provider packs
+	// once the job's command ended, before the container goes; the
+	// renter downloads each after the receipt, checked by SHA-256 and
+	// resumed where a stream broke off, into Local.
+	Downloads []Download `json:"downloads,omitempty"`
+}
+
+// Download is a path in the container and where it goes here.
+type Download struct {
+	Path  string `json:"path"`
+	Local string `json:"local"`
+}
+
+// DownloadView is how one download went.
+type DownloadView struct {
+	Path  string `json:"path"`
+	Local string `json:"local"`
+	Bytes int64  `json:"bytes"`
+	// Error says why the download failed; empty when it did not.
+	Error string `json:"error,omitempty"`
 }
 
 // Upload is a local file or folder and where it goes in the container:
@@ -89,6 +109,8 @@ type RentResult struct {
 	// Detached: the renter left the lease running, its job not ended
 	// (rent's Detach, or an attach left): Receipt is empty.
 	Detached bool `json:"detached,omitempty"`
+	// Downloads are the rental's downloads, in the order asked.
+	Downloads []DownloadView `json:"downloads,omitempty"`
 }
 
 // PoolMember is one provider's share of a micro-pool.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -144,8 +145,8 @@ func (d *Docker) Start(ctx context.Context, s Spec, out Output) (Job, error) {
 		return nil, errors.New("docker start: spec needs a lease ID and an image")
 	}
 	cfg, host := d.containerConfig(s)
-	if len(s.Inputs) > 0 {
-		if err := d.awaitInputs(ctx, s, cfg); err != nil {
+	if len(s.Inputs)+len(s.Outputs) > 0 {
+		if err := d.wrap(ctx, s, cfg); err != nil {
 			return nil, fmt.Errorf("docker start: lease %s: %w", s.LeaseID, err)
 		}
 	}
@@ -180,21 +181,38 @@ func (d *Docker) Start(ctx context.Context, s Spec, out Output) (Job, error) {
 		}
 		return nil, fmt.Errorf("docker start: lease %s: %w", s.LeaseID, err)
 	}
+	if len(s.Outputs) > 0 {
+		go d.collect(j, s)
+	}
 	return j, nil
 }
 
-// inputsFlag is the file whose making lets a job with inputs start: its
-// inputs are in place.
-const inputsFlag = "/tmp/.idlegrid-inputs"
+// Flags a wrapped job's script and the provider pass in /tmp: inputs in
+// place (the command may start), the command ended (its code in
+// codeFile), outputs packed (the container may exit).
+const (
+	inputsFlag  = "/tmp/.idlegrid-inputs"
+	endedFlag   = "/tmp/.idlegrid-ended"
+	codeFile    = "/tmp/.idlegrid-code"
+	outputsFlag = "/tmp/.idlegrid-outputs"
+)
 
-// inputsWait is the script a job with inputs starts under: it waits for
-// inputsFlag, then runs the job's command in its place.
-const inputsWait = `while [ ! -e ` + inputsFlag + ` ]; do sleep 0.05; done; rm -f ` + inputsFlag + `; exec "$@"`
+// inputsWait starts a wrapped job: it waits for inputsFlag.
+const inputsWait = `while [ ! -e ` + inputsFlag + ` ]; do sleep 0.05; done; rm -f ` + inputsFlag + `; `
 
-// awaitInputs makes the container start under inputsWait, with the
-// command it would have run (the image's entrypoint, then the spec's
-// command or the image's) as the script's arguments.
-func (d *Docker) awaitInputs(ctx context.Context, s Spec, cfg *container.Config) error {
+// outputsWait runs the command as a child (a stop's SIGTERM passed on),
+// then says it ended and waits for the outputs to be packed, OutputsWait
+// at most, before it exits with the command's code.
+var outputsWait = `"$@" & pid=$!; trap 'kill -TERM $pid 2>/dev/null' TERM INT; ` +
+	`while :; do wait $pid; code=$?; kill -0 $pid 2>/dev/null || break; done; ` +
+	`echo $code > ` + codeFile + `; touch ` + endedFlag + `; ` +
+	fmt.Sprintf(`i=0; while [ ! -e %s ] && [ $i -lt %d ]; do sleep 0.1; i=$((i+1)); done; exit $code`, outputsFlag, int(OutputsWait/(100*time.Millisecond)))
+
+// wrap makes the container start under /bin/sh, which waits for the
+// inputs, then runs the command it would have run (the image's
+// entrypoint, then the spec's command or the image's): in its place, or,
+// with outputs, as a child it outlives while they are packed.
+func (d *Docker) wrap(ctx context.Context, s Spec, cfg *container.Config) error {
 	img, err := d.cli.ImageInspect(ctx, s.Image)
 	if err != nil {
 		return d.engineErr("inputs: image "+s.Image, err)
@@ -210,14 +228,55 @@ func (d *Docker) awaitInputs(ctx context.Context, s Spec, cfg *container.Config)
 	if len(argv) == 0 {
 		return fmt.Errorf("inputs: image %s names no command and the lease none", s.Image)
 	}
-	cfg.Entrypoint, cfg.Cmd = []string{"/bin/sh", "-c", inputsWait, "idlegrid-inputs"}, argv
+	script := inputsWait + `exec "$@"`
+	if len(s.Outputs) > 0 {
+		script = inputsWait + outputsWait
+	}
+	cfg.Entrypoint, cfg.Cmd = []string{"/bin/sh", "-c", script, "idlegrid-job"}, argv
 	return nil
 }
 
+// collect waits for a wrapped job's command to end, packs each output
+// with the image's tar for its Save, then lets the container exit.
+func (d *Docker) collect(j *dockerJob, s Spec) {
+	ctx := d.life
+	for {
+		select {
+		case <-j.done:
+			return
+		case <-time.After(time.Second):
+		}
+		if code, err := d.Exec(ctx, s.LeaseID, ExecSpec{Argv: []string{"test", "-e", endedFlag}, Stdout: io.Discard, Stderr: io.Discard}); err == nil && code == 0 {
+			break
+		}
+	}
+	for _, out := range s.Outputs {
+		pr, pw := io.Pipe()
+		saved := make(chan error, 1)
+		go func() {
+			err := out.Save(pr)
+			pr.CloseWithError(err)
+			saved <- err
+		}()
+		var stderr bytes.Buffer
+		code, err := d.Exec(ctx, s.LeaseID, ExecSpec{
+			Argv:   []string{"tar", "-c", "-f", "-", "-C", path.Dir(out.Path), path.Base(out.Path)},
+			Stdout: pw, Stderr: &stderr,
+		})
+		if err == nil && code != 0 {
+			err = fmt.Errorf("tar exited with code %d: %s", code, strings.TrimSpace(stderr.String()))
+		}
+		// Save reads the tar's end, or why it was cut short.
+		pw.CloseWithError(cmp.Or(err, io.EOF))
+		<-saved
+	}
+	d.Exec(ctx, s.LeaseID, ExecSpec{Argv: []string{"touch", outputsFlag}, Stdout: io.Discard, Stderr: io.Discard})
+}
+
 // putInputs unpacks the spec's inputs in the running container, each
-// with the image's tar as the job's user, then lets the job start.
+// with the image's tar as the job's user, then lets a wrapped job start.
 func (d *Docker) putInputs(ctx context.Context, s Spec) error {
-	if len(s.Inputs) == 0 {
+	if len(s.Inputs)+len(s.Outputs) == 0 {
 		return nil
 	}
 	for i, in := range s.Inputs {

@@ -482,3 +482,41 @@ func TestDockerPutsInputsBeforeTheJobStarts(t *testing.T) {
 		t.Errorf("a start whose input failed left its container")
 	}
 }
+
+// A job's outputs are packed once its command ended, before its
+// container goes (its /workspace is a tmpfs that goes with it), and the
+// job still exits with its command's code.
+func TestDockerPacksOutputsBeforeTheContainerGoes(t *testing.T) {
+	e := newDockerEnv(t)
+	s := e.spec(t, `mkdir -p /workspace/out/sub && echo result > /workspace/out/sub/r.txt && echo done; exit 4`)
+	saved := make(chan map[string]string, 1)
+	s.Outputs = []executor.OutputPath{{Path: "/workspace/out", Save: func(r io.Reader) error {
+		files := map[string]string{}
+		tr := tar.NewReader(r)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			b, _ := io.ReadAll(tr)
+			files[h.Name] = string(b)
+		}
+		saved <- files
+		return nil
+	}}}
+	st := start(t, e.d, s)
+	if code := wait(t, st.job); code != 4 || st.stdout.String() != "done\n" {
+		t.Errorf("job with outputs: exit %d, stdout %q; want 4 and done", code, st.stdout.String())
+	}
+	select {
+	case files := <-saved:
+		if files["out/sub/r.txt"] != "result\n" {
+			t.Errorf("packed outputs %v, want out/sub/r.txt", files)
+		}
+	default:
+		t.Error("the container exited before its outputs were packed")
+	}
+}

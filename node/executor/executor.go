@@ -40,7 +40,22 @@ type Spec struct {
 	// for them and then runs the command as the image would (the image
 	// needs sh and tar); the process executor takes none.
 	Inputs []Input
+	// Outputs are packed as tars, each given to its Save, once the job's
+	// command has ended and before the container goes (it waits up to
+	// OutputsWait for them). Under /bin/sh too, as for Inputs.
+	Outputs []OutputPath
 }
+
+// OutputPath is a file or folder in /workspace to pack as a tar (its top
+// entry named by its base) for Save, which reads the tar to its end.
+type OutputPath struct {
+	Path string
+	Save func(tar io.Reader) error
+}
+
+// OutputsWait is how long a job whose command ended waits for its
+// outputs to be packed before its container exits anyway.
+const OutputsWait = 5 * time.Minute
 
 // Input is a tar to unpack at Dir, a folder in /workspace (made if need
 // be), as the job's user.

@@ -152,8 +152,8 @@ func (p *Process) Start(ctx context.Context, s Spec, out Output) (Job, error) {
 	if s.LeaseID == "" {
 		return nil, errors.New("process start: spec needs a lease ID")
 	}
-	if len(s.Inputs) > 0 {
-		return nil, fmt.Errorf("process start: lease %s: the process executor takes no inputs", s.LeaseID)
+	if len(s.Inputs)+len(s.Outputs) > 0 {
+		return nil, fmt.Errorf("process start: lease %s: the process executor takes no inputs or outputs", s.LeaseID)
 	}
 	bin, err := p.resolve(s)
 	if err != nil {

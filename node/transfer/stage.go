@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -139,6 +140,9 @@ func (s *Stage) Begin(renter peer.ID, sum []byte, size int64) (have int64, p *Pa
 func (s *Stage) heldLocked(renter peer.ID) (files int, bytes int64) {
 	ents, _ := os.ReadDir(filepath.Join(s.dir, renter.String()))
 	for _, e := range ents {
+		if n := e.Name(); !strings.HasSuffix(n, ".tar") && !strings.HasSuffix(n, ".part") {
+			continue // a lease's outputs, bounded apart
+		}
 		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
 			files, bytes = files+1, bytes+fi.Size()
 		}
@@ -152,7 +156,11 @@ func (s *Stage) sweepLocked(renter peer.ID) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
-		if fi, err := e.Info(); err == nil && !s.busy[p] && time.Since(fi.ModTime()) > s.rules.Keep {
+		keep := s.rules.Keep
+		if !strings.HasSuffix(p, ".tar") && !strings.HasSuffix(p, ".part") {
+			keep = OutputKeep
+		}
+		if fi, err := e.Info(); err == nil && !s.busy[p] && time.Since(fi.ModTime()) > keep {
 			os.Remove(p)
 		}
 	}
@@ -228,4 +236,67 @@ func (p *Part) release() {
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
 	delete(p.s.busy, p.part)
+}
+
+// OutputKeep is how long a lease's packed outputs wait for its renter.
+const OutputKeep = 24 * time.Hour
+
+func (s *Stage) outputPath(renter peer.ID, lease string, index int) string {
+	return filepath.Join(s.dir, renter.String(), fmt.Sprintf("%s.%d.out", lease, index))
+}
+
+// PutOutput keeps the tar r carries, renter's output index of lease, for
+// it to download: at most MaxBytes, hashed as it arrives. A tar cut short
+// (r's error) or too large is not kept.
+func (s *Stage) PutOutput(renter peer.ID, lease string, index int, r io.Reader) error {
+	p := s.outputPath(renter, lease, index)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	f, err := os.Create(p + ".part")
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, s.rules.MaxBytes+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n > s.rules.MaxBytes {
+		err = fmt.Errorf("output %d of lease %s: more than %d bytes (jobs.max_upload_mib): not kept", index, lease, s.rules.MaxBytes)
+		io.Copy(io.Discard, r) // let the packer finish
+	}
+	if err == nil {
+		err = os.WriteFile(p+".sha256", h.Sum(nil), 0o600)
+	}
+	if err == nil {
+		err = os.Rename(p+".part", p)
+	}
+	if err != nil {
+		os.Remove(p + ".part")
+		os.WriteFile(p+".err", []byte(err.Error()), 0o600)
+	}
+	return err
+}
+
+// Output opens renter's output index of lease: the tar, its size and its
+// SHA-256, or why it was not kept.
+func (s *Stage) Output(renter peer.ID, lease string, index int) (f *os.File, size int64, sum []byte, err error) {
+	p := s.outputPath(renter, lease, index)
+	if why, err := os.ReadFile(p + ".err"); err == nil {
+		return nil, 0, nil, errors.New(string(why))
+	}
+	sum, err = os.ReadFile(p + ".sha256")
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("no output %d of lease %s for this renter here", index, lease)
+	}
+	if f, err = os.Open(p); err != nil {
+		return nil, 0, nil, fmt.Errorf("no output %d of lease %s for this renter here", index, lease)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, nil, err
+	}
+	return f, fi.Size(), sum, nil
 }

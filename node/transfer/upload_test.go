@@ -223,3 +223,67 @@ func BenchmarkUpload1GiB(b *testing.B) {
 	b.ReportMetric(mibps(viaSocket), "socket-MiB/s")
 	b.ReportMetric(viaSocket.Seconds()/viaUpload.Seconds(), "upload/socket")
 }
+
+// failingWriter takes after bytes, then fails: a download whose stream
+// drops.
+type failingWriter struct {
+	w     io.Writer
+	after int
+}
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if f.after <= 0 {
+		return 0, errors.New("the network went away")
+	}
+	n, err := f.w.Write(p[:min(len(p), f.after)])
+	f.after -= n
+	if err == nil && n < len(p) {
+		err = errors.New("the network went away")
+	}
+	return n, err
+}
+
+// A lease's packed output is downloaded by its renter alone; a download
+// that breaks off resumes from what arrived, and the whole tar matches
+// the provider's SHA-256. An output too large is not kept, and the
+// renter reads why.
+func TestADownloadResumesWhereItBrokeOff(t *testing.T) {
+	const size = 4 << 20
+	renter, provider, stage := stagePair(t, transfer.StageRules{MaxBytes: size, PerRenter: size, MaxFiles: 8, Keep: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p2p.ServeDownloads(p2p.Server{Host: provider, Swarm: p2p.Swarm{Name: "test"}, Ctx: ctx}, func(from peer.ID, lease string, index int) (io.ReadSeekCloser, int64, []byte, error) {
+		return stage.Output(from, lease, index)
+	})
+	data := make([]byte, size)
+	rand.New(rand.NewSource(4)).Read(data)
+	if err := stage.PutOutput(renter.ID(), "lease-1", 0, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if err := stage.PutOutput(renter.ID(), "lease-1", 1, bytes.NewReader(make([]byte, size+1))); err == nil {
+		t.Error("an output over MaxBytes was kept")
+	}
+	sw := p2p.Swarm{Name: "test"}
+	var got bytes.Buffer
+	if _, _, err := p2p.Download(ctx, renter, sw, provider.ID(), "lease-1", 0, 0, &failingWriter{w: &got, after: 1 << 20}); err == nil {
+		t.Fatal("a download whose stream broke succeeded")
+	}
+	held := int64(got.Len())
+	n, sum, err := p2p.Download(ctx, renter, sw, provider.ID(), "lease-1", 0, held, &got)
+	want := sha256.Sum256(data)
+	if err != nil || n != size || !bytes.Equal(got.Bytes(), data) || !bytes.Equal(sum, want[:]) || held != 1<<20 {
+		t.Errorf("resumed from byte %d: %d bytes, %v; the tar %s the provider's, its sum %x", held, n, err, map[bool]string{true: "matches", false: "differs from"}[bytes.Equal(got.Bytes(), data)], sum)
+	}
+	var refused *p2p.DownloadRefusedError
+	if _, _, err := p2p.Download(ctx, renter, sw, provider.ID(), "lease-1", 1, 0, io.Discard); !errors.As(err, &refused) || !strings.Contains(refused.Reason, "jobs.max_upload_mib") {
+		t.Errorf("an output not kept: %v", err)
+	}
+	// Another peer finds none of this renter's outputs.
+	other := loopbackHost(t)
+	if err := other.Connect(ctx, peer.AddrInfo{ID: provider.ID(), Addrs: provider.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p2p.Download(ctx, other, sw, provider.ID(), "lease-1", 0, 0, io.Discard); !errors.As(err, &refused) {
+		t.Errorf("another peer's download of the renter's output: %v", err)
+	}
+}
