@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -230,6 +232,59 @@ func TestRentUploadsAndDownloadsData(t *testing.T) {
 	out2, err := exec.Command(bin, "rent", "--repo", renter, "--image", image, "--upload", data+":/etc/x", "--", "true").CombinedOutput()
 	if code := exitCode(err); code != exitUsage || !strings.Contains(string(out2), "--upload") {
 		t.Errorf("--upload outside /workspace: exit %d, want %d\n%s", code, exitUsage, out2)
+	}
+	d.stop(t)
+}
+
+// An upload cut off by a killed rent resumes where the provider's copy
+// ends: the next rent of the same data sends only the rest (it says from
+// which byte), and the job reads the data whole.
+func TestAKilledRentsUploadResumes(t *testing.T) {
+	image := executortest.BusyboxImage(t)
+	docker := executortest.Docker(t)
+	bin := buildBinary(t)
+	prov, d, _, addr := restartableProvider(t, bin, docker, [2]string{"jobs.max_upload_mib", "400"}, [2]string{"jobs.workspace_mib", "512"})
+	renter := renterRepo(t, bin, "renter", "--bootstrap", addr)
+	data := filepath.Join(t.TempDir(), "data")
+	os.MkdirAll(data, 0o755)
+	f, err := os.Create(filepath.Join(data, "blob"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	io.CopyN(io.MultiWriter(f, h), rand.New(rand.NewSource(5)), 300<<20)
+	f.Close()
+	rent := func() *exec.Cmd {
+		return exec.Command(bin, "rent", "--repo", renter, "--gpu", "H100", "--hours", "1", "--max-price", "5", "--gather", "5s",
+			"--image", image, "--upload", data+":/workspace/in", "--", "sha256sum", "/workspace/in/blob")
+	}
+	first := startProc(t, renter, rent())
+	var part string
+	if !poll(60*time.Second, 5*time.Millisecond, func() bool {
+		parts, _ := filepath.Glob(filepath.Join(prov, "staging", "*", "*.part"))
+		if len(parts) == 1 {
+			if fi, err := os.Stat(parts[0]); err == nil && fi.Size() > 16<<20 {
+				part = parts[0]
+				return true
+			}
+		}
+		return isDone(first)
+	}) || part == "" {
+		t.Fatalf("no part of the upload at the provider within 60s (rent done: %v)\n%s", isDone(first), first.stderr)
+	}
+	first.cmd.Process.Kill()
+	<-first.done
+
+	second := startProc(t, renter, rent())
+	if code := second.wait(t, 120*time.Second); code != 0 {
+		t.Fatalf("the second rent: exit %d\n%s", code, second.stderr)
+	}
+	m := regexp.MustCompile(`uploaded /workspace/in \(.*, from byte (\d+)\)`).FindStringSubmatch(second.stderr.String())
+	if m == nil || m[1] == "0" {
+		t.Errorf("the second rent did not resume the upload:\n%s", second.stderr)
+	}
+	if want := fmt.Sprintf("%x  /workspace/in/blob\n", h.Sum(nil)); second.stdout.String() != want {
+		t.Errorf("the job read %q, want %q", second.stdout.String(), want)
 	}
 	d.stop(t)
 }
