@@ -1,0 +1,65 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/records"
+	"google.golang.org/protobuf/proto"
+)
+
+// propose signs a lease for candidate c and proposes it; it returns the
+// countersigned lease, or why not (a provider's refusal is a
+// *market.RejectError). A provider that names a later start at which the
+// lease fits (after preempting bronze leases with notice) is asked once
+// more, for that start, if the bid allows it.
+func (r *renter) propose(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, inputs []*pb.Input) (*pb.CoSigned, *pb.Lease, error) {
+	start := c.Start
+	if now := r.clock.Now(); now.After(start) {
+		start = now
+	}
+	cs, l, err := r.proposeAt(ctx, b, c, req, inputs, start)
+	var re *market.RejectError
+	if errors.As(err, &re) {
+		if later := re.EarliestStart; later.After(start) && later.UnixMilli() <= b.LatestStartUnixMs {
+			cs, l, err = r.proposeAt(ctx, b, c, req, inputs, later)
+		}
+	}
+	return cs, l, err
+}
+
+// proposeAt proposes a lease for c starting at start and stores the
+// countersigned lease.
+func (r *renter) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, inputs []*pb.Input, start time.Time) (*pb.CoSigned, *pb.Lease, error) {
+	l, err := market.NewLease(market.LeaseTerms{ID: newID("lease-"), Renter: r.id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env, Inputs: inputs, Outputs: outputsOf(req.Downloads)}, r.clock.Now(), limitsIn(r.swarm))
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := market.NewCoSigned(r.key, market.Renter, l)
+	if err != nil {
+		return nil, nil, err
+	}
+	reply, err := r.net.RequestLease(ctx, c.Issuer, &pb.LeaseRequest{Kind: &pb.LeaseRequest_Propose{Propose: cs}})
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case reply.Lease == nil:
+		return nil, nil, market.RejectOf(reply)
+	case !market.SameBody(reply.Lease, cs):
+		return nil, nil, errors.New("the provider countersigned other terms")
+	}
+	if _, err := market.OpenCoSigned[*pb.Lease](reply.Lease, market.Renter, market.Provider); err != nil {
+		return nil, nil, fmt.Errorf("countersignature: %w", err)
+	}
+	raw, _ := proto.Marshal(reply.Lease)
+	rec := &records.Lease{ID: l.Id, Role: records.Renter, State: records.Accepted, Lease: raw, EndMs: market.LeaseEnd(l).UnixMilli()}
+	if err := r.store.Put(ctx, rec, nil); err != nil {
+		return nil, nil, fmt.Errorf("lease store: %w", err)
+	}
+	return reply.Lease, l, nil
+}
