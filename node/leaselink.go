@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -215,4 +218,43 @@ func (l *LeaseLink) Extend(ctx context.Context, add time.Duration) (market.Term,
 // request sends a lease request to the lease's provider.
 func (l *LeaseLink) request(ctx context.Context, req *pb.LeaseRequest) (*pb.LeaseReply, error) {
 	return p2p.RequestLease(ctx, l.h, l.sw, l.provider, req)
+}
+
+// cpWork bounds an unpack or a pack of idlegrid cp in the job.
+const cpWork = time.Hour
+
+// CopyIn packs local as a tar for remote (a path in /workspace), uploads
+// it to the provider (resuming a stream that breaks, from where its copy
+// ends) and has the provider unpack it in the running job. It returns
+// the tar as packed: each file's SHA-256, for the caller to check there.
+func (l *LeaseLink) CopyIn(ctx context.Context, local, remote string, say func(string, ...any)) (transfer.Packed, error) {
+	pk, err := transfer.Pack(local, remote, "")
+	if err != nil {
+		return pk, err
+	}
+	defer pk.Remove()
+	if _, err := uploadResuming(ctx, clock.Or(nil), pk, func(open func(int64) (io.ReadCloser, error)) (int64, error) {
+		return p2p.Upload(ctx, l.h, l.sw, l.provider, pk.Sum, pk.Size, open)
+	}, func(string, ...any) {}, say); err != nil {
+		return pk, fmt.Errorf("upload %s: %w", remote, err)
+	}
+	in := &pb.Input{Sha256: pk.Sum, Size: uint64(pk.Size), Path: remote}
+	if err := p2p.SessionWork(ctx, l.h, l.sw, l.provider, &pb.SessionRequest{LeaseId: l.leaseID, Kind: &pb.SessionRequest_Unpack{Unpack: in}}, cpWork); err != nil {
+		return pk, fmt.Errorf("unpack %s: %w", remote, err)
+	}
+	return pk, nil
+}
+
+// CopyOut has the provider pack remote (a path in /workspace) of the
+// running job as a tar and downloads it (resuming a stream that breaks,
+// from what arrived), checks the tar's SHA-256 and unpacks it at local,
+// noting each file's SHA-256 in sums. It returns the tar's size.
+func (l *LeaseLink) CopyOut(ctx context.Context, remote, local string, sums map[string]string, say func(string, ...any)) (int64, error) {
+	index := market.MaxOutputs + int(rand.Uint32N(1<<30))
+	if err := p2p.SessionWork(ctx, l.h, l.sw, l.provider, &pb.SessionRequest{LeaseId: l.leaseID, Kind: &pb.SessionRequest_Pack{Pack: &pb.PackRequest{Path: remote, Index: uint32(index)}}}, cpWork); err != nil {
+		return 0, fmt.Errorf("pack %s: %w", remote, err)
+	}
+	return downloadResuming(ctx, clock.Or(nil), remote, local, sums, func(offset int64, w io.Writer) (int64, []byte, error) {
+		return p2p.Download(ctx, l.h, l.sw, l.provider, l.leaseID, index, offset, w)
+	}, say)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -72,40 +73,51 @@ func (r *renter) upload(ctx context.Context, p peer.ID, packed []transfer.Packed
 	begin := r.clock.Now()
 	defer func() { t.Upload += r.clock.Since(begin) }()
 	for _, pk := range packed {
-		var sent atomic.Int64
-		open := func(offset int64) (io.ReadCloser, error) {
-			f, err := pk.Open(offset)
-			if err != nil {
-				return nil, err
-			}
-			sent.Store(offset)
-			return &countingReader{ReadCloser: f, n: &sent, each: func(n int64) {
-				out.status("%s: uploading %s: %s of %s", short(p), pk.Dest, FormatBytes(uint64(n)), FormatBytes(uint64(pk.Size)))
-			}}, nil
-		}
-		for try := 1; ; try++ {
-			had, err := r.net.Upload(ctx, p, pk.Sum, pk.Size, open)
-			var refused *p2p.UploadRefusedError
-			switch {
-			case err == nil && had == pk.Size:
-				out.say("%s: %s was there already (%s)", short(p), pk.Dest, FormatBytes(uint64(pk.Size)))
-			case err == nil:
-				out.say("%s: uploaded %s (%s, from byte %d); the upload is not billed", short(p), pk.Dest, FormatBytes(uint64(pk.Size)), had)
-			case errors.As(err, &refused) || ctx.Err() != nil || try == uploadTries:
-				return fmt.Errorf("upload %s: %w", pk.Dest, err)
-			default:
-				out.say("%s: upload of %s broke off at %s of %s (%v); resuming", short(p), pk.Dest, FormatBytes(uint64(sent.Load())), FormatBytes(uint64(pk.Size)), err)
-				select {
-				case <-r.clock.After(uploadPause):
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				continue
-			}
-			break
+		had, err := uploadResuming(ctx, r.clock, pk, func(open func(int64) (io.ReadCloser, error)) (int64, error) {
+			return r.net.Upload(ctx, p, pk.Sum, pk.Size, open)
+		}, func(format string, a ...any) { out.status("%s: %s", short(p), fmt.Sprintf(format, a...)) }, out.say)
+		switch {
+		case err != nil:
+			return fmt.Errorf("upload %s: %w", pk.Dest, err)
+		case had == pk.Size:
+			out.say("%s: %s was there already (%s)", short(p), pk.Dest, FormatBytes(uint64(pk.Size)))
+		default:
+			out.say("%s: uploaded %s (%s, from byte %d); the upload is not billed", short(p), pk.Dest, FormatBytes(uint64(pk.Size)), had)
 		}
 	}
 	return nil
+}
+
+// uploadResuming sends the packed tar with send, which makes one stream
+// of it from where the provider's copy ends; a stream that breaks is
+// resumed, up to uploadTries, and a refusal ends it. It returns how much
+// of the tar the provider held before the last stream. status gets the
+// bytes sent now and then, say each resume.
+func uploadResuming(ctx context.Context, clk clock.Clock, pk transfer.Packed, send func(open func(int64) (io.ReadCloser, error)) (int64, error), status, say func(string, ...any)) (int64, error) {
+	var sent atomic.Int64
+	open := func(offset int64) (io.ReadCloser, error) {
+		f, err := pk.Open(offset)
+		if err != nil {
+			return nil, err
+		}
+		sent.Store(offset)
+		return &countingReader{ReadCloser: f, n: &sent, each: func(n int64) {
+			status("uploading %s: %s of %s", pk.Dest, FormatBytes(uint64(n)), FormatBytes(uint64(pk.Size)))
+		}}, nil
+	}
+	for try := 1; ; try++ {
+		had, err := send(open)
+		var refused *p2p.UploadRefusedError
+		if err == nil || errors.As(err, &refused) || ctx.Err() != nil || try == uploadTries {
+			return had, err
+		}
+		say("upload of %s broke off at %s of %s (%v); resuming", pk.Dest, FormatBytes(uint64(sent.Load())), FormatBytes(uint64(pk.Size)), err)
+		select {
+		case <-clk.After(uploadPause):
+		case <-ctx.Done():
+			return had, ctx.Err()
+		}
+	}
 }
 
 // countingReader counts what is read through it, calling each every 16 MiB.
@@ -166,11 +178,21 @@ func (r *renter) downloadAll(ctx context.Context, p peer.ID, lease string, ds []
 	return views
 }
 
-// download fetches output i of lease into a part file beside d.Local,
-// resuming where a broken stream left it, checks the whole tar's SHA-256
-// and unpacks it at d.Local (refusing entries that would leave it).
+// download fetches output i of lease from provider p into d.Local.
 func (r *renter) download(ctx context.Context, p peer.ID, lease string, i int, d api.Download, out RentOutput) (int64, error) {
-	part := d.Local + ".idlegrid-download.tar"
+	return downloadResuming(ctx, r.clock, d.Path, d.Local, nil, func(offset int64, w io.Writer) (int64, []byte, error) {
+		return r.net.Download(ctx, p, lease, i, offset, w)
+	}, out.say)
+}
+
+// downloadResuming fetches the tar of remote with fetch, which makes one
+// stream of it from an offset, into a part file beside local, resuming a
+// stream that broke (up to uploadTries) and ending at a refusal. It
+// checks the whole tar's SHA-256 against the provider's and unpacks it at
+// local (refusing entries that would leave it), noting each file's
+// SHA-256 in sums (nil: not noted). It returns the tar's size.
+func downloadResuming(ctx context.Context, clk clock.Clock, remote, local string, sums map[string]string, fetch func(offset int64, w io.Writer) (int64, []byte, error), say func(string, ...any)) (int64, error) {
+	part := local + ".idlegrid-download.tar"
 	defer os.Remove(part)
 	var size int64
 	var sum []byte
@@ -184,23 +206,21 @@ func (r *renter) download(ctx context.Context, p peer.ID, lease string, i int, d
 			f.Close()
 			return 0, err
 		}
-		size, sum, err = r.net.Download(ctx, p, lease, i, fi.Size(), f)
+		size, sum, err = fetch(fi.Size(), f)
 		f.Close()
 		var refused *p2p.DownloadRefusedError
-		switch {
-		case err == nil:
-		case errors.As(err, &refused) || ctx.Err() != nil || try == uploadTries:
-			return 0, err
-		default:
-			out.say("download of %s broke off (%v); resuming", d.Path, err)
-			select {
-			case <-r.clock.After(uploadPause):
-			case <-ctx.Done():
-				return 0, ctx.Err()
-			}
-			continue
+		if err == nil {
+			break
 		}
-		break
+		if errors.As(err, &refused) || ctx.Err() != nil || try == uploadTries {
+			return 0, err
+		}
+		say("download of %s broke off (%v); resuming", remote, err)
+		select {
+		case <-clk.After(uploadPause):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
 	}
 	f, err := os.Open(part)
 	if err != nil {
@@ -217,9 +237,12 @@ func (r *renter) download(ctx context.Context, p peer.ID, lease string, i int, d
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return 0, err
 	}
+	if sums == nil {
+		sums = map[string]string{}
+	}
 	var n int64
-	if err := transfer.UntarTree(f, path.Base(d.Path), d.Local, map[string]string{}, &n); err != nil {
-		return 0, fmt.Errorf("unpack %s: %w", d.Local, err)
+	if err := transfer.UntarTree(f, path.Base(remote), local, sums, &n); err != nil {
+		return 0, fmt.Errorf("unpack %s: %w", local, err)
 	}
 	return size, nil
 }

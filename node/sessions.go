@@ -1,11 +1,15 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -58,6 +62,10 @@ func (lo *leaseOwner) session(ctx context.Context, from peer.ID, req *pb.Session
 		return nil
 	case *pb.SessionRequest_Exec:
 		return lo.exec1(ctx, cancel, sx, req.LeaseId, k.Exec, s)
+	case *pb.SessionRequest_Unpack:
+		return p2p.ReplySession(s, errText(lo.unpack(ctx, sx, from, req.LeaseId, k.Unpack)))
+	case *pb.SessionRequest_Pack:
+		return p2p.ReplySession(s, errText(lo.pack(ctx, sx, from, req.LeaseId, k.Pack)))
 	case *pb.SessionRequest_Watch:
 		if err := p2p.ReplySession(s, ""); err != nil {
 			return err
@@ -104,4 +112,60 @@ func (lo *leaseOwner) exec1(ctx context.Context, cancel context.CancelFunc, sx e
 	}
 	lo.log.Info("session command ended", "lease", leaseID, "argv0", e.Argv[0], "tty", e.Tty, "code", code, "err", err)
 	return stdout.End(code, err)
+}
+
+// errText is err's text, empty for none: a session reply.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// unpack puts a tar the renter uploaded into its running job (idlegrid
+// cp in), then forgets the tar.
+func (lo *leaseOwner) unpack(ctx context.Context, sx executor.Sessions, from peer.ID, leaseID string, in *pb.Input) error {
+	if lo.stage == nil {
+		return errors.New("this provider takes no uploads (jobs.max_upload_mib = 0)")
+	}
+	if err := market.ValidateInputs([]*pb.Input{in}); err != nil {
+		return err
+	}
+	st, err := lo.stage.Get(from, in.Sha256, int64(in.Size))
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(st.Path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := executor.UnpackTar(ctx, sx, leaseID, path.Dir(in.Path), f); err != nil {
+		return err
+	}
+	lo.stage.Remove(from, in.Sha256)
+	return nil
+}
+
+// pack packs a path of the renter's running job into the stage, as an
+// output of its lease for it to download (idlegrid cp out).
+func (lo *leaseOwner) pack(ctx context.Context, sx executor.Sessions, from peer.ID, leaseID string, pr *pb.PackRequest) error {
+	switch {
+	case lo.stage == nil:
+		return errors.New("this provider keeps nothing to download (jobs.max_upload_mib = 0)")
+	case pr.Index < market.MaxOutputs:
+		return fmt.Errorf("pack index %d: want %d or more (below are the workload's outputs)", pr.Index, market.MaxOutputs)
+	}
+	if err := market.ValidateOutputs([]string{pr.Path}); err != nil {
+		return err
+	}
+	r, w := io.Pipe()
+	saved := make(chan error, 1)
+	go func() {
+		err := lo.stage.PutOutput(from, leaseID, int(pr.Index), r)
+		r.CloseWithError(err)
+		saved <- err
+	}()
+	w.CloseWithError(cmp.Or(executor.PackTar(ctx, sx, leaseID, pr.Path, w), io.EOF))
+	return <-saved
 }

@@ -80,6 +80,14 @@ func checkSession(req *pb.SessionRequest) string {
 			return fmt.Sprintf("forward_port: %d: want 1 to 65535", k.ForwardPort)
 		}
 	case *pb.SessionRequest_Watch:
+	case *pb.SessionRequest_Unpack:
+		if len(k.Unpack.GetSha256()) != 32 || k.Unpack.GetSize() == 0 {
+			return "unpack: want a tar's SHA-256 and size"
+		}
+	case *pb.SessionRequest_Pack:
+		if k.Pack.GetPath() == "" {
+			return "pack: empty path"
+		}
 	default:
 		return "a session of no known kind"
 	}
@@ -102,7 +110,22 @@ func (e *SessionRefusedError) Error() string { return "session refused: " + e.Re
 // OpenSession asks provider p for the session req and returns the stream
 // once accepted, with no deadline left on it.
 func OpenSession(ctx context.Context, h host.Host, sw Swarm, p peer.ID, req *pb.SessionRequest) (network.Stream, error) {
-	dctx, cancel := context.WithTimeout(ctx, sessionDeadline)
+	return openSession(ctx, h, sw, p, req, sessionDeadline)
+}
+
+// SessionWork sends p a session request whose reply comes once the work
+// is done (an unpack, a pack), within deadline; a refusal, or the work's
+// failure, is a *SessionRefusedError.
+func SessionWork(ctx context.Context, h host.Host, sw Swarm, p peer.ID, req *pb.SessionRequest, deadline time.Duration) error {
+	s, err := openSession(ctx, h, sw, p, req, deadline)
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
+
+func openSession(ctx context.Context, h host.Host, sw Swarm, p peer.ID, req *pb.SessionRequest, deadline time.Duration) (network.Stream, error) {
+	dctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	s, err := dial(dctx, h, sw, p, SessionProtocol)
 	if err != nil {

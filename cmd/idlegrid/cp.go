@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node"
-	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/spf13/cobra"
 )
 
@@ -25,15 +23,19 @@ func newCpCmd(e *env) *cobra.Command {
 		Use:   "cp SRC DST",
 		Short: "Copy files into or out of a running lease's container, checked by SHA-256",
 		Long: `Copy a file or folder into a running lease's container, or out of it: one
-side is LEASE:/PATH, the other a local path. Like 'kubectl cp', it streams a
-tar through 'idlegrid exec', so the image needs tar, find and sha256sum
-(busybox has them); afterwards every file's SHA-256 on the far side is
-compared with this side's, and a difference fails the copy. Only the
-lease's renter may, while its job runs; what goes in counts against the
-lease's /workspace (its only writable folder, of the provider's size).
+side is LEASE:/PATH, with PATH in /workspace (the container's one writable
+folder, of the provider's size), the other a local path.
 
-Links, devices and names that would leave the destination are refused on the
-way out; the copy is not resumable yet (a dropped stream copies again).`,
+In, the copy is packed as a tar and uploaded to the provider, a broken
+stream resumed from where the provider's copy ends (up to 5 streams); the
+provider checks the tar's SHA-256 and unpacks it in the job with the
+image's tar, as the job's user. Out, the provider packs the path with the
+image's tar and cp downloads it, resuming from what arrived, and checks the
+tar's SHA-256. Then every file's SHA-256 on the far side (the image's find
+and sha256sum; busybox has them) is compared with this side's, and a
+difference fails the copy. Only the lease's renter may, while its job
+runs. Links, devices and names that would leave the destination are
+refused on the way out.`,
 		Example: `  idlegrid cp ./data lease-4f2a…:/workspace/data
   idlegrid cp lease-4f2a…:/workspace/out ./out`,
 		Args: cobra.ExactArgs(2),
@@ -62,17 +64,11 @@ func (e *env) cpIn(local, lease, remote string) error {
 	}
 	defer link.Close()
 	dir, name := path.Dir(remote), path.Base(remote)
-	sums := map[string]string{}
-	pr, pw := io.Pipe()
-	var size int64
-	go func() { pw.CloseWithError(transfer.TarTree(pw, local, name, sums, &size)) }()
-	var stderr bytes.Buffer
-	code, err := link.Exec(e.ctx, &pb.ExecRequest{Argv: []string{"sh", "-c", `mkdir -p "$1" && exec tar -x -f - -C "$1"`, "sh", dir}},
-		node.ExecIO{Stdin: pr, Stdout: io.Discard, Stderr: &stderr})
-	pr.CloseWithError(io.ErrClosedPipe)
-	if err := execFailed("tar -x", code, err, &stderr); err != nil {
-		return err
+	pk, err := link.CopyIn(e.ctx, local, remote, e.say)
+	if err != nil {
+		return fmt.Errorf("cp %s %s:%s: %w", local, lease, remote, err)
 	}
+	sums, size := pk.Sums, pk.Bytes
 	if err := e.verify(link, lease, dir, name, sums); err != nil {
 		return err
 	}
@@ -93,30 +89,21 @@ func (e *env) cpOut(lease, remote, local string) error {
 	if st, err := os.Stat(local); err == nil && st.IsDir() {
 		target = filepath.Join(local, name)
 	}
-	pr, pw := io.Pipe()
 	sums := map[string]string{}
-	var size int64
-	untarred := make(chan error, 1)
-	go func() {
-		err := transfer.UntarTree(pr, name, target, sums, &size)
-		pr.CloseWithError(err)
-		untarred <- err
-	}()
-	var stderr bytes.Buffer
-	code, err := link.Exec(e.ctx, &pb.ExecRequest{Argv: []string{"tar", "-c", "-f", "-", "-C", dir, name}}, node.ExecIO{Stdout: pw, Stderr: &stderr})
-	pw.Close()
-	uerr := <-untarred
-	if err := execFailed("tar -c", code, err, &stderr); err != nil {
-		return err
-	}
-	if uerr != nil {
-		return fmt.Errorf("cp %s:%s: %w", lease, remote, uerr)
+	size, err := link.CopyOut(e.ctx, remote, target, sums, e.say)
+	if err != nil {
+		return fmt.Errorf("cp %s:%s: %w", lease, remote, err)
 	}
 	if err := e.verify(link, lease, dir, name, sums); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stderr, "idlegrid: copied %d files, %s, from %s:%s to %s; SHA-256 checked\n", len(sums), node.FormatBytes(uint64(size)), lease, remote, target)
 	return nil
+}
+
+// say writes a progress line on stderr.
+func (e *env) say(format string, a ...any) {
+	fmt.Fprintf(e.stderr, "idlegrid: "+format+"\n", a...)
 }
 
 // verify compares each file's SHA-256 in the container with sums.

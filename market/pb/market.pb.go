@@ -3291,6 +3291,8 @@ type SessionRequest struct {
 	//	*SessionRequest_Exec
 	//	*SessionRequest_ForwardPort
 	//	*SessionRequest_Watch
+	//	*SessionRequest_Unpack
+	//	*SessionRequest_Pack
 	Kind          isSessionRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3367,6 +3369,24 @@ func (x *SessionRequest) GetWatch() bool {
 	return false
 }
 
+func (x *SessionRequest) GetUnpack() *Input {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Unpack); ok {
+			return x.Unpack
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetPack() *PackRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Pack); ok {
+			return x.Pack
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Kind interface {
 	isSessionRequest_Kind()
 }
@@ -3385,11 +3405,81 @@ type SessionRequest_Watch struct {
 	Watch bool `protobuf:"varint,4,opt,name=watch,proto3,oneof"`
 }
 
+type SessionRequest_Unpack struct {
+	// Unpack a tar the renter uploaded (UploadRequest) at the input's
+	// path in the running job, as its user (idlegrid cp in).
+	Unpack *Input `protobuf:"bytes,5,opt,name=unpack,proto3,oneof"`
+}
+
+type SessionRequest_Pack struct {
+	// Pack a path of the running job as a tar into the provider's
+	// stage, for a download (idlegrid cp out).
+	Pack *PackRequest `protobuf:"bytes,6,opt,name=pack,proto3,oneof"`
+}
+
 func (*SessionRequest_Exec) isSessionRequest_Kind() {}
 
 func (*SessionRequest_ForwardPort) isSessionRequest_Kind() {}
 
 func (*SessionRequest_Watch) isSessionRequest_Kind() {}
+
+func (*SessionRequest_Unpack) isSessionRequest_Kind() {}
+
+func (*SessionRequest_Pack) isSessionRequest_Kind() {}
+
+// PackRequest packs path, in /workspace, as output index of the lease;
+// cp's indexes are MaxOutputs and above, apart from the workload's.
+type PackRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Index         uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PackRequest) Reset() {
+	*x = PackRequest{}
+	mi := &file_market_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PackRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PackRequest) ProtoMessage() {}
+
+func (x *PackRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PackRequest.ProtoReflect.Descriptor instead.
+func (*PackRequest) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *PackRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *PackRequest) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
 
 // ExecRequest is a command to run beside a lease's job.
 type ExecRequest struct {
@@ -3405,7 +3495,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_market_proto_msgTypes[34]
+	mi := &file_market_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3417,7 +3507,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[34]
+	mi := &file_market_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3430,7 +3520,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{34}
+	return file_market_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExecRequest) GetArgv() []string {
@@ -3480,7 +3570,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_market_proto_msgTypes[35]
+	mi := &file_market_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3492,7 +3582,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[35]
+	mi := &file_market_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3505,7 +3595,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{35}
+	return file_market_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SessionReply) GetRefused() string {
@@ -3530,7 +3620,7 @@ type ExecInput struct {
 
 func (x *ExecInput) Reset() {
 	*x = ExecInput{}
-	mi := &file_market_proto_msgTypes[36]
+	mi := &file_market_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3542,7 +3632,7 @@ func (x *ExecInput) String() string {
 func (*ExecInput) ProtoMessage() {}
 
 func (x *ExecInput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[36]
+	mi := &file_market_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3555,7 +3645,7 @@ func (x *ExecInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
 func (*ExecInput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{36}
+	return file_market_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ExecInput) GetKind() isExecInput_Kind {
@@ -3624,7 +3714,7 @@ type WindowSize struct {
 
 func (x *WindowSize) Reset() {
 	*x = WindowSize{}
-	mi := &file_market_proto_msgTypes[37]
+	mi := &file_market_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3636,7 +3726,7 @@ func (x *WindowSize) String() string {
 func (*WindowSize) ProtoMessage() {}
 
 func (x *WindowSize) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[37]
+	mi := &file_market_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3649,7 +3739,7 @@ func (x *WindowSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
 func (*WindowSize) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{37}
+	return file_market_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WindowSize) GetRows() uint32 {
@@ -3683,7 +3773,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_market_proto_msgTypes[38]
+	mi := &file_market_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3695,7 +3785,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[38]
+	mi := &file_market_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3708,7 +3798,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{38}
+	return file_market_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExecOutput) GetKind() isExecOutput_Kind {
@@ -4045,13 +4135,18 @@ const file_market_proto_rawDesc = "" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\x12!\n" +
 	"\frepo_digests\x18\x03 \x03(\tR\vrepoDigests\x12\x16\n" +
 	"\x06pulled\x18\x04 \x01(\bR\x06pulled\x12\x17\n" +
-	"\apull_ms\x18\x05 \x01(\x04R\x06pullMs\"\xa7\x01\n" +
+	"\apull_ms\x18\x05 \x01(\x04R\x06pullMs\"\x93\x02\n" +
 	"\x0eSessionRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x125\n" +
 	"\x04exec\x18\x02 \x01(\v2\x1f.idlegrid.market.v1.ExecRequestH\x00R\x04exec\x12#\n" +
 	"\fforward_port\x18\x03 \x01(\rH\x00R\vforwardPort\x12\x16\n" +
-	"\x05watch\x18\x04 \x01(\bH\x00R\x05watchB\x06\n" +
-	"\x04kind\"q\n" +
+	"\x05watch\x18\x04 \x01(\bH\x00R\x05watch\x123\n" +
+	"\x06unpack\x18\x05 \x01(\v2\x19.idlegrid.market.v1.InputH\x00R\x06unpack\x125\n" +
+	"\x04pack\x18\x06 \x01(\v2\x1f.idlegrid.market.v1.PackRequestH\x00R\x04packB\x06\n" +
+	"\x04kind\"7\n" +
+	"\vPackRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\rR\x05index\"q\n" +
 	"\vExecRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03tty\x18\x02 \x01(\bR\x03tty\x12\x12\n" +
@@ -4118,7 +4213,7 @@ func file_market_proto_rawDescGZIP() []byte {
 }
 
 var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_market_proto_goTypes = []any{
 	(Tier)(0),                 // 0: idlegrid.market.v1.Tier
 	(Outcome)(0),              // 1: idlegrid.market.v1.Outcome
@@ -4157,11 +4252,12 @@ var file_market_proto_goTypes = []any{
 	(*ImageProgress)(nil),     // 34: idlegrid.market.v1.ImageProgress
 	(*ImageReady)(nil),        // 35: idlegrid.market.v1.ImageReady
 	(*SessionRequest)(nil),    // 36: idlegrid.market.v1.SessionRequest
-	(*ExecRequest)(nil),       // 37: idlegrid.market.v1.ExecRequest
-	(*SessionReply)(nil),      // 38: idlegrid.market.v1.SessionReply
-	(*ExecInput)(nil),         // 39: idlegrid.market.v1.ExecInput
-	(*WindowSize)(nil),        // 40: idlegrid.market.v1.WindowSize
-	(*ExecOutput)(nil),        // 41: idlegrid.market.v1.ExecOutput
+	(*PackRequest)(nil),       // 37: idlegrid.market.v1.PackRequest
+	(*ExecRequest)(nil),       // 38: idlegrid.market.v1.ExecRequest
+	(*SessionReply)(nil),      // 39: idlegrid.market.v1.SessionReply
+	(*ExecInput)(nil),         // 40: idlegrid.market.v1.ExecInput
+	(*WindowSize)(nil),        // 41: idlegrid.market.v1.WindowSize
+	(*ExecOutput)(nil),        // 42: idlegrid.market.v1.ExecOutput
 }
 var file_market_proto_depIdxs = []int32{
 	0,  // 0: idlegrid.market.v1.TierPrice.tier:type_name -> idlegrid.market.v1.Tier
@@ -4196,13 +4292,15 @@ var file_market_proto_depIdxs = []int32{
 	31, // 29: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
 	34, // 30: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
 	35, // 31: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
-	37, // 32: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
-	40, // 33: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	38, // 32: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
+	16, // 33: idlegrid.market.v1.SessionRequest.unpack:type_name -> idlegrid.market.v1.Input
+	37, // 34: idlegrid.market.v1.SessionRequest.pack:type_name -> idlegrid.market.v1.PackRequest
+	41, // 35: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_market_proto_init() }
@@ -4236,13 +4334,15 @@ func file_market_proto_init() {
 		(*SessionRequest_Exec)(nil),
 		(*SessionRequest_ForwardPort)(nil),
 		(*SessionRequest_Watch)(nil),
+		(*SessionRequest_Unpack)(nil),
+		(*SessionRequest_Pack)(nil),
 	}
-	file_market_proto_msgTypes[36].OneofWrappers = []any{
+	file_market_proto_msgTypes[37].OneofWrappers = []any{
 		(*ExecInput_Stdin)(nil),
 		(*ExecInput_StdinClosed)(nil),
 		(*ExecInput_Resize)(nil),
 	}
-	file_market_proto_msgTypes[38].OneofWrappers = []any{
+	file_market_proto_msgTypes[39].OneofWrappers = []any{
 		(*ExecOutput_Stdout)(nil),
 		(*ExecOutput_Stderr)(nil),
 		(*ExecOutput_ExitCode)(nil),
@@ -4254,7 +4354,7 @@ func file_market_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -258,16 +257,8 @@ func (d *Docker) collect(j *dockerJob, s Spec) {
 			pr.CloseWithError(err)
 			saved <- err
 		}()
-		var stderr bytes.Buffer
-		code, err := d.Exec(ctx, s.LeaseID, ExecSpec{
-			Argv:   []string{"tar", "-c", "-f", "-", "-C", path.Dir(out.Path), path.Base(out.Path)},
-			Stdout: pw, Stderr: &stderr,
-		})
-		if err == nil && code != 0 {
-			err = fmt.Errorf("tar exited with code %d: %s", code, strings.TrimSpace(stderr.String()))
-		}
 		// Save reads the tar's end, or why it was cut short.
-		pw.CloseWithError(cmp.Or(err, io.EOF))
+		pw.CloseWithError(cmp.Or(PackTar(ctx, d, s.LeaseID, out.Path, pw), io.EOF))
 		<-saved
 	}
 	d.Exec(ctx, s.LeaseID, ExecSpec{Argv: []string{"touch", outputsFlag}, Stdout: io.Discard, Stderr: io.Discard})
@@ -284,25 +275,15 @@ func (d *Docker) putInputs(ctx context.Context, s Spec) error {
 		if err != nil {
 			return fmt.Errorf("input %d: %w", i, err)
 		}
-		var stderr bytes.Buffer
-		code, err := d.Exec(ctx, s.LeaseID, ExecSpec{
-			Argv:  []string{"/bin/sh", "-c", `mkdir -p "$1" && tar -x -f - -C "$1"`, "idlegrid-input", in.Dir},
-			Stdin: r, Stdout: io.Discard, Stderr: &stderr,
-		})
+		err = UnpackTar(ctx, d, s.LeaseID, in.Dir, r)
 		r.Close()
-		if err == nil && code != 0 {
-			err = fmt.Errorf("tar exited with code %d: %s", code, strings.TrimSpace(stderr.String()))
-		}
 		if err != nil {
 			return fmt.Errorf("input %d into %s: %w", i, in.Dir, err)
 		}
 	}
 	var stderr bytes.Buffer
 	code, err := d.Exec(ctx, s.LeaseID, ExecSpec{Argv: []string{"/bin/sh", "-c", "touch " + inputsFlag}, Stdout: io.Discard, Stderr: &stderr})
-	if err == nil && code != 0 {
-		err = fmt.Errorf("exited with code %d: %s", code, strings.TrimSpace(stderr.String()))
-	}
-	if err != nil {
+	if err := ranOK("touch", code, err, &stderr); err != nil {
 		return fmt.Errorf("inputs in place, but the job not let start: %w", err)
 	}
 	return nil

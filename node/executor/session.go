@@ -1,14 +1,17 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"path"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -241,3 +244,33 @@ type relayConn struct {
 
 func (c *relayConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 func (c *relayConn) CloseWrite() error          { return c.closeWrite() }
+
+// UnpackTar unpacks the tar r carries at dir (made if need be) in the
+// running job of leaseID, with the image's sh and tar, as the job's user.
+func UnpackTar(ctx context.Context, sx Sessions, leaseID, dir string, r io.Reader) error {
+	var stderr bytes.Buffer
+	code, err := sx.Exec(ctx, leaseID, ExecSpec{
+		Argv:  []string{"/bin/sh", "-c", `mkdir -p "$1" && tar -x -f - -C "$1"`, "idlegrid-unpack", dir},
+		Stdin: r, Stdout: io.Discard, Stderr: &stderr,
+	})
+	return ranOK("tar -x", code, err, &stderr)
+}
+
+// PackTar writes p, a file or folder in the running job of leaseID, to w
+// as a tar whose top entry is p's base, with the image's tar.
+func PackTar(ctx context.Context, sx Sessions, leaseID, p string, w io.Writer) error {
+	var stderr bytes.Buffer
+	code, err := sx.Exec(ctx, leaseID, ExecSpec{
+		Argv:   []string{"tar", "-c", "-f", "-", "-C", path.Dir(p), path.Base(p)},
+		Stdout: w, Stderr: &stderr,
+	})
+	return ranOK("tar -c", code, err, &stderr)
+}
+
+// ranOK says why a command run in a job failed, if it did.
+func ranOK(what string, code int, err error, stderr *bytes.Buffer) error {
+	if err == nil && code != 0 {
+		err = fmt.Errorf("%s in the container exited with code %d: %s", what, code, strings.TrimSpace(stderr.String()))
+	}
+	return err
+}

@@ -238,8 +238,13 @@ func (p *Part) release() {
 	delete(p.s.busy, p.part)
 }
 
-// OutputKeep is how long a lease's packed outputs wait for its renter.
-const OutputKeep = 24 * time.Hour
+// OutputKeep is how long a lease's packed outputs wait for its renter,
+// and MaxOutputsKept bounds how many one renter has kept at once (the
+// outputs its leases name and what idlegrid cp packs).
+const (
+	OutputKeep     = 24 * time.Hour
+	MaxOutputsKept = 32
+)
 
 func (s *Stage) outputPath(renter peer.ID, lease string, index int) string {
 	return filepath.Join(s.dir, renter.String(), fmt.Sprintf("%s.%d.out", lease, index))
@@ -250,6 +255,10 @@ func (s *Stage) outputPath(renter peer.ID, lease string, index int) string {
 // (r's error) or too large is not kept.
 func (s *Stage) PutOutput(renter peer.ID, lease string, index int, r io.Reader) error {
 	p := s.outputPath(renter, lease, index)
+	if kept, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "*.out")); len(kept) >= MaxOutputsKept {
+		io.Copy(io.Discard, r) // let the packer finish
+		return fmt.Errorf("this renter has %d outputs kept here already, at most %d, for %s each", len(kept), MaxOutputsKept, OutputKeep)
+	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return err
 	}

@@ -121,6 +121,10 @@ type Packed struct {
 	Sum  []byte // its SHA-256
 	Size int64
 	Dest string
+	// Sums are the SHA-256 of each file by its name in the tar, and
+	// Bytes the files' bytes in all.
+	Sums  map[string]string
+	Bytes int64
 }
 
 // Pack writes local as a tar for dest into a new file in dir (the
@@ -132,7 +136,8 @@ func Pack(local, dest, dir string) (Packed, error) {
 	}
 	h := sha256.New()
 	var size int64
-	err = TarTree(io.MultiWriter(f, h), local, path.Base(dest), map[string]string{}, &size)
+	sums := map[string]string{}
+	err = TarTree(io.MultiWriter(f, h), local, path.Base(dest), sums, &size)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -144,7 +149,7 @@ func Pack(local, dest, dir string) (Packed, error) {
 		os.Remove(f.Name())
 		return Packed{}, fmt.Errorf("pack %s: %w", local, err)
 	}
-	return Packed{Path: f.Name(), Sum: h.Sum(nil), Size: fi.Size(), Dest: dest}, nil
+	return Packed{Path: f.Name(), Sum: h.Sum(nil), Size: fi.Size(), Dest: dest, Sums: sums, Bytes: size}, nil
 }
 
 // Remove removes the tar.

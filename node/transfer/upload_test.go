@@ -287,3 +287,22 @@ func TestADownloadResumesWhereItBrokeOff(t *testing.T) {
 		t.Errorf("another peer's download of the renter's output: %v", err)
 	}
 }
+
+// A renter keeps at most MaxOutputsKept outputs at once: the next is
+// refused, with the bound named, and its bytes are read to the end.
+func TestARenterKeepsBoundedOutputs(t *testing.T) {
+	stage, err := transfer.NewStage(t.TempDir(), transfer.StageRules{MaxBytes: 1 << 10, PerRenter: 1 << 20, MaxFiles: 8, Keep: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renter := loopbackHost(t).ID()
+	for i := range transfer.MaxOutputsKept {
+		if err := stage.PutOutput(renter, "lease-1", i, strings.NewReader("x")); err != nil {
+			t.Fatalf("output %d: %v", i, err)
+		}
+	}
+	r := strings.NewReader("one too many")
+	if err := stage.PutOutput(renter, "lease-2", 0, r); err == nil || !strings.Contains(err.Error(), "at most 32") || r.Len() != 0 {
+		t.Errorf("output %d: %v, %d bytes left unread", transfer.MaxOutputsKept, err, r.Len())
+	}
+}
