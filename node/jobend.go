@@ -123,5 +123,8 @@ func (lo *leaseOwner) keepCountersigned(rec *records.Lease, rcs *pb.CoSigned, re
 		return false
 	}
 	lo.log.Info("receipt co-signed", "lease", rec.ID, "renter", peer.ID(rc.Renter))
+	if lo.signed != nil {
+		lo.signed()
+	}
 	return true
 }

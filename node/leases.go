@@ -53,6 +53,7 @@ type leaseOwner struct {
 	source         attest.GPUSource         // readings for the beats; nil for none
 	matcher        *market.Matcher
 	ended          func(*records.Lease, *pb.Receipt) // counts an end; may be nil
+	signed         func()                            // a countersigned receipt stored; may be nil
 	slots          map[string]int                    // GPUs per model; fixed
 	nLive          atomic.Int64
 	images         *imagePulls     // readies images for renters; nil without a Puller

@@ -43,6 +43,9 @@ type leaseDeps struct {
 	// stageDir keeps the tars renters upload for their leases; empty:
 	// uploads are refused.
 	stageDir string
+	// signed is told when a renter's countersignature of a receipt is
+	// stored (the scores resting on receipts change); may be nil.
+	signed func()
 }
 
 // newLeaseOwner builds the calendars from the provider's GPUs, as inv
@@ -52,7 +55,7 @@ func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState
 	lo := &leaseOwner{
 		id: d.id, key: d.key, limits: d.limits, jobs: d.jobs, notice: d.provider.BronzeNotice.Std(), perRenter: d.provider.RenterLeases, exec: d.exec, store: d.store,
 		minRenterScore: d.provider.MinRenterScore, renterScore: d.renterScore,
-		clock: d.clock, log: d.log, offer: d.offer, source: d.source, ended: d.ended,
+		clock: d.clock, log: d.log, offer: d.offer, source: d.source, ended: d.ended, signed: d.signed,
 		matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil), slots: map[string]int{},
 		own: newOwner[*leaseState](),
 	}

@@ -129,6 +129,7 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 		clock: n.clock, log: n.opts.Logger.With("subsystem", LogNode), offer: n.provider.ownOffer, source: n.provider.source, ended: n.leaseEnded,
 		renterScore: func(p peer.ID) float64 { return n.reputation.scores().Of(p).AsRenter },
 		stageDir:    filepath.Join(n.repo.Path, StagingDir),
+		signed:      func() { n.reputation.poke() },
 	}, inv)
 	if err != nil {
 		closeExecutor(exec)
