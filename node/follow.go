@@ -78,6 +78,8 @@ type follow struct {
 	// tm is the lease's term as its last extension set it; lease is its
 	// Lease (the co-signed lease with the term's duration).
 	tm market.Term
+	// downloads go into the record of a lease just accepted.
+	downloads []records.Download
 }
 
 // newFollow is a follow of lease l, from rec when it follows it again
@@ -173,7 +175,7 @@ func (f *follow) run(ctx context.Context) error {
 	provider := peer.ID(f.lease.Provider)
 	if f.rec == nil {
 		raw, _ := proto.Marshal(f.cs)
-		f.rec = &records.Lease{ID: f.lease.Id, Role: records.Renter, State: records.Active, Lease: raw, EndMs: market.LeaseEnd(f.lease).UnixMilli()}
+		f.rec = &records.Lease{ID: f.lease.Id, Role: records.Renter, State: records.Active, Lease: raw, EndMs: market.LeaseEnd(f.lease).UnixMilli(), Downloads: f.downloads}
 		f.beats = attest.NewFollower(provider, f.r.swarm.Tag(), f.lease.Id, f.term())
 	} else {
 		f.beats = attest.ResumeFollower(provider, f.r.swarm.Tag(), f.lease.Id, f.term(), f.rec.Beats, f.rec.Root, time.UnixMilli(f.rec.LastBeat))
@@ -585,5 +587,8 @@ func (n *Node) Attach(ctx context.Context, id string, out RentOutput) (api.RentR
 		return res, err
 	}
 	res.Lease, res.Receipt, res.Relayed, res.Detached = leaseView(f.rec), f.receipt, f.relayed, f.left
+	if !f.left {
+		res.Downloads = r.downloadAll(ctx, peer.ID(l.Provider), id, f.rec.Downloads, out)
+	}
 	return res, nil
 }

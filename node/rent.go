@@ -261,9 +261,6 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 	if err := checkDownloads(req.Downloads); err != nil {
 		return res, err
 	}
-	if len(req.Downloads) > 0 && req.Detach {
-		return res, api.BadRequest{Err: errors.New("downloads with detach: a detached rental is not there at the job's end to take them")}
-	}
 	packed, err := packUploads(req.Uploads)
 	if err != nil {
 		return res, err
@@ -317,7 +314,7 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		}
 		res.Lease, res.Receipt, res.Relayed, res.Detached = leaseView(f.rec), f.receipt, f.relayed, f.left
 		if !f.left {
-			res.Downloads = r.downloadAll(ctx, c.Issuer, f.lease.Id, req.Downloads, out)
+			res.Downloads = r.downloadAll(ctx, c.Issuer, f.lease.Id, f.rec.Downloads, out)
 		}
 		if !f.firstOutput.IsZero() {
 			res.Timings.Start, res.Timings.FirstOutput = f.firstOutput.Sub(f.accepted), f.firstOutput.Sub(t0)
@@ -494,6 +491,9 @@ func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 	out.say("lease %s accepted by %s: %d × %s at %s/GPU-hour for %s", l.Id, short(c.Issuer), l.GpuCount, market.TierName(l.Tier), market.FormatPrice(l.PriceMicros), secs(l.DurationSeconds))
 	f := newFollow(r, l, cs, nil, out)
 	f.accepted, f.detachAtStart = r.clock.Now(), req.Detach
+	for _, d := range req.Downloads {
+		f.downloads = append(f.downloads, records.Download{Path: d.Path, Local: d.Local})
+	}
 	return f, at
 }
 

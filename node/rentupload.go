@@ -16,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -162,7 +163,7 @@ func checkDownloads(ds []api.Download) error {
 
 // downloadAll fetches each of a rental's downloads from provider p once
 // its job ended; one that fails says why in its view.
-func (r *renter) downloadAll(ctx context.Context, p peer.ID, lease string, ds []api.Download, out RentOutput) []api.DownloadView {
+func (r *renter) downloadAll(ctx context.Context, p peer.ID, lease string, ds []records.Download, out RentOutput) []api.DownloadView {
 	var views []api.DownloadView
 	for i, d := range ds {
 		n, err := r.download(ctx, p, lease, i, d, out)
@@ -179,7 +180,7 @@ func (r *renter) downloadAll(ctx context.Context, p peer.ID, lease string, ds []
 }
 
 // download fetches output i of lease from provider p into d.Local.
-func (r *renter) download(ctx context.Context, p peer.ID, lease string, i int, d api.Download, out RentOutput) (int64, error) {
+func (r *renter) download(ctx context.Context, p peer.ID, lease string, i int, d records.Download, out RentOutput) (int64, error) {
 	return downloadResuming(ctx, r.clock, d.Path, d.Local, nil, func(offset int64, w io.Writer) (int64, []byte, error) {
 		return r.net.Download(ctx, p, lease, i, offset, w)
 	}, out.say)

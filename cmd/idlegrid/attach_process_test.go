@@ -82,7 +82,8 @@ func attachProc(t *testing.T, bin, repo, id string) *rentProc {
 // output is the job's whole output, no line lost or repeated, each
 // attach's output follows the last one's, and the lease ends with the
 // job's exit code and a receipt both signed. A job that ends while its
-// renter is away leaves its output and receipt for the next attach.
+// renter is away leaves its output, its packed outputs and its receipt
+// for the next attach, which downloads them.
 func TestDetachAndAttachAcrossAProviderKill(t *testing.T) {
 	image := executortest.BusyboxImage(t)
 	docker := executortest.Docker(t)
@@ -148,8 +149,10 @@ func TestDetachAndAttachAcrossAProviderKill(t *testing.T) {
 	}
 
 	// A job that ends while its renter is away.
+	results := filepath.Join(t.TempDir(), "results")
 	short := exec.Command(bin, "rent", "--detach", "--repo", renter, "--bootstrap", addr, "--gpu", "H100", "--hours", "1",
-		"--max-price", "5", "--gather", "5s", "--image", image, "--", "sh", "-c", "echo a; sleep 1; echo b; echo c >&2")
+		"--max-price", "5", "--gather", "5s", "--image", image, "--download", "/workspace/out:"+results,
+		"--", "sh", "-c", "echo a; sleep 1; echo b; echo c >&2; mkdir /workspace/out && echo kept > /workspace/out/r")
 	out, err := short.Output()
 	if err != nil {
 		t.Fatalf("rent --detach: %v", err)
@@ -172,6 +175,9 @@ func TestDetachAndAttachAcrossAProviderKill(t *testing.T) {
 	}
 	if got := cli(t, bin, "logs", id2, "--repo", renter); got != "a\nb\n" {
 		t.Errorf("kept stdout of the lease that ended while away: %q, want \"a\\nb\\n\"", got)
+	}
+	if b, err := os.ReadFile(filepath.Join(results, "r")); string(b) != "kept\n" {
+		t.Errorf("the attach did not download the detached lease's output: %q, %v\n%s", b, err, third.stderr)
 	}
 	d.stop(t)
 }

@@ -158,13 +158,6 @@ line, before anything was rented.`,
 				return nil
 			}
 			printEnd(e, res)
-			failed := 0
-			for _, d := range res.Downloads {
-				if d.Error != "" {
-					failed++
-					fmt.Fprintf(e.stderr, "idlegrid: download of %s to %s failed: %s\n", d.Path, d.Local, d.Error)
-				}
-			}
 			t := res.Timings
 			path := "direct"
 			if res.Relayed {
@@ -172,10 +165,7 @@ line, before anything was rented.`,
 			}
 			fmt.Fprintf(e.stderr, "idlegrid: first output after %s (discover %s, match %s, attest %s, image %s, negotiate %s, start %s); output came %s\n",
 				ms(t.FirstOutput), ms(t.Discover), ms(t.Match), ms(t.Attest), ms(t.Pull), ms(t.Negotiate), ms(t.Start), path)
-			if err := rentEnded(e.ctx, res); err != nil || failed == 0 {
-				return err
-			}
-			return fmt.Errorf("%d of %d downloads failed (the job's output is kept under logs/)", failed, len(res.Downloads))
+			return rentEnded(e.ctx, res)
 		},
 	}
 	bidFlags(c, &req.BidRequest, &gpu)
@@ -242,8 +232,14 @@ func rentReceipts(res api.RentResult) []api.ReceiptView {
 	return receipts
 }
 
-// printEnd prints a rental's receipts (its pool's, by rank) on stderr.
+// printEnd prints a rental's receipts (its pool's, by rank) and its
+// failed downloads on stderr.
 func printEnd(e *env, res api.RentResult) {
+	for _, d := range res.Downloads {
+		if d.Error != "" {
+			fmt.Fprintf(e.stderr, "idlegrid: download of %s to %s failed: %s\n", d.Path, d.Local, d.Error)
+		}
+	}
 	for _, r := range rentReceipts(res) {
 		fmt.Fprintf(e.stderr, "idlegrid: lease %s %s: %d s metered, %s %s, exit code %d, signed by %s\n",
 			r.LeaseID, r.Outcome, r.MeteredSeconds, r.Amount, r.Currency, r.ExitCode, strings.Join(r.SignedBy, " and "))
@@ -257,7 +253,8 @@ func printEnd(e *env, res api.RentResult) {
 }
 
 // rentEnded gives a rental that got its lease (or its pool's) the exit
-// code of how the job ended: the first member's non-zero code, else 0.
+// code of how the job ended: the first member's non-zero code, else 1
+// when a download failed, else 0.
 func rentEnded(ctx context.Context, res api.RentResult) error {
 	if ctx.Err() != nil {
 		return exitError{exitInterrupted, errors.New("interrupted: the lease was cancelled")}
@@ -269,6 +266,15 @@ func rentEnded(ctx context.Context, res api.RentResult) error {
 		case r.ExitCode != 0:
 			return exitError{int(min(r.ExitCode, 255)), fmt.Errorf("lease %s: the job exited with code %d", r.LeaseID, r.ExitCode)}
 		}
+	}
+	failed := 0
+	for _, d := range res.Downloads {
+		if d.Error != "" {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d downloads failed (the job's output is kept under logs/)", failed, len(res.Downloads))
 	}
 	return nil
 }

@@ -88,10 +88,21 @@ type Lease struct {
 	// Detached: the renter left the job on purpose (rent --detach); the
 	// provider runs it on without a renter attached.
 	Detached bool `json:"detached,omitempty"`
+	// Downloads are, on the renter, where the lease's outputs go once
+	// its job ended: taken by the follow that sees the receipt (rent, or
+	// idlegrid attach after a detach).
+	Downloads []Download `json:"downloads,omitempty"`
 	// Undelivered is, on the provider of an ended lease, the output its
 	// renter had not got when the job ended (the last MiB at most), kept
 	// for the renter to attach for until it countersigns the receipt.
 	Undelivered *Output `json:"undelivered,omitempty"`
+}
+
+// Download is one of a lease's outputs, by its path in the container,
+// and where it goes on the renter's machine.
+type Download struct {
+	Path  string `json:"path"`
+	Local string `json:"local"`
 }
 
 // Offsets are places in a job's output: bytes of its stdout and of its
