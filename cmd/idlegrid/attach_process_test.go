@@ -249,7 +249,7 @@ func TestAKilledRentsUploadResumes(t *testing.T) {
 	image := executortest.BusyboxImage(t)
 	docker := executortest.Docker(t)
 	bin := buildBinary(t)
-	prov, d, _, addr := restartableProvider(t, bin, docker, [2]string{"jobs.max_upload_mib", "400"}, [2]string{"jobs.workspace_mib", "512"})
+	prov, d, _, addr := restartableProvider(t, bin, docker, [2]string{"jobs.max_upload_mib", "128"}, [2]string{"jobs.workspace_mib", "256"})
 	renter := renterRepo(t, bin, "renter", "--bootstrap", addr)
 	data := filepath.Join(t.TempDir(), "data")
 	os.MkdirAll(data, 0o755)
@@ -258,7 +258,7 @@ func TestAKilledRentsUploadResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := sha256.New()
-	io.CopyN(io.MultiWriter(f, h), rand.New(rand.NewSource(5)), 300<<20)
+	io.CopyN(io.MultiWriter(f, h), rand.New(rand.NewSource(5)), 96<<20)
 	f.Close()
 	rent := func() *exec.Cmd {
 		return exec.Command(bin, "rent", "--repo", renter, "--gpu", "H100", "--hours", "1", "--max-price", "5", "--gather", "5s",
@@ -266,10 +266,10 @@ func TestAKilledRentsUploadResumes(t *testing.T) {
 	}
 	first := startProc(t, renter, rent())
 	var part string
-	if !poll(60*time.Second, 5*time.Millisecond, func() bool {
+	if !poll(60*time.Second, 2*time.Millisecond, func() bool {
 		parts, _ := filepath.Glob(filepath.Join(prov, "staging", "*", "*.part"))
 		if len(parts) == 1 {
-			if fi, err := os.Stat(parts[0]); err == nil && fi.Size() > 16<<20 {
+			if fi, err := os.Stat(parts[0]); err == nil && fi.Size() > 4<<20 {
 				part = parts[0]
 				return true
 			}
