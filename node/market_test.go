@@ -89,7 +89,9 @@ func TestMarketAcrossNodes(t *testing.T) {
 	}
 
 	// A bid gossiped to the swarm comes back with a signed quote from each
-	// provider whose offer fits it.
+	// provider whose offer fits it: once every node is in a mesh on every
+	// topic (the book syncs without one), the bid reaches both.
+	waitFor(t, 15*time.Second, "every node in a mesh on every topic", meshOnEveryTopic(all))
 	bid, err := renter.PlaceBid(context.Background(), api.BidRequest{GPUs: []string{"A100"}, Count: 4, Hours: 1, Tier: "silver", MaxPrice: "3.00", WaitMillis: 2000})
 	if err != nil {
 		t.Fatal(err)
