@@ -329,6 +329,9 @@ func (lo *leaseOwner) recoverOne(ctx context.Context, rec *records.Lease, now ti
 		if job, err = lo.exec.Adopt(ctx, l.Id, executor.Offsets(rec.Output), executor.Output{Stdout: ll.feed.Writer(false), Stderr: ll.feed.Writer(true)}); err != nil {
 			job = nil
 		}
+		if c, ok := lo.exec.(executor.Collector); ok && job != nil {
+			c.Collect(job, l.Id, lo.spec(l, rec.GPUs).Outputs)
+		}
 	}
 	a := market.Allocation{ID: l.Id, GPUIDs: rec.GPUs, Start: time.UnixMilli(l.StartUnixMs), End: time.UnixMilli(rec.EndMs), Tier: l.Tier, PriceMicros: l.PriceMicros}
 	return lo.do(ctx, func(st *leaseState) {

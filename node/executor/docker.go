@@ -235,6 +235,15 @@ func (d *Docker) wrap(ctx context.Context, s Spec, cfg *container.Config) error 
 	return nil
 }
 
+// Collect has an adopted job pack outputs once its command ended, as
+// Start does for the jobs it starts: a restarted provider passes the
+// outputs its lease names. A job not of this executor is left alone.
+func (d *Docker) Collect(j Job, leaseID string, outputs []OutputPath) {
+	if dj, ok := j.(*dockerJob); ok && len(outputs) > 0 {
+		go d.collect(dj, Spec{LeaseID: leaseID, Outputs: outputs})
+	}
+}
+
 // collect waits for a wrapped job's command to end, packs each output
 // with the image's tar for its Save, then lets the container exit.
 func (d *Docker) collect(j *dockerJob, s Spec) {

@@ -285,13 +285,7 @@ func TestDockerAdoptAfterRestart(t *testing.T) {
 		t.Error("wait on a job of a closed executor: nil error")
 	}
 
-	d2, err := executor.NewDocker()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d2.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	d2, ctx := restartedDocker(t)
 	if leases, err := d2.Running(ctx); err != nil || !slices.Contains(leases, s.LeaseID) {
 		t.Fatalf("running: %v, %v; want %s among them", leases, err, s.LeaseID)
 	}
@@ -490,7 +484,31 @@ func TestDockerPacksOutputsBeforeTheContainerGoes(t *testing.T) {
 	e := newDockerEnv(t)
 	s := e.spec(t, `mkdir -p /workspace/out/sub && echo result > /workspace/out/sub/r.txt && echo done; exit 4`)
 	saved := make(chan map[string]string, 1)
-	s.Outputs = []executor.OutputPath{{Path: "/workspace/out", Save: func(r io.Reader) error {
+	s.Outputs = []executor.OutputPath{{Path: "/workspace/out", Save: savedTar(saved)}}
+	st := start(t, e.d, s)
+	if code := wait(t, st.job); code != 4 || st.stdout.String() != "done\n" {
+		t.Errorf("job with outputs: exit %d, stdout %q; want 4 and done", code, st.stdout.String())
+	}
+	expectPacked(t, saved, "out/sub/r.txt", "result\n")
+}
+
+// expectPacked checks that a job's container packed its output before it
+// exited, with the file name holding want.
+func expectPacked(t *testing.T, got chan map[string]string, name, want string) {
+	t.Helper()
+	select {
+	case files := <-got:
+		if files[name] != want {
+			t.Errorf("packed outputs %v, want %s holding %q", files, name, want)
+		}
+	default:
+		t.Error("the container exited before its outputs were packed")
+	}
+}
+
+// savedTar is an output's Save that keeps the tar's files by name.
+func savedTar(got chan map[string]string) func(io.Reader) error {
+	return func(r io.Reader) error {
 		files := map[string]string{}
 		tr := tar.NewReader(r)
 		for {
@@ -504,19 +522,48 @@ func TestDockerPacksOutputsBeforeTheContainerGoes(t *testing.T) {
 			b, _ := io.ReadAll(tr)
 			files[h.Name] = string(b)
 		}
-		saved <- files
+		got <- files
 		return nil
-	}}}
-	st := start(t, e.d, s)
-	if code := wait(t, st.job); code != 4 || st.stdout.String() != "done\n" {
-		t.Errorf("job with outputs: exit %d, stdout %q; want 4 and done", code, st.stdout.String())
 	}
-	select {
-	case files := <-saved:
-		if files["out/sub/r.txt"] != "result\n" {
-			t.Errorf("packed outputs %v, want out/sub/r.txt", files)
-		}
-	default:
-		t.Error("the container exited before its outputs were packed")
+}
+
+// A job with outputs adopted by a restarted provider packs them when its
+// command ends, for the new provider.
+func TestDockerAnAdoptedJobPacksItsOutputs(t *testing.T) {
+	e := newDockerEnv(t)
+	s := e.spec(t, `while [ ! -e /workspace/go ]; do sleep 0.05; done; mkdir -p /workspace/out && echo late > /workspace/out/f`)
+	first := make(chan map[string]string, 1)
+	s.Outputs = []executor.OutputPath{{Path: "/workspace/out", Save: savedTar(first)}}
+	start(t, e.d, s)
+	e.d.Close() // the provider goes away; the container waits on
+
+	d2, ctx := restartedDocker(t)
+	j, err := d2.Adopt(ctx, s.LeaseID, executor.Offsets{}, executor.Output{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	second := make(chan map[string]string, 1)
+	d2.Collect(j, s.LeaseID, []executor.OutputPath{{Path: "/workspace/out", Save: savedTar(second)}})
+	if code, err := d2.Exec(ctx, s.LeaseID, executor.ExecSpec{Argv: []string{"touch", "/workspace/go"}, Stdout: io.Discard, Stderr: io.Discard}); code != 0 || err != nil {
+		t.Fatalf("touch: %d, %v", code, err)
+	}
+	if code := wait(t, j); code != 0 {
+		t.Errorf("adopted job: exit %d", code)
+	}
+	expectPacked(t, second, "out/f", "late\n")
+	stop(t, j, 0)
+}
+
+// restartedDocker is a new Docker value, as a restarted provider makes,
+// closed when the test ends, and a context for the test's calls.
+func restartedDocker(t *testing.T) (*executor.Docker, context.Context) {
+	t.Helper()
+	d, err := executor.NewDocker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return d, ctx
 }

@@ -53,6 +53,13 @@ type OutputPath struct {
 	Save func(tar io.Reader) error
 }
 
+// Collector is an executor whose adopted jobs can pack their outputs:
+// a job adopted after a restart knows nothing of its lease's outputs, so
+// the provider passes them again.
+type Collector interface {
+	Collect(j Job, leaseID string, outputs []OutputPath)
+}
+
 // OutputsWait is how long a job whose command ended waits for its
 // outputs to be packed before its container exits anyway.
 const OutputsWait = 5 * time.Minute

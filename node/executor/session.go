@@ -48,7 +48,10 @@ type Sessions interface {
 	DialPort(ctx context.Context, leaseID string, port int) (net.Conn, error)
 }
 
-var _ Sessions = (*Docker)(nil)
+var (
+	_ Sessions  = (*Docker)(nil)
+	_ Collector = (*Docker)(nil)
+)
 
 // running returns the ID of the running container of leaseID.
 func (d *Docker) running(ctx context.Context, leaseID string) (string, error) {
