@@ -275,15 +275,16 @@ func ValidateOutputs(outs []string) error {
 		return invalid("workload.outputs", "%d; at most %d", len(outs), MaxOutputs)
 	}
 	for i, p := range outs {
-		if !inWorkspace(p) {
+		if !InWorkspace(p) {
 			return invalid(indexed("workload.outputs", i), "%q; want a clean path in /workspace", clip(p))
 		}
 	}
 	return nil
 }
 
-// inWorkspace reports whether p is a clean path in /workspace.
-func inWorkspace(p string) bool {
+// InWorkspace reports whether p is a clean path in /workspace, the one
+// place a job may write: where inputs go and outputs come from.
+func InWorkspace(p string) bool {
 	return len(p) <= 256 && path.Clean(p) == p && (p == "/workspace" || strings.HasPrefix(p, "/workspace/"))
 }
 
@@ -300,7 +301,7 @@ func ValidateInputs(ins []*pb.Input) error {
 			return invalid(indexed("workload.inputs", i)+".sha256", "%d bytes; want %d", len(in.GetSha256()), sha256.Size)
 		case in.GetSize() == 0:
 			return invalid(indexed("workload.inputs", i)+".size", "0; want the tar's size")
-		case !inWorkspace(p):
+		case !InWorkspace(p):
 			return invalid(indexed("workload.inputs", i)+".path", "%q; want a clean path in /workspace", clip(p))
 		}
 	}

@@ -39,7 +39,7 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 	}
 	rec := ll.rec
 	rec.End(rc, rcs)
-	rec.Output, rec.Detached = ll.feed.Offsets(), ll.detached.Load()
+	ll.stamp()
 	// What a renter away at the end has not got waits for it with the
 	// receipt.
 	if o := ll.feed.Undelivered(); o != nil && len(o.Stdout)+len(o.Stderr) > 0 {

@@ -323,7 +323,7 @@ func (r *run) samples() []*attestpb.GPUSample {
 func (r *run) persist() {
 	rec := r.ll.rec
 	rec.Beats, rec.Root, rec.LastBeat = r.chain.Beats(), r.chain.Root(), r.chain.Last().UnixMilli()
-	rec.Output, rec.Detached = r.ll.feed.Offsets(), r.ll.detached.Load()
+	r.ll.stamp()
 	if err := r.lo.store.Put(context.WithoutCancel(r.lo.ctx), rec, nil); err != nil {
 		r.lo.log.Error("lease not persisted", "lease", rec.ID, "err", err)
 	}

@@ -193,6 +193,12 @@ func newLive(clk clock.Clock, l *pb.Lease, t market.Term, rec *records.Lease) *l
 	return ll
 }
 
+// stamp copies into the record how far the job's output came and whether
+// the renter left on purpose; by the supervisor, before it writes rec.
+func (ll *liveLease) stamp() {
+	ll.rec.Output, ll.rec.Detached = ll.feed.Offsets(), ll.detached.Load()
+}
+
 // requestStop hands a stop to the supervisor without blocking; a later
 // request replaces one not yet taken.
 func (ll *liveLease) requestStop(r stopRequest) {

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -159,13 +158,7 @@ func (lo *leaseOwner) pack(ctx context.Context, sx executor.Sessions, from peer.
 	if err := market.ValidateOutputs([]string{pr.Path}); err != nil {
 		return err
 	}
-	r, w := io.Pipe()
-	saved := make(chan error, 1)
-	go func() {
-		err := lo.stage.PutOutput(from, leaseID, int(pr.Index), r)
-		r.CloseWithError(err)
-		saved <- err
-	}()
-	w.CloseWithError(cmp.Or(executor.PackTar(ctx, sx, leaseID, pr.Path, w), io.EOF))
-	return <-saved
+	return executor.PackTar(ctx, sx, leaseID, pr.Path, func(tar io.Reader) error {
+		return lo.stage.PutOutput(from, leaseID, int(pr.Index), tar)
+	})
 }

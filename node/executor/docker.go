@@ -187,12 +187,11 @@ func (d *Docker) Start(ctx context.Context, s Spec, out Output) (Job, error) {
 }
 
 // Flags a wrapped job's script and the provider pass in /tmp: inputs in
-// place (the command may start), the command ended (its code in
-// codeFile), outputs packed (the container may exit).
+// place (the command may start), the command ended, outputs packed (the
+// container may exit, with the command's code).
 const (
 	inputsFlag  = "/tmp/.idlegrid-inputs"
 	endedFlag   = "/tmp/.idlegrid-ended"
-	codeFile    = "/tmp/.idlegrid-code"
 	outputsFlag = "/tmp/.idlegrid-outputs"
 )
 
@@ -204,7 +203,7 @@ const inputsWait = `while [ ! -e ` + inputsFlag + ` ]; do sleep 0.05; done; rm -
 // at most, before it exits with the command's code.
 var outputsWait = `"$@" & pid=$!; trap 'kill -TERM $pid 2>/dev/null' TERM INT; ` +
 	`while :; do wait $pid; code=$?; kill -0 $pid 2>/dev/null || break; done; ` +
-	`echo $code > ` + codeFile + `; touch ` + endedFlag + `; ` +
+	`touch ` + endedFlag + `; ` +
 	fmt.Sprintf(`i=0; while [ ! -e %s ] && [ $i -lt %d ]; do sleep 0.1; i=$((i+1)); done; exit $code`, outputsFlag, int(OutputsWait/(100*time.Millisecond)))
 
 // wrap makes the container start under /bin/sh, which waits for the
@@ -259,16 +258,7 @@ func (d *Docker) collect(j *dockerJob, s Spec) {
 		}
 	}
 	for _, out := range s.Outputs {
-		pr, pw := io.Pipe()
-		saved := make(chan error, 1)
-		go func() {
-			err := out.Save(pr)
-			pr.CloseWithError(err)
-			saved <- err
-		}()
-		// Save reads the tar's end, or why it was cut short.
-		pw.CloseWithError(cmp.Or(PackTar(ctx, d, s.LeaseID, out.Path, pw), io.EOF))
-		<-saved
+		PackTar(ctx, d, s.LeaseID, out.Path, out.Save) // Save learns of a failure
 	}
 	d.Exec(ctx, s.LeaseID, ExecSpec{Argv: []string{"touch", outputsFlag}, Stdout: io.Discard, Stderr: io.Discard})
 }
@@ -291,7 +281,7 @@ func (d *Docker) putInputs(ctx context.Context, s Spec) error {
 		}
 	}
 	var stderr bytes.Buffer
-	code, err := d.Exec(ctx, s.LeaseID, ExecSpec{Argv: []string{"/bin/sh", "-c", "touch " + inputsFlag}, Stdout: io.Discard, Stderr: &stderr})
+	code, err := d.Exec(ctx, s.LeaseID, ExecSpec{Argv: []string{"touch", inputsFlag}, Stdout: io.Discard, Stderr: &stderr})
 	if err := ranOK("touch", code, err, &stderr); err != nil {
 		return fmt.Errorf("inputs in place, but the job not let start: %w", err)
 	}

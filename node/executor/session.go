@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -259,15 +260,26 @@ func UnpackTar(ctx context.Context, sx Sessions, leaseID, dir string, r io.Reade
 	return ranOK("tar -x", code, err, &stderr)
 }
 
-// PackTar writes p, a file or folder in the running job of leaseID, to w
-// as a tar whose top entry is p's base, with the image's tar.
-func PackTar(ctx context.Context, sx Sessions, leaseID, p string, w io.Writer) error {
+// PackTar packs p, a file or folder in the running job of leaseID, with
+// the image's tar, as a tar whose top entry is p's base, for save to read
+// to its end; a pack that fails ends save's read with the failure. It
+// returns the pack's error, else save's.
+func PackTar(ctx context.Context, sx Sessions, leaseID, p string, save func(tar io.Reader) error) error {
+	pr, pw := io.Pipe()
+	saved := make(chan error, 1)
+	go func() {
+		err := save(pr)
+		pr.CloseWithError(err)
+		saved <- err
+	}()
 	var stderr bytes.Buffer
 	code, err := sx.Exec(ctx, leaseID, ExecSpec{
 		Argv:   []string{"tar", "-c", "-f", "-", "-C", path.Dir(p), path.Base(p)},
-		Stdout: w, Stderr: &stderr,
+		Stdout: pw, Stderr: &stderr,
 	})
-	return ranOK("tar -c", code, err, &stderr)
+	err = ranOK("tar -c", code, err, &stderr)
+	pw.CloseWithError(cmp.Or(err, io.EOF))
+	return cmp.Or(err, <-saved)
 }
 
 // ranOK says why a command run in a job failed, if it did.
