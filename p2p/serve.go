@@ -37,8 +37,8 @@ type StreamLimits struct {
 	// stream that lives as long as its handler (a job's output).
 	Deadline time.Duration
 	// PerPeer bounds the streams of one peer handled at once; a stream
-	// beyond it is reset at once, so one peer cannot hold more than its
-	// share of the service.
+	// beyond it waits ShareWait for one of them to end, then is reset,
+	// so one peer cannot hold more than its share of the service.
 	PerPeer int
 	// Rate bounds how many streams one peer opens, sustained and in a
 	// burst; a stream beyond it is reset at once, so a peer that has its
@@ -130,7 +130,7 @@ var (
 // Serve registers handle for protocol id with the limits lim.
 func (sv Server) Serve(id protocol.ID, lim StreamLimits, handle StreamHandler) {
 	id = sv.Swarm.Protocol(id)
-	g := &peerGate{max: lim.PerPeer, held: make(map[peer.ID]int)}
+	g := &peerGate{max: lim.PerPeer, held: make(map[peer.ID]int), freed: make(map[peer.ID]chan struct{})}
 	if lim.Rate.PerSecond > 0 {
 		g.rate = newPeerBudget(lim.Rate.PerSecond, lim.Rate.Burst)
 	}
@@ -167,7 +167,7 @@ func serveOne(ctx context.Context, g *peerGate, lim StreamLimits, s network.Stre
 	if g.rate != nil && !g.rate.take(from, start) {
 		return errPeerRate
 	}
-	if !g.acquire(from) {
+	if !g.acquire(ctx, from, ShareWait) {
 		return errPeerShare
 	}
 	defer g.release(from)
@@ -195,23 +195,52 @@ func serveOne(ctx context.Context, g *peerGate, lim StreamLimits, s network.Stre
 	return handle(ctx, from, s)
 }
 
+// ShareWait is how long a stream of a peer at its share waits for one of
+// its others to end. A peer's stream ends on the server a moment after
+// the peer reads its answer, so a peer that asks again at once would
+// otherwise race its own last stream.
+const ShareWait = 250 * time.Millisecond
+
 // peerGate counts the streams each peer holds open on one protocol.
 // Its mutex guards only the counts; no I/O happens under it.
 type peerGate struct {
-	max  int
-	rate *peerBudget // nil: no rate
-	mu   sync.Mutex
-	held map[peer.ID]int
+	max   int
+	rate  *peerBudget // nil: no rate
+	mu    sync.Mutex
+	held  map[peer.ID]int
+	freed map[peer.ID]chan struct{} // closed when a stream of the peer ends
 }
 
-func (g *peerGate) acquire(p peer.ID) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.max > 0 && g.held[p] >= g.max {
-		return false
+// acquire takes one of p's streams, waiting up to wait for one to end
+// if p is at its share; false if none did.
+func (g *peerGate) acquire(ctx context.Context, p peer.ID, wait time.Duration) bool {
+	var timeout <-chan time.Time
+	for {
+		g.mu.Lock()
+		if g.max <= 0 || g.held[p] < g.max {
+			g.held[p]++
+			g.mu.Unlock()
+			return true
+		}
+		ch := g.freed[p]
+		if ch == nil {
+			ch = make(chan struct{})
+			g.freed[p] = ch
+		}
+		g.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			return false
+		case <-ctx.Done():
+			return false
+		}
 	}
-	g.held[p]++
-	return true
 }
 
 func (g *peerGate) release(p peer.ID) {
@@ -219,6 +248,10 @@ func (g *peerGate) release(p peer.ID) {
 	defer g.mu.Unlock()
 	if g.held[p]--; g.held[p] <= 0 {
 		delete(g.held, p)
+	}
+	if ch := g.freed[p]; ch != nil {
+		close(ch)
+		delete(g.freed, p)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -110,6 +111,42 @@ func TestServeHoldsOnePeerToItsShare(t *testing.T) {
 		}
 	}
 	held[1].Reset()
+}
+
+// A peer's stream that finds it at its share waits ShareWait for one of
+// its others to end, as the next request of a peer that asks again as
+// soon as it reads an answer does, before the server has ended the last.
+func TestAPeerAtItsShareWaitsForItsLastStreamToEnd(t *testing.T) {
+	ctx := context.Background()
+	g := &peerGate{max: 1, held: make(map[peer.ID]int), freed: make(map[peer.ID]chan struct{})}
+	p, q := peer.ID("p"), peer.ID("q")
+	if !g.acquire(ctx, p, 0) || g.acquire(ctx, p, 0) || !g.acquire(ctx, q, 0) {
+		t.Fatal("a gate of one: p's first taken, its second refused, q's taken")
+	}
+	took := make(chan bool)
+	go func() { took <- g.acquire(ctx, p, time.Minute) }()
+	for {
+		g.mu.Lock()
+		waiting := g.freed[p] != nil
+		g.mu.Unlock()
+		if waiting {
+			break
+		}
+		runtime.Gosched()
+	}
+	g.release(p)
+	if !<-took {
+		t.Error("p's next stream was refused when its last ended")
+	}
+	start := time.Now()
+	if g.acquire(ctx, p, 50*time.Millisecond) || time.Since(start) < 50*time.Millisecond {
+		t.Errorf("p's stream at its share was taken, or refused after %s, before its wait", time.Since(start))
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if g.acquire(cctx, p, time.Minute) {
+		t.Error("a stream was taken for a server that ended")
+	}
 }
 
 func TestServeRecoversAPanicAndEndsHandlersWithItsContext(t *testing.T) {
