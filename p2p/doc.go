@@ -1,5 +1,5 @@
-// Package p2p owns idlegrid's libp2p side: the host (TCP and QUIC, Noise and
-// TLS, yamux, the resource and connection managers, the private-swarm PSK
+// Package p2p owns idlegrid's libp2p side: the host (TCP and QUIC, TLS and
+// Noise, yamux, the resource and connection managers, the private-swarm PSK
 // and allow-list gater), discovery (kad-dht under a per-swarm protocol
 // prefix plus rendezvous through routing discovery), the swarm's gossipsub
 // topics, and latency measurement with libp2p ping.

@@ -52,7 +52,9 @@ type HostConfig struct {
 
 // NewHost builds a libp2p host for one swarm: TCP always, QUIC for the
 // public swarm (pnet cannot protect QUIC, so a private swarm runs on TCP
-// only), Noise and TLS, yamux, the resource manager with explicit limits,
+// only), TLS then Noise (TLS first, as go-libp2p's defaults: its
+// AES-GCM runs in hardware on the machines that rent GPUs, and bulk
+// transfers ride it), yamux, the resource manager with explicit limits,
 // a connection manager where only a Keeper's tags protect (BoundHost),
 // libp2p ping, and for a private swarm its PSK and
 // optional allow-list. Every listen address must bind, or NewHost fails
@@ -73,8 +75,8 @@ func NewHost(cfg HostConfig) (host.Host, error) {
 	opts := []libp2p.Option{
 		libp2p.Identity(cfg.Identity),
 		libp2p.NoListenAddrs,
-		libp2p.Security(noise.ID, noise.New),
 		libp2p.Security(tls.ID, tls.New),
+		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.ResourceManager(rm),

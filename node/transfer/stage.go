@@ -205,12 +205,30 @@ type Part struct {
 	done, part string
 }
 
+// Write writes b to the part's file and hashes it; a large b is hashed
+// while the file takes it, since hashing is as slow as the network here.
+// Bytes hashed but not written do not matter: a short write fails the
+// upload, and a resume hashes the file again.
 func (p *Part) Write(b []byte) (int, error) {
+	if len(b) < hashAsideFrom {
+		n, err := p.f.Write(b)
+		p.h.Write(b[:n])
+		p.n += int64(n)
+		return n, err
+	}
+	hashed := make(chan struct{})
+	go func() {
+		p.h.Write(b)
+		close(hashed)
+	}()
 	n, err := p.f.Write(b)
-	p.h.Write(b[:n])
+	<-hashed
 	p.n += int64(n)
 	return n, err
 }
+
+// hashAsideFrom is the size from which Write hashes beside the write.
+const hashAsideFrom = 32 << 10
 
 // Finish checks the whole tar against its SHA-256: it keeps it under its
 // name, or removes it and says so.
