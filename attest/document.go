@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market/gpus"
+
 	"github.com/idlegrid/idlegrid/attest/pb"
 	"github.com/idlegrid/idlegrid/market"
 	marketpb "github.com/idlegrid/idlegrid/market/pb"
@@ -224,7 +226,11 @@ func CheckOffer(d *pb.Document, o *marketpb.Offer) error {
 		cc := fmt.Sprintf("%d.%d", g.ComputeCapability/10, g.ComputeCapability%10)
 		for range g.Count {
 			i := slices.IndexFunc(free, func(f *pb.GPUFingerprint) bool {
-				return f != nil && ModelOf(f.Name) == g.Model && f.MemoryBytes >= g.VramBytes && f.ComputeCapability == cc
+				if f == nil {
+					return false
+				}
+				model := ModelOf(f.Name, f.PciDeviceId)
+				return gpus.Default().Covers(g.Model, model) && VRAMOf(model, f.MemoryBytes) >= g.VramBytes && f.ComputeCapability == cc
 			})
 			if i < 0 {
 				return fmt.Errorf("%w: %d × %s", ErrNotAttested, g.Count, g.Model)

@@ -2,7 +2,8 @@ package attest
 
 import (
 	"context"
-	"strings"
+
+	"github.com/idlegrid/idlegrid/market/gpus"
 )
 
 // GPU is what an inventory knows of one GPU.
@@ -55,18 +56,19 @@ type GPUSource interface {
 // servers (8 GPUs each).
 var FakeMachines = []string{"dgxa100", "dgxh100", "dgxh200", "dgxb200"}
 
-// ModelOf shortens an NVML device name to the model offers use:
-// "NVIDIA H100 80GB HBM3" → "H100", "NVIDIA A100-SXM4-40GB" → "A100"
-// (go-nvml's dgxa100 mock says "Mock NVIDIA A100-SXM4-40GB").
-func ModelOf(name string) string {
-	name = strings.TrimSpace(name)
-	name = strings.TrimPrefix(name, "Mock ")
-	name = strings.TrimPrefix(name, "NVIDIA ")
-	if f := strings.Fields(name); len(f) > 0 {
-		name = f[0]
-	}
-	model, _, _ := strings.Cut(name, "-")
-	return model
+// ModelOf names a GPU as offers do: by its NVML device name, or, for a
+// name the GPU catalog lacks, its PCI device ID (NVML's pciDeviceId; 0
+// if unknown), the catalog's canonical ID ("NVIDIA H100 80GB HBM3" is
+// "H100 SXM", "NVIDIA GeForce RTX 4090" is "RTX 4090"); a GPU the
+// catalog lacks keeps its name without the vendor word.
+func ModelOf(name string, pciDeviceID uint32) string {
+	return gpus.Default().ModelName(name, pciDeviceID)
+}
+
+// VRAMOf is the memory a GPU of this model and NVML total is sold as
+// (the catalog's marketed size; see gpus.Catalog.MarketedBytes).
+func VRAMOf(model string, totalBytes uint64) uint64 {
+	return gpus.Default().MarketedBytes(model, totalBytes)
 }
 
 // CCEvidence is one GPU's confidential-computing evidence over a nonce:

@@ -16,13 +16,13 @@ import (
 
 func TestFakeMachines(t *testing.T) {
 	for _, tc := range []struct {
-		machine, name, cc string
-		minMemory         uint64
+		machine, name, cc, model string
+		minMemory                uint64
 	}{
-		{"dgxa100", "A100", "8.0", 40 << 30},
-		{"dgxh100", "H100", "9.0", 80 << 30},
-		{"dgxh200", "H200", "9.0", 140 << 30},
-		{"dgxb200", "B200", "10.0", 180 << 30},
+		{"dgxa100", "A100", "8.0", "A100 SXM 40GB", 40 << 30},
+		{"dgxh100", "H100", "9.0", "H100 SXM", 80 << 30},
+		{"dgxh200", "H200", "9.0", "H200 SXM", 140 << 30},
+		{"dgxb200", "B200", "10.0", "B200", 180 << 30},
 	} {
 		t.Run(tc.machine, func(t *testing.T) {
 			src, err := NewFake(tc.machine)
@@ -44,6 +44,9 @@ func TestFakeMachines(t *testing.T) {
 				uuids[g.UUID] = true
 				if !strings.Contains(g.Name, tc.name) || g.ComputeCapability != tc.cc || g.MemoryBytes < tc.minMemory {
 					t.Errorf("GPU %d: %q, CC %s, %d bytes; want %s, %s, at least %d", i, g.Name, g.ComputeCapability, g.MemoryBytes, tc.name, tc.cc, tc.minMemory)
+				}
+				if m := ModelOf(g.Name, g.PCIDeviceID); m != tc.model {
+					t.Errorf("GPU %d: %q (PCI %08x) is the catalog's %q; want %q", i, g.Name, g.PCIDeviceID, m, tc.model)
 				}
 				if g.TemperatureC == 0 || g.PowerDrawWatts == 0 || g.PowerLimitWatts == 0 || g.Serial == "" || !g.ECCEnabled || g.PCIeGeneration == 0 || g.PCIBusID == "" {
 					t.Errorf("GPU %d lacks a reading: %+v", i, g)

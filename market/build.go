@@ -29,6 +29,8 @@ const (
 // header and start window.
 type BidSpec struct {
 	Models               []string
+	FormFactor           string
+	NVLink               bool
 	MinVRAMBytes         uint64
 	MinComputeCapability uint32
 	Count                uint32
@@ -56,7 +58,7 @@ func NewBid(issuer peer.ID, id string, spec BidSpec, now time.Time, l Limits) (*
 	b := &pb.Bid{
 		Header: &pb.Header{Version: Version, Issuer: []byte(issuer), Id: id, Seq: 1, Swarm: l.Swarm,
 			CreatedUnixMs: now.UnixMilli(), ExpiresUnixMs: now.Add(BidTTL).UnixMilli()},
-		Gpu: &pb.GPURequirement{Models: spec.Models, MinVramBytes: spec.MinVRAMBytes, MinComputeCapability: spec.MinComputeCapability,
+		Gpu: &pb.GPURequirement{Models: spec.Models, FormFactor: spec.FormFactor, Nvlink: spec.NVLink, MinVramBytes: spec.MinVRAMBytes, MinComputeCapability: spec.MinComputeCapability,
 			Count: spec.Count, MinPerProvider: spec.MinPerProvider},
 		Tier: spec.Tier, Currency: spec.Currency, MaxPriceMicros: spec.MaxPriceMicros,
 		DurationSeconds:        spec.DurationSeconds,

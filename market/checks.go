@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market/gpus"
+
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -48,7 +50,7 @@ func (m *Matcher) plan(bid *pb.Bid, now time.Time) *bidPlan {
 	}
 	p.dur = int64(bid.GetDurationSeconds()) * 1000
 	p.minVRAM, p.minRAM, p.minCores = bid.GetGpu().GetMinVramBytes(), bid.GetHostMin().GetRamBytes(), bid.GetHostMin().GetCpuCores()
-	p.models, p.allowed, p.denied = bid.GetGpu().GetModels(), bid.GetRegionsAllowed(), bid.GetRegionsDenied()
+	p.models, p.allowed, p.denied = gpus.Default().Expand(bid.GetGpu().GetModels()), bid.GetRegionsAllowed(), bid.GetRegionsDenied()
 	return p
 }
 
@@ -130,9 +132,11 @@ type hostFacts struct {
 }
 
 type gpuFacts struct {
-	model     string
-	count, cc uint32
-	vram      uint64
+	model      string
+	count, cc  uint32
+	vram       uint64
+	formFactor string // the catalog's, or "SXM" for an unknown model on SXM
+	nvlink     bool
 }
 
 func factsOf(o *pb.Offer) offerFacts {
@@ -143,8 +147,18 @@ func factsOf(o *pb.Offer) offerFacts {
 		currency: o.GetCurrency(), country: o.GetRegion().GetCountry(), withdrawn: o.GetWithdrawn(),
 		gpus: make([]gpuFacts, len(o.GetGpus())),
 	}
+	cat := gpus.Default()
 	for i, g := range o.GetGpus() {
-		f.gpus[i] = gpuFacts{g.GetModel(), g.GetCount(), g.GetComputeCapability(), g.GetVramBytes()}
+		// Facts name GPUs by catalog ID and hold their marketed memory.
+		model := cat.Canonical(g.GetModel())
+		f.gpus[i] = gpuFacts{model: model, count: g.GetCount(), cc: g.GetComputeCapability(), vram: cat.MarketedBytes(model, g.GetVramBytes())}
+		link := strings.ToLower(g.GetInterconnect())
+		if m, ok := cat.Lookup(model); ok {
+			f.gpus[i].formFactor, f.gpus[i].nvlink = m.FormFactor, m.NVLink == "yes"
+		} else if link == "sxm" {
+			f.gpus[i].formFactor = "SXM"
+		}
+		f.gpus[i].nvlink = f.gpus[i].nvlink || link == "nvlink" || link == "sxm" || link == "nvswitch"
 	}
 	for _, t := range o.GetTiers() {
 		if t > pb.Tier_TIER_UNSPECIFIED && t <= pb.Tier_TIER_BRONZE {
@@ -197,7 +211,7 @@ var feasibilityChecks = [...]feasCheck{
 	{"region", func(*bidPlan) string { return "region not allowed" }, fitsRegion},
 	// The GPU checks narrow the offer's groups step by step.
 	{"model", kindModel, fitsModel},
-	{"vram", func(p *bidPlan) string { return "vram below " + gib(p.bid.GetGpu().GetMinVramBytes()) }, fitsVRAM},
+	{"vram", func(p *bidPlan) string { return "vram below " + gpus.ShowMemory(p.bid.GetGpu().GetMinVramBytes()) }, fitsVRAM},
 	{"compute", kindCompute, fitsCompute},
 	{"gpus", func(p *bidPlan) string { return fmt.Sprintf("fewer than %d GPUs", p.need) }, fitsGPUs},
 	{"host", func(*bidPlan) string { return "host below minimums" }, fitsHost},
@@ -288,7 +302,9 @@ func gpuMasksOf(f *offerFacts, req *pb.GPURequirement, models []string) gpuMasks
 	var m gpuMasks
 	for i := range min(len(f.gpus), 64) {
 		g := &f.gpus[i]
-		if len(models) > 0 && !slices.Contains(models, g.model) {
+		if len(models) > 0 && !slices.Contains(models, g.model) ||
+			req.GetFormFactor() != "" && !strings.EqualFold(req.GetFormFactor(), g.formFactor) ||
+			req.GetNvlink() && !g.nvlink {
 			continue
 		}
 		m.model |= 1 << i
@@ -316,13 +332,32 @@ func bestGroup(f *offerFacts, mask uint64, field func(*gpuFacts) uint64) uint64 
 func gpuVRAM(g *gpuFacts) uint64 { return g.vram }
 
 func kindModel(p *bidPlan) string {
-	return "model not " + strings.Join(p.bid.GetGpu().GetModels(), ", ")
+	return "model not " + wantedModels(p.bid.GetGpu())
+}
+
+// wantedModels reads like "H100, A100 (SXM, NVLink)".
+func wantedModels(req *pb.GPURequirement) string {
+	s := strings.Join(req.GetModels(), ", ")
+	var also []string
+	if ff := req.GetFormFactor(); ff != "" {
+		also = append(also, ff)
+	}
+	if req.GetNvlink() {
+		also = append(also, "NVLink")
+	}
+	switch {
+	case len(also) == 0:
+		return s
+	case s == "":
+		return strings.Join(also, ", ")
+	}
+	return s + " (" + strings.Join(also, ", ") + ")"
 }
 
 func fitsModel(c *evalCtx) bool {
 	c.masks = gpuMasksOf(c.f, c.p.bid.GetGpu(), c.p.models)
 	if c.masks.model == 0 {
-		return c.explain && c.failf("models %s; bid wants %s", offerModels(c.o), strings.Join(c.p.bid.GetGpu().GetModels(), ", "))
+		return c.explain && c.failf("models %s; bid wants %s", offerModels(c.o), wantedModels(c.p.bid.GetGpu()))
 	}
 	return true
 }
@@ -330,7 +365,7 @@ func fitsModel(c *evalCtx) bool {
 func fitsVRAM(c *evalCtx) bool {
 	if c.masks.vram == 0 {
 		v := bestGroup(c.f, c.masks.model, gpuVRAM)
-		return c.explain && c.failf("vram %s < %s required", gib(v), gib(c.p.bid.GetGpu().GetMinVramBytes()))
+		return c.explain && c.failf("vram %s < %s required", gpus.ShowMemory(v), gpus.ShowMemory(c.p.bid.GetGpu().GetMinVramBytes()))
 	}
 	return true
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market/gpus"
+
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -443,7 +445,10 @@ func (s *Snapshot) FindOffers(f OfferFilter) []*pb.Offer {
 	seen := make(map[*offerEntry]bool)
 	views, modelList := s.views, []string(nil)
 	if f.GPUModel != "" {
-		views, modelList = s.byModel[f.GPUModel], []string{f.GPUModel}
+		modelList, views = gpus.Default().Expand([]string{f.GPUModel}), nil
+		for _, m := range modelList {
+			views = append(views, s.byModel[m]...)
+		}
 	}
 	for _, v := range views {
 		if f.Country != "" && v.country != f.Country {

@@ -207,7 +207,7 @@ func TestChecksGPUs(t *testing.T) {
 	runCheckCases(t, []checkCase{
 		{name: "model not wanted", bid: func(b *pb.Bid) { b.Gpu.Models = []string{"A100"} }, check: "model", detail: "models H100; bid wants A100"},
 		{name: "any model", bid: func(b *pb.Bid) { b.Gpu.Models = nil }},
-		{name: "vram below", offer: func(o *pb.Offer) { o.Gpus[0].VramBytes = 24 << 30 }, check: "vram", detail: "vram 24 GiB < 40 GiB required"},
+		{name: "vram below", offer: func(o *pb.Offer) { o.Gpus[0].VramBytes = 24 << 30 }, check: "vram", detail: "vram 24 GB < 40 GB required"},
 		{name: "compute below", bid: func(b *pb.Bid) { b.Gpu.MinComputeCapability = 100 }, check: "compute", detail: "compute capability 9.0 < 10.0 required"},
 		{name: "too few GPUs", offer: func(o *pb.Offer) { o.Gpus[0].Count = 4 }, check: "gpus", detail: "4 GPUs < 8 per provider required"},
 		{name: "fewer GPUs accepted by min_per_provider", offer: func(o *pb.Offer) { o.Gpus[0].Count = 4 }, bid: func(b *pb.Bid) { b.Gpu.MinPerProvider = 2 },
@@ -233,6 +233,25 @@ func TestChecksGPUs(t *testing.T) {
 			o.Gpus[0].Count = 4
 			o.Gpus = append(o.Gpus, &pb.GPUGroup{Model: "H100", Count: 4, VramBytes: 16 << 30, ComputeCapability: 90})
 		}, check: "gpus", detail: "4 GPUs < 8"},
+		// The catalog: names in any spelling, families, form factors,
+		// NVLink and marketed memory.
+		{name: "a model's NVML name, asked for by family", offer: func(o *pb.Offer) { o.Gpus[0].Model = "NVIDIA H100 80GB HBM3" }, bid: func(b *pb.Bid) { b.Gpu.Models = []string{"h100"} }},
+		{name: "a catalog model, asked for by another spelling", offer: func(o *pb.Offer) { o.Gpus[0].Model = "H100 SXM" }, bid: func(b *pb.Bid) { b.Gpu.Models = []string{"h100-sxm5"} }},
+		{name: "another model of the family", offer: func(o *pb.Offer) { o.Gpus[0].Model = "H100 PCIe" }, bid: func(b *pb.Bid) { b.Gpu.Models = []string{"H100 SXM"} },
+			check: "model", detail: "models H100 PCIe; bid wants H100 SXM"},
+		{name: "the form factor asked", offer: func(o *pb.Offer) { o.Gpus[0].Model = "H100 SXM" }, bid: func(b *pb.Bid) { b.Gpu.FormFactor = "sxm" }},
+		{name: "another form factor", offer: func(o *pb.Offer) { o.Gpus[0].Model, o.Gpus[0].Interconnect = "H100 PCIe", "pcie" }, bid: func(b *pb.Bid) { b.Gpu.FormFactor = "SXM" },
+			check: "model", detail: "bid wants H100, A100 (SXM)"},
+		{name: "NVLink of an SXM model", offer: func(o *pb.Offer) { o.Gpus[0].Model, o.Gpus[0].Interconnect = "H100 SXM", "" }, bid: func(b *pb.Bid) { b.Gpu.Nvlink = true }},
+		{name: "NVLink of a hand-listed group that says so", offer: func(o *pb.Offer) { o.Gpus[0].Interconnect = "nvlink" }, bid: func(b *pb.Bid) { b.Gpu.Nvlink = true }},
+		{name: "no NVLink on PCIe", offer: func(o *pb.Offer) { o.Gpus[0].Model, o.Gpus[0].Interconnect = "H100 PCIe", "pcie" }, bid: func(b *pb.Bid) { b.Gpu.Nvlink = true },
+			check: "model", detail: "(NVLink)"},
+		{name: "a 24 GB card reporting 23.99 GiB has 24 GB", offer: func(o *pb.Offer) {
+			o.Gpus[0] = &pb.GPUGroup{Model: "RTX4090", Count: 8, VramBytes: 24564 << 20, ComputeCapability: 89}
+		}, bid: func(b *pb.Bid) { b.Gpu.Models, b.Gpu.MinVramBytes = []string{"4090"}, 24<<30 }},
+		{name: "but not 25", offer: func(o *pb.Offer) {
+			o.Gpus[0] = &pb.GPUGroup{Model: "RTX4090", Count: 8, VramBytes: 24564 << 20, ComputeCapability: 89}
+		}, bid: func(b *pb.Bid) { b.Gpu.Models, b.Gpu.MinVramBytes = []string{"RTX 4090"}, 25<<30 }, check: "vram", detail: "vram 24 GB < 25 GB required"},
 		{name: "host cores", bid: func(b *pb.Bid) { b.HostMin.CpuCores = 128 }, check: "host", detail: "64 cpu cores < 128 required"},
 		{name: "host ram", bid: func(b *pb.Bid) { b.HostMin.RamBytes = 1 << 40 }, check: "host", detail: "ram 512 GiB < 1024 GiB required"},
 		{name: "host disk", bid: func(b *pb.Bid) { b.HostMin.DiskBytes = 4000 << 30 }, check: "host", detail: "disk"},
@@ -523,11 +542,11 @@ func TestExplain(t *testing.T) {
 	bid.RegionsAllowed = []string{"DE"}
 	m := NewMatcher(DefaultMatchConfig(), nil, nil)
 	ex := m.Explain(b.Snapshot(), bid, mtNow)
-	want := `3 offers: vram below 40 GiB; 2: region not allowed; 1: silver price above 2.5; 1: workload class "training" not accepted; 1 feasible`
+	want := `3 offers: vram below 40 GB; 2: region not allowed; 1: silver price above 2.5; 1: workload class "training" not accepted; 1 feasible`
 	if got := ex.String(); got != want {
 		t.Errorf("Explain:\n got %s\nwant %s", got, want)
 	}
-	if ex.Offers != 8 || ex.Feasible != 1 || ex.Reasons[0].Example != "vram 24 GiB < 40 GiB required" || ex.Reasons[0].Check != "vram" {
+	if ex.Offers != 8 || ex.Feasible != 1 || ex.Reasons[0].Example != "vram 24 GB < 40 GB required" || ex.Reasons[0].Check != "vram" {
 		t.Errorf("Explanation %+v", ex)
 	}
 	if got := (Explanation{}).String(); got != "no offers" {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market/gpus"
+
 	"github.com/idlegrid/idlegrid/market/pb"
 	"google.golang.org/protobuf/proto"
 )
@@ -128,8 +130,10 @@ func AdmitLease(m *Matcher, o *pb.Offer, l *pb.Lease, now time.Time) (string, er
 	if l.PriceMicros < c.PriceMicros {
 		return "", Reject(pb.RejectCode_REJECT_PRICE, "price %s below this provider's %s per GPU-hour", FormatPrice(l.PriceMicros), FormatPrice(c.PriceMicros))
 	}
+	cat := gpus.Default()
+	models := cat.Expand(bid.Gpu.Models)
 	for _, g := range o.Gpus {
-		if (len(bid.Gpu.Models) == 0 || slices.Contains(bid.Gpu.Models, g.Model)) && g.Count >= l.GpuCount {
+		if (len(models) == 0 || slices.Contains(models, cat.Canonical(g.Model))) && g.Count >= l.GpuCount {
 			return g.Model, nil
 		}
 	}

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -370,6 +372,9 @@ func (l Limits) ValidateBid(b *pb.Bid, now time.Time) error {
 	}
 	if err := l.strs("gpu.models", g.Models); err != nil {
 		return err
+	}
+	if ff := g.FormFactor; ff != "" && !slices.ContainsFunc(gpus.FormFactors, func(f string) bool { return strings.EqualFold(f, ff) }) {
+		return invalid("gpu.form_factor", "%q; want one of %s", clip(ff), strings.Join(gpus.FormFactors, ", "))
 	}
 	if b.Tier < pb.Tier_TIER_GOLD || b.Tier > pb.Tier_TIER_BRONZE {
 		return invalid("tier", "%v; want gold, silver or bronze", b.Tier)

@@ -122,6 +122,7 @@ func TestValidateBid(t *testing.T) {
 		{"gpu.count", func(b *pb.Bid) { b.Gpu = nil }},
 		{"gpu.min_per_provider", func(b *pb.Bid) { b.Gpu.MinPerProvider = 3 }},
 		{"gpu.models", func(b *pb.Bid) { b.Gpu.Models = make([]string, 33) }},
+		{"gpu.form_factor", func(b *pb.Bid) { b.Gpu.FormFactor = "socket" }},
 		{"tier", func(b *pb.Bid) { b.Tier = pb.Tier_TIER_UNSPECIFIED }},
 		{"currency", func(b *pb.Bid) { b.Currency = "" }},
 		{"max_price_micros", func(b *pb.Bid) { b.MaxPriceMicros = 0 }},

@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -68,10 +70,13 @@ func bidSpec(req api.BidRequest) (market.BidSpec, error) {
 	if !(req.StartWithinHours >= 0 && req.StartWithinHours <= 24*366) {
 		return s, fmt.Errorf("start_within_hours %g: want 0 to %d", req.StartWithinHours, 24*366)
 	}
-	for i, g := range req.GPUs {
-		if g == "" || len(g) > 64 {
-			return s, fmt.Errorf("gpus[%d] %q: want a model name such as A100", i, g)
-		}
+	models, err := resolveGPUs("gpus", req.GPUs)
+	if err != nil {
+		return s, err
+	}
+	formFactor, err := resolveFormFactor(req.FormFactor)
+	if err != nil {
+		return s, err
 	}
 	if req.MinReliability < 0 || req.MinReliability > 1 {
 		return s, fmt.Errorf("min_reliability %g: want 0 to 1", req.MinReliability)
@@ -94,7 +99,7 @@ func bidSpec(req api.BidRequest) (market.BidSpec, error) {
 		}
 	}
 	return market.BidSpec{
-		Models: req.GPUs, MinVRAMBytes: uint64(req.MinVRAMGiB) << 30, MinComputeCapability: cc,
+		Models: models, FormFactor: formFactor, NVLink: req.NVLink, MinVRAMBytes: uint64(req.MinVRAMGiB) << 30, MinComputeCapability: cc,
 		Count: uint32(req.Count), MinPerProvider: uint32(req.MinPerProvider),
 		Tier: tier, Currency: strings.ToUpper(cmp.Or(req.Currency, "USD")), MaxPriceMicros: maxPrice,
 		DurationSeconds: uint64(math.Ceil(req.Hours * 3600)),
@@ -103,6 +108,45 @@ func bidSpec(req api.BidRequest) (market.BidSpec, error) {
 		MaxRTTMillis: uint32(req.MaxRTTMillis), MinReliabilityPermille: uint32(math.Round(req.MinReliability * 1000)),
 		PreemptionOK: req.PreemptionOK, WorkloadClass: req.WorkloadClass, Image: req.Image,
 	}, nil
+}
+
+// resolveGPUs reads a renter's GPU models and families through the
+// catalog into the names bids carry: a model's ID ("4090" is "RTX
+// 4090"), a family's name ("h100" is "H100", any H100). A name the
+// catalog lacks is refused with the nearest ones.
+// field names the request's field in errors ("gpus" for a list).
+func resolveGPUs(field string, names []string) ([]string, error) {
+	var out []string
+	for i, g := range names {
+		if len(names) > 1 || field == "gpus" {
+			field = fmt.Sprintf("gpus[%d]", i)
+		}
+		if g == "" || len(g) > 64 {
+			return nil, fmt.Errorf("%s %q: want a model or family such as H100 or RTX 4090", field, g)
+		}
+		w, err := gpus.Default().Resolve(g)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		name := cmp.Or(w.Family, w.Models[0])
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// resolveFormFactor reads a form factor in any case: "sxm" is "SXM".
+func resolveFormFactor(ff string) (string, error) {
+	if ff == "" {
+		return "", nil
+	}
+	for _, f := range gpus.FormFactors {
+		if strings.EqualFold(f, ff) {
+			return f, nil
+		}
+	}
+	return "", fmt.Errorf("form_factor %q: want one of %s", ff, strings.Join(gpus.FormFactors, ", "))
 }
 
 func upper(ss []string) []string {

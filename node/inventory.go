@@ -44,7 +44,8 @@ func (p ProviderConfig) sellable(inv attest.Inventory) (groups []GPUConfig, why 
 		case p.ThermalCapC > 0 && g.TemperatureC >= p.ThermalCapC:
 			why = append(why, fmt.Sprintf("GPU %d at %d°C, cap %d°C", g.Index, g.TemperatureC, p.ThermalCapC))
 		default:
-			counts[key{attest.ModelOf(g.Name), g.ComputeCapability, int(g.MemoryBytes >> 30)}]++
+			model := attest.ModelOf(g.Name, g.PCIDeviceID)
+			counts[key{model, g.ComputeCapability, int(attest.VRAMOf(model, g.MemoryBytes) >> 30)}]++
 		}
 	}
 	for k, n := range counts {

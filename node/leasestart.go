@@ -75,7 +75,7 @@ func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState
 	if inv != nil {
 		for _, g := range inv.GPUs {
 			if share := d.provider.Share; len(share) == 0 || slices.Contains(share, g.UUID) || slices.Contains(share, fmt.Sprint(g.Index)) {
-				m := attest.ModelOf(g.Name)
+				m := attest.ModelOf(g.Name, g.PCIDeviceID)
 				slots[m] = append(slots[m], g.UUID)
 			}
 		}

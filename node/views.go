@@ -14,7 +14,14 @@ import (
 
 // Offers lists the book's offers that pass the query's filters.
 func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
-	f := market.OfferFilter{GPUModel: q.GPU, MinVRAMBytes: uint64(q.MinVRAMGiB) << 30, Country: strings.ToUpper(q.Country), SortBy: q.Sort}
+	f := market.OfferFilter{MinVRAMBytes: uint64(q.MinVRAMGiB) << 30, Country: strings.ToUpper(q.Country), SortBy: q.Sort}
+	if q.GPU != "" {
+		models, err := resolveGPUs("gpu", []string{q.GPU})
+		if err != nil {
+			return nil, api.BadRequest{Err: err}
+		}
+		f.GPUModel = models[0]
+	}
 	if q.MaxPrice != "" {
 		p, err := ParsePrice(q.MaxPrice)
 		if err != nil {

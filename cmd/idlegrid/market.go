@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/spf13/cobra"
@@ -58,7 +59,7 @@ providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&q.GPU, "gpu", "", "GPU model, such as H100")
+	f.StringVar(&q.GPU, "gpu", "", "GPU model or family in any common spelling, such as 4090 or H100")
 	f.IntVar(&q.MinVRAMGiB, "min-vram", 0, "least memory per GPU, GiB")
 	f.StringVar(&q.Country, "region", "", "country code, such as DE")
 	f.StringVar(&q.MaxPrice, "max-price", "", "highest price per GPU-hour, such as 2.50")
@@ -71,7 +72,9 @@ providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
 // bidFlags are the job needs shared by quote and bid.
 func bidFlags(c *cobra.Command, req *api.BidRequest, gpu *string) {
 	f := c.Flags()
-	f.StringVar(gpu, "gpu", "", "GPU models accepted, comma-separated (default: any)")
+	f.StringVar(gpu, "gpu", "", "GPU models or families accepted, comma-separated, in any common spelling: 4090, H100 SXM, h100 for any H100 (default: any; idlegrid gpus --catalog lists them)")
+	f.StringVar(&req.FormFactor, "form-factor", "", "GPU form factor: "+strings.Join(gpus.FormFactors, ", ")+" (default: any)")
+	f.BoolVar(&req.NVLink, "nvlink", false, "only GPUs joined by NVLink (SXM, NVL, or a bridge the provider declares)")
 	f.IntVar(&req.Count, "count", 1, "GPUs wanted")
 	f.IntVar(&req.MinPerProvider, "min-per-provider", 0, "fewest GPUs from one provider (default: all of --count)")
 	f.IntVar(&req.MinVRAMGiB, "min-vram", 0, "least memory per GPU, GiB")
@@ -206,7 +209,7 @@ func short(id string) string {
 	return id
 }
 
-func gpus(gs []api.GPUView) string {
+func showGPUs(gs []api.GPUView) string {
 	parts := make([]string, len(gs))
 	for i, g := range gs {
 		parts[i] = fmt.Sprintf("%d×%s %dG", g.Count, g.Model, g.VRAMGiB)
@@ -231,9 +234,9 @@ func region(o api.OfferView) string {
 // offerGPUs are an offer's GPUs, marked when no attestation backs them.
 func offerGPUs(o api.OfferView) string {
 	if !o.Attestable {
-		return gpus(o.GPUs) + " (not attestable)"
+		return showGPUs(o.GPUs) + " (not attestable)"
 	}
-	return gpus(o.GPUs)
+	return showGPUs(o.GPUs)
 }
 
 // rtt shows an RTT with where it came from: "42ms" measured, "~40ms"

@@ -189,6 +189,17 @@ func TestTwoDaemonProcessesPeer(t *testing.T) {
 	if out := cli(t, bin, "quote", "--repo", dirB, "--gpu", "H100"); !strings.Contains(out, "nothing fits") || !strings.Contains(out, "1 offers: model not H100") {
 		t.Errorf("quote for an absent GPU says:\n%s", out)
 	}
+	// GPUs by any spelling the catalog knows; a typo is refused with the
+	// nearest names, and no bid goes out.
+	if n := len(waitJSON(t, 10*time.Second, "a100 in lower case", bin, func(o []api.OfferView) bool { return len(o) == 1 }, "offers", "--json", "--repo", dirB, "--gpu", "a100")); n != 1 {
+		t.Errorf("offers --gpu a100: %d", n)
+	}
+	typo := exec.Command(bin, "quote", "--repo", dirB, "--gpu", "A10O")
+	var typoErr bytes.Buffer
+	typo.Stderr = &typoErr
+	if err := typo.Run(); exitCode(err) == 0 || !strings.Contains(typoErr.String(), "did you mean") || !strings.Contains(typoErr.String(), `"A100"`) {
+		t.Errorf("quote --gpu A10O: exit %d, %s", exitCode(err), typoErr.String())
+	}
 	var bid api.BidResult
 	if err := json.Unmarshal([]byte(cli(t, bin, "bid", "--json", "--repo", dirB, "--gpu", "A100", "--count", "2", "--hours", "1", "--wait", "2s")), &bid); err != nil {
 		t.Fatal(err)

@@ -1031,8 +1031,14 @@ type GPURequirement struct {
 	Count uint32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
 	// Fewest GPUs one provider must supply; count if 0.
 	MinPerProvider uint32 `protobuf:"varint,5,opt,name=min_per_provider,json=minPerProvider,proto3" json:"min_per_provider,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Form factor wanted, as the GPU catalog names them ("SXM", "PCIe",
+	// "NVL", "Superchip"); any if empty.
+	FormFactor string `protobuf:"bytes,6,opt,name=form_factor,json=formFactor,proto3" json:"form_factor,omitempty"`
+	// NVLink between the GPUs wanted: a catalog model that has it (SXM,
+	// NVL), or a group whose interconnect says "nvlink".
+	Nvlink        bool `protobuf:"varint,7,opt,name=nvlink,proto3" json:"nvlink,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GPURequirement) Reset() {
@@ -1098,6 +1104,20 @@ func (x *GPURequirement) GetMinPerProvider() uint32 {
 		return x.MinPerProvider
 	}
 	return 0
+}
+
+func (x *GPURequirement) GetFormFactor() string {
+	if x != nil {
+		return x.FormFactor
+	}
+	return ""
+}
+
+func (x *GPURequirement) GetNvlink() bool {
+	if x != nil {
+		return x.Nvlink
+	}
+	return false
 }
 
 // Bid is a renter's signed request for GPU time.
@@ -3951,13 +3971,16 @@ const file_market_proto_rawDesc = "" +
 	"\twithdrawn\x18\x15 \x01(\bR\twithdrawn\x125\n" +
 	"\x17max_start_ahead_seconds\x18\x16 \x01(\x04R\x14maxStartAheadSeconds\x12\x1d\n" +
 	"\n" +
-	"relay_only\x18\x17 \x01(\bR\trelayOnly\"\xc4\x01\n" +
+	"relay_only\x18\x17 \x01(\bR\trelayOnly\"\xfd\x01\n" +
 	"\x0eGPURequirement\x12\x16\n" +
 	"\x06models\x18\x01 \x03(\tR\x06models\x12$\n" +
 	"\x0emin_vram_bytes\x18\x02 \x01(\x04R\fminVramBytes\x124\n" +
 	"\x16min_compute_capability\x18\x03 \x01(\rR\x14minComputeCapability\x12\x14\n" +
 	"\x05count\x18\x04 \x01(\rR\x05count\x12(\n" +
-	"\x10min_per_provider\x18\x05 \x01(\rR\x0eminPerProvider\"\xb7\x05\n" +
+	"\x10min_per_provider\x18\x05 \x01(\rR\x0eminPerProvider\x12\x1f\n" +
+	"\vform_factor\x18\x06 \x01(\tR\n" +
+	"formFactor\x12\x16\n" +
+	"\x06nvlink\x18\a \x01(\bR\x06nvlink\"\xb7\x05\n" +
 	"\x03Bid\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.idlegrid.market.v1.HeaderR\x06header\x124\n" +
 	"\x03gpu\x18\x02 \x01(\v2\".idlegrid.market.v1.GPURequirementR\x03gpu\x127\n" +

@@ -82,7 +82,12 @@ type ReputationView struct {
 
 // BidRequest is a renter's job needs, for POST /v1/match and /v1/bids.
 type BidRequest struct {
-	GPUs           []string `json:"gpus,omitempty"`
+	// GPUs are models or families in any common spelling ("4090",
+	// "H100 SXM", "h100" for any H100); the catalog reads them.
+	GPUs []string `json:"gpus,omitempty"`
+	// FormFactor is "SXM", "PCIe", "NVL" or "Superchip"; any if empty.
+	FormFactor     string   `json:"form_factor,omitempty"`
+	NVLink         bool     `json:"nvlink,omitempty"`
 	MinVRAMGiB     int      `json:"min_vram_gib,omitempty"`
 	MinCompute     string   `json:"min_compute_capability,omitempty"`
 	Count          int      `json:"count"`
