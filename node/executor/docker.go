@@ -506,12 +506,17 @@ func (d *Docker) containerName(leaseID string) string {
 	return string(b)
 }
 
-// clearName removes the container holding name when it is not running
-// (one a killed provider created and never started, or left exited), so
-// that the lease's job can be created again; true when it is gone.
+// clearName removes the container holding name, so that the lease's
+// job can be created again; true when it is gone. Start is asked only
+// for a lease whose job was never recorded as started, so the holder is
+// a container of a provider killed while starting it: created and never
+// started, left exited, or even running, when the engine finished a
+// start the killed provider had asked for after find discarded the
+// container as "created". A job never recorded as started is started
+// afresh, not left running unwatched and unpaid.
 func (d *Docker) clearName(ctx context.Context, name string) bool {
 	info, err := d.cli.ContainerInspect(ctx, name)
-	if err != nil || info.State == nil || info.State.Running {
+	if err != nil {
 		return false
 	}
 	return d.cli.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}) == nil

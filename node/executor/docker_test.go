@@ -400,6 +400,31 @@ func TestDockerCreatedButNeverStartedIsNotAdopted(t *testing.T) {
 		t.Errorf("exit code %d", code)
 	}
 	j.stdout.WaitFor(t, "fresh", testTimeout)
+
+	// And under a name a running container holds: the engine finished
+	// a start a provider killed while starting it had asked for. The job
+	// was never recorded as started; it is started afresh, and the one
+	// nothing watched is gone.
+	s = e.spec(t, "echo again")
+	running, err := e.cli.ContainerCreate(ctx, &container.Config{Image: e.image, Cmd: []string{"sleep", "600"},
+		Labels: map[string]string{prefix + ".lease": s.LeaseID, prefix + ".managed": "1"}}, nil, nil, nil, prefix+"-"+s.LeaseID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.cli.ContainerRemove(context.Background(), running.ID, container.RemoveOptions{Force: true})
+	})
+	if err := e.cli.ContainerStart(ctx, running.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	j = start(t, e.d, s)
+	if code := wait(t, j.job); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	j.stdout.WaitFor(t, "again", testTimeout)
+	if _, err := e.cli.ContainerInspect(ctx, running.ID); !cerrdefs.IsNotFound(err) {
+		t.Errorf("the container a killed provider left running is still there: %v", err)
+	}
 }
 
 // The engine judges an image by what it is (issue 11, attack 9: with
