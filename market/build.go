@@ -35,10 +35,13 @@ type BidSpec struct {
 	MinComputeCapability uint32
 	Count                uint32
 	MinPerProvider       uint32
-	Tier                 pb.Tier
-	Currency             string
-	MaxPriceMicros       uint64
-	DurationSeconds      uint64
+	// HostMin is the least host a lease needs, held to the share of the
+	// host its GPUs get (Offer.host_whole); nil for none.
+	HostMin         *pb.HostSpec
+	Tier            pb.Tier
+	Currency        string
+	MaxPriceMicros  uint64
+	DurationSeconds uint64
 	// StartWithin is how long after now the lease may start; less than
 	// StartSlack counts as StartSlack.
 	StartWithin    time.Duration
@@ -60,7 +63,8 @@ func NewBid(issuer peer.ID, id string, spec BidSpec, now time.Time, l Limits) (*
 			CreatedUnixMs: now.UnixMilli(), ExpiresUnixMs: now.Add(BidTTL).UnixMilli()},
 		Gpu: &pb.GPURequirement{Models: spec.Models, FormFactor: spec.FormFactor, Nvlink: spec.NVLink, MinVramBytes: spec.MinVRAMBytes, MinComputeCapability: spec.MinComputeCapability,
 			Count: spec.Count, MinPerProvider: spec.MinPerProvider},
-		Tier: spec.Tier, Currency: spec.Currency, MaxPriceMicros: spec.MaxPriceMicros,
+		HostMin: spec.HostMin,
+		Tier:    spec.Tier, Currency: spec.Currency, MaxPriceMicros: spec.MaxPriceMicros,
 		DurationSeconds:        spec.DurationSeconds,
 		EarliestStartUnixMs:    now.UnixMilli(),
 		LatestStartUnixMs:      now.Add(max(spec.StartWithin, StartSlack)).UnixMilli(),

@@ -2,6 +2,7 @@ package market
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -129,6 +130,23 @@ type offerFacts struct {
 type hostFacts struct {
 	cores               uint32
 	ram, disk, up, down uint64
+	whole               bool   // every lease gets all of it
+	gpus                uint32 // the offer's GPUs, whose shares split it
+}
+
+// share is the part of the host a lease of n GPUs gets: all of it, or
+// n of its GPUs' shares, rounded down (cores too: a lease is not sold a
+// fraction of a core it cannot be held to).
+func (h *hostFacts) share(n uint32) hostFacts {
+	if h.whole || h.gpus == 0 || n >= h.gpus {
+		return *h
+	}
+	part := func(v uint64) uint64 {
+		hi, lo := bits.Mul64(v, uint64(n))
+		q, _ := bits.Div64(hi, lo, uint64(h.gpus)) // n < gpus: the quotient is below v
+		return q
+	}
+	return hostFacts{cores: uint32(part(uint64(h.cores))), ram: part(h.ram), disk: part(h.disk), up: part(h.up), down: part(h.down), gpus: n}
 }
 
 type gpuFacts struct {
@@ -143,7 +161,7 @@ func factsOf(o *pb.Offer) offerFacts {
 	h := o.GetHost()
 	f := offerFacts{
 		expiresMs: o.GetHeader().GetExpiresUnixMs(), minDur: o.GetMinDurationSeconds(), maxDur: o.GetMaxDurationSeconds(),
-		host:     hostFacts{h.GetCpuCores(), h.GetRamBytes(), h.GetDiskBytes(), h.GetUpBitsPerSecond(), h.GetDownBitsPerSecond()},
+		host:     hostFacts{cores: h.GetCpuCores(), ram: h.GetRamBytes(), disk: h.GetDiskBytes(), up: h.GetUpBitsPerSecond(), down: h.GetDownBitsPerSecond(), whole: o.GetHostWhole()},
 		currency: o.GetCurrency(), country: o.GetRegion().GetCountry(), withdrawn: o.GetWithdrawn(),
 		gpus: make([]gpuFacts, len(o.GetGpus())),
 	}
@@ -159,6 +177,7 @@ func factsOf(o *pb.Offer) offerFacts {
 			f.gpus[i].formFactor = "SXM"
 		}
 		f.gpus[i].nvlink = f.gpus[i].nvlink || link == "nvlink" || link == "sxm" || link == "nvswitch"
+		f.host.gpus += g.GetCount()
 	}
 	for _, t := range o.GetTiers() {
 		if t > pb.Tier_TIER_UNSPECIFIED && t <= pb.Tier_TIER_BRONZE {
@@ -407,22 +426,31 @@ func fitsGPUs(c *evalCtx) bool {
 	return true
 }
 
+// fitsHost holds the bid's host minimums to the part of the host the
+// lease's GPUs get (hostFacts.share).
 func fitsHost(c *evalCtx) bool {
-	have, want := &c.f.host, c.p.bid.GetHostMin()
+	want := c.p.bid.GetHostMin()
+	have := c.f.host.share(c.gpus)
+	of := ""
+	if have.gpus < c.f.host.gpus {
+		of = fmt.Sprintf(" (the share of %d of %d GPUs)", have.gpus, c.f.host.gpus)
+	}
 	switch {
 	case have.cores < want.GetCpuCores():
-		return c.explain && c.failf("%d cpu cores < %d required", have.cores, want.GetCpuCores())
+		return c.explain && c.failf("%d cpu cores%s < %d required", have.cores, of, want.GetCpuCores())
 	case have.ram < want.GetRamBytes():
-		return c.explain && c.failf("ram %s < %s required", gib(have.ram), gib(want.GetRamBytes()))
+		return c.explain && c.failf("ram %s%s < %s required", gib(have.ram), of, gib(want.GetRamBytes()))
 	case have.disk < want.GetDiskBytes():
-		return c.explain && c.failf("disk %s < %s required", gib(have.disk), gib(want.GetDiskBytes()))
+		return c.explain && c.failf("disk %s%s < %s required", gib(have.disk), of, gib(want.GetDiskBytes()))
 	case have.up < want.GetUpBitsPerSecond():
-		return c.explain && c.failf("uplink %d < %d bit/s required", have.up, want.GetUpBitsPerSecond())
+		return c.explain && c.failf("uplink %s%s < %s required", mbps(have.up), of, mbps(want.GetUpBitsPerSecond()))
 	case have.down < want.GetDownBitsPerSecond():
-		return c.explain && c.failf("downlink %d < %d bit/s required", have.down, want.GetDownBitsPerSecond())
+		return c.explain && c.failf("downlink %s%s < %s required", mbps(have.down), of, mbps(want.GetDownBitsPerSecond()))
 	}
 	return true
 }
+
+func mbps(bits uint64) string { return fmt.Sprintf("%g Mbit/s", float64(bits)/1e6) }
 
 func kindDuration(p *bidPlan) string {
 	return "duration " + seconds(p.bid.GetDurationSeconds()) + " outside the offer's limits"

@@ -253,6 +253,13 @@ func TestChecksGPUs(t *testing.T) {
 			o.Gpus[0] = &pb.GPUGroup{Model: "RTX4090", Count: 8, VramBytes: 24564 << 20, ComputeCapability: 89}
 		}, bid: func(b *pb.Bid) { b.Gpu.Models, b.Gpu.MinVramBytes = []string{"RTX 4090"}, 25<<30 }, check: "vram", detail: "vram 24 GB < 25 GB required"},
 		{name: "host cores", bid: func(b *pb.Bid) { b.HostMin.CpuCores = 128 }, check: "host", detail: "64 cpu cores < 128 required"},
+		// A lease of 2 GPUs of 8 gets a quarter of the host, unless the
+		// provider sells it whole with any lease.
+		{name: "a quarter of the host for 2 GPUs of 8", bid: func(b *pb.Bid) { b.Gpu.Count, b.HostMin.CpuCores, b.HostMin.RamBytes = 2, 16, 128<<30 }},
+		{name: "more cores than 2 GPUs' share", bid: func(b *pb.Bid) { b.Gpu.Count, b.HostMin.CpuCores = 2, 17 }, check: "host", detail: "16 cpu cores (the share of 2 of 8 GPUs) < 17 required"},
+		{name: "more RAM than 2 GPUs' share", bid: func(b *pb.Bid) { b.Gpu.Count, b.HostMin.RamBytes = 2, 129<<30 }, check: "host", detail: "ram 128 GiB (the share of 2 of 8 GPUs) < 129 GiB required"},
+		{name: "a host sold whole", offer: func(o *pb.Offer) { o.HostWhole = true }, bid: func(b *pb.Bid) { b.Gpu.Count, b.HostMin.CpuCores = 2, 64 }},
+		{name: "downlink of 2 GPUs' share", bid: func(b *pb.Bid) { b.Gpu.Count, b.HostMin.DownBitsPerSecond = 2, 5e9 }, check: "host", detail: "downlink 2500 Mbit/s (the share of 2 of 8 GPUs) < 5000 Mbit/s required"},
 		{name: "host ram", bid: func(b *pb.Bid) { b.HostMin.RamBytes = 1 << 40 }, check: "host", detail: "ram 512 GiB < 1024 GiB required"},
 		{name: "host disk", bid: func(b *pb.Bid) { b.HostMin.DiskBytes = 4000 << 30 }, check: "host", detail: "disk"},
 		{name: "host uplink", bid: func(b *pb.Bid) { b.HostMin.UpBitsPerSecond = 1e11 }, check: "host", detail: "uplink"},

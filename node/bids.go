@@ -62,7 +62,7 @@ func bidSpec(req api.BidRequest) (market.BidSpec, error) {
 	for _, f := range []struct {
 		name   string
 		v, max int
-	}{{"min_vram_gib", req.MinVRAMGiB, 1 << 20}, {"min_per_provider", req.MinPerProvider, req.Count}, {"max_rtt_ms", req.MaxRTTMillis, 60_000}, {"limit", req.Limit, 1000}, {"wait_ms", req.WaitMillis, int(maxBidWait.Milliseconds())}} {
+	}{{"min_vram_gib", req.MinVRAMGiB, 1 << 20}, {"min_cpu_cores", req.MinCPUCores, 1 << 24}, {"min_ram_gib", req.MinRAMGiB, 1 << 24}, {"min_disk_gib", req.MinDiskGiB, 1 << 24}, {"min_down_mbps", req.MinDownMbps, 1 << 24}, {"min_up_mbps", req.MinUpMbps, 1 << 24}, {"min_per_provider", req.MinPerProvider, req.Count}, {"max_rtt_ms", req.MaxRTTMillis, 60_000}, {"limit", req.Limit, 1000}, {"wait_ms", req.WaitMillis, int(maxBidWait.Milliseconds())}} {
 		if f.v < 0 || f.v > f.max {
 			return s, fmt.Errorf("%s %d: want 0 to %d", f.name, f.v, f.max)
 		}
@@ -101,6 +101,8 @@ func bidSpec(req api.BidRequest) (market.BidSpec, error) {
 	return market.BidSpec{
 		Models: models, FormFactor: formFactor, NVLink: req.NVLink, MinVRAMBytes: uint64(req.MinVRAMGiB) << 30, MinComputeCapability: cc,
 		Count: uint32(req.Count), MinPerProvider: uint32(req.MinPerProvider),
+		HostMin: &pb.HostSpec{CpuCores: uint32(req.MinCPUCores), RamBytes: uint64(req.MinRAMGiB) << 30, DiskBytes: uint64(req.MinDiskGiB) << 30,
+			DownBitsPerSecond: uint64(req.MinDownMbps) * 1e6, UpBitsPerSecond: uint64(req.MinUpMbps) * 1e6},
 		Tier: tier, Currency: strings.ToUpper(cmp.Or(req.Currency, "USD")), MaxPriceMicros: maxPrice,
 		DurationSeconds: uint64(math.Ceil(req.Hours * 3600)),
 		StartWithin:     time.Duration(req.StartWithinHours * float64(time.Hour)),

@@ -35,6 +35,10 @@ func (lo *leaseOwner) spec(l *pb.Lease, gpus []string) executor.Spec {
 		PIDs:        within(int64(min(w.Pids, 1<<31)), int64(j.PIDs)),
 		User:        j.User, WorkspaceBytes: int64(j.WorkspaceMiB) << 20, LogBytes: int64(j.LogMiB) << 20,
 	}
+	// A lease that shares the host by GPUs is held to its share.
+	if cpus, mem := lo.hostShare(l); cpus > 0 {
+		s.NanoCPUs, s.MemoryBytes = within(s.NanoCPUs, cpus), within(s.MemoryBytes, mem)
+	}
 	// An engine refuses a limit above the CPUs the machine has.
 	s.NanoCPUs = min(s.NanoCPUs, int64(runtime.NumCPU())*1e9)
 	if j.PassGPUs {
@@ -68,6 +72,25 @@ func (lo *leaseOwner) spec(l *pb.Lease, gpus []string) executor.Spec {
 
 // within is what a lease asks of a resource (0: nothing in particular)
 // held to the provider's limit (0: none).
+// hostShare is the part of the host's cores (in nano-CPUs) and RAM a
+// lease of l.GpuCount GPUs gets where the offer shares the host by GPUs
+// (Offer.host_whole false) and l takes fewer than all of them; 0, 0
+// otherwise. A share is at least a tenth of a core.
+func (lo *leaseOwner) hostShare(l *pb.Lease) (nanoCPUs, memBytes int64) {
+	o, ok := lo.offer()
+	total := 0
+	for _, n := range lo.slots {
+		total += n
+	}
+	if !ok || o.GetHostWhole() || total == 0 || int(l.GpuCount) >= total {
+		return 0, 0
+	}
+	n, h := int64(l.GpuCount), o.GetHost()
+	nanoCPUs = max(int64(h.GetCpuCores())*1e9*n/int64(total), 1e8)
+	memBytes = int64(min(h.GetRamBytes(), 1<<50)) * n / int64(total)
+	return nanoCPUs, memBytes
+}
+
 func within(asked, limit int64) int64 {
 	switch {
 	case asked <= 0:

@@ -50,6 +50,7 @@ func (p ProviderConfig) BuildOffer(issuer peer.ID, seq uint64, now time.Time) (*
 			UpBitsPerSecond:   uint64(p.Host.UpMbps) * 1_000_000,
 			DownBitsPerSecond: uint64(p.Host.DownMbps) * 1_000_000,
 		},
+		HostWhole:            p.Host.Share == "whole",
 		Region:               &pb.Region{Country: p.Country, Label: p.RegionLabel},
 		Currency:             p.Currency,
 		PriceMicros:          price,

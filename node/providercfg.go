@@ -46,11 +46,16 @@ type ProviderConfig struct {
 
 // HostConfig describes the provider's machine.
 type HostConfig struct {
-	CPUCores int `toml:"cpu_cores" comment:"CPU cores available to leases"`
-	RAMGiB   int `toml:"ram_gib" comment:"memory available to leases, GiB"`
-	DiskGiB  int `toml:"disk_gib" comment:"disk available to leases, GiB"`
-	UpMbps   int `toml:"up_mbps" comment:"upload bandwidth, Mbit/s"`
-	DownMbps int `toml:"down_mbps" comment:"download bandwidth, Mbit/s"`
+	// Share is how a lease shares the host: "per-gpu" (in proportion to
+	// its GPUs: a lease of 2 of 8 GPUs gets a quarter, and its container
+	// is held to a quarter of the cores and RAM; the default, also when
+	// empty) or "whole" (every lease gets all of it).
+	Share    string `toml:"share" comment:"how a lease shares the host: per-gpu (in proportion to its GPUs, and its container held to that share of the cores and RAM) or whole"`
+	CPUCores int    `toml:"cpu_cores" comment:"CPU cores available to leases"`
+	RAMGiB   int    `toml:"ram_gib" comment:"memory available to leases, GiB"`
+	DiskGiB  int    `toml:"disk_gib" comment:"disk available to leases, GiB"`
+	UpMbps   int    `toml:"up_mbps" comment:"upload bandwidth, Mbit/s"`
+	DownMbps int    `toml:"down_mbps" comment:"download bandwidth, Mbit/s"`
 }
 
 // GPUConfig is one group of identical GPUs.
@@ -83,7 +88,7 @@ func DefaultProviderConfig() ProviderConfig {
 		Share:           []string{},
 		BusyUtilization: 10,
 		WatchInterval:   Dur(10 * time.Second),
-		Host:            HostConfig{CPUCores: 16, RAMGiB: 64, DiskGiB: 500, UpMbps: 1000, DownMbps: 1000},
+		Host:            HostConfig{Share: "per-gpu", CPUCores: 16, RAMGiB: 64, DiskGiB: 500, UpMbps: 1000, DownMbps: 1000},
 		GPUs:            []GPUConfig{},
 	}
 }
@@ -238,6 +243,9 @@ func (p *ProviderConfig) validate() error {
 		if err := intRange(f.name, f.v, f.lo, 1<<24); err != nil {
 			return err
 		}
+	}
+	if p.Host.Share != "" && p.Host.Share != "per-gpu" && p.Host.Share != "whole" {
+		return fieldErr("provider.host.share", p.Host.Share, "per-gpu or whole")
 	}
 	if !gpuSourceRE.MatchString(p.GPUSource) {
 		return fieldErr("provider.gpu_source", p.GPUSource, "static, nvml, or fake:dgxa100, fake:dgxh100, fake:dgxh200 or fake:dgxb200")

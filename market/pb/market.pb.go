@@ -824,7 +824,12 @@ type Offer struct {
 	// The provider is reachable only through relays (it is behind a NAT):
 	// a renter's first contact takes a relay, and hole punching makes the
 	// connection direct where the two NATs allow.
-	RelayOnly     bool `protobuf:"varint,23,opt,name=relay_only,json=relayOnly,proto3" json:"relay_only,omitempty"`
+	RelayOnly bool `protobuf:"varint,23,opt,name=relay_only,json=relayOnly,proto3" json:"relay_only,omitempty"`
+	// How a lease shares the host: false, in proportion to its GPUs (a
+	// lease of 2 GPUs of 8 gets a quarter of the cores, RAM, disk and
+	// bandwidth, and a bid's host minimums are held to that quarter);
+	// true, every lease gets the whole host.
+	HostWhole     bool `protobuf:"varint,24,opt,name=host_whole,json=hostWhole,proto3" json:"host_whole,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1016,6 +1021,13 @@ func (x *Offer) GetMaxStartAheadSeconds() uint64 {
 func (x *Offer) GetRelayOnly() bool {
 	if x != nil {
 		return x.RelayOnly
+	}
+	return false
+}
+
+func (x *Offer) GetHostWhole() bool {
+	if x != nil {
+		return x.HostWhole
 	}
 	return false
 }
@@ -3940,7 +3952,7 @@ const file_market_proto_rawDesc = "" +
 	"\fstart_minute\x18\x01 \x01(\rR\vstartMinute\x12\x1d\n" +
 	"\n" +
 	"end_minute\x18\x02 \x01(\rR\tendMinute\x12!\n" +
-	"\ffloor_micros\x18\x03 \x01(\x04R\vfloorMicros\"\xb5\b\n" +
+	"\ffloor_micros\x18\x03 \x01(\x04R\vfloorMicros\"\xd4\b\n" +
 	"\x05Offer\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.idlegrid.market.v1.HeaderR\x06header\x120\n" +
 	"\x04gpus\x18\x02 \x03(\v2\x1c.idlegrid.market.v1.GPUGroupR\x04gpus\x120\n" +
@@ -3971,7 +3983,9 @@ const file_market_proto_rawDesc = "" +
 	"\twithdrawn\x18\x15 \x01(\bR\twithdrawn\x125\n" +
 	"\x17max_start_ahead_seconds\x18\x16 \x01(\x04R\x14maxStartAheadSeconds\x12\x1d\n" +
 	"\n" +
-	"relay_only\x18\x17 \x01(\bR\trelayOnly\"\xfd\x01\n" +
+	"relay_only\x18\x17 \x01(\bR\trelayOnly\x12\x1d\n" +
+	"\n" +
+	"host_whole\x18\x18 \x01(\bR\thostWhole\"\xfd\x01\n" +
 	"\x0eGPURequirement\x12\x16\n" +
 	"\x06models\x18\x01 \x03(\tR\x06models\x12$\n" +
 	"\x0emin_vram_bytes\x18\x02 \x01(\x04R\fminVramBytes\x124\n" +

@@ -9,12 +9,18 @@ type OfferQuery struct {
 	Country    string `json:"country,omitempty"`
 	MaxPrice   string `json:"max_price,omitempty"`
 	Tier       string `json:"tier,omitempty"`
-	Sort       string `json:"sort,omitempty"`
+	Sort       string `json:"sort,omitempty"` // one of OfferSorts; price if empty
 }
+
+// OfferSorts are the orders GET /v1/offers lists in.
+var OfferSorts = []string{"price", "total", "vram", "rtt", "reliability", "expiry"}
 
 // GPUView is one group of GPUs in an offer.
 type GPUView struct {
+	// Model is the GPU catalog's name for the group, and Declared the
+	// offer's own where it differs ("RTX4090" for "RTX 4090").
 	Model             string `json:"model"`
+	Declared          string `json:"declared,omitempty"`
 	Count             uint32 `json:"count"`
 	VRAMGiB           uint64 `json:"vram_gib"`
 	ComputeCapability string `json:"compute_capability"`
@@ -86,10 +92,17 @@ type BidRequest struct {
 	// "H100 SXM", "h100" for any H100); the catalog reads them.
 	GPUs []string `json:"gpus,omitempty"`
 	// FormFactor is "SXM", "PCIe", "NVL" or "Superchip"; any if empty.
-	FormFactor     string   `json:"form_factor,omitempty"`
-	NVLink         bool     `json:"nvlink,omitempty"`
-	MinVRAMGiB     int      `json:"min_vram_gib,omitempty"`
-	MinCompute     string   `json:"min_compute_capability,omitempty"`
+	FormFactor string `json:"form_factor,omitempty"`
+	NVLink     bool   `json:"nvlink,omitempty"`
+	MinVRAMGiB int    `json:"min_vram_gib,omitempty"`
+	MinCompute string `json:"min_compute_capability,omitempty"`
+	// Host minimums, held to the share of the host the lease's GPUs
+	// get (all of it where the provider sells the host whole).
+	MinCPUCores    int      `json:"min_cpu_cores,omitempty"`
+	MinRAMGiB      int      `json:"min_ram_gib,omitempty"`
+	MinDiskGiB     int      `json:"min_disk_gib,omitempty"`
+	MinDownMbps    int      `json:"min_down_mbps,omitempty"`
+	MinUpMbps      int      `json:"min_up_mbps,omitempty"`
 	Count          int      `json:"count"`
 	MinPerProvider int      `json:"min_per_provider,omitempty"`
 	Hours          float64  `json:"hours"`
