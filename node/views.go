@@ -3,10 +3,14 @@ package node
 import (
 	"cmp"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
@@ -38,8 +42,10 @@ func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
 	}
 	switch q.Sort {
 	case "", "price", "vram", "expiry":
+	case "total", "rtt", "reliability":
+		f.SortBy = "price" // then sorted here, by what the node knows
 	default:
-		return nil, api.BadRequest{Err: fmt.Errorf("sort %q: want price, vram or expiry", q.Sort)}
+		return nil, api.BadRequest{Err: fmt.Errorf("sort %q: want %s", q.Sort, strings.Join(api.OfferSorts, ", "))}
 	}
 	out := []api.OfferView{}
 	scores := n.reputation.scores()
@@ -50,7 +56,35 @@ func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
 		v.Implausible = rtts.Implausible(o)
 		out = append(out, v)
 	}
+	sortOfferViews(out, q.Sort)
 	return out, nil
+}
+
+// sortOfferViews orders views, listed by price, by what only the node
+// knows of them: the whole offer's price an hour ("total", cheapest
+// first), RTT (nearest first, unknown last) or its provider's
+// reliability (most reliable first). Ties keep the price order.
+func sortOfferViews(vs []api.OfferView, by string) {
+	key := map[string]func(v *api.OfferView) float64{
+		"total": func(v *api.OfferView) float64 {
+			n := 0
+			for _, g := range v.GPUs {
+				n += int(g.Count)
+			}
+			p, _ := strconv.ParseFloat(v.Price, 64)
+			return p * float64(n)
+		},
+		"rtt": func(v *api.OfferView) float64 {
+			if v.RTTSource == string(market.RTTUnknown) {
+				return math.Inf(1)
+			}
+			return v.RTTMillis
+		},
+		"reliability": func(v *api.OfferView) float64 { return -v.Reliability },
+	}[by]
+	if key != nil {
+		slices.SortStableFunc(vs, func(a, b api.OfferView) int { return cmp.Compare(key(&a), key(&b)) })
+	}
 }
 
 // rttView shows an RTT and where it came from.
@@ -78,9 +112,15 @@ func offerView(o *pb.Offer, scores *reputation.Scores) api.OfferView {
 		Reliability: sc.Reliability,
 		Basis:       basis(sc),
 	}
+	cat := gpus.Default()
 	for _, g := range o.Gpus {
-		v.GPUs = append(v.GPUs, api.GPUView{Model: g.Model, Count: g.Count, VRAMGiB: g.VramBytes >> 30,
-			ComputeCapability: fmt.Sprintf("%d.%d", g.ComputeCapability/10, g.ComputeCapability%10), Interconnect: g.Interconnect})
+		gv := api.GPUView{Model: cat.Canonical(g.Model), Count: g.Count,
+			ComputeCapability: fmt.Sprintf("%d.%d", g.ComputeCapability/10, g.ComputeCapability%10), Interconnect: g.Interconnect}
+		gv.VRAMGiB = cat.MarketedBytes(gv.Model, g.VramBytes) >> 30
+		if gv.Model != g.Model {
+			gv.Declared = g.Model
+		}
+		v.GPUs = append(v.GPUs, gv)
 	}
 	for _, t := range o.Tiers {
 		v.Tiers = append(v.Tiers, market.TierName(t))

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,7 +34,10 @@ func (e *env) apiCall(f func(*api.Client) error) error {
 }
 
 func newOffersCmd(e *env) *cobra.Command {
-	var q api.OfferQuery
+	var (
+		q       api.OfferQuery
+		groupBy string
+	)
 	c := &cobra.Command{
 		Use:   "offers",
 		Short: "List the offers in the running daemon's book",
@@ -37,7 +45,8 @@ func newOffersCmd(e *env) *cobra.Command {
 providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
 		Example: `  idlegrid offers
   idlegrid offers --gpu H100 --min-vram 40 --region DE --max-price 2.50 --sort price
-  idlegrid offers --json`,
+  idlegrid offers --group-by model          # the market at a glance: count, least and median price, regions
+  idlegrid offers --sort rtt --json`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if q.MaxPrice != "" {
@@ -45,9 +54,21 @@ providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
 					return usagef("--max-price: %v", err)
 				}
 			}
+			if groupBy != "" && groupBy != "model" {
+				return usagef("--group-by %q: want model", groupBy)
+			}
 			var offers []api.OfferView
 			if err := e.apiCall(func(c *api.Client) (err error) { offers, err = c.Offers(e.ctx, q); return }); err != nil {
 				return err
+			}
+			if groupBy == "model" {
+				sum := summariseByModel(offers)
+				return e.printList(sum, len(sum), "no offers match", func(w io.Writer) {
+					fmt.Fprintln(w, "MODEL\tOFFERS\tGPUS\tFROM/GPU-H\tMEDIAN\tREGIONS")
+					for _, m := range sum {
+						fmt.Fprintf(w, "%s\t%d\t%d\t%s %s\t%s %s\t%s\n", m.Model, m.Offers, m.GPUs, m.MinPrice, m.Currency, m.Median, m.Currency, strings.Join(m.Regions, ","))
+					}
+				})
 			}
 			return e.printList(offers, len(offers), "no offers match", func(w io.Writer) {
 				fmt.Fprintln(w, "PROVIDER\tGPUS\tREGION\tRTT\tPRICE/GPU-H\tTIERS\tDURATION\tEXPIRES\tRELIABILITY")
@@ -64,9 +85,100 @@ providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
 	f.StringVar(&q.Country, "region", "", "country code, such as DE")
 	f.StringVar(&q.MaxPrice, "max-price", "", "highest price per GPU-hour, such as 2.50")
 	f.StringVar(&q.Tier, "tier", "", "gold, silver or bronze")
-	f.StringVar(&q.Sort, "sort", "price", "price, vram or expiry")
+	f.StringVar(&q.Sort, "sort", "price", "order: "+strings.Join(api.OfferSorts, ", ")+" (total: the whole offer's price an hour; rtt: nearest first; reliability: most reliable first)")
+	f.StringVar(&groupBy, "group-by", "", "summarise instead of listing: model (offers, GPUs, least and median price per GPU-hour, regions of each catalog model)")
 	addJSONFlag(c, e)
 	return c
+}
+
+// modelSummary is one line of offers --group-by model.
+type modelSummary struct {
+	Model    string   `json:"model"`
+	Offers   int      `json:"offers"`
+	GPUs     int      `json:"gpus"`
+	Currency string   `json:"currency"`
+	MinPrice string   `json:"min_price"`
+	Median   string   `json:"median_price"`
+	Regions  []string `json:"regions"` // most offers first
+}
+
+// summariseByModel groups offers by the catalog model of each GPU group
+// (an offer of two models counts under both), per currency, cheapest
+// model first.
+func summariseByModel(offers []api.OfferView) []modelSummary {
+	type key struct{ model, currency string }
+	prices := map[key][]float64{}
+	gpuCount := map[key]int{}
+	regions := map[key]map[string]int{}
+	for _, o := range offers {
+		p, err := strconv.ParseFloat(o.Price, 64)
+		if err != nil {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, g := range o.GPUs {
+			k := key{g.Model, o.Currency}
+			gpuCount[k] += int(g.Count)
+			if seen[g.Model] {
+				continue
+			}
+			seen[g.Model] = true
+			prices[k] = append(prices[k], p)
+			if regions[k] == nil {
+				regions[k] = map[string]int{}
+			}
+			regions[k][o.Country]++
+		}
+	}
+	var out []modelSummary
+	for k, ps := range prices {
+		slices.Sort(ps)
+		median := ps[len(ps)/2]
+		if len(ps)%2 == 0 {
+			median = (ps[len(ps)/2-1] + ps[len(ps)/2]) / 2
+		}
+		rs := slices.Collect(maps.Keys(regions[k]))
+		slices.SortFunc(rs, func(a, b string) int { return cmp.Or(regions[k][b]-regions[k][a], cmp.Compare(a, b)) })
+		out = append(out, modelSummary{Model: k.model, Offers: len(ps), GPUs: gpuCount[k], Currency: k.currency,
+			MinPrice: strconv.FormatFloat(ps[0], 'f', -1, 64), Median: strconv.FormatFloat(median, 'f', -1, 64), Regions: rs})
+	}
+	slices.SortFunc(out, func(a, b modelSummary) int {
+		pa, _ := strconv.ParseFloat(a.MinPrice, 64)
+		pb, _ := strconv.ParseFloat(b.MinPrice, 64)
+		return cmp.Or(cmp.Compare(a.Currency, b.Currency), cmp.Compare(pa, pb), cmp.Compare(a.Model, b.Model))
+	})
+	return out
+}
+
+// candidateSorts are the orders quote --sort reorders its list in.
+var candidateSorts = []string{"effective", "price", "total", "rtt", "reliability", "vram"}
+
+// sortCandidates reorders the ranked candidates (ranks kept) by price,
+// total, RTT (unknown last), reliability or VRAM (most first); effective
+// is the matcher's own order.
+func sortCandidates(cs []api.CandidateView, by string) {
+	num := func(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
+	key := map[string]func(c *api.CandidateView) float64{
+		"price": func(c *api.CandidateView) float64 { return num(c.Price) },
+		"total": func(c *api.CandidateView) float64 { return num(c.Total) },
+		"rtt": func(c *api.CandidateView) float64 {
+			if c.Offer.RTTSource == "unknown" {
+				return math.Inf(1)
+			}
+			return c.Offer.RTTMillis
+		},
+		"reliability": func(c *api.CandidateView) float64 { return -c.Offer.Reliability },
+		"vram": func(c *api.CandidateView) float64 {
+			var most uint64
+			for _, g := range c.Offer.GPUs {
+				most = max(most, g.VRAMGiB)
+			}
+			return -float64(most)
+		},
+	}[by]
+	if key != nil {
+		slices.SortStableFunc(cs, func(a, b api.CandidateView) int { return cmp.Compare(key(&a), key(&b)) })
+	}
 }
 
 // bidFlags are the job needs shared by quote and bid.
@@ -79,6 +191,11 @@ func bidFlags(c *cobra.Command, req *api.BidRequest, gpu *string) {
 	f.IntVar(&req.MinPerProvider, "min-per-provider", 0, "fewest GPUs from one provider (default: all of --count)")
 	f.IntVar(&req.MinVRAMGiB, "min-vram", 0, "least memory per GPU, GiB")
 	f.StringVar(&req.MinCompute, "min-compute", "", "least CUDA compute capability, such as 8.0")
+	f.IntVar(&req.MinCPUCores, "min-cpu", 0, "least CPU cores for the lease: of the provider's host, the share its GPUs get (a lease of 2 of 8 GPUs gets a quarter) unless it sells the host whole")
+	f.IntVar(&req.MinRAMGiB, "min-ram", 0, "least host RAM for the lease, GiB (a share, as --min-cpu)")
+	f.IntVar(&req.MinDiskGiB, "min-disk", 0, "least disk for the lease, GiB (a share, as --min-cpu)")
+	f.IntVar(&req.MinDownMbps, "min-down", 0, "least download bandwidth for the lease, Mbit/s (a share, as --min-cpu)")
+	f.IntVar(&req.MinUpMbps, "min-up", 0, "least upload bandwidth for the lease, Mbit/s (a share, as --min-cpu)")
 	f.Float64Var(&req.Hours, "hours", 1, "lease length in hours")
 	f.StringVar(&req.Tier, "tier", "silver", "gold (reserved), silver (on demand) or bronze (preemptible)")
 	f.StringVar(&req.MaxPrice, "max-price", "100", "highest price per GPU-hour")
@@ -111,8 +228,9 @@ func splitGPUs(s string) []string {
 
 func newQuoteCmd(e *env) *cobra.Command {
 	var (
-		req api.BidRequest
-		gpu string
+		req    api.BidRequest
+		gpu    string
+		sortBy string
 	)
 	c := &cobra.Command{
 		Use:   "quote",
@@ -122,14 +240,19 @@ then a reverse auction by effective price (price raised for low reliability and
 high latency). Prints the ranked candidates with the total cost, or, when
 nothing fits, how many offers failed each check. Publishes nothing.`,
 		Example: `  idlegrid quote --gpu A100 --count 2 --hours 4
-  idlegrid quote --gpu H100,A100 --min-vram 80 --tier bronze --max-price 1.80 --region DE,FR`,
+  idlegrid quote --gpu H100,A100 --min-vram 80 --tier bronze --max-price 1.80 --region DE,FR
+  idlegrid quote --gpu 4090 --count 2 --min-ram 64 --sort rtt`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			req.GPUs = splitGPUs(gpu)
+			if !slices.Contains(candidateSorts, sortBy) {
+				return usagef("--sort %q: want %s", sortBy, strings.Join(candidateSorts, ", "))
+			}
 			var res api.MatchResult
 			if err := e.apiCall(func(c *api.Client) (err error) { res, err = c.Match(e.ctx, req); return }); err != nil {
 				return err
 			}
+			sortCandidates(res.Candidates, sortBy)
 			if e.asJSON {
 				return e.printJSON(res)
 			}
@@ -148,6 +271,7 @@ nothing fits, how many offers failed each check. Publishes nothing.`,
 		},
 	}
 	bidFlags(c, &req, &gpu)
+	c.Flags().StringVar(&sortBy, "sort", "effective", "reorder the ranked candidates (their ranks kept): "+strings.Join(candidateSorts, ", ")+"; the ranking itself is by effective price")
 	addJSONFlag(c, e)
 	return c
 }
