@@ -240,6 +240,14 @@ func scanMatch(m *Matcher, s *Snapshot, bid *pb.Bid, now time.Time, k int) []Can
 		}
 	}
 	slices.SortFunc(all, func(a, b Candidate) int { return compareCandidates(&a, &b) })
+	if !p.split { // a provider once: its best offer
+		seen := map[peer.ID]bool{}
+		all = slices.DeleteFunc(all, func(c Candidate) bool {
+			dup := seen[c.Issuer]
+			seen[c.Issuer] = true
+			return dup
+		})
+	}
 	if k > 0 && len(all) > k {
 		all = all[:k]
 	}

@@ -179,6 +179,13 @@ func TestAdmitLease(t *testing.T) {
 			o.Gpus = []*pb.GPUGroup{{Model: "H100", Count: 1, VramBytes: 80 << 30, ComputeCapability: 90}, {Model: "A100", Count: 1, VramBytes: 80 << 30, ComputeCapability: 80}}
 		}, pb.RejectCode_REJECT_DOES_NOT_FIT, "per provider required"},
 		{"a price below the provider's", func(_ *pb.Offer, l *pb.Lease) { l.PriceMicros = 1_500_000 }, pb.RejectCode_REJECT_PRICE, "price 1.50 below this provider's 2.00"},
+		{"an offer sold in pairs", func(o *pb.Offer, _ *pb.Lease) { o.GpuStep = 2 }, pb.RejectCode_REJECT_UNSPECIFIED, ""},
+		{"an offer sold in fours", func(o *pb.Offer, _ *pb.Lease) { o.GpuStep = 4 }, pb.RejectCode_REJECT_DOES_NOT_FIT, "sold in steps of 4 GPUs"},
+		{"an offer sold whole", func(o *pb.Offer, _ *pb.Lease) { o.GpusWhole = true }, pb.RejectCode_REJECT_DOES_NOT_FIT, "sold whole"},
+		{"a pool member's odd part of an offer sold in pairs", func(o *pb.Offer, l *pb.Lease) {
+			o.GpuStep = 2
+			l.Bid.Gpu.Count, l.Bid.Gpu.MinPerProvider, l.GpuCount = 8, 1, 3
+		}, pb.RejectCode_REJECT_DOES_NOT_FIT, "3 GPUs: this offer sells GPUs in steps of 2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o, l := base()

@@ -26,6 +26,10 @@ type bidPlan struct {
 	until      int64  // latest start, Unix ms
 	need       uint32 // fewest GPUs one provider must supply
 	dur        int64  // lease length in ms
+	// split: the bid may be split among providers (a pool), so one
+	// provider's several offers may each take part; otherwise Match
+	// lists a provider once.
+	split bool
 
 	minVRAM, minRAM uint64 // bytes
 	minCores        uint32
@@ -49,6 +53,7 @@ func (m *Matcher) plan(bid *pb.Bid, now time.Time) *bidPlan {
 	if p.need == 0 {
 		p.need = bid.GetGpu().GetCount()
 	}
+	p.split = p.need < bid.GetGpu().GetCount()
 	p.dur = int64(bid.GetDurationSeconds()) * 1000
 	p.minVRAM, p.minRAM, p.minCores = bid.GetGpu().GetMinVramBytes(), bid.GetHostMin().GetRamBytes(), bid.GetHostMin().GetCpuCores()
 	p.models, p.allowed, p.denied = gpus.Default().Expand(bid.GetGpu().GetModels()), bid.GetRegionsAllowed(), bid.GetRegionsDenied()
@@ -125,6 +130,8 @@ type offerFacts struct {
 	gpus      []gpuFacts
 	tiers     uint8 // bit t set if tier t is offered
 	withdrawn bool
+	gpuStep   uint32 // a lease takes a multiple of it (at least 1)
+	gpusWhole bool   // a lease takes every GPU (host.gpus)
 }
 
 type hostFacts struct {
@@ -163,6 +170,7 @@ func factsOf(o *pb.Offer) offerFacts {
 		expiresMs: o.GetHeader().GetExpiresUnixMs(), minDur: o.GetMinDurationSeconds(), maxDur: o.GetMaxDurationSeconds(),
 		host:     hostFacts{cores: h.GetCpuCores(), ram: h.GetRamBytes(), disk: h.GetDiskBytes(), up: h.GetUpBitsPerSecond(), down: h.GetDownBitsPerSecond(), whole: o.GetHostWhole()},
 		currency: o.GetCurrency(), country: o.GetRegion().GetCountry(), withdrawn: o.GetWithdrawn(),
+		gpuStep: max(o.GetGpuStep(), 1), gpusWhole: o.GetGpusWhole(),
 		gpus: make([]gpuFacts, len(o.GetGpus())),
 	}
 	cat := gpus.Default()
@@ -422,8 +430,36 @@ func fitsGPUs(c *evalCtx) bool {
 	if supply < c.p.need {
 		return c.explain && c.failf("%d GPUs < %d per provider required", supply, c.p.need)
 	}
-	c.gpus = min(supply, c.p.bid.GetGpu().GetCount())
+	want := c.p.bid.GetGpu().GetCount()
+	c.gpus = c.f.take(supply, want)
+	if c.gpus < c.p.need {
+		if c.f.gpusWhole {
+			return c.explain && c.failf("sold whole: %d GPUs, bid takes %d to %d", c.f.host.gpus, c.p.need, want)
+		}
+		return c.explain && c.failf("sold in steps of %d GPUs: %d here, bid takes %d to %d", c.f.gpuStep, supply, c.p.need, want)
+	}
 	return true
+}
+
+// take is the most GPUs, at most want, a lease may take of the supply
+// of one model: all of the offer's GPUs or none where it sells whole,
+// else a multiple of its step.
+func (f *offerFacts) take(supply, want uint32) uint32 {
+	if f.gpusWhole {
+		if supply == f.host.gpus && supply <= want {
+			return supply
+		}
+		return 0
+	}
+	return min(supply, want) / f.gpuStep * f.gpuStep
+}
+
+// Take is the most GPUs, at most want, a lease may take of the supply
+// GPUs of one model that o has: every GPU or none where o sells whole
+// (Offer.gpus_whole), else a multiple of o's gpu_step.
+func Take(o *pb.Offer, supply, want uint32) uint32 {
+	f := factsOf(o)
+	return f.take(supply, want)
 }
 
 // fitsHost holds the bid's host minimums to the part of the host the

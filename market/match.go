@@ -135,6 +135,14 @@ func (m *Matcher) Match(s *Snapshot, bid *pb.Bid, now time.Time, k int) Result {
 			continue
 		}
 		res.Feasible++
+		if !p.split { // a provider once: its best offer
+			if j := slices.IndexFunc(res.Candidates, func(x Candidate) bool { return x.Issuer == c.Issuer }); j >= 0 {
+				if compareCandidates(&res.Candidates[j], &c) <= 0 {
+					continue
+				}
+				res.Candidates = slices.Delete(res.Candidates, j, j+1)
+			}
+		}
 		res.Candidates = insertRanked(res.Candidates, c, k)
 	}
 	return res

@@ -1,6 +1,7 @@
 package market
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -233,6 +234,24 @@ func TestChecksGPUs(t *testing.T) {
 			o.Gpus[0].Count = 4
 			o.Gpus = append(o.Gpus, &pb.GPUGroup{Model: "H100", Count: 4, VramBytes: 16 << 30, ComputeCapability: 90})
 		}, check: "gpus", detail: "4 GPUs < 8"},
+		// Bundles: an offer sold in steps, or whole.
+		{name: "pairs for an even count", offer: func(o *pb.Offer) { o.GpuStep = 2 }, bid: func(b *pb.Bid) { b.Gpu.Count = 4 }, verify: func(t *testing.T, c Candidate) {
+			if c.GPUs != 4 {
+				t.Errorf("GPUs %d, want 4", c.GPUs)
+			}
+		}},
+		{name: "pairs for an odd count", offer: func(o *pb.Offer) { o.GpuStep = 2 }, bid: func(b *pb.Bid) { b.Gpu.Count = 3 }, check: "gpus", detail: "sold in steps of 2 GPUs: 8 here, bid takes 3 to 3"},
+		{name: "pairs for a pool member", offer: func(o *pb.Offer) { o.GpuStep, o.Gpus[0].Count = 2, 5 }, bid: func(b *pb.Bid) { b.Gpu.Count, b.Gpu.MinPerProvider = 16, 2 }, verify: func(t *testing.T, c Candidate) {
+			if c.GPUs != 4 {
+				t.Errorf("GPUs %d of 5 in pairs, want 4", c.GPUs)
+			}
+		}},
+		{name: "a machine sold whole to a bid for part", offer: func(o *pb.Offer) { o.GpusWhole = true }, bid: func(b *pb.Bid) { b.Gpu.Count = 2 }, check: "gpus", detail: "sold whole: 8 GPUs, bid takes 2 to 2"},
+		{name: "a machine sold whole to a bid for all", offer: func(o *pb.Offer) { o.GpusWhole = true }, bid: func(b *pb.Bid) { b.Gpu.Count = 16; b.Gpu.MinPerProvider = 8 }, verify: func(t *testing.T, c Candidate) {
+			if c.GPUs != 8 {
+				t.Errorf("GPUs %d, want all 8", c.GPUs)
+			}
+		}},
 		// The catalog: names in any spelling, families, form factors,
 		// NVLink and marketed memory.
 		{name: "a model's NVML name, asked for by family", offer: func(o *pb.Offer) { o.Gpus[0].Model = "NVIDIA H100 80GB HBM3" }, bid: func(b *pb.Bid) { b.Gpu.Models = []string{"h100"} }},
@@ -597,5 +616,32 @@ func TestMatchOddBids(t *testing.T) {
 	}
 	if res := m.Match(NewBook().Snapshot(), mtBid(), mtNow, 5); len(res.Candidates)+res.Considered != 0 {
 		t.Errorf("empty book: %+v", res)
+	}
+}
+
+// A provider's several offers (several machines) list once, by the best,
+// unless the bid may be split among providers.
+func TestMatchListsAProviderOnce(t *testing.T) {
+	b := NewBook()
+	for i, price := range []uint64{2_000_000, 1_800_000} {
+		o := mtOffer(mtPeers[0], fmt.Sprintf("machine-%d", i))
+		o.PriceMicros = price
+		if err := b.PutOffer(o, mtNow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := mtOffer(mtPeers[1], "o")
+	if err := b.PutOffer(other, mtNow); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMatcher(DefaultMatchConfig(), nil, nil)
+	res := m.Match(b.Snapshot(), mtBid(), mtNow, 5)
+	if got := candidateIDs(res.Candidates); got != "machine-1 o" || res.Feasible != 3 {
+		t.Errorf("one bid, one lease: %q, %d feasible; want machine-1 then o, of 3", got, res.Feasible)
+	}
+	split := mtBid()
+	split.Gpu.Count, split.Gpu.MinPerProvider = 24, 8
+	if got := candidateIDs(m.Match(b.Snapshot(), split, mtNow, 5).Candidates); got != "machine-1 machine-0 o" && got != "machine-1 o machine-0" {
+		t.Errorf("a bid split among providers: %q; want every machine", got)
 	}
 }

@@ -127,6 +127,9 @@ func AdmitLease(m *Matcher, o *pb.Offer, l *pb.Lease, now time.Time) (string, er
 	if why != nil {
 		return "", Reject(pb.RejectCode_REJECT_DOES_NOT_FIT, "%s", why)
 	}
+	if c.GPUs != l.GpuCount && Take(o, l.GpuCount, l.GpuCount) != l.GpuCount {
+		return "", Reject(pb.RejectCode_REJECT_DOES_NOT_FIT, "%d GPUs: this offer sells %s", l.GpuCount, division(o))
+	}
 	if l.PriceMicros < c.PriceMicros {
 		return "", Reject(pb.RejectCode_REJECT_PRICE, "price %s below this provider's %s per GPU-hour", FormatPrice(l.PriceMicros), FormatPrice(c.PriceMicros))
 	}
@@ -138,4 +141,15 @@ func AdmitLease(m *Matcher, o *pb.Offer, l *pb.Lease, now time.Time) (string, er
 		}
 	}
 	return "", Reject(pb.RejectCode_REJECT_NO_CAPACITY, "no %d GPUs of one model here", l.GpuCount)
+}
+
+// division says how an offer's GPUs divide among leases.
+func division(o *pb.Offer) string {
+	switch {
+	case o.GetGpusWhole():
+		return "its GPUs whole"
+	case o.GetGpuStep() > 1:
+		return fmt.Sprintf("GPUs in steps of %d", o.GetGpuStep())
+	}
+	return "any count of GPUs"
 }

@@ -237,6 +237,9 @@ func (l Limits) ValidateOffer(o *pb.Offer, now time.Time) error {
 	if s := o.MaxStartAheadSeconds; s > uint64(MaxStartAhead.Seconds()) {
 		return invalid("max_start_ahead_seconds", "%d; want 0 (the default, %s) to %d", s, DefaultStartAhead, uint64(MaxStartAhead.Seconds()))
 	}
+	if o.GpuStep > MaxGPUStep {
+		return invalid("gpu_step", "%d; want 0 or 1 (any count) to %d", o.GpuStep, MaxGPUStep)
+	}
 	if err := l.windows(o); err != nil {
 		return err
 	}
@@ -357,6 +360,9 @@ func (l Limits) windows(o *pb.Offer) error {
 	}
 	return nil
 }
+
+// MaxGPUStep bounds Offer.gpu_step: a lease takes at most a machine.
+const MaxGPUStep = 64
 
 // ValidateBid checks a bid's content at now.
 func (l Limits) ValidateBid(b *pb.Bid, now time.Time) error {

@@ -60,6 +60,7 @@ func TestValidateOffer(t *testing.T) {
 		{"tiers[0]", func(o *pb.Offer) { o.Tiers[0] = pb.Tier(9) }},
 		{"bronze_notice_seconds", func(o *pb.Offer) { o.BronzeNoticeSeconds = 0 }},
 		{"max_start_ahead_seconds", func(o *pb.Offer) { o.MaxStartAheadSeconds = 367 * 24 * 3600 }},
+		{"gpu_step", func(o *pb.Offer) { o.GpuStep = 65 }},
 		{"workload_classes", func(o *pb.Offer) { o.WorkloadClasses = make([]string, 33) }},
 		{"image_allow[0]", func(o *pb.Offer) { o.ImageAllow = []string{strings.Repeat("x", 257)} }},
 		{"attestation_hash", func(o *pb.Offer) { o.AttestationHash = make([]byte, 65) }},

@@ -51,6 +51,8 @@ func (p ProviderConfig) BuildOffer(issuer peer.ID, seq uint64, now time.Time) (*
 			DownBitsPerSecond: uint64(p.Host.DownMbps) * 1_000_000,
 		},
 		HostWhole:            p.Host.Share == "whole",
+		GpuStep:              uint32(max(p.GPUStep, 1)),
+		GpusWhole:            p.SellWhole,
 		Region:               &pb.Region{Country: p.Country, Label: p.RegionLabel},
 		Currency:             p.Currency,
 		PriceMicros:          price,

@@ -58,7 +58,7 @@ func assemblePool(cands []market.Candidate, need, minPer uint32, maxPair time.Du
 		pool := []market.Candidate{}
 		got := uint32(0)
 		for _, c := range append([]market.Candidate{cands[s]}, cands...) {
-			k := min(c.GPUs, need-got)
+			k := market.Take(c.Offer, c.GPUs, need-got) // the offer's steps, or whole
 			if k < minPer || inPool(pool, c.Issuer) || !withinPair(pool, c, maxPair) {
 				continue
 			}

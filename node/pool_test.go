@@ -65,6 +65,17 @@ func TestAssemblePoolTakesProvidersWithinThePairBound(t *testing.T) {
 	if pool, err := assemblePool(cands, 8, 1, time.Millisecond); err != nil || len(pool) != 1 || pool[0].Issuer != "far" {
 		t.Errorf("8 GPUs: %v, %v; want the best candidate alone", pool, err)
 	}
+	// A member takes what its offer sells: c sells fours, so the 2 the
+	// pool lacks come from d.
+	cands[4].Offer.GpuStep = 4
+	pool, err = assemblePool(cands, 18, 1, 10*time.Millisecond)
+	got = nil
+	for _, m := range pool {
+		got = append(got, fmt.Sprintf("%s:%d", string(m.Issuer), m.GPUs))
+	}
+	if want := []string{"a:8", "b:8", "d:2"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("pool %v, %v; want %v", got, err, want)
+	}
 }
 
 // poolSwarm starts, on net, a bootstrap node, a provider of 8 fake H100s

@@ -40,6 +40,8 @@ type ProviderConfig struct {
 	Share           []string    `toml:"share" comment:"with nvml or fake: the GPUs to sell, by index or UUID; empty sells all"`
 	BusyUtilization int         `toml:"busy_utilization" comment:"with nvml or fake: a GPU above this utilisation (percent), or running a process, is withdrawn until it is idle"`
 	WatchInterval   Duration    `toml:"watch_interval" comment:"with nvml or fake: how often the GPUs are read; a change republishes or withdraws the offer"`
+	GPUStep         int         `toml:"gpu_step" comment:"a lease takes a multiple of this many GPUs: 1 any count, 2 pairs, …"`
+	SellWhole       bool        `toml:"sell_whole" comment:"a lease takes every GPU offered (the machine sold whole)"`
 	Host            HostConfig  `toml:"host" comment:"the machine around the GPUs"`
 	GPUs            []GPUConfig `toml:"gpus" comment:"with gpu_source = static: the GPUs for sale, one [[provider.gpus]] table per group"`
 }
@@ -87,6 +89,7 @@ func DefaultProviderConfig() ProviderConfig {
 		GPUSource:       "static",
 		Share:           []string{},
 		BusyUtilization: 10,
+		GPUStep:         1,
 		WatchInterval:   Dur(10 * time.Second),
 		Host:            HostConfig{Share: "per-gpu", CPUCores: 16, RAMGiB: 64, DiskGiB: 500, UpMbps: 1000, DownMbps: 1000},
 		GPUs:            []GPUConfig{},
@@ -249,6 +252,9 @@ func (p *ProviderConfig) validate() error {
 	}
 	if !gpuSourceRE.MatchString(p.GPUSource) {
 		return fieldErr("provider.gpu_source", p.GPUSource, "static, nvml, or fake:dgxa100, fake:dgxh100, fake:dgxh200 or fake:dgxb200")
+	}
+	if err := intRange("provider.gpu_step", p.GPUStep, 0, 64); err != nil {
+		return err
 	}
 	if err := intRange("provider.busy_utilization", p.BusyUtilization, 0, 100); err != nil {
 		return err

@@ -62,6 +62,7 @@ func TestProviderConfigValidation(t *testing.T) {
 		{"provider.offer_ttl", func(p *ProviderConfig) { p.OfferTTL = Dur(48 * time.Hour) }},
 		{"provider.host.cpu_cores", func(p *ProviderConfig) { p.Host.CPUCores = 0 }},
 		{"provider.host.share", func(p *ProviderConfig) { p.Host.Share = "half" }},
+		{"provider.gpu_step", func(p *ProviderConfig) { p.GPUStep = 65 }},
 		{"provider.gpus", func(p *ProviderConfig) { p.Enabled = true }},
 		{"provider.gpus[0].count", func(p *ProviderConfig) {
 			p.GPUs = []GPUConfig{{Model: "A100", Count: 0, VRAMGiB: 80, ComputeCapability: "8.0"}}

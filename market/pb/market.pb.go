@@ -829,7 +829,12 @@ type Offer struct {
 	// lease of 2 GPUs of 8 gets a quarter of the cores, RAM, disk and
 	// bandwidth, and a bid's host minimums are held to that quarter);
 	// true, every lease gets the whole host.
-	HostWhole     bool `protobuf:"varint,24,opt,name=host_whole,json=hostWhole,proto3" json:"host_whole,omitempty"`
+	HostWhole bool `protobuf:"varint,24,opt,name=host_whole,json=hostWhole,proto3" json:"host_whole,omitempty"`
+	// How the GPUs divide among leases: a lease takes a multiple of
+	// gpu_step of them (0 or 1: any count; 2: pairs), or, with gpus_whole,
+	// every GPU of the offer.
+	GpuStep       uint32 `protobuf:"varint,25,opt,name=gpu_step,json=gpuStep,proto3" json:"gpu_step,omitempty"`
+	GpusWhole     bool   `protobuf:"varint,26,opt,name=gpus_whole,json=gpusWhole,proto3" json:"gpus_whole,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1028,6 +1033,20 @@ func (x *Offer) GetRelayOnly() bool {
 func (x *Offer) GetHostWhole() bool {
 	if x != nil {
 		return x.HostWhole
+	}
+	return false
+}
+
+func (x *Offer) GetGpuStep() uint32 {
+	if x != nil {
+		return x.GpuStep
+	}
+	return 0
+}
+
+func (x *Offer) GetGpusWhole() bool {
+	if x != nil {
+		return x.GpusWhole
 	}
 	return false
 }
@@ -3952,7 +3971,7 @@ const file_market_proto_rawDesc = "" +
 	"\fstart_minute\x18\x01 \x01(\rR\vstartMinute\x12\x1d\n" +
 	"\n" +
 	"end_minute\x18\x02 \x01(\rR\tendMinute\x12!\n" +
-	"\ffloor_micros\x18\x03 \x01(\x04R\vfloorMicros\"\xd4\b\n" +
+	"\ffloor_micros\x18\x03 \x01(\x04R\vfloorMicros\"\x8e\t\n" +
 	"\x05Offer\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.idlegrid.market.v1.HeaderR\x06header\x120\n" +
 	"\x04gpus\x18\x02 \x03(\v2\x1c.idlegrid.market.v1.GPUGroupR\x04gpus\x120\n" +
@@ -3985,7 +4004,10 @@ const file_market_proto_rawDesc = "" +
 	"\n" +
 	"relay_only\x18\x17 \x01(\bR\trelayOnly\x12\x1d\n" +
 	"\n" +
-	"host_whole\x18\x18 \x01(\bR\thostWhole\"\xfd\x01\n" +
+	"host_whole\x18\x18 \x01(\bR\thostWhole\x12\x19\n" +
+	"\bgpu_step\x18\x19 \x01(\rR\agpuStep\x12\x1d\n" +
+	"\n" +
+	"gpus_whole\x18\x1a \x01(\bR\tgpusWhole\"\xfd\x01\n" +
 	"\x0eGPURequirement\x12\x16\n" +
 	"\x06models\x18\x01 \x03(\tR\x06models\x12$\n" +
 	"\x0emin_vram_bytes\x18\x02 \x01(\x04R\fminVramBytes\x124\n" +
