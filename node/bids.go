@@ -186,8 +186,16 @@ func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, 
 	for i, c := range res.Candidates {
 		out.Candidates = append(out.Candidates, candidateView(i+1, c, scores))
 	}
+	// The walk stops once no cheaper offer can enter the list, so its
+	// counts are of what it saw; a quote's counts are of the whole book,
+	// and so is the explanation of what did not fit.
+	ex := mt.Explain(snap, b, now)
+	out.Considered, out.Feasible = ex.Offers, ex.Feasible
+	for _, r := range ex.Reasons {
+		out.Reasons = append(out.Reasons, api.ReasonView{Check: r.Check, Kind: r.Kind, Offers: r.Count, Example: r.Example})
+	}
 	if len(res.Candidates) == 0 {
-		out.Explanation = mt.Explain(snap, b, now).String()
+		out.Explanation = ex.String()
 	}
 	return out, nil
 }

@@ -183,11 +183,20 @@ func TestTwoDaemonProcessesPeer(t *testing.T) {
 	if err := json.Unmarshal([]byte(cli(t, bin, "quote", "--json", "--repo", dirB, "--gpu", "A100", "--count", "2", "--hours", "4")), &match); err != nil {
 		t.Fatal(err)
 	}
-	if len(match.Candidates) != 1 || match.Candidates[0].Total != "10.00" {
+	if len(match.Candidates) != 1 || match.Candidates[0].Total != "10.00" || match.Considered != 1 || match.Feasible != 1 {
 		t.Errorf("quote: %+v", match)
 	}
 	if out := cli(t, bin, "quote", "--repo", dirB, "--gpu", "H100"); !strings.Contains(out, "nothing fits") || !strings.Contains(out, "1 offers: model not H100") {
 		t.Errorf("quote for an absent GPU says:\n%s", out)
+	}
+	// --json carries the same, structured: counts of the whole book, and
+	// each reason with its count.
+	var none api.MatchResult
+	if err := json.Unmarshal([]byte(cli(t, bin, "quote", "--json", "--repo", dirB, "--gpu", "H100")), &none); err != nil {
+		t.Fatal(err)
+	}
+	if none.Considered != 1 || none.Feasible != 0 || len(none.Reasons) != 1 || none.Reasons[0].Check != "model" || none.Reasons[0].Offers != 1 {
+		t.Errorf("quote --json for an absent GPU: %+v", none)
 	}
 	// GPUs by any spelling the catalog knows; a typo is refused with the
 	// nearest names, and no bid goes out.

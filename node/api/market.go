@@ -137,12 +137,24 @@ type CandidateView struct {
 	Scores         map[string]float64 `json:"scores"`
 }
 
-// MatchResult answers POST /v1/match.
+// MatchResult answers POST /v1/match. Considered and Feasible count the
+// whole book's offers; Reasons say, per check, how many offers failed
+// it first (most first), and Explanation reads them when nothing fits.
 type MatchResult struct {
 	Considered  int             `json:"considered"`
 	Feasible    int             `json:"feasible"`
 	Candidates  []CandidateView `json:"candidates"`
+	Reasons     []ReasonView    `json:"reasons,omitempty"`
 	Explanation string          `json:"explanation,omitempty"`
+}
+
+// ReasonView is one check that offers failed for a bid: how many failed
+// it first, and one such offer's figures.
+type ReasonView struct {
+	Check   string `json:"check"`   // such as "vram"
+	Kind    string `json:"kind"`    // "vram below 40 GB"
+	Offers  int    `json:"offers"`  // how many failed it first
+	Example string `json:"example"` // "vram 24 GB < 40 GB required"
 }
 
 // QuoteView is a provider's signed answer to a bid.
