@@ -32,20 +32,26 @@ import (
 // It runs alone in its package, not beside the 200-node coordinate tests:
 // its one-second window for a bounder to act is a claim about the
 // bounder, not about two cores shared with 460 more nodes. Forming the
-// swarm may take minutes on a loaded machine; that bound is no claim.
+// swarm may take minutes on a loaded machine (up to 6 are allowed);
+// that bound is no claim.
 func TestABoundedSwarmDeliversEveryOffer(t *testing.T) {
 	const n, low, high = 60, 12, 24
 	s := p2ptest.NewMocknet(t, n, p2ptest.WithLatency(planetLabRows(t, 0, n), 0),
 		p2ptest.WithBounds(low, high, 2*time.Second), p2ptest.WithIntervals(time.Second, 5*time.Minute),
 		p2ptest.WithLocality(time.Second, 4, 4))
+	// Forming: the connection managers trim and the meshes graft again
+	// until both settle, which a loaded machine (CI runs the other
+	// packages beside this one) slows to minutes.
+	fctx, fcancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer fcancel()
+	if err := waitBounded(fctx, s, high); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitMesh(fctx, p2p.TopicOffers); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := waitBounded(ctx, s, high); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.WaitMesh(ctx, p2p.TopicOffers); err != nil {
-		t.Fatal(err)
-	}
 	delays, err := s.Deliver(ctx, p2p.TopicOffers, spread(n, 20), 50*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
