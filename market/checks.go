@@ -226,25 +226,28 @@ var feasibilityChecks = [...]feasCheck{
 	{"live", func(*bidPlan) string { return "expired or withdrawn" }, fitsLive},
 	// Exclusion (offenders, later) overrides every merit.
 	{"excluded", func(*bidPlan) string { return "provider excluded" }, fitsExcluded},
+	// What the offer is comes before what it costs or when it is free,
+	// so an explanation says "no A100 here" before "too dear". The GPU
+	// checks narrow the offer's groups step by step.
+	{"model", kindModel, fitsModel},
+	{"vram", func(p *bidPlan) string { return "vram below " + gpus.ShowMemory(p.bid.GetGpu().GetMinVramBytes()) }, fitsVRAM},
+	{"compute", kindCompute, fitsCompute},
+	{"gpus", func(p *bidPlan) string { return fmt.Sprintf("fewer than %d GPUs", p.need) }, fitsGPUs},
+	{"host", func(*bidPlan) string { return "host below minimums" }, fitsHost},
+	// Also an index dimension (country).
+	{"region", func(*bidPlan) string { return "region not allowed" }, fitsRegion},
 	// Prices in different currencies cannot be compared at all.
 	{"currency", func(p *bidPlan) string { return "currency not " + p.bid.GetCurrency() }, fitsCurrency},
 	// The tier fixes which price applies, so it precedes the price.
 	{"tier", func(p *bidPlan) string { return TierName(p.bid.GetTier()) + " tier not offered" }, fitsTier},
 	// A bronze lease can be preempted; only a bid that accepts it may take one.
 	{"preemption", func(*bidPlan) string { return "bronze is preemptible; bid does not accept preemption" }, fitsPreemption},
-	// The index already cuts here; the check keeps Feasible honest alone.
-	{"price", kindPrice, fitsPrice},
-	// Also an index dimension (country).
-	{"region", func(*bidPlan) string { return "region not allowed" }, fitsRegion},
-	// The GPU checks narrow the offer's groups step by step.
-	{"model", kindModel, fitsModel},
-	{"vram", func(p *bidPlan) string { return "vram below " + gpus.ShowMemory(p.bid.GetGpu().GetMinVramBytes()) }, fitsVRAM},
-	{"compute", kindCompute, fitsCompute},
-	{"gpus", func(p *bidPlan) string { return fmt.Sprintf("fewer than %d GPUs", p.need) }, fitsGPUs},
-	{"host", func(*bidPlan) string { return "host below minimums" }, fitsHost},
 	{"duration", kindDuration, fitsDuration},
 	{"workload", kindWorkload, fitsWorkload},
 	{"image", func(*bidPlan) string { return "image not allowed" }, fitsImage},
+	// What it costs and when: the index already cuts on price; the check
+	// keeps Feasible honest alone.
+	{"price", kindPrice, fitsPrice},
 	// Reliability and RTT ask outside sources; they run on fewer offers.
 	{"reliability", kindReliability, fitsReliability},
 	{"rtt", func(p *bidPlan) string { return fmt.Sprintf("rtt above %d ms", p.bid.GetMaxRttMs()) }, fitsRTT},
