@@ -3,6 +3,7 @@ package market
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -90,8 +91,8 @@ func (r Reason) String() string { return r.Check + ": " + r.Detail }
 type ReasonCount struct {
 	Check, Kind string
 	Count       int
-	// Example is the detail of the first such offer in key order
-	// (Explain only).
+	// Example is the detail of the nearest such offer: the cheapest for
+	// the bid's tier (Explain only).
 	Example string
 }
 
@@ -198,7 +199,21 @@ type Explanation struct {
 	Offers   int
 	Feasible int
 	Reasons  []ReasonCount // most common first
+	// Nearest are, when offers failed the model check, the models they
+	// have instead: most offers first, at most three.
+	Nearest []ModelMiss
 }
+
+// ModelMiss is a model the book has where the bid wants another: how
+// many offers have it, and the least of their prices for the bid's tier.
+type ModelMiss struct {
+	Model       string
+	Offers      int
+	PriceMicros uint64
+}
+
+// maxNearest bounds Explanation.Nearest.
+const maxNearest = 3
 
 // Explain runs every check on every offer of s for bid at now. It is a
 // linear scan, for "why did nothing match?", not for ranking.
@@ -206,6 +221,8 @@ func (m *Matcher) Explain(s *Snapshot, bid *pb.Bid, now time.Time) Explanation {
 	p := m.plan(bid, now)
 	ex := Explanation{Offers: s.Len()}
 	var counts [len(feasibilityChecks)]ReasonCount
+	var examplePrice [len(feasibilityChecks)]uint64
+	near := map[string]*ModelMiss{}
 	ctx := new(evalCtx)
 	for _, e := range s.entries() {
 		_, failed := m.evaluate(ctx, e.offer, &e.offerFacts, e.key.issuer, p, false)
@@ -213,10 +230,19 @@ func (m *Matcher) Explain(s *Snapshot, bid *pb.Bid, now time.Time) Explanation {
 			ex.Feasible++
 			continue
 		}
-		rc := &counts[failed]
-		if rc.Count == 0 {
+		if failed == modelCheck {
+			missModels(near, e, p.bid.GetTier())
+		}
+		// Each reason's example is its nearest miss: the cheapest offer
+		// for the bid's tier that failed it (one that does not sell the
+		// tier counts as dearest), the first in key order on a tie.
+		rc, price := &counts[failed], e.prices[p.bid.GetTier()]
+		if price == 0 {
+			price = math.MaxUint64
+		}
+		if rc.Count == 0 || price < examplePrice[failed] {
 			r := m.reason(e.offer, &e.offerFacts, p, failed)
-			*rc = ReasonCount{Check: r.Check, Kind: r.Kind, Example: r.Detail}
+			rc.Check, rc.Kind, rc.Example, examplePrice[failed] = r.Check, r.Kind, r.Detail, price
 		}
 		rc.Count++
 	}
@@ -226,7 +252,36 @@ func (m *Matcher) Explain(s *Snapshot, bid *pb.Bid, now time.Time) Explanation {
 		}
 	}
 	sortReasonCounts(ex.Reasons)
+	for _, mm := range near {
+		ex.Nearest = append(ex.Nearest, *mm)
+	}
+	slices.SortFunc(ex.Nearest, func(a, b ModelMiss) int {
+		return cmp.Or(cmp.Compare(b.Offers, a.Offers), cmp.Compare(a.PriceMicros, b.PriceMicros), cmp.Compare(a.Model, b.Model))
+	})
+	ex.Nearest = ex.Nearest[:min(len(ex.Nearest), maxNearest)]
 	return ex
+}
+
+// modelCheck is the index of the model check in feasibilityChecks.
+var modelCheck = slices.IndexFunc(feasibilityChecks[:], func(c feasCheck) bool { return c.name == "model" })
+
+// missModels counts e under each model it has, with its price for t.
+func missModels(near map[string]*ModelMiss, e *offerEntry, t pb.Tier) {
+	price := e.prices[t]
+	for i, g := range e.gpus {
+		if slices.ContainsFunc(e.gpus[:i], func(h gpuFacts) bool { return h.model == g.model }) {
+			continue
+		}
+		mm := near[g.model]
+		if mm == nil {
+			mm = &ModelMiss{Model: g.model, PriceMicros: price}
+			near[g.model] = mm
+		}
+		mm.Offers++
+		if price != 0 && (mm.PriceMicros == 0 || price < mm.PriceMicros) {
+			mm.PriceMicros = price
+		}
+	}
 }
 
 func sortReasonCounts(rs []ReasonCount) {
@@ -253,6 +308,18 @@ func (e Explanation) String() string {
 		b.WriteString("; ")
 	}
 	fmt.Fprintf(&b, "%d feasible", e.Feasible)
+	for i, mm := range e.Nearest {
+		if i == 0 {
+			b.WriteString("; nearest models: ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%d offers", mm.Model, mm.Offers)
+		if mm.PriceMicros > 0 {
+			fmt.Fprintf(&b, ", from %s/GPU-h", FormatPrice(mm.PriceMicros))
+		}
+		b.WriteString(")")
+	}
 	return b.String()
 }
 

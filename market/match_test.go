@@ -200,6 +200,12 @@ func TestChecksBasics(t *testing.T) {
 		{name: "region denied", bid: func(b *pb.Bid) { b.RegionsDenied = []string{"DE"} }, check: "region", detail: "country DE denied"},
 		{name: "region implausible", src: mtSources{implausible: map[peer.ID]string{mtPeers[0]: "measured 3ms from US"}}, bid: func(b *pb.Bid) { b.RegionsAllowed = []string{"DE"} },
 			check: "region", detail: "country DE implausible: measured 3ms from US"},
+		// What the offer is is said before what it costs: no A100 here,
+		// not "too dear" nor "not in FR".
+		{name: "a model the offer lacks, in another region, too dear", offer: func(o *pb.Offer) { o.PriceMicros = 2_600_000 },
+			bid: func(b *pb.Bid) { b.Gpu.Models, b.RegionsAllowed = []string{"A100"}, []string{"FR"} }, check: "model", detail: "models H100; bid wants A100"},
+		{name: "in another region and too dear", offer: func(o *pb.Offer) { o.PriceMicros = 2_600_000 },
+			bid: func(b *pb.Bid) { b.RegionsAllowed = []string{"FR"} }, check: "region", detail: "country DE not in [FR]"},
 		{name: "region implausible, no region asked", src: mtSources{implausible: map[peer.ID]string{mtPeers[0]: "measured 3ms from US"}}},
 	})
 }
@@ -643,5 +649,26 @@ func TestMatchListsAProviderOnce(t *testing.T) {
 	split.Gpu.Count, split.Gpu.MinPerProvider = 24, 8
 	if got := candidateIDs(m.Match(b.Snapshot(), split, mtNow, 5).Candidates); got != "machine-1 machine-0 o" && got != "machine-1 o machine-0" {
 		t.Errorf("a bid split among providers: %q; want every machine", got)
+	}
+}
+
+// An explanation for a model the book lacks names the models it has
+// instead, most offers first, each from its least price for the tier,
+// and quotes the cheapest offer that failed as the reason's example.
+func TestExplainNamesTheNearestModels(t *testing.T) {
+	b := mtBook(t, nil, price(1_800_000), func(o *pb.Offer) {
+		o.Gpus[0].Model, o.PriceMicros = "L40S", 900_000
+	})
+	bid := mtBid()
+	bid.Gpu.Models = []string{"A100"}
+	ex := NewMatcher(DefaultMatchConfig(), nil, nil).Explain(b.Snapshot(), bid, mtNow)
+	if len(ex.Nearest) != 2 || ex.Nearest[0] != (ModelMiss{"H100", 2, 1_800_000}) || ex.Nearest[1] != (ModelMiss{"L40S", 1, 900_000}) {
+		t.Errorf("nearest %+v", ex.Nearest)
+	}
+	if len(ex.Reasons) != 1 || ex.Reasons[0].Example != "models L40S; bid wants A100" {
+		t.Errorf("reasons %+v; want the cheapest miss as the example", ex.Reasons)
+	}
+	if want := "3 offers: model not A100; 0 feasible; nearest models: H100 (2 offers, from 1.80/GPU-h), L40S (1 offers, from 0.90/GPU-h)"; ex.String() != want {
+		t.Errorf("explanation\n got %s\nwant %s", ex.String(), want)
 	}
 }

@@ -194,6 +194,13 @@ func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, 
 	for _, r := range ex.Reasons {
 		out.Reasons = append(out.Reasons, api.ReasonView{Check: r.Check, Kind: r.Kind, Offers: r.Count, Example: r.Example})
 	}
+	for _, mm := range ex.Nearest {
+		nv := api.NearView{Model: mm.Model, Offers: mm.Offers}
+		if mm.PriceMicros > 0 {
+			nv.From = market.FormatPrice(mm.PriceMicros)
+		}
+		out.Nearest = append(out.Nearest, nv)
+	}
 	if len(res.Candidates) == 0 {
 		out.Explanation = ex.String()
 	}

@@ -195,7 +195,8 @@ func TestTwoDaemonProcessesPeer(t *testing.T) {
 	if err := json.Unmarshal([]byte(cli(t, bin, "quote", "--json", "--repo", dirB, "--gpu", "H100")), &none); err != nil {
 		t.Fatal(err)
 	}
-	if none.Considered != 1 || none.Feasible != 0 || len(none.Reasons) != 1 || none.Reasons[0].Check != "model" || none.Reasons[0].Offers != 1 {
+	if none.Considered != 1 || none.Feasible != 0 || len(none.Reasons) != 1 || none.Reasons[0].Check != "model" || none.Reasons[0].Offers != 1 ||
+		len(none.Nearest) != 1 || none.Nearest[0].Model != "A100" || none.Nearest[0].Offers != 1 || none.Nearest[0].From != "1.25" {
 		t.Errorf("quote --json for an absent GPU: %+v", none)
 	}
 	// GPUs by any spelling the catalog knows; a typo is refused with the

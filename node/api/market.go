@@ -141,11 +141,21 @@ type CandidateView struct {
 // whole book's offers; Reasons say, per check, how many offers failed
 // it first (most first), and Explanation reads them when nothing fits.
 type MatchResult struct {
-	Considered  int             `json:"considered"`
-	Feasible    int             `json:"feasible"`
-	Candidates  []CandidateView `json:"candidates"`
-	Reasons     []ReasonView    `json:"reasons,omitempty"`
-	Explanation string          `json:"explanation,omitempty"`
+	Considered int             `json:"considered"`
+	Feasible   int             `json:"feasible"`
+	Candidates []CandidateView `json:"candidates"`
+	Reasons    []ReasonView    `json:"reasons,omitempty"`
+	// Nearest are, where offers lack the model asked, the models they
+	// have instead: most offers first, at most three.
+	Nearest     []NearView `json:"nearest,omitempty"`
+	Explanation string     `json:"explanation,omitempty"`
+}
+
+// NearView is a model the book has where the bid wants another.
+type NearView struct {
+	Model  string `json:"model"`
+	Offers int    `json:"offers"`
+	From   string `json:"from,omitempty"` // least price per GPU-hour for the bid's tier
 }
 
 // ReasonView is one check that offers failed for a bid: how many failed
