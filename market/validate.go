@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -379,8 +378,8 @@ func (l Limits) ValidateBid(b *pb.Bid, now time.Time) error {
 	if err := l.strs("gpu.models", g.Models); err != nil {
 		return err
 	}
-	if ff := g.FormFactor; ff != "" && !slices.ContainsFunc(gpus.FormFactors, func(f string) bool { return strings.EqualFold(f, ff) }) {
-		return invalid("gpu.form_factor", "%q; want one of %s", clip(ff), strings.Join(gpus.FormFactors, ", "))
+	if _, ok := gpus.FormFactorOf(g.FormFactor); g.FormFactor != "" && !ok {
+		return invalid("gpu.form_factor", "%q; want one of %s", clip(g.FormFactor), strings.Join(gpus.FormFactors, ", "))
 	}
 	if b.Tier < pb.Tier_TIER_GOLD || b.Tier > pb.Tier_TIER_BRONZE {
 		return invalid("tier", "%v; want gold, silver or bronze", b.Tier)

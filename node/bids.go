@@ -143,10 +143,8 @@ func resolveFormFactor(ff string) (string, error) {
 	if ff == "" {
 		return "", nil
 	}
-	for _, f := range gpus.FormFactors {
-		if strings.EqualFold(f, ff) {
-			return f, nil
-		}
+	if f, ok := gpus.FormFactorOf(ff); ok {
+		return f, nil
 	}
 	return "", fmt.Errorf("form_factor %q: want one of %s", ff, strings.Join(gpus.FormFactors, ", "))
 }

@@ -48,6 +48,16 @@ func (m *Model) MemoryBytes() uint64 { return uint64(m.MemoryGB) << 30 }
 // FormFactors are the form factors a bid may ask for.
 var FormFactors = []string{"SXM", "PCIe", "NVL", "Superchip"}
 
+// FormFactorOf reads a form factor in any case ("sxm" is "SXM"); false
+// when it is none of FormFactors.
+func FormFactorOf(s string) (string, bool) {
+	i := slices.IndexFunc(FormFactors, func(f string) bool { return strings.EqualFold(f, s) })
+	if i < 0 {
+		return "", false
+	}
+	return FormFactors[i], true
+}
+
 // Catalog is a parsed table.
 type Catalog struct {
 	models   []*Model
