@@ -514,13 +514,35 @@ func (d *Docker) containerName(leaseID string) string {
 // start the killed provider had asked for after find discarded the
 // container as "created". A job never recorded as started is started
 // afresh, not left running unwatched and unpaid.
+//
+// The engine refuses to remove a container while it is starting it, or
+// while another removal of it runs (find's discard of the same
+// container), so the removal is tried again every clearRetry for up to
+// clearFor.
 func (d *Docker) clearName(ctx context.Context, name string) bool {
-	info, err := d.cli.ContainerInspect(ctx, name)
-	if err != nil {
-		return false
+	ctx, cancel := context.WithTimeout(ctx, clearFor)
+	defer cancel()
+	for {
+		info, err := d.cli.ContainerInspect(ctx, name)
+		switch {
+		case cerrdefs.IsNotFound(err):
+			return true
+		case err == nil && d.cli.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}) == nil:
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(clearRetry):
+		}
 	}
-	return d.cli.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}) == nil
 }
+
+// How long and how often clearName tries to free a name.
+const (
+	clearFor   = 20 * time.Second
+	clearRetry = 200 * time.Millisecond
+)
 
 // discard removes a container Start could not hand over; the error that
 // made Start give up is the one worth reporting.
