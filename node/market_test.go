@@ -92,7 +92,9 @@ func TestMarketAcrossNodes(t *testing.T) {
 	// provider whose offer fits it: once every node is in a mesh on every
 	// topic (the book syncs without one), the bid reaches both.
 	waitFor(t, 15*time.Second, "every node in a mesh on every topic", meshOnEveryTopic(all))
-	bid, err := renter.PlaceBid(context.Background(), api.BidRequest{GPUs: []string{"A100"}, Count: 4, Hours: 1, Tier: "silver", MaxPrice: "3.00", WaitMillis: 2000})
+	// The bid collects quotes for its whole wait: 5 s leaves the race
+	// detector's slowed providers time to answer.
+	bid, err := renter.PlaceBid(context.Background(), api.BidRequest{GPUs: []string{"A100"}, Count: 4, Hours: 1, Tier: "silver", MaxPrice: "3.00", WaitMillis: 5000})
 	if err != nil {
 		t.Fatal(err)
 	}
