@@ -83,30 +83,41 @@ func benchOffer(r *rand.Rand, issuer peer.ID, id string, now time.Time) *pb.Offe
 	g := benchPickGPU(r)
 	price := g.lo + r.Uint64N(g.hi-g.lo)
 	o := &pb.Offer{
-		Header: &pb.Header{Version: Version, Issuer: []byte(issuer), Id: id, Seq: 1 + r.Uint64N(50),
-			CreatedUnixMs: now.Add(-10 * time.Minute).UnixMilli(), ExpiresUnixMs: now.Add(time.Duration(1+r.IntN(23)) * time.Hour).UnixMilli()},
-		Gpus: []*pb.GPUGroup{benchGroup(r, g)},
+		Header: benchHeader(r, issuer, id, now),
+		Gpus:   []*pb.GPUGroup{benchGroup(r, g)},
 		Host: &pb.HostSpec{CpuCores: uint32(8 << r.IntN(5)), RamBytes: uint64(32<<r.IntN(6)) << 30, DiskBytes: uint64(500<<r.IntN(4)) << 30,
 			UpBitsPerSecond: 1e9, DownBitsPerSecond: 1e9},
-		Region:              &pb.Region{Country: pick(r, benchCountries), Label: "dc-" + strconv.Itoa(r.IntN(9))},
-		Coordinate:          &pb.NetworkCoordinate{Vec: []float64{r.Float64(), r.Float64(), r.Float64(), r.Float64(), r.Float64(), r.Float64(), r.Float64(), r.Float64()}, Error: 0.2, Height: 0.001},
-		Currency:            "USD",
-		PriceMicros:         price,
-		MinDurationSeconds:  3600,
-		MaxDurationSeconds:  uint64(24+r.IntN(700)) * 3600,
-		BronzeNoticeSeconds: 300,
-		PowerCapWatts:       350,
-		AttestationHash:     make([]byte, 32),
+		Region:             &pb.Region{Country: pick(r, benchCountries), Label: "dc-" + strconv.Itoa(r.IntN(9))},
+		PriceMicros:        price,
+		MinDurationSeconds: 3600,
+		PowerCapWatts:      350,
 	}
 	if r.IntN(10) == 0 { // a second group of another model
 		o.Gpus = append(o.Gpus, benchGroup(r, benchPickGPU(r)))
 	}
+	o.TierPrices = []*pb.TierPrice{{Tier: pb.Tier_TIER_GOLD, MicrosPerGpuHour: price * 13 / 10}, {Tier: pb.Tier_TIER_BRONZE, MicrosPerGpuHour: price * 6 / 10}}
+	benchTerms(r, o, now)
+	return o
+}
+
+func benchHeader(r *rand.Rand, issuer peer.ID, id string, now time.Time) *pb.Header {
+	return &pb.Header{Version: Version, Issuer: []byte(issuer), Id: id, Seq: 1 + r.Uint64N(50),
+		CreatedUnixMs: now.Add(-10 * time.Minute).UnixMilli(), ExpiresUnixMs: now.Add(time.Duration(1+r.IntN(23)) * time.Hour).UnixMilli()}
+}
+
+// benchTerms gives o the rest of an offer's terms: a coordinate, USD,
+// a longest lease, tiers, workload classes and image rules for some, an
+// attestation hash, and windows (benchWindows).
+func benchTerms(r *rand.Rand, o *pb.Offer, now time.Time) {
+	o.Coordinate = &pb.NetworkCoordinate{Vec: []float64{r.Float64(), r.Float64(), r.Float64(), r.Float64(), r.Float64(), r.Float64(), r.Float64(), r.Float64()}, Error: 0.2, Height: 0.001}
+	o.Currency = "USD"
+	o.MaxDurationSeconds = uint64(24+r.IntN(700)) * 3600
+	o.BronzeNoticeSeconds = 300
 	for _, t := range []pb.Tier{pb.Tier_TIER_GOLD, pb.Tier_TIER_SILVER, pb.Tier_TIER_BRONZE} {
 		if r.IntN(3) > 0 || t == pb.Tier_TIER_SILVER && len(o.Tiers) == 0 {
 			o.Tiers = append(o.Tiers, t)
 		}
 	}
-	o.TierPrices = []*pb.TierPrice{{Tier: pb.Tier_TIER_GOLD, MicrosPerGpuHour: price * 13 / 10}, {Tier: pb.Tier_TIER_BRONZE, MicrosPerGpuHour: price * 6 / 10}}
 	if r.IntN(2) == 0 {
 		o.WorkloadClasses = []string{"training", "inference", "batch"}[:1+r.IntN(3)]
 	}
@@ -114,25 +125,30 @@ func benchOffer(r *rand.Rand, issuer peer.ID, id string, now time.Time) *pb.Offe
 		o.ImageAllow = []string{"docker.io/", "ghcr.io/", "nvcr.io/"}[:1+r.IntN(3)]
 		o.ImageDeny = []string{"docker.io/library/ubuntu"}
 	}
+	o.AttestationHash = make([]byte, 32)
 	for i := range o.AttestationHash {
 		o.AttestationHash[i] = byte(r.Uint32())
 	}
 	benchWindows(r, o, now)
-	return o
 }
 
 func benchPickGPU(r *rand.Rand) benchGPU {
+	return pickWeighted(r, benchGPUs, func(g benchGPU) int { return g.weight })
+}
+
+// pickWeighted picks one of xs, each as often as its weight.
+func pickWeighted[T any](r *rand.Rand, xs []T, weight func(T) int) T {
 	total := 0
-	for _, g := range benchGPUs {
-		total += g.weight
+	for _, x := range xs {
+		total += weight(x)
 	}
 	n := r.IntN(total)
-	for _, g := range benchGPUs {
-		if n -= g.weight; n < 0 {
-			return g
+	for _, x := range xs {
+		if n -= weight(x); n < 0 {
+			return x
 		}
 	}
-	return benchGPUs[0]
+	return xs[0]
 }
 
 func benchGroup(r *rand.Rand, g benchGPU) *pb.GPUGroup {
@@ -277,30 +293,42 @@ func BenchmarkMatch(b *testing.B) {
 			if ref := scanMatch(m, snap, bid, benchNow, k); len(res.Candidates) != len(ref) || len(ref) == 0 {
 				b.Fatalf("match found %d, scan %d candidates", len(res.Candidates), len(ref))
 			}
-			var lat []time.Duration
-			for b.Loop() {
-				t0 := time.Now() // benchmarks may read the clock; the package never does
-				m.Match(snap, bid, benchNow, k)
-				lat = append(lat, time.Since(t0))
-			}
-			b.StopTimer()
+			lat := matchLatencies(b, m, snap, bid, k)
 			scan := make([]time.Duration, max(20, min(200, 2_000_000/n)))
 			for i := range scan {
 				t0 := time.Now()
 				scanMatch(m, snap, bid, benchNow, k)
 				scan[i] = time.Since(t0)
 			}
-			p50, p99 := percentiles(lat)
-			s50, s99 := percentiles(scan)
-			b.ReportMetric(p50, "p50-µs")
-			b.ReportMetric(p99, "p99-µs")
-			b.ReportMetric(s50, "scan-p50-µs")
-			b.ReportMetric(s99, "scan-p99-µs")
-			b.ReportMetric(s50/p50, "speedup")
+			reportLatencies(b, lat, scan)
 			b.ReportMetric(float64(res.Considered), "considered")
 			b.ReportMetric(float64(res.Feasible), "feasible")
 		})
 	}
+}
+
+// matchLatencies runs Match in b's loop and returns each one's latency.
+func matchLatencies(b *testing.B, m *Matcher, snap *Snapshot, bid *pb.Bid, k int) []time.Duration {
+	var lat []time.Duration
+	for b.Loop() {
+		t0 := time.Now() // benchmarks may read the clock; the package never does
+		m.Match(snap, bid, benchNow, k)
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	return lat
+}
+
+// reportLatencies reports the p50 and p99 of Match and of the scan, and
+// scan-p50/match-p50 as "speedup".
+func reportLatencies(b *testing.B, match, scan []time.Duration) {
+	p50, p99 := percentiles(match)
+	s50, s99 := percentiles(scan)
+	b.ReportMetric(p50, "p50-µs")
+	b.ReportMetric(p99, "p99-µs")
+	b.ReportMetric(s50, "scan-p50-µs")
+	b.ReportMetric(s99, "scan-p99-µs")
+	b.ReportMetric(s50/p50, "speedup")
 }
 
 // BenchmarkIngestOffer measures, per op, what a node does with an offer

@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
+	"math/bits"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -84,6 +87,7 @@ type offerEntry struct {
 	offer   *pb.Offer
 	buckets []*offerBucket
 	dead    bool // replaced, withdrawn or expired; guarded by Book.mu
+	gpuBuf  [2]gpuFacts
 }
 
 // bidEntry is one bid in the book; bid is nil for a tombstone.
@@ -119,6 +123,13 @@ func admit[V bookEntry](s *shardSet[V], kind string, h *pb.Header, now time.Time
 // removes the live one and is remembered by its seq. The caller has
 // verified the signature and validated the content.
 func (b *Book) PutOffer(o *pb.Offer, now time.Time) error {
+	var f offerFacts
+	if !o.GetWithdrawn() {
+		// The index lists an offer under its GPUs' models, per tier.
+		if f = factsOf(o); len(f.gpus) == 0 || f.tiers == 0 {
+			return fmt.Errorf("book: offer: %w", invalid("gpus", "%d groups in %d tiers; want at least one of each", len(f.gpus), bits.OnesCount8(f.tiers)))
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	old, st, err := admit(&b.offers, "offer", o.GetHeader(), now, b.horizon)
@@ -135,7 +146,10 @@ func (b *Book) PutOffer(o *pb.Offer, now time.Time) error {
 	}
 	e := &offerEntry{stamp: st, key: k}
 	if !o.GetWithdrawn() {
-		e.offer, e.offerFacts = o, factsOf(o)
+		e.offer, e.offerFacts = o, f
+		if len(f.gpus) <= len(e.gpuBuf) { // beside the other facts
+			e.gpus = e.gpuBuf[:copy(e.gpuBuf[:], f.gpus)]
+		}
 	}
 	b.replaceOffer(old, e)
 	if old == nil {
@@ -382,39 +396,110 @@ type offerBucket struct {
 }
 
 // bucketView is a published, immutable bucket: per tier, the entries that
-// offer it, sorted by that tier's price, then issuer and id.
+// offer it, sorted by that tier's price, then issuer and id; bounds of
+// what its entries have, for skipping it whole; and its entries that
+// other buckets list too (offers of several models).
 type bucketView struct {
 	model, country string
 	tiers          [4][]viewItem
+	// hi and lo hold, per field of the items of every tier, the most and
+	// the least (flags: any and every).
+	hi, lo viewItem
+	n      int           // distinct live entries
+	multi  []*offerEntry // those of them also in other buckets
+	// entries are its entries, in key order.
+	entries []*offerEntry
 }
 
 // viewItem is an entry in a bucket view with what the matcher's walk reads
 // without touching the entry: the tier's price, and upper bounds of what
 // the offer has: GPUs of the bucket's model in all its groups, their most
-// VRAM, the host's cores and RAM (sizes in GiB, rounded up). 32 bytes.
+// VRAM (GiB, rounded up) and compute capability, their form factors and
+// NVLink (flags); the host's cores and RAM (GiB, rounded up), and its
+// GPUs, whose shares split it unless it is sold whole (flags). Counts
+// saturate: the most a field holds stands for at least that. 32 bytes.
 type viewItem struct {
 	price                 uint64
 	e                     *offerEntry
-	gpus, vramGiB         uint32
+	gpus, vramGiB         uint16
+	hostGPUs              uint16
+	cc, flags             uint8
 	hostCores, hostRAMGiB uint32
 }
 
+// Item flags: bit i for gpus.FormFactors[i]; several groups of the
+// bucket's model; a VRAM not a whole GiB; a host sold whole; NVLink.
+const (
+	flagGroups    = 1 << 4
+	flagInexact   = 1 << 5
+	flagHostWhole = 1 << 6
+	flagNVLink    = 1 << 7
+)
+
+func formFactorFlag(ff string) uint8 {
+	if i := slices.Index(gpus.FormFactors, ff); i >= 0 && i < 4 {
+		return 1 << i
+	}
+	return 0
+}
+
+func sat16(v uint32) uint16 { return uint16(min(v, math.MaxUint16)) }
+
 func itemOf(e *offerEntry, model string, t pb.Tier) viewItem {
-	it := viewItem{price: e.prices[t], e: e, hostCores: e.host.cores, hostRAMGiB: ceilGiB(e.host.ram)}
+	it := viewItem{price: e.prices[t], e: e, hostCores: e.host.cores, hostRAMGiB: ceilGiB(e.host.ram), hostGPUs: sat16(e.host.gpus)}
+	var n, vram, groups uint32
 	for _, g := range e.gpus {
 		if g.model == model {
-			it.gpus += g.count
-			it.vramGiB = max(it.vramGiB, ceilGiB(g.vram))
+			if groups++; groups > 1 {
+				it.flags |= flagGroups
+			}
+			if g.vram%(1<<30) != 0 {
+				it.flags |= flagInexact
+			}
+			n += g.count
+			vram = max(vram, ceilGiB(g.vram))
+			it.cc = max(it.cc, uint8(min(g.cc, math.MaxUint8)))
+			it.flags |= formFactorFlag(g.formFactor)
+			if g.nvlink {
+				it.flags |= flagNVLink
+			}
 		}
 	}
+	if e.host.whole || it.hostGPUs == math.MaxUint16 {
+		it.flags |= flagHostWhole
+	}
+	it.gpus, it.vramGiB = sat16(n), sat16(vram)
 	return it
 }
 
 // fits says whether the offer may have what the bid's plan needs (false
-// means it surely has not).
+// means it surely has not). The host's share is of the most GPUs a lease
+// could take.
 func (it *viewItem) fits(p *bidPlan) bool {
-	return it.gpus >= p.need && uint64(it.vramGiB)<<30 >= p.minVRAM &&
-		it.hostCores >= p.minCores && uint64(it.hostRAMGiB)<<30 >= p.minRAM
+	if !(uint32(it.gpus) >= p.need || it.gpus == math.MaxUint16) ||
+		!(uint64(it.vramGiB)<<30 >= p.minVRAM || it.vramGiB == math.MaxUint16) ||
+		!(uint32(it.cc) >= p.minCC || it.cc == math.MaxUint8) || it.flags&p.flags != p.flags {
+		return false
+	}
+	cores, ram := uint64(it.hostCores), uint64(it.hostRAMGiB)<<30
+	if n := uint64(min(uint32(it.gpus), p.want)); it.flags&flagHostWhole == 0 && n < uint64(it.hostGPUs) {
+		hi, lo := bits.Mul64(ram, n)
+		ram, _ = bits.Div64(hi, lo, uint64(it.hostGPUs))
+		cores = cores * n / uint64(it.hostGPUs)
+	}
+	return cores >= uint64(p.minCores) && ram >= p.minRAM
+}
+
+// widen makes hi and lo bound it too.
+func widen(hi, lo *viewItem, it *viewItem) {
+	hi.gpus, lo.gpus = max(hi.gpus, it.gpus), min(lo.gpus, it.gpus)
+	hi.vramGiB, lo.vramGiB = max(hi.vramGiB, it.vramGiB), min(lo.vramGiB, it.vramGiB)
+	// Fewer GPUs to share the host with is the larger share.
+	hi.hostGPUs, lo.hostGPUs = min(hi.hostGPUs, it.hostGPUs), max(lo.hostGPUs, it.hostGPUs)
+	hi.cc, lo.cc = max(hi.cc, it.cc), min(lo.cc, it.cc)
+	hi.flags, lo.flags = hi.flags|it.flags, lo.flags&it.flags
+	hi.hostCores, lo.hostCores = max(hi.hostCores, it.hostCores), min(lo.hostCores, it.hostCores)
+	hi.hostRAMGiB, lo.hostRAMGiB = max(hi.hostRAMGiB, it.hostRAMGiB), min(lo.hostRAMGiB, it.hostRAMGiB)
 }
 
 func ceilGiB(b uint64) uint32 { return uint32(min((b+(1<<30)-1)>>30, 1<<32-1)) }
@@ -512,18 +597,60 @@ func (bk *offerBucket) rebuild() {
 		}
 		slices.Sort(drop)
 		slices.SortFunc(add, compareItems)
-		v.tiers[t] = mergeItems(old, drop, add)
+		v.tiers[t] = mergeSorted(old, drop, add, compareItems)
 	}
+	var old []*offerEntry
+	if bk.view != nil {
+		old = bk.view.entries
+	}
+	var drop []int
+	for _, e := range bk.removed {
+		if i, ok := slices.BinarySearchFunc(old, e, compareEntries); ok && old[i] == e {
+			drop = append(drop, i)
+		}
+	}
+	var add []*offerEntry
+	for _, e := range bk.added {
+		if !e.dead {
+			add = append(add, e)
+		}
+	}
+	slices.Sort(drop)
+	slices.SortFunc(add, compareEntries)
+	v.entries = mergeSorted(old, drop, add, compareEntries)
+	v.hi.hostGPUs = math.MaxUint16
+	v.lo = viewItem{gpus: math.MaxUint16, vramGiB: math.MaxUint16, cc: math.MaxUint8, flags: math.MaxUint8, hostCores: math.MaxUint32, hostRAMGiB: math.MaxUint32}
+	for _, list := range v.tiers {
+		for i := range list {
+			widen(&v.hi, &v.lo, &list[i])
+		}
+	}
+	if bk.view != nil {
+		for _, e := range bk.view.multi {
+			if !e.dead {
+				v.multi = append(v.multi, e)
+			}
+		}
+	}
+	for _, e := range bk.added {
+		if !e.dead && len(e.buckets) > 1 {
+			v.multi = append(v.multi, e)
+		}
+	}
+	v.n = bk.live
 	bk.view, bk.added, bk.removed, bk.dirty = v, nil, nil, false
 }
 
-// mergeItems returns old without the items at the sorted positions drop,
-// with the sorted items add merged in.
-func mergeItems(old []viewItem, drop []int, add []viewItem) []viewItem {
-	out := make([]viewItem, 0, len(old)-len(drop)+len(add))
-	run := func(seg []viewItem) { // seg and the adds that fall in it
+// mergeSorted returns old without the items at the sorted positions
+// drop, with the sorted items add merged in, in the order of compare.
+func mergeSorted[T any](old []T, drop []int, add []T, compare func(T, T) int) []T {
+	if len(drop)+len(add) == 0 {
+		return old
+	}
+	out := make([]T, 0, len(old)-len(drop)+len(add))
+	run := func(seg []T) { // seg and the adds that fall in it
 		for len(add) > 0 {
-			j, _ := slices.BinarySearchFunc(seg, add[0], compareItems)
+			j, _ := slices.BinarySearchFunc(seg, add[0], compare)
 			if j == len(seg) {
 				break
 			}
@@ -549,6 +676,8 @@ func compareItems(x, y viewItem) int {
 	}
 	return compareKeys(x.e.key, y.e.key)
 }
+
+func compareEntries(x, y *offerEntry) int { return compareKeys(x.key, y.key) }
 
 func compareKeys(a, b bookKey) int {
 	if c := cmp.Compare(a.issuer, b.issuer); c != 0 {

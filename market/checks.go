@@ -25,6 +25,7 @@ type bidPlan struct {
 	from       int64  // earliest start, Unix ms: the bid's, or now if later
 	until      int64  // latest start, Unix ms
 	need       uint32 // fewest GPUs one provider must supply
+	want       uint32 // most GPUs one provider may supply
 	dur        int64  // lease length in ms
 	// split: the bid may be split among providers (a pool), so one
 	// provider's several offers may each take part; otherwise Match
@@ -32,7 +33,9 @@ type bidPlan struct {
 	split bool
 
 	minVRAM, minRAM uint64 // bytes
-	minCores        uint32
+	minCores, minCC uint32
+	flags           uint8  // item flags an offer's GPUs must have
+	classBit        uint64 // the bid's workload class's
 
 	// The bid's models and countries; intern points them at the book's
 	// own strings, so comparing them with an offer's is a pointer test.
@@ -53,9 +56,18 @@ func (m *Matcher) plan(bid *pb.Bid, now time.Time) *bidPlan {
 	if p.need == 0 {
 		p.need = bid.GetGpu().GetCount()
 	}
-	p.split = p.need < bid.GetGpu().GetCount()
+	p.want = bid.GetGpu().GetCount()
+	p.classBit = classBit(bid.GetWorkloadClass())
+	p.split = p.need < p.want
 	p.dur = int64(bid.GetDurationSeconds()) * 1000
-	p.minVRAM, p.minRAM, p.minCores = bid.GetGpu().GetMinVramBytes(), bid.GetHostMin().GetRamBytes(), bid.GetHostMin().GetCpuCores()
+	req := bid.GetGpu()
+	p.minVRAM, p.minRAM, p.minCores, p.minCC = req.GetMinVramBytes(), bid.GetHostMin().GetRamBytes(), bid.GetHostMin().GetCpuCores(), req.GetMinComputeCapability()
+	if ff, ok := gpus.FormFactorOf(req.GetFormFactor()); ok {
+		p.flags |= formFactorFlag(ff)
+	}
+	if req.GetNvlink() {
+		p.flags |= flagNVLink
+	}
 	p.models, p.allowed, p.denied = gpus.Default().Expand(bid.GetGpu().GetModels()), bid.GetRegionsAllowed(), bid.GetRegionsDenied()
 	return p
 }
@@ -98,7 +110,8 @@ type evalCtx struct {
 	detail  string // this offer's figures for the failed check
 
 	masks    gpuMasks
-	gpus     uint32 // GPUs this provider supplies
+	supply   uint32 // GPUs of one model the offer has that qualify
+	gpus     uint32 // GPUs a lease takes of them
 	rel      float64
 	rtt      time.Duration
 	rttKnown bool
@@ -132,6 +145,21 @@ type offerFacts struct {
 	withdrawn bool
 	gpuStep   uint32 // a lease takes a multiple of it (at least 1)
 	gpusWhole bool   // a lease takes every GPU (host.gpus)
+	// classes are the workload classes the offer accepts (any if none);
+	// classMask has classBit of each, so most refusals read no string.
+	classes   []string
+	classMask uint64
+	windowed  bool  // the offer has one-off or weekly windows
+	aheadMs   int64 // how far ahead a lease may start (StartAheadOf)
+}
+
+// classBit is a workload class's bit in offerFacts.classMask.
+func classBit(class string) uint64 {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(class); i++ {
+		h = (h ^ uint32(class[i])) * 16777619
+	}
+	return 1 << (h % 64)
 }
 
 type hostFacts struct {
@@ -171,7 +199,13 @@ func factsOf(o *pb.Offer) offerFacts {
 		host:     hostFacts{cores: h.GetCpuCores(), ram: h.GetRamBytes(), disk: h.GetDiskBytes(), up: h.GetUpBitsPerSecond(), down: h.GetDownBitsPerSecond(), whole: o.GetHostWhole()},
 		currency: o.GetCurrency(), country: o.GetRegion().GetCountry(), withdrawn: o.GetWithdrawn(),
 		gpuStep: max(o.GetGpuStep(), 1), gpusWhole: o.GetGpusWhole(),
-		gpus: make([]gpuFacts, len(o.GetGpus())),
+		gpus:     make([]gpuFacts, len(o.GetGpus())),
+		classes:  o.GetWorkloadClasses(),
+		windowed: len(o.GetWindows()) > 0 || len(o.GetWeekly()) > 0,
+		aheadMs:  StartAheadOf(o).Milliseconds(),
+	}
+	for _, c := range f.classes {
+		f.classMask |= classBit(c)
 	}
 	cat := gpus.Default()
 	for i, g := range o.GetGpus() {
@@ -219,23 +253,25 @@ type feasCheck struct {
 	fits func(c *evalCtx) bool
 }
 
-// feasibilityChecks is the pipeline, wired once. Cheap checks that reject
-// many offers come first; the calendar search, the dearest, comes last.
+// feasibilityChecks is the pipeline, wired once. What the offer is
+// comes before what it costs or when it is free, so an explanation says
+// "no A100 here" before "too dear": first the checks that hold for a
+// whole index bucket (one model in one country), which Explain answers
+// per bucket; then the offer's other static terms; then price, and the
+// checks that ask outside sources or walk the calendar, on the fewest
+// offers.
 var feasibilityChecks = [...]feasCheck{
-	// A withdrawn or expired offer binds nobody: nothing else matters.
-	{"live", func(*bidPlan) string { return "expired or withdrawn" }, fitsLive},
-	// Exclusion (offenders, later) overrides every merit.
-	{"excluded", func(*bidPlan) string { return "provider excluded" }, fitsExcluded},
-	// What the offer is comes before what it costs or when it is free,
-	// so an explanation says "no A100 here" before "too dear". The GPU
-	// checks narrow the offer's groups step by step.
+	// The GPU checks narrow the offer's groups step by step.
 	{"model", kindModel, fitsModel},
 	{"vram", func(p *bidPlan) string { return "vram below " + gpus.ShowMemory(p.bid.GetGpu().GetMinVramBytes()) }, fitsVRAM},
 	{"compute", kindCompute, fitsCompute},
-	{"gpus", func(p *bidPlan) string { return fmt.Sprintf("fewer than %d GPUs", p.need) }, fitsGPUs},
-	{"host", func(*bidPlan) string { return "host below minimums" }, fitsHost},
-	// Also an index dimension (country).
+	// The offer's country; also an index dimension.
 	{"region", func(*bidPlan) string { return "region not allowed" }, fitsRegion},
+	{"gpus", func(p *bidPlan) string { return fmt.Sprintf("fewer than %d GPUs", p.need) }, fitsGPUs},
+	{"bundle", kindBundle, fitsBundle},
+	{"host", func(*bidPlan) string { return "host below minimums" }, fitsHost},
+	// A withdrawn or expired offer binds nobody.
+	{"live", func(*bidPlan) string { return "expired or withdrawn" }, fitsLive},
 	// Prices in different currencies cannot be compared at all.
 	{"currency", func(p *bidPlan) string { return "currency not " + p.bid.GetCurrency() }, fitsCurrency},
 	// The tier fixes which price applies, so it precedes the price.
@@ -245,11 +281,15 @@ var feasibilityChecks = [...]feasCheck{
 	{"duration", kindDuration, fitsDuration},
 	{"workload", kindWorkload, fitsWorkload},
 	{"image", func(*bidPlan) string { return "image not allowed" }, fitsImage},
-	// What it costs and when: the index already cuts on price; the check
-	// keeps Feasible honest alone.
+	// The index already cuts on price; the check keeps Feasible honest
+	// alone.
 	{"price", kindPrice, fitsPrice},
-	// Reliability and RTT ask outside sources; they run on fewer offers.
+	// Exclusion (offenders) overrides every merit; it and the checks
+	// after it ask outside sources.
+	{"excluded", func(*bidPlan) string { return "provider excluded" }, fitsExcluded},
 	{"reliability", kindReliability, fitsReliability},
+	// A claimed region the RTTs measured from here make impossible.
+	{"claim", func(*bidPlan) string { return "region claim implausible" }, fitsClaim},
 	{"rtt", func(p *bidPlan) string { return fmt.Sprintf("rtt above %d ms", p.bid.GetMaxRttMs()) }, fitsRTT},
 	// The calendar search walks windows: last, on the fewest offers.
 	{"window", kindWindow, fitsWindow},
@@ -313,9 +353,15 @@ func fitsRegion(c *evalCtx) bool {
 	if slices.Contains(c.p.denied, country) {
 		return c.explain && c.failf("country %s denied", country)
 	}
+	return true
+}
+
+// fitsClaim holds an offer's country to the RTTs measured to its issuer,
+// where the bid requires a region and the RTT source can tell.
+func fitsClaim(c *evalCtx) bool {
 	if v, ok := c.m.rtt.(RegionVerifier); ok && len(c.p.allowed) > 0 {
 		if why := v.Implausible(c.o); why != "" {
-			return c.explain && c.failf("country %s implausible: %s", country, why)
+			return c.explain && c.failf("country %s implausible: %s", c.f.country, why)
 		}
 	}
 	return true
@@ -338,7 +384,7 @@ func kindWorkload(p *bidPlan) string {
 }
 
 func fitsWorkload(c *evalCtx) bool {
-	if cls := c.o.GetWorkloadClasses(); len(cls) > 0 && !slices.Contains(cls, c.p.bid.GetWorkloadClass()) {
+	if cls := c.f.classes; len(cls) > 0 && (c.f.classMask&c.p.classBit == 0 || !slices.Contains(cls, c.p.bid.GetWorkloadClass())) {
 		return c.explain && c.failf("workload class %q not in %v", c.p.bid.GetWorkloadClass(), cls)
 	}
 	return true
@@ -382,7 +428,7 @@ func fitsReliability(c *evalCtx) bool {
 // estimated fails a limit: a provider must not gain by never being
 // measured.
 func fitsRTT(c *evalCtx) bool {
-	c.rtt, c.rttFrom = RTTOf(c.m.rtt, c.o)
+	c.rtt, c.rttFrom = rttOf(c.m.rtt, c.issuer, c.o)
 	c.rttKnown = c.rttFrom != RTTUnknown
 	limit := time.Duration(c.p.bid.GetMaxRttMs()) * time.Millisecond
 	switch {
@@ -411,7 +457,7 @@ func fitsWindow(c *evalCtx) bool {
 	if p.until < p.from {
 		return c.explain && c.failf("latest start %s has passed", ms(p.until))
 	}
-	if len(o.GetWindows()) == 0 && len(o.GetWeekly()) == 0 {
+	if !c.f.windowed {
 		c.start = p.from
 		return c.withinAhead()
 	}
@@ -442,9 +488,8 @@ func fitsWindow(c *evalCtx) bool {
 // ahead a lease may start. The start is the earliest that fits, so none
 // fits within the bound when it lies beyond.
 func (c *evalCtx) withinAhead() bool {
-	ahead := StartAheadOf(c.o)
-	if c.start <= c.p.nowMs+ahead.Milliseconds() {
+	if c.start <= c.p.nowMs+c.f.aheadMs {
 		return true
 	}
-	return c.explain && c.failf("earliest start %s is more than %s ahead, as far as this offer books", ms(c.start), ahead)
+	return c.explain && c.failf("earliest start %s is more than %s ahead, as far as this offer books", ms(c.start), time.Duration(c.f.aheadMs)*time.Millisecond)
 }

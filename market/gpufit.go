@@ -105,7 +105,7 @@ func fitsCompute(c *evalCtx) bool {
 }
 
 // fitsGPUs counts, per model, the GPUs of fully qualifying groups: one
-// provider supplies GPUs of one model only. It records how many it gives.
+// provider supplies GPUs of one model only. It records the supply.
 func fitsGPUs(c *evalCtx) bool {
 	var supply uint32
 	gs, ok := c.f.gpus, c.masks.compute
@@ -122,16 +122,30 @@ func fitsGPUs(c *evalCtx) bool {
 		}
 		supply = max(supply, n)
 	}
+	c.supply = supply
 	if supply < c.p.need {
 		return c.explain && c.failf("%d GPUs < %d per provider required", supply, c.p.need)
 	}
+	return true
+}
+
+func kindBundle(p *bidPlan) string {
+	if p.need == p.bid.GetGpu().GetCount() {
+		return fmt.Sprintf("not sold in a bundle of %d GPUs", p.need)
+	}
+	return fmt.Sprintf("not sold in a bundle of %d to %d GPUs", p.need, p.bid.GetGpu().GetCount())
+}
+
+// fitsBundle holds the supply to how the offer sells it (whole, or in
+// steps) and records how many GPUs a lease takes.
+func fitsBundle(c *evalCtx) bool {
 	want := c.p.bid.GetGpu().GetCount()
-	c.gpus = c.f.take(supply, want)
+	c.gpus = c.f.take(c.supply, want)
 	if c.gpus < c.p.need {
 		if c.f.gpusWhole {
 			return c.explain && c.failf("sold whole: %d GPUs, bid takes %d to %d", c.f.host.gpus, c.p.need, want)
 		}
-		return c.explain && c.failf("sold in steps of %d GPUs: %d here, bid takes %d to %d", c.f.gpuStep, supply, c.p.need, want)
+		return c.explain && c.failf("sold in steps of %d GPUs: %d here, bid takes %d to %d", c.f.gpuStep, c.supply, c.p.need, want)
 	}
 	return true
 }
@@ -162,23 +176,28 @@ func Take(o *pb.Offer, supply, want uint32) uint32 {
 func fitsHost(c *evalCtx) bool {
 	want := c.p.bid.GetHostMin()
 	have := c.f.host.share(c.gpus)
-	of := ""
-	if have.gpus < c.f.host.gpus {
-		of = fmt.Sprintf(" (the share of %d of %d GPUs)", have.gpus, c.f.host.gpus)
-	}
+	// Figures are formatted only for who asks why.
 	switch {
 	case have.cores < want.GetCpuCores():
-		return c.explain && c.failf("%d cpu cores%s < %d required", have.cores, of, want.GetCpuCores())
+		return c.explain && c.failf("%d cpu cores%s < %d required", have.cores, c.f.host.shareOf(have), want.GetCpuCores())
 	case have.ram < want.GetRamBytes():
-		return c.explain && c.failf("ram %s%s < %s required", gib(have.ram), of, gib(want.GetRamBytes()))
+		return c.explain && c.failf("ram %s%s < %s required", gib(have.ram), c.f.host.shareOf(have), gib(want.GetRamBytes()))
 	case have.disk < want.GetDiskBytes():
-		return c.explain && c.failf("disk %s%s < %s required", gib(have.disk), of, gib(want.GetDiskBytes()))
+		return c.explain && c.failf("disk %s%s < %s required", gib(have.disk), c.f.host.shareOf(have), gib(want.GetDiskBytes()))
 	case have.up < want.GetUpBitsPerSecond():
-		return c.explain && c.failf("uplink %s%s < %s required", mbps(have.up), of, mbps(want.GetUpBitsPerSecond()))
+		return c.explain && c.failf("uplink %s%s < %s required", mbps(have.up), c.f.host.shareOf(have), mbps(want.GetUpBitsPerSecond()))
 	case have.down < want.GetDownBitsPerSecond():
-		return c.explain && c.failf("downlink %s%s < %s required", mbps(have.down), of, mbps(want.GetDownBitsPerSecond()))
+		return c.explain && c.failf("downlink %s%s < %s required", mbps(have.down), c.f.host.shareOf(have), mbps(want.GetDownBitsPerSecond()))
 	}
 	return true
+}
+
+// shareOf says, where part is a share of h, of how many GPUs.
+func (h *hostFacts) shareOf(part hostFacts) string {
+	if part.gpus < h.gpus {
+		return fmt.Sprintf(" (the share of %d of %d GPUs)", part.gpus, h.gpus)
+	}
+	return ""
 }
 
 func mbps(bits uint64) string { return fmt.Sprintf("%g Mbit/s", float64(bits)/1e6) }

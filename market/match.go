@@ -110,14 +110,19 @@ func (m *Matcher) Match(s *Snapshot, bid *pb.Bid, now time.Time, k int) Result {
 	h := m.cursors(s, p)
 	ctx := new(evalCtx)
 	var seen map[*offerEntry]bool // offers listed under several models
+	limit := uint64(math.MaxUint64)
 	for len(h.cs) > 0 {
 		it := h.top()
-		if k > 0 && len(res.Candidates) == k && float64(it.price) > res.Candidates[k-1].EffectivePriceMicros {
-			break
+		if k > 0 && len(res.Candidates) == k {
+			if float64(it.price) > res.Candidates[k-1].EffectivePriceMicros {
+				break
+			}
+			// No price above the k-th effective price is walked.
+			limit = uint64(min(res.Candidates[k-1].EffectivePriceMicros, math.MaxUint64/2))
 		}
-		h.advance()
+		h.advance(limit)
 		if !it.fits(p) {
-			continue // too few or too small GPUs of this model, or host: cut unseen
+			continue // past the limit: the walk stops before it counts
 		}
 		e := it.e
 		if len(e.buckets) > 1 {
@@ -215,55 +220,194 @@ type ModelMiss struct {
 // maxNearest bounds Explanation.Nearest.
 const maxNearest = 3
 
-// Explain runs every check on every offer of s for bid at now. It is a
-// linear scan, for "why did nothing match?", not for ranking.
+// Explain runs every check on every offer of s for bid at now, and
+// counts each offer under the first it fails. It walks the index: a
+// bucket (one model in one country) whose bounds show that its offers
+// all fail one of the first checks counts whole, without touching them.
+// It is for "why did nothing match?" and exact counts, not for ranking.
 func (m *Matcher) Explain(s *Snapshot, bid *pb.Bid, now time.Time) Explanation {
 	p := m.plan(bid, now)
-	ex := Explanation{Offers: s.Len()}
-	var counts [len(feasibilityChecks)]ReasonCount
-	var examplePrice [len(feasibilityChecks)]uint64
-	near := map[string]*ModelMiss{}
-	ctx := new(evalCtx)
-	for _, e := range s.entries() {
-		_, failed := m.evaluate(ctx, e.offer, &e.offerFacts, e.key.issuer, p, false)
-		if failed < 0 {
-			ex.Feasible++
+	p.intern(s)
+	x := explainer{m: m, p: p, near: map[string]*ModelMiss{}, ctx: new(evalCtx)}
+	for _, v := range s.views {
+		if i := p.bucketFails(v); i >= 0 {
+			x.bucket(v, i)
+			for _, e := range v.multi {
+				if home(e, v) {
+					x.entry(e)
+				}
+			}
 			continue
 		}
-		if failed == modelCheck {
-			missModels(near, e, p.bid.GetTier())
+		for _, e := range v.entries {
+			if home(e, v) {
+				x.entry(e)
+			}
 		}
-		// Each reason's example is its nearest miss: the cheapest offer
-		// for the bid's tier that failed it (one that does not sell the
-		// tier counts as dearest), the first in key order on a tie.
-		rc, price := &counts[failed], e.prices[p.bid.GetTier()]
-		if price == 0 {
-			price = math.MaxUint64
-		}
-		if rc.Count == 0 || price < examplePrice[failed] {
-			r := m.reason(e.offer, &e.offerFacts, p, failed)
-			rc.Check, rc.Kind, rc.Example, examplePrice[failed] = r.Check, r.Kind, r.Detail, price
-		}
-		rc.Count++
 	}
-	for _, rc := range counts {
+	ex := Explanation{Offers: s.Len(), Feasible: x.feasible}
+	for i, rc := range x.counts {
 		if rc.Count > 0 {
+			e := x.example[i]
+			r := m.reason(e.offer, &e.offerFacts, p, i)
+			rc.Check, rc.Kind, rc.Example = r.Check, r.Kind, r.Detail
 			ex.Reasons = append(ex.Reasons, rc)
 		}
 	}
 	sortReasonCounts(ex.Reasons)
-	for _, mm := range near {
-		ex.Nearest = append(ex.Nearest, *mm)
-	}
-	slices.SortFunc(ex.Nearest, func(a, b ModelMiss) int {
-		return cmp.Or(cmp.Compare(b.Offers, a.Offers), cmp.Compare(a.PriceMicros, b.PriceMicros), cmp.Compare(a.Model, b.Model))
-	})
-	ex.Nearest = ex.Nearest[:min(len(ex.Nearest), maxNearest)]
+	ex.Nearest = nearest(x.near)
 	return ex
 }
 
-// modelCheck is the index of the model check in feasibilityChecks.
-var modelCheck = slices.IndexFunc(feasibilityChecks[:], func(c feasCheck) bool { return c.name == "model" })
+// nearest lists the most common models of near, at most maxNearest.
+func nearest(near map[string]*ModelMiss) []ModelMiss {
+	var out []ModelMiss
+	for _, mm := range near {
+		out = append(out, *mm)
+	}
+	slices.SortFunc(out, func(a, b ModelMiss) int {
+		return cmp.Or(cmp.Compare(b.Offers, a.Offers), cmp.Compare(a.PriceMicros, b.PriceMicros), cmp.Compare(a.Model, b.Model))
+	})
+	return out[:min(len(out), maxNearest)]
+}
+
+// home says whether v is the bucket that Explain takes e in: its only
+// one, or that of its first model.
+func home(e *offerEntry, v *bucketView) bool {
+	return len(e.buckets) == 1 || e.buckets[0].key.model == v.model && e.buckets[0].key.country == v.country
+}
+
+// bucketFails returns the check that every offer of v with v's model
+// only fails first, as v's bounds show, or -1 where they may differ.
+// Offers of one model pass or fail the model check alike (a known
+// model's groups share its form factor; an unknown one's are SXM only
+// where they have NVLink).
+func (p *bidPlan) bucketFails(v *bucketView) int {
+	hi, lo := &v.hi, &v.lo
+	if len(p.models) > 0 && !slices.Contains(p.models, v.model) || hi.flags&p.flags != p.flags {
+		return checkModel
+	}
+	if lo.flags&p.flags != p.flags {
+		return -1
+	}
+	if hi.vramGiB != math.MaxUint16 && uint64(hi.vramGiB)<<30 < p.minVRAM {
+		return checkVRAM
+	}
+	// Item VRAM is rounded up: a bound below is exact only where every
+	// size is whole; and with several groups of the model, and a form
+	// factor or NVLink asked, the largest may not be one that qualifies.
+	oneGroup := hi.flags&flagGroups == 0
+	if p.minVRAM > 0 && !(hi.flags&flagInexact == 0 && (oneGroup || p.flags == 0) && uint64(lo.vramGiB)<<30 >= p.minVRAM) {
+		return -1
+	}
+	if hi.cc != math.MaxUint8 && uint32(hi.cc) < p.minCC {
+		return checkCompute
+	}
+	if p.minCC > 0 && !(oneGroup && uint32(lo.cc) >= p.minCC) {
+		return -1
+	}
+	if !countryAllowed(p, v.country) {
+		return checkRegion
+	}
+	return -1
+}
+
+// explainer gathers an explanation.
+type explainer struct {
+	m        *Matcher
+	p        *bidPlan
+	ctx      *evalCtx
+	feasible int
+	counts   [len(feasibilityChecks)]ReasonCount
+	// Each reason's example is its nearest miss: the cheapest offer for
+	// the bid's tier that failed it (one that does not sell the tier
+	// counts as dearest), the first in key order on a tie.
+	example [len(feasibilityChecks)]*offerEntry
+	near    map[string]*ModelMiss
+}
+
+// tierPrice is e's price for the bid's tier, the most where it has none.
+func (x *explainer) tierPrice(e *offerEntry) uint64 {
+	if t := x.p.bid.GetTier(); e.offers(t) {
+		return e.prices[t]
+	}
+	return math.MaxUint64
+}
+
+// failed counts n offers under check i, with e as the nearest of them.
+func (x *explainer) failed(i, n int, e *offerEntry) {
+	x.counts[i].Count += n
+	if old := x.example[i]; old != nil {
+		if c := cmp.Compare(x.tierPrice(e), x.tierPrice(old)); c > 0 || c == 0 && compareKeys(e.key, old.key) >= 0 {
+			return
+		}
+	}
+	x.example[i] = e
+}
+
+// entry runs the checks on e.
+func (x *explainer) entry(e *offerEntry) {
+	_, i := x.m.evaluate(x.ctx, e.offer, &e.offerFacts, e.key.issuer, x.p, false)
+	if i < 0 {
+		x.feasible++
+		return
+	}
+	if i == checkModel {
+		missModels(x.near, e, x.p.bid.GetTier())
+	}
+	x.failed(i, 1, e)
+}
+
+// bucket counts the offers of v with v's model only under check i.
+func (x *explainer) bucket(v *bucketView, i int) {
+	n := v.n - len(v.multi)
+	if n <= 0 {
+		return
+	}
+	// The nearest: the first such in the bid's tier, else any, the
+	// first in key order.
+	var near *offerEntry
+	if t := x.p.bid.GetTier(); t >= pb.Tier_TIER_GOLD && t <= pb.Tier_TIER_BRONZE {
+		for j := range v.tiers[t] {
+			if e := v.tiers[t][j].e; len(e.buckets) == 1 {
+				near = e
+				break
+			}
+		}
+	}
+	if near == nil {
+		i := slices.IndexFunc(v.entries, func(e *offerEntry) bool { return len(e.buckets) == 1 })
+		near = v.entries[i]
+	}
+	x.failed(i, n, near)
+	if i == checkModel {
+		mm := x.near[v.model]
+		if mm == nil {
+			mm = &ModelMiss{Model: v.model}
+			x.near[v.model] = mm
+		}
+		mm.Offers += n
+		if price := x.tierPrice(near); price != math.MaxUint64 && price != 0 && (mm.PriceMicros == 0 || price < mm.PriceMicros) {
+			mm.PriceMicros = price
+		}
+	}
+}
+
+// The checks that Explain answers per bucket, by index.
+var (
+	checkModel   = checkIndex("model")
+	checkVRAM    = checkIndex("vram")
+	checkCompute = checkIndex("compute")
+	checkRegion  = checkIndex("region")
+)
+
+func checkIndex(name string) int {
+	i := slices.IndexFunc(feasibilityChecks[:], func(c feasCheck) bool { return c.name == name })
+	if i < 0 {
+		panic("market: no check " + name)
+	}
+	return i
+}
 
 // missModels counts e under each model it has, with its price for t.
 func missModels(near map[string]*ModelMiss, e *offerEntry, t pb.Tier) {
@@ -407,35 +551,54 @@ func (s *Snapshot) Bids() []*pb.Bid {
 }
 
 // offerCursor walks one bucket's list for the bid's tier, cut at the
-// bid's maximum price.
+// bid's maximum price, over the items that may fit the bid; price is
+// its head's, kept beside it so the heap compares without chasing the
+// list.
 type offerCursor struct {
-	list []viewItem
-	i    int
+	price uint64
+	list  []viewItem
+	i     int
+}
+
+// skip moves the cursor to its first item from i on that may fit p and
+// costs at most limit; it says false when none is left.
+func (c *offerCursor) skip(p *bidPlan, limit uint64) bool {
+	for ; c.i < len(c.list); c.i++ {
+		it := &c.list[c.i]
+		if it.price > limit || it.fits(p) {
+			c.price = it.price
+			return true
+		}
+	}
+	return false
 }
 
 // cursorHeap merges the cursors into one walk in rising order of tier
-// price (then issuer, id), so the walk can stop at a price.
+// price, so the walk can stop at a price. Offers of one price come in
+// no set order: the walk takes every one of them before it can stop, and
+// the ranking orders them.
 type cursorHeap struct {
-	tier pb.Tier
-	cs   []offerCursor
+	p  *bidPlan
+	cs []offerCursor
 }
 
-// cursors opens a cursor on every bucket of an allowed model and country.
+// cursors opens a cursor on every bucket of an allowed model and country
+// whose bounds may fit the bid.
 func (m *Matcher) cursors(s *Snapshot, p *bidPlan) cursorHeap {
 	t := p.bid.GetTier()
-	h := cursorHeap{tier: t}
+	h := cursorHeap{p: p}
 	if t < pb.Tier_TIER_GOLD || t > pb.Tier_TIER_BRONZE {
 		return h
 	}
 	maxPrice := p.bid.GetMaxPriceMicros()
 	open := func(v *bucketView) {
-		if !countryAllowed(p, v.country) {
+		if !countryAllowed(p, v.country) || !v.hi.fits(p) {
 			return
 		}
 		list := v.tiers[t]
 		n, _ := slices.BinarySearchFunc(list, maxPrice+1, func(it viewItem, price uint64) int { return cmp.Compare(it.price, price) })
-		if n > 0 {
-			h.cs = append(h.cs, offerCursor{list: list[:n]})
+		if c := (offerCursor{list: list[:n]}); c.skip(p, maxPrice) {
+			h.cs = append(h.cs, c)
 		}
 	}
 	h.cs = make([]offerCursor, 0, len(s.views))
@@ -464,10 +627,12 @@ func countryAllowed(p *bidPlan, country string) bool {
 
 func (h *cursorHeap) top() *viewItem { return &h.cs[0].list[h.cs[0].i] }
 
-// advance moves past the top entry.
-func (h *cursorHeap) advance() {
+// advance moves past the top entry, and past the entries after it in
+// its list that cannot fit, up to limit.
+func (h *cursorHeap) advance(limit uint64) {
 	c := &h.cs[0]
-	if c.i++; c.i == len(c.list) {
+	c.i++
+	if !c.skip(h.p, limit) {
 		last := len(h.cs) - 1
 		h.cs[0] = h.cs[last]
 		h.cs = h.cs[:last]
@@ -475,24 +640,20 @@ func (h *cursorHeap) advance() {
 	h.down(0)
 }
 
-func (h *cursorHeap) less(i, j int) bool {
-	a, b := &h.cs[i].list[h.cs[i].i], &h.cs[j].list[h.cs[j].i]
-	return a.price < b.price || a.price == b.price && compareKeys(a.e.key, b.e.key) < 0
-}
-
 func (h *cursorHeap) down(i int) {
-	for n := len(h.cs); ; {
+	cs := h.cs
+	for n := len(cs); ; {
 		l := 2*i + 1
 		if l >= n {
 			return
 		}
-		if r := l + 1; r < n && h.less(r, l) {
+		if r := l + 1; r < n && cs[r].price < cs[l].price {
 			l = r
 		}
-		if !h.less(l, i) {
+		if cs[l].price >= cs[i].price {
 			return
 		}
-		h.cs[i], h.cs[l] = h.cs[l], h.cs[i]
+		cs[i], cs[l] = cs[l], cs[i]
 		i = l
 	}
 }

@@ -199,7 +199,7 @@ func TestChecksBasics(t *testing.T) {
 		{name: "region allowed", bid: func(b *pb.Bid) { b.RegionsAllowed = []string{"FR", "DE"} }},
 		{name: "region denied", bid: func(b *pb.Bid) { b.RegionsDenied = []string{"DE"} }, check: "region", detail: "country DE denied"},
 		{name: "region implausible", src: mtSources{implausible: map[peer.ID]string{mtPeers[0]: "measured 3ms from US"}}, bid: func(b *pb.Bid) { b.RegionsAllowed = []string{"DE"} },
-			check: "region", detail: "country DE implausible: measured 3ms from US"},
+			check: "claim", detail: "country DE implausible: measured 3ms from US"},
 		// What the offer is is said before what it costs: no A100 here,
 		// not "too dear" nor "not in FR".
 		{name: "a model the offer lacks, in another region, too dear", offer: func(o *pb.Offer) { o.PriceMicros = 2_600_000 },
@@ -246,13 +246,13 @@ func TestChecksGPUs(t *testing.T) {
 				t.Errorf("GPUs %d, want 4", c.GPUs)
 			}
 		}},
-		{name: "pairs for an odd count", offer: func(o *pb.Offer) { o.GpuStep = 2 }, bid: func(b *pb.Bid) { b.Gpu.Count = 3 }, check: "gpus", detail: "sold in steps of 2 GPUs: 8 here, bid takes 3 to 3"},
+		{name: "pairs for an odd count", offer: func(o *pb.Offer) { o.GpuStep = 2 }, bid: func(b *pb.Bid) { b.Gpu.Count = 3 }, check: "bundle", detail: "sold in steps of 2 GPUs: 8 here, bid takes 3 to 3"},
 		{name: "pairs for a pool member", offer: func(o *pb.Offer) { o.GpuStep, o.Gpus[0].Count = 2, 5 }, bid: func(b *pb.Bid) { b.Gpu.Count, b.Gpu.MinPerProvider = 16, 2 }, verify: func(t *testing.T, c Candidate) {
 			if c.GPUs != 4 {
 				t.Errorf("GPUs %d of 5 in pairs, want 4", c.GPUs)
 			}
 		}},
-		{name: "a machine sold whole to a bid for part", offer: func(o *pb.Offer) { o.GpusWhole = true }, bid: func(b *pb.Bid) { b.Gpu.Count = 2 }, check: "gpus", detail: "sold whole: 8 GPUs, bid takes 2 to 2"},
+		{name: "a machine sold whole to a bid for part", offer: func(o *pb.Offer) { o.GpusWhole = true }, bid: func(b *pb.Bid) { b.Gpu.Count = 2 }, check: "bundle", detail: "sold whole: 8 GPUs, bid takes 2 to 2"},
 		{name: "a machine sold whole to a bid for all", offer: func(o *pb.Offer) { o.GpusWhole = true }, bid: func(b *pb.Bid) { b.Gpu.Count = 16; b.Gpu.MinPerProvider = 8 }, verify: func(t *testing.T, c Candidate) {
 			if c.GPUs != 8 {
 				t.Errorf("GPUs %d, want all 8", c.GPUs)

@@ -192,8 +192,12 @@ func TestPropMatchReturnsOnlyFeasible(t *testing.T) {
 		if len(res.Candidates) > res.Feasible || res.Feasible > res.Considered || res.Considered > snap.Len() {
 			t.Fatalf("counts: %d candidates, %d feasible, %d considered, %d offers", len(res.Candidates), res.Feasible, res.Considered, snap.Len())
 		}
-		if ex := m.Explain(snap, bid, now); ex.Feasible < len(ref) || (k == 0 && ex.Feasible != res.Feasible) {
+		ex := m.Explain(snap, bid, now)
+		if ex.Feasible < len(ref) || (k == 0 && ex.Feasible != res.Feasible) {
 			t.Fatalf("Explain counts %d feasible, the scan lists %d, a whole walk counts %d", ex.Feasible, len(ref), res.Feasible)
+		}
+		if want := scanExplain(m, snap, bid, now); !equalExplanations(ex, want) {
+			t.Fatalf("Explain:\n%+v\nthe scan's:\n%+v", ex, want)
 		}
 	})
 }

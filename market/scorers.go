@@ -40,7 +40,12 @@ type RTTEstimator interface {
 // measured, else the one it estimates (when it is an RTTEstimator), else
 // unknown (0).
 func RTTOf(src RTTs, o *pb.Offer) (time.Duration, RTTSource) {
-	if d, ok := src.RTT(Issuer(o)); ok {
+	return rttOf(src, Issuer(o), o)
+}
+
+// rttOf is RTTOf for an offer whose issuer the caller holds.
+func rttOf(src RTTs, issuer peer.ID, o *pb.Offer) (time.Duration, RTTSource) {
+	if d, ok := src.RTT(issuer); ok {
 		return max(d, 0), RTTMeasured
 	}
 	if e, ok := src.(RTTEstimator); ok {
