@@ -224,7 +224,7 @@ func factsOf(o *pb.Offer) offerFacts {
 	for _, t := range o.GetTiers() {
 		if t > pb.Tier_TIER_UNSPECIFIED && t <= pb.Tier_TIER_BRONZE {
 			f.tiers |= 1 << t
-			f.prices[t] = offerPriceFor(o, t)
+			f.prices[t] = TierPrice(o, t)
 		}
 	}
 	return f
@@ -232,9 +232,9 @@ func factsOf(o *pb.Offer) offerFacts {
 
 func (f *offerFacts) offers(t pb.Tier) bool { return t >= 0 && t < 8 && f.tiers&(1<<t) != 0 }
 
-// offerPriceFor is what o asks per GPU-hour in tier t: the first matching
+// TierPrice is what o asks per GPU-hour in tier t: the first matching
 // tier_prices entry, else the base price_micros.
-func offerPriceFor(o *pb.Offer, t pb.Tier) uint64 {
+func TierPrice(o *pb.Offer, t pb.Tier) uint64 {
 	for _, tp := range o.GetTierPrices() {
 		if tp.GetTier() == t {
 			return tp.GetMicrosPerGpuHour()

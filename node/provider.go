@@ -51,6 +51,11 @@ type provider struct {
 	selling   []GPUConfig // what the current offer sells
 	coord     func() *coordinate.Coordinate
 	relayOnly func() bool
+	// book is the node's market, which a market pricing policy follows;
+	// nil: none.
+	book func() *market.Snapshot
+	// pricing is how the offer last built was priced.
+	pricing atomic.Pointer[Pricing]
 }
 
 // providerDeps are what a provider is built from.
@@ -70,6 +75,8 @@ type providerDeps struct {
 	// relayOnly reports whether peers reach this node only through relays,
 	// which its offers say; nil: never.
 	relayOnly func() bool
+	// book is the node's market; nil: none.
+	book func() *market.Snapshot
 }
 
 // maxQuoting bounds the quotes a provider sends at once; bids beyond it
@@ -79,7 +86,7 @@ const maxQuoting = 16
 func newProvider(d providerDeps) *provider {
 	p := &provider{
 		id: d.id, swarm: d.swarm, key: d.key, wake: make(chan struct{}, 1), source: d.source, store: d.store, net: d.net, clock: d.clock, log: d.log,
-		coord: d.coord, relayOnly: d.relayOnly, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
+		coord: d.coord, relayOnly: d.relayOnly, book: d.book, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
 		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting),
 	}
 	p.cfgNow.Store(&d.cfg)
@@ -103,6 +110,7 @@ func (p *provider) reconfigure(c ProviderConfig) {
 // and serves challenges, then starts publishing and quoting. ctx ends
 // them: the offer is withdrawn.
 func (p *provider) start(ctx context.Context, sv p2p.Server) {
+	p.markSince(ctx, p.clock.Now())
 	p.prepare(ctx)
 	if p.source != nil {
 		p2p.ServeAttestation(sv, p.answerChallenge)
@@ -235,7 +243,7 @@ func (p *provider) publishOffer(ctx context.Context, gpus []GPUConfig, inv *atte
 		return err
 	}
 	p.current, p.selling = o, slices.Clone(gpus)
-	p.log.Info("offer published", "seq", o.Header.Seq, "gpus", len(o.Gpus), "expires", time.UnixMilli(o.Header.ExpiresUnixMs).UTC())
+	p.log.Info("offer published", "seq", o.Header.Seq, "gpus", len(o.Gpus), "price", market.FormatPrice(o.PriceMicros), "expires", time.UnixMilli(o.Header.ExpiresUnixMs).UTC())
 	return nil
 }
 
@@ -267,6 +275,12 @@ func (p *provider) buildOffer(ctx context.Context, gpus []GPUConfig, inv *attest
 	if err != nil {
 		return nil, err
 	}
+	var snap *market.Snapshot
+	if p.book != nil {
+		snap = p.book()
+	}
+	pr := priceOffer(o, cfg, snap, p.current, p.id, now)
+	p.pricing.Store(&pr)
 	o.Header.Swarm = p.swarm
 	o.Coordinate = p.coordNow()
 	o.RelayOnly = p.relayOnly != nil && p.relayOnly()

@@ -15,35 +15,48 @@ import (
 // ProviderConfig is the [provider] section: what this node sells and on
 // what terms. With enabled = false the node sells nothing.
 type ProviderConfig struct {
-	Enabled         bool        `toml:"enabled" comment:"sell GPU time: publish offers built from the settings below"`
-	Currency        string      `toml:"currency" comment:"currency of every price, such as USD"`
-	Price           string      `toml:"price" comment:"base price per GPU-hour, a decimal such as \"2.10\" (silver, and gold unless gold_price is set)"`
-	GoldPrice       string      `toml:"gold_price" comment:"price per GPU-hour for reserved (gold) leases; empty: price"`
-	BronzePrice     string      `toml:"bronze_price" comment:"price per GPU-hour for preemptible (bronze) leases; empty: price"`
-	Tiers           []string    `toml:"tiers" comment:"tiers sold: gold (reserved), silver (on demand), bronze (preemptible)"`
-	BronzeNotice    Duration    `toml:"bronze_notice" comment:"notice a bronze lease gets before it is preempted"`
-	MinDuration     Duration    `toml:"min_duration" comment:"shortest lease sold"`
-	MaxDuration     Duration    `toml:"max_duration" comment:"longest lease sold"`
-	MaxStartAhead   Duration    `toml:"max_start_ahead" comment:"how far ahead of now a lease may start; published in the offer"`
-	RenterLeases    int         `toml:"max_leases_per_renter" comment:"open leases one renter may hold here; a receipt it left unsigned counts as one for a day"`
-	MinRenterScore  float64     `toml:"min_renter_score" comment:"least score as a renter (0 to 1; one with no history has 0.6) asked for a gold lease or one that starts more than a day ahead; 0: none"`
-	Weekly          []string    `toml:"weekly" comment:"weekly availability in UTC, each \"Mon 18:00-Tue 08:00\" with an optional \" floor 1.50\"; empty: always"`
-	Country         string      `toml:"country" comment:"ISO 3166 country code of the hardware, such as DE"`
-	RegionLabel     string      `toml:"region_label" comment:"free region label, such as eu-central or a data centre's name"`
-	WorkloadClasses []string    `toml:"workload_classes" comment:"workload classes accepted, such as training or inference; empty: any"`
-	ImageAllow      []string    `toml:"image_allow" comment:"images allowed: repositories (and what is under them), namespaces or registries ending in /, tagged references or image IDs, matched after Docker's normalisation; empty: any"`
-	ImageDeny       []string    `toml:"image_deny" comment:"images refused, written as for image_allow; an image is judged by its ID and all its names"`
-	PowerCapWatts   int         `toml:"power_cap_watts" comment:"power cap per GPU in watts; 0: none"`
-	ThermalCapC     int         `toml:"thermal_cap_celsius" comment:"thermal cap in degrees Celsius; 0: none"`
-	OfferTTL        Duration    `toml:"offer_ttl" comment:"how long a published offer is valid; it is re-published after three quarters of this"`
-	GPUSource       string      `toml:"gpu_source" comment:"where the GPUs for sale come from: static (provider.gpus), nvml (this machine's GPUs), or fake:dgxa100|dgxh100|dgxh200|dgxb200"`
-	Share           []string    `toml:"share" comment:"with nvml or fake: the GPUs to sell, by index or UUID; empty sells all"`
-	BusyUtilization int         `toml:"busy_utilization" comment:"with nvml or fake: a GPU above this utilisation (percent), or running a process, is withdrawn until it is idle"`
-	WatchInterval   Duration    `toml:"watch_interval" comment:"with nvml or fake: how often the GPUs are read; a change republishes or withdraws the offer"`
-	GPUStep         int         `toml:"gpu_step" comment:"a lease takes a multiple of this many GPUs: 1 any count, 2 pairs, …"`
-	SellWhole       bool        `toml:"sell_whole" comment:"a lease takes every GPU offered (the machine sold whole)"`
-	Host            HostConfig  `toml:"host" comment:"the machine around the GPUs"`
-	GPUs            []GPUConfig `toml:"gpus" comment:"with gpu_source = static: the GPUs for sale, one [[provider.gpus]] table per group"`
+	Enabled         bool          `toml:"enabled" comment:"sell GPU time: publish offers built from the settings below"`
+	Currency        string        `toml:"currency" comment:"currency of every price, such as USD"`
+	Price           string        `toml:"price" comment:"base price per GPU-hour, a decimal such as \"2.10\" (silver, and gold unless gold_price is set)"`
+	GoldPrice       string        `toml:"gold_price" comment:"price per GPU-hour for reserved (gold) leases; empty: price"`
+	BronzePrice     string        `toml:"bronze_price" comment:"price per GPU-hour for preemptible (bronze) leases; empty: price"`
+	Tiers           []string      `toml:"tiers" comment:"tiers sold: gold (reserved), silver (on demand), bronze (preemptible)"`
+	BronzeNotice    Duration      `toml:"bronze_notice" comment:"notice a bronze lease gets before it is preempted"`
+	MinDuration     Duration      `toml:"min_duration" comment:"shortest lease sold"`
+	MaxDuration     Duration      `toml:"max_duration" comment:"longest lease sold"`
+	MaxStartAhead   Duration      `toml:"max_start_ahead" comment:"how far ahead of now a lease may start; published in the offer"`
+	RenterLeases    int           `toml:"max_leases_per_renter" comment:"open leases one renter may hold here; a receipt it left unsigned counts as one for a day"`
+	MinRenterScore  float64       `toml:"min_renter_score" comment:"least score as a renter (0 to 1; one with no history has 0.6) asked for a gold lease or one that starts more than a day ahead; 0: none"`
+	Weekly          []string      `toml:"weekly" comment:"weekly availability in UTC, each \"Mon 18:00-Tue 08:00\" with an optional \" floor 1.50\"; empty: always"`
+	Country         string        `toml:"country" comment:"ISO 3166 country code of the hardware, such as DE"`
+	RegionLabel     string        `toml:"region_label" comment:"free region label, such as eu-central or a data centre's name"`
+	WorkloadClasses []string      `toml:"workload_classes" comment:"workload classes accepted, such as training or inference; empty: any"`
+	ImageAllow      []string      `toml:"image_allow" comment:"images allowed: repositories (and what is under them), namespaces or registries ending in /, tagged references or image IDs, matched after Docker's normalisation; empty: any"`
+	ImageDeny       []string      `toml:"image_deny" comment:"images refused, written as for image_allow; an image is judged by its ID and all its names"`
+	PowerCapWatts   int           `toml:"power_cap_watts" comment:"power cap per GPU in watts; 0: none"`
+	ThermalCapC     int           `toml:"thermal_cap_celsius" comment:"thermal cap in degrees Celsius; 0: none"`
+	OfferTTL        Duration      `toml:"offer_ttl" comment:"how long a published offer is valid; it is re-published after three quarters of this"`
+	GPUSource       string        `toml:"gpu_source" comment:"where the GPUs for sale come from: static (provider.gpus), nvml (this machine's GPUs), or fake:dgxa100|dgxh100|dgxh200|dgxb200"`
+	Share           []string      `toml:"share" comment:"with nvml or fake: the GPUs to sell, by index or UUID; empty sells all"`
+	BusyUtilization int           `toml:"busy_utilization" comment:"with nvml or fake: a GPU above this utilisation (percent), or running a process, is withdrawn until it is idle"`
+	WatchInterval   Duration      `toml:"watch_interval" comment:"with nvml or fake: how often the GPUs are read; a change republishes or withdraws the offer"`
+	GPUStep         int           `toml:"gpu_step" comment:"a lease takes a multiple of this many GPUs: 1 any count, 2 pairs, …"`
+	SellWhole       bool          `toml:"sell_whole" comment:"a lease takes every GPU offered (the machine sold whole)"`
+	Host            HostConfig    `toml:"host" comment:"the machine around the GPUs"`
+	Pricing         PricingConfig `toml:"pricing" comment:"how the prices are set: as above, or following the market"`
+	GPUs            []GPUConfig   `toml:"gpus" comment:"with gpu_source = static: the GPUs for sale, one [[provider.gpus]] table per group"`
+}
+
+// PricingConfig is [provider.pricing]: a fixed price (price, gold_price,
+// bronze_price), or one that follows the comparable offers in the book,
+// re-evaluated at each re-publish; peak weekly windows priced up either
+// way. An agreed lease keeps its price.
+type PricingConfig struct {
+	Policy     string  `toml:"policy" comment:"fixed: the prices above; market: a percentile of the comparable offers in the book (same model, tier and currency), within floor and ceiling, moving half way to it at each re-publish; the prices above stand where the book has none"`
+	Percentile float64 `toml:"percentile" comment:"with market: the percentile of comparable prices to follow, 0 to 100 (50: the median, 25: cheaper than three in four)"`
+	Floor      string  `toml:"floor" comment:"with market: the least price per GPU-hour, such as \"1.20\""`
+	Ceiling    string  `toml:"ceiling" comment:"with market: the most price per GPU-hour, such as \"4.00\""`
+	PeakFactor float64 `toml:"peak_factor" comment:"weekly windows marked \" peak\" ask at least the price times this (1: no peak pricing)"`
 }
 
 // HostConfig describes the provider's machine.
@@ -92,6 +105,7 @@ func DefaultProviderConfig() ProviderConfig {
 		GPUStep:         1,
 		WatchInterval:   Dur(10 * time.Second),
 		Host:            HostConfig{Share: "per-gpu", CPUCores: 16, RAMGiB: 64, DiskGiB: 500, UpMbps: 1000, DownMbps: 1000},
+		Pricing:         PricingConfig{Policy: "fixed", Percentile: 50, PeakFactor: 1},
 		GPUs:            []GPUConfig{},
 	}
 }
@@ -120,24 +134,26 @@ var (
 	countryCodeRE  = regexp.MustCompile(`^[A-Z]{2}$`)
 	currencyCodeRE = regexp.MustCompile(`^[A-Z]{3,5}$`)
 	ccRE           = regexp.MustCompile(`^([0-9]{1,2})\.([0-9])$`)
-	weeklyRE       = regexp.MustCompile(`^(Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([0-2][0-9]):([0-5][0-9])-(?:(Mon|Tue|Wed|Thu|Fri|Sat|Sun) )?([0-2][0-9]):([0-5][0-9])(?: floor ([0-9.]+))?$`)
+	weeklyRE       = regexp.MustCompile(`^(Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([0-2][0-9]):([0-5][0-9])-(?:(Mon|Tue|Wed|Thu|Fri|Sat|Sun) )?([0-2][0-9]):([0-5][0-9])(?: floor ([0-9.]+))?( peak)?$`)
 	gpuSourceRE    = regexp.MustCompile(`^(static|nvml|fake:dgx(a100|h100|h200|b200))$`)
 	weekdays       = []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
 	tierNames      = []string{"gold", "silver", "bronze"}
 )
 
 // WeeklySpan is a parsed weekly window: minutes since Monday 00:00 UTC.
+// A peak window asks at least the price times provider.pricing.peak_factor.
 type WeeklySpan struct {
 	Start, End  uint32
 	FloorMicros uint64
+	Peak        bool
 }
 
-// ParseWeekly reads "Mon 18:00-Tue 08:00 floor 1.50" (the second day and
-// the floor are optional; 24:00 ends a day).
+// ParseWeekly reads "Mon 18:00-Tue 08:00 floor 1.50 peak" (the second
+// day, the floor and peak are optional; 24:00 ends a day).
 func ParseWeekly(s string) (WeeklySpan, error) {
 	m := weeklyRE.FindStringSubmatch(s)
 	if m == nil {
-		return WeeklySpan{}, fmt.Errorf("%q: want \"Mon 18:00-Tue 08:00\", optionally followed by \" floor 1.50\"", s)
+		return WeeklySpan{}, fmt.Errorf("%q: want \"Mon 18:00-Tue 08:00\", optionally followed by \" floor 1.50\" and \" peak\"", s)
 	}
 	minute := func(day, hh, mm string) (uint32, bool) {
 		h, _ := strconv.Atoi(hh)
@@ -156,7 +172,7 @@ func ParseWeekly(s string) (WeeklySpan, error) {
 	if !ok1 || !ok2 || end <= start {
 		return WeeklySpan{}, fmt.Errorf("%q: the window must end after it starts within one week (Mon 00:00 to Sun 24:00); split one that wraps", s)
 	}
-	w := WeeklySpan{Start: start, End: end}
+	w := WeeklySpan{Start: start, End: end, Peak: m[8] != ""}
 	if m[7] != "" {
 		f, err := ParsePrice(m[7])
 		if err != nil {
@@ -220,12 +236,15 @@ func (p *ProviderConfig) validate() error {
 	for i, w := range p.Weekly {
 		span, err := ParseWeekly(w)
 		if err != nil {
-			return fieldErr(fmt.Sprintf("provider.weekly[%d]", i), w, "\"Mon 18:00-Tue 08:00\" with an optional \" floor 1.50\", in UTC")
+			return fieldErr(fmt.Sprintf("provider.weekly[%d]", i), w, "\"Mon 18:00-Tue 08:00\" with an optional \" floor 1.50\" and \" peak\", in UTC")
 		}
 		if i > 0 && span.Start < prevEnd {
 			return fieldErr(fmt.Sprintf("provider.weekly[%d]", i), w, "windows in week order that do not overlap")
 		}
 		prevEnd = span.End
+	}
+	if _, _, err := p.Pricing.policy(); err != nil {
+		return err
 	}
 	if !countryCodeRE.MatchString(p.Country) {
 		return fieldErr("provider.country", p.Country, "an ISO 3166 country code such as DE")

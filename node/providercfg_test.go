@@ -25,15 +25,17 @@ func TestParsePrice(t *testing.T) {
 
 func TestParseWeekly(t *testing.T) {
 	for in, want := range map[string]WeeklySpan{
-		"Mon 18:00-Tue 08:00":        {Start: 18 * 60, End: 1440 + 8*60},
-		"Sat 00:00-Sun 24:00":        {Start: 5 * 1440, End: 7 * 1440},
-		"Wed 09:00-17:30 floor 1.50": {Start: 2*1440 + 9*60, End: 2*1440 + 17*60 + 30, FloorMicros: 1_500_000},
+		"Mon 18:00-Tue 08:00":          {Start: 18 * 60, End: 1440 + 8*60},
+		"Sat 00:00-Sun 24:00":          {Start: 5 * 1440, End: 7 * 1440},
+		"Wed 09:00-17:30 floor 1.50":   {Start: 2*1440 + 9*60, End: 2*1440 + 17*60 + 30, FloorMicros: 1_500_000},
+		"Mon 09:00-18:00 peak":         {Start: 9 * 60, End: 18 * 60, Peak: true},
+		"Fri 09:00-18:00 floor 2 peak": {Start: 4*1440 + 9*60, End: 4*1440 + 18*60, FloorMicros: 2_000_000, Peak: true},
 	} {
 		if got, err := ParseWeekly(in); err != nil || got != want {
 			t.Errorf("ParseWeekly(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "Mon 18:00", "Sun 22:00-Mon 06:00", "Mon 25:00-26:00", "Mon 10:00-09:00", "mon 10:00-11:00", "Mon 10:00-11:00 floor x"} {
+	for _, in := range []string{"", "Mon 18:00", "Sun 22:00-Mon 06:00", "Mon 25:00-26:00", "Mon 10:00-09:00", "mon 10:00-11:00", "Mon 10:00-11:00 floor x", "Mon 10:00-11:00 peak floor 2", "Mon 10:00-11:00 peaky"} {
 		if _, err := ParseWeekly(in); err == nil {
 			t.Errorf("ParseWeekly(%q) accepted", in)
 		}
@@ -64,6 +66,15 @@ func TestProviderConfigValidation(t *testing.T) {
 		{"provider.host.share", func(p *ProviderConfig) { p.Host.Share = "half" }},
 		{"provider.gpu_step", func(p *ProviderConfig) { p.GPUStep = 65 }},
 		{"provider.gpus", func(p *ProviderConfig) { p.Enabled = true }},
+		{"provider.pricing.policy", func(p *ProviderConfig) { p.Pricing.Policy = "auction" }},
+		{"provider.pricing.peak_factor", func(p *ProviderConfig) { p.Pricing.PeakFactor = 0.5 }},
+		{"provider.pricing.floor", func(p *ProviderConfig) { p.Pricing.Policy = PolicyMarket }},
+		{"provider.pricing.percentile", func(p *ProviderConfig) {
+			p.Pricing = PricingConfig{Policy: PolicyMarket, Percentile: 150, Floor: "1", Ceiling: "2", PeakFactor: 1}
+		}},
+		{"provider.pricing.ceiling", func(p *ProviderConfig) {
+			p.Pricing = PricingConfig{Policy: PolicyMarket, Percentile: 50, Floor: "2", Ceiling: "1.50", PeakFactor: 1}
+		}},
 		{"provider.gpus[0].count", func(p *ProviderConfig) {
 			p.GPUs = []GPUConfig{{Model: "A100", Count: 0, VRAMGiB: 80, ComputeCapability: "8.0"}}
 		}},
@@ -109,5 +120,19 @@ func TestBuildOfferIsAValidSignedOffer(t *testing.T) {
 	}
 	if _, err := market.Sign(key, o); err != nil {
 		t.Fatal(err)
+	}
+
+	// Peak windows ask at least the price times the peak factor, and no
+	// less than their own floor.
+	c.Provider.Weekly = []string{"Mon 09:00-18:00 peak", "Tue 00:00-Wed 00:00", "Sat 00:00-Sun 24:00 floor 4.00 peak"}
+	c.Provider.Pricing.PeakFactor = 1.25
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if o, err = c.Provider.BuildOffer(id, 8, now); err != nil {
+		t.Fatal(err)
+	}
+	if f := []uint64{o.Weekly[0].FloorMicros, o.Weekly[1].FloorMicros, o.Weekly[2].FloorMicros}; f[0] != 3_120_000 || f[1] != 0 || f[2] != 4_000_000 {
+		t.Errorf("window floors %v, want 3.12 (2.49 × 1.25, up to a cent), none and 4.00", f)
 	}
 }

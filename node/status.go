@@ -56,6 +56,7 @@ func (n *Node) Status() api.Status {
 	}
 	if n.store != nil {
 		s.Leases = n.leaseSummary(context.Background())
+		s.Pricing = n.pricingStatus(context.Background())
 		if n.place != nil {
 			s.Location = n.place.Name
 		}

@@ -157,11 +157,44 @@ func newStatusCmd(e *env) *cobra.Command {
 			if len(l.Spent) > 0 {
 				fmt.Fprintf(w, "spent\t%s\n", strings.Join(l.Spent, ", "))
 			}
+			if p := st.Pricing; p != nil {
+				printPricing(w, p)
+			}
 			return w.Flush()
 		},
 	}
 	addJSONFlag(c, e)
 	return c
+}
+
+// printPricing shows a provider's prices, what its policy would set now,
+// its fill rate per window and its earnings per day.
+func printPricing(w io.Writer, p *api.PricingStatus) {
+	rule := p.Policy + ": the configured prices"
+	if p.Rule != "" {
+		rule = p.Policy + ": " + p.Rule
+	}
+	fmt.Fprintf(w, "pricing\t%s, in %s\n", rule, p.Currency)
+	for _, t := range p.Tiers {
+		from := ""
+		if p.Policy == "market" {
+			from = fmt.Sprintf(" from %d comparable offers", t.Comparable)
+		}
+		fmt.Fprintf(w, "price\t%s %s/GPU-h; the policy would set %s now%s\n", t.Tier, t.Price, t.WouldSet, from)
+	}
+	since := p.Since.Local().Format(time.DateTime)
+	for _, f := range p.Fill {
+		peak := ""
+		if f.Peak {
+			peak = " (peak)"
+		}
+		fmt.Fprintf(w, "fill\t%s%s: %.1f of %.1f GPU-hours leased (%.0f%%) since %s\n", f.Window, peak, f.LeasedHours, f.OfferedHours, 100*f.Rate, since)
+	}
+	var days []string
+	for _, d := range p.EarnedPerDay {
+		days = append(days, d.Day+" "+d.Amount)
+	}
+	fmt.Fprintf(w, "earnings\t%s %s/day (%s)\n", p.EarnedDaily, p.Currency, strings.Join(days, ", "))
 }
 
 func newPeersCmd(e *env) *cobra.Command {

@@ -38,6 +38,56 @@ type Status struct {
 	// or unknown (AutoNAT has not decided yet), How direct, relayed
 	// (through relays' circuit addresses) or none.
 	Reachability Reachability `json:"reachability"`
+	// Pricing is a provider's: its prices, what its policy would set now,
+	// its fill rate and earnings; nil on a node that sells nothing.
+	Pricing *PricingStatus `json:"pricing,omitempty"`
+}
+
+// PricingStatus is how a provider prices and how it sells.
+type PricingStatus struct {
+	// Policy is "fixed" or "market"; Rule says the market one, such as
+	// "p50 of the market within 1.20-4.00, peak ×1.25".
+	Policy   string `json:"policy"`
+	Rule     string `json:"rule,omitempty"`
+	Currency string `json:"currency"`
+	// Tiers are the tiers sold: the price the offer asks and what the
+	// policy would set now, from the comparable offers in the book.
+	Tiers []TierPriceStatus `json:"tiers"`
+	// Since is the start of the period the fill rates and earnings
+	// cover: the last 7 days, or since the provider began selling.
+	Since time.Time `json:"since"`
+	// Fill is, per weekly window of the offer (one "always" without
+	// windows), GPU-hours leased of GPU-hours offered.
+	Fill []WindowFillStatus `json:"fill"`
+	// EarnedPerDay is the receipts' amounts per UTC day of the period,
+	// in Currency; EarnedDaily their mean per day.
+	EarnedPerDay []DayEarnings `json:"earned_per_day"`
+	EarnedDaily  string        `json:"earned_daily"`
+}
+
+// TierPriceStatus is one tier's price.
+type TierPriceStatus struct {
+	Tier  string `json:"tier"`
+	Price string `json:"price"`
+	// WouldSet is what the policy sets now (fixed: the configured price),
+	// from Comparable offers in the book.
+	WouldSet   string `json:"would_set"`
+	Comparable int    `json:"comparable"`
+}
+
+// WindowFillStatus is one window's fill rate.
+type WindowFillStatus struct {
+	Window       string  `json:"window"` // "Mon 18:00-Tue 08:00", or "always"
+	Peak         bool    `json:"peak"`
+	OfferedHours float64 `json:"offered_gpu_hours"`
+	LeasedHours  float64 `json:"leased_gpu_hours"`
+	Rate         float64 `json:"fill_rate"`
+}
+
+// DayEarnings is what was earned on one UTC day.
+type DayEarnings struct {
+	Day    string `json:"day"` // 2026-12-04
+	Amount string `json:"amount"`
 }
 
 // Reachability is how peers reach a node.

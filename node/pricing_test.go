@@ -1,0 +1,195 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/executor/executortest"
+)
+
+// followsMarket prices at the median of the comparable offers, within
+// 0.50 to 9.00, re-publishing every 45 s of (fake) time.
+func followsMarket(c *Config) {
+	c.Provider.Pricing = PricingConfig{Policy: PolicyMarket, Percentile: 50, Floor: "0.50", Ceiling: "9.00", PeakFactor: 1}
+	c.Provider.OfferTTL = Dur(time.Minute)
+}
+
+// TestPolicyPricedProvidersSettleBesideAFixedOne runs two providers that
+// price at the median of the comparable offers in their books and one at
+// a fixed 2.00, all selling the same model, through rounds of
+// re-publishing on a shared fake clock. The policy prices settle within
+// two cents of 2.00, each crossing it at most once on the way (an
+// oscillation crosses again and again), and then stay put.
+func TestPolicyPricedProvidersSettleBesideAFixedOne(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake()
+	boot := startNode(t, testRepo(t, "boot", nil), Options{Clock: clk})
+	const model = "A100 SXM 80GB"
+	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), asProvider(model, 8, 80, "3.00", "DE"), followsMarket)), Options{Clock: clk})
+	cheap := startNode(t, testRepo(t, "cheap", both(bootstrapFrom(boot), asProvider(model, 8, 80, "1.50", "FR"), followsMarket)), Options{Clock: clk})
+	fixed := startNode(t, testRepo(t, "fixed", both(bootstrapFrom(boot), asProvider(model, 8, 80, "2.00", "NL"), func(c *Config) {
+		c.Provider.OfferTTL = Dur(time.Minute)
+	})), Options{Clock: clk})
+	providers := []*Node{dear, cheap, fixed}
+	for _, n := range append(providers, boot) {
+		waitFor(t, 15*time.Second, "every book holds the three offers", bookHolds(n, 3))
+	}
+	own := func(n *Node) (seq, price uint64) {
+		o, ok := n.provider.ownOffer()
+		if !ok {
+			return 0, 0
+		}
+		return o.Header.Seq, o.PriceMicros
+	}
+	hist := map[*Node][]uint64{}
+	for _, n := range providers {
+		_, price := own(n)
+		hist[n] = []uint64{price}
+	}
+	// Apart, each moves half way to its target: the gap to 2.00 shrinks
+	// by a quarter a round where both move at once, by half where they
+	// move in turn; 22 rounds close a gap of a few dollars to a cent.
+	for round := 1; round <= 22; round++ {
+		var before [3]uint64
+		for i, n := range providers {
+			before[i], _ = own(n)
+		}
+		clk.Advance(46 * time.Second) // past three quarters of the offers' TTL: each re-publishes
+		waitFor(t, 15*time.Second, "each provider re-publishes", func() bool {
+			for i, n := range providers {
+				if seq, _ := own(n); seq <= before[i] {
+					return false
+				}
+			}
+			return true
+		})
+		// The next round prices from books that hold every new offer.
+		waitFor(t, 15*time.Second, "every provider's book holds every new offer", func() bool {
+			for _, n := range providers {
+				snap := n.market.snapshot()
+				for _, q := range providers {
+					seq, _ := own(q)
+					if o, ok := snap.Offer(q.id, ProviderOfferID); !ok || o.Header.Seq < seq {
+						return false
+					}
+				}
+			}
+			return true
+		})
+		for _, n := range providers {
+			_, price := own(n)
+			hist[n] = append(hist[n], price)
+		}
+		t.Logf("round %d: dear %s, cheap %s, fixed %s", round, market.FormatPrice(hist[dear][round]), market.FormatPrice(hist[cheap][round]), market.FormatPrice(hist[fixed][round]))
+	}
+	const at = 2_000_000
+	for name, n := range map[string]*Node{"dear": dear, "cheap": cheap} {
+		h := hist[n]
+		last := h[len(h)-1]
+		if last > at+2*market.PriceTick || last < at-2*market.PriceTick {
+			t.Errorf("%s settled at %s beside a fixed 2.00: %v", name, market.FormatPrice(last), h)
+		}
+		for _, p := range h[len(h)-3:] {
+			if p != last {
+				t.Errorf("%s still moves: %v", name, h)
+				break
+			}
+		}
+		crossings := 0
+		for j := 1; j < len(h); j++ {
+			if (h[j-1] < at) != (h[j] < at) && h[j] != at && h[j-1] != at {
+				crossings++
+			}
+		}
+		if crossings > 1 {
+			t.Errorf("%s crossed the market %d times: %v", name, crossings, h)
+		}
+		if pr := n.provider.pricing.Load(); pr == nil || pr.Policy != PolicyMarket || len(pr.Tiers) == 0 || pr.Tiers[0].Comparable != 2 {
+			t.Errorf("%s's pricing: %+v, want the market policy over 2 comparable offers", name, pr)
+		}
+	}
+	if h := hist[fixed]; h[len(h)-1] != at {
+		t.Errorf("the fixed provider's price moved: %v", h)
+	}
+}
+
+// TestARepriceLeavesTheAgreedLeaseAlone: a provider that follows the
+// market re-prices while a lease runs (three cheaper offers appear and a
+// reload re-publishes): the offer moves half way to their median, the
+// lease is billed at the price it was agreed at, and the provider's
+// status says the price, what the policy would set, the GPU-hours leased
+// and the day's earnings.
+func TestARepriceLeavesTheAgreedLeaseAlone(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, func(c *Config) {
+		c.Provider.Pricing = PricingConfig{Policy: PolicyMarket, Percentile: 50, Floor: "0.50", Ceiling: "9.00", PeakFactor: 1}
+	})
+	waitFor(t, 15*time.Second, "the provider's first offer", func() bool { _, ok := prov.provider.ownOffer(); return ok })
+	type rented struct {
+		res api.RentResult
+		err error
+	}
+	done := make(chan rented, 1)
+	go func() {
+		res, err := renter.Rent(context.Background(), rentRequest(image, "sleep", "4"), RentOutput{})
+		done <- rented{res, err}
+	}()
+	waitFor(t, 30*time.Second, "the lease runs", func() bool {
+		st := prov.Status().Leases
+		return len(st.Active) == 1 && st.Active[0].State == LeaseActive
+	})
+
+	// Three cheaper H100 machines appear in the book; a reload of the
+	// policy re-publishes, priced half way from 2.00 to their 1.00.
+	cfg := prov.provider.cfg()
+	cfg.GPUs = []GPUConfig{{Model: "H100 SXM", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+	cfg.Price, cfg.Pricing = "1.00", PricingConfig{Policy: PolicyFixed, PeakFactor: 1}
+	publishStrangers(t, renter, cfg, 3)
+	waitFor(t, 15*time.Second, "the provider's book holds the three", bookHolds(prov, 4))
+	full, err := prov.repo.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	full.Provider.Pricing.Percentile = 49
+	if _, err := prov.Reload(full); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the offer re-priced to 1.50", func() bool {
+		o, ok := prov.provider.ownOffer()
+		return ok && o.PriceMicros == 1_500_000
+	})
+
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("rent: %v", r.err)
+	}
+	rc := r.res.Receipt
+	if r.res.Lease.Price != "2.00" || rc.Amount != market.FormatPrice(market.LeaseTotal(2_000_000, 2, rc.MeteredSeconds)) {
+		t.Errorf("lease at %s, receipt %s for %d s: want the agreed 2.00", r.res.Lease.Price, rc.Amount, rc.MeteredSeconds)
+	}
+	waitFor(t, 10*time.Second, "the provider holds the receipt", func() bool { return prov.Status().Leases.Ended == 1 })
+	p := prov.Status().Pricing
+	if p == nil || p.Policy != PolicyMarket || len(p.Tiers) == 0 {
+		t.Fatalf("pricing status: %+v", p)
+	}
+	var silver api.TierPriceStatus
+	for _, ts := range p.Tiers {
+		if ts.Tier == "silver" {
+			silver = ts
+		}
+	}
+	if silver.Price != "1.50" || silver.WouldSet != "1.00" || silver.Comparable != 3 {
+		t.Errorf("silver: %+v, want 1.50 now, 1.00 the policy's, from 3 offers", silver)
+	}
+	if len(p.Fill) != 1 || p.Fill[0].Window != "always" || p.Fill[0].LeasedHours <= 0 || p.Fill[0].OfferedHours <= p.Fill[0].LeasedHours {
+		t.Errorf("fill: %+v", p.Fill)
+	}
+	if last := p.EarnedPerDay[len(p.EarnedPerDay)-1]; last.Amount != rc.Amount {
+		t.Errorf("earned today %s, the receipt %s", last.Amount, rc.Amount)
+	}
+}
