@@ -21,19 +21,24 @@ func followsMarket(c *Config) {
 // TestPolicyPricedProvidersSettleBesideAFixedOne runs two providers that
 // price at the median of the comparable offers in their books and one at
 // a fixed 2.00, all selling the same model, through rounds of
-// re-publishing on a shared fake clock. The policy prices settle within
+// re-publishing on a shared fake clock, on loopback and on mocknet with
+// PlanetLab latencies. The policy prices settle within
 // two cents of 2.00, each crossing it at most once on the way (an
 // oscillation crosses again and again), and then stay put.
 func TestPolicyPricedProvidersSettleBesideAFixedOne(t *testing.T) {
 	t.Parallel()
+	forEachNet(t, testPolicyPricedProvidersSettle)
+}
+
+func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 	clk := clock.NewFake()
-	boot := startNode(t, testRepo(t, "boot", nil), Options{Clock: clk})
+	boot := startNode(t, testRepo(t, "boot", nil), net.on(Options{Clock: clk}))
 	const model = "A100 SXM 80GB"
-	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), asProvider(model, 8, 80, "3.00", "DE"), followsMarket)), Options{Clock: clk})
-	cheap := startNode(t, testRepo(t, "cheap", both(bootstrapFrom(boot), asProvider(model, 8, 80, "1.50", "FR"), followsMarket)), Options{Clock: clk})
+	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), asProvider(model, 8, 80, "3.00", "DE"), followsMarket)), net.on(Options{Clock: clk}))
+	cheap := startNode(t, testRepo(t, "cheap", both(bootstrapFrom(boot), asProvider(model, 8, 80, "1.50", "FR"), followsMarket)), net.on(Options{Clock: clk}))
 	fixed := startNode(t, testRepo(t, "fixed", both(bootstrapFrom(boot), asProvider(model, 8, 80, "2.00", "NL"), func(c *Config) {
 		c.Provider.OfferTTL = Dur(time.Minute)
-	})), Options{Clock: clk})
+	})), net.on(Options{Clock: clk}))
 	providers := []*Node{dear, cheap, fixed}
 	for _, n := range append(providers, boot) {
 		waitFor(t, 15*time.Second, "every book holds the three offers", bookHolds(n, 3))
