@@ -387,12 +387,13 @@ type bucketKey struct{ model, country string }
 // entries wait in added and dead ones in removed; Snapshot merges them
 // into a fresh bucketView.
 type offerBucket struct {
-	key     bucketKey
-	view    *bucketView   // as last published, shared with snapshots
-	added   []*offerEntry // entered since view was published
-	removed []*offerEntry // died since view was published
-	live    int
-	dirty   bool
+	key      bucketKey
+	currency string        // of the offer it began with
+	view     *bucketView   // as last published, shared with snapshots
+	added    []*offerEntry // entered since view was published
+	removed  []*offerEntry // died since view was published
+	live     int
+	dirty    bool
 }
 
 // bucketView is a published, immutable bucket: per tier, the entries that
@@ -403,12 +404,23 @@ type bucketView struct {
 	model, country string
 	tiers          [4][]viewItem
 	// hi and lo hold, per field of the items of every tier, the most and
-	// the least (flags: any and every).
+	// the least (flags: any and every); lo of the items of one GPU group
+	// of whole GiB only, the offers a probe stands for.
 	hi, lo viewItem
-	n      int           // distinct live entries
-	multi  []*offerEntry // those of them also in other buckets
-	// entries are its entries, in key order.
-	entries []*offerEntry
+	n      int // distinct live entries
+	// nSure of them have sure probes; unsure are the others that Explain
+	// takes here (an offer of several models, in its first's bucket), in
+	// key order, with their pairs.
+	nSure  int
+	unsure []unsureProbe
+	// cheapest is, per tier, the sure probe of the least price, the first
+	// in key order; firstSure the first sure one (nil: none).
+	cheapest  [4]*probe
+	firstSure *probe
+	// chunks hold its entries' probes, as Explain reads them, in key
+	// order; currency is the one the bucket began with, which they mark.
+	chunks   []*probeChunk
+	currency string
 }
 
 // viewItem is an entry in a bucket view with what the matcher's walk reads
@@ -492,14 +504,15 @@ func (it *viewItem) fits(p *bidPlan) bool {
 
 // widen makes hi and lo bound it too.
 func widen(hi, lo *viewItem, it *viewItem) {
-	hi.gpus, lo.gpus = max(hi.gpus, it.gpus), min(lo.gpus, it.gpus)
-	hi.vramGiB, lo.vramGiB = max(hi.vramGiB, it.vramGiB), min(lo.vramGiB, it.vramGiB)
-	// Fewer GPUs to share the host with is the larger share.
-	hi.hostGPUs, lo.hostGPUs = min(hi.hostGPUs, it.hostGPUs), max(lo.hostGPUs, it.hostGPUs)
-	hi.cc, lo.cc = max(hi.cc, it.cc), min(lo.cc, it.cc)
-	hi.flags, lo.flags = hi.flags|it.flags, lo.flags&it.flags
-	hi.hostCores, lo.hostCores = max(hi.hostCores, it.hostCores), min(lo.hostCores, it.hostCores)
-	hi.hostRAMGiB, lo.hostRAMGiB = max(hi.hostRAMGiB, it.hostRAMGiB), min(lo.hostRAMGiB, it.hostRAMGiB)
+	hi.gpus, hi.vramGiB, hi.cc, hi.flags = max(hi.gpus, it.gpus), max(hi.vramGiB, it.vramGiB), max(hi.cc, it.cc), hi.flags|it.flags
+	hi.hostGPUs = min(hi.hostGPUs, it.hostGPUs) // fewer GPUs to share the host with: a larger share
+	hi.hostCores, hi.hostRAMGiB = max(hi.hostCores, it.hostCores), max(hi.hostRAMGiB, it.hostRAMGiB)
+	if it.flags&(flagGroups|flagInexact) != 0 {
+		return // its offer's probe is unsure: lo bounds the others
+	}
+	lo.gpus, lo.vramGiB, lo.cc, lo.flags = min(lo.gpus, it.gpus), min(lo.vramGiB, it.vramGiB), min(lo.cc, it.cc), lo.flags&it.flags
+	lo.hostGPUs = max(lo.hostGPUs, it.hostGPUs)
+	lo.hostCores, lo.hostRAMGiB = min(lo.hostCores, it.hostCores), min(lo.hostRAMGiB, it.hostRAMGiB)
 }
 
 func ceilGiB(b uint64) uint32 { return uint32(min((b+(1<<30)-1)>>30, 1<<32-1)) }
@@ -516,7 +529,7 @@ func (b *Book) index(e *offerEntry) {
 		k := bucketKey{g.model, e.country}
 		bk := b.buckets[k]
 		if bk == nil {
-			bk = &offerBucket{key: k}
+			bk = &offerBucket{key: k, currency: e.currency}
 			b.buckets[k] = bk
 			i, _ := slices.BinarySearchFunc(b.order, k, func(x *offerBucket, k bucketKey) int {
 				return cmp.Or(cmp.Compare(x.key.model, k.model), cmp.Compare(x.key.country, k.country))
@@ -599,25 +612,33 @@ func (bk *offerBucket) rebuild() {
 		slices.SortFunc(add, compareItems)
 		v.tiers[t] = mergeSorted(old, drop, add, compareItems)
 	}
-	var old []*offerEntry
+	var old []*probeChunk
+	var oldUnsure []unsureProbe
 	if bk.view != nil {
-		old = bk.view.entries
+		old, oldUnsure = bk.view.chunks, bk.view.unsure
 	}
-	var drop []int
+	var dropUnsure []int
 	for _, e := range bk.removed {
-		if i, ok := slices.BinarySearchFunc(old, e, compareEntries); ok && old[i] == e {
-			drop = append(drop, i)
+		if i, ok := slices.BinarySearchFunc(oldUnsure, unsureProbe{probe: probe{e: e}}, compareUnsure); ok && oldUnsure[i].e == e {
+			dropUnsure = append(dropUnsure, i)
 		}
 	}
-	var add []*offerEntry
+	var add []probe
+	var addUnsure []unsureProbe
 	for _, e := range bk.added {
 		if !e.dead {
-			add = append(add, e)
+			r, second, ok := probeOf(e, bk.key, bk.currency)
+			add = append(add, r)
+			if r.flags&(probeUnsure|probeAway) == probeUnsure { // taken here
+				addUnsure = append(addUnsure, unsureProbe{r, second, ok})
+			}
 		}
 	}
-	slices.Sort(drop)
-	slices.SortFunc(add, compareEntries)
-	v.entries = mergeSorted(old, drop, add, compareEntries)
+	slices.Sort(dropUnsure)
+	slices.SortFunc(add, compareProbes)
+	slices.SortFunc(addUnsure, compareUnsure)
+	v.chunks, v.currency = rechunk(old, bk.removed, add), bk.currency
+	v.unsure = mergeSorted(oldUnsure, dropUnsure, addUnsure, compareUnsure)
 	v.hi.hostGPUs = math.MaxUint16
 	v.lo = viewItem{gpus: math.MaxUint16, vramGiB: math.MaxUint16, cc: math.MaxUint8, flags: math.MaxUint8, hostCores: math.MaxUint32, hostRAMGiB: math.MaxUint32}
 	for _, list := range v.tiers {
@@ -625,16 +646,15 @@ func (bk *offerBucket) rebuild() {
 			widen(&v.hi, &v.lo, &list[i])
 		}
 	}
-	if bk.view != nil {
-		for _, e := range bk.view.multi {
-			if !e.dead {
-				v.multi = append(v.multi, e)
-			}
+	for _, c := range v.chunks {
+		v.nSure += c.nSure
+		if v.firstSure == nil {
+			v.firstSure = c.firstSure
 		}
-	}
-	for _, e := range bk.added {
-		if !e.dead && len(e.buckets) > 1 {
-			v.multi = append(v.multi, e)
+		for t := 1; t <= 3; t++ {
+			if r := c.cheapest[t]; r != nil && (v.cheapest[t] == nil || r.prices[t-1] < v.cheapest[t].prices[t-1]) {
+				v.cheapest[t] = r
+			}
 		}
 	}
 	v.n = bk.live
@@ -677,7 +697,9 @@ func compareItems(x, y viewItem) int {
 	return compareKeys(x.e.key, y.e.key)
 }
 
-func compareEntries(x, y *offerEntry) int { return compareKeys(x.key, y.key) }
+func compareProbes(x, y probe) int { return compareKeys(x.e.key, y.e.key) }
+
+func compareUnsure(x, y unsureProbe) int { return compareKeys(x.e.key, y.e.key) }
 
 func compareKeys(a, b bookKey) int {
 	if c := cmp.Compare(a.issuer, b.issuer); c != 0 {

@@ -36,6 +36,8 @@ type bidPlan struct {
 	minCores, minCC uint32
 	flags           uint8  // item flags an offer's GPUs must have
 	classBit        uint64 // the bid's workload class's
+	hostMin         bool   // the bid has host minimums
+	classes         uint16 // the bid's workload class's classIDs bit (Explain only)
 
 	// The bid's models and countries; intern points them at the book's
 	// own strings, so comparing them with an offer's is a pointer test.
@@ -58,6 +60,8 @@ func (m *Matcher) plan(bid *pb.Bid, now time.Time) *bidPlan {
 	}
 	p.want = bid.GetGpu().GetCount()
 	p.classBit = classBit(bid.GetWorkloadClass())
+	h := bid.GetHostMin()
+	p.hostMin = h.GetCpuCores() != 0 || h.GetRamBytes()|h.GetDiskBytes()|h.GetUpBitsPerSecond()|h.GetDownBitsPerSecond() != 0
 	p.split = p.need < p.want
 	p.dur = int64(bid.GetDurationSeconds()) * 1000
 	req := bid.GetGpu()

@@ -154,13 +154,18 @@ func fitsBundle(c *evalCtx) bool {
 // of one model: all of the offer's GPUs or none where it sells whole,
 // else a multiple of its step.
 func (f *offerFacts) take(supply, want uint32) uint32 {
-	if f.gpusWhole {
-		if supply == f.host.gpus && supply <= want {
+	return take(supply, want, f.gpuStep, f.gpusWhole, f.host.gpus)
+}
+
+func take(supply, want, step uint32, whole bool, hostGPUs uint32) uint32 {
+	if whole {
+		if supply == hostGPUs && supply <= want {
 			return supply
 		}
 		return 0
 	}
-	return min(supply, want) / f.gpuStep * f.gpuStep
+	step = max(step, 1)
+	return min(supply, want) / step * step
 }
 
 // Take is the most GPUs, at most want, a lease may take of the supply
@@ -176,20 +181,40 @@ func Take(o *pb.Offer, supply, want uint32) uint32 {
 func fitsHost(c *evalCtx) bool {
 	want := c.p.bid.GetHostMin()
 	have := c.f.host.share(c.gpus)
-	// Figures are formatted only for who asks why.
+	short := hostShort(have, want)
+	if short == "" || !c.explain { // figures are formatted only for who asks why
+		return short == ""
+	}
+	of := c.f.host.shareOf(have)
+	switch short {
+	case "cpu cores":
+		return c.failf("%d cpu cores%s < %d required", have.cores, of, want.GetCpuCores())
+	case "ram":
+		return c.failf("ram %s%s < %s required", gib(have.ram), of, gib(want.GetRamBytes()))
+	case "disk":
+		return c.failf("disk %s%s < %s required", gib(have.disk), of, gib(want.GetDiskBytes()))
+	case "uplink":
+		return c.failf("uplink %s%s < %s required", mbps(have.up), of, mbps(want.GetUpBitsPerSecond()))
+	}
+	return c.failf("downlink %s%s < %s required", mbps(have.down), of, mbps(want.GetDownBitsPerSecond()))
+}
+
+// hostShort names the first of want's minimums have falls short of, or
+// is "" where it has them all.
+func hostShort(have hostFacts, want *pb.HostSpec) string {
 	switch {
 	case have.cores < want.GetCpuCores():
-		return c.explain && c.failf("%d cpu cores%s < %d required", have.cores, c.f.host.shareOf(have), want.GetCpuCores())
+		return "cpu cores"
 	case have.ram < want.GetRamBytes():
-		return c.explain && c.failf("ram %s%s < %s required", gib(have.ram), c.f.host.shareOf(have), gib(want.GetRamBytes()))
+		return "ram"
 	case have.disk < want.GetDiskBytes():
-		return c.explain && c.failf("disk %s%s < %s required", gib(have.disk), c.f.host.shareOf(have), gib(want.GetDiskBytes()))
+		return "disk"
 	case have.up < want.GetUpBitsPerSecond():
-		return c.explain && c.failf("uplink %s%s < %s required", mbps(have.up), c.f.host.shareOf(have), mbps(want.GetUpBitsPerSecond()))
+		return "uplink"
 	case have.down < want.GetDownBitsPerSecond():
-		return c.explain && c.failf("downlink %s%s < %s required", mbps(have.down), c.f.host.shareOf(have), mbps(want.GetDownBitsPerSecond()))
+		return "downlink"
 	}
-	return true
+	return ""
 }
 
 // shareOf says, where part is a share of h, of how many GPUs.

@@ -228,22 +228,30 @@ const maxNearest = 3
 func (m *Matcher) Explain(s *Snapshot, bid *pb.Bid, now time.Time) Explanation {
 	p := m.plan(bid, now)
 	p.intern(s)
-	x := explainer{m: m, p: p, near: map[string]*ModelMiss{}, ctx: new(evalCtx)}
-	for _, v := range s.views {
-		if i := p.bucketFails(v); i >= 0 {
-			x.bucket(v, i)
-			for _, e := range v.multi {
-				if home(e, v) {
-					x.entry(e)
+	p.classes = classIDs.bit(bid.GetWorkloadClass())
+	x := explainer{m: m, p: p, near: map[string]*ModelMiss{}, ctx: new(evalCtx), verdicts: make(map[bucketKey]int, len(s.views))}
+	verdicts := make([]int, len(s.views))
+	for k, v := range s.views {
+		verdicts[k] = p.bucketFails(v)
+		x.verdicts[bucketKey{v.model, v.country}] = verdicts[k]
+	}
+	for k, v := range s.views {
+		switch i := verdicts[k]; i {
+		case bucketMixed:
+			for _, c := range v.chunks {
+				for j := range c.probes {
+					if r := &c.probes[j]; r.flags&probeAway == 0 { // taken here
+						x.entry(r.e)
+					}
 				}
 			}
 			continue
+		case bucketPasses:
+			x.probes(v)
+		default:
+			x.bucket(v, i)
 		}
-		for _, e := range v.entries {
-			if home(e, v) {
-				x.entry(e)
-			}
-		}
+		x.unsure(v, verdicts[k])
 	}
 	ex := Explanation{Offers: s.Len(), Feasible: x.feasible}
 	for i, rc := range x.counts {
@@ -271,45 +279,44 @@ func nearest(near map[string]*ModelMiss) []ModelMiss {
 	return out[:min(len(out), maxNearest)]
 }
 
-// home says whether v is the bucket that Explain takes e in: its only
-// one, or that of its first model.
-func home(e *offerEntry, v *bucketView) bool {
-	return len(e.buckets) == 1 || e.buckets[0].key.model == v.model && e.buckets[0].key.country == v.country
-}
+// What bucketFails says besides a check's index.
+const (
+	bucketPasses = -1 // its offers of its model only pass every check to region
+	bucketMixed  = -2 // its bounds cannot tell
+)
 
 // bucketFails returns the check that every offer of v with v's model
-// only fails first, as v's bounds show, or -1 where they may differ.
-// Offers of one model pass or fail the model check alike (a known
-// model's groups share its form factor; an unknown one's are SXM only
-// where they have NVLink).
+// only fails first, as v's bounds show, bucketPasses where those whose
+// probes are sure all pass the checks to region, or bucketMixed where
+// they may differ. Offers of one model pass or fail the model check
+// alike (a known model's groups share its form factor; an unknown one's
+// are SXM only where they have NVLink).
 func (p *bidPlan) bucketFails(v *bucketView) int {
 	hi, lo := &v.hi, &v.lo
 	if len(p.models) > 0 && !slices.Contains(p.models, v.model) || hi.flags&p.flags != p.flags {
 		return checkModel
 	}
 	if lo.flags&p.flags != p.flags {
-		return -1
+		return bucketMixed
 	}
 	if hi.vramGiB != math.MaxUint16 && uint64(hi.vramGiB)<<30 < p.minVRAM {
 		return checkVRAM
 	}
-	// Item VRAM is rounded up: a bound below is exact only where every
-	// size is whole; and with several groups of the model, and a form
-	// factor or NVLink asked, the largest may not be one that qualifies.
-	oneGroup := hi.flags&flagGroups == 0
-	if p.minVRAM > 0 && !(hi.flags&flagInexact == 0 && (oneGroup || p.flags == 0) && uint64(lo.vramGiB)<<30 >= p.minVRAM) {
-		return -1
+	// lo bounds the offers whose probes are sure: those of one GPU group
+	// of the model, of whole GiB; the others run every check.
+	if lo.vramGiB != math.MaxUint16 && uint64(lo.vramGiB)<<30 < p.minVRAM {
+		return bucketMixed
 	}
 	if hi.cc != math.MaxUint8 && uint32(hi.cc) < p.minCC {
 		return checkCompute
 	}
-	if p.minCC > 0 && !(oneGroup && uint32(lo.cc) >= p.minCC) {
-		return -1
+	if lo.cc != math.MaxUint8 && uint32(lo.cc) < p.minCC {
+		return bucketMixed
 	}
 	if !countryAllowed(p, v.country) {
 		return checkRegion
 	}
-	return -1
+	return bucketPasses
 }
 
 // explainer gathers an explanation.
@@ -322,8 +329,10 @@ type explainer struct {
 	// Each reason's example is its nearest miss: the cheapest offer for
 	// the bid's tier that failed it (one that does not sell the tier
 	// counts as dearest), the first in key order on a tie.
-	example [len(feasibilityChecks)]*offerEntry
-	near    map[string]*ModelMiss
+	example      [len(feasibilityChecks)]*offerEntry
+	examplePrice [len(feasibilityChecks)]uint64
+	near         map[string]*ModelMiss
+	verdicts     map[bucketKey]int // each bucket's bucketFails
 }
 
 // tierPrice is e's price for the bid's tier, the most where it has none.
@@ -334,15 +343,62 @@ func (x *explainer) tierPrice(e *offerEntry) uint64 {
 	return math.MaxUint64
 }
 
-// failed counts n offers under check i, with e as the nearest of them.
-func (x *explainer) failed(i, n int, e *offerEntry) {
+// failed counts n offers under check i, with e, whose price for the
+// bid's tier is price (tierPrice), as the nearest of them.
+func (x *explainer) failed(i, n int, e *offerEntry, price uint64) {
 	x.counts[i].Count += n
 	if old := x.example[i]; old != nil {
-		if c := cmp.Compare(x.tierPrice(e), x.tierPrice(old)); c > 0 || c == 0 && compareKeys(e.key, old.key) >= 0 {
+		if c := cmp.Compare(price, x.examplePrice[i]); c > 0 || c == 0 && compareKeys(e.key, old.key) >= 0 {
 			return
 		}
 	}
-	x.example[i] = e
+	x.example[i], x.examplePrice[i] = e, price
+}
+
+// probes counts the offers of v, a bucket whose offers with sure probes
+// pass every check to region, from their probes: an offer whose probe
+// fails a check counts there unread; one that passes up to the price
+// runs every check. Within the bucket the first probe of the least price
+// that fails a check, in key order, is its nearest; it then vies with
+// the other buckets'.
+func (x *explainer) probes(v *bucketView) {
+	var near [len(feasibilityChecks)]*probe
+	var nearPrice [len(feasibilityChecks)]uint64
+	t := x.p.bid.GetTier()
+	same := v.currency == x.p.bid.GetCurrency()
+	for _, c := range v.chunks {
+		x.chunk(c, t, same, &near, &nearPrice)
+	}
+	for i, r := range near {
+		if r != nil {
+			x.failed(i, 0, r.e, nearPrice[i])
+		}
+	}
+}
+
+// chunk counts the sure probes of c into the explanation, and into near
+// each check's nearest of them, for tier t, the bucket's currency being
+// the bid's where same.
+func (x *explainer) chunk(c *probeChunk, t pb.Tier, same bool, near *[len(feasibilityChecks)]*probe, nearPrice *[len(feasibilityChecks)]uint64) {
+	for j := range c.probes {
+		r := &c.probes[j]
+		if r.flags&probeUnsure != 0 {
+			continue // x.unsure's
+		}
+		switch i := x.p.fails(r, same, uint32(r.gpus)); i {
+		case probeAsk, probePass:
+			x.entry(r.e)
+		default:
+			price := uint64(math.MaxUint64)
+			if t >= pb.Tier_TIER_GOLD && t <= pb.Tier_TIER_BRONZE && r.prices[t-1] != 0 {
+				price = uint64(r.prices[t-1])
+			}
+			x.counts[i].Count++
+			if near[i] == nil || price < nearPrice[i] {
+				near[i], nearPrice[i] = r, price
+			}
+		}
+	}
 }
 
 // entry runs the checks on e.
@@ -355,39 +411,70 @@ func (x *explainer) entry(e *offerEntry) {
 	if i == checkModel {
 		missModels(x.near, e, x.p.bid.GetTier())
 	}
-	x.failed(i, 1, e)
+	x.failed(i, 1, e, x.tierPrice(e))
 }
 
-// bucket counts the offers of v with v's model only under check i.
-func (x *explainer) bucket(v *bucketView, i int) {
-	n := v.n - len(v.multi)
-	if n <= 0 {
-		return
-	}
-	// The nearest: the first such in the bid's tier, else any, the
-	// first in key order.
-	var near *offerEntry
-	if t := x.p.bid.GetTier(); t >= pb.Tier_TIER_GOLD && t <= pb.Tier_TIER_BRONZE {
-		for j := range v.tiers[t] {
-			if e := v.tiers[t][j].e; len(e.buckets) == 1 {
-				near = e
-				break
+// unsure counts the offers v takes whose probes are unsure, v's verdict
+// being verdict: an offer of a pair from its probe and the verdicts of
+// its two buckets where they tell, any other by every check. Its groups
+// fail or pass the checks to region as their buckets say: the offer
+// fails at the later of two fails, and where a group passes it has that
+// group's GPUs (the more, where both pass) for the checks after.
+func (x *explainer) unsure(v *bucketView, verdict int) {
+	same := v.currency == x.p.bid.GetCurrency()
+	for j := range v.unsure {
+		u := &v.unsure[j]
+		r := &u.probe
+		other := bucketMixed
+		if u.paired {
+			if o, known := x.verdicts[u.second.other]; known {
+				other = o
 			}
 		}
+		if verdict == bucketMixed || other == bucketMixed {
+			x.entry(r.e)
+			continue
+		}
+		i := max(verdict, other) // a fail's index beats bucketPasses (-1)
+		if verdict == bucketPasses || other == bucketPasses {
+			var supply uint32
+			if verdict == bucketPasses {
+				supply = uint32(r.gpus)
+			}
+			if other == bucketPasses {
+				supply = max(supply, uint32(u.second.count))
+			}
+			if i = x.p.fails(r, same, supply); i == probeAsk || i == probePass {
+				x.entry(r.e)
+				continue
+			}
+		}
+		if i == checkModel {
+			missModels(x.near, r.e, x.p.bid.GetTier())
+		}
+		x.failed(i, 1, r.e, x.tierPrice(r.e))
 	}
-	if near == nil {
-		i := slices.IndexFunc(v.entries, func(e *offerEntry) bool { return len(e.buckets) == 1 })
-		near = v.entries[i]
+}
+
+// bucket counts the offers of v with sure probes under check i, the
+// cheapest of them for the bid's tier as their nearest.
+func (x *explainer) bucket(v *bucketView, i int) {
+	if v.nSure == 0 {
+		return
 	}
-	x.failed(i, n, near)
+	near, price := v.firstSure, uint64(math.MaxUint64)
+	if t := x.p.bid.GetTier(); t >= pb.Tier_TIER_GOLD && t <= pb.Tier_TIER_BRONZE && v.cheapest[t] != nil {
+		near, price = v.cheapest[t], uint64(v.cheapest[t].prices[t-1])
+	}
+	x.failed(i, v.nSure, near.e, price)
 	if i == checkModel {
 		mm := x.near[v.model]
 		if mm == nil {
 			mm = &ModelMiss{Model: v.model}
 			x.near[v.model] = mm
 		}
-		mm.Offers += n
-		if price := x.tierPrice(near); price != math.MaxUint64 && price != 0 && (mm.PriceMicros == 0 || price < mm.PriceMicros) {
+		mm.Offers += v.nSure
+		if price != math.MaxUint64 && (mm.PriceMicros == 0 || price < mm.PriceMicros) {
 			mm.PriceMicros = price
 		}
 	}

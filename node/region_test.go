@@ -77,7 +77,7 @@ func TestAClaimedRegionLightCannotReachIsRefused(t *testing.T) {
 	alone := market.NewBook()
 	alone.PutOffer(o, time.Now())
 	ex := renter.market.matcher.Explain(alone.Snapshot(), mustBid(t, renter, us), time.Now())
-	if len(ex.Reasons) != 1 || ex.Reasons[0].Check != "region" || !strings.Contains(ex.Reasons[0].Example, "country US implausible: measured") || !strings.Contains(ex.Reasons[0].Example, "light needs at least") {
+	if len(ex.Reasons) != 1 || ex.Reasons[0].Check != "claim" || !strings.Contains(ex.Reasons[0].Example, "country US implausible: measured") || !strings.Contains(ex.Reasons[0].Example, "light needs at least") {
 		t.Errorf("the liar's offer, explained: %+v", ex)
 	}
 	t.Log(ex.Reasons[0].Example)
