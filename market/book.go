@@ -427,16 +427,17 @@ type bucketView struct {
 // without touching the entry: the tier's price, and upper bounds of what
 // the offer has: GPUs of the bucket's model in all its groups, their most
 // VRAM (GiB, rounded up) and compute capability, their form factors and
-// NVLink (flags); the host's cores and RAM (GiB, rounded up), and its
-// GPUs, whose shares split it unless it is sold whole (flags). Counts
+// NVLink (flags); the host's cores, RAM and disk (GiB, rounded up), and
+// its GPUs, whose shares split it unless it is sold whole (flags). Counts
 // saturate: the most a field holds stands for at least that. 32 bytes.
 type viewItem struct {
-	price                 uint64
-	e                     *offerEntry
-	gpus, vramGiB         uint16
-	hostGPUs              uint16
-	cc, flags             uint8
-	hostCores, hostRAMGiB uint32
+	price                  uint64
+	e                      *offerEntry
+	gpus, vramGiB          uint16
+	hostGPUs               uint16
+	cc, flags              uint8
+	hostCores, hostDiskGiB uint16
+	hostRAMGiB             uint32
 }
 
 // Item flags: bit i for gpus.FormFactors[i]; several groups of the
@@ -458,7 +459,7 @@ func formFactorFlag(ff string) uint8 {
 func sat16(v uint32) uint16 { return uint16(min(v, math.MaxUint16)) }
 
 func itemOf(e *offerEntry, model string, t pb.Tier) viewItem {
-	it := viewItem{price: e.prices[t], e: e, hostCores: e.host.cores, hostRAMGiB: ceilGiB(e.host.ram), hostGPUs: sat16(e.host.gpus)}
+	it := viewItem{price: e.prices[t], e: e, hostCores: sat16(e.host.cores), hostDiskGiB: sat16(ceilGiB(e.host.disk)), hostRAMGiB: ceilGiB(e.host.ram), hostGPUs: sat16(e.host.gpus)}
 	var n, vram, groups uint32
 	for _, g := range e.gpus {
 		if g.model == model {
@@ -493,26 +494,32 @@ func (it *viewItem) fits(p *bidPlan) bool {
 		!(uint32(it.cc) >= p.minCC || it.cc == math.MaxUint8) || it.flags&p.flags != p.flags {
 		return false
 	}
-	cores, ram := uint64(it.hostCores), uint64(it.hostRAMGiB)<<30
+	cores, ram, disk := uint64(it.hostCores), uint64(it.hostRAMGiB)<<30, uint64(it.hostDiskGiB)<<30
 	if n := uint64(min(uint32(it.gpus), p.want)); it.flags&flagHostWhole == 0 && n < uint64(it.hostGPUs) {
-		hi, lo := bits.Mul64(ram, n)
-		ram, _ = bits.Div64(hi, lo, uint64(it.hostGPUs))
-		cores = cores * n / uint64(it.hostGPUs)
+		ram, disk, cores = shareOf(ram, n, it.hostGPUs), shareOf(disk, n, it.hostGPUs), cores*n/uint64(it.hostGPUs)
 	}
-	return cores >= uint64(p.minCores) && ram >= p.minRAM
+	return (cores >= uint64(p.minCores) || it.hostCores == math.MaxUint16) && ram >= p.minRAM &&
+		(disk >= p.minDisk || it.hostDiskGiB == math.MaxUint16)
+}
+
+// shareOf is n of g parts of v, rounded down.
+func shareOf(v, n uint64, g uint16) uint64 {
+	hi, lo := bits.Mul64(v, n)
+	q, _ := bits.Div64(hi, lo, uint64(g))
+	return q
 }
 
 // widen makes hi and lo bound it too.
 func widen(hi, lo *viewItem, it *viewItem) {
 	hi.gpus, hi.vramGiB, hi.cc, hi.flags = max(hi.gpus, it.gpus), max(hi.vramGiB, it.vramGiB), max(hi.cc, it.cc), hi.flags|it.flags
 	hi.hostGPUs = min(hi.hostGPUs, it.hostGPUs) // fewer GPUs to share the host with: a larger share
-	hi.hostCores, hi.hostRAMGiB = max(hi.hostCores, it.hostCores), max(hi.hostRAMGiB, it.hostRAMGiB)
+	hi.hostCores, hi.hostDiskGiB, hi.hostRAMGiB = max(hi.hostCores, it.hostCores), max(hi.hostDiskGiB, it.hostDiskGiB), max(hi.hostRAMGiB, it.hostRAMGiB)
 	if it.flags&(flagGroups|flagInexact) != 0 {
 		return // its offer's probe is unsure: lo bounds the others
 	}
 	lo.gpus, lo.vramGiB, lo.cc, lo.flags = min(lo.gpus, it.gpus), min(lo.vramGiB, it.vramGiB), min(lo.cc, it.cc), lo.flags&it.flags
 	lo.hostGPUs = max(lo.hostGPUs, it.hostGPUs)
-	lo.hostCores, lo.hostRAMGiB = min(lo.hostCores, it.hostCores), min(lo.hostRAMGiB, it.hostRAMGiB)
+	lo.hostCores, lo.hostDiskGiB, lo.hostRAMGiB = min(lo.hostCores, it.hostCores), min(lo.hostDiskGiB, it.hostDiskGiB), min(lo.hostRAMGiB, it.hostRAMGiB)
 }
 
 func ceilGiB(b uint64) uint32 { return uint32(min((b+(1<<30)-1)>>30, 1<<32-1)) }
@@ -640,7 +647,7 @@ func (bk *offerBucket) rebuild() {
 	v.chunks, v.currency = rechunk(old, bk.removed, add), bk.currency
 	v.unsure = mergeSorted(oldUnsure, dropUnsure, addUnsure, compareUnsure)
 	v.hi.hostGPUs = math.MaxUint16
-	v.lo = viewItem{gpus: math.MaxUint16, vramGiB: math.MaxUint16, cc: math.MaxUint8, flags: math.MaxUint8, hostCores: math.MaxUint32, hostRAMGiB: math.MaxUint32}
+	v.lo = viewItem{gpus: math.MaxUint16, vramGiB: math.MaxUint16, cc: math.MaxUint8, flags: math.MaxUint8, hostCores: math.MaxUint16, hostDiskGiB: math.MaxUint16, hostRAMGiB: math.MaxUint32}
 	for _, list := range v.tiers {
 		for i := range list {
 			widen(&v.hi, &v.lo, &list[i])

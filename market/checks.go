@@ -33,6 +33,7 @@ type bidPlan struct {
 	split bool
 
 	minVRAM, minRAM uint64 // bytes
+	minDisk         uint64
 	minCores, minCC uint32
 	flags           uint8  // item flags an offer's GPUs must have
 	classBit        uint64 // the bid's workload class's
@@ -66,6 +67,7 @@ func (m *Matcher) plan(bid *pb.Bid, now time.Time) *bidPlan {
 	p.dur = int64(bid.GetDurationSeconds()) * 1000
 	req := bid.GetGpu()
 	p.minVRAM, p.minRAM, p.minCores, p.minCC = req.GetMinVramBytes(), bid.GetHostMin().GetRamBytes(), bid.GetHostMin().GetCpuCores(), req.GetMinComputeCapability()
+	p.minDisk = bid.GetHostMin().GetDiskBytes()
 	if ff, ok := gpus.FormFactorOf(req.GetFormFactor()); ok {
 		p.flags |= formFactorFlag(ff)
 	}

@@ -108,6 +108,7 @@ func (m *Matcher) Match(s *Snapshot, bid *pb.Bid, now time.Time, k int) Result {
 		res.Candidates = make([]Candidate, 0, min(k, 256))
 	}
 	h := m.cursors(s, p)
+	defer h.release()
 	ctx := new(evalCtx)
 	var seen map[*offerEntry]bool // offers listed under several models
 	limit := uint64(math.MaxUint64)
@@ -665,8 +666,26 @@ func (c *offerCursor) skip(p *bidPlan, limit uint64) bool {
 // no set order: the walk takes every one of them before it can stop, and
 // the ranking orders them.
 type cursorHeap struct {
-	p  *bidPlan
-	cs []offerCursor
+	p   *bidPlan
+	cs  []offerCursor
+	buf *[]offerCursor // cs's array, from cursorBufs
+}
+
+// cursorBufs keeps the cursor arrays of walks done, for walks to come: a
+// walk opens a cursor on each bucket that may fit.
+var cursorBufs = sync.Pool{New: func() any { return new([]offerCursor) }}
+
+// release returns the heap's array to cursorBufs, cleared (it points
+// into a snapshot).
+func (h *cursorHeap) release() {
+	if h.buf == nil {
+		return
+	}
+	all := h.cs[:cap(h.cs)]
+	clear(all)
+	*h.buf = all[:0]
+	cursorBufs.Put(h.buf)
+	h.buf, h.cs = nil, nil
 }
 
 // cursors opens a cursor on every bucket of an allowed model and country
@@ -688,7 +707,8 @@ func (m *Matcher) cursors(s *Snapshot, p *bidPlan) cursorHeap {
 			h.cs = append(h.cs, c)
 		}
 	}
-	h.cs = make([]offerCursor, 0, len(s.views))
+	h.buf = cursorBufs.Get().(*[]offerCursor)
+	h.cs = (*h.buf)[:0]
 	if models := p.models; len(models) > 0 {
 		for i, model := range models {
 			if !slices.Contains(models[:i], model) {
