@@ -2,9 +2,9 @@ package market
 
 import (
 	"fmt"
-	"runtime"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"testing"
