@@ -3,6 +3,7 @@ package p2p
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -300,12 +301,14 @@ type punchState struct {
 	stop    context.CancelFunc
 	mu      sync.Mutex
 	failed  map[peer.ID]time.Time // when a wait for a direct connection failed
+	lan     map[peer.ID][]ma.Multiaddr
 }
 
 func newPunchingHost(h host.Host) punchingHost {
 	ctx, stop := context.WithCancel(context.Background())
-	ps := &punchState{started: time.Now(), stop: stop, failed: map[peer.ID]time.Time{}}
+	ps := &punchState{started: time.Now(), stop: stop, failed: map[peer.ID]time.Time{}, lan: map[peer.ID][]ma.Multiaddr{}}
 	go ps.watchReady(ctx, h)
+	go ps.watchLAN(ctx, h)
 	return punchingHost{Host: h, punchState: ps}
 }
 
@@ -417,8 +420,14 @@ func OpenStream(ctx context.Context, h host.Host, p peer.ID, pid protocol.ID) (n
 			}
 		}
 	}
+	// Hole punching dials public addresses only: a peer on this host's
+	// own network, behind the same NAT, is reached on its private ones.
+	lan := ph.dialLAN(ctx, h, p)
 	if !punchReady(h) || ph.recentlyFailed(p) {
-		return h.NewStream(relayed, p, pid)
+		if lan != nil {
+			<-lan // bounded by lanDialWait
+		}
+		return h.NewStream(relayed, p, pid) // direct, where the dial got through
 	}
 	s, err := h.NewStream(network.WithDialPeerTimeout(ctx, directWait), p, pid)
 	if err == nil || ctx.Err() != nil || h.Network().Connectedness(p) != network.Limited {
@@ -426,6 +435,114 @@ func OpenStream(ctx context.Context, h host.Host, p peer.ID, pid protocol.ID) (n
 	}
 	ph.punchFailed(p)
 	return h.NewStream(relayed, p, pid)
+}
+
+// lanDialWait bounds a direct dial to a relayed peer's private addresses.
+const lanDialWait = 3 * time.Second
+
+// lanMax bounds the peers whose private addresses a punching host keeps,
+// and lanAddrsMax the addresses it keeps of each.
+const (
+	lanMax      = 4096
+	lanAddrsMax = 8
+)
+
+// watchLAN keeps, for peers identified over a relayed connection, the
+// private addresses they listen on: identify leaves them out of the
+// peerstore where the connection's remote end is public (a relay), and
+// hole punching dials public addresses only, so a peer behind the same
+// NAT as this host is reached on neither without them.
+func (s *punchState) watchLAN(ctx context.Context, h host.Host) {
+	sub, err := h.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
+	if err != nil {
+		return
+	}
+	defer sub.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-sub.Out():
+			if !ok {
+				return
+			}
+			ev := e.(event.EvtPeerIdentificationCompleted)
+			if ev.Conn == nil || !ev.Conn.Stat().Limited {
+				continue
+			}
+			var private []ma.Multiaddr
+			for _, a := range ev.ListenAddrs {
+				if len(private) < lanAddrsMax && !IsRelayed(a) && manet.IsPrivateAddr(a) {
+					private = append(private, a)
+				}
+			}
+			s.mu.Lock()
+			if len(private) == 0 {
+				delete(s.lan, ev.Peer)
+			} else {
+				if _, ok := s.lan[ev.Peer]; !ok && len(s.lan) >= lanMax {
+					for q := range s.lan { // any one: a bound, not a cache
+						delete(s.lan, q)
+						break
+					}
+				}
+				s.lan[ev.Peer] = private
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// dialLAN dials p, connected only through a relay, on those of its
+// private addresses (watchLAN) that lie in a subnet of this machine's
+// own interfaces, in the background, up to lanDialWait: where p is on
+// this host's network, that connection is direct, and a stream waiting
+// for one takes it. It returns a channel closed when the dial ends, or
+// nil where there is nothing to dial. A peer cannot so have this host
+// dial addresses off its own networks.
+func (s *punchState) dialLAN(ctx context.Context, h host.Host, p peer.ID) <-chan struct{} {
+	if h.Network().Connectedness(p) != network.Limited {
+		return nil
+	}
+	s.mu.Lock()
+	private := s.lan[p]
+	s.mu.Unlock()
+	var addrs []ma.Multiaddr
+	for _, a := range private {
+		if onLink(a) {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(network.WithForceDirectDial(ctx, "a peer on this network"), lanDialWait)
+		defer cancel()
+		h.Connect(ctx, peer.AddrInfo{ID: p, Addrs: addrs}) // a failure leaves the relay
+	}()
+	return done
+}
+
+// onLink reports whether a's IP lies in a subnet of one of this
+// machine's interfaces (its own included: a peer on this machine).
+func onLink(a ma.Multiaddr) bool {
+	ip, err := manet.ToIP(a)
+	if err != nil {
+		return false
+	}
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, ia := range ifaddrs {
+		if n, ok := ia.(*net.IPNet); ok && n.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // ForgetDialBackoff lets the next dial to p go out at once: after a

@@ -162,6 +162,14 @@ func TestNATTraversal(t *testing.T) {
 			t.Logf("provider's log:\n%s\nrenter's log:\n%s", prov.log.String(), rent.log.String())
 			t.Errorf("stream relayed: %v, want %v (hole punching %s)", r.Limited, symmetric, map[bool]string{false: "was possible", true: "was not"}[symmetric])
 		}
+
+		// A renter on the provider's own network, given the same relayed
+		// address, ends direct behind either NAT: hole punching dials
+		// only public addresses, and the NAT need not loop its own back.
+		lan := startHelper(t, lab, "h1", "renter", env, "IDLEGRID_NAT_TARGET="+relayed, "IDLEGRID_NAT_PORT=0") // 4001 is the provider's
+		if r := lan.next(t, "the LAN renter's echo", 90*time.Second); r.Echo != "hello" || r.Limited || r.SecondLimited {
+			t.Errorf("on the provider's LAN: %+v, want a direct stream\n%s", r, lan.log.String())
+		}
 	})
 }
 
@@ -205,7 +213,11 @@ func natHelper(role string) int {
 		if err != nil {
 			return nil, err
 		}
-		listen := []ma.Multiaddr{ma.StringCast("/ip4/" + ip + "/tcp/4001"), ma.StringCast("/ip4/" + ip + "/udp/4001/quic-v1")}
+		port := "4001" // the NATs preserve it
+		if p := os.Getenv("IDLEGRID_NAT_PORT"); p != "" {
+			port = p
+		}
+		listen := []ma.Multiaddr{ma.StringCast("/ip4/" + ip + "/tcp/" + port), ma.StringCast("/ip4/" + ip + "/udp/" + port + "/quic-v1")}
 		h, err := p2p.NewHost(p2p.HostConfig{Identity: key, Swarm: sw, ListenAddrs: listen, ConnLow: 16, ConnHigh: 32, Limits: p2p.DefaultLimits, NAT: nat})
 		if err != nil {
 			return nil, err
