@@ -80,7 +80,7 @@ type TierPricing struct {
 func priceOffer(o *pb.Offer, cfg ProviderConfig, snap *market.Snapshot, current *pb.Offer, self peer.ID, now time.Time) Pricing {
 	pol, follows, _ := cfg.Pricing.policy() // validated
 	pr := Pricing{Policy: PolicyFixed}
-	if follows && len(o.Gpus) > 0 {
+	if follows && len(o.Gpus) > 0 && len(o.Tiers) > 0 {
 		pr.Policy = PolicyMarket
 		model := o.Gpus[0].Model
 		for _, t := range o.Tiers {
@@ -180,7 +180,7 @@ func (n *Node) pricingStatus(ctx context.Context) *api.PricingStatus {
 	for _, t := range o.Tiers {
 		want := cfg.configuredPrice(t)
 		ts := api.TierPriceStatus{Tier: market.TierName(t), Price: market.FormatPrice(market.TierPrice(o, t)), WouldSet: market.FormatPrice(want)}
-		if follows && len(o.Gpus) > 0 {
+		if follows && len(o.Gpus) > 0 && len(o.Tiers) > 0 {
 			comparable := market.ComparablePrices(snap, o.Gpus[0].Model, t, o.Currency, n.id, now)
 			ts.Comparable, ts.WouldSet = len(comparable), market.FormatPrice(pol.Target(comparable, want))
 		}
