@@ -304,13 +304,36 @@ func equalExplanations(a, b Explanation) bool {
 	return a.Offers == b.Offers && a.Feasible == b.Feasible && slices.Equal(a.Reasons, b.Reasons) && slices.Equal(a.Nearest, b.Nearest)
 }
 
+// refChase is the reference of BenchmarkMatchShapes: 20,000 dependent
+// loads at random over 128 MiB (a few hundred µs, each load a miss in the
+// caches a match misses in), the same every time.
+func refChase() {
+	i := uint32(0)
+	for range 20000 {
+		i = refRing[i]
+	}
+	refSink = i
+}
+
+// refRing is one cycle through 32M slots in random order.
+var refRing, refSink = func() []uint32 {
+	const n = 32 << 20
+	perm := rand.New(rand.NewChaCha8([32]byte{1})).Perm(n)
+	ring := make([]uint32, n)
+	for k := range n {
+		ring[perm[k]] = uint32(perm[(k+1)%n])
+	}
+	return ring
+}(), uint32(0)
+
 // BenchmarkMatchShapes reports, for each request shape on realistic
 // books of 10k and 100k offers, Match's p50 and p99 latency beside a
 // linear scan's (every check on every offer, then a sort) in the same
 // run, and scan-p50/match-p50 ("speedup"; below 1 a shape is slower than
 // the scan); and Explain's p50 and p99, for the request and for the same
 // request when nothing fits (every offer dearer than it pays: what
-// Explain is for), each timed in its own loop. Targets at 100k: match
+// Explain is for), each timed in its own loop; and a fixed reference
+// work's p50 and p99 (refChase), the machine's own noise. Targets at 100k: match
 // p99 under 1 ms and speedup ≥ 1 for every shape; Explain p99 under 5 ms
 // where nothing fits.
 func BenchmarkMatchShapes(b *testing.B) {
@@ -350,6 +373,14 @@ func BenchmarkMatchShapes(b *testing.B) {
 				scan := times(func() { scanMatch(m, snap, bid, benchNow, k) })
 				explain := times(func() { m.Explain(snap, bid, benchNow) })
 				explainEmpty := times(func() { m.Explain(snap, empty, benchNow) })
+				// The machine's own noise: a fixed piece of work about as
+				// long as a match, and as bound by memory, whose p99 over
+				// its p50 is what a shared machine adds to a latency of
+				// that size and kind.
+				ref := times(refChase)
+				r50, r99 := percentiles(ref)
+				b.ReportMetric(r50, "ref-p50-µs")
+				b.ReportMetric(r99, "ref-p99-µs")
 				reportLatencies(b, lat, scan)
 				e50, e99 := percentiles(explain)
 				z50, z99 := percentiles(explainEmpty)
