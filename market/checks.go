@@ -2,7 +2,6 @@ package market
 
 import (
 	"fmt"
-	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -36,9 +35,8 @@ type bidPlan struct {
 	minDisk         uint64
 	minCores, minCC uint32
 	flags           uint8  // item flags an offer's GPUs must have
-	classBit        uint64 // the bid's workload class's
 	hostMin         bool   // the bid has host minimums
-	classes         uint16 // the bid's workload class's classIDs bit (Explain only)
+	classes         uint16 // the bid's workload class's classIDs bit (0: none)
 
 	// The bid's models and countries; intern points them at the book's
 	// own strings, so comparing them with an offer's is a pointer test.
@@ -60,7 +58,7 @@ func (m *Matcher) plan(bid *pb.Bid, now time.Time) *bidPlan {
 		p.need = bid.GetGpu().GetCount()
 	}
 	p.want = bid.GetGpu().GetCount()
-	p.classBit = classBit(bid.GetWorkloadClass())
+	p.classes = classIDs.bit(bid.GetWorkloadClass())
 	h := bid.GetHostMin()
 	p.hostMin = h.GetCpuCores() != 0 || h.GetRamBytes()|h.GetDiskBytes()|h.GetUpBitsPerSecond()|h.GetDownBitsPerSecond() != 0
 	p.split = p.need < p.want
@@ -152,20 +150,13 @@ type offerFacts struct {
 	gpuStep   uint32 // a lease takes a multiple of it (at least 1)
 	gpusWhole bool   // a lease takes every GPU (host.gpus)
 	// classes are the workload classes the offer accepts (any if none);
-	// classMask has classBit of each, so most refusals read no string.
-	classes   []string
-	classMask uint64
-	windowed  bool  // the offer has one-off or weekly windows
-	aheadMs   int64 // how far ahead a lease may start (StartAheadOf)
-}
-
-// classBit is a workload class's bit in offerFacts.classMask.
-func classBit(class string) uint64 {
-	h := uint32(2166136261) // FNV-1a
-	for i := 0; i < len(class); i++ {
-		h = (h ^ uint32(class[i])) * 16777619
-	}
-	return 1 << (h % 64)
+	// where classKnown, classBits has each one's classIDs bit, so a
+	// refusal reads no string.
+	classes    []string
+	classBits  uint16
+	classKnown bool
+	windowed   bool  // the offer has one-off or weekly windows
+	aheadMs    int64 // how far ahead a lease may start (StartAheadOf)
 }
 
 type hostFacts struct {
@@ -182,11 +173,7 @@ func (h *hostFacts) share(n uint32) hostFacts {
 	if h.whole || h.gpus == 0 || n >= h.gpus {
 		return *h
 	}
-	part := func(v uint64) uint64 {
-		hi, lo := bits.Mul64(v, uint64(n))
-		q, _ := bits.Div64(hi, lo, uint64(h.gpus)) // n < gpus: the quotient is below v
-		return q
-	}
+	part := func(v uint64) uint64 { return shareOf(v, uint64(n), uint64(h.gpus)) }
 	return hostFacts{cores: uint32(part(uint64(h.cores))), ram: part(h.ram), disk: part(h.disk), up: part(h.up), down: part(h.down), gpus: n}
 }
 
@@ -210,9 +197,7 @@ func factsOf(o *pb.Offer) offerFacts {
 		windowed: len(o.GetWindows()) > 0 || len(o.GetWeekly()) > 0,
 		aheadMs:  StartAheadOf(o).Milliseconds(),
 	}
-	for _, c := range f.classes {
-		f.classMask |= classBit(c)
-	}
+	f.classBits, f.classKnown = classIDs.set(f.classes)
 	cat := gpus.Default()
 	for i, g := range o.GetGpus() {
 		// Facts name GPUs by catalog ID and hold their marketed memory.
@@ -390,7 +375,8 @@ func kindWorkload(p *bidPlan) string {
 }
 
 func fitsWorkload(c *evalCtx) bool {
-	if cls := c.f.classes; len(cls) > 0 && (c.f.classMask&c.p.classBit == 0 || !slices.Contains(cls, c.p.bid.GetWorkloadClass())) {
+	if cls := c.f.classes; len(cls) > 0 && (c.f.classKnown && c.f.classBits&c.p.classes == 0 ||
+		!c.f.classKnown && !slices.Contains(cls, c.p.bid.GetWorkloadClass())) {
 		return c.explain && c.failf("workload class %q not in %v", c.p.bid.GetWorkloadClass(), cls)
 	}
 	return true

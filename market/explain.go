@@ -45,7 +45,6 @@ const maxNearest = 3
 func (m *Matcher) Explain(s *Snapshot, bid *pb.Bid, now time.Time) Explanation {
 	p := m.plan(bid, now)
 	p.intern(s)
-	p.classes = classIDs.bit(bid.GetWorkloadClass())
 	x := explainer{m: m, p: p, near: map[string]*ModelMiss{}, ctx: new(evalCtx), verdicts: make(map[bucketKey]int, len(s.views))}
 	verdicts := make([]int, len(s.views))
 	for k, v := range s.views {

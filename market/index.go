@@ -130,16 +130,18 @@ func (it *viewItem) fits(p *bidPlan) bool {
 	}
 	cores, ram, disk := uint64(it.hostCores), uint64(it.hostRAMGiB)<<30, uint64(it.hostDiskGiB)<<30
 	if n := uint64(min(uint32(it.gpus), p.want)); it.flags&flagHostWhole == 0 && n < uint64(it.hostGPUs) {
-		ram, disk, cores = shareOf(ram, n, it.hostGPUs), shareOf(disk, n, it.hostGPUs), cores*n/uint64(it.hostGPUs)
+		g := uint64(it.hostGPUs)
+		ram, disk, cores = shareOf(ram, n, g), shareOf(disk, n, g), cores*n/g
 	}
 	return (cores >= uint64(p.minCores) || it.hostCores == math.MaxUint16) && ram >= p.minRAM &&
 		(disk >= p.minDisk || it.hostDiskGiB == math.MaxUint16)
 }
 
-// shareOf is n of g parts of v, rounded down.
-func shareOf(v, n uint64, g uint16) uint64 {
+// shareOf is n of g parts of v, rounded down (n < g: the quotient is
+// below v).
+func shareOf(v, n, g uint64) uint64 {
 	hi, lo := bits.Mul64(v, n)
-	q, _ := bits.Div64(hi, lo, uint64(g))
+	q, _ := bits.Div64(hi, lo, g)
 	return q
 }
 

@@ -83,8 +83,7 @@ func probeOf(e *offerEntry, key bucketKey, currency string) (r probe, second pai
 		r.gpus = fit16(f.gpus[0].count)
 	}
 	r.hostGPUs = fit16(f.host.gpus)
-	var known bool
-	if r.classes, known = classIDs.set(f.classes); !known {
+	if r.classes = f.classBits; !f.classKnown {
 		unsure = true
 	}
 	if f.gpuStep > math.MaxUint8 {
@@ -121,10 +120,11 @@ type unsureProbe struct {
 	paired bool
 }
 
-// classTable numbers workload classes for probes: the common ones from
-// the start, the first others seen after them, 16 in all, never
-// renumbered (old probes keep their bits). An offer naming a class
-// beyond them gets an unsure probe: right, only slower.
+// classTable numbers workload classes for offers' facts and probes: the
+// common ones from the start, the first others seen after them, 16 in
+// all, never renumbered (facts and probes keep their bits). An offer
+// naming a class beyond them is checked by name, and its probe is
+// unsure: right, only slower.
 type classTable struct {
 	mu  sync.Mutex
 	ids atomic.Pointer[map[string]uint16] // copied on write
