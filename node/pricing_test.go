@@ -43,6 +43,10 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 	for _, n := range append(providers, boot) {
 		waitFor(t, 15*time.Second, "every book holds the three offers", bookHolds(n, 3))
 	}
+	// Each round prices from the others' offers as gossip brings them:
+	// every node in a mesh on every topic first (sync alone brought the
+	// first offers).
+	waitFor(t, 15*time.Second, "every node in a mesh on every topic", meshOnEveryTopic(append(providers, boot)))
 	own := func(n *Node) (seq, price uint64) {
 		o, ok := n.provider.ownOffer()
 		if !ok {
@@ -50,6 +54,23 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 		}
 		return o.Header.Seq, o.PriceMicros
 	}
+	// Where a book lacks a new offer, say which offers each book holds
+	// and over how many connections.
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		for _, n := range providers {
+			for _, q := range providers {
+				seq, _ := own(q)
+				var have uint64
+				if o, ok := n.market.snapshot().Offer(q.id, ProviderOfferID); ok {
+					have = o.Header.Seq
+				}
+				t.Logf("%s holds %s's offer seq %d of %d, over %d connections", n.id, q.id, have, seq, len(n.host.Network().ConnsToPeer(q.id)))
+			}
+		}
+	}()
 	hist := map[*Node][]uint64{}
 	for _, n := range providers {
 		_, price := own(n)
