@@ -34,6 +34,8 @@ type challenger struct {
 	dispute func(a, b peer.ID, uuid string)
 	// report gossips evidence this node holds; may be nil.
 	report func(ctx context.Context, evidence []byte) error
+	// metrics counts the outcomes of challenges; may be nil.
+	metrics *metrics
 
 	// mu guards last, the last verified document of each peer, so a
 	// verdict can say what changed: a small cache, held for no I/O.
@@ -61,6 +63,7 @@ func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, erro
 	a, err := c.net.Challenge(ctx, p)
 	if err != nil {
 		c.count(p, false, weightUnreachable, "attestation unanswered: "+err.Error())
+		c.metrics.challenged(challengeUnanswered)
 		return challenged{}, err
 	}
 	o, _ := c.book().Offer(p, ProviderOfferID)
@@ -68,10 +71,13 @@ func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, erro
 	switch {
 	case out.Err != nil:
 		c.count(p, false, weightAttestFailed, "attestation failed: "+out.Err.Error())
+		c.metrics.challenged(challengeFailed)
 	case out.Coverage == attest.CoverageNone: // its offer claims what its document does not show
 		c.count(p, false, weightAttestFailed, "offer not covered: "+out.CoverageErr.Error())
+		c.metrics.challenged(challengeUncovered)
 	default:
 		c.count(p, true, weightAttested, "attested")
+		c.metrics.challenged(challengeVerified)
 	}
 	if out.Verified() {
 		prev, others := c.swap(p, lastDoc{out.Doc, a.Fresh})

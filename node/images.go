@@ -34,18 +34,21 @@ type imagePulls struct {
 	log    *slog.Logger
 	turns  chan struct{}
 	budget *rate.Limiter
+	// metrics counts the pulls and loads the engine failed; may be nil.
+	metrics *metrics
 }
 
-func newImagePulls(pl executor.Puller, jobs JobsConfig, offer func() (*pb.Offer, bool), log *slog.Logger) *imagePulls {
+func newImagePulls(pl executor.Puller, jobs JobsConfig, offer func() (*pb.Offer, bool), log *slog.Logger, m *metrics) *imagePulls {
 	return &imagePulls{
-		puller: pl, jobs: jobs, offer: offer, log: log, turns: make(chan struct{}, concurrentPulls),
+		puller: pl, jobs: jobs, offer: offer, log: log, metrics: m, turns: make(chan struct{}, concurrentPulls),
 		budget: rate.NewLimiter(rate.Every(time.Hour/time.Duration(max(jobs.PullsPerHour, 1))), pullBurst),
 	}
 }
 
 // ready makes ref present for the renter from, as the image protocol
 // asks: its error is the refusal the renter reads.
-func (ip *imagePulls) ready(ctx context.Context, from peer.ID, ref string, progress func(*pb.ImageProgress)) (*pb.ImageReady, error) {
+func (ip *imagePulls) ready(ctx context.Context, from peer.ID, ref string, progress func(*pb.ImageProgress)) (_ *pb.ImageReady, err error) {
+	defer func() { ip.failed(execPull, err) }()
 	img, err := ip.puller.Pull(ctx, ref, ip.rules(ctx), func(p executor.PullProgress) {
 		progress(&pb.ImageProgress{DoneBytes: uint64(max(p.DoneBytes, 0)), TotalBytes: uint64(max(p.TotalBytes, 0)), Layers: uint32(p.Layers), LayersDone: uint32(p.LayersDone)})
 	})
@@ -57,7 +60,8 @@ var imageIDPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 // load takes an image the renter from sends: one present already is only
 // checked; one that is not is loaded without the layers present, under
 // the same rules, budget and turns as a pull.
-func (ip *imagePulls) load(ctx context.Context, from peer.ID, id string, up *pb.ImageUpload, body func(have int) io.Reader) (*pb.ImageReady, error) {
+func (ip *imagePulls) load(ctx context.Context, from peer.ID, id string, up *pb.ImageUpload, body func(have int) io.Reader) (_ *pb.ImageReady, err error) {
+	defer func() { ip.failed(execLoad, err) }()
 	ld, ok := ip.puller.(executor.Loader)
 	switch {
 	case !ok || !ip.jobs.LoadImages:
@@ -80,6 +84,15 @@ func (ip *imagePulls) load(ctx context.Context, from peer.ID, id string, up *pb.
 	}
 	img, err := ld.Load(ctx, body(have), id, rules)
 	return ip.answer(from, id, img, err)
+}
+
+// failed counts err as a failure of the engine at op when it is one: an
+// image the engine could not fetch or load, or no engine; a refusal under
+// the provider's rules or budget is none.
+func (ip *imagePulls) failed(op string, err error) {
+	if errors.Is(err, executor.ErrPullFailed) || errors.Is(err, executor.ErrNoEngine) {
+		ip.metrics.executorFailed(op)
+	}
 }
 
 // answer logs how an image was readied and says so to the renter.

@@ -135,6 +135,7 @@ func (lo *leaseOwner) runLease(ll *liveLease, adopted executor.Job, lost string)
 			return
 		}
 		if r.job, err = lo.exec.Start(lo.ctx, lo.spec(ll.lease, ll.rec.GPUs), executor.Output{Stdout: ll.feed.Writer(false), Stderr: ll.feed.Writer(true)}); err != nil {
+			lo.metrics.executorFailed(execStart)
 			r.finish(pb.Outcome_OUTCOME_FAILED, "job did not start: "+err.Error(), -1)
 			return
 		}
@@ -277,6 +278,7 @@ func (r *run) stopJob(s stopRequest) {
 	defer cancel()
 	if err := r.job.Stop(ctx, grace); err != nil {
 		r.lo.log.Warn("job not stopped cleanly", "lease", r.ll.lease.Id, "err", err)
+		r.lo.metrics.executorFailed(execStop)
 	}
 	code := -1
 	select {
@@ -294,6 +296,7 @@ func (r *run) remove() {
 	defer cancel()
 	if err := r.job.Stop(ctx, 0); err != nil {
 		r.lo.log.Warn("exited job not removed", "lease", r.ll.lease.Id, "err", err)
+		r.lo.metrics.executorFailed(execRemove)
 	}
 }
 

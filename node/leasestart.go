@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -46,6 +47,8 @@ type leaseDeps struct {
 	// signed is told when a renter's countersignature of a receipt is
 	// stored (the scores resting on receipts change); may be nil.
 	signed func()
+	// metrics counts the executor's failures; may be nil.
+	metrics *metrics
 }
 
 // newLeaseOwner builds the calendars from the provider's GPUs, as inv
@@ -55,12 +58,12 @@ func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState
 	lo := &leaseOwner{
 		id: d.id, key: d.key, limits: d.limits, jobs: d.jobs, notice: d.provider.BronzeNotice.Std(), perRenter: d.provider.RenterLeases, exec: d.exec, store: d.store,
 		minRenterScore: d.provider.MinRenterScore, renterScore: d.renterScore,
-		clock: d.clock, log: d.log, offer: d.offer, source: d.source, ended: d.ended, signed: d.signed,
+		clock: d.clock, log: d.log, offer: d.offer, source: d.source, ended: d.ended, signed: d.signed, metrics: d.metrics,
 		matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil), slots: map[string]int{},
 		own: newOwner[*leaseState](),
 	}
 	if pl, ok := d.exec.(executor.Puller); ok {
-		lo.images = newImagePulls(pl, d.jobs, d.offer, d.log)
+		lo.images = newImagePulls(pl, d.jobs, d.offer, d.log, d.metrics)
 	}
 	if _, ok := d.exec.(executor.Sessions); ok && d.stageDir != "" && d.jobs.MaxUploadMiB > 0 {
 		max := int64(d.jobs.MaxUploadMiB) << 20
@@ -333,6 +336,9 @@ func (lo *leaseOwner) recoverOne(ctx context.Context, rec *records.Lease, now ti
 	var job executor.Job
 	if lo.exec != nil {
 		if job, err = lo.exec.Adopt(ctx, l.Id, executor.Offsets(rec.Output), executor.Output{Stdout: ll.feed.Writer(false), Stderr: ll.feed.Writer(true)}); err != nil {
+			if !errors.Is(err, executor.ErrNotFound) {
+				lo.metrics.executorFailed(execAdopt)
+			}
 			job = nil
 		}
 		if c, ok := lo.exec.(executor.Collector); ok && job != nil {
@@ -397,6 +403,7 @@ func (lo *leaseOwner) stopOrphans(ctx context.Context) error {
 		lo.log.Warn("stopping a job no open lease pays for", "lease", id)
 		if err := job.Stop(ctx, lo.jobs.StopGrace.Std()); err != nil {
 			lo.log.Warn("orphan job not stopped", "lease", id, "err", err)
+			lo.metrics.executorFailed(execStop)
 		}
 	}
 	return nil

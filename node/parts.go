@@ -31,7 +31,7 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 	})
 	n.market.received = n.metrics.received
 	n.challenger = &challenger{self: n.id, swarm: n.swarm.Tag(), net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock, observe: n.reputation.observe, dispute: n.reputation.dispute,
-		report: func(ctx context.Context, ev []byte) error { return n.link.Publish(ctx, p2p.TopicEvidence, ev) }}
+		report: func(ctx context.Context, ev []byte) error { return n.link.Publish(ctx, p2p.TopicEvidence, ev) }, metrics: n.metrics}
 	n.renter = &renter{
 		id: n.id, swarm: n.swarm, key: n.key, net: n.link, market: n.market, challenger: n.challenger, store: n.leaseStore(),
 		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.leaseEnded, observe: n.reputation.observe,
@@ -48,7 +48,7 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 		}
 	}
 	n.provider = newProvider(providerDeps{id: n.id, swarm: n.swarm.Tag(), key: n.key, cfg: n.cfg.Provider, source: source, store: n.store, net: n.link, clock: n.clock, log: log,
-		coord: n.coords.Own, relayOnly: n.relayOnly, book: n.market.snapshot})
+		coord: n.coords.Own, relayOnly: n.relayOnly, book: n.market.snapshot, metrics: n.metrics})
 	n.market.onBid = n.provider.onBid
 	return nil, nil
 }
@@ -130,6 +130,7 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 		renterScore: func(p peer.ID) float64 { return n.reputation.scores().Of(p).AsRenter },
 		stageDir:    filepath.Join(n.repo.Path, StagingDir),
 		signed:      func() { n.reputation.poke() },
+		metrics:     n.metrics,
 	}, inv)
 	if err != nil {
 		closeExecutor(exec)

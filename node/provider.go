@@ -56,6 +56,7 @@ type provider struct {
 	book func() *market.Snapshot
 	// pricing is how the offer last built was priced.
 	pricing atomic.Pointer[Pricing]
+	metrics *metrics // may be nil
 }
 
 // providerDeps are what a provider is built from.
@@ -77,6 +78,8 @@ type providerDeps struct {
 	relayOnly func() bool
 	// book is the node's market; nil: none.
 	book func() *market.Snapshot
+	// metrics counts offers, quotes and attestations; nil: none.
+	metrics *metrics
 }
 
 // maxQuoting bounds the quotes a provider sends at once; bids beyond it
@@ -87,7 +90,7 @@ func newProvider(d providerDeps) *provider {
 	p := &provider{
 		id: d.id, swarm: d.swarm, key: d.key, wake: make(chan struct{}, 1), source: d.source, store: d.store, net: d.net, clock: d.clock, log: d.log,
 		coord: d.coord, relayOnly: d.relayOnly, book: d.book, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
-		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting),
+		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting), metrics: d.metrics,
 	}
 	p.cfgNow.Store(&d.cfg)
 	return p
@@ -163,6 +166,7 @@ func (p *provider) publish(ctx context.Context, o *pb.Offer, flush bool) error {
 	if err != nil {
 		return fmt.Errorf("publish offer: %w", err)
 	}
+	p.metrics.offerPublished(o.Withdrawn)
 	p.own.PutOffer(o, p.clock.Now())
 	return nil
 }

@@ -25,6 +25,7 @@ const quoteTTL = 5 * time.Minute
 func (p *provider) onBid(_ context.Context, from peer.ID, b *pb.Bid) {
 	if !p.bids.push(from, b) {
 		p.log.Debug("bid not quoted: its relay's queue is full", "bid", b.Header.Id, "relay", from)
+		p.metrics.bidUnquoted(unquotedQueueFull)
 	}
 }
 
@@ -128,16 +129,21 @@ func (p *provider) answer(ctx context.Context, b *pb.Bid) {
 	res := p.matcher.Match(snap, b, now, 1)
 	if len(res.Candidates) == 0 {
 		p.log.Debug("bid not quoted", "bid", b.Header.Id, "why", p.matcher.Explain(snap, b, now).String())
+		p.metrics.bidUnquoted(unquotedNoFit)
 		return
 	}
 	env, err := market.Sign(p.key, market.NewQuote(p.id, b, res.Candidates[0], now, quoteTTL))
 	if err != nil {
 		p.log.Warn("quote not signed", "err", err)
+		p.metrics.bidUnquoted(unquotedUnsigned)
 		return
 	}
 	if err := p.net.SendQuote(ctx, market.Issuer(b), env); err != nil {
 		p.log.Debug("quote not delivered", "bid", b.Header.Id, "err", err)
+		p.metrics.bidUnquoted(unquotedUndelivered)
+		return
 	}
+	p.metrics.quoteSent()
 }
 
 // errNothingToAttest answers a challenge to a provider without a GPU
@@ -150,6 +156,7 @@ var errNothingToAttest = errors.New("this node sells no GPUs it can attest")
 // nonce bound to this provider and the challenge, backing its current
 // offer; and the standing document that offer names by hash.
 func (p *provider) answerChallenge(ctx context.Context, from peer.ID, nonce []byte) (fresh, standing []byte, err error) {
+	defer func() { p.metrics.attestationServed(err) }()
 	if p.source == nil {
 		return nil, nil, errNothingToAttest
 	}

@@ -2,7 +2,9 @@ package p2p
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
@@ -42,7 +44,10 @@ func ServeQuotes(sv Server, handle func(from peer.ID, env []byte)) {
 	})
 }
 
-// SendQuote delivers a signed quote envelope to the renter to.
+// SendQuote delivers a signed quote envelope to the renter to, and
+// returns once the renter has read it: the server closes the stream
+// after reading and resets it when it failed. (Closing at once instead
+// races the server's close, and fails on QUIC for a quote delivered.)
 func SendQuote(ctx context.Context, h host.Host, sw Swarm, to peer.ID, env []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, quoteDeadline)
 	defer cancel()
@@ -50,9 +55,22 @@ func SendQuote(ctx context.Context, h host.Host, sw Swarm, to peer.ID, env []byt
 	if err != nil {
 		return fmt.Errorf("send quote to %s: %w", to, err)
 	}
+	defer s.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetDeadline(dl)
+	}
 	if err := msgio.NewVarintWriter(s).WriteMsg(env); err != nil {
 		s.Reset()
 		return fmt.Errorf("send quote to %s: %w", to, err)
 	}
-	return s.Close()
+	s.CloseWrite()
+	switch _, err := s.Read(make([]byte, 1)); {
+	case err == nil:
+		s.Reset()
+		return fmt.Errorf("send quote to %s: the renter answered, where it closes", to)
+	case !errors.Is(err, io.EOF):
+		s.Reset()
+		return fmt.Errorf("send quote to %s: not read: %w", to, err)
+	}
+	return nil
 }

@@ -40,8 +40,9 @@ type MarketValidator struct {
 	strangers map[string]*peerBudget
 	vouched   func(peer.ID) bool // nil: none
 	roots     *x509.CertPool     // for CC evidence; nil: none checked
+	verdicts  verdictCounts      // by topic kind and reason (EachVerdict)
 
-	// Counts of verdicts, for metrics and tests.
+	// Counts of verdicts, for tests; EachVerdict says why.
 	Accepted, Rejected, Ignored atomic.Int64
 }
 
@@ -51,7 +52,7 @@ func NewMarketValidator(l market.Limits, seqs *SeqGuard, now func() time.Time, l
 	if log == nil {
 		log = slog.Default()
 	}
-	v := &MarketValidator{limits: l, seqs: seqs, now: now, log: log, budget: map[string]*peerBudget{}}
+	v := &MarketValidator{limits: l, seqs: seqs, now: now, log: log, budget: map[string]*peerBudget{}, verdicts: newVerdictCounts()}
 	for kind, r := range PeerRates {
 		v.budget[kind] = newPeerBudget(r.PerSecond, r.Burst)
 	}
@@ -121,7 +122,7 @@ func (v *MarketValidator) within(kind string, from peer.ID) bool {
 	if v.budget[kind].take(from, v.now()) {
 		return true
 	}
-	v.Ignored.Add(1)
+	v.judge(kind, ReasonPeerBudget)
 	v.log.Debug("ignored market message", "topic", kind, "from", from, "why", "the peer's budget is spent")
 	return false
 }
@@ -136,14 +137,14 @@ func (v *MarketValidator) metered(kind string, from peer.ID, data []byte) bool {
 	if signer, ok := market.Signer(data); ok && v.vouched != nil && v.vouched(signer) {
 		return true
 	}
-	why := "the peer's budget is spent"
+	why, reason := "the peer's budget is spent", ReasonPeerBudget
 	if fromOK {
 		if v.strangers[kind].take("", now) {
 			return true
 		}
-		why = "the strangers' budget is spent"
+		why, reason = "the strangers' budget is spent", ReasonStrangerBudget
 	}
-	v.Ignored.Add(1)
+	v.judge(kind, reason)
 	v.log.Debug("ignored market message", "topic", kind, "from", from, "why", why)
 	return false
 }
@@ -198,18 +199,15 @@ func (v *MarketValidator) validateEvidence(_ context.Context, from peer.ID, msg 
 	}
 	offenders, err := attest.VerifyEvidence(msg.Data, v.limits.Swarm, v.roots)
 	if errors.Is(err, attest.ErrEvidenceUnchecked) {
-		v.Ignored.Add(1)
 		v.log.Debug("ignored evidence", "from", from, "err", err)
-		return pubsub.ValidationIgnore
+		return v.judge(TopicEvidence, ReasonUnchecked)
 	}
 	if err != nil {
-		v.Rejected.Add(1)
 		v.log.Debug("rejected evidence", "from", from, "err", err)
-		return pubsub.ValidationReject
+		return v.judge(TopicEvidence, ReasonUnproven)
 	}
 	msg.ValidatorData = offenders
-	v.Accepted.Add(1)
-	return pubsub.ValidationAccept
+	return v.judge(TopicEvidence, ReasonOK)
 }
 
 // CheckEvidence verifies evidence that came otherwise than by gossip (by
@@ -266,30 +264,27 @@ type header interface{ GetHeader() *pb.Header }
 // verdict decides on an opened message, however it came.
 func (v *MarketValidator) verdict(kind string, m header, err error, equalOK bool) pubsub.ValidationResult {
 	switch {
-	case errors.Is(err, market.ErrExpired) || errors.Is(err, market.ErrFuture):
-		v.Ignored.Add(1)
+	case errors.Is(err, market.ErrExpired):
 		v.log.Debug("ignored market message", "topic", kind, "err", err)
-		return pubsub.ValidationIgnore
+		return v.judge(kind, ReasonExpired)
+	case errors.Is(err, market.ErrFuture):
+		v.log.Debug("ignored market message", "topic", kind, "err", err)
+		return v.judge(kind, ReasonFuture)
 	case err != nil:
-		v.Rejected.Add(1)
 		v.log.Debug("rejected market message", "topic", kind, "err", err)
-		return pubsub.ValidationReject
+		return v.judge(kind, rejectReason(err))
 	}
 	h := m.GetHeader()
 	switch v.seqs.Advance(kind, peer.ID(h.Issuer), h.Id, h.Seq, h.ExpiresUnixMs, equalOK) {
 	case SeqStale:
-		v.Ignored.Add(1)
 		v.log.Debug("ignored market message", "topic", kind, "issuer", peer.ID(h.Issuer), "id", h.Id, "seq", h.Seq, "why", "sequence not above the last seen")
-		return pubsub.ValidationIgnore
+		return v.judge(kind, ReasonStaleSeq)
 	case SeqOverCap: // no fault of the relay's either: which IDs of an issuer a node took first differs from node to node
-		v.Ignored.Add(1)
 		v.log.Debug("ignored market message", "topic", kind, "issuer", peer.ID(h.Issuer), "id", h.Id, "why", "the issuer holds its cap of IDs")
-		return pubsub.ValidationIgnore
+		return v.judge(kind, ReasonIssuerCap)
 	case SeqFull: // no fault of the relay's: the swarm holds more than this node keeps
-		v.Ignored.Add(1)
 		v.log.Debug("ignored market message", "topic", kind, "issuer", peer.ID(h.Issuer), "id", h.Id, "why", "this node holds its limit of IDs and does not vouch for the issuer")
-		return pubsub.ValidationIgnore
+		return v.judge(kind, ReasonIDsFull)
 	}
-	v.Accepted.Add(1)
-	return pubsub.ValidationAccept
+	return v.judge(kind, ReasonOK)
 }

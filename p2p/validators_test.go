@@ -1,11 +1,15 @@
 package p2p
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pubsubpb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -86,4 +90,69 @@ func signedOffer(t *testing.T) (peer.ID, []byte) {
 		t.Fatal(err)
 	}
 	return id, env
+}
+
+// The budgets and the evidence topic count their verdicts with their
+// reasons too: a message ignored unread for its relay's budget or the
+// strangers', evidence that proves, that cannot be checked here, and
+// that proves nothing.
+func TestBudgetsAndEvidenceAreCountedWithTheirReasons(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	v := NewMarketValidator(market.DefaultLimits(), nil, func() time.Time { return now }, nil)
+	_, env := signedOffer(t)
+	count := func(topic, reason string) int64 { return v.verdicts[topic][reason].Load() }
+	for range int(StrangerRates[TopicOffers].Burst) + 1 {
+		v.metered(TopicOffers, "relay", env)
+	}
+	if got := count(TopicOffers, ReasonStrangerBudget); got != 1 {
+		t.Errorf("offers ignored for the strangers' budget: %d, want 1", got)
+	}
+	for range int(PeerRates[TopicBids].Burst) + 1 {
+		v.metered(TopicBids, "flooder", env)
+	}
+	if got := count(TopicBids, ReasonPeerBudget); got != 1 {
+		t.Errorf("bids ignored for the relay's budget: %d, want 1", got)
+	}
+
+	doc := func(key crypto.PrivKey, uuids ...string) []byte {
+		t.Helper()
+		id, _ := peer.IDFromPrivateKey(key)
+		var inv attest.Inventory
+		for _, u := range uuids {
+			inv.GPUs = append(inv.GPUs, attest.GPU{UUID: u})
+		}
+		env, err := attest.SignDocument(key, attest.NewDocument(inv, id, attest.Challenge{}, now, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	liar, _, _ := crypto.GenerateEd25519Key(nil)
+	other, _, _ := crypto.GenerateEd25519Key(nil)
+	contradiction, _ := attest.NewEvidence(doc(liar, "GPU-1", "GPU-2"), doc(liar, "GPU-1"))
+	claims, _ := attest.NewEvidence(doc(liar, "GPU-1"), doc(other, "GPU-1"))
+	for _, tc := range []struct {
+		what, reason string
+		data         []byte
+		want         pubsub.ValidationResult
+	}{
+		{"one key's two documents of different GPUs", ReasonOK, contradiction, pubsub.ValidationAccept},
+		{"two peers' claims of one GPU, without CC roots", ReasonUnchecked, claims, pubsub.ValidationIgnore},
+		{"garbage", ReasonUnproven, []byte("garbage"), pubsub.ValidationReject},
+	} {
+		before := count(TopicEvidence, tc.reason)
+		msg := &pubsub.Message{Message: &pubsubpb.Message{Data: tc.data}}
+		if got := v.validateEvidence(context.Background(), "relay", msg); got != tc.want {
+			t.Errorf("%s: verdict %v, want %v", tc.what, got, tc.want)
+		}
+		if got := count(TopicEvidence, tc.reason); got != before+1 {
+			t.Errorf("%s: evidence/%s counts %d, want %d", tc.what, tc.reason, got, before+1)
+		}
+	}
+	for range int(PeerRates[TopicEvidence].Burst) + 1 {
+		v.within(TopicEvidence, "flooder")
+	}
+	if got := count(TopicEvidence, ReasonPeerBudget); got != 1 {
+		t.Errorf("evidence ignored for the relay's budget: %d, want 1", got)
+	}
 }
