@@ -427,6 +427,36 @@ func (s *Snapshot) FindOffers(f OfferFilter) []*pb.Offer {
 		price, vram uint64
 	}
 	var hits []hit
+	s.eachHit(f, func(e *offerEntry, price, vram uint64) { hits = append(hits, hit{e, price, vram}) })
+	slices.SortFunc(hits, func(a, b hit) int {
+		var c int
+		switch f.SortBy {
+		case "vram":
+			c = cmp.Compare(b.vram, a.vram)
+		case "expiry":
+			c = cmp.Compare(a.e.expires, b.e.expires)
+		default:
+			c = cmp.Compare(a.price, b.price)
+		}
+		return cmp.Or(c, compareKeys(a.e.key, b.e.key))
+	})
+	out := make([]*pb.Offer, len(hits))
+	for i, h := range hits {
+		out[i] = h.e.offer
+	}
+	return out
+}
+
+// EachOffer calls visit with each offer that passes f (f.SortBy aside),
+// in no order, and its price per GPU-hour as FindOffers lists it: for a
+// summary of many offers, which needs no sorted list of them all.
+func (s *Snapshot) EachOffer(f OfferFilter, visit func(o *pb.Offer, price uint64)) {
+	s.eachHit(f, func(e *offerEntry, price, _ uint64) { visit(e.offer, price) })
+}
+
+// eachHit calls visit once for each offer that passes f, with its listed
+// price and the VRAM of its best GPU of the filter's model.
+func (s *Snapshot) eachHit(f OfferFilter, visit func(e *offerEntry, price, vram uint64)) {
 	seen := make(map[*offerEntry]bool)
 	views, modelList := s.views, []string(nil)
 	if f.GPUModel != "" {
@@ -455,30 +485,12 @@ func (s *Snapshot) FindOffers(f OfferFilter) []*pb.Offer {
 				if len(e.buckets) > 1 {
 					seen[e] = true // listed under another model too
 				}
-				hits = append(hits, hit{e, price, vram})
+				visit(e, price, vram)
 			}
 		}
 	}
-	slices.SortFunc(hits, func(a, b hit) int {
-		var c int
-		switch f.SortBy {
-		case "vram":
-			c = cmp.Compare(b.vram, a.vram)
-		case "expiry":
-			c = cmp.Compare(a.e.expires, b.e.expires)
-		default:
-			c = cmp.Compare(a.price, b.price)
-		}
-		return cmp.Or(c, compareKeys(a.e.key, b.e.key))
-	})
-	out := make([]*pb.Offer, len(hits))
-	for i, h := range hits {
-		out[i] = h.e.offer
-	}
-	return out
 }
 
-// cheapestTier is the tier at which e asks least (the better tier on a tie).
 func cheapestTier(e *offerEntry) pb.Tier {
 	best := pb.Tier_TIER_UNSPECIFIED
 	for t := pb.Tier_TIER_GOLD; t <= pb.Tier_TIER_BRONZE; t++ {

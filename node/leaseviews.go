@@ -33,7 +33,7 @@ func LeaseEnded(s string) bool { return records.Ended(s) }
 
 // leaseView shows a lease record.
 func leaseView(r *records.Lease) api.LeaseView {
-	v := api.LeaseView{ID: r.ID, Role: r.Role, State: r.State, Assigned: r.GPUs, Beats: r.Beats, Note: r.Note, End: time.UnixMilli(r.EndMs).UTC()}
+	v := api.LeaseView{ID: r.ID, Role: r.Role, State: r.State, Ended: records.Ended(r.State), Assigned: r.GPUs, Beats: r.Beats, Note: r.Note, End: time.UnixMilli(r.EndMs).UTC()}
 	l, _, err := r.Open()
 	if err != nil {
 		v.Note = "unreadable lease: " + err.Error()

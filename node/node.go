@@ -87,32 +87,34 @@ type Node struct {
 	clock     clock.Clock
 
 	// Set by Start, in order, and never changed after.
-	started    time.Time
-	base       context.Context // parent of every part's context
-	handlers   p2p.Handlers    // every served stream's handler, waited for before the datastore closes
-	metrics    *metrics
-	apiLn      net.Listener
-	apiAddr    string
-	host       host.Host
-	conns      *connTracker
-	reach      *p2p.ReachabilityWatch
-	reloadMu   sync.Mutex
-	reloaded   *Config // the configuration last reloaded; nil: cfg
-	store      *pebbleds.Datastore
-	disc       *p2p.Discovery
-	gossip     *p2p.Gossip
-	link       *swarmLink
-	market     *marketSide
-	reputation *reputationSide
-	challenger *challenger
-	renter     *renter
-	provider   *provider   // nil unless a provider
-	leases     *leaseOwner // nil unless a provider
-	pinger     *p2p.Pinger
-	coords     *p2p.Coordinates // this node's network coordinate, from New on
-	keeper     *p2p.Keeper      // the peers the connection manager keeps
-	place      *geo.Place       // where this node is (network.location); nil: unknown
-	running    bool             // Start succeeded
+	started     time.Time
+	base        context.Context // parent of every part's context
+	handlers    p2p.Handlers    // every served stream's handler, waited for before the datastore closes
+	metrics     *metrics
+	apiLn       net.Listener
+	apiAddr     string
+	host        host.Host
+	conns       *connTracker
+	reach       *p2p.ReachabilityWatch
+	reloadMu    sync.Mutex
+	reloaded    *Config // the configuration last reloaded; nil: cfg
+	store       *pebbleds.Datastore
+	disc        *p2p.Discovery
+	gossip      *p2p.Gossip
+	link        *swarmLink
+	market      *marketSide
+	reputation  *reputationSide
+	challenger  *challenger
+	renter      *renter
+	provider    *provider   // nil unless a provider
+	rentals     rentals     // started through the API
+	marketCache marketCache // the dashboard's last market summary
+	leases      *leaseOwner // nil unless a provider
+	pinger      *p2p.Pinger
+	coords      *p2p.Coordinates // this node's network coordinate, from New on
+	keeper      *p2p.Keeper      // the peers the connection manager keeps
+	place       *geo.Place       // where this node is (network.location); nil: unknown
+	running     bool             // Start succeeded
 
 	stops     []namedStop // what Start started, for Close to unwind
 	closeOnce sync.Once
@@ -290,3 +292,7 @@ func strs[T fmt.Stringer](xs []T) []string {
 
 // api.Backend is what the local API serves; the node is it.
 var _ api.Backend = (*Node)(nil)
+
+// APIToken is the token the node's API asks for changes (the repository's
+// api.token).
+func (n *Node) APIToken() (string, error) { return n.repo.APIToken() }

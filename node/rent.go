@@ -66,6 +66,8 @@ type RentOutput struct {
 	// pulled), each line replacing the one before; nil sends each
 	// line that differs from the last to Progress instead.
 	Status func(line string)
+	// Leased, when set, is told the lease's ID once both sides signed it.
+	Leased func(id string)
 	last   *string // the last status line sent to Progress
 }
 
@@ -489,6 +491,9 @@ func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 		return nil, at
 	}
 	out.say("lease %s accepted by %s: %d × %s at %s/GPU-hour for %s", l.Id, short(c.Issuer), l.GpuCount, market.TierName(l.Tier), market.FormatPrice(l.PriceMicros), secs(l.DurationSeconds))
+	if out.Leased != nil {
+		out.Leased(l.Id)
+	}
 	f := newFollow(r, l, cs, nil, out)
 	f.accepted, f.detachAtStart = r.clock.Now(), req.Detach
 	for _, d := range req.Downloads {

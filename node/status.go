@@ -61,7 +61,7 @@ func (n *Node) Status() api.Status {
 			s.Location = n.place.Name
 		}
 		st := n.coords.Stats()
-		s.Coordinate = api.CoordinateStatus{Error: n.coords.Error(), Samples: st.Samples, Outliers: st.Outliers, Peers: st.Peers}
+		s.Coordinate = api.CoordinateStatus{Error: n.coords.Error(), Samples: st.Samples, Outliers: st.Outliers, Peers: st.Peers, Vector: millis(n.coords.Own().Vec)}
 	}
 	return s
 }
@@ -134,17 +134,23 @@ func (n *Node) Peers() []api.Peer {
 	ids := n.host.Network().Peers()
 	slices.Sort(ids)
 	out := make([]api.Peer, 0, len(ids))
+	scores := n.reputation.scores()
 	for _, id := range ids {
 		p := api.Peer{ID: id.String(), Addrs: []string{}, Protocols: []string{}}
-		for _, c := range n.host.Network().ConnsToPeer(id) {
+		conns := n.host.Network().ConnsToPeer(id)
+		p.Relayed = len(conns) > 0
+		for _, c := range conns {
 			p.Addrs = append(p.Addrs, c.RemoteMultiaddr().String())
 			p.Direction = c.Stat().Direction.String()
+			p.Relayed = p.Relayed && c.Stat().Limited
 		}
+		sc := scores.Of(id)
+		p.Reliability, p.Basis = sc.Reliability, basis(sc)
 		d, _ := n.rtts().RTT(id)
 		p.RTTMillis = float64(d) / float64(time.Millisecond)
 		p.CoordError = -1
 		if c, ok := n.coords.Of(id); ok {
-			p.CoordError = c.Error
+			p.CoordError, p.Vector = c.Error, millis(c.Vec)
 			if d, err := n.coords.Estimate(c); err == nil {
 				p.EstimatedMillis = float64(d) / float64(time.Millisecond)
 			}
@@ -162,6 +168,15 @@ func (n *Node) Peers() []api.Peer {
 		}
 		p.ConnectedSince = n.conns.since(id).UTC()
 		out = append(out, p)
+	}
+	return out
+}
+
+// millis is a coordinate's vector, from seconds to milliseconds.
+func millis(vec []float64) []float64 {
+	out := make([]float64, len(vec))
+	for i, v := range vec {
+		out[i] = v * 1000
 	}
 	return out
 }

@@ -18,34 +18,9 @@ import (
 
 // Offers lists the book's offers that pass the query's filters.
 func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
-	f := market.OfferFilter{MinVRAMBytes: uint64(q.MinVRAMGiB) << 30, Country: strings.ToUpper(q.Country), SortBy: q.Sort}
-	if q.GPU != "" {
-		models, err := resolveGPUs("gpu", []string{q.GPU})
-		if err != nil {
-			return nil, api.BadRequest{Err: err}
-		}
-		f.GPUModel = models[0]
-	}
-	if q.MaxPrice != "" {
-		p, err := ParsePrice(q.MaxPrice)
-		if err != nil {
-			return nil, api.BadRequest{Err: fmt.Errorf("max_price: %w", err)}
-		}
-		f.MaxPriceMicros = p
-	}
-	if q.Tier != "" {
-		t, err := TierFromName(q.Tier)
-		if err != nil {
-			return nil, api.BadRequest{Err: err}
-		}
-		f.Tier = t
-	}
-	switch q.Sort {
-	case "", "price", "vram", "expiry":
-	case "total", "rtt", "reliability":
-		f.SortBy = "price" // then sorted here, by what the node knows
-	default:
-		return nil, api.BadRequest{Err: fmt.Errorf("sort %q: want %s", q.Sort, strings.Join(api.OfferSorts, ", "))}
+	f, err := offerFilter(q)
+	if err != nil {
+		return nil, err
 	}
 	out := []api.OfferView{}
 	scores := n.reputation.scores()
@@ -90,6 +65,40 @@ func sortOfferViews(vs []api.OfferView, by string) {
 // rttView shows an RTT and where it came from.
 func rttView(d time.Duration, from market.RTTSource) (float64, string) {
 	return float64(d) / float64(time.Millisecond), string(from)
+}
+
+// offerFilter reads an offer query's filters.
+func offerFilter(q api.OfferQuery) (market.OfferFilter, error) {
+	f := market.OfferFilter{MinVRAMBytes: uint64(q.MinVRAMGiB) << 30, Country: strings.ToUpper(q.Country), SortBy: q.Sort}
+	if q.GPU != "" {
+		models, err := resolveGPUs("gpu", []string{q.GPU})
+		if err != nil {
+			return f, api.BadRequest{Err: err}
+		}
+		f.GPUModel = models[0]
+	}
+	if q.MaxPrice != "" {
+		p, err := ParsePrice(q.MaxPrice)
+		if err != nil {
+			return f, api.BadRequest{Err: fmt.Errorf("max_price: %w", err)}
+		}
+		f.MaxPriceMicros = p
+	}
+	if q.Tier != "" {
+		t, err := TierFromName(q.Tier)
+		if err != nil {
+			return f, api.BadRequest{Err: err}
+		}
+		f.Tier = t
+	}
+	switch q.Sort {
+	case "", "price", "vram", "expiry":
+	case "total", "rtt", "reliability":
+		f.SortBy = "price" // then sorted here, by what the node knows
+	default:
+		return f, api.BadRequest{Err: fmt.Errorf("sort %q: want %s", q.Sort, strings.Join(api.OfferSorts, ", "))}
+	}
+	return f, nil
 }
 
 // offerView shows o, with this node's score of its provider.

@@ -276,6 +276,7 @@ func (s *devstack) view() string {
 	fmt.Fprintf(&b, "Ask any node: idlegrid status --repo %s\n", repos[0])
 	fmt.Fprintf(&b, "Shop:        idlegrid offers --repo %s   idlegrid quote --repo %s --gpu A100 --count 2 --hours 4\n", repos[0], repos[0])
 	fmt.Fprintf(&b, "Rent:        %s\n", s.rentCommand())
+	fmt.Fprintf(&b, "Look:        idlegrid ui --repo %s   (the dashboard in a browser)\n", repos[0])
 	return b.String()
 }
 

@@ -116,7 +116,7 @@ Start here:
 		newInitCmd(e), newConfigCmd(e), newDaemonCmd(e), newSwarmCmd(e),
 		newIDCmd(e), newWaitCmd(e), newExecCmd(e), newPortForwardCmd(e), newCpCmd(e), newStatusCmd(e), newPeersCmd(e), newDevstackCmd(e), newVersionCmd(e),
 		newOffersCmd(e), newQuoteCmd(e), newBidCmd(e), newGPUsCmd(e), newAttestCmd(e),
-		newRentCmd(e), newAttachCmd(e), newExtendCmd(e), newLeasesCmd(e), newLogsCmd(e), newCancelCmd(e), newReceiptsCmd(e), newLedgerCmd(e), newReputationCmd(e), newDoctorCmd(e),
+		newRentCmd(e), newAttachCmd(e), newExtendCmd(e), newLeasesCmd(e), newLogsCmd(e), newCancelCmd(e), newReceiptsCmd(e), newLedgerCmd(e), newReputationCmd(e), newDoctorCmd(e), newUICmd(e),
 	)
 	return root
 }

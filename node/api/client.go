@@ -29,6 +29,9 @@ func NewClient(base, token string) *Client {
 	return &Client{base: base, token: token, hc: &http.Client{Timeout: 2 * time.Minute}}
 }
 
+// Base is the API's base URL.
+func (c *Client) Base() string { return c.base }
+
 // Status fetches GET /v1/status.
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	var s Status

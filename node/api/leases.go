@@ -130,9 +130,11 @@ type PoolSummary struct {
 
 // LeaseView is one lease as `idlegrid leases` shows it.
 type LeaseView struct {
-	ID       string    `json:"id"`
-	Role     string    `json:"role"`
-	State    string    `json:"state"`
+	ID    string `json:"id"`
+	Role  string `json:"role"`
+	State string `json:"state"`
+	// Ended: the state is one a lease ends in.
+	Ended    bool      `json:"ended"`
 	Renter   string    `json:"renter"`
 	Provider string    `json:"provider"`
 	Tier     string    `json:"tier"`

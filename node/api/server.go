@@ -28,6 +28,18 @@ type Backend interface {
 	Ledger(context.Context) ([]LedgerEntry, error)
 	CancelLease(context.Context, string) (LeaseView, error)
 	Reputation(ctx context.Context, peer string) (ReputationView, error)
+	// Lease is one of this node's leases.
+	Lease(ctx context.Context, id string) (LeaseView, error)
+	// Market sums up the offers q selects, listing the cheapest limit.
+	Market(q OfferQuery, limit int) (MarketSummary, error)
+	// GPUs reads a provider's GPUs now.
+	GPUs(context.Context) (GPUsStatus, error)
+	// StartRental starts a rental the node runs and follows itself;
+	// Rentals lists those started, newest first.
+	StartRental(RentRequest) (RentalView, error)
+	Rentals() []RentalView
+	// LeaseLogs names the files a renter keeps a lease's output in.
+	LeaseLogs(ctx context.Context, id string) (LeaseLogs, error)
 }
 
 // BadRequest marks a Backend error caused by the request (HTTP 400).
@@ -43,6 +55,9 @@ const maxRequestBody = 64 << 10
 type Server struct {
 	srv *http.Server
 	log *slog.Logger
+	// stop ends the requests' contexts, so that the streams (which never
+	// go idle) return when the server shuts down.
+	stop context.CancelFunc
 }
 
 // NewServer builds the handlers behind g; it listens on nothing until
@@ -56,14 +71,17 @@ func NewServer(b Backend, metrics prometheus.Gatherer, g Guard, log *slog.Logger
 		writeJSON(w, http.StatusOK, b.Peers())
 	})
 	mux.HandleFunc("GET /v1/offers", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		vram, err := optInt(q.Get("min_vram_gib"))
+		q, limit, err := offerQuery(r)
 		if err != nil {
-			writeJSON(w, http.StatusBadRequest, Error{Error: "min_vram_gib: " + err.Error()})
+			writeJSON(w, http.StatusBadRequest, Error{Error: err.Error()})
 			return
 		}
 		reply(w, func() (any, error) {
-			return b.Offers(OfferQuery{GPU: q.Get("gpu"), MinVRAMGiB: vram, Country: q.Get("country"), MaxPrice: q.Get("max_price"), Tier: q.Get("tier"), Sort: q.Get("sort")})
+			offers, err := b.Offers(q)
+			if limit > 0 && len(offers) > limit {
+				offers = offers[:limit]
+			}
+			return offers, err
 		})
 	})
 	mux.HandleFunc("POST /v1/match", func(w http.ResponseWriter, r *http.Request) {
@@ -102,18 +120,25 @@ func NewServer(b Backend, metrics prometheus.Gatherer, g Guard, log *slog.Logger
 	mux.HandleFunc("GET /v1/reputation/{peer}", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, func() (any, error) { return b.Reputation(r.Context(), r.PathValue("peer")) })
 	})
+	mux.HandleFunc("GET /v1/leases/{id}", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, func() (any, error) { return b.Lease(r.Context(), r.PathValue("id")) })
+	})
+	mountUI(mux, b, g)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, Error{Error: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
+	base, stop := context.WithCancel(context.Background())
 	return &Server{
 		srv: &http.Server{
+			BaseContext:       func(net.Listener) context.Context { return base },
 			Handler:           g.wrap(mux),
 			ReadHeaderTimeout: 5 * time.Second,
 			WriteTimeout:      30 * time.Second,
 			MaxHeaderBytes:    16 << 10,
 		},
-		log: log,
+		log:  log,
+		stop: stop,
 	}
 }
 
@@ -127,20 +152,29 @@ func (s *Server) Serve(ln net.Listener) {
 }
 
 // Shutdown stops accepting requests and waits for those in flight.
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+// The streams end at once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stop()
+	return s.srv.Shutdown(ctx)
+}
 
 // reply writes what f returns: 200, 400 for a BadRequest, else 500.
 func reply(w http.ResponseWriter, f func() (any, error)) {
 	v, err := f()
-	var bad BadRequest
-	switch {
-	case errors.As(err, &bad):
-		writeJSON(w, http.StatusBadRequest, Error{Error: err.Error()})
-	case err != nil:
-		writeJSON(w, http.StatusInternalServerError, Error{Error: err.Error()})
-	default:
-		writeJSON(w, http.StatusOK, v)
+	if err != nil {
+		writeError(w, err, http.StatusInternalServerError)
+		return
 	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// writeError answers err: 400 for a BadRequest, else status.
+func writeError(w http.ResponseWriter, err error, status int) {
+	var bad BadRequest
+	if errors.As(err, &bad) {
+		status = http.StatusBadRequest
+	}
+	writeJSON(w, status, Error{Error: err.Error()})
 }
 
 // readJSON decodes a bounded request body strictly, answering 400 itself.
@@ -156,6 +190,20 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
+}
+
+// offerQuery reads GET /v1/offers' filters, and its limit (0: none).
+func offerQuery(r *http.Request) (OfferQuery, int, error) {
+	q := r.URL.Query()
+	vram, err := optInt(q.Get("min_vram_gib"))
+	if err != nil {
+		return OfferQuery{}, 0, fmt.Errorf("min_vram_gib: %w", err)
+	}
+	limit, err := optInt(q.Get("limit"))
+	if err != nil {
+		return OfferQuery{}, 0, fmt.Errorf("limit: %w", err)
+	}
+	return OfferQuery{GPU: q.Get("gpu"), MinVRAMGiB: vram, Country: q.Get("country"), MaxPrice: q.Get("max_price"), Tier: q.Get("tier"), Sort: q.Get("sort")}, limit, nil
 }
 
 // optInt reads an optional non-negative integer query parameter.

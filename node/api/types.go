@@ -107,6 +107,8 @@ type CoordinateStatus struct {
 	Outliers uint64 `json:"outliers"`
 	// Peers is how many peers' coordinates it holds.
 	Peers int `json:"peers"`
+	// Vector is the coordinate's Euclidean part, in milliseconds.
+	Vector []float64 `json:"vector"`
 }
 
 // LeaseSummary is the lease part of a status.
@@ -143,6 +145,15 @@ type Peer struct {
 	EstimatedMillis float64 `json:"estimated_rtt_ms"`
 	CoordError      float64 `json:"coordinate_error"`
 	OutlierCoord    bool    `json:"coordinate_outlier,omitempty"`
+	// Vector is the peer's coordinate's Euclidean part, in milliseconds
+	// (absent when it is not held): the dashboard's plane projects it.
+	Vector []float64 `json:"coordinate_vector,omitempty"`
+	// Relayed: every connection to the peer goes through a relay.
+	Relayed bool `json:"relayed"`
+	// Reliability is this node's score of the peer as a provider, and
+	// Basis what it rests on.
+	Reliability float64 `json:"reliability"`
+	Basis       string  `json:"basis"`
 	// Near marks one of the network.near_peers connected peers of least
 	// measured RTT, which the connection manager never trims.
 	Near           bool      `json:"near"`
