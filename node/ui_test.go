@@ -272,6 +272,9 @@ func fillBookTB(t testing.TB, n *Node, k int) {
 // still share the machine's two cores under 'go test ./...', and the
 // compositor rasterises in software here: the best of 5 reloads is held
 // to 300 ms, and their median to twice that, and every reload is logged.
+// Under the race detector (the README's second command) the page is
+// driven and logged but not timed against the bound: the detector slows
+// the node several times.
 func TestMarketPageFirstPaintWith10kOffers(t *testing.T) {
 	const offers, bound = 10_000, 300 * time.Millisecond
 	b := newBrowser(t)
@@ -329,6 +332,10 @@ func TestMarketPageFirstPaintWith10kOffers(t *testing.T) {
 	paint := time.Duration(paints[len(paints)/2] * float64(time.Millisecond))
 	t.Logf("first paint of the market page with %d offers: median %s of 5 reloads (%v ms); the API call alone: %s the first, median %s of the next 5 (%d bytes); page weight %.1f KiB: %s",
 		offers, paint.Round(time.Millisecond), paints, first.Round(100*time.Microsecond), call[2].Round(10*time.Microsecond), size, total/1024, strings.Join(parts, ", "))
+	if raceEnabled {
+		t.Log("not held to the bound: the node runs under the race detector (the run without it holds it)")
+		return
+	}
 	if best := time.Duration(paints[0] * float64(time.Millisecond)); best > bound || paint > 2*bound {
 		t.Errorf("first paint: best %s, median %s; over %s, or %s", best, paint, bound, 2*bound)
 	}
