@@ -149,7 +149,7 @@ func (n *Node) market1(snap *market.Snapshot, q api.OfferQuery, limit int) (api.
 	for name, m := range models {
 		slices.Sort(m.prices)
 		sum.Models = append(sum.Models, api.ModelSummary{Model: name, Offers: len(m.prices), GPUs: m.gpus, Providers: len(m.providers),
-			Min: market.FormatPrice(m.prices[0]), Median: market.FormatPrice(market.Percentile(m.prices, 0.5)), P90: market.FormatPrice(market.Percentile(m.prices, 0.9))})
+			Min: market.FormatPrice(m.prices[0]), Median: market.FormatPrice(market.Percentile(m.prices, 50)), P90: market.FormatPrice(market.Percentile(m.prices, 90))})
 	}
 	slices.SortFunc(sum.Models, func(a, b api.ModelSummary) int { return cmp.Or(b.Offers-a.Offers, cmp.Compare(a.Model, b.Model)) })
 	sum.Histogram = priceHistogram(all)
@@ -184,20 +184,26 @@ func (n *Node) market1(snap *market.Snapshot, q api.OfferQuery, limit int) (api.
 
 // priceHistogram bins prices (micros) into histogramBins equal bins from
 // the least to the 99th percentile, the last bin taking the rest, so one
-// absurd price cannot squash the chart.
+// absurd price cannot squash the chart. A bin is a cent at least; prices
+// that span fewer cents than there are bins sit in the middle.
 func priceHistogram(prices []uint64) api.PriceHistogram {
 	h := api.PriceHistogram{Counts: []int{}}
 	if len(prices) == 0 {
 		return h
 	}
 	slices.Sort(prices)
-	lo, hi := prices[0], market.Percentile(prices, 0.99)
-	h.From = float64(lo) / 1e6
-	h.Width = max(float64(hi-lo)/1e6/histogramBins, 0.01)
+	lo, hi := prices[0], market.Percentile(prices, 99)
+	// In micros, whole cents: a bin is a cent at least.
+	width := max((hi-lo+histogramBins-1)/histogramBins, 10_000)
+	width = (width + 9_999) / 10_000 * 10_000
+	from := lo / 10_000 * 10_000
+	if span := width * histogramBins; hi-lo < span/2 {
+		from = (lo + (hi-lo)/2 - min(lo+(hi-lo)/2, span/2)) / 10_000 * 10_000
+	}
+	h.From, h.Width = float64(from)/1e6, float64(width)/1e6
 	h.Counts = make([]int, histogramBins)
 	for _, p := range prices {
-		i := int((float64(p)/1e6 - h.From) / h.Width)
-		h.Counts[min(max(i, 0), histogramBins-1)]++
+		h.Counts[min(int((p-from)/width), histogramBins-1)]++
 	}
 	return h
 }

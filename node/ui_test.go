@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -427,15 +428,23 @@ func TestMarketSummaryAgreesWithTheListing(t *testing.T) {
 				t.Errorf("%+v: cheapest #%d is %s/%s, the listing's %s/%s", q, i, v.Provider, v.ID, list[i].Provider, list[i].ID)
 			}
 		}
-		counts := map[string]int{}
+		prices := map[string][]uint64{}
 		for _, v := range list {
-			counts[v.GPUs[0].Model]++
+			p, err := ParsePrice(v.Price)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prices[v.GPUs[0].Model] = append(prices[v.GPUs[0].Model], p)
 		}
 		total := 0
 		for _, m := range sum.Models {
 			total += m.Offers
-			if counts[m.Model] != m.Offers || m.Min > m.Median || m.Median > m.P90 {
-				t.Errorf("%+v: model %+v, the listing has %d", q, m, counts[m.Model])
+			ps := prices[m.Model]
+			slices.Sort(ps)
+			want := api.ModelSummary{Model: m.Model, Offers: len(ps), GPUs: m.GPUs, Providers: len(ps),
+				Min: market.FormatPrice(ps[0]), Median: market.FormatPrice(market.Percentile(ps, 50)), P90: market.FormatPrice(market.Percentile(ps, 90))}
+			if m != want || ps[0] == ps[len(ps)-1] {
+				t.Errorf("%+v: model %+v, the listing's %+v", q, m, want)
 			}
 		}
 		hist := 0
@@ -445,5 +454,35 @@ func TestMarketSummaryAgreesWithTheListing(t *testing.T) {
 		if total != sum.Priced || hist != sum.Priced || sum.Currency != "USD" {
 			t.Errorf("%+v: models sum to %d, histogram to %d, of %d priced in %q", q, total, hist, sum.Priced, sum.Currency)
 		}
+	}
+}
+
+func TestPriceHistogram(t *testing.T) {
+	if h := priceHistogram(nil); len(h.Counts) != 0 {
+		t.Errorf("no prices: %+v", h)
+	}
+	// One price sits in the middle of a chart of cents.
+	h := priceHistogram([]uint64{2_000_000, 2_000_000})
+	if h.From != 1.80 || h.Width != 0.01 || h.Counts[20] != 2 {
+		t.Errorf("one price: from %v width %v, counts %v", h.From, h.Width, h.Counts)
+	}
+	// Near zero, the chart starts at zero.
+	if h := priceHistogram([]uint64{50_000}); h.From != 0 || h.Counts[5] != 1 {
+		t.Errorf("5 cents: from %v, counts %v", h.From, h.Counts)
+	}
+	// A spread from 0.50 to 4.49 and one absurd price: 40 bins of about
+	// 10 cents from the least, the absurd one in the last.
+	var prices []uint64
+	for c := range 400 {
+		prices = append(prices, uint64(500_000+c*10_000))
+	}
+	prices = append(prices, 1_000_000_000)
+	h = priceHistogram(prices)
+	total := 0
+	for _, c := range h.Counts {
+		total += c
+	}
+	if h.From != 0.5 || h.Width < 0.099 || h.Width > 0.1 || total != len(prices) || h.Counts[0] < 9 || h.Counts[39] < 2 {
+		t.Errorf("a spread: from %v width %v, counts %v", h.From, h.Width, h.Counts)
 	}
 }
