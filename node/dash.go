@@ -53,7 +53,7 @@ func (n *Node) LeaseLogs(ctx context.Context, id string) (api.LeaseLogs, error) 
 		return api.LeaseLogs{}, api.BadRequest{Err: fmt.Errorf("lease %s is sold by this node: its output goes to the renter", id)}
 	}
 	dir := filepath.Join(n.repo.Path, LogsDir)
-	return api.LeaseLogs{Stdout: filepath.Join(dir, id+".stdout"), Stderr: filepath.Join(dir, id+".stderr")}, nil
+	return api.LeaseLogs{Stdout: LogFile(dir, id, "stdout"), Stderr: LogFile(dir, id, "stderr")}, nil
 }
 
 // marketCache keeps the last market summary: every dashboard open, and

@@ -28,6 +28,10 @@ import (
 // <lease>.stdout and <lease>.stderr.
 const LogsDir = "logs"
 
+// LogFile is where, in the logs folder dir, a renter keeps the output of
+// lease id's stream ("stdout" or "stderr").
+func LogFile(dir, id, stream string) string { return filepath.Join(dir, id+"."+stream) }
+
 // reattachFor is how long a renter keeps trying to re-attach to a job
 // whose stream broke before it counts the provider as gone.
 const reattachFor = 10 * time.Second
@@ -140,11 +144,11 @@ func (f *follow) keepLogs() (closeLogs func()) {
 	f.noteProvider()
 	var files []*os.File
 	for _, w := range []*io.Writer{&f.stdout, &f.stderr} {
-		name := f.lease.Id + ".stdout"
+		stream := "stdout"
 		if w == &f.stderr {
-			name = f.lease.Id + ".stderr"
+			stream = "stderr"
 		}
-		file, err := os.OpenFile(filepath.Join(f.r.logsDir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		file, err := os.OpenFile(LogFile(f.r.logsDir, f.lease.Id, stream), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			f.r.log.Warn("job output not kept", "err", err)
 			continue

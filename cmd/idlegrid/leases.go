@@ -145,7 +145,7 @@ kept them under the repository's logs/ folder.`,
 				if stream != "both" && stream != s {
 					continue
 				}
-				b, err := os.ReadFile(filepath.Join(r.Path, node.LogsDir, args[0]+"."+s))
+				b, err := os.ReadFile(node.LogFile(filepath.Join(r.Path, node.LogsDir), args[0], s))
 				if errors.Is(err, os.ErrNotExist) {
 					continue
 				}

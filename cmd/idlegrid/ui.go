@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"runtime"
 
-	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/spf13/cobra"
 )
@@ -49,11 +48,7 @@ open it can act as this node.`,
 			}
 			if c, err := e.client(); err == nil && len(bootstrap) == 0 {
 				if _, err := c.Status(e.ctx); err == nil {
-					token, err := mustRepoToken(e)
-					if err != nil {
-						return err
-					}
-					return e.showUI(c.Base(), token, "daemon", open)
+					return e.showUI(c.LoginURL(), "daemon", open)
 				}
 			}
 			n, done, err := e.lightNode(bootstrap)
@@ -65,7 +60,7 @@ open it can act as this node.`,
 			if err != nil {
 				return err
 			}
-			if err := e.showUI(n.APIAddr(), token, "light", open); err != nil {
+			if err := e.showUI(api.LoginURL(n.APIAddr(), token), "light", open); err != nil {
 				return err
 			}
 			if !e.asJSON {
@@ -81,19 +76,9 @@ open it can act as this node.`,
 	return c
 }
 
-// mustRepoToken reads the repository's API token.
-func mustRepoToken(e *env) (string, error) {
-	r, err := node.Open(e.repoPath())
-	if err != nil {
-		return "", err
-	}
-	return r.APIToken()
-}
-
 // showUI prints the dashboard's sign-in address, as JSON with --json, and
 // opens it in a browser as open says.
-func (e *env) showUI(base, token, kind, open string) error {
-	url := api.LoginURL(base, token)
+func (e *env) showUI(url, kind, open string) error {
 	if e.asJSON {
 		if err := e.printJSON(map[string]string{"url": url, "node": kind}); err != nil {
 			return err

@@ -29,8 +29,9 @@ func NewClient(base, token string) *Client {
 	return &Client{base: base, token: token, hc: &http.Client{Timeout: 2 * time.Minute}}
 }
 
-// Base is the API's base URL.
-func (c *Client) Base() string { return c.base }
+// LoginURL is the dashboard's sign-in address on this API, with the
+// client's token (see LoginURL).
+func (c *Client) LoginURL() string { return LoginURL(c.base, c.token) }
 
 // Status fetches GET /v1/status.
 func (c *Client) Status(ctx context.Context) (Status, error) {

@@ -147,11 +147,16 @@ func startSSE(w http.ResponseWriter) (*sse, error) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	s := &sse{w: w, rc: http.NewResponseController(w)}
-	return s, s.flush()
+	return s, s.write(func(io.Writer) error { return nil })
 }
 
-func (s *sse) flush() error {
+// write writes what w writes to the client, within writeWait, and
+// flushes it.
+func (s *sse) write(w func(io.Writer) error) error {
 	if err := s.rc.SetWriteDeadline(time.Now().Add(writeWait)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if err := w(s.w); err != nil {
 		return err
 	}
 	return s.rc.Flush()
@@ -167,20 +172,17 @@ func (s *sse) send(event string, v any) error {
 }
 
 func (s *sse) sendRaw(event string, data []byte) error {
-	if err := s.rc.SetWriteDeadline(time.Now().Add(writeWait)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	return s.write(func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data)
 		return err
-	}
-	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, data); err != nil {
-		return err
-	}
-	return s.flush()
+	})
 }
 
 func (s *sse) keepAlive() error {
-	if _, err := io.WriteString(s.w, ": keep-alive\n\n"); err != nil {
+	return s.write(func(w io.Writer) error {
+		_, err := io.WriteString(w, ": keep-alive\n\n")
 		return err
-	}
-	return s.flush()
+	})
 }
 
 // events pushes the node's status, its leases and rentals, each when it

@@ -425,8 +425,8 @@ function listen() {
   on("status", (prev) => {
     renderStatus();
     if (state.page === "market" && prev && (prev.offers !== state.status.offers)) refreshMarket();
-    if (state.page === "swarm" && (!prev || prev.peers !== state.status.peers || prev.coordinate.samples !== state.status.coordinate.samples)) { renderTopics(); loadSwarm().catch((e) => showError(e.message)); }
     if (state.page === "swarm") renderTopics();
+    if (state.page === "swarm" && (!prev || prev.peers !== state.status.peers || prev.coordinate.samples !== state.status.coordinate.samples)) loadSwarm().catch((e) => showError(e.message));
     if (state.page === "gpus") renderProvider();
     if (state.page === "gpus" && !state.status.provider) renderGPUs();
   });
