@@ -264,9 +264,7 @@ func TestSellable(t *testing.T) {
 func TestStandingAttestationLastsAsLongAsTheHardware(t *testing.T) {
 	t.Parallel()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
-	port := freePort(t)
 	repo := testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
-		c.Network.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)}
 		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.WatchInterval = true, "fake:dgxh100", Dur(time.Second)
 	}))
 	hashOf := func(p *Node, gpus int) []byte {
