@@ -115,8 +115,25 @@ func (l *swarmLink) AwaitMesh(ctx context.Context, kind string, wait time.Durati
 	}
 }
 
-// SendQuote delivers a signed quote to a renter.
+// quoteLocateWait bounds the DHT lookup of a renter before a quote: a
+// bid costs its issuer nothing, and a quoting slot held by the lookup of
+// one that is nowhere is a slot an honest bid waits for.
+const quoteLocateWait = 2 * time.Second
+
+// SendQuote delivers a signed quote to a renter. A renter this node is
+// not connected to may be one it has no address for: its bid came
+// through a third peer, and a renter, a DHT client, is in no routing
+// table. The DHT finds it all the same (a peer connected to it answers
+// for it).
 func (l *swarmLink) SendQuote(ctx context.Context, to peer.ID, env []byte) error {
+	if len(l.host.Network().ConnsToPeer(to)) == 0 {
+		lctx, cancel := context.WithTimeout(ctx, quoteLocateWait)
+		err := l.disc.Locate(lctx, to)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("send quote to %s: %w", to, err)
+		}
+	}
 	return p2p.SendQuote(ctx, l.host, l.swarm, to, env)
 }
 

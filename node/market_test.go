@@ -23,6 +23,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // asProvider sells a group of GPUs at a price from a country.
@@ -52,10 +53,11 @@ func bookHolds(n *Node, want int) func() bool {
 
 func TestMarketAcrossNodes(t *testing.T) {
 	t.Parallel()
-	boot := startNode(t, testRepo(t, "boot", nil), Options{})
-	cheap := startNode(t, testRepo(t, "cheap", both(bootstrapFrom(boot), asProvider("A100", 4, 80, "1.10", "DE"))), Options{})
-	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), asProvider("A100", 8, 80, "2.20", "FR"))), Options{})
-	renter := startNode(t, testRepoWith(t, "renter", InitOptions{Profile: ProfileRenter}, bootstrapFrom(boot)), Options{})
+	log := keepLog(t)
+	boot := startNode(t, testRepo(t, "boot", nil), Options{Logger: log.node("boot")})
+	cheap := startNode(t, testRepo(t, "cheap", both(bootstrapFrom(boot), asProvider("A100", 4, 80, "1.10", "DE"))), Options{Logger: log.node("cheap")})
+	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), asProvider("A100", 8, 80, "2.20", "FR"))), Options{Logger: log.node("dear")})
+	renter := startNode(t, testRepoWith(t, "renter", InitOptions{Profile: ProfileRenter}, bootstrapFrom(boot)), Options{Logger: log.node("renter")})
 	all := []*Node{boot, cheap, dear, renter}
 	for _, n := range all {
 		waitFor(t, 15*time.Second, "every book holds both offers", bookHolds(n, 2))
@@ -104,18 +106,22 @@ func TestMarketAcrossNodes(t *testing.T) {
 	}
 	if len(bid.Quotes) != 2 || !providers[cheap.id.String()] || !providers[dear.id.String()] {
 		t.Errorf("quotes: %+v", bid.Quotes)
+		for name, n := range map[string]*Node{"boot": boot, "cheap": cheap, "dear": dear} {
+			t.Logf("%s: %s", name, quoteAccount(n, renter))
+		}
+		t.Logf("renter: bids mesh %v, bids topic peers %v", renter.gossip.Mesh(p2p.TopicBids), renter.gossip.Topic(p2p.TopicBids).ListPeers())
 	}
 
 	// A node that restarts (its book lives in memory, its sequence numbers
 	// on disk) takes the offers back by syncing.
 	renterRepo := renter.repo
 	renter.Close()
-	renter = startNode(t, renterRepo, Options{})
+	renter = startNode(t, renterRepo, Options{Logger: log.node("renter")})
 	waitFor(t, 15*time.Second, "the restarted renter's book holds both offers again", bookHolds(renter, 2))
 
 	// A node that joins late gets the whole book by syncing, without
 	// waiting for a re-publication.
-	late := startNode(t, testRepo(t, "late", bootstrapFrom(boot)), Options{})
+	late := startNode(t, testRepo(t, "late", bootstrapFrom(boot)), Options{Logger: log.node("late")})
 	waitFor(t, 15*time.Second, "the late node's book holds both offers", bookHolds(late, 2))
 
 	// A provider that stops withdraws its offer from every book.
@@ -123,6 +129,75 @@ func TestMarketAcrossNodes(t *testing.T) {
 	for name, n := range map[string]*Node{"boot": boot, "cheap": cheap, "renter": renter, "late": late} {
 		waitFor(t, 15*time.Second, name+" drops the withdrawn offer", bookHolds(n, 1))
 	}
+}
+
+// A renter's bid may reach a provider through a third peer before the
+// two have met: the renter, a DHT client, is in no routing table, and the
+// provider has no address for it. The provider finds it in the DHT (the
+// peer it is connected to answers for it) and its quote arrives.
+func TestAQuoteReachesARenterKnownOnlyFromItsBid(t *testing.T) {
+	t.Parallel()
+	log := keepLog(t)
+	boot := startNode(t, testRepo(t, "boot", nil), Options{Logger: log.node("boot")})
+	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), asProvider("A100", 4, 80, "1.10", "DE"))), Options{Logger: log.node("prov")})
+	renter := startNode(t, testRepoWith(t, "renter", InitOptions{Profile: ProfileRenter}, bootstrapFrom(boot)), Options{Logger: log.node("renter")})
+	waitFor(t, 15*time.Second, "the renter's book holds the offer", bookHolds(renter, 1))
+	waitFor(t, 15*time.Second, "the bootstrap peer relays bids between the two", func() bool {
+		return slices.Contains(renter.gossip.Mesh(p2p.TopicBids), boot.id) && slices.Contains(boot.gossip.Mesh(p2p.TopicBids), prov.id)
+	})
+	// The provider forgets the renter: no connection, no address. The bid
+	// then comes to it through the bootstrap peer (the renter publishes
+	// once its router has seen the provider go).
+	prov.host.Peerstore().ClearAddrs(renter.id)
+	prov.host.Network().ClosePeer(renter.id)
+	waitFor(t, 5*time.Second, "the renter's router sees the provider go", func() bool {
+		return !slices.Contains(renter.gossip.Topic(p2p.TopicBids).ListPeers(), prov.id)
+	})
+	bid, err := renter.PlaceBid(context.Background(), api.BidRequest{GPUs: []string{"A100"}, Count: 4, Hours: 1, Tier: "silver", MaxPrice: "3.00", WaitMillis: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bid.Quotes) != 1 || bid.Quotes[0].Provider != prov.id.String() {
+		t.Errorf("quotes: %+v; the provider: %s", bid.Quotes, quoteAccount(prov, renter))
+	}
+}
+
+// A bid's issuer costs nothing to make up: the lookup of one that is
+// nowhere gives up within its bound, freeing the quoting slot.
+func TestAQuoteToABidderThatIsNowhereGivesUp(t *testing.T) {
+	t.Parallel()
+	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), asProvider("A100", 4, 80, "1.10", "DE"))), Options{})
+	waitFor(t, 15*time.Second, "the provider's book holds its offer", bookHolds(prov, 1))
+	_, pub, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere, err := peer.IDFromPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = prov.link.SendQuote(context.Background(), nowhere, []byte("quote"))
+	took := time.Since(start)
+	if err == nil || took > 2*quoteLocateWait {
+		t.Errorf("a quote to a bidder that is nowhere: %v after %s; want an error within %s", err, took.Round(time.Millisecond), 2*quoteLocateWait)
+	}
+}
+
+// quoteAccount says what became of the bids n received: how many, the
+// quotes it sent and the bids it did not quote, by why; and how it is
+// connected to the renter.
+func quoteAccount(n, renter *Node) string {
+	unquoted := map[string]float64{}
+	for _, why := range []string{unquotedQueueFull, unquotedNoFit, unquotedUnsigned, unquotedUndelivered} {
+		if v := testutil.ToFloat64(n.metrics.bidsUnquoted.WithLabelValues(why)); v > 0 {
+			unquoted[why] = v
+		}
+	}
+	return fmt.Sprintf("bids received %v, quotes sent %v, unquoted %v; %d connections to the renter; bids mesh %v",
+		testutil.ToFloat64(n.metrics.gossipReceived.WithLabelValues(p2p.TopicBids)), testutil.ToFloat64(n.metrics.quotesSent),
+		unquoted, len(n.host.Network().ConnsToPeer(renter.id)), n.gossip.Mesh(p2p.TopicBids))
 }
 
 func TestProviderRestartIsNotStale(t *testing.T) {
