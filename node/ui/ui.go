@@ -9,9 +9,13 @@
 package ui
 
 import (
+	"crypto/sha256"
 	"embed"
+	"encoding/base64"
 	"io/fs"
 	"net/http"
+	"path"
+	"strings"
 )
 
 //go:embed assets
@@ -26,5 +30,39 @@ func Assets() fs.FS {
 	return sub
 }
 
-// Handler serves Assets; mount it with the prefix stripped.
-func Handler() http.Handler { return http.FileServerFS(Assets()) }
+// Handler serves Assets; mount it with the prefix stripped. Each file
+// carries an ETag of its content, so a browser that asks again (the API
+// serves the dashboard no-cache) is answered 304 Not Modified and keeps
+// what it holds, its compiled scripts included.
+func Handler() http.Handler {
+	files := http.FileServerFS(Assets())
+	tags := etags(Assets())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(path.Clean("/"+r.URL.Path), "/")
+		if name == "" {
+			name = "index.html"
+		}
+		if tag, ok := tags[name]; ok {
+			w.Header().Set("ETag", tag)
+		}
+		files.ServeHTTP(w, r)
+	})
+}
+
+// etags are the strong entity tags of the files of fsys, by path.
+func etags(fsys fs.FS) map[string]string {
+	tags := map[string]string{}
+	fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		tags[p] = `"` + base64.RawURLEncoding.EncodeToString(sum[:16]) + `"`
+		return nil
+	})
+	return tags
+}

@@ -94,15 +94,20 @@ function marketQuery() {
   return q;
 }
 
+// loadMarket marks its steps (market:data, market:tables, market:chart)
+// on the performance timeline, for the first-paint test and a curious
+// operator's devtools.
 async function loadMarket() {
   marketAt = Date.now();
   const m = await api("/v1/market?" + marketQuery());
+  performance.mark("market:data");
   $("#market-line").textContent = `${m.offers} offers in the book match; ${m.priced} priced in ${m.currency || "–"}, per GPU-hour`;
   fill($("#models tbody"), m.models.map((x) => el("tr", { "data-model": x.model },
     td(x.model), num(x.offers), num(x.gpus), num(x.providers), num(x.min), num(x.median), num(x.p90))), "no offers match");
   fill($("#cheapest tbody"), m.cheapest.map((o) => el("tr", { "data-provider": o.provider, "data-offer": o.id },
     td(short(o.provider)), td(o.gpus.map((g) => g.count + " × " + g.model).join(", ")), td(o.country),
     num(o.price + " " + o.currency), td(o.tiers.join(" ")), num(ms(o.rtt_ms)), num(o.reliability.toFixed(2)))), "no offers match");
+  performance.mark("market:tables");
   const h = m.histogram;
   const xs = h.counts.map((_, i) => +(h.from + (i + 0.5) * h.width).toFixed(4));
   chart("#price-chart", {
@@ -111,6 +116,7 @@ async function loadMarket() {
     legend: { show: false },
     series: [{}, { label: "offers", fill: "#1f6f4a88", stroke: "#1f6f4a", paths: uPlot.paths.bars({ size: [0.9, 40] }), points: { show: false } }],
   }, [xs, h.counts]);
+  performance.mark("market:chart");
 }
 
 // marketPainted is when the browser first painted the market's summary
