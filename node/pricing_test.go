@@ -9,6 +9,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/p2p"
 )
 
 // followsMarket prices at the median of the comparable offers, within
@@ -32,13 +33,14 @@ func TestPolicyPricedProvidersSettleBesideAFixedOne(t *testing.T) {
 
 func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 	clk := clock.NewFake()
-	boot := startNode(t, testRepo(t, "boot", nil), net.on(Options{Clock: clk}))
+	log := keepLog(t)
+	boot := startNode(t, testRepo(t, "boot", nil), net.on(Options{Clock: clk, Logger: log.node("boot")}))
 	const model = "A100 SXM 80GB"
-	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), asProvider(model, 8, 80, "3.00", "DE"), followsMarket)), net.on(Options{Clock: clk}))
-	cheap := startNode(t, testRepo(t, "cheap", both(bootstrapFrom(boot), asProvider(model, 8, 80, "1.50", "FR"), followsMarket)), net.on(Options{Clock: clk}))
+	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), asProvider(model, 8, 80, "3.00", "DE"), followsMarket)), net.on(Options{Clock: clk, Logger: log.node("dear")}))
+	cheap := startNode(t, testRepo(t, "cheap", both(bootstrapFrom(boot), asProvider(model, 8, 80, "1.50", "FR"), followsMarket)), net.on(Options{Clock: clk, Logger: log.node("cheap")}))
 	fixed := startNode(t, testRepo(t, "fixed", both(bootstrapFrom(boot), asProvider(model, 8, 80, "2.00", "NL"), func(c *Config) {
 		c.Provider.OfferTTL = Dur(time.Minute)
-	})), net.on(Options{Clock: clk}))
+	})), net.on(Options{Clock: clk, Logger: log.node("fixed")}))
 	providers := []*Node{dear, cheap, fixed}
 	for _, n := range append(providers, boot) {
 		waitFor(t, 15*time.Second, "every book holds the three offers", bookHolds(n, 3))
@@ -60,6 +62,7 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 		if !t.Failed() {
 			return
 		}
+		name := map[*Node]string{dear: "dear", cheap: "cheap", fixed: "fixed"}
 		for _, n := range providers {
 			for _, q := range providers {
 				seq, _ := own(q)
@@ -67,8 +70,9 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 				if o, ok := n.market.snapshot().Offer(q.id, ProviderOfferID); ok {
 					have = o.Header.Seq
 				}
-				t.Logf("%s holds %s's offer seq %d of %d, over %d connections", n.id, q.id, have, seq, len(n.host.Network().ConnsToPeer(q.id)))
+				t.Logf("%s (%s) holds %s's (%s) offer seq %d of %d, over %d connections", name[n], n.id, name[q], q.id, have, seq, len(n.host.Network().ConnsToPeer(q.id)))
 			}
+			t.Logf("%s's offers mesh: %v", name[n], n.gossip.Mesh(p2p.TopicOffers))
 		}
 	}()
 	hist := map[*Node][]uint64{}
