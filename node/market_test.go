@@ -23,6 +23,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/test"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -169,11 +170,7 @@ func TestAQuoteToABidderThatIsNowhereGivesUp(t *testing.T) {
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
 	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), asProvider("A100", 4, 80, "1.10", "DE"))), Options{})
 	waitFor(t, 15*time.Second, "the provider's book holds its offer", bookHolds(prov, 1))
-	_, pub, err := crypto.GenerateEd25519Key(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nowhere, err := peer.IDFromPublicKey(pub)
+	nowhere, err := test.RandPeerID()
 	if err != nil {
 		t.Fatal(err)
 	}
