@@ -520,16 +520,23 @@ func TestEvidenceExcludesAnOffenderAlsoAfterARestart(t *testing.T) {
 // displacing the newest of the strangers'.
 func TestAFullBookKeepsWhatTheNodeVouchesFor(t *testing.T) {
 	t.Parallel()
-	victim := startNode(t, testRepo(t, "victim", func(c *Config) { c.Gossip.BookOffers = 16 }), Options{})
-	relay := startNode(t, testRepo(t, "relay", bootstrapFrom(victim)), Options{})
+	log := keepLog(t)
+	victim := startNode(t, testRepo(t, "victim", func(c *Config) { c.Gossip.BookOffers = 16 }), Options{Logger: log.node("victim")})
+	relay := startNode(t, testRepo(t, "relay", bootstrapFrom(victim)), Options{Logger: log.node("relay")})
 	waitFor(t, 15*time.Second, "the relay meshes with the victim", func() bool {
 		return slices.Contains(relay.gossip.Mesh(p2p.TopicOffers), victim.id)
 	})
 	prov := DefaultConfig(ProfileProvider).Provider
 	prov.GPUs = []GPUConfig{{Model: "A100", Count: 1, VRAMGiB: 80, ComputeCapability: "8.0"}}
 	publishStrangers(t, relay, prov, 40)
+	v := victim.market.validator
+	defer func() {
+		if t.Failed() {
+			t.Logf("the victim's validator: %d accepted, %d ignored, %d rejected; %d RPCs dropped for their sender's score",
+				v.Accepted.Load(), v.Ignored.Load(), v.Rejected.Load(), victim.gossip.DroppedRPCs())
+		}
+	}()
 	waitFor(t, 15*time.Second, "the victim judges the 40 offers", func() bool {
-		v := victim.market.validator
 		return v.Accepted.Load()+v.Ignored.Load() == 40
 	})
 	if n := victim.market.snapshot().Len(); n != 16 {
