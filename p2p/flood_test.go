@@ -58,6 +58,54 @@ func TestSeqGuardCapsTheIDsOfAnIssuer(t *testing.T) {
 	}
 }
 
+// A seq book sync took is granted to its gossip copy once, so the node
+// relays what it synced first; the copy after that, and a gossip copy of
+// what gossip brought, stay stale, as does anything after a reopening.
+func TestSeqGuardGrantsASyncedSeqToGossipOnce(t *testing.T) {
+	ctx := context.Background()
+	store := dssync.MutexWrap(ds.NewMapDatastore())
+	g, err := p2p.OpenSeqGuard(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer := newSigner(t, nil).id
+	advance := func(id string, seq uint64, synced bool) p2p.SeqOutcome {
+		return g.Advance(p2p.TopicOffers, issuer, id, seq, 5000, synced)
+	}
+	for _, c := range []struct {
+		what   string
+		id     string
+		seq    uint64
+		synced bool
+		want   p2p.SeqOutcome
+	}{
+		{"synced first", "a", 2, true, p2p.SeqFresh},
+		{"its gossip copy, once", "a", 2, false, p2p.SeqFresh},
+		{"its gossip copy again", "a", 2, false, p2p.SeqStale},
+		{"synced again", "a", 2, true, p2p.SeqFresh},
+		{"its gossip copy after that", "a", 2, false, p2p.SeqStale},
+		{"gossiped first", "b", 2, false, p2p.SeqFresh},
+		{"then synced", "b", 2, true, p2p.SeqFresh},
+		{"its gossip copy", "b", 2, false, p2p.SeqStale},
+		{"an older seq after a sync", "c", 3, true, p2p.SeqFresh},
+		{"the older seq by gossip", "c", 2, false, p2p.SeqStale},
+		{"a sync not yet relayed", "d", 2, true, p2p.SeqFresh},
+	} {
+		if got := advance(c.id, c.seq, c.synced); got != c.want {
+			t.Errorf("%s: %v, want %v", c.what, got, c.want)
+		}
+	}
+	if err := g.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g, err = p2p.OpenSeqGuard(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	if got := advance("d", 2, false); got != p2p.SeqStale {
+		t.Errorf("a gossip copy of a synced seq after a reopening: %v, want stale", got)
+	}
+}
+
 // Keys cost nothing, so the guard also bounds the IDs of all issuers: a
 // full guard refuses strangers' new IDs, takes those of issuers the node
 // vouches for up to twice its limit, and has room again as IDs expire;

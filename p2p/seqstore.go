@@ -78,6 +78,12 @@ type seqID struct {
 type seqRecord struct {
 	seq     uint64
 	expires int64 // Unix ms
+	// unrelayed: taken by book sync, its gossip copy not yet seen. That
+	// copy is taken once, so this node relays it: a node that synced an
+	// offer just before the offer's gossip reached it would otherwise
+	// ignore the gossip, and relay it to none of its mesh. Not kept on
+	// disk.
+	unrelayed bool
 }
 
 var seqPrefix = ds.NewKey("/seq")
@@ -107,7 +113,7 @@ func OpenSeqGuard(ctx context.Context, store ds.Batching) (*SeqGuard, error) {
 		if err != nil {
 			continue
 		}
-		g.held[seqID{parts[0], issuer, id}] = seqRecord{binary.BigEndian.Uint64(e.Value), int64(binary.BigEndian.Uint64(e.Value[8:]))}
+		g.held[seqID{parts[0], issuer, id}] = seqRecord{seq: binary.BigEndian.Uint64(e.Value), expires: int64(binary.BigEndian.Uint64(e.Value[8:]))}
 		g.live[issuerKind{parts[0], issuer}]++
 		g.total[parts[0]]++
 	}
@@ -141,13 +147,18 @@ func (g *SeqGuard) SetCap(kind string, n int) {
 // seq is higher than the one held, or equal when equalOK, and the issuer
 // is within its cap of IDs. Gossip asks for a strictly higher seq; book
 // sync accepts an equal one, so a restarted node can take back the offers
-// it held.
+// it held. Gossip is granted an equal seq once after book sync took it,
+// so that the node relays what it synced first (seqRecord.unrelayed).
 func (g *SeqGuard) Advance(kind string, issuer peer.ID, id string, seq uint64, expires int64, equalOK bool) SeqOutcome {
 	k := seqID{kind, issuer, id}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	h, ok := g.held[k]
 	switch {
+	case ok && h.seq == seq && !equalOK && h.unrelayed:
+		h.unrelayed = false
+		g.held[k] = h
+		return SeqFresh
 	case ok && (h.seq > seq || h.seq == seq && !equalOK):
 		return SeqStale
 	case ok && h.seq == seq:
@@ -163,7 +174,7 @@ func (g *SeqGuard) Advance(kind string, issuer peer.ID, id string, seq uint64, e
 		g.live[ik]++
 		g.total[kind]++
 	}
-	g.held[k] = seqRecord{seq, expires}
+	g.held[k] = seqRecord{seq: seq, expires: expires, unrelayed: equalOK}
 	g.dirty[k] = true
 	return SeqFresh
 }
