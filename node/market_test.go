@@ -536,8 +536,11 @@ func TestAFullBookKeepsWhatTheNodeVouchesFor(t *testing.T) {
 				v.Accepted.Load(), v.Ignored.Load(), v.Rejected.Load(), victim.gossip.DroppedRPCs())
 		}
 	}()
+	// Each offer is judged once by gossip; one may be judged again when
+	// the victim's periodic book sync with the relay falls within the
+	// burst, so the count may pass 40.
 	waitFor(t, 15*time.Second, "the victim judges the 40 offers", func() bool {
-		return v.Accepted.Load()+v.Ignored.Load() == 40
+		return v.Accepted.Load()+v.Ignored.Load() >= 40
 	})
 	if n := victim.market.snapshot().Len(); n != 16 {
 		t.Fatalf("the victim's book holds %d offers; its limit is 16", n)
