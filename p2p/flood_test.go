@@ -230,6 +230,7 @@ func TestRelayingAFloodCostsAnHonestPeerNothing(t *testing.T) {
 	// Two attackers at the victim, each with keys of its own: together
 	// they hand it twice what one peer may, all valid.
 	victim := nodes[0]
+	before, start := victim.validator.Accepted.Load(), time.Now()
 	for range 2 {
 		spam := floodSpamOf(t, 50, 60)
 		flood, attackerID := attacker(ctx, ctx, t, s, []int{0})
@@ -246,9 +247,15 @@ func TestRelayingAFloodCostsAnHonestPeerNothing(t *testing.T) {
 			t.Fatalf("the attacker scored below zero after %d offers, within one peer's burst", sent)
 		}
 	}
-	if got, most := victim.validator.Accepted.Load(), int64(p2p.StrangerRates[p2p.TopicOffers].Burst)+100; got > most {
-		t.Errorf("the victim took %d of the flood; the strangers' budget allows about %d", got, most)
+	// The strangers' budget is a token bucket: its burst, and its rate
+	// for as long as the floods lasted (the race detector stretches
+	// them), and a little for the swarm's own offers.
+	rate := p2p.StrangerRates[p2p.TopicOffers]
+	took := victim.validator.Accepted.Load() - before
+	if most := int64(rate.Burst + rate.PerSecond*time.Since(start).Seconds() + 20); took > most {
+		t.Errorf("the victim took %d of the flood in %s; the strangers' budget allows about %d", took, time.Since(start).Round(time.Millisecond), most)
 	}
+	t.Logf("the victim took %d of the flood in %s", took, time.Since(start).Round(time.Millisecond))
 	honest := newSigner(t, s.Nodes[3].Host.Peerstore().PrivKey(s.Nodes[3].Host.ID()))
 	if err := s.Nodes[3].Gossip.Topic(p2p.TopicOffers).Publish(ctx, honest.offer(t, "gpus", 1, time.Now())); err != nil {
 		t.Fatal(err)
