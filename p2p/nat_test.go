@@ -46,9 +46,11 @@ type natReport struct {
 	Echo    string   `json:"echo,omitempty"`
 	// Second is how long a second stream to the same peer took to open,
 	// in ms, and whether it too was relayed.
-	SecondMs      int64  `json:"second_ms"`
-	SecondLimited bool   `json:"second_limited"`
-	Err           string `json:"err,omitempty"`
+	SecondMs      int64 `json:"second_ms"`
+	SecondLimited bool  `json:"second_limited"`
+	// Conn is the echo stream's connection, local -> remote address.
+	Conn string `json:"conn,omitempty"`
+	Err  string `json:"err,omitempty"`
 }
 
 // helper is one helper process.
@@ -63,7 +65,8 @@ type helper struct {
 func startHelper(t *testing.T, l *p2ptest.NATLab, ns, role string, env ...string) *helper {
 	t.Helper()
 	cmd := l.Command(ns, os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), natRoleEnv+"="+role), env...)
+	// Hole punching's own log, shown where a test fails.
+	cmd.Env = append(append(os.Environ(), natRoleEnv+"="+role, "GOLOG_LOG_LEVEL=error,p2p-holepunch=debug", "GOLOG_LOG_FMT=nocolor"), env...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	log := &p2ptest.Log{}
@@ -150,7 +153,7 @@ func TestNATTraversal(t *testing.T) {
 		start := time.Now()
 		rent := startHelper(t, lab, "h2", "renter", env, "IDLEGRID_NAT_TARGET="+relayed)
 		r := rent.next(t, "renter's echo", 90*time.Second)
-		t.Logf("renter: echo %q after %s, over a limited (relayed) connection: %v; a second stream in %d ms, relayed: %v", r.Echo, time.Since(start).Round(time.Millisecond), r.Limited, r.SecondMs, r.SecondLimited)
+		t.Logf("renter: echo %q after %s, over a limited (relayed) connection: %v (%s); a second stream in %d ms, relayed: %v", r.Echo, time.Since(start).Round(time.Millisecond), r.Limited, r.Conn, r.SecondMs, r.SecondLimited)
 		if r.Echo != "hello" {
 			t.Fatalf("renter: %+v\n%s", r, rent.log.String())
 		}
@@ -159,8 +162,11 @@ func TestNATTraversal(t *testing.T) {
 			t.Errorf("second stream: relayed %v after %d ms, want relayed %v at once", r.SecondLimited, r.SecondMs, symmetric)
 		}
 		if r.Limited != symmetric {
-			t.Logf("provider's log:\n%s\nrenter's log:\n%s", prov.log.String(), rent.log.String())
 			t.Errorf("stream relayed: %v, want %v (hole punching %s)", r.Limited, symmetric, map[bool]string{false: "was possible", true: "was not"}[symmetric])
+		}
+		if t.Failed() {
+			t.Logf("provider's log:\n%s\nrenter's log:\n%s", prov.log.String(), rent.log.String())
+			t.Logf("r1's connections:\n%s\nr2's connections:\n%s", lab.Conntrack("r1"), lab.Conntrack("r2"))
 		}
 
 		// A renter on the provider's own network, given the same relayed
@@ -344,7 +350,8 @@ func natHelper(role string) int {
 		}
 		s2.Reset()
 		out.Encode(natReport{Echo: strings.TrimSpace(line), Limited: s.Conn().Stat().Limited,
-			SecondMs: time.Since(t0).Milliseconds(), SecondLimited: s2.Conn().Stat().Limited})
+			SecondMs: time.Since(t0).Milliseconds(), SecondLimited: s2.Conn().Stat().Limited,
+			Conn: fmt.Sprintf("%s -> %s", s.Conn().LocalMultiaddr(), s.Conn().RemoteMultiaddr())})
 	default:
 		return fail(fmt.Errorf("no role %q", role))
 	}

@@ -84,6 +84,7 @@ func TestRentThroughNATs(t *testing.T) {
 			nat.Timings.FirstOutput, lan.Timings.FirstOutput, float64(nat.Timings.FirstOutput)/float64(lan.Timings.FirstOutput), nat.Relayed, float64(relayed)/1e3)
 		if nat.Relayed != symmetric {
 			t.Errorf("output relayed: %v, want %v (hole punching %s possible)", nat.Relayed, symmetric, map[bool]string{false: "was", true: "was not"}[symmetric])
+			t.Logf("r1's connections:\n%s\nr2's connections:\n%s", lab.Conntrack("r1"), lab.Conntrack("r2"))
 		}
 		if lan.Relayed {
 			t.Error("the rent on the provider's LAN went through the relay")

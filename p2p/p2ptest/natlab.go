@@ -204,6 +204,17 @@ func (l *NATLab) UPnPLog() string {
 	return l.upnpLog.String()
 }
 
+// Conntrack is router r's connection tracking table (r1 or r2): each
+// flow's two directions, the mapped port in the reply's destination. A
+// test shows it when traffic took a path the NAT should not have let it.
+func (l *NATLab) Conntrack(r string) string {
+	out, err := l.Command(r, "cat", "/proc/net/nf_conntrack").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("%s: conntrack: %v %s", r, err, out)
+	}
+	return string(out)
+}
+
 // Log is what a process writes, kept for a test to read while it runs.
 type Log struct {
 	mu sync.Mutex
