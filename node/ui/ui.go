@@ -35,8 +35,8 @@ func Assets() fs.FS {
 // serves the dashboard no-cache) is answered 304 Not Modified and keeps
 // what it holds, its compiled scripts included.
 func Handler() http.Handler {
-	files := http.FileServerFS(Assets())
-	tags := etags(Assets())
+	assets := Assets()
+	files, tags := http.FileServerFS(assets), etags(assets)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := strings.TrimPrefix(path.Clean("/"+r.URL.Path), "/")
 		if name == "" {
