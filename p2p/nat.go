@@ -297,7 +297,8 @@ type punchingHost struct {
 
 type punchState struct {
 	started time.Time
-	readyAt atomic.Int64 // when DCUtR was first served (Unix ns); 0: not yet
+	readyAt atomic.Int64  // when DCUtR was first served (Unix ns); 0: not yet
+	ready   chan struct{} // closed when watchReady ends, readyAt set or not
 	stop    context.CancelFunc
 	mu      sync.Mutex
 	failed  map[peer.ID]time.Time // when a wait for a direct connection failed
@@ -306,7 +307,7 @@ type punchState struct {
 
 func newPunchingHost(h host.Host) punchingHost {
 	ctx, stop := context.WithCancel(context.Background())
-	ps := &punchState{started: time.Now(), stop: stop, failed: map[peer.ID]time.Time{}, lan: map[peer.ID][]ma.Multiaddr{}}
+	ps := &punchState{started: time.Now(), stop: stop, ready: make(chan struct{}), failed: map[peer.ID]time.Time{}, lan: map[peer.ID][]ma.Multiaddr{}}
 	go ps.watchReady(ctx, h)
 	go ps.watchLAN(ctx, h)
 	return punchingHost{Host: h, punchState: ps}
@@ -318,30 +319,42 @@ func (h punchingHost) Close() error {
 	return h.Host.Close()
 }
 
-// watchReady notes when h first serves DCUtR, looking every 100 ms and
-// then less often, up to every 5 s.
+// watchReady notes when h first serves DCUtR. The hole punching service
+// sets its handler once identify has told it a public address, and the
+// host announces each new handler on its event bus, so the moment is
+// known to within the event's delivery: a relayed connection opened just
+// after it (a fresh rent's first) is not taken for one that predates it.
 func (s *punchState) watchReady(ctx context.Context, h host.Host) {
-	wait := 100 * time.Millisecond
-	for {
-		if punchReady(h) {
-			s.readyAt.Store(time.Now().UnixNano())
-			return
-		}
+	defer close(s.ready)
+	sub, err := h.EventBus().Subscribe(new(event.EvtLocalProtocolsUpdated))
+	if err != nil {
+		return
+	}
+	defer sub.Close()
+	for !punchReady(h) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case _, ok := <-sub.Out():
+			if !ok {
+				return
+			}
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
+	s.readyAt.Store(time.Now().UnixNano())
 }
 
 // missedPunch reports, for a host that serves DCUtR now, whether every
 // connection to p opened before it did: the peer's one hole punching
 // attempt, made as the relayed connection opened, found no one to answer.
+// Where the moment is not known (the watcher ended without it), it says
+// no: closing a connection whose punch may be under way would lose it.
 func (s *punchState) missedPunch(h host.Host, p peer.ID) bool {
-	s.readyAt.CompareAndSwap(0, time.Now().UnixNano()) // ready now: the watcher may not have looked yet
+	<-s.ready // at once: the handler is set, and its event on its way
 	ready := s.readyAt.Load()
+	if ready == 0 {
+		return false
+	}
 	conns := h.Network().ConnsToPeer(p)
 	for _, c := range conns {
 		if c.Stat().Opened.UnixNano() >= ready {
