@@ -58,6 +58,8 @@ func TestRentThroughNATs(t *testing.T) {
 		prov := providerRepo(t, bin, "/ip4/0.0.0.0/tcp/4001")
 		setConfig(t, prov, "network.listen", `["/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"]`)
 		setConfig(t, prov, "network.bootstrap", bootList)
+		// Hole punching's own log, shown where the test fails.
+		setConfig(t, prov, "log.subsystems", `{libp2p = "warn", "dht/rtrefreshmanager" = "error", "p2p-holepunch" = "debug"}`)
 		provLog := startIn(t, lab.Command("h1", bin, "daemon", "--repo", prov, "--log-format", "json"))
 		start := time.Now()
 		var st api.Status
@@ -74,8 +76,8 @@ func TestRentThroughNATs(t *testing.T) {
 		// The rent behind the other NAT, then the same rent from the
 		// provider's own network (its LAN address, no NAT between) as the
 		// reference, in the same run.
-		nat := rentIn(t, lab, "h2", bin, image, boots)
-		lan := rentIn(t, lab, "h1", bin, image, boots)
+		nat, natLog := rentIn(t, lab, "h2", bin, image, boots)
+		lan, _ := rentIn(t, lab, "h1", bin, image, boots)
 		var relayed int64 // every public daemon relays
 		for _, dir := range publicRepos {
 			relayed += relayBytes(t, lab, dir)
@@ -84,6 +86,7 @@ func TestRentThroughNATs(t *testing.T) {
 			nat.Timings.FirstOutput, lan.Timings.FirstOutput, float64(nat.Timings.FirstOutput)/float64(lan.Timings.FirstOutput), nat.Relayed, float64(relayed)/1e3)
 		if nat.Relayed != symmetric {
 			t.Errorf("output relayed: %v, want %v (hole punching %s possible)", nat.Relayed, symmetric, map[bool]string{false: "was", true: "was not"}[symmetric])
+			t.Logf("the provider's log:\n%s\nthe renter's:\n%s", provLog, natLog)
 			t.Logf("r1's connections:\n%s\nr2's connections:\n%s", lab.Conntrack("r1"), lab.Conntrack("r2"))
 		}
 		if lan.Relayed {
@@ -94,8 +97,8 @@ func TestRentThroughNATs(t *testing.T) {
 
 // rentIn runs `idlegrid rent --json` in namespace ns, with a throw-away
 // identity and the lab's bootstrap peers, and checks its output and
-// receipt.
-func rentIn(t *testing.T, lab *p2ptest.NATLab, ns, bin, image string, boots []string) api.RentResult {
+// receipt; it returns the result and what rent wrote to stderr.
+func rentIn(t *testing.T, lab *p2ptest.NATLab, ns, bin, image string, boots []string) (api.RentResult, string) {
 	t.Helper()
 	args := []string{"rent", "--repo", filepath.Join(t.TempDir(), "renter"), "--gpu", "H100", "--hours", "0.05", "--max-price", "5",
 		"--gather", "10s", "--image", image, "--json"}
@@ -120,7 +123,7 @@ func rentIn(t *testing.T, lab *p2ptest.NATLab, ns, bin, image string, boots []st
 	if !strings.Contains(stderr.String(), "hello from "+ns) || res.Receipt.Amount == "" {
 		t.Errorf("rent from %s: no output or receipt:\n%s\n%s", ns, out, stderr.String())
 	}
-	return res
+	return res, stderr.String()
 }
 
 // relayBytes reads what the relay daemon of repo dir carried, both ways,
