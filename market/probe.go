@@ -288,10 +288,14 @@ func newChunk(probes []probe) *probeChunk {
 // rechunk returns old's chunks without the probes of removed and with
 // add (in key order) merged in: the chunks they fall in copied, cut
 // where they grew past twice chunkProbes, dropped where emptied; the
-// others shared.
+// others shared. With no chunks before (a bucket never published, or
+// emptied since), removed holds nothing of old's and add is the bucket.
 func rechunk(old []*probeChunk, removed []*offerEntry, add []probe) []*probeChunk {
 	if len(removed)+len(add) == 0 {
 		return old
+	}
+	if len(old) == 0 {
+		return cutChunks(nil, add)
 	}
 	// The chunk a key falls in: the first whose last key is not below
 	// it, else the last.
@@ -302,9 +306,6 @@ func rechunk(old []*probeChunk, removed []*offerEntry, add []probe) []*probeChun
 	drops := map[int][]int{}
 	adds := map[int][]probe{}
 	for _, e := range removed {
-		if len(old) == 0 {
-			break
-		}
 		i := at(e.key)
 		// A key has one entry per seq: match the entry, not just its key.
 		if j, ok := slices.BinarySearchFunc(old[i].probes, probe{e: e}, compareProbes); ok && old[i].probes[j].e == e {
@@ -312,32 +313,31 @@ func rechunk(old []*probeChunk, removed []*offerEntry, add []probe) []*probeChun
 		}
 	}
 	for _, r := range add {
-		i := 0
-		if len(old) > 0 {
-			i = at(r.e.key)
-		}
+		i := at(r.e.key)
 		adds[i] = append(adds[i], r)
 	}
 	out := make([]*probeChunk, 0, len(old)+len(adds))
-	for i := 0; i < max(len(old), 1); i++ {
+	for i, c := range old {
 		d, a := drops[i], adds[i]
 		if len(d)+len(a) == 0 {
-			out = append(out, old[i])
+			out = append(out, c)
 			continue
 		}
-		var probes []probe
-		if i < len(old) {
-			probes = old[i].probes
-		}
 		slices.Sort(d)
-		merged := mergeSorted(probes, d, a, compareProbes)
-		for len(merged) > 2*chunkProbes {
-			out = append(out, newChunk(merged[:chunkProbes:chunkProbes]))
-			merged = merged[chunkProbes:]
-		}
-		if len(merged) > 0 {
-			out = append(out, newChunk(merged))
-		}
+		out = cutChunks(out, mergeSorted(c.probes, d, a, compareProbes))
+	}
+	return out
+}
+
+// cutChunks appends probes to out as chunks of chunkProbes, the last
+// holding up to twice that, and none for no probes.
+func cutChunks(out []*probeChunk, probes []probe) []*probeChunk {
+	for len(probes) > 2*chunkProbes {
+		out = append(out, newChunk(probes[:chunkProbes:chunkProbes]))
+		probes = probes[chunkProbes:]
+	}
+	if len(probes) > 0 {
+		out = append(out, newChunk(probes))
 	}
 	return out
 }
