@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/spf13/cobra"
 )
@@ -42,6 +43,7 @@ reason says why (with --json, the verdict is printed first).`,
 			if e.asJSON {
 				return nil
 			}
+			inert.Strings(&res)
 			fmt.Fprintf(e.stdout, "%s: verified in %.1f ms; driver %s, CUDA %s; %d GPUs; offer %s; confidential computing %s\n",
 				res.Peer, res.RTTMillis, res.Driver, res.CUDA, len(res.GPUs), res.Offer, res.CC)
 			for _, g := range res.GPUs {

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -116,6 +117,7 @@ func newStatusCmd(e *env) *cobra.Command {
 			if e.asJSON {
 				return e.printJSON(st)
 			}
+			inert.Strings(&st)
 			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(w, "peer\t%s\n", st.PeerID)
 			fmt.Fprintf(w, "swarm\t%s (private: %v)\n", st.SwarmID, st.Private)

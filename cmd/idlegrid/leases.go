@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/spf13/cobra"
@@ -195,6 +196,7 @@ daemon when one runs, else as a light client.`,
 			if e.asJSON {
 				return e.printJSON(l)
 			}
+			inert.Strings(&l)
 			fmt.Fprintf(e.stdout, "lease %s: cancellation sent to %s\n", l.ID, short(l.Provider))
 			return nil
 		},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/market/gpus"
+	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/spf13/cobra"
@@ -256,6 +257,7 @@ nothing fits, how many offers failed each check. Publishes nothing.`,
 			if e.asJSON {
 				return e.printJSON(res)
 			}
+			inert.Strings(&res)
 			if len(res.Candidates) == 0 {
 				fmt.Fprintf(e.stdout, "nothing fits. Why, by offers failing each check:\n  %s\n", res.Explanation)
 				return nil
@@ -306,6 +308,7 @@ topic, and wait for providers whose offers fit to answer with signed quotes.`,
 			if e.asJSON {
 				return e.printJSON(res)
 			}
+			inert.Strings(&res)
 			if len(res.Quotes) == 0 {
 				fmt.Fprintf(e.stdout, "bid %s: no quotes within %s (try `idlegrid quote` with the same flags to see why)\n", res.BidID, wait)
 				return nil

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market/inert"
 	"golang.org/x/term"
 )
 
@@ -44,14 +45,14 @@ func (p *progressLines) step(line string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clear()
-	fmt.Fprintf(p.w, "idlegrid: %s\n", line)
+	fmt.Fprintf(p.w, "idlegrid: %s\n", inert.Text(line))
 }
 
 // status shows the state of a wait.
 func (p *progressLines) status(line string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	line = "idlegrid: " + line
+	line = "idlegrid: " + inert.Text(line)
 	if p.tty {
 		// Cut to the terminal's width: a wrapped line would not be
 		// overwritten.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/spf13/cobra"
@@ -235,6 +236,7 @@ func rentReceipts(res api.RentResult) []api.ReceiptView {
 // printEnd prints a rental's receipts (its pool's, by rank) and its
 // failed downloads on stderr.
 func printEnd(e *env, res api.RentResult) {
+	inert.Strings(&res)
 	for _, d := range res.Downloads {
 		if d.Error != "" {
 			fmt.Fprintf(e.stderr, "idlegrid: download of %s to %s failed: %s\n", d.Path, d.Local, d.Error)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/spf13/cobra"
 )
@@ -36,6 +37,7 @@ minutes is first asked for the receipts it holds of itself (up to 5 s).`,
 			if e.asJSON {
 				return e.printJSON(v)
 			}
+			inert.Strings(&v)
 			fmt.Fprintf(e.stdout, "%s\n  as a provider: %s\n  as a renter:   %.2f\n  trust:         %.3f of this node's own\n  votes:         %.2f good, %.2f bad\n",
 				v.Peer, v.Basis, v.AsRenter, v.Trust, v.Good, v.Bad)
 			if len(v.Path) == 0 {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/spf13/cobra"
 )
@@ -51,7 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "idlegrid: %s\n", oneLine(err))
+	fmt.Fprintf(stderr, "idlegrid: %s\n", inert.Text(oneLine(err)))
 	var ue usageError
 	var xe exitError
 	switch {
@@ -150,11 +151,14 @@ func (e *env) printJSON(v any) error {
 }
 
 // printList prints a list as JSON with --json, else as an aligned table
-// that rows writes (tab-separated), or the empty message when n is 0.
+// that rows writes (tab-separated), or the empty message when n is 0. v is
+// the slice rows reads: its strings are made inert (inert.Strings) in
+// place before rows runs, so no peer's text acts on the terminal.
 func (e *env) printList(v any, n int, empty string, rows func(io.Writer)) error {
 	if e.asJSON {
 		return e.printJSON(v)
 	}
+	inert.Strings(v)
 	if n == 0 {
 		fmt.Fprintln(e.stdout, empty)
 		return nil

@@ -5,8 +5,15 @@
 
 const $ = (sel) => document.querySelector(sel);
 
+// inert escapes what a peer could put in its text to reorder or hide what
+// is shown (control characters, bidirectional overrides and isolates,
+// zero-width and other format characters, line separators) as \u escapes,
+// as the CLI does (market/inert); the API's JSON keeps the text exact.
+const inert = (s) => String(s).replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}]/gu, (c) => "\\u" + c.codePointAt(0).toString(16).padStart(4, "0"));
+
 // el builds an element: attributes (on* as listeners) and children (text
-// is always a text node, so nothing from the network becomes markup).
+// is always a text node, so nothing from the network becomes markup, and
+// inert, so none of it reorders the page).
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -17,7 +24,7 @@ function el(tag, attrs, ...kids) {
   }
   for (const k of kids.flat()) {
     if (k == null) continue;
-    e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+    e.append(k instanceof Node ? k : document.createTextNode(inert(k)));
   }
   return e;
 }
@@ -316,14 +323,16 @@ function selectLease(id) {
   output.addEventListener("output", (ev) => {
     const o = JSON.parse(ev.data);
     const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-    pre.append(o.stream === "stderr" ? el("span", { class: "stderr" }, o.text) : document.createTextNode(o.text));
+    // The job's own output, lines and all, as the CLI shows it.
+    const text = document.createTextNode(o.text);
+    pre.append(o.stream === "stderr" ? el("span", { class: "stderr" }, text) : text);
     if (atEnd) pre.scrollTop = pre.scrollHeight;
   });
   output.addEventListener("end", (ev) => {
     const l = JSON.parse(ev.data);
     output.close();
     output = null;
-    pre.append(el("span", { class: "muted", id: "output-end" }, "\n— lease " + l.state + " —\n"));
+    pre.append(el("span", { class: "muted", id: "output-end" }, document.createTextNode("\n— lease " + l.state + " —\n")));
   });
   output.onerror = () => {
     // The stream broke (the node restarted, say): start over, once the
