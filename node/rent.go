@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
@@ -24,23 +25,31 @@ import (
 
 // Renter defaults.
 const (
+	// maxRentCandidates is how many candidates a pool is assembled from.
 	maxRentCandidates = 64
-	// locateAhead is how many candidates are located at once, ahead of
+	// maxWalk bounds the issuers one rental walks, far above what a book
+	// holds: the try time, not a count, ends a walk.
+	maxWalk = 1 << 16
+	// locateAhead is how many candidates are looked up at once, ahead of
 	// the one being tried: a lookup of a key with no host behind it fails
-	// only at the DHT's pace.
-	locateAhead   = 8
-	defaultGather = 15 * time.Second
+	// only at the DHT's pace. locateLimit bounds each lookup, so made-up
+	// issuers cost a walk a bounded share of its try time.
+	// locatePatience is how long a candidate found waits for a better
+	// one still being looked up.
+	locateAhead    = 16
+	locateLimit    = 10 * time.Second
+	locatePatience = 2 * time.Second
+	defaultGather  = 15 * time.Second
 	// gatherSyncs is how many book syncs a rental waits for once an
 	// offer fits, and gatherSettle how long at most.
 	gatherSyncs  = 3
 	gatherSettle = 3 * time.Second
 	// measureCandidates is how many of its best candidates a rental
 	// measures the RTT to, where it has not: for a fresh renter they rank
-	// by price alone, so the nearest may lie well down the list. As many
-	// as it may try: with 32 of 50 equal offers measured, the nearest was
-	// among the other 18 often enough to choose one 2.3 times as far at
-	// the 90th percentile.
-	measureCandidates = maxRentCandidates
+	// by price alone, so the nearest may lie well down the list. With 32
+	// of 50 equal offers measured, the nearest was among the other 18
+	// often enough to choose one 2.3 times as far at the 90th percentile.
+	measureCandidates = 64
 	defaultTryFor     = time.Minute
 	// attemptLimit bounds one candidate's locate, attestation and
 	// proposal, so one that stalls cannot spend the whole try time.
@@ -152,6 +161,8 @@ type renter struct {
 	addrsOf func(p peer.ID) []ma.Multiaddr
 	swarm   p2p.Swarm
 	failed  failures // providers that lately could not be reached or attested
+	// vouched are the attestation hashes this node verified, by issuer.
+	vouched vouchedHashes
 	// locals are the images of this machine's engine that rentals send,
 	// by ID; localMu guards the map, for no I/O.
 	localMu sync.Mutex
@@ -276,8 +287,8 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		return res, r.rentPool(ctx, b, req, packed, out, &res, t0)
 	}
 	tries := req.Candidates
-	if tries <= 0 || tries > maxRentCandidates {
-		tries = maxRentCandidates
+	if tries <= 0 || tries > maxWalk {
+		tries = maxWalk
 	}
 	tryFor := time.Duration(req.TryMillis) * time.Millisecond
 	if tryFor <= 0 {
@@ -286,31 +297,18 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 	tm := r.clock.Now()
 	cands := r.candidates(ctx, r.market.matcherFor(req.BidRequest), b, tries, tm, out)
 	res.Timings.Match = r.clock.Since(tm)
-	lctx, stopLocating := context.WithTimeout(ctx, tryFor)
-	located, locating := r.locateAll(lctx, cands)
-	defer func() { stopLocating(); locating.Wait() }()
+	left := func() time.Duration { return tryFor - (r.clock.Since(tm) - res.Timings.Pull) }
 	var tried []Attempt
-	for i, c := range cands {
-		left := tryFor - (r.clock.Since(tm) - res.Timings.Pull)
-		if left <= 0 {
-			out.say("tried %d candidates in %s; giving up", len(tried), tryFor)
-			break
-		}
-		actx, cancel := context.WithTimeout(ctx, min(left, attemptLimit))
-		f, at := r.try(actx, ctx, b, c, located[i], req, packed, out, &res.Timings)
-		cancel()
+	f, c := r.walk(ctx, cands, tryFor, left, out, func(actx context.Context, c market.Candidate, located <-chan error) (*follow, Attempt) {
+		f, at := r.try(actx, ctx, b, c, located, req, packed, out, &res.Timings)
 		if f == nil {
-			var tooBig *p2p.UploadRefusedError // a refused upload is no failure of the provider's
-			if (at.Stage != StageNegotiate || !isRefusal(at.Err)) && !errors.Is(at.Err, ErrNotAttestable) && !errors.As(at.Err, &tooBig) {
-				r.failed.add(c.Issuer, r.clock.Now())
-			}
-			if at.Stage == StageLocate && r.observe != nil { // an attestation counts on its own
-				r.observe(c.Issuer, false, weightUnreachable, "not reachable: "+at.Err.Error())
-			}
+			r.failedAt(at)
 			tried = append(tried, at)
 			res.Tried = append(res.Tried, attemptView(at))
-			continue
 		}
+		return f, at
+	})
+	if f != nil {
 		if err := f.run(ctx); err != nil {
 			return res, err
 		}
@@ -330,13 +328,15 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 }
 
 // candidates matches b against the book with mt, keeps the best offer of
-// each issuer, at most tries, and puts those that failed lately last. Before
+// each issuer, at most tries, and orders them by evidence (byEvidence):
+// those this node can reach and has attested first, those that failed
+// lately last, each part in the matcher's order. Before
 // that it asks the best few providers it has not asked lately for their
 // receipts, and matches again if their scores changed.
 func (r *renter) candidates(ctx context.Context, mt *market.Matcher, b *pb.Bid, tries int, now time.Time, out RentOutput) []market.Candidate {
 	match := func() []market.Candidate {
 		matched := mt.Match(r.market.snapshot(), b, now, tries*maxOffersPerIssuer).Candidates
-		return r.failed.behind(bestPerIssuer(matched, tries), now)
+		return r.byEvidence(bestPerIssuer(matched, tries), now)
 	}
 	cands := match()
 	best := func(n int) []peer.ID {
@@ -380,42 +380,6 @@ func bestPerIssuer(cands []market.Candidate, n int) []market.Candidate {
 	return out
 }
 
-// locateAll locates the candidates' issuers, locateAhead at a time in
-// rank order, each bounded by attemptLimit; the i-th channel gets the
-// i-th outcome. ctx's end stops what has not started; the WaitGroup
-// counts the lookups until they return.
-func (r *renter) locateAll(ctx context.Context, cands []market.Candidate) ([]chan error, *sync.WaitGroup) {
-	out := make([]chan error, len(cands))
-	for i := range out {
-		out[i] = make(chan error, 1)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		sem := make(chan struct{}, locateAhead)
-		for i, c := range cands {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				for _, ch := range out[i:] {
-					ch <- ctx.Err()
-				}
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				lctx, cancel := context.WithTimeout(ctx, attemptLimit)
-				defer cancel()
-				out[i] <- r.net.Locate(lctx, c.Issuer)
-			}()
-		}
-	}()
-	return out, &wg
-}
-
 // try attests and leases from candidate c once located says it was
 // located; it returns the follow of the lease it got, or the attempt
 // that failed.
@@ -456,6 +420,9 @@ func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 			at.Stage, at.Err = StageAttest, err
 			out.say("%s: attestation refused: %v; trying the next", short(c.Issuer), err)
 			return nil, at
+		}
+		if v.Coverage == attest.CoverageFull {
+			r.vouched.add(c.Issuer, c.Offer.GetAttestationHash())
 		}
 		out.say("%s: attestation verified (%s)", short(c.Issuer), v.OfferLine())
 	}
@@ -509,6 +476,19 @@ func isRefusal(err error) bool {
 	return errors.As(err, &re)
 }
 
+// failedAt remembers a failed attempt: a provider that could not be
+// reached, attested or answer ranks behind the rest for failMemory, and
+// one that could not be reached counts against its reputation.
+func (r *renter) failedAt(at Attempt) {
+	var tooBig *p2p.UploadRefusedError // a refused upload is no failure of the provider's
+	if (at.Stage != StageNegotiate || !isRefusal(at.Err)) && !errors.Is(at.Err, ErrNotAttestable) && !errors.As(at.Err, &tooBig) {
+		r.failed.add(at.Provider, r.clock.Now())
+	}
+	if at.Stage == StageLocate && r.observe != nil { // an attestation counts on its own
+		r.observe(at.Provider, false, weightUnreachable, "not reachable: "+at.Err.Error())
+	}
+}
+
 // failures remembers the providers a rental could not reach, attest or
 // get an answer from, for failMemory: later rentals try them last. It
 // holds at most maxFailures, dropping the oldest.
@@ -537,24 +517,12 @@ func (f *failures) add(p peer.ID, now time.Time) {
 	}
 }
 
-// behind orders cands with those that failed within failMemory of now
-// last, each part in its order.
-func (f *failures) behind(cands []market.Candidate, now time.Time) []market.Candidate {
+// lately reports whether p failed within failMemory of now.
+func (f *failures) lately(p peer.ID, now time.Time) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	failed := func(c market.Candidate) bool { t, ok := f.at[c.Issuer]; return ok && now.Sub(t) < failMemory }
-	out := make([]market.Candidate, 0, len(cands))
-	for _, c := range cands {
-		if !failed(c) {
-			out = append(out, c)
-		}
-	}
-	for _, c := range cands {
-		if failed(c) {
-			out = append(out, c)
-		}
-	}
-	return out
+	t, ok := f.at[p]
+	return ok && now.Sub(t) < failMemory
 }
 
 // attemptView shows an attempt in the API.

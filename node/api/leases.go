@@ -11,7 +11,7 @@ type RentRequest struct {
 	// Env is the workload's environment, KEY=VALUE.
 	Env []string `json:"env,omitempty"`
 	// Candidates is how many providers to try at most, best first
-	// (default and at most 64: as many as TryMillis allows).
+	// (default: as many as TryMillis allows).
 	Candidates int `json:"candidates,omitempty"`
 	// GatherMillis bounds the wait for fitting offers (default 15 s).
 	GatherMillis int `json:"gather_ms,omitempty"`

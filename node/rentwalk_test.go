@@ -1,0 +1,190 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/test"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// madeUpOffers signs n offers of cfg, each by a fresh key with no host
+// behind it and naming a made-up attestation hash, as an attacker does
+// for free, and hands each envelope to put.
+func madeUpOffers(t *testing.T, cfg ProviderConfig, n int, now time.Time, put func(o *pb.Offer, env []byte)) map[peer.ID]bool {
+	t.Helper()
+	ids := map[peer.ID]bool{}
+	for range n {
+		key, _, _ := crypto.GenerateEd25519Key(nil)
+		id, _ := peer.IDFromPrivateKey(key)
+		o, err := cfg.BuildOffer(id, 1, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.AttestationHash = make([]byte, 32)
+		rand.Read(o.AttestationHash)
+		env, err := market.Sign(key, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(o, env)
+		ids[id] = true
+	}
+	return ids
+}
+
+// cheapH100s are the made-up offers of issue 26: 8 H100s at 0.40.
+func cheapH100s() ProviderConfig {
+	cfg := DefaultConfig(ProfileProvider).Provider
+	cfg.Price = "0.40"
+	cfg.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+	return cfg
+}
+
+// Rent's walk is bounded by time, not by a count (issue 26, attack 4: 64
+// fake H100 offers at 0.40 with a made-up attestation hash, from keys with
+// no host behind them, ended 'rent --try-for 3m' after "64 candidates
+// tried" in 3.8 s, and the honest provider behind them was never tried).
+// The renter knows where the honest provider listens: it is found at
+// once, the made-up issuers are looked up beside it, and it is tried once
+// no cheaper issuer is still being looked up within a short patience:
+// none of the fakes takes a turn of its own, and the job runs.
+func TestRentReachesTheHonestProviderBehindSeventyCheaperMadeUpOffers(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	prov, _ := leaseSwarm(t, nil)
+	fakes := madeUpOffers(t, cheapH100s(), 70, prov.clock.Now(), func(_ *pb.Offer, env []byte) {
+		if err := prov.link.Publish(context.Background(), p2p.TopicOffers, env); err != nil {
+			t.Fatal(err)
+		}
+	})
+	renter := startNode(t, testRepo(t, "renter2", bootstrapFrom(prov)), Options{Light: true})
+	waitFor(t, 20*time.Second, "the renter's book holds all 71 offers", func() bool { return renter.market.snapshot().Len() == 71 })
+
+	req := rentRequest(image, "true")
+	req.TryMillis = 180_000
+	res, err := renter.Rent(context.Background(), req, RentOutput{})
+	if err != nil {
+		t.Fatalf("rent: %v", err)
+	}
+	if res.Lease.Provider != prov.id.String() || res.Receipt.Outcome != LeaseCompleted {
+		t.Errorf("rented from %s: %s", res.Lease.Provider, res.Receipt.Outcome)
+	}
+	for _, a := range res.Tried {
+		if id, _ := peer.Decode(a.Provider); !fakes[id] || a.Stage != string(StageLocate) {
+			t.Errorf("attempt %+v: want a made-up offer that could not be located", a)
+		}
+	}
+}
+
+// hidingDealer is a renter's link that finds nowhere the issuers in hang:
+// their lookups block until their deadline, as a slow DHT's do.
+type hidingDealer struct {
+	dealer
+	hang map[peer.ID]bool
+}
+
+func (d hidingDealer) Locate(ctx context.Context, p peer.ID) error {
+	if d.hang[p] {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return d.dealer.Locate(ctx, p)
+}
+
+// Rent's walk is bounded by its try time, not by a count of candidates
+// (issue 26, attack 4). With no evidence for any issuer (the renter knows
+// no address and verified no attestation), a thousand cheaper made-up
+// offers are looked up a bounded few at a time, each within its own
+// bound (the first 16 never answer), and the honest provider behind them
+// all is reached and runs the job within the try time.
+func TestRentWalksAThousandMadeUpOffersWithinItsTryTime(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, nil)
+	waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(renter, prov) == 8 })
+	var order []peer.ID
+	fakes := madeUpOffers(t, cheapH100s(), 1000, renter.clock.Now(), func(o *pb.Offer, _ []byte) {
+		if err := renter.market.do(context.Background(), func(*marketState) {
+			if err := renter.market.book.PutOffer(o, renter.clock.Now()); err != nil {
+				t.Error(err)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, market.Issuer(o))
+	})
+	hang := map[peer.ID]bool{}
+	for _, p := range order[:16] {
+		hang[p] = true
+	}
+	// Before any rental: no evidence for any issuer.
+	renter.renter.addrsOf = func(peer.ID) []ma.Multiaddr { return nil }
+	renter.renter.net = hidingDealer{dealer: renter.renter.net, hang: hang}
+
+	req := rentRequest(image, "true")
+	req.TryMillis = 120_000
+	start := time.Now()
+	res, err := renter.Rent(context.Background(), req, RentOutput{})
+	if err != nil {
+		t.Fatalf("rent after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	if res.Lease.Provider != prov.id.String() || res.Receipt.Outcome != LeaseCompleted {
+		t.Errorf("rented from %s: %s", res.Lease.Provider, res.Receipt.Outcome)
+	}
+	for _, a := range res.Tried {
+		if id, _ := peer.Decode(a.Provider); !fakes[id] || a.Stage != string(StageLocate) {
+			t.Errorf("attempt %+v: want a made-up offer that could not be located", a)
+		}
+	}
+	t.Logf("walked %d made-up offers in %s", len(res.Tried), time.Since(start).Round(time.Millisecond))
+}
+
+// A walk behind ten thousand made-up offers (issue 26, attack 4, in its
+// cheaper in-process form): the one provider this node knows where to
+// reach, ranked last, waits for the cheaper lookups under way only within
+// locatePatience, never for the thousands not yet started, and is the
+// walk's first try.
+func TestAWalkTriesAFoundProviderOnceCheaperLookupsOutlastTheirPatience(t *testing.T) {
+	t.Parallel()
+	const fakes = 10_000
+	cands := make([]market.Candidate, fakes+1)
+	for i := range cands {
+		id, err := test.RandPeerID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cands[i].Issuer = id
+	}
+	honest := cands[fakes].Issuer
+	w := newWalkState(cands, func(p peer.ID) bool { return p == honest })
+	t0 := time.Now()
+	if started := w.start(t0); len(started) != locateAhead {
+		t.Fatalf("%d lookups started at once; want %d", len(started), locateAhead)
+	}
+	i, wait, done := w.next(t0.Add(locatePatience / 2))
+	if i != -1 || done || wait <= 0 || wait > locatePatience/2 {
+		t.Errorf("within the patience: next %d, wait %s, done %v; want a wait of at most %s", i, wait, done, locatePatience/2)
+	}
+	if got := w.start(t0); len(got) != 0 {
+		t.Errorf("%d more lookups started while %d are under way", len(got), locateAhead)
+	}
+	if i, _, _ := w.next(t0.Add(locatePatience)); i != fakes {
+		t.Errorf("after the patience the walk tries candidate %d; want the honest one, %d", i, fakes)
+	}
+	// A lookup that fails is the fake's turn; one that ends frees a slot.
+	if !w.ended(lookup{i: 0, err: context.DeadlineExceeded}) {
+		t.Error("a failed lookup is not reported as tried")
+	}
+	if got := w.start(t0); len(got) != 1 || got[0] != locateAhead {
+		t.Errorf("after one lookup ended, started %v; want [%d]", got, locateAhead)
+	}
+}
