@@ -67,6 +67,12 @@ func (lo *leaseOwner) spec(l *pb.Lease, gpus []string) executor.Spec {
 			return lo.stage.PutOutput(renter, l.Id, i, tar)
 		}})
 	}
+	// Start judges the image it will run, by its ID, under the rules the
+	// offer states then.
+	if lo.offer != nil {
+		o, _ := lo.offer()
+		s.Images = executor.ImagePolicy{Allow: o.GetImageAllow(), Deny: o.GetImageDeny()}
+	}
 	return s
 }
 

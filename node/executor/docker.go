@@ -143,6 +143,23 @@ func (d *Docker) Start(ctx context.Context, s Spec, out Output) (Job, error) {
 	if s.LeaseID == "" || s.Image == "" {
 		return nil, errors.New("docker start: spec needs a lease ID and an image")
 	}
+	// The job runs the image the name stands for now, by its ID, judged
+	// by the provider's rules as it is: no name can move between the
+	// check and the container.
+	if err := s.Images.CheckRef(s.Image); err != nil {
+		return nil, fmt.Errorf("docker start: lease %s: %w", s.LeaseID, err)
+	}
+	img, err := d.cli.ImageInspect(ctx, s.Image)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("docker start: lease %s: image %s is not present on this provider: %w", s.LeaseID, s.Image, ErrUnknownImage)
+		}
+		return nil, d.engineErr("docker start: lease "+s.LeaseID+": image "+s.Image, err)
+	}
+	if err := s.Images.CheckImage(s.Image, img.ID, append(slices.Clone(img.RepoTags), img.RepoDigests...)); err != nil {
+		return nil, fmt.Errorf("docker start: lease %s: %w", s.LeaseID, err)
+	}
+	s.Image = img.ID
 	cfg, host := d.containerConfig(s)
 	if len(s.Inputs)+len(s.Outputs) > 0 {
 		if err := d.wrap(ctx, s, cfg); err != nil {

@@ -204,12 +204,24 @@ func (d *Docker) Load(ctx context.Context, r io.Reader, id string, rules PullRul
 	if rules.MaxBytes > 0 {
 		r = &cappedReader{r: r, left: rules.MaxBytes}
 	}
-	resp, err := d.cli.ImageLoad(ctx, r, client.ImageLoadWithQuiet(true))
-	if err != nil {
-		return Image{}, d.loadErr(err)
+	// The engine reads the save with none of the names it claims: a
+	// loaded image is its ID, and moves no tag the engine holds.
+	pr, pw := io.Pipe()
+	filtered := make(chan error, 1)
+	go func() {
+		err := unnamedSave(pw, r, id)
+		pw.CloseWithError(err)
+		filtered <- err
+	}()
+	resp, err := d.cli.ImageLoad(ctx, pr, client.ImageLoadWithQuiet(true))
+	if err == nil {
+		err = readPull(resp.Body, 0, nil)
+		resp.Body.Close()
 	}
-	err = readPull(resp.Body, 0, nil)
-	resp.Body.Close()
+	pr.CloseWithError(errLoadEnded)
+	if ferr := <-filtered; ferr != nil && !errors.Is(ferr, errLoadEnded) && !errors.Is(ferr, io.ErrClosedPipe) {
+		err = ferr // the engine's error is only what followed from it
+	}
 	if err != nil {
 		return Image{}, d.loadErr(err)
 	}
@@ -226,6 +238,9 @@ func (d *Docker) Load(ctx context.Context, r io.Reader, id string, rules PullRul
 	img.Pulled, img.PullTime = true, time.Since(begin)
 	return img, nil
 }
+
+// errLoadEnded ends the copy of a save the engine no longer reads.
+var errLoadEnded = errors.New("the engine's load ended")
 
 func (d *Docker) loadErr(err error) error {
 	if errors.Is(err, ErrImageTooLarge) {

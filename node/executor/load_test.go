@@ -50,8 +50,8 @@ func TestALocalImageLoadsWithoutTheLayersPresent(t *testing.T) {
 	if _, err := e.d.Load(ctx, bytes.NewReader(part.Bytes()), li.ID, executor.PullRules{MaxBytes: 1 << 20}); !errors.Is(err, executor.ErrImageTooLarge) {
 		t.Errorf("a %d-byte load under a 1 MiB bound: %v, want ErrImageTooLarge", part.Len(), err)
 	}
-	if _, err := e.d.Load(ctx, bytes.NewReader(part.Bytes()), li.ID, executor.PullRules{Images: executor.ImagePolicy{Deny: []string{"idlegrid-test/local"}}}); !errors.Is(err, executor.ErrImageRefused) {
-		t.Errorf("a load of a denied image: %v, want ErrImageRefused", err)
+	if _, err := e.d.Load(ctx, bytes.NewReader(part.Bytes()), li.ID, executor.PullRules{Images: executor.ImagePolicy{Deny: []string{li.ID}}}); !errors.Is(err, executor.ErrImageRefused) {
+		t.Errorf("a load of an image denied by its ID: %v, want ErrImageRefused", err)
 	}
 	if _, err := e.cli.ImageInspect(ctx, li.ID); !cerrdefs.IsNotFound(err) {
 		t.Errorf("a refused load left the image: %v", err)
