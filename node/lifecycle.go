@@ -100,6 +100,8 @@ func (n *Node) startHost(context.Context) (func() error, error) {
 		return nil, err
 	}
 	r := n.cfg.Resources
+	nat := n.cfg.NAT.p2p(n.opts.Light)
+	nat.Vouch = n.relayVouch.allows
 	n.host, err = p2p.NewHost(p2p.HostConfig{
 		Identity: n.key, Swarm: n.swarm, ListenAddrs: listen, AnnounceAddrs: announce, AllowList: n.allow,
 		ConnLow: n.cfg.Network.ConnLow, ConnHigh: n.cfg.Network.ConnHigh, ConnGrace: n.cfg.Network.ConnGrace.Std(),
@@ -107,7 +109,7 @@ func (n *Node) startHost(context.Context) (func() error, error) {
 			MaxConnsInbound: r.MaxConnsInbound, MaxStreams: r.MaxStreams},
 		UserAgent:  "idlegrid/" + n.opts.Version,
 		Registerer: n.metrics.reg,
-		NAT:        n.cfg.NAT.p2p(n.opts.Light),
+		NAT:        nat,
 	})
 	if err != nil {
 		if errors.Is(err, p2p.ErrListen) {

@@ -105,6 +105,7 @@ type Node struct {
 	market      *marketSide
 	reputation  *reputationSide
 	challenger  *challenger
+	relayVouch  relayVouch // whom this node's relay reserves for
 	renter      *renter
 	provider    *provider   // nil unless a provider
 	rentals     rentals     // started through the API

@@ -30,6 +30,7 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 		net: n.link, store: n.store, rel: n.reputation, rtt: n.rtts(), clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: n.limits,
 	})
 	n.market.received = n.metrics.received
+	n.relayVouch.set(n.market.snapshot, n.reputation.scores)
 	n.challenger = &challenger{self: n.id, swarm: n.swarm.Tag(), net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock, observe: n.reputation.observe, dispute: n.reputation.dispute,
 		report: func(ctx context.Context, ev []byte) error { return n.link.Publish(ctx, p2p.TopicEvidence, ev) }, metrics: n.metrics}
 	n.renter = &renter{

@@ -56,6 +56,14 @@ type NATConfig struct {
 	// RelayService relays for the swarm's peers while the node is public.
 	RelayService bool
 	Relay        RelayLimits
+	// Vouch says whether the relay reserves a slot for a peer of the
+	// public swarm: one that proved something that cost it, such as an
+	// offer in this node's book, a lease with this node or a trust path.
+	// Serving the swarm's protocols costs a fresh key nothing, so it is
+	// not enough. Vouch is called as reservations arrive and must be
+	// quick and safe for concurrent use; nil vouches for no one. In a
+	// private swarm the swarm key is the proof, and Vouch is not asked.
+	Vouch func(peer.ID) bool
 }
 
 // RelayLimits bound what a relay gives the swarm's peers. Every relayed
@@ -67,12 +75,17 @@ type RelayLimits struct {
 	CircuitsPerPeer int           // relayed connections open per peer
 	Duration        time.Duration // a relayed connection's life
 	Bytes           int64         // bytes relayed each way on one connection
+	// PerIP and PerASN bound the reservations held for peers behind one
+	// IP address and one autonomous system (0: 8 and 32), so that one
+	// network cannot hold them all even with every peer vouched for.
+	PerIP, PerASN int
 }
 
 // DefaultRelayLimits are a daemon's: 128 reservations, 16 circuits per
 // peer, 10 minutes and 16 MiB per circuit (libp2p's defaults, 2 minutes
-// and 128 KiB, end a lease's control streams mid-way).
-var DefaultRelayLimits = RelayLimits{Reservations: 128, CircuitsPerPeer: 16, Duration: 10 * time.Minute, Bytes: 16 << 20}
+// and 128 KiB, end a lease's control streams mid-way), 8 reservations per
+// IP address (a lab's GPU hosts behind one NAT) and 32 per AS.
+var DefaultRelayLimits = RelayLimits{Reservations: 128, CircuitsPerPeer: 16, Duration: 10 * time.Minute, Bytes: 16 << 20, PerIP: 8, PerASN: 32}
 
 // hostRef is a host that libp2p's parts may ask for before it is built.
 type hostRef struct{ p atomic.Pointer[host.Host] }
@@ -110,15 +123,24 @@ func natOptions(c NATConfig, sw Swarm, h *hostRef, reg prometheus.Registerer) ([
 		opts = append(opts, libp2p.EnableHolePunching())
 	}
 	if c.AutoRelay {
+		// A relay refuses a provider until its offer has reached the
+		// relay's book, which may be just after the provider first asks:
+		// ask again within relayBackoff (libp2p's default is an hour).
 		opts = append(opts, libp2p.EnableAutoRelayWithPeerSource(relaysAmongPeers(h),
-			autorelay.WithBootDelay(0), autorelay.WithMinInterval(10*time.Second), autorelay.WithBackoff(time.Minute)))
+			autorelay.WithBootDelay(0), autorelay.WithMinInterval(10*time.Second), autorelay.WithBackoff(relayBackoff)))
 	}
 	if c.RelayService {
 		l := c.Relay
 		res := relayv2.DefaultResources()
 		res.MaxReservations, res.MaxCircuits = l.Reservations, l.CircuitsPerPeer
 		res.Limit = &relayv2.RelayLimit{Duration: l.Duration, Data: l.Bytes}
-		ropts := []relayv2.Option{relayv2.WithResources(res), relayv2.WithACL(swarmACL{h: h, sw: sw})}
+		if l.PerIP > 0 {
+			res.MaxReservationsPerIP = l.PerIP
+		}
+		if l.PerASN > 0 {
+			res.MaxReservationsPerASN = l.PerASN
+		}
+		ropts := []relayv2.Option{relayv2.WithResources(res), relayv2.WithACL(swarmACL{h: h, sw: sw, vouch: c.Vouch})}
 		if reg != nil {
 			ropts = append(ropts, relayv2.WithMetricsTracer(relayv2.NewMetricsTracer(relayv2.WithRegisterer(reg))))
 		}
@@ -149,17 +171,29 @@ func relaysAmongPeers(ref *hostRef) autorelay.PeerSource {
 	}
 }
 
+// relayBackoff is how long AutoRelay waits before it asks a relay that
+// refused it again.
+const relayBackoff = 20 * time.Second
+
 // swarmACL lets a relay serve only its swarm's peers: a peer is one when
 // it serves a protocol of the swarm (every node serves the coordinate
 // exchange and book sync). In a private swarm the key has already said so;
-// in the public swarm the check keeps other libp2p networks off the relay,
-// and the relay's limits bound what a swarm peer may take.
+// in the public swarm the check keeps other libp2p networks off the relay.
+// A reservation holds a slot of a bounded pool for an hour, and keys cost
+// nothing, so in the public swarm only a peer the node vouches for (see
+// NATConfig.Vouch) gets one; the relay's limits bound what it may take.
 type swarmACL struct {
-	h  *hostRef
-	sw Swarm
+	h     *hostRef
+	sw    Swarm
+	vouch func(peer.ID) bool
 }
 
-func (a swarmACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool { return a.member(p) }
+func (a swarmACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool {
+	if !a.sw.Private() && (a.vouch == nil || !a.vouch(p)) {
+		return false // asked first: it is quick, and a stranger waits for nothing
+	}
+	return a.member(p)
+}
 
 func (a swarmACL) AllowConnect(src peer.ID, _ ma.Multiaddr, dest peer.ID) bool {
 	return a.member(src) && a.member(dest)
