@@ -19,6 +19,13 @@ import (
 // providers that price after each other then settle on the market
 // without chasing each other round it. An agreed lease keeps the price
 // it was agreed at: only offers follow.
+//
+// The market is hostile: keys cost nothing, so anyone can fill a book
+// with cheap offers. Only the offers of issuers the caller can trust
+// count (ComparablePricesFrom: in a node, those whose attestation it
+// verified and that it can locate, or that trust reaches), and a price
+// moves by at most MaxStep of itself per re-publish, so even offers that
+// pass walk it down slowly, in sight of its owner.
 
 // PriceTick is the least step a policy price moves by, and what it is
 // rounded to: a cent.
@@ -34,6 +41,10 @@ type PricingPolicy struct {
 	// PeakFactor prices peak windows up: their floor is the price times
 	// it (1: no peak pricing), within Ceiling.
 	PeakFactor float64
+	// MaxStep bounds how far one re-publish moves the price: at most this
+	// share of the price it stands at (0.1: 10%), and never less than a
+	// tick; 0 leaves the half-way move unbounded.
+	MaxStep float64
 }
 
 // Validate says what is wrong with the policy, naming the field.
@@ -47,6 +58,8 @@ func (p PricingPolicy) Validate() error {
 		return invalid("ceiling", "%s below the floor %s", FormatPrice(p.Ceiling), FormatPrice(p.Floor))
 	case math.IsNaN(p.PeakFactor) || p.PeakFactor < 1 || p.PeakFactor > 10:
 		return invalid("peak_factor", "%v; want 1 (none) to 10", p.PeakFactor)
+	case math.IsNaN(p.MaxStep) || p.MaxStep < 0 || p.MaxStep > 1:
+		return invalid("max_step", "%v; want 0 (unbounded) to 1", p.MaxStep)
 	}
 	return nil
 }
@@ -58,7 +71,15 @@ func (p PricingPolicy) Validate() error {
 // (its cheapest), so a provider cannot move the market by publishing
 // many offers.
 func ComparablePrices(s *Snapshot, model string, t pb.Tier, currency string, self peer.ID, now time.Time) []uint64 {
+	return ComparablePricesFrom(s, model, t, currency, self, now, nil)
+}
+
+// ComparablePricesFrom is ComparablePrices over the issuers counts
+// accepts (nil: all): a key costs nothing, so many issuers are no more
+// evidence than one unless each has shown something that cost it.
+func ComparablePricesFrom(s *Snapshot, model string, t pb.Tier, currency string, self peer.ID, now time.Time, counts func(peer.ID) bool) []uint64 {
 	model = gpus.Default().Canonical(model)
+	verdict := map[peer.ID]bool{} // counts, asked once per issuer
 	best := map[peer.ID]uint64{}
 	for _, v := range s.byModel[model] {
 		if t < pb.Tier_TIER_GOLD || t > pb.Tier_TIER_BRONZE {
@@ -68,6 +89,16 @@ func ComparablePrices(s *Snapshot, model string, t pb.Tier, currency string, sel
 			e := it.e
 			if e.key.issuer == self || e.currency != currency || e.expiresMs <= now.UnixMilli() {
 				continue
+			}
+			if counts != nil {
+				ok, asked := verdict[e.key.issuer]
+				if !asked {
+					ok = counts(e.key.issuer)
+					verdict[e.key.issuer] = ok
+				}
+				if !ok {
+					continue
+				}
 			}
 			if old, ok := best[e.key.issuer]; !ok || it.price < old {
 				best[e.key.issuer] = it.price
@@ -108,8 +139,9 @@ func (p PricingPolicy) Target(comparable []uint64, fallback uint64) uint64 {
 
 // Next is the price to publish when the offer asks current now (0: it
 // has none yet, and goes straight to the target): half way to the
-// target, rounded to a tick toward it; current where the target is less
-// than a tick away.
+// target, rounded to a tick toward it, but no further from current than
+// MaxStep of it (a tick at least); current where the target is less than
+// a tick away.
 func (p PricingPolicy) Next(current, target uint64) uint64 {
 	switch {
 	case current == 0:
@@ -118,10 +150,17 @@ func (p PricingPolicy) Next(current, target uint64) uint64 {
 		return p.bound(current)
 	}
 	mid := float64(current) + (float64(target)-float64(current))/2
+	var next uint64
 	if target > current {
-		return p.bound(uint64(math.Ceil(mid/PriceTick)) * PriceTick)
+		next = uint64(math.Ceil(mid/PriceTick)) * PriceTick
+	} else {
+		next = uint64(math.Floor(mid/PriceTick)) * PriceTick
 	}
-	return p.bound(uint64(math.Floor(mid/PriceTick)) * PriceTick)
+	if p.MaxStep > 0 {
+		step := max(PriceTick, uint64(p.MaxStep*float64(current)/PriceTick)*PriceTick)
+		next = min(max(next, current-min(step, current)), current+step)
+	}
+	return p.bound(next)
 }
 
 // Peak is the floor of a peak window for price: price times PeakFactor,

@@ -100,6 +100,6 @@ func (p ProviderConfig) BuildOffer(issuer peer.ID, seq uint64, now time.Time) (*
 		}
 		o.Weekly = append(o.Weekly, &pb.WeeklyWindow{StartMinute: span.Start, EndMinute: span.End, FloorMicros: span.FloorMicros})
 	}
-	priceOffer(o, p, nil, nil, issuer, now) // no market known: its peak windows, prices within bounds
+	priceOffer(o, p, nil, nil, issuer, now, nil) // no market known: its peak windows, prices within bounds
 	return o, nil
 }

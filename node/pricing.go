@@ -25,9 +25,15 @@ const (
 // whether prices follow the market (policy = "market"); with fixed
 // prices the policy only prices peak windows up.
 func (c PricingConfig) policy() (market.PricingPolicy, bool, error) {
-	pol := market.PricingPolicy{Percentile: c.Percentile, Floor: 1, Ceiling: math.MaxUint64 / 2, PeakFactor: c.PeakFactor}
+	pol := market.PricingPolicy{Percentile: c.Percentile, Floor: 1, Ceiling: math.MaxUint64 / 2, PeakFactor: c.PeakFactor, MaxStep: c.MaxStep}
 	if math.IsNaN(c.PeakFactor) || c.PeakFactor < 1 || c.PeakFactor > 10 {
 		return pol, false, fieldErr("provider.pricing.peak_factor", c.PeakFactor, "1 (no peak pricing) to 10")
+	}
+	if pol.MaxStep == 0 {
+		pol.MaxStep = DefaultMaxStep
+	}
+	if math.IsNaN(c.MaxStep) || c.MaxStep != 0 && (c.MaxStep < 0.01 || c.MaxStep > 0.5) {
+		return pol, false, fieldErr("provider.pricing.max_step", c.MaxStep, "0.01 to 0.5 (0.10: a tenth of the price per re-publish), or 0 for the default")
 	}
 	switch c.Policy {
 	case PolicyFixed:
@@ -54,6 +60,10 @@ func (c PricingConfig) policy() (market.PricingPolicy, bool, error) {
 	return pol, true, pol.Validate()
 }
 
+// DefaultMaxStep is the most a market price moves per re-publish, as a
+// share of where it stands (provider.pricing.max_step).
+const DefaultMaxStep = 0.10
+
 // Pricing is how an offer's prices were set.
 type Pricing struct {
 	Policy string // PolicyFixed or PolicyMarket
@@ -72,12 +82,14 @@ type TierPricing struct {
 
 // priceOffer sets o's prices by the pricing policy of cfg. With the
 // market policy each tier o sells moves from what current (the offer as
-// last published; nil: none) asked half way to the policy's target from
-// the comparable offers of snap (nil: none), the configured price
-// standing where there are none; the base price is silver's where silver
-// is sold, else the first tier's. Peak windows then ask at least the
-// base price times the peak factor. Leases agreed before keep theirs.
-func priceOffer(o *pb.Offer, cfg ProviderConfig, snap *market.Snapshot, current *pb.Offer, self peer.ID, now time.Time) Pricing {
+// last published; nil: none) half way to the policy's target, by at most
+// the policy's MaxStep; the target comes from the comparable offers of
+// snap (nil: none) whose issuers from accepts (nil: none; see
+// Node.pricesFrom), the configured price standing where there are none;
+// the base price is silver's where silver is sold, else the first tier's.
+// Peak windows then ask at least the base price times the peak factor.
+// Leases agreed before keep theirs.
+func priceOffer(o *pb.Offer, cfg ProviderConfig, snap *market.Snapshot, current *pb.Offer, self peer.ID, now time.Time, from func(peer.ID) bool) Pricing {
 	pol, follows, _ := cfg.Pricing.policy() // validated
 	pr := Pricing{Policy: PolicyFixed}
 	if follows && len(o.Gpus) > 0 && len(o.Tiers) > 0 {
@@ -85,8 +97,8 @@ func priceOffer(o *pb.Offer, cfg ProviderConfig, snap *market.Snapshot, current 
 		model := o.Gpus[0].Model
 		for _, t := range o.Tiers {
 			var comparable []uint64
-			if snap != nil {
-				comparable = market.ComparablePrices(snap, model, t, o.Currency, self, now)
+			if snap != nil && from != nil {
+				comparable = market.ComparablePricesFrom(snap, model, t, o.Currency, self, now, from)
 			}
 			tp := TierPricing{Tier: t, Comparable: len(comparable), Target: pol.Target(comparable, market.TierPrice(o, t))}
 			var was uint64
@@ -181,7 +193,7 @@ func (n *Node) pricingStatus(ctx context.Context) *api.PricingStatus {
 		want := cfg.configuredPrice(t)
 		ts := api.TierPriceStatus{Tier: market.TierName(t), Price: market.FormatPrice(market.TierPrice(o, t)), WouldSet: market.FormatPrice(want)}
 		if follows && len(o.Gpus) > 0 && len(o.Tiers) > 0 {
-			comparable := market.ComparablePrices(snap, o.Gpus[0].Model, t, o.Currency, n.id, now)
+			comparable := market.ComparablePricesFrom(snap, o.Gpus[0].Model, t, o.Currency, n.id, now, n.pricesFrom)
 			ts.Comparable, ts.WouldSet = len(comparable), market.FormatPrice(pol.Target(comparable, want))
 		}
 		st.Tiers = append(st.Tiers, ts)

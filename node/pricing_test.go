@@ -19,13 +19,36 @@ func followsMarket(c *Config) {
 	c.Provider.OfferTTL = Dur(time.Minute)
 }
 
+// attestable sells the GPUs of a fake DGX A100 (go-nvml's mock), which a
+// challenge can verify, instead of GPUs listed by hand.
+func attestable(c *Config) { c.Provider.GPUSource = "fake:dgxa100" }
+
+// attestEachOther has every node verify every other's attestation, as a
+// rental or `idlegrid attest` does: then their offers count toward a
+// market price (Node.pricesFrom).
+func attestEachOther(t *testing.T, ns ...*Node) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, n := range ns {
+		for _, q := range ns {
+			if n == q {
+				continue
+			}
+			if res, err := n.Attest(ctx, api.AttestRequest{Peer: q.id.String()}); err != nil || !res.Verified {
+				t.Fatalf("%s attests %s: %v %s", n.id, q.id, err, res.Reason)
+			}
+		}
+	}
+}
+
 // TestPolicyPricedProvidersSettleBesideAFixedOne runs two providers that
 // price at the median of the comparable offers in their books and one at
-// a fixed 2.00, all selling the same model, through rounds of
-// re-publishing on a shared fake clock, on loopback and on mocknet with
-// PlanetLab latencies. The policy prices settle within
-// two cents of 2.00, each crossing it at most once on the way (an
-// oscillation crosses again and again), and then stay put.
+// a fixed 2.00, all selling the same model and each attested by the
+// others, through rounds of re-publishing on a shared fake clock, on
+// loopback and on mocknet with PlanetLab latencies. The policy prices
+// settle within two cents of 2.00, each crossing it at most once on the
+// way (an oscillation crosses again and again), and then stay put.
 func TestPolicyPricedProvidersSettleBesideAFixedOne(t *testing.T) {
 	t.Parallel()
 	forEachNet(t, testPolicyPricedProvidersSettle)
@@ -36,15 +59,16 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 	log := keepLog(t)
 	boot := startNode(t, testRepo(t, "boot", nil), net.on(Options{Clock: clk, Logger: log.node("boot")}))
 	const model = "A100 SXM 80GB"
-	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), asProvider(model, 8, 80, "3.00", "DE"), followsMarket)), net.on(Options{Clock: clk, Logger: log.node("dear")}))
-	cheap := startNode(t, testRepo(t, "cheap", both(bootstrapFrom(boot), asProvider(model, 8, 80, "1.50", "FR"), followsMarket)), net.on(Options{Clock: clk, Logger: log.node("cheap")}))
-	fixed := startNode(t, testRepo(t, "fixed", both(bootstrapFrom(boot), asProvider(model, 8, 80, "2.00", "NL"), func(c *Config) {
+	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), asProvider(model, 8, 80, "3.00", "DE"), attestable, followsMarket)), net.on(Options{Clock: clk, Logger: log.node("dear")}))
+	cheap := startNode(t, testRepo(t, "cheap", both(bootstrapFrom(boot), asProvider(model, 8, 80, "1.50", "FR"), attestable, followsMarket)), net.on(Options{Clock: clk, Logger: log.node("cheap")}))
+	fixed := startNode(t, testRepo(t, "fixed", both(bootstrapFrom(boot), asProvider(model, 8, 80, "2.00", "NL"), attestable, func(c *Config) {
 		c.Provider.OfferTTL = Dur(time.Minute)
 	})), net.on(Options{Clock: clk, Logger: log.node("fixed")}))
 	providers := []*Node{dear, cheap, fixed}
 	for _, n := range append(providers, boot) {
 		waitFor(t, 15*time.Second, "every book holds the three offers", bookHolds(n, 3))
 	}
+	attestEachOther(t, providers...)
 	// Each round prices from the others' offers as gossip brings them:
 	// every node in a mesh on every topic first (sync alone brought the
 	// first offers).
@@ -80,9 +104,11 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 		_, price := own(n)
 		hist[n] = []uint64{price}
 	}
-	// Apart, each moves half way to its target: the gap to 2.00 shrinks
-	// by a quarter a round where both move at once, by half where they
-	// move in turn; 22 rounds close a gap of a few dollars to a cent.
+	// Apart, each moves half way to its target, by at most a tenth of its
+	// price (provider.pricing.max_step): the gap to 2.00 shrinks by a
+	// tenth of the price a round while it is wide, then by a quarter a
+	// round where both move at once, by half where they move in turn; 22
+	// rounds close a gap of a few dollars to a cent.
 	for round := 1; round <= 22; round++ {
 		var before [3]uint64
 		for i, n := range providers {
@@ -148,9 +174,10 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 }
 
 // TestARepriceLeavesTheAgreedLeaseAlone: a provider that follows the
-// market re-prices while a lease runs (three cheaper offers appear and a
-// reload re-publishes): the offer moves half way to their median, the
-// lease is billed at the price it was agreed at, and the provider's
+// market re-prices while a lease runs (three cheaper providers it
+// attests appear and a reload re-publishes): the offer moves toward their
+// median by a tenth (half way, bounded by provider.pricing.max_step),
+// the lease is billed at the price it was agreed at, and the provider's
 // status says the price, what the policy would set, the GPU-hours leased
 // and the day's earnings.
 func TestARepriceLeavesTheAgreedLeaseAlone(t *testing.T) {
@@ -174,13 +201,24 @@ func TestARepriceLeavesTheAgreedLeaseAlone(t *testing.T) {
 		return len(st.Active) == 1 && st.Active[0].State == LeaseActive
 	})
 
-	// Three cheaper H100 machines appear in the book; a reload of the
-	// policy re-publishes, priced half way from 2.00 to their 1.00.
-	cfg := prov.provider.cfg()
-	cfg.GPUs = []GPUConfig{{Model: "H100 SXM", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
-	cfg.Price, cfg.Pricing = "1.00", PricingConfig{Policy: PolicyFixed, PeakFactor: 1}
-	publishStrangers(t, renter, cfg, 3)
+	// Three cheaper H100 machines appear in the book and the provider
+	// verifies their attestations; a reload of the policy re-publishes,
+	// priced a tenth of the way from 2.00 to their 1.00 (half way, within
+	// max_step).
+	var cheaper []*Node
+	for _, name := range []string{"c1", "c2", "c3"} {
+		cheaper = append(cheaper, startNode(t, testRepo(t, name, both(bootstrapFrom(prov), func(c *Config) {
+			c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:dgxh100", "1.00"
+		})), Options{}))
+	}
 	waitFor(t, 15*time.Second, "the provider's book holds the three", bookHolds(prov, 4))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range cheaper {
+		if res, err := prov.Attest(ctx, api.AttestRequest{Peer: c.id.String()}); err != nil || !res.Verified {
+			t.Fatalf("attest %s: %v %s", c.id, err, res.Reason)
+		}
+	}
 	full, err := prov.repo.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -189,9 +227,9 @@ func TestARepriceLeavesTheAgreedLeaseAlone(t *testing.T) {
 	if _, err := prov.Reload(full); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "the offer re-priced to 1.50", func() bool {
+	waitFor(t, 15*time.Second, "the offer re-priced to 1.80", func() bool {
 		o, ok := prov.provider.ownOffer()
-		return ok && o.PriceMicros == 1_500_000
+		return ok && o.PriceMicros == 1_800_000
 	})
 
 	r := <-done
@@ -213,8 +251,8 @@ func TestARepriceLeavesTheAgreedLeaseAlone(t *testing.T) {
 			silver = ts
 		}
 	}
-	if silver.Price != "1.50" || silver.WouldSet != "1.00" || silver.Comparable != 3 {
-		t.Errorf("silver: %+v, want 1.50 now, 1.00 the policy's, from 3 offers", silver)
+	if silver.Price != "1.80" || silver.WouldSet != "1.00" || silver.Comparable != 3 {
+		t.Errorf("silver: %+v, want 1.80 now, 1.00 the policy's, from 3 offers", silver)
 	}
 	if len(p.Fill) != 1 || p.Fill[0].Window != "always" || p.Fill[0].LeasedHours <= 0 || p.Fill[0].OfferedHours <= p.Fill[0].LeasedHours {
 		t.Errorf("fill: %+v", p.Fill)

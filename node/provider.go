@@ -54,6 +54,9 @@ type provider struct {
 	// book is the node's market, which a market pricing policy follows;
 	// nil: none.
 	book func() *market.Snapshot
+	// pricesFrom says whose offers a market pricing policy follows; nil:
+	// no one's.
+	pricesFrom func(peer.ID) bool
 	// pricing is how the offer last built was priced.
 	pricing atomic.Pointer[Pricing]
 	metrics *metrics // may be nil
@@ -78,6 +81,9 @@ type providerDeps struct {
 	relayOnly func() bool
 	// book is the node's market; nil: none.
 	book func() *market.Snapshot
+	// pricesFrom says whose offers in book count toward a market price
+	// (Node.pricesFrom); nil: no one's.
+	pricesFrom func(peer.ID) bool
 	// metrics counts offers, quotes and attestations; nil: none.
 	metrics *metrics
 }
@@ -89,7 +95,7 @@ const maxQuoting = 16
 func newProvider(d providerDeps) *provider {
 	p := &provider{
 		id: d.id, swarm: d.swarm, key: d.key, wake: make(chan struct{}, 1), source: d.source, store: d.store, net: d.net, clock: d.clock, log: d.log,
-		coord: d.coord, relayOnly: d.relayOnly, book: d.book, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
+		coord: d.coord, relayOnly: d.relayOnly, book: d.book, pricesFrom: d.pricesFrom, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
 		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting), metrics: d.metrics,
 	}
 	p.cfgNow.Store(&d.cfg)
@@ -283,7 +289,7 @@ func (p *provider) buildOffer(ctx context.Context, gpus []GPUConfig, inv *attest
 	if p.book != nil {
 		snap = p.book()
 	}
-	pr := priceOffer(o, cfg, snap, p.current, p.id, now)
+	pr := priceOffer(o, cfg, snap, p.current, p.id, now, p.pricesFrom)
 	p.pricing.Store(&pr)
 	o.Header.Swarm = p.swarm
 	o.Coordinate = p.coordNow()

@@ -57,6 +57,7 @@ type PricingConfig struct {
 	Floor      string  `toml:"floor" comment:"with market: the least price per GPU-hour, such as \"1.20\""`
 	Ceiling    string  `toml:"ceiling" comment:"with market: the most price per GPU-hour, such as \"4.00\""`
 	PeakFactor float64 `toml:"peak_factor" comment:"weekly windows marked \" peak\" ask at least the price times this (1: no peak pricing)"`
+	MaxStep    float64 `toml:"max_step" comment:"with market: the largest share of the price one re-publish moves it by, 0.01 to 0.5 (0: the default, 0.10)"`
 }
 
 // HostConfig describes the provider's machine.

@@ -1,0 +1,101 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/clock"
+)
+
+// TestMadeUpOffersDoNotWalkAMarketFollowersPrice replays attack 12 of
+// issue 26 on real nodes: a provider follows the market's median from
+// 2.49 (floor 1.50) while fresh keys publish cheap offers of its model.
+// Made up offers from keys it has verified nothing of leave its price
+// where it stands over four re-publishes. Then three real providers at
+// 1.00 appear and the follower verifies their attestations: now they
+// count, and its price comes down, by at most a tenth (provider.pricing.
+// max_step's default) per re-publish.
+func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake()
+	boot := startNode(t, testRepo(t, "boot", nil), Options{Clock: clk})
+	attested := func(price string) func(*Config) {
+		return func(c *Config) {
+			c.Provider.Enabled = true
+			c.Provider.GPUSource = "fake:dgxh100" // GPUs it can attest
+			c.Provider.Price = price
+			c.Provider.Pricing = PricingConfig{Policy: PolicyFixed, PeakFactor: 1}
+		}
+	}
+	follower := startNode(t, testRepo(t, "follower", both(bootstrapFrom(boot), attested("2.49"), func(c *Config) {
+		c.Provider.Pricing = PricingConfig{Policy: PolicyMarket, Percentile: 50, Floor: "1.50", Ceiling: "9.00", PeakFactor: 1}
+		c.Provider.OfferTTL = Dur(time.Minute)
+	})), Options{Clock: clk})
+	waitFor(t, 20*time.Second, "the follower's first offer", func() bool { _, ok := follower.provider.ownOffer(); return ok })
+	own, _ := follower.provider.ownOffer()
+
+	cfg := follower.provider.cfg()
+	cfg.GPUs = []GPUConfig{{Model: own.Gpus[0].Model, Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+	cfg.Price, cfg.Pricing, cfg.OfferTTL = "1.00", PricingConfig{Policy: PolicyFixed, PeakFactor: 1}, Dur(time.Hour)
+	const fakes = 40
+	publishStrangers(t, boot, cfg, fakes)
+	waitFor(t, 20*time.Second, "the follower's book holds the made-up offers", bookHolds(follower, 1+fakes))
+
+	republish := func() uint64 {
+		t.Helper()
+		before, _ := follower.provider.ownOffer()
+		clk.Advance(46 * time.Second) // past three quarters of the offer's TTL
+		waitFor(t, 15*time.Second, "the follower re-publishes", func() bool {
+			o, ok := follower.provider.ownOffer()
+			return ok && o.Header.Seq > before.Header.Seq
+		})
+		o, _ := follower.provider.ownOffer()
+		return o.PriceMicros
+	}
+	for round := 1; round <= 4; round++ {
+		if p := republish(); p != 2_490_000 {
+			t.Fatalf("re-publish %d beside %d made-up offers at 1.00: the follower asks %s, want 2.49 (they must not count)", round, fakes, market.FormatPrice(p))
+		}
+	}
+	if pr := follower.provider.pricing.Load(); pr == nil || pr.Tiers[0].Comparable != 0 {
+		t.Errorf("pricing %+v: want no comparable offers", pr)
+	}
+
+	var real []*Node
+	for _, name := range []string{"a", "b", "c"} {
+		real = append(real, startNode(t, testRepo(t, name, both(bootstrapFrom(boot), attested("1.00"))), Options{Clock: clk}))
+	}
+	waitFor(t, 20*time.Second, "the follower's book holds the real offers", func() bool {
+		for _, n := range real {
+			if _, ok := follower.market.snapshot().Offer(n.id, ProviderOfferID); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, n := range real {
+		res, err := follower.Attest(ctx, api.AttestRequest{Peer: n.id.String()})
+		if err != nil || !res.Verified {
+			t.Fatalf("attest %s: %v %s", n.id, err, res.Reason)
+		}
+	}
+	price := uint64(2_490_000)
+	walk := []string{market.FormatPrice(price)}
+	for range 4 {
+		next := republish()
+		walk = append(walk, market.FormatPrice(next))
+		if next >= price || price-next > price/10+market.PriceTick/2 {
+			t.Errorf("one re-publish took the price from %s to %s: want down, by at most 10%%", market.FormatPrice(price), market.FormatPrice(next))
+		}
+		price = next
+	}
+	t.Logf("beside three attested providers at 1.00 and %d made-up offers: %v", fakes, walk)
+	if pr := follower.provider.pricing.Load(); pr == nil || pr.Tiers[0].Comparable != len(real) {
+		t.Errorf("pricing %+v: want the %d attested offers alone", pr, len(real))
+	}
+}
