@@ -107,9 +107,12 @@ func TestSeqGuardGrantsASyncedSeqToGossipOnce(t *testing.T) {
 }
 
 // Keys cost nothing, so the guard also bounds the IDs of all issuers: a
-// full guard refuses strangers' new IDs, takes those of issuers the node
-// vouches for up to twice its limit, and has room again as IDs expire;
-// the count survives a reopening.
+// full guard takes a stranger's new ID in place of the oldest stranger's
+// (issue 26, attack 5: a guard full of strangers' IDs refused every
+// newcomer, also after a restart), takes those of issuers the node
+// vouches for up to twice its limit and then in place of strangers', and
+// never evicts what it vouches for to make room for a stranger; the
+// bound and the order survive a reopening.
 func TestSeqGuardHoldsItsLimitOfAllIssuers(t *testing.T) {
 	ctx := context.Background()
 	store := dssync.MutexWrap(ds.NewMapDatastore())
@@ -120,13 +123,19 @@ func TestSeqGuardHoldsItsLimitOfAllIssuers(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.SetLimit(p2p.TopicOffers, 3, favoured)
+	var strangers []peer.ID
 	for i := range 3 {
-		if got := g.Advance(p2p.TopicOffers, newSigner(t, nil).id, "o", 1, int64(1000+i), false); got != p2p.SeqFresh {
+		strangers = append(strangers, newSigner(t, nil).id)
+		if got := g.Advance(p2p.TopicOffers, strangers[i], "o", 1, int64(1000+i), false); got != p2p.SeqFresh {
 			t.Fatalf("stranger %d within the limit: %v", i, got)
 		}
 	}
-	if got := g.Advance(p2p.TopicOffers, newSigner(t, nil).id, "o", 1, 2000, false); got != p2p.SeqFull {
-		t.Errorf("a fourth stranger: %v, want full", got)
+	newcomer := newSigner(t, nil).id
+	if got := g.Advance(p2p.TopicOffers, newcomer, "o", 1, 2000, false); got != p2p.SeqFresh {
+		t.Errorf("a fourth stranger: %v, want fresh in place of the oldest", got)
+	}
+	if got := g.Advance(p2p.TopicOffers, strangers[0], "o", 1, 1000, false); got != p2p.SeqFresh {
+		t.Errorf("the evicted stranger's ID again: %v, want fresh (forgotten)", got)
 	}
 	if got := g.Advance(p2p.TopicBids, newSigner(t, nil).id, "b", 1, 2000, false); got != p2p.SeqFresh {
 		t.Errorf("another kind: %v", got)
@@ -136,8 +145,15 @@ func TestSeqGuardHoldsItsLimitOfAllIssuers(t *testing.T) {
 			t.Errorf("a vouched-for issuer's ID %d in a full guard: %v", i, got)
 		}
 	}
-	if got := g.Advance(p2p.TopicOffers, friend, "o3", 1, 2000, false); got != p2p.SeqFull {
-		t.Errorf("beyond twice the limit: %v, want full", got)
+	for i := range 5 { // strangers come and go; the friend's IDs stay
+		if got := g.Advance(p2p.TopicOffers, newSigner(t, nil).id, "o", 1, 2000, false); got != p2p.SeqFresh {
+			t.Errorf("stranger %d in a guard at twice its limit: %v", i, got)
+		}
+	}
+	for i := range 3 {
+		if got := g.Advance(p2p.TopicOffers, friend, fmt.Sprint("o", i), 1, 2000, false); got != p2p.SeqStale {
+			t.Errorf("the friend's ID %d after strangers came: %v, want stale (still held)", i, got)
+		}
 	}
 	if err := g.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -146,16 +162,49 @@ func TestSeqGuardHoldsItsLimitOfAllIssuers(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.SetLimit(p2p.TopicOffers, 3, favoured)
-	if got := g.Advance(p2p.TopicOffers, newSigner(t, nil).id, "o", 1, 2000, false); got != p2p.SeqFull {
-		t.Errorf("a stranger after reopening: %v, want full", got)
-	}
-	g.Prune(1500) // the strangers' three expired
-	if got := g.Advance(p2p.TopicOffers, newSigner(t, nil).id, "o", 1, 3000, false); got != p2p.SeqFull {
-		t.Errorf("a stranger with the guard still at %d of 3: %v, want full", 3, got)
-	}
-	g.Prune(2500) // the friend's too
 	if got := g.Advance(p2p.TopicOffers, newSigner(t, nil).id, "o", 1, 3000, false); got != p2p.SeqFresh {
-		t.Errorf("a stranger once IDs expired: %v", got)
+		t.Errorf("a stranger after reopening a full guard: %v, want fresh", got)
+	}
+	for i := range 3 {
+		if got := g.Advance(p2p.TopicOffers, friend, fmt.Sprint("o", i), 1, 2000, false); got != p2p.SeqStale {
+			t.Errorf("the friend's ID %d after reopening: %v, want stale (still held)", i, got)
+		}
+	}
+	// Only IDs of issuers the node vouches for: a stranger finds no room.
+	g.Prune(3500) // all of the above expired
+	for i := range 3 {
+		g.Advance(p2p.TopicOffers, friend, fmt.Sprint("p", i), 1, 9000, false)
+	}
+	if got := g.Advance(p2p.TopicOffers, newSigner(t, nil).id, "o", 1, 9000, false); got != p2p.SeqFull {
+		t.Errorf("a stranger in a guard full of what the node vouches for: %v, want full", got)
+	}
+}
+
+// A guard read back holding more than twice its limit (a table poisoned
+// before the limits held, or a limit lowered since) sheds its oldest IDs
+// as soon as its limit is set.
+func TestAReopenedGuardShedsWhatIsOverItsBound(t *testing.T) {
+	ctx := context.Background()
+	store := dssync.MutexWrap(ds.NewMapDatastore())
+	g, err := p2p.OpenSeqGuard(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		g.Advance(p2p.TopicOffers, newSigner(t, nil).id, "o", 1, int64(1000+i), false)
+	}
+	if err := g.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g, err = p2p.OpenSeqGuard(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	g.SetLimit(p2p.TopicOffers, 10, nil)
+	if err := g.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.Prune(1 << 62); n != 20 {
+		t.Errorf("a guard of 100 IDs reopened with a limit of 10 held %d; want 20, twice the limit", n)
 	}
 }
 
@@ -270,10 +319,16 @@ func TestRelayingAFloodCostsAnHonestPeerNothing(t *testing.T) {
 			return false
 		})
 	}
+	// Its neighbours take what the victim relays within the victim's
+	// share of their strangers' budget.
+	waitUntil(t, 10*time.Second, "the victim's neighbours take the flood it relays", func() bool {
+		took := int64(0)
+		for _, n := range nodes[1:] {
+			took += n.validator.Accepted.Load()
+		}
+		return took >= 200
+	})
 	for i, n := range nodes[1:] {
-		waitUntil(t, 10*time.Second, fmt.Sprintf("node %d takes the flood the victim relays", i+1), func() bool {
-			return n.validator.Accepted.Load() >= 200
-		})
 		if score := n.validator.AppScore(victim.Host.ID()); score != 0 {
 			t.Errorf("node %d scores the victim, which relayed the flood, at %.0f", i+1, score)
 		}

@@ -155,6 +155,16 @@ func (g *Gossip) PubSub() *pubsub.PubSub { return g.ps }
 // Topic returns the joined topic of a kind (TopicOffers, …), or nil.
 func (g *Gossip) Topic(kind string) *pubsub.Topic { return g.topics[kind] }
 
+// InMesh says whether p is in this node's mesh for a topic kind.
+func (g *Gossip) InMesh(kind string, p peer.ID) bool { return g.mesh.has(g.cfg.Swarm.Topic(kind), p) }
+
+func (m *meshTracker) has(topic string, p peer.ID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.mesh[topic][p]
+	return ok
+}
+
 // Mesh returns the peers in this node's mesh for a topic kind.
 func (g *Gossip) Mesh(kind string) []peer.ID { return g.mesh.peers(g.cfg.Swarm.Topic(kind)) }
 

@@ -1,10 +1,12 @@
 package p2p
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
@@ -43,6 +45,11 @@ type SeqGuard struct {
 	held     map[seqID]seqRecord
 	live     map[issuerKind]int // IDs held, by issuer and kind
 	dirty    map[seqID]bool     // changed since the last flush: put, or delete if no longer held
+	// order lists, by kind, the IDs in the order they came (those read
+	// from the datastore first, soonest to expire first), for a full
+	// guard to evict the oldest stranger's; it keeps IDs that have since
+	// left, which eviction skips, and is compacted as it grows.
+	order map[string][]seqID
 }
 
 type issuerKind struct {
@@ -65,7 +72,8 @@ const (
 	SeqStale
 	// SeqOverCap: a new ID of an issuer that holds its cap of them.
 	SeqOverCap
-	// SeqFull: a new ID when the guard holds its limit of the kind.
+	// SeqFull: a new ID when the guard holds its limit of the kind and
+	// has no stranger's ID to evict for it.
 	SeqFull
 )
 
@@ -94,7 +102,7 @@ func (k seqID) key() ds.Key {
 
 // OpenSeqGuard reads the numbers kept in store under /seq/.
 func OpenSeqGuard(ctx context.Context, store ds.Batching) (*SeqGuard, error) {
-	g := &SeqGuard{store: store, caps: IssuerCaps, limits: map[string]int{}, total: map[string]int{}, held: make(map[seqID]seqRecord), live: make(map[issuerKind]int), dirty: make(map[seqID]bool)}
+	g := &SeqGuard{store: store, caps: IssuerCaps, limits: map[string]int{}, total: map[string]int{}, held: make(map[seqID]seqRecord), live: make(map[issuerKind]int), dirty: make(map[seqID]bool), order: map[string][]seqID{}}
 	res, err := store.Query(ctx, query.Query{Prefix: seqPrefix.String()})
 	if err != nil {
 		return nil, fmt.Errorf("seq guard: %w", err)
@@ -113,22 +121,38 @@ func OpenSeqGuard(ctx context.Context, store ds.Batching) (*SeqGuard, error) {
 		if err != nil {
 			continue
 		}
-		g.held[seqID{parts[0], issuer, id}] = seqRecord{seq: binary.BigEndian.Uint64(e.Value), expires: int64(binary.BigEndian.Uint64(e.Value[8:]))}
+		k := seqID{parts[0], issuer, id}
+		g.held[k] = seqRecord{seq: binary.BigEndian.Uint64(e.Value), expires: int64(binary.BigEndian.Uint64(e.Value[8:]))}
 		g.live[issuerKind{parts[0], issuer}]++
 		g.total[parts[0]]++
+		g.order[k.kind] = append(g.order[k.kind], k)
+	}
+	for _, ks := range g.order {
+		slices.SortFunc(ks, func(a, b seqID) int { return cmp.Compare(g.held[a].expires, g.held[b].expires) })
 	}
 	return g, nil
 }
 
 // SetLimit bounds the IDs of kind the guard holds, of all issuers (0: no
 // bound). Keys cost an attacker nothing, so per-issuer caps alone do not
-// bound it. Once full, a new ID is refused unless favoured says its
-// issuer is one the node vouches for; those may fill it to twice the
-// limit, so that what a node vouches for still reaches its book.
+// bound it. Once full, a new ID takes the place of the oldest held of an
+// issuer favoured does not name (a stranger's): a table filled with
+// strangers' IDs, by a flood or read back after a restart, never locks
+// out the next newcomer, and what the node vouches for is evicted last.
+// IDs of issuers favoured names may fill it to twice the limit, so that
+// what a node vouches for still reaches its book. A guard read back over
+// twice the limit (a limit lowered since) sheds its oldest IDs at once.
 func (g *SeqGuard) SetLimit(kind string, n int, favoured func(peer.ID) bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.limits[kind], g.favoured = n, favoured
+	for n > 0 && g.total[kind] > 2*n {
+		k, ok := g.oldest(kind, func(seqID) bool { return true })
+		if !ok {
+			break
+		}
+		g.drop(k)
+	}
 }
 
 // SetCap bounds the live IDs of kind one issuer may hold (0: no bound).
@@ -169,10 +193,16 @@ func (g *SeqGuard) Advance(kind string, issuer peer.ID, id string, seq uint64, e
 			return SeqOverCap
 		}
 		if l, n := g.limits[kind], g.total[kind]; l > 0 && n >= l && (n >= 2*l || g.favoured == nil || !g.favoured(issuer)) {
-			return SeqFull
+			old, found := g.oldest(kind, g.stranger)
+			if !found {
+				return SeqFull
+			}
+			g.drop(old)
 		}
 		g.live[ik]++
 		g.total[kind]++
+		g.order[kind] = append(g.order[kind], k)
+		g.compact(kind)
 	}
 	g.held[k] = seqRecord{seq: seq, expires: expires, unrelayed: equalOK}
 	g.dirty[k] = true
@@ -188,17 +218,70 @@ func (g *SeqGuard) Prune(nowMs int64) int {
 	n := 0
 	for k, r := range g.held {
 		if r.expires < nowMs {
-			delete(g.held, k)
-			ik := issuerKind{k.kind, k.issuer}
-			if g.live[ik]--; g.live[ik] <= 0 {
-				delete(g.live, ik)
-			}
-			g.total[k.kind]--
-			g.dirty[k] = true
+			g.drop(k)
 			n++
 		}
 	}
+	for kind := range g.order {
+		g.compact(kind)
+	}
 	return n
+}
+
+// drop forgets a held record; the next Flush deletes it.
+func (g *SeqGuard) drop(k seqID) {
+	delete(g.held, k)
+	ik := issuerKind{k.kind, k.issuer}
+	if g.live[ik]--; g.live[ik] <= 0 {
+		delete(g.live, ik)
+	}
+	g.total[k.kind]--
+	g.dirty[k] = true
+}
+
+// stranger says whether the node does not vouch for k's issuer.
+func (g *SeqGuard) stranger(k seqID) bool { return g.favoured == nil || !g.favoured(k.issuer) }
+
+// evictScan bounds the IDs one eviction looks at: those of issuers
+// vouched for that it passes go to the back.
+const evictScan = 64
+
+// oldest finds the oldest held ID of kind that may go; false if none
+// within evictScan. It takes what it passes off the front of the order.
+func (g *SeqGuard) oldest(kind string, may func(seqID) bool) (seqID, bool) {
+	ks := g.order[kind]
+	defer func() { g.order[kind] = ks }()
+	for scanned := 0; len(ks) > 0 && scanned < evictScan; {
+		k := ks[0]
+		ks = ks[1:]
+		if _, ok := g.held[k]; !ok {
+			continue // left already
+		}
+		if may(k) {
+			return k, true
+		}
+		ks = append(ks, k) // vouched for: the back of the line
+		scanned++
+	}
+	return seqID{}, false
+}
+
+// compact drops from kind's order the IDs no longer held, once it lists
+// twice what the guard holds.
+func (g *SeqGuard) compact(kind string) {
+	ks := g.order[kind]
+	if len(ks) <= 2*g.total[kind]+64 {
+		return
+	}
+	seen := make(map[seqID]bool, g.total[kind])
+	kept := make([]seqID, 0, g.total[kind])
+	for _, k := range ks {
+		if _, ok := g.held[k]; ok && !seen[k] {
+			seen[k] = true
+			kept = append(kept, k)
+		}
+	}
+	g.order[kind] = kept
 }
 
 // Flush writes the records changed since the last flush in one batch. On

@@ -36,8 +36,10 @@ type MarketValidator struct {
 	log    *slog.Logger
 	budget map[string]*peerBudget // by topic kind
 	// strangers meters, by topic kind, the messages of issuers vouched
-	// does not name, from all peers together (one account).
-	strangers map[string]*peerBudget
+	// does not name, from all peers together, shared fairly among them;
+	// issuers meters each of those issuers (admit says how).
+	strangers map[string]*sharedBudget
+	issuers   map[string]*issuerBudget
 	vouched   func(peer.ID) bool // nil: none
 	roots     *x509.CertPool     // for CC evidence; nil: none checked
 	verdicts  verdictCounts      // by topic kind and reason (EachVerdict)
@@ -56,17 +58,21 @@ func NewMarketValidator(l market.Limits, seqs *SeqGuard, now func() time.Time, l
 	for kind, r := range PeerRates {
 		v.budget[kind] = newPeerBudget(r.PerSecond, r.Burst)
 	}
-	v.strangers = map[string]*peerBudget{}
+	v.strangers, v.issuers = map[string]*sharedBudget{}, map[string]*issuerBudget{}
 	for kind, r := range StrangerRates {
-		v.strangers[kind] = newPeerBudget(r.PerSecond, r.Burst)
+		v.strangers[kind] = newSharedBudget(r.PerSecond, r.Burst)
+	}
+	for kind, r := range IssuerRates {
+		v.issuers[kind] = newIssuerBudget(r.PerSecond, r.Burst)
 	}
 	return v
 }
 
 // WithVouched names the issuers this node vouches for (its own key, a
-// peer connected in good standing, a provider it attested): their
-// messages pass by the strangers' budget, and by a relay's spent budget
-// to be checked in full (StrangerRates says why). Set it before Install.
+// provider it attested: what cost more than a key or a connection, since
+// both cost an attacker nothing): their messages pass by the issuers' and
+// the strangers' budgets, and by a relay's spent budget to be checked in
+// full (StrangerRates says why). Set it before Install.
 func (v *MarketValidator) WithVouched(vouched func(peer.ID) bool) *MarketValidator {
 	v.vouched = vouched
 	return v
@@ -89,8 +95,10 @@ type Rate struct{ PerSecond, Burst float64 }
 var PeerRates = map[string]Rate{TopicOffers: {50, 500}, TopicBids: {20, 200}, TopicEvidence: {1, 20}}
 
 // StrangerRates are what a node takes of messages whose issuers it does
-// not vouch for, from all peers together: half of what one peer may hand
-// it (PeerRates). Keys cost nothing, so a flood can always be valid; this
+// not vouch for, from all peers together, by gossip and book sync alike,
+// whether or not the issuer is connected: half of what one peer may hand
+// it (PeerRates). Each peer draws on it within its share (sharedBudget),
+// so peers that flood spend their own shares, not an honest relay's. Keys cost nothing, so a flood can always be valid; this
 // bound keeps what an honest node relays of one within what its
 // neighbours take of it from one peer, so that relaying a flood never
 // costs an honest peer its score. Messages of issuers a node vouches for
@@ -127,32 +135,18 @@ func (v *MarketValidator) within(kind string, from peer.ID) bool {
 	return false
 }
 
-// metered decides, before the signature is checked, whether a message of
-// kind that from relayed is checked at all: one of an issuer this node
-// vouches for always is (a spent budget still counts against from); one
-// of a stranger needs a token of from's budget and one of the strangers'.
-func (v *MarketValidator) metered(kind string, from peer.ID, data []byte) bool {
-	now := v.now()
-	fromOK := v.budget[kind].take(from, now)
-	if signer, ok := market.Signer(data); ok && v.vouched != nil && v.vouched(signer) {
-		return true
-	}
-	why, reason := "the peer's budget is spent", ReasonPeerBudget
-	if fromOK {
-		if v.strangers[kind].take("", now) {
-			return true
-		}
-		why, reason = "the strangers' budget is spent", ReasonStrangerBudget
-	}
-	v.judge(kind, reason)
-	v.log.Debug("ignored market message", "topic", kind, "from", from, "why", why)
-	return false
-}
-
 // Install sets the validators of the offers, bids and evidence topics,
 // and the peers' application-specific score.
 func (v *MarketValidator) Install(g *Gossip) error {
 	g.SetAppScore(v.AppScore)
+	for kind, b := range v.strangers {
+		b.class = func(p peer.ID) int { // the mesh's relays share half the strangers' budget
+			if g.InMesh(kind, p) {
+				return 1
+			}
+			return 0
+		}
+	}
 	for kind, fn := range map[string]pubsub.ValidatorEx{
 		TopicOffers:   v.validateOffer,
 		TopicBids:     v.validateBid,
@@ -166,7 +160,7 @@ func (v *MarketValidator) Install(g *Gossip) error {
 }
 
 func (v *MarketValidator) validateOffer(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	if !v.metered(TopicOffers, from, msg.Data) {
+	if !v.admit(TopicOffers, from, msg.Data, byGossip) {
 		return pubsub.ValidationIgnore
 	}
 	o, res := v.checkOffer(ctx, msg.Data, false)
@@ -177,7 +171,7 @@ func (v *MarketValidator) validateOffer(ctx context.Context, from peer.ID, msg *
 }
 
 func (v *MarketValidator) validateBid(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	if !v.metered(TopicBids, from, msg.Data) {
+	if !v.admit(TopicBids, from, msg.Data, byGossip) {
 		return pubsub.ValidationIgnore
 	}
 	b, res := v.checkBid(msg.Data)
@@ -226,7 +220,9 @@ func (v *MarketValidator) CheckOffer(ctx context.Context, data []byte) (*pb.Offe
 	return v.checkOffer(ctx, data, false)
 }
 
-// CheckSyncedOffer is CheckOffer for an envelope that came by book sync.
+// CheckSyncedOffer is CheckOffer for an envelope that came by book sync;
+// it checks, and spends no budget: a node takes what it syncs through
+// SyncedOffer, which admits it first as it would a gossiped one.
 func (v *MarketValidator) CheckSyncedOffer(ctx context.Context, data []byte) (*pb.Offer, pubsub.ValidationResult) {
 	return v.checkOffer(ctx, data, true)
 }
