@@ -46,12 +46,17 @@ var BookLimits = StreamLimits{
 // BookSource returns the signed envelopes of the offers to hand out.
 type BookSource func(ctx context.Context) ([][]byte, error)
 
-// ServeBookSync answers BookSyncProtocol with what source returns.
+// ServeBookSync answers BookSyncProtocol with what source returns, within
+// the bytes a peer and all peers may take of it (SyncOutRates).
 func ServeBookSync(sv Server, source BookSource) {
-	sv.Serve(BookSyncProtocol, BookLimits, func(ctx context.Context, _ peer.ID, s network.Stream) error {
+	out := newSyncOut(SyncOutRates)
+	sv.Serve(BookSyncProtocol, BookLimits, func(ctx context.Context, p peer.ID, s network.Stream) error {
 		want, err := binary.ReadUvarint(byteReader{s})
 		if err != nil {
 			return fmt.Errorf("book sync request: %w", err)
+		}
+		if !out.ready(p, time.Now()) {
+			return nil // nothing to spare now: the peer asks another, or again later
 		}
 		envs, err := source(ctx)
 		if err != nil {
@@ -63,6 +68,9 @@ func ServeBookSync(sv Server, source BookSource) {
 		for _, env := range envs {
 			if sent += len(env); sent > MaxSyncBytes {
 				return nil // what fits: the rest comes by gossip or the next sync
+			}
+			if !out.take(p, len(env), time.Now()) {
+				return nil // the byte budget is spent: the rest another time
 			}
 			if err := w.WriteMsg(env); err != nil {
 				return err
