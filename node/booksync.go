@@ -105,7 +105,7 @@ func (m *marketSide) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) 
 // fetchBook syncs p's book, each offer checked as a gossiped one is, and
 // the evidence p recorded, each piece checked again.
 func (m *marketSide) fetchBook(ctx context.Context, p peer.ID) {
-	got, err := m.net.FetchBook(ctx, p, func(env []byte) { m.synced(ctx, env) })
+	got, err := m.net.FetchBook(ctx, p, func(env []byte) { m.synced(ctx, p, env) })
 	if err != nil {
 		m.log.Debug("book sync failed", "peer", p, "err", err)
 		return
@@ -145,9 +145,11 @@ func (m *marketSide) evidenceHeld(ctx context.Context) ([][]byte, error) {
 	return out, nil
 }
 
-// synced checks an envelope that came by book sync and delivers it.
-func (m *marketSide) synced(ctx context.Context, env []byte) {
-	if o, res := m.validator.CheckSyncedOffer(ctx, env); res == pubsub.ValidationAccept {
+// synced admits an envelope that came by book sync from p, within the
+// budgets a gossiped one spends (its issuer's, the strangers' share of p),
+// checks it and delivers it: a sync is one more way in, not a way around.
+func (m *marketSide) synced(ctx context.Context, p peer.ID, env []byte) {
+	if o, res := m.validator.SyncedOffer(ctx, p, env); res == pubsub.ValidationAccept {
 		m.offer(ctx, o, env)
 	}
 }

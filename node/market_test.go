@@ -516,8 +516,10 @@ func TestEvidenceExcludesAnOffenderAlsoAfterARestart(t *testing.T) {
 // A full book keeps what the node vouches for (issue 11, attack 5: the
 // book had no limit). A peer relays 40 valid offers of 40 fresh keys to a
 // node whose book holds 16: it takes 16 and ignores the rest, and the
-// offer of a provider connected to it in good standing still gets in,
-// displacing the newest of the strangers'.
+// offer of a provider it attested still gets in, displacing the newest
+// of the strangers'. A connection alone is not trust (issue 26, attack
+// 9): the provider is vouched for once attested, and its offer comes by
+// the next sync.
 func TestAFullBookKeepsWhatTheNodeVouchesFor(t *testing.T) {
 	t.Parallel()
 	log := keepLog(t)
@@ -545,7 +547,20 @@ func TestAFullBookKeepsWhatTheNodeVouchesFor(t *testing.T) {
 	if n := victim.market.snapshot().Len(); n != 16 {
 		t.Fatalf("the victim's book holds %d offers; its limit is 16", n)
 	}
-	honest := startNode(t, testRepo(t, "honest", both(bootstrapFrom(victim), asProvider("H100", 8, 80, "2.00", "DE"))), Options{})
+	fake, err := attest.NewFake("dgxh200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	honest := startNode(t, testRepo(t, "honest", both(bootstrapFrom(victim), func(c *Config) {
+		c.Provider.Enabled = true
+		c.Provider.GPUSource = "fake:dgxh200"
+	})), Options{GPUSource: fake})
+	ctx := context.Background()
+	waitFor(t, 15*time.Second, "the victim attests the honest provider", func() bool {
+		res, err := victim.Attest(ctx, api.AttestRequest{Peer: honest.id.String()})
+		return err == nil && res.Verified
+	})
+	victim.market.fetchBook(ctx, honest.id)
 	waitFor(t, 15*time.Second, "the honest provider's offer in the full book", func() bool { return offeredGPUs(victim, honest) == 8 })
 	if n := victim.market.snapshot().Len(); n != 16 {
 		t.Errorf("the victim's book holds %d offers; its limit is 16", n)
