@@ -97,6 +97,9 @@ const (
 	AdmissionNoCapacity
 	// AdmissionStale: Commit found the calendar changed since Admit.
 	AdmissionStale
+	// AdmissionHoldLimit: the renter's class holds what it may of the
+	// calendar ahead (CheckHolds).
+	AdmissionHoldLimit
 )
 
 var admissionCodeNames = map[AdmissionCode]string{
@@ -106,6 +109,7 @@ var admissionCodeNames = map[AdmissionCode]string{
 	AdmissionBelowFloor:   "below floor",
 	AdmissionNoCapacity:   "no capacity",
 	AdmissionStale:        "stale decision",
+	AdmissionHoldLimit:    "hold limit",
 }
 
 // String names the code.

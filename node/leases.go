@@ -59,6 +59,9 @@ type leaseOwner struct {
 	nLive          atomic.Int64
 	images         *imagePulls     // readies images for renters; nil without a Puller
 	stage          *transfer.Stage // renters' uploads; nil: uploads refused
+	// holds bounds what renters with no history hold ahead together; nil:
+	// nothing beyond perRenter.
+	holds *holdPolicy
 
 	ctx    context.Context // the supervisors'; ends when the owner stops
 	cancel context.CancelFunc
@@ -293,6 +296,12 @@ func (lo *leaseOwner) reserve(ctx context.Context, l *pb.Lease, cs *pb.CoSigned,
 		r := market.LeaseRequest{ID: l.Id, GPUs: int(l.GpuCount), Start: time.UnixMilli(l.StartUnixMs), Duration: time.Duration(l.DurationSeconds) * time.Second, Tier: l.Tier, PriceMicros: l.PriceMicros}
 		if r.Start.Before(now) {
 			r.Start = now // within the skew: the calendar starts it now
+		}
+		if renter := peer.ID(l.Renter); lo.holds != nil && !lo.holds.known(renter) {
+			if herr := cal.CheckHolds(r, lo.holds.limit(cal.Slots()), lo.holds.newcomers(st), now); herr != nil {
+				err = market.Reject(pb.RejectCode_REJECT_RENTER_LIMIT, "renter %s has no history here (no receipt or trust path): %s; this provider's new_renter_share is %.2f", renter, reasonOf(herr), lo.holds.share)
+				return
+			}
 		}
 		d, aerr := cal.Admit(r, now)
 		if aerr == nil {

@@ -58,6 +58,8 @@ func TestProviderConfigValidation(t *testing.T) {
 		{"provider.max_start_ahead", func(p *ProviderConfig) { p.MaxStartAhead = Dur(400 * 24 * time.Hour) }},
 		{"provider.max_leases_per_renter", func(p *ProviderConfig) { p.RenterLeases = 0 }},
 		{"provider.min_renter_score", func(p *ProviderConfig) { p.MinRenterScore = 1.5 }},
+		{"provider.new_renter_share", func(p *ProviderConfig) { p.NewRenterShare = -0.1 }},
+		{"provider.new_renter_share", func(p *ProviderConfig) { p.NewRenterShare = 2 }},
 		{"provider.weekly[0]", func(p *ProviderConfig) { p.Weekly = []string{"weekends"} }},
 		{"provider.weekly[1]", func(p *ProviderConfig) { p.Weekly = []string{"Tue 00:00-Wed 00:00", "Mon 00:00-Mon 10:00"} }},
 		{"provider.country", func(p *ProviderConfig) { p.Country = "Germany" }},

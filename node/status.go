@@ -71,21 +71,30 @@ func (n *Node) relayOnly() bool {
 	return n.reach != nil && n.reach.Now().How == p2p.ReachRelayed
 }
 
-// leaseSummary counts the leases, the GPUs they hold of those offered, and
-// the ledger's earnings and spending.
+// leaseSummary counts the leases, the GPUs they hold now of those offered
+// and those booked ahead, and the ledger's earnings and spending.
 func (n *Node) leaseSummary(ctx context.Context) api.LeaseSummary {
 	sum := api.LeaseSummary{Active: []api.LeaseView{}, Earned: []string{}, Spent: []string{}}
 	views, err := n.Leases(ctx)
 	if err != nil {
 		return sum
 	}
+	now := n.clock.Now()
 	for _, v := range views {
 		if LeaseEnded(v.State) {
 			sum.Ended++
 			continue
 		}
 		sum.Active = append(sum.Active, v)
-		if v.Role == records.Provider {
+		if v.Role != records.Provider {
+			continue
+		}
+		// A lease holds its GPUs over [start, end): one that starts later
+		// is booked, not leased, and leases never overlap on a GPU.
+		switch {
+		case v.Start.After(now):
+			sum.GPUsBooked += int(v.GPUs)
+		case v.End.After(now):
 			sum.GPUsLeased += int(v.GPUs)
 		}
 	}

@@ -116,11 +116,14 @@ type LeaseSummary struct {
 	// Active lists the leases running now (accepted or active).
 	Active []LeaseView `json:"active"`
 	Ended  int         `json:"ended"`
-	// GPUsLeased of GPUsOffered are held by running leases now;
-	// Utilisation is their ratio (0 when nothing is offered).
+	// GPUsLeased of GPUsOffered are held by leases now, never more than
+	// are offered; Utilisation is their ratio (0 when nothing is offered).
 	GPUsLeased  int     `json:"gpus_leased"`
 	GPUsOffered int     `json:"gpus_offered"`
 	Utilisation float64 `json:"utilisation"`
+	// GPUsBooked sums the GPUs of the leases that start later, one count
+	// per lease.
+	GPUsBooked int `json:"gpus_booked"`
 	// Earned and Spent sum the ledger per currency, such as "12.40 USD".
 	Earned []string `json:"earned"`
 	Spent  []string `json:"spent"`

@@ -1,0 +1,73 @@
+package node
+
+import (
+	"errors"
+	"math"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// holdNear is how far ahead of now a lease's time is use rather than a
+// hold: a lease that starts must be attended (jobs.renter_grace), so a
+// renter with no history may take any free GPU for the next hours, but
+// not book the days ahead.
+const holdNear = 2 * time.Hour
+
+// holdDay is the span whose GPU-hours provider.new_renter_share shares
+// out to renters with no history.
+const holdDay = 24 * time.Hour
+
+// holdPolicy bounds what renters with no history here hold of the
+// provider's calendars ahead, together: the per-renter cap counts per
+// key, and keys cost nothing.
+type holdPolicy struct {
+	// share is provider.new_renter_share: of the GPUs at any instant, and
+	// of a day's GPU-hours, what the class may hold past holdNear.
+	share float64
+	// known reports whether a renter has history here (a trust path from
+	// this node: a receipt co-signed with it or with a peer it trusts).
+	known func(peer.ID) bool
+}
+
+// limit is the class's limit on a calendar of slots GPUs.
+func (h *holdPolicy) limit(slots int) market.HoldLimit {
+	return market.HoldLimit{
+		Near:    holdNear,
+		GPUs:    int(math.Ceil(h.share * float64(slots))),
+		GPUTime: time.Duration(h.share * float64(slots) * float64(holdDay)),
+	}
+}
+
+// newcomers reports, of the calendar's allocations by lease ID, those of
+// renters with no history here; it asks known once per renter.
+func (h *holdPolicy) newcomers(st *leaseState) func(id string) bool {
+	seen := map[peer.ID]bool{}
+	return func(id string) bool {
+		var renter peer.ID
+		switch {
+		case st.live[id] != nil:
+			renter = peer.ID(st.live[id].lease.Renter)
+		case st.admitting[id] != nil:
+			renter = st.admitting[id].renter
+		default:
+			return false
+		}
+		known, ok := seen[renter]
+		if !ok {
+			known = h.known(renter)
+			seen[renter] = known
+		}
+		return !known
+	}
+}
+
+// reasonOf is an admission refusal's reason alone, or the error.
+func reasonOf(err error) string {
+	var ae *market.AdmissionError
+	if errors.As(err, &ae) {
+		return ae.Reason
+	}
+	return err.Error()
+}
