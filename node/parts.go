@@ -136,7 +136,6 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 		return nil, err
 	}
 	lo.holds = &holdPolicy{share: n.cfg.Provider.NewRenterShare, known: func(p peer.ID) bool { return n.reputation.scores().Of(p).Trust > 0 }}
-	lo.holds = &holdPolicy{share: n.cfg.Provider.NewRenterShare, known: func(p peer.ID) bool { return n.reputation.scores().Of(p).Trust > 0 }}
 	n.leases = lo
 	// The leases outlive a stop (a job runs on, and the next start adopts
 	// it), but the streams that serve them end with it.
