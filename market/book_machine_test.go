@@ -201,11 +201,44 @@ type modelEntry[M comparable] struct {
 	msg     M
 }
 
-// modelSide is the model of one kind of the book's keys.
+// modelSide is the model of one kind of the book's keys. It counts what
+// it holds as it changes, and lists the keys it changed for the next
+// check.
 type modelSide[M comparable] struct {
 	max      int
 	keys     map[bookKey]*modelEntry[M]
 	arrivals int
+	nLive    int
+	held     [ranks]int
+	touched  []bookKey
+	changed  func(old, new M) // told of each message that comes or goes
+}
+
+// set stores e for k (nil: forgets k).
+func (s *modelSide[M]) set(k bookKey, e *modelEntry[M]) {
+	var zero M
+	oldMsg, newMsg := zero, zero
+	if old := s.keys[k]; old != nil {
+		oldMsg = old.msg
+		s.held[old.rank]--
+	}
+	if e != nil {
+		newMsg = e.msg
+		s.held[e.rank]++
+		s.keys[k] = e
+	} else {
+		delete(s.keys, k)
+	}
+	if oldMsg != zero {
+		s.nLive--
+	}
+	if newMsg != zero {
+		s.nLive++
+	}
+	if oldMsg != newMsg && s.changed != nil {
+		s.changed(oldMsg, newMsg)
+	}
+	s.touched = append(s.touched, k)
 }
 
 // put applies the book's rules to a message of header h and content msg
@@ -228,12 +261,8 @@ func (s *modelSide[M]) put(h *pb.Header, msg M, now time.Time, horizon int64) (v
 		if s.max > 0 && len(s.keys) >= s.max {
 			// A full book evicts the last arrival of the lowest rank it
 			// holds, for a key that ranks above it.
-			var held [ranks]int
-			for _, x := range s.keys {
-				held[x.rank]++
-			}
 			low := int8(0)
-			for low < ranks-1 && held[low] == 0 {
+			for low < ranks-1 && s.held[low] == 0 {
 				low++
 			}
 			if e.rank <= low {
@@ -245,12 +274,12 @@ func (s *modelSide[M]) put(h *pb.Header, msg M, now time.Time, horizon int64) (v
 					last, victim = x, &vk
 				}
 			}
-			delete(s.keys, *victim)
+			s.set(*victim, nil)
 		}
 		s.arrivals++
 		e.arrival = s.arrivals
 	}
-	s.keys[k] = e
+	s.set(k, e)
 	return victim, nil
 }
 
@@ -262,10 +291,10 @@ func (s *modelSide[M]) expire(now time.Time) int {
 	for k, e := range s.keys {
 		switch {
 		case e.msg != zero && e.expires <= nowMs:
-			s.keys[k] = &modelEntry[M]{stamp: e.stamp, arrival: e.arrival}
+			s.set(k, &modelEntry[M]{stamp: e.stamp, arrival: e.arrival})
 			n++
 		case e.msg == zero && e.forget <= nowMs:
-			delete(s.keys, k)
+			s.set(k, nil)
 		}
 	}
 	return n
@@ -295,12 +324,18 @@ type bookMachine struct {
 	known   map[bookKey]bool
 	nextID  int
 	evicted []bookKey // as the book told
-	held    *Snapshot // an old snapshot, with what it held then
-	heldAt  []*pb.Offer
-	matcher *Matcher
-	bounded bool     // whether bulk operations have a budget:
-	budget  int      // the offers they may still put
-	log     []string // the operations so far, for a failure's report
+	// held is an old snapshot, with what it showed then.
+	held      *Snapshot
+	heldAt    []*pb.Offer
+	heldViews []*bucketView
+	matcher   *Matcher
+	bounded   bool     // whether bulk operations have a budget:
+	budget    int      // the offers they may still put
+	log       []string // the operations so far, for a failure's report
+	// canonical keeps the catalog's names of the offers' models (its
+	// lookups are slow beside the book's; offers never change).
+	canonical map[*pb.Offer][]string
+	buckets   map[bucketKey]int // the model's live offers by bucket
 }
 
 // Operations, by the number a chooser picks.
@@ -326,8 +361,16 @@ var opNames = [nOps]string{"Put", "Replace", "Stale", "Withdraw", "Advance", "Bi
 // newBookMachine starts an empty book at mtNow, bounded or not as c
 // chooses: a small bound makes the book evict.
 func newBookMachine(t failer, c chooser) *bookMachine {
-	m := &bookMachine{t: t, book: NewBook(), now: mtNow, known: map[bookKey]bool{}}
+	m := &bookMachine{t: t, book: NewBook(), now: mtNow, known: map[bookKey]bool{}, canonical: map[*pb.Offer][]string{}, buckets: map[bucketKey]int{}}
 	m.offers = modelSide[*pb.Offer]{max: oneOf(c, "offer_cap", 0, 30, 200, 700), keys: map[bookKey]*modelEntry[*pb.Offer]{}}
+	m.offers.changed = func(old, new *pb.Offer) {
+		if old != nil {
+			m.countBuckets(old, -1)
+		}
+		if new != nil {
+			m.countBuckets(new, 1)
+		}
+	}
 	m.bids = modelSide[*pb.Bid]{max: oneOf(c, "bid_cap", 0, 4), keys: map[bookKey]*modelEntry[*pb.Bid]{}}
 	m.book.SetLimits(BookLimits{Offers: m.offers.max, Bids: m.bids.max}, machineRank, func(issuer peer.ID, id string) {
 		m.evicted = append(m.evicted, bookKey{issuer, id})
@@ -340,7 +383,7 @@ func newBookMachine(t failer, c chooser) *bookMachine {
 		}
 	}
 	m.matcher = NewMatcher(DefaultMatchConfig(), src, src)
-	m.check()
+	m.check(true)
 	return m
 }
 
@@ -387,7 +430,7 @@ func (m *bookMachine) do(op int, c chooser) {
 	case opSnapshot:
 		s := m.snapshot()
 		if c.choose("hold", 2) == 1 {
-			m.held, m.heldAt = s, m.offers.live()
+			m.hold(s)
 		}
 		m.find(c, s)
 	case opMatch:
@@ -407,7 +450,7 @@ func (m *bookMachine) do(op int, c chooser) {
 			m.putBid(got)
 		}
 	}
-	m.check()
+	m.check(op == opSnapshot || op == opMatch || op == opFind || op == opAdvance)
 }
 
 func (m *bookMachine) issuer(c chooser) peer.ID {
@@ -515,11 +558,16 @@ func (m *bookMachine) expire() {
 	}
 }
 
-// bulkPut puts up to 700 new offers into one bucket (or, now and then,
-// spread over the buckets), enough to cut a bucket's probes into chunks.
+// bulkPut puts up to 40 new offers, now and then up to 700, into one
+// bucket (or, now and then, spread over the buckets): enough to cut a
+// bucket's probes into chunks.
 func (m *bookMachine) bulkPut(c chooser) {
 	m.t.Helper()
-	n := m.bulk(1 + c.choose("bulk_n", 700))
+	n := 1 + c.choose("bulk_n", 40)
+	if c.choose("bulk_big", 4) == 3 {
+		n = 1 + c.choose("bulk_n_big", 700)
+	}
+	n = m.bulk(n)
 	spread := c.choose("spread", 4) == 3
 	for i := range n {
 		o := machineOffer(zeroChooser{}, machineIssuers[i%len(machineIssuers)].id, m.newID(), 1, m.now)
@@ -618,9 +666,15 @@ type zeroChooser struct{}
 
 func (zeroChooser) choose(string, int) int { return 0 }
 
+// shortKey names k in a log: its issuer by its index, or the last bytes
+// of its ID.
 func shortKey(k bookKey) string {
-	s := k.issuer.String()
-	return s[len(s)-4:] + "/" + k.id
+	for i, is := range machineIssuers {
+		if is.id == k.issuer {
+			return "p" + strconv.Itoa(i) + "/" + k.id
+		}
+	}
+	return fmt.Sprintf("%x/%s", []byte(k.issuer[max(0, len(k.issuer)-2):]), k.id)
 }
 
 func modelsOf(o *pb.Offer) []string {
@@ -633,52 +687,90 @@ func modelsOf(o *pb.Offer) []string {
 
 // check compares what the book holds with the model without a snapshot
 // (one would publish the buckets and hide what builds up between
-// snapshots): every key's stamp and message, the counts, and every
-// bucket's live count and backlog.
-func (m *bookMachine) check() {
+// snapshots): the stamp and message of every key the step changed (of
+// every key, where all), the counts, and every bucket's live count and
+// backlog.
+func (m *bookMachine) check(all bool) {
 	m.t.Helper()
 	b := m.book
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	sameKeys(m, "offer", &b.offers, &m.offers, func(e *offerEntry) *pb.Offer { return e.offer })
-	sameKeys(m, "bid", &b.bids, &m.bids, func(e *bidEntry) *pb.Bid { return e.bid })
-	if live := len(m.offers.live()); b.nOffers != live {
-		m.fatalf("the book counts %d live offers; the model holds %d", b.nOffers, live)
-	}
-	if live := len(m.bids.live()); b.nBids != live {
-		m.fatalf("the book counts %d live bids; the model holds %d", b.nBids, live)
+	sameKeys(m, "offer", &b.offers, &m.offers, all, func(e *offerEntry) *pb.Offer { return e.offer })
+	sameKeys(m, "bid", &b.bids, &m.bids, all, func(e *bidEntry) *pb.Bid { return e.bid })
+	if b.nOffers != m.offers.nLive || b.nBids != m.bids.nLive {
+		m.fatalf("the book counts %d live offers and %d bids; the model %d and %d", b.nOffers, b.nBids, m.offers.nLive, m.bids.nLive)
 	}
 	for _, r := range []struct {
 		kind string
 		room *room
-		n    int
-	}{{"offer", &b.offerRoom, len(m.offers.keys)}, {"bid", &b.bidRoom, len(m.bids.keys)}} {
-		if r.room.total() != r.n {
-			m.fatalf("the book's %s room holds %d keys; the model %d", r.kind, r.room.total(), r.n)
+		held [ranks]int
+	}{{"offer", &b.offerRoom, m.offers.held}, {"bid", &b.bidRoom, m.bids.held}} {
+		if r.room.held != r.held {
+			m.fatalf("the book's %s room holds %v keys by rank; the model %v", r.kind, r.room.held, r.held)
 		}
-		if r.room.max > 0 && r.n > r.room.max {
-			m.fatalf("the book holds %d %s keys, over its limit %d", r.n, r.kind, r.room.max)
+		if n := r.room.total(); r.room.max > 0 && n > r.room.max {
+			m.fatalf("the book holds %d %s keys, over its limit %d", n, r.kind, r.room.max)
 		}
 	}
-	want := bucketCounts(m.offers.live())
 	if len(b.buckets) != len(b.order) {
 		m.fatalf("%d buckets by key, %d in order", len(b.buckets), len(b.order))
 	}
+	n := 0
 	for i, bk := range b.order {
 		if b.buckets[bk.key] != bk || i > 0 && compareBuckets(b.order[i-1].key, bk.key) >= 0 {
 			m.fatalf("bucket %v out of place", bk.key)
 		}
-		if bk.live != want[bk.key] || bk.live < 0 {
-			m.fatalf("bucket %v counts %d live; the model %d", bk.key, bk.live, want[bk.key])
+		if bk.live != m.buckets[bk.key] {
+			m.fatalf("bucket %v counts %d live; the model %d", bk.key, bk.live, m.buckets[bk.key])
 		}
 		if len(bk.removed) > bk.live+32 {
 			m.fatalf("bucket %v holds %d removed for %d live", bk.key, len(bk.removed), bk.live)
 		}
-	}
-	for k, n := range want {
-		if b.buckets[k] == nil {
-			m.fatalf("no bucket %v for its %d offers", k, n)
+		if bk.live > 0 {
+			n++
 		}
+	}
+	if n != len(m.buckets) {
+		m.fatalf("%d buckets hold offers; the model %d", n, len(m.buckets))
+	}
+}
+
+// sameKeys compares the book's entries of one kind with the model's: of
+// the keys the model touched since the last check, or of all.
+func sameKeys[V comparable, M comparable](m *bookMachine, kind string, s *shardSet[V], model *modelSide[M], all bool, msg func(V) M) {
+	m.t.Helper()
+	var zero V
+	var zeroMsg M
+	same := func(k bookKey, e V) {
+		want := model.keys[k]
+		switch {
+		case e == zero && want == nil:
+		case e == zero || want == nil:
+			m.fatalf("%s %s: the book remembers it %v; the model %v", kind, shortKey(k), e != zero, want != nil)
+		default:
+			if st := any(e).(interface{ stampOf() *stamp }).stampOf(); *st != want.stamp || msg(e) != want.msg {
+				m.fatalf("%s %s: the book holds %+v (live %v); the model %+v (live %v)", kind, shortKey(k), *st, msg(e) != zeroMsg, want.stamp, want.msg != zeroMsg)
+			}
+		}
+	}
+	for _, k := range model.touched {
+		same(k, s.get(k))
+	}
+	model.touched = model.touched[:0]
+	if !all {
+		return
+	}
+	n := 0
+	for _, sh := range s {
+		if sh != nil {
+			for k, e := range sh.m {
+				n++
+				same(k, e)
+			}
+		}
+	}
+	if n != len(model.keys) {
+		m.fatalf("the book remembers %d %s keys; the model %d", n, kind, len(model.keys))
 	}
 }
 
@@ -686,51 +778,30 @@ func compareBuckets(a, b bucketKey) int {
 	return cmp.Or(cmp.Compare(a.model, b.model), cmp.Compare(a.country, b.country))
 }
 
-// bucketCounts counts the offers of each bucket: one per canonical model
-// of its groups, in its country.
-func bucketCounts(offers []*pb.Offer) map[bucketKey]int {
-	out := map[bucketKey]int{}
-	for _, o := range offers {
-		for _, model := range canonicalModels(o) {
-			out[bucketKey{model, o.GetRegion().GetCountry()}]++
+// countBuckets counts o by n in each bucket it belongs in: one per
+// canonical model of its groups, in its country.
+func (m *bookMachine) countBuckets(o *pb.Offer, n int) {
+	for _, model := range m.canonicalModels(o) {
+		k := bucketKey{model, o.GetRegion().GetCountry()}
+		if m.buckets[k] += n; m.buckets[k] == 0 {
+			delete(m.buckets, k)
 		}
 	}
-	return out
 }
 
 // canonicalModels lists the canonical models of o's groups, each once.
-func canonicalModels(o *pb.Offer) []string {
+func (m *bookMachine) canonicalModels(o *pb.Offer) []string {
+	if ms, ok := m.canonical[o]; ok {
+		return ms
+	}
 	var out []string
 	for _, g := range o.GetGpus() {
 		if model := gpus.Default().Canonical(g.GetModel()); !slices.Contains(out, model) {
 			out = append(out, model)
 		}
 	}
+	m.canonical[o] = out
 	return out
-}
-
-func sameKeys[V comparable, M comparable](m *bookMachine, kind string, s *shardSet[V], model *modelSide[M], msg func(V) M) {
-	m.t.Helper()
-	n := 0
-	for _, sh := range s {
-		if sh == nil {
-			continue
-		}
-		for k, e := range sh.m {
-			n++
-			want := model.keys[k]
-			if want == nil {
-				m.fatalf("the book remembers %s %s; the model does not", kind, shortKey(k))
-			}
-			if st := any(e).(interface{ stampOf() *stamp }).stampOf(); *st != want.stamp || msg(e) != want.msg {
-				var zero M
-				m.fatalf("%s %s: the book holds %+v (live %v); the model %+v (live %v)", kind, shortKey(k), *st, msg(e) != zero, want.stamp, want.msg != zero)
-			}
-		}
-	}
-	if n != len(model.keys) {
-		m.fatalf("the book remembers %d %s keys; the model %d", n, kind, len(model.keys))
-	}
 }
 
 // snapshot takes a snapshot and checks it whole against the model: its
@@ -759,59 +830,96 @@ func (m *bookMachine) snapshot() *Snapshot {
 	}
 	m.checkIndex(s, live)
 	if m.held != nil {
-		if !slices.Equal(m.held.Offers(), m.heldAt) {
+		if !slices.Equal(m.held.Offers(), m.heldAt) || !slices.EqualFunc(m.held.views, m.heldViews, sameView) {
 			m.fatalf("a snapshot changed after it was taken")
 		}
-		m.checkIndex(m.held, m.heldAt)
 	}
 	return s
 }
 
-// checkIndex checks every bucket view of s against the live offers: each
-// tier's list sorted, holding each offer of that model, country and tier
-// once at its price; the probe chunks in key order, within their size,
-// one probe for each offer of the bucket.
-func (m *bookMachine) checkIndex(s *Snapshot, live []*pb.Offer) {
-	m.t.Helper()
-	type at struct {
-		bucket bucketKey
-		key    bookKey
-		tier   pb.Tier
+// hold keeps s and a copy of what it shows, to check later that it
+// still shows that.
+func (m *bookMachine) hold(s *Snapshot) {
+	m.held, m.heldAt, m.heldViews = s, m.offers.live(), nil
+	for _, v := range s.views {
+		c := &bucketView{model: v.model, country: v.country}
+		for t := range v.tiers {
+			c.tiers[t] = slices.Clone(v.tiers[t])
+		}
+		for _, ch := range v.chunks {
+			c.chunks = append(c.chunks, &probeChunk{probes: slices.Clone(ch.probes)})
+		}
+		m.heldViews = append(m.heldViews, c)
 	}
-	want := map[at]uint64{}
-	byKey := map[bookKey]*pb.Offer{}
-	for _, o := range live {
-		k := keyOf(o.GetHeader())
-		byKey[k] = o
-		for _, model := range canonicalModels(o) {
-			for t := pb.Tier_TIER_GOLD; t <= pb.Tier_TIER_BRONZE; t++ {
-				if slices.Contains(o.GetTiers(), t) {
-					want[at{bucketKey{model, o.GetRegion().GetCountry()}, k, t}] = TierPrice(o, t)
-				}
-			}
+}
+
+// sameView says whether v shows what its copy c showed.
+func sameView(v, c *bucketView) bool {
+	if v.model != c.model || v.country != c.country || len(v.chunks) != len(c.chunks) {
+		return false
+	}
+	for t := range v.tiers {
+		if !slices.Equal(v.tiers[t], c.tiers[t]) {
+			return false
 		}
 	}
-	counts := bucketCounts(live)
+	for i, ch := range v.chunks {
+		if !slices.Equal(ch.probes, c.chunks[i].probes) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkIndex checks every bucket view of s against the model's live
+// offers (live, in key order): one view per bucket that holds offers,
+// counting them; each tier's list in order of price and key, each item
+// a live offer of the bucket's model and country, in that tier, at its
+// price, and as many items as the offers have (bucket, tier) pairs; the
+// probe chunks in key order, within their size, one probe for each
+// offer of the bucket.
+func (m *bookMachine) checkIndex(s *Snapshot, live []*pb.Offer) {
+	m.t.Helper()
+	items := 0
+	for _, o := range live {
+		tiers := 0
+		for t := pb.Tier_TIER_GOLD; t <= pb.Tier_TIER_BRONZE; t++ {
+			if slices.Contains(o.GetTiers(), t) {
+				tiers++
+			}
+		}
+		items += tiers * len(m.canonicalModels(o))
+	}
+	liveOffer := func(k bookKey) *pb.Offer {
+		if e := m.offers.keys[k]; e != nil {
+			return e.msg
+		}
+		return nil
+	}
+	if len(s.views) != len(m.buckets) {
+		m.fatalf("%d views; the model has %d buckets", len(s.views), len(m.buckets))
+	}
 	got := 0
 	for i, v := range s.views {
 		bk := bucketKey{v.model, v.country}
 		if i > 0 && compareBuckets(bucketKey{s.views[i-1].model, s.views[i-1].country}, bk) >= 0 {
 			m.fatalf("views out of order at %v", bk)
 		}
-		if v.n != counts[bk] {
-			m.fatalf("view %v counts %d offers; the model %d", bk, v.n, counts[bk])
+		if v.n != m.buckets[bk] {
+			m.fatalf("view %v counts %d offers; the model %d", bk, v.n, m.buckets[bk])
 		}
 		for t, list := range v.tiers {
-			if !slices.IsSortedFunc(list, compareItems) {
-				m.fatalf("view %v tier %d is not sorted", bk, t)
-			}
-			for _, it := range list {
-				price, ok := want[at{bk, it.e.key, pb.Tier(t)}]
-				if !ok || it.e.offer != byKey[it.e.key] || it.price != price {
-					m.fatalf("view %v tier %d lists %s at %d; the model: %v at %d", bk, t, shortKey(it.e.key), it.price, ok, price)
+			for j, it := range list {
+				o := liveOffer(it.e.key)
+				if o == nil || it.e.offer != o || !slices.Contains(o.GetTiers(), pb.Tier(t)) || o.GetRegion().GetCountry() != v.country ||
+					!slices.Contains(m.canonicalModels(o), v.model) || it.price != TierPrice(o, pb.Tier(t)) {
+					m.fatalf("view %v tier %d lists %s at %d, which the model does not", bk, t, shortKey(it.e.key), it.price)
 				}
-				got++
+				if j > 0 && compareItems(list[j-1], it) >= 0 {
+					m.fatalf("view %v tier %d is out of order at %d", bk, t, j)
+				}
 			}
+			got += len(list)
 		}
 		n := 0
 		var last *probe
@@ -821,7 +929,7 @@ func (m *bookMachine) checkIndex(s *Snapshot, live []*pb.Offer) {
 			}
 			for p := range c.probes {
 				r := &c.probes[p]
-				if last != nil && compareProbes(*last, *r) >= 0 || r.e.offer != byKey[r.e.key] {
+				if last != nil && compareProbes(*last, *r) >= 0 || r.e.offer != liveOffer(r.e.key) {
 					m.fatalf("view %v chunk %d probe %d (%s) out of order or not live", bk, j, p, shortKey(r.e.key))
 				}
 				last = r
@@ -835,11 +943,8 @@ func (m *bookMachine) checkIndex(s *Snapshot, live []*pb.Offer) {
 			m.fatalf("view %v: unsure probes out of order", bk)
 		}
 	}
-	if got != len(want) {
-		m.fatalf("the views list %d (bucket, offer, tier) items; the model %d", got, len(want))
-	}
-	if len(s.views) != len(counts) {
-		m.fatalf("%d views; the model has %d buckets", len(s.views), len(counts))
+	if got != items {
+		m.fatalf("the views list %d (bucket, offer, tier) items; the model's offers have %d", got, items)
 	}
 }
 
@@ -950,16 +1055,19 @@ func (m *bookMachine) match(c chooser) {
 	}
 }
 
-// matchScan is Match as a scan of the model's live offers.
+// matchScan is Match as a scan of the model's live offers, each checked
+// alone as Feasible checks it (with the bid's plan made once).
 func (m *bookMachine) matchScan(bid *pb.Bid, now time.Time, k int) []Candidate {
 	var all []Candidate
+	p := m.matcher.plan(bid, now)
 	for _, o := range m.offers.live() {
-		if c, why := m.matcher.Feasible(o, bid, now); why == nil {
+		f := factsOf(o)
+		if c, failed := m.matcher.evaluate(new(evalCtx), o, &f, Issuer(o), p, false); failed < 0 {
 			all = append(all, c)
 		}
 	}
 	slices.SortFunc(all, func(a, b Candidate) int { return compareCandidates(&a, &b) })
-	if !m.matcher.plan(bid, now).split { // a provider once: its best offer
+	if !p.split { // a provider once: its best offer
 		seen := map[peer.ID]bool{}
 		all = slices.DeleteFunc(all, func(c Candidate) bool {
 			dup := seen[c.Issuer]
