@@ -148,7 +148,7 @@ func newStatusCmd(e *env) *cobra.Command {
 			l := st.Leases
 			fmt.Fprintf(w, "leases\t%d active, %d ended\n", len(l.Active), l.Ended)
 			if l.GPUsOffered > 0 {
-				fmt.Fprintf(w, "utilisation\t%d of %d offered GPUs leased (%.0f%%)\n", l.GPUsLeased, l.GPUsOffered, 100*l.Utilisation)
+				fmt.Fprintf(w, "utilisation\t%d of %d offered GPUs leased now (%.0f%%), %d booked ahead\n", l.GPUsLeased, l.GPUsOffered, 100*l.Utilisation, l.GPUsBooked)
 			}
 			for _, a := range l.Active {
 				fmt.Fprintf(w, "lease\t%s %s %s: %d GPUs %s until %s\n", a.ID, a.Role, a.State, a.GPUs, a.Tier, a.End.Local().Format(time.DateTime))

@@ -93,8 +93,8 @@ line, before anything was rented.`,
 			if tryFor <= 0 || tryFor > 30*time.Minute {
 				return usagef("--try-for %s: want more than 0 and at most 30m", tryFor)
 			}
-			if req.Candidates < 0 || req.Candidates > 64 {
-				return usagef("--candidates %d: want 0 (as many as --try-for allows) to 64", req.Candidates)
+			if req.Candidates < 0 || req.Candidates > 65536 {
+				return usagef("--candidates %d: want 0 (as many as --try-for allows) to 65536", req.Candidates)
 			}
 			if maxPair < 0 || maxPair > time.Minute {
 				return usagef("--max-pair-rtt %s: want 0 (one provider) to 1m", maxPair)
@@ -177,7 +177,7 @@ line, before anything was rented.`,
 	f.StringArrayVar(&uploads, "upload", nil, "LOCAL:/workspace/PATH: a file or folder the provider puts in the container before the job starts, uploaded before the lease (not billed), checked by SHA-256, resumed if the stream breaks (repeatable, up to 8)")
 	f.StringArrayVar(&bootstrap, "bootstrap", nil, "bootstrap peer multiaddr, replacing network.bootstrap (repeatable)")
 	f.DurationVar(&gather, "gather", 15*time.Second, "how long to wait for fitting offers")
-	f.IntVar(&req.Candidates, "candidates", 0, "providers to try at most, best first; 0: as many as --try-for allows (up to 64)")
+	f.IntVar(&req.Candidates, "candidates", 0, "providers to try at most, best first; 0: as many as --try-for allows")
 	f.DurationVar(&tryFor, "try-for", time.Minute, "how long to spend reaching, attesting and proposing to providers before giving up")
 	f.BoolVar(&req.SkipAttest, "no-attest", false, "lease without challenging the provider's attestation")
 	f.StringVar(&req.ImageFromDocker, "image-from-docker", "", "instead of --image, an image of this machine's Docker engine (one you built): sent to the provider without the layers it has, before the lease")
