@@ -33,7 +33,10 @@ type JobsConfig struct {
 	Pull              bool     `toml:"pull" comment:"pull the images renters name, when provider.image_allow and image_deny allow them, before their leases (a pull is never billed); false: run only images present"`
 	MaxImageGiB       int      `toml:"max_image_gib" comment:"largest image pulled for a renter, GiB, as the registry announces its layers and once unpacked; 0: no bound"`
 	PullTimeout       Duration `toml:"pull_timeout" comment:"longest one pull may take"`
-	PullsPerHour      int      `toml:"pulls_per_hour" comment:"pulls started for renters per hour, all renters together (a burst of 5 first), images renters send counted too; images present already do not count"`
+	PullsPerHour      int      `toml:"pulls_per_hour" comment:"pulls a renter starts per hour (a burst of 5 first), failing ones and images it sends counted too; images present already do not count; each renter has its own"`
+	ImageDiskGiB      int      `toml:"image_disk_gib" comment:"disk for the images fetched for renters (pulled or sent), GiB on disk, all renters together; the least lately used that no lease uses make room for a new fetch"`
+	ImageRenterGiB    int      `toml:"image_renter_gib" comment:"disk for the images fetched for one renter, GiB on disk, at most image_disk_gib; a fetch is bounded by what its renter has left"`
+	ImageKeep         Duration `toml:"image_keep" comment:"an image fetched for a renter is removed this long after a lease last used it (or its fetch), unless a container uses it or the provider gave it a name of its own"`
 	LoadImages        bool     `toml:"load_images" comment:"take images renters send from their own engines (rent --image-from-docker), under the same rules and bounds as pulls"`
 	MaxUploadMiB      int      `toml:"max_upload_mib" comment:"largest tar of data a renter uploads for a lease (rent --upload), MiB, at most workspace_mib, where it is unpacked; a renter keeps twice that here, in 8 tars at most, for an hour; 0: no uploads"`
 }
@@ -55,6 +58,9 @@ func DefaultJobsConfig() JobsConfig {
 		MaxImageGiB:       40,
 		PullTimeout:       Dur(30 * time.Minute),
 		PullsPerHour:      30,
+		ImageDiskGiB:      200,
+		ImageRenterGiB:    80,
+		ImageKeep:         Dur(24 * time.Hour),
 		LoadImages:        true,
 		MaxUploadMiB:      executor.DefaultWorkspace >> 20,
 	}
@@ -79,6 +85,7 @@ func (c *Config) validateJobs() error {
 		{"jobs.stop_grace", j.StopGrace, 0, 10 * time.Minute},
 		{"jobs.renter_grace", j.RenterGrace, time.Second, time.Hour},
 		{"jobs.pull_timeout", j.PullTimeout, 10 * time.Second, p2p.MaxPullDeadline},
+		{"jobs.image_keep", j.ImageKeep, time.Minute, 30 * 24 * time.Hour},
 	} {
 		if err := durRange(d.name, d.v, d.lo, d.hi); err != nil {
 			return err
@@ -93,6 +100,12 @@ func (c *Config) validateJobs() error {
 		}
 	}
 	if err := intRange("jobs.pulls_per_hour", j.PullsPerHour, 1, 1<<20); err != nil {
+		return err
+	}
+	if err := intRange("jobs.image_disk_gib", j.ImageDiskGiB, 1, 1<<20); err != nil {
+		return err
+	}
+	if err := intRange("jobs.image_renter_gib", j.ImageRenterGiB, 1, j.ImageDiskGiB); err != nil {
 		return err
 	}
 	if !numericUser.MatchString(j.User) {

@@ -64,6 +64,7 @@ func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState
 	}
 	if pl, ok := d.exec.(executor.Puller); ok {
 		lo.images = newImagePulls(pl, d.jobs, d.offer, d.log, d.metrics)
+		lo.images.inUse = lo.leaseImages
 	}
 	if _, ok := d.exec.(executor.Sessions); ok && d.stageDir != "" && d.jobs.MaxUploadMiB > 0 {
 		max := int64(d.jobs.MaxUploadMiB) << 20
@@ -119,6 +120,7 @@ func (lo *leaseOwner) start(ctx context.Context, st *leaseState, sv p2p.Server) 
 	}
 	if lo.images != nil {
 		p2p.ServeImages(sv, lo.jobs.PullTimeout.Std(), lo.images.ready, lo.images.load)
+		go lo.images.run(lo.ctx)
 	}
 	if lo.stage != nil {
 		lo.stage.Sweep()

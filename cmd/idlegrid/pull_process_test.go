@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -84,7 +85,7 @@ func TestRentPullsFromARegistry(t *testing.T) {
 // A renter sends an image it built to a provider whose engine has never
 // seen it, without the layer the provider has (busybox's); the job runs
 // in it, and a second rental finds it present. An image the provider's
-// rules refuse is refused, sent or present.
+// rules refuse by its ID is refused, sent or present.
 func TestRentSendsALocalImage(t *testing.T) {
 	ref := executortest.BuildImage(t, "idlegrid-test/sent:"+strconv.FormatInt(time.Now().UnixNano(), 36), 2<<20)
 	engine := executortest.SecondEngine(t, true)
@@ -115,17 +116,24 @@ func TestRentSendsALocalImage(t *testing.T) {
 	if code != 0 || len(stdout) != 2<<20 || strings.Contains(stderr, "sent the image") {
 		t.Errorf("a second rental of %s: exit %d, %d bytes; want the image found present, not sent\n%s", ref, code, len(stdout), stderr)
 	}
-	setConfig(t, prov, "provider.image_deny", `["idlegrid-test/sent"]`)
+	// An image sent is judged by its ID: the names the renter's engine
+	// gives it are not the provider's to trust.
+	info, err := executortest.Docker(t).ImageInspect(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setConfig(t, prov, "provider.image_deny", `["`+info.ID+`"]`)
 	d.cmd.Process.Signal(syscall.SIGHUP)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		_, stderr, code = rent(renterRepo(t, bin, "denied"), "true")
-		if code == exitNoProvider || time.Now().After(deadline) {
+		if code == exitNothingFits || time.Now().After(deadline) {
 			break
 		}
 	}
-	if code != exitNoProvider || !strings.Contains(stderr, "is refused here") {
-		t.Errorf("rent of a denied image: exit %d; want %d and the refusal\n%s", code, exitNoProvider, stderr)
+	// The offer carries the rule: the renter's match refuses the ID.
+	if code != exitNothingFits || !strings.Contains(stderr, "image not allowed") {
+		t.Errorf("rent of an image denied by its ID: exit %d; want %d and \"image not allowed\"\n%s", code, exitNothingFits, stderr)
 	}
 	d.stop(t)
 }

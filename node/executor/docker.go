@@ -44,6 +44,8 @@ type Docker struct {
 	// Close is called; the containers themselves keep running.
 	life  context.Context
 	close context.CancelFunc
+	// disk watches what fetches put on the engine's disk as they run.
+	disk diskWatch
 }
 
 var _ Executor = (*Docker)(nil)

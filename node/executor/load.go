@@ -213,7 +213,10 @@ func (d *Docker) Load(ctx context.Context, r io.Reader, id string, rules PullRul
 		pw.CloseWithError(err)
 		filtered <- err
 	}()
-	resp, err := d.cli.ImageLoad(ctx, pr, client.ImageLoadWithQuiet(true))
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := d.disk.watch(d.rootDir(), rules.MaxBytes, cancel)
+	resp, err := d.cli.ImageLoad(lctx, pr, client.ImageLoadWithQuiet(true))
 	if err == nil {
 		err = readPull(resp.Body, 0, nil)
 		resp.Body.Close()
@@ -221,6 +224,10 @@ func (d *Docker) Load(ctx context.Context, r io.Reader, id string, rules PullRul
 	pr.CloseWithError(errLoadEnded)
 	if ferr := <-filtered; ferr != nil && !errors.Is(ferr, errLoadEnded) && !errors.Is(ferr, io.ErrClosedPipe) {
 		err = ferr // the engine's error is only what followed from it
+	}
+	if stop() {
+		d.removeImage(id)
+		return Image{}, fmt.Errorf("%w: loading it took more than %d bytes of disk, the most this provider gives it", ErrImageTooLarge, rules.MaxBytes)
 	}
 	if err != nil {
 		return Image{}, d.loadErr(err)

@@ -35,10 +35,37 @@ type PullRules struct {
 	MaxBytes int64
 	// NoPull refuses every image not present already (ErrUnknownImage).
 	NoPull bool
-	// Admit, when set, is asked before a pull starts, and may wait (for
-	// a turn, say); its error refuses the pull (a provider's budget of
-	// pulls). release is called once the pull has ended.
-	Admit func() (release func(), err error)
+	// Admit, when set, is asked before a fetch (a pull or a load) starts,
+	// and may wait (for a turn, say); its error refuses the fetch (a
+	// provider's budget). The admission may bound the fetch tighter than
+	// MaxBytes, and learns how it ended.
+	Admit func() (Admission, error)
+}
+
+// Admission is a fetch admitted under a provider's budget.
+type Admission struct {
+	// MaxBytes bounds this fetch as PullRules.MaxBytes does (the budget
+	// left to it); zero: MaxBytes alone.
+	MaxBytes int64
+	// Done, when set, is called once the fetch has ended: the image it
+	// made present (on disk now, the caller's to account for and in time
+	// remove), or why it failed (an image too large is removed already).
+	Done func(Image, error)
+}
+
+// Limit is the bound of a fetch under rules and the admission a.
+func (a Admission) Limit(rules PullRules) int64 {
+	if a.MaxBytes > 0 && (rules.MaxBytes <= 0 || a.MaxBytes < rules.MaxBytes) {
+		return a.MaxBytes
+	}
+	return rules.MaxBytes
+}
+
+// Finish tells the admission how its fetch ended.
+func (a Admission) Finish(img Image, err error) {
+	if a.Done != nil {
+		a.Done(img, err)
+	}
 }
 
 // PullProgress is a pull under way.
@@ -54,6 +81,10 @@ type Image struct {
 	RepoDigests []string
 	Pulled      bool // false: it was present already
 	PullTime    time.Duration
+	// Names are the references the fetch gave the image (the name
+	// pulled; none for an image loaded, which is only its ID): removing
+	// them and then the ID undoes the fetch.
+	Names []string
 }
 
 // Puller is an executor that can fetch the images its leases name.
@@ -72,7 +103,7 @@ var _ Puller = (*Docker)(nil)
 // content against the digest, and Pull checks the image carries it.
 // A pull whose announced layers pass rules.MaxBytes is abandoned and
 // refused, and an image whose unpacked size passes it is removed.
-func (d *Docker) Pull(ctx context.Context, ref string, rules PullRules, progress func(PullProgress)) (Image, error) {
+func (d *Docker) Pull(ctx context.Context, ref string, rules PullRules, progress func(PullProgress)) (_ Image, err error) {
 	if err := rules.Images.CheckRef(ref); err != nil {
 		return Image{}, err
 	}
@@ -96,21 +127,35 @@ func (d *Docker) Pull(ctx context.Context, ref string, rules PullRules, progress
 		return Image{}, fmt.Errorf("image %s is not present on this provider, and it pulls none: %w", ref, ErrUnknownImage)
 	}
 	if rules.Admit != nil {
-		release, err := rules.Admit()
+		adm, err := rules.Admit()
 		if err != nil {
 			return Image{}, fmt.Errorf("pull %s: %w", ref, err)
 		}
-		defer release()
+		rules.MaxBytes = adm.Limit(rules)
+		var img Image
+		defer func() { adm.Finish(img, err) }()
+		img, err = d.pull(ctx, ref, named, rules, progress)
+		return img, err
 	}
+	return d.pull(ctx, ref, named, rules, progress)
+}
+
+// pull fetches named, ref as the renter wrote it, under rules.
+func (d *Docker) pull(ctx context.Context, ref string, named reference.Named, rules PullRules, progress func(PullProgress)) (Image, error) {
 	begin := time.Now()
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	stop := d.disk.watch(d.rootDir(), rules.MaxBytes, cancel)
 	body, err := d.cli.ImagePull(pctx, named.String(), image.PullOptions{})
-	if err != nil {
-		return Image{}, d.pullErr(ref, err)
+	if err == nil {
+		err = readPull(body, rules.MaxBytes, progress)
+		body.Close()
 	}
-	err = readPull(body, rules.MaxBytes, progress)
-	body.Close()
+	if stop() {
+		cancel()
+		d.removeImage(named.String())
+		return Image{}, fmt.Errorf("pull %s: %w: unpacking it took more than %d bytes of disk, the most this provider gives it", ref, ErrImageTooLarge, rules.MaxBytes)
+	}
 	if err != nil {
 		if errors.Is(err, ErrImageTooLarge) {
 			cancel()
@@ -119,7 +164,7 @@ func (d *Docker) Pull(ctx context.Context, ref string, rules PullRules, progress
 		}
 		return Image{}, d.pullErr(ref, err)
 	}
-	img, err = d.present(ctx, named.String(), rules)
+	img, err := d.present(ctx, named.String(), rules)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			err = fmt.Errorf("%w: the engine reported the pull of %s done, and has no such image", ErrPullFailed, ref)
@@ -133,7 +178,7 @@ func (d *Docker) Pull(ctx context.Context, ref string, rules PullRules, progress
 		d.removeImage(named.String())
 		return Image{}, fmt.Errorf("%w: %s pulled, but the image does not carry digest %s (it has %v)", ErrPullFailed, ref, dg.Digest(), img.RepoDigests)
 	}
-	img.Pulled, img.PullTime = true, time.Since(begin)
+	img.Pulled, img.PullTime, img.Names = true, time.Since(begin), []string{named.String()}
 	return img, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 
@@ -28,9 +29,9 @@ func TestPullFetchesFromARegistry(t *testing.T) {
 	var mu sync.Mutex
 	var last executor.PullProgress
 	calls, admitted, released := 0, 0, 0
-	admit := func() (func(), error) {
+	admit := func() (executor.Admission, error) {
 		admitted++
-		return func() { released++ }, nil
+		return executor.Admission{Done: func(executor.Image, error) { released++ }}, nil
 	}
 	img, err := e.d.Pull(ctx, byTag, executor.PullRules{Images: executor.ImagePolicy{Allow: []string{strings.Split(byTag, "/")[0] + "/"}}, Admit: admit},
 		func(p executor.PullProgress) {
@@ -111,5 +112,27 @@ func TestPullHoldsItsRules(t *testing.T) {
 	}
 	if _, err := e.d.Pull(ctx, "127.0.0.1:1/nothing/here:1", executor.PullRules{}, nil); !errors.Is(err, executor.ErrPullFailed) {
 		t.Errorf("a registry that does not answer: %v, want ErrPullFailed", err)
+	}
+}
+
+// A few hundred KiB of registry data that unpack to hundreds of MiB: the
+// pull is ended once the disk fills past its bound (and the slack left
+// for the provider's other work), and nothing of it stays.
+func TestAPullThatUnpacksPastItsBoundIsEndedAndRemoved(t *testing.T) {
+	e := newDockerEnv(t)
+	const zeros = 320 << 20
+	byTag, _ := executortest.PushPayload(t, executortest.Registry(t), "idlegrid-test/bomb", make([]byte, zeros))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var announced int64
+	_, err := e.d.Pull(ctx, byTag, executor.PullRules{Admit: func() (executor.Admission, error) {
+		return executor.Admission{MaxBytes: 4 << 20}, nil
+	}}, func(p executor.PullProgress) { announced = p.TotalBytes })
+	if !errors.Is(err, executor.ErrImageTooLarge) || !strings.Contains(err.Error(), "bytes of disk") {
+		t.Fatalf("a pull of %d MiB of zeros under a 4 MiB bound: %v; want ErrImageTooLarge, for the disk it took", zeros>>20, err)
+	}
+	t.Logf("announced %d bytes packed; %v", announced, err)
+	if _, err := e.cli.ImageInspect(ctx, byTag); !cerrdefs.IsNotFound(err) {
+		t.Errorf("%s present after it was ended: %v", byTag, err)
 	}
 }

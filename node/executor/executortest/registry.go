@@ -91,7 +91,7 @@ func BuildImage(t testing.TB, ref string, extra int) string {
 	cli := Docker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	buildImage(t, ctx, ref, extra)
+	buildImage(t, ctx, ref, randomPayload(extra))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -100,12 +100,17 @@ func BuildImage(t testing.TB, ref string, extra int) string {
 	return ref
 }
 
-func buildImage(t testing.TB, ctx context.Context, byTag string, extra int) {
+// randomPayload is n random bytes, which pack to about as much.
+func randomPayload(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
+
+func buildImage(t testing.TB, ctx context.Context, byTag string, payload []byte) {
 	t.Helper()
 	cli := Docker(t)
 	base := BusyboxImage(t)
-	payload := make([]byte, extra)
-	rand.Read(payload)
 	var buildCtx bytes.Buffer
 	tw := tar.NewWriter(&buildCtx)
 	for name, body := range map[string][]byte{
@@ -133,11 +138,18 @@ func buildImage(t testing.TB, ctx context.Context, byTag string, extra int) {
 // and by digest.
 func PushImage(t testing.TB, registry, repo string, extra int) (byTag, byDigest string) {
 	t.Helper()
+	return PushPayload(t, registry, repo, randomPayload(extra))
+}
+
+// PushPayload is PushImage with /payload holding payload: zeros, say,
+// which a registry holds in a few bytes and an engine unpacks whole.
+func PushPayload(t testing.TB, registry, repo string, payload []byte) (byTag, byDigest string) {
+	t.Helper()
 	cli := Docker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	byTag = registry + "/" + repo + ":1"
-	buildImage(t, ctx, byTag, extra)
+	buildImage(t, ctx, byTag, payload)
 	push, err := cli.ImagePush(ctx, byTag, image.PushOptions{RegistryAuth: "e30="}) // {}: no credentials
 	if err != nil {
 		t.Fatalf("push %s: %v", byTag, err)
