@@ -48,7 +48,7 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 		}
 	}
 	n.provider = newProvider(providerDeps{id: n.id, swarm: n.swarm.Tag(), key: n.key, cfg: n.cfg.Provider, source: source, store: n.store, net: n.link, clock: n.clock, log: log,
-		coord: n.coords.Own, relayOnly: n.relayOnly, book: n.market.snapshot, pricesFrom: n.pricesFrom, metrics: n.metrics})
+		coord: n.coords.Own, relayOnly: n.relayOnly, book: n.market.snapshot, pricesFrom: n.pricesFrom, verifyMarket: n.newPriceVerifier().verify, metrics: n.metrics})
 	n.market.onBid = n.provider.onBid
 	return nil, nil
 }

@@ -1,12 +1,10 @@
 package node
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
-	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 )
 
@@ -14,10 +12,12 @@ import (
 // issue 26 on real nodes: a provider follows the market's median from
 // 2.49 (floor 1.50) while fresh keys publish cheap offers of its model.
 // Made up offers from keys it has verified nothing of leave its price
-// where it stands over four re-publishes. Then three real providers at
-// 1.00 appear and the follower verifies their attestations: now they
-// count, and its price comes down, by at most a tenth (provider.pricing.
-// max_step's default) per re-publish.
+// where it stands over four re-publishes (it cannot locate their issuers,
+// so it does not even challenge them). Then three real providers at 1.00
+// appear, and before it re-prices the follower challenges them and
+// verifies their attestations: now they count, and its price comes down,
+// by at most a tenth (provider.pricing.max_step's default) per
+// re-publish.
 func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake()
@@ -76,12 +76,17 @@ func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 		}
 		return true
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	waitFor(t, 20*time.Second, "the follower knows where the real providers listen", func() bool {
+		for _, n := range real {
+			if len(follower.host.Peerstore().Addrs(n.id)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	for _, n := range real {
-		res, err := follower.Attest(ctx, api.AttestRequest{Peer: n.id.String()})
-		if err != nil || !res.Verified {
-			t.Fatalf("attest %s: %v %s", n.id, err, res.Reason)
+		if follower.pricesFrom(n.id) {
+			t.Fatalf("the follower counts %s before it verified anything of it", n.id)
 		}
 	}
 	price := uint64(2_490_000)
@@ -97,5 +102,10 @@ func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 	t.Logf("beside three attested providers at 1.00 and %d made-up offers: %v", fakes, walk)
 	if pr := follower.provider.pricing.Load(); pr == nil || pr.Tiers[0].Comparable != len(real) {
 		t.Errorf("pricing %+v: want the %d attested offers alone", pr, len(real))
+	}
+	for _, n := range real {
+		if !follower.challenger.attested(n.id) {
+			t.Errorf("the follower did not verify %s", n.id)
+		}
 	}
 }

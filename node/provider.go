@@ -57,6 +57,9 @@ type provider struct {
 	// pricesFrom says whose offers a market pricing policy follows; nil:
 	// no one's.
 	pricesFrom func(peer.ID) bool
+	// verifyMarket challenges comparable issuers pricesFrom cannot count
+	// yet, before a market re-price; nil: none.
+	verifyMarket func(ctx context.Context, o *pb.Offer)
 	// pricing is how the offer last built was priced.
 	pricing atomic.Pointer[Pricing]
 	metrics *metrics // may be nil
@@ -84,6 +87,9 @@ type providerDeps struct {
 	// pricesFrom says whose offers in book count toward a market price
 	// (Node.pricesFrom); nil: no one's.
 	pricesFrom func(peer.ID) bool
+	// verifyMarket challenges comparable issuers before a market re-price
+	// (priceVerifier.verify); nil: none.
+	verifyMarket func(ctx context.Context, o *pb.Offer)
 	// metrics counts offers, quotes and attestations; nil: none.
 	metrics *metrics
 }
@@ -95,7 +101,7 @@ const maxQuoting = 16
 func newProvider(d providerDeps) *provider {
 	p := &provider{
 		id: d.id, swarm: d.swarm, key: d.key, wake: make(chan struct{}, 1), source: d.source, store: d.store, net: d.net, clock: d.clock, log: d.log,
-		coord: d.coord, relayOnly: d.relayOnly, book: d.book, pricesFrom: d.pricesFrom, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
+		coord: d.coord, relayOnly: d.relayOnly, book: d.book, pricesFrom: d.pricesFrom, verifyMarket: d.verifyMarket, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
 		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting), metrics: d.metrics,
 	}
 	p.cfgNow.Store(&d.cfg)
@@ -284,6 +290,9 @@ func (p *provider) buildOffer(ctx context.Context, gpus []GPUConfig, inv *attest
 	o, err := cfg.BuildOffer(p.id, seq, now)
 	if err != nil {
 		return nil, err
+	}
+	if p.verifyMarket != nil && cfg.Pricing.Policy == PolicyMarket {
+		p.verifyMarket(ctx, o)
 	}
 	var snap *market.Snapshot
 	if p.book != nil {
