@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,35 +10,63 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // Stage is a provider's store of the tars renters upload before their
-// leases, under one folder: a folder per renter, a file per tar named by
-// its SHA-256, ".part" until all of it arrived and its hash checked. A
+// leases, and of the outputs their leases leave for them to download,
+// under one folder: a folder per renter, a file per tar named by its
+// SHA-256, ".part" until all of it arrived and its hash checked. A
 // renter's part file is what a resumed upload goes on from.
 //
-// It bounds what one renter may keep: one tar's size, the bytes of all of
-// its tars, and how many; and it forgets tars older than Keep. It is safe
-// for concurrent use.
+// Anyone can upload, so everything a stranger can make it keep is
+// bounded, per renter and in total, and freed on a clock: one tar's size;
+// the bytes of all of a renter's tars, parts and outputs, and how many;
+// the bytes of every renter's together (Total), and of those of renters
+// with no lease here (Strangers). Tars and parts not written for Keep,
+// and outputs older than OutputKeep, are removed by a sweep every
+// SweepEvery once Start runs, whether their renter comes back or not.
+// It is safe for concurrent use.
 type Stage struct {
 	dir   string
 	rules StageRules
+	clock clock.Clock
 	mu    sync.Mutex
-	busy  map[string]bool // the part files being written, by path
+	busy  map[string]charged // the files being written, by path
+	used  usage              // every file's charge, the busy ones' included
+
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // StageRules bound what renters may keep staged.
 type StageRules struct {
-	MaxBytes  int64         // one tar
-	PerRenter int64         // all of one renter's tars, parts included
+	MaxBytes  int64         // one tar, one output
+	PerRenter int64         // all of one renter's tars, parts and outputs
 	MaxFiles  int           // one renter's tars, parts included
-	Keep      time.Duration // since a tar was last written
+	Keep      time.Duration // a tar or part since it was last written; a pack (PacksFrom)
+	// Total bounds the bytes of every renter's files together; 0: no
+	// bound. Strangers bounds those of the tars and parts of the renters
+	// with no lease here (Leased), together; 0: no bound.
+	Total, Strangers int64
+	// Leased lists the renters that hold a lease here now; nil: none.
+	// It is asked with no lock held.
+	Leased func() []peer.ID
+	// PacksFrom is the first output index of idlegrid cp's packs (below
+	// it, a workload's outputs); 0: no packs. A lease keeps at most
+	// MaxPacksPerLease packs, the oldest making room for a new one, each
+	// for Keep.
+	PacksFrom int
+	// Clock tells the sweep's time; nil: the system's.
+	Clock clock.Clock
 }
+
+// SweepEvery is how often a started stage removes what it keeps no longer.
+const SweepEvery = time.Minute
 
 // busyWait is how long a resumed upload waits for the stream it resumes
 // to let go of the part, polling every busyPoll.
@@ -52,17 +81,71 @@ type Staged struct {
 	Size int64
 }
 
-// NewStage opens (creating) the stage in dir.
+// NewStage opens (creating) the stage in dir and counts what it holds.
 func NewStage(dir string, rules StageRules) (*Stage, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Stage{dir: dir, rules: rules, busy: map[string]bool{}}, nil
+	s := &Stage{dir: dir, rules: rules, clock: clock.Or(rules.Clock), busy: map[string]charged{}}
+	s.mu.Lock()
+	s.sweepAllLocked(false)
+	s.mu.Unlock()
+	return s, nil
 }
 
-func (s *Stage) paths(renter peer.ID, sum []byte) (done, part string) {
-	base := filepath.Join(s.dir, renter.String(), hex.EncodeToString(sum))
-	return base + ".tar", base + ".part"
+// Start sweeps the stage now and every SweepEvery until ctx ends or
+// Close.
+func (s *Stage) Start(ctx context.Context) {
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	s.Sweep()
+	tick := s.clock.NewTicker(SweepEvery)
+	go func() {
+		defer close(s.done)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C():
+				s.Sweep()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// Close stops the sweep Start started and waits for it.
+func (s *Stage) Close() {
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+}
+
+// renterDir is renter's folder, which nothing of another renter's names.
+func (s *Stage) renterDir(renter peer.ID) (string, error) {
+	if err := renter.Validate(); err != nil {
+		return "", fmt.Errorf("renter %q: %w", renter, err)
+	}
+	name := renter.String()
+	dir := filepath.Join(s.dir, name)
+	if filepath.Dir(dir) != s.dir || filepath.Base(dir) != name {
+		return "", fmt.Errorf("renter %q: not a folder name", name)
+	}
+	return dir, nil
+}
+
+func (s *Stage) paths(renter peer.ID, sum []byte) (done, part string, err error) {
+	dir, err := s.renterDir(renter)
+	if err != nil {
+		return "", "", err
+	}
+	base := filepath.Join(dir, hex.EncodeToString(sum))
+	return base + ".tar", base + ".part", nil
 }
 
 // Begin starts, or resumes, renter's upload of the tar of size bytes with
@@ -75,36 +158,35 @@ func (s *Stage) Begin(renter peer.ID, sum []byte, size int64) (have int64, p *Pa
 	if size <= 0 || size > s.rules.MaxBytes {
 		return 0, nil, fmt.Errorf("a tar of %d bytes: this provider takes tars of 1 to %d bytes (jobs.max_upload_mib)", size, s.rules.MaxBytes)
 	}
-	done, part := s.paths(renter, sum)
+	done, part, err := s.paths(renter, sum)
+	if err != nil {
+		return 0, nil, err
+	}
+	leased := s.leased()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// A stream that broke may not have let go of its part yet when the
 	// renter resumes on a new one.
-	for wait := busyWait; s.busy[part] && wait > 0; wait -= busyPoll {
+	for wait := busyWait; s.isBusy(part) && wait > 0; wait -= busyPoll {
 		s.mu.Unlock()
 		time.Sleep(busyPoll)
 		s.mu.Lock()
 	}
-	s.sweepLocked(renter)
+	s.sweepRenterLocked(filepath.Dir(part), s.clock.Now())
 	if fi, err := os.Stat(done); err == nil && fi.Size() == size {
-		os.Chtimes(done, time.Now(), time.Now()) // kept for its lease
+		now := s.clock.Now()
+		os.Chtimes(done, now, now) // kept for its lease
 		return size, nil, nil
 	}
-	if s.busy[part] {
+	if s.isBusy(part) {
 		return 0, nil, errors.New("this tar is being uploaded already")
 	}
-	files, bytes := s.heldLocked(renter)
-	have = 0
+	var onDisk int64 // the part's bytes, counted already
 	if fi, err := os.Stat(part); err == nil {
-		have = fi.Size()
-		files--
-		bytes -= have
+		have, onDisk = fi.Size(), charge(fi.Size())
 	}
-	switch {
-	case files+1 > s.rules.MaxFiles:
-		return 0, nil, fmt.Errorf("this renter keeps %d tars here already; at most %d", files, s.rules.MaxFiles)
-	case bytes+size > s.rules.PerRenter:
-		return 0, nil, fmt.Errorf("this renter keeps %d bytes here already; with %d more it would pass %d", bytes, size, s.rules.PerRenter)
+	if err := s.admitLocked(renter, leased, charge(size), onDisk); err != nil {
+		return 0, nil, err
 	}
 	if have > size {
 		have = 0
@@ -132,55 +214,34 @@ func (s *Stage) Begin(renter peer.ID, sum []byte, size int64) (have int64, p *Pa
 			return 0, nil, err
 		}
 	}
-	s.busy[part] = true
+	// The part is charged its whole size while it is written.
+	s.used.uploads += charge(size) - onDisk
+	s.busy[part] = charged{bytes: charge(size)}
 	return have, &Part{s: s, f: f, h: h, n: have, sum: sum, size: size, done: done, part: part}, nil
 }
 
-// heldLocked counts renter's staged files and their bytes.
-func (s *Stage) heldLocked(renter peer.ID) (files int, bytes int64) {
-	ents, _ := os.ReadDir(filepath.Join(s.dir, renter.String()))
-	for _, e := range ents {
-		if n := e.Name(); !strings.HasSuffix(n, ".tar") && !strings.HasSuffix(n, ".part") {
-			continue // a lease's outputs, bounded apart
-		}
-		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
-			files, bytes = files+1, bytes+fi.Size()
-		}
+// leased is the renters with a lease here now.
+func (s *Stage) leased() []peer.ID {
+	if s.rules.Leased == nil {
+		return nil
 	}
-	return files, bytes
+	return s.rules.Leased()
 }
 
-// sweepLocked removes renter's tars and parts not written for Keep.
-func (s *Stage) sweepLocked(renter peer.ID) {
-	dir := filepath.Join(s.dir, renter.String())
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		p := filepath.Join(dir, e.Name())
-		keep := s.rules.Keep
-		if !strings.HasSuffix(p, ".tar") && !strings.HasSuffix(p, ".part") {
-			keep = OutputKeep
-		}
-		if fi, err := e.Info(); err == nil && !s.busy[p] && time.Since(fi.ModTime()) > keep {
-			os.Remove(p)
-		}
-	}
-}
-
-// Sweep removes every tar and part not written for Keep.
+// Sweep removes every tar and part not written for Keep, and every output
+// older than its keep, and counts what is left.
 func (s *Stage) Sweep() {
-	ents, _ := os.ReadDir(s.dir)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, e := range ents {
-		if id, err := peer.Decode(e.Name()); err == nil {
-			s.sweepLocked(id)
-		}
-	}
+	s.sweepAllLocked(true)
 }
 
 // Get returns renter's whole tar of size bytes with SHA-256 sum.
 func (s *Stage) Get(renter peer.ID, sum []byte, size int64) (Staged, error) {
-	done, _ := s.paths(renter, sum)
+	done, _, err := s.paths(renter, sum)
+	if err != nil {
+		return Staged{}, err
+	}
 	fi, err := os.Stat(done)
 	if err != nil || fi.Size() != size {
 		return Staged{}, fmt.Errorf("no uploaded tar %x of %d bytes from this renter", sum, size)
@@ -190,8 +251,22 @@ func (s *Stage) Get(renter peer.ID, sum []byte, size int64) (Staged, error) {
 
 // Remove forgets renter's tar with SHA-256 sum.
 func (s *Stage) Remove(renter peer.ID, sum []byte) {
-	done, _ := s.paths(renter, sum)
-	os.Remove(done)
+	done, _, err := s.paths(renter, sum)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removeLocked(done)
+}
+
+// Used is the bytes the stage holds, every renter's, as its bounds count
+// them: each file rounded up to whole blocks, a file being written at
+// the most it may take.
+func (s *Stage) Used() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used.total()
 }
 
 // Part is an upload being written.
@@ -233,97 +308,36 @@ const hashAsideFrom = 32 << 10
 // Finish checks the whole tar against its SHA-256: it keeps it under its
 // name, or removes it and says so.
 func (p *Part) Finish() error {
-	defer p.release()
-	if err := p.f.Close(); err != nil {
-		return err
-	}
-	if got := p.h.Sum(nil); p.n != p.size || string(got) != string(p.sum) {
+	cerr := p.f.Close()
+	got := p.h.Sum(nil)
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.release(p.part)
+	switch {
+	case cerr != nil:
+		os.Remove(p.part)
+		return cerr
+	case p.n != p.size || string(got) != string(p.sum):
 		os.Remove(p.part)
 		return fmt.Errorf("the tar arrived as %d bytes with SHA-256 %x; want %d bytes with %x: dropped", p.n, got, p.size, p.sum)
 	}
-	return os.Rename(p.part, p.done)
+	if err := os.Rename(p.part, p.done); err != nil {
+		os.Remove(p.part)
+		return err
+	}
+	s.used.uploads += charge(p.size)
+	return nil
 }
 
 // Abort keeps what arrived, for a resume.
 func (p *Part) Abort() {
 	p.f.Close()
-	p.release()
-}
-
-func (p *Part) release() {
-	p.s.mu.Lock()
-	defer p.s.mu.Unlock()
-	delete(p.s.busy, p.part)
-}
-
-// OutputKeep is how long a lease's packed outputs wait for its renter,
-// and MaxOutputsKept bounds how many one renter has kept at once (the
-// outputs its leases name and what idlegrid cp packs).
-const (
-	OutputKeep     = 24 * time.Hour
-	MaxOutputsKept = 32
-)
-
-func (s *Stage) outputPath(renter peer.ID, lease string, index int) string {
-	return filepath.Join(s.dir, renter.String(), fmt.Sprintf("%s.%d.out", lease, index))
-}
-
-// PutOutput keeps the tar r carries, renter's output index of lease, for
-// it to download: at most MaxBytes, hashed as it arrives. A tar cut short
-// (r's error) or too large is not kept.
-func (s *Stage) PutOutput(renter peer.ID, lease string, index int, r io.Reader) error {
-	p := s.outputPath(renter, lease, index)
-	if kept, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "*.out")); len(kept) >= MaxOutputsKept {
-		io.Copy(io.Discard, r) // let the packer finish
-		return fmt.Errorf("this renter has %d outputs kept here already, at most %d, for %s each", len(kept), MaxOutputsKept, OutputKeep)
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.release(p.part)
+	if fi, err := os.Stat(p.part); err == nil {
+		s.used.uploads += charge(fi.Size())
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
-	f, err := os.Create(p + ".part")
-	if err != nil {
-		return err
-	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, s.rules.MaxBytes+1))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && n > s.rules.MaxBytes {
-		err = fmt.Errorf("output %d of lease %s: more than %d bytes (jobs.max_upload_mib): not kept", index, lease, s.rules.MaxBytes)
-		io.Copy(io.Discard, r) // let the packer finish
-	}
-	if err == nil {
-		err = os.WriteFile(p+".sha256", h.Sum(nil), 0o600)
-	}
-	if err == nil {
-		err = os.Rename(p+".part", p)
-	}
-	if err != nil {
-		os.Remove(p + ".part")
-		os.WriteFile(p+".err", []byte(err.Error()), 0o600)
-	}
-	return err
-}
-
-// Output opens renter's output index of lease: the tar, its size and its
-// SHA-256, or why it was not kept.
-func (s *Stage) Output(renter peer.ID, lease string, index int) (f *os.File, size int64, sum []byte, err error) {
-	p := s.outputPath(renter, lease, index)
-	if why, err := os.ReadFile(p + ".err"); err == nil {
-		return nil, 0, nil, errors.New(string(why))
-	}
-	sum, err = os.ReadFile(p + ".sha256")
-	if err != nil {
-		return nil, 0, nil, fmt.Errorf("no output %d of lease %s for this renter here", index, lease)
-	}
-	if f, err = os.Open(p); err != nil {
-		return nil, 0, nil, fmt.Errorf("no output %d of lease %s for this renter here", index, lease)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, nil, err
-	}
-	return f, fi.Size(), sum, nil
 }

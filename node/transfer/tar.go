@@ -1,10 +1,12 @@
 // Package transfer moves a renter's files to and from a lease as tars:
 // written and read with every regular file's SHA-256 noted, and, for the
 // data a lease takes in, staged at the provider before the lease, each tar
-// named by its SHA-256, resumable where an upload broke off.
+// named by its SHA-256, resumable where an upload broke off. The stage
+// bounds what renters keep there, each and all together, and frees it on
+// a clock.
 //
-// transfer imports the standard library and libp2p's peer IDs; it must
-// never import node or cmd.
+// transfer imports the standard library, libp2p's peer IDs and node/clock;
+// it must never import node or cmd.
 package transfer
 
 import (

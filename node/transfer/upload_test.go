@@ -303,7 +303,7 @@ func (f *failingWriter) Write(p []byte) (int, error) {
 // renter reads why.
 func TestADownloadResumesWhereItBrokeOff(t *testing.T) {
 	const size = 4 << 20
-	renter, provider, stage := stagePair(t, transfer.StageRules{MaxBytes: size, PerRenter: size, MaxFiles: 8, Keep: time.Hour})
+	renter, provider, stage := stagePair(t, transfer.StageRules{MaxBytes: size, PerRenter: 3 * size, MaxFiles: 8, Keep: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p2p.ServeDownloads(p2p.Server{Host: provider, Swarm: p2p.Swarm{Name: "test"}, Ctx: ctx}, func(from peer.ID, lease string, index int) (io.ReadSeekCloser, int64, []byte, error) {
@@ -342,21 +342,31 @@ func TestADownloadResumesWhereItBrokeOff(t *testing.T) {
 	}
 }
 
-// A renter keeps at most MaxOutputsKept outputs at once: the next is
-// refused, with the bound named, and its bytes are read to the end.
+// A renter keeps at most MaxOutputsKept outputs at once, and one lease
+// MaxOutputsPerLease: the next is refused, with the bound named, and its
+// bytes are read to the end.
 func TestARenterKeepsBoundedOutputs(t *testing.T) {
 	stage, err := transfer.NewStage(t.TempDir(), transfer.StageRules{MaxBytes: 1 << 10, PerRenter: 1 << 20, MaxFiles: 8, Keep: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	renter := loopbackHost(t).ID()
-	for i := range transfer.MaxOutputsKept {
+	for i := range transfer.MaxOutputsPerLease {
 		if err := stage.PutOutput(renter, "lease-1", i, strings.NewReader("x")); err != nil {
 			t.Fatalf("output %d: %v", i, err)
 		}
 	}
-	r := strings.NewReader("one too many")
-	if err := stage.PutOutput(renter, "lease-2", 0, r); err == nil || !strings.Contains(err.Error(), "at most 32") || r.Len() != 0 {
+	r := strings.NewReader("one too many for the lease")
+	if err := stage.PutOutput(renter, "lease-1", transfer.MaxOutputsPerLease, r); err == nil || !strings.Contains(err.Error(), "at most 16") || r.Len() != 0 {
+		t.Errorf("output %d of a lease: %v, %d bytes left unread", transfer.MaxOutputsPerLease, err, r.Len())
+	}
+	for i := transfer.MaxOutputsPerLease; i < transfer.MaxOutputsKept; i++ {
+		if err := stage.PutOutput(renter, "lease-2", i, strings.NewReader("x")); err != nil {
+			t.Fatalf("output %d: %v", i, err)
+		}
+	}
+	r = strings.NewReader("one too many")
+	if err := stage.PutOutput(renter, "lease-3", 0, r); err == nil || !strings.Contains(err.Error(), "at most 32") || r.Len() != 0 {
 		t.Errorf("output %d: %v, %d bytes left unread", transfer.MaxOutputsKept, err, r.Len())
 	}
 }
