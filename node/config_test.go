@@ -81,6 +81,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"jobs.user", func(c *Config) { c.Jobs.User = "root" }},
 		{"jobs.workspace_mib", func(c *Config) { c.Jobs.WorkspaceMiB = 0 }},
 		{"jobs.log_mib", func(c *Config) { c.Jobs.LogMiB = 0 }},
+		{"jobs.max_stage_gib", func(c *Config) { c.Jobs.MaxStageGiB = 3 }},
 		{"network.ping_interval", func(c *Config) { c.Network.PingInterval = Dur(time.Millisecond) }},
 		{"nat.reachability", func(c *Config) { c.NAT.Reachability = "maybe" }},
 		{"nat.relay_reservations", func(c *Config) { c.NAT.RelayReserve = 0 }},

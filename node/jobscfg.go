@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"regexp"
 	"time"
 
@@ -38,7 +39,8 @@ type JobsConfig struct {
 	ImageRenterGiB    int      `toml:"image_renter_gib" comment:"disk for the images fetched for one renter, GiB on disk, at most image_disk_gib; a fetch is bounded by what its renter has left"`
 	ImageKeep         Duration `toml:"image_keep" comment:"an image fetched for a renter is removed this long after a lease last used it (or its fetch), unless a container uses it or the provider gave it a name of its own"`
 	LoadImages        bool     `toml:"load_images" comment:"take images renters send from their own engines (rent --image-from-docker), under the same rules and bounds as pulls"`
-	MaxUploadMiB      int      `toml:"max_upload_mib" comment:"largest tar of data a renter uploads for a lease (rent --upload), MiB, at most workspace_mib, where it is unpacked; a renter keeps twice that here, in 8 tars at most, for an hour; 0: no uploads"`
+	MaxUploadMiB      int      `toml:"max_upload_mib" comment:"largest tar of data a renter uploads for a lease (rent --upload), and largest output it downloads, MiB, at most workspace_mib, where it is unpacked; a renter keeps twice that here, uploads and outputs together, tars for an hour and outputs for a day; 0: no uploads"`
+	MaxStageGiB       int      `toml:"max_stage_gib" comment:"disk all renters' uploads and outputs may take here together, GiB, at least four times max_upload_mib; renters with no lease here share half of it"`
 }
 
 // DefaultJobsConfig runs containers with modest default limits.
@@ -63,6 +65,7 @@ func DefaultJobsConfig() JobsConfig {
 		ImageKeep:         Dur(24 * time.Hour),
 		LoadImages:        true,
 		MaxUploadMiB:      executor.DefaultWorkspace >> 20,
+		MaxStageGiB:       16,
 	}
 }
 
@@ -116,6 +119,11 @@ func (c *Config) validateJobs() error {
 	}
 	if err := intRange("jobs.max_upload_mib", j.MaxUploadMiB, 0, j.WorkspaceMiB); err != nil {
 		return err
+	}
+	// A renter with no lease here keeps up to twice the largest tar, in
+	// half of the stage.
+	if least := max(1, (4*j.MaxUploadMiB+1023)>>10); j.MaxStageGiB < least || j.MaxStageGiB > 1<<20 {
+		return fieldErr("jobs.max_stage_gib", j.MaxStageGiB, fmt.Sprintf("%d to %d: at least four times jobs.max_upload_mib (%d MiB)", least, 1<<20, j.MaxUploadMiB))
 	}
 	return intRange("jobs.log_mib", j.LogMiB, 1, 1<<14)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -64,11 +63,9 @@ func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState
 	}
 	if pl, ok := d.exec.(executor.Puller); ok {
 		lo.images = newImagePulls(pl, d.jobs, d.offer, d.log, d.metrics)
-		lo.images.inUse = lo.leaseImages
 	}
 	if _, ok := d.exec.(executor.Sessions); ok && d.stageDir != "" && d.jobs.MaxUploadMiB > 0 {
-		max := int64(d.jobs.MaxUploadMiB) << 20
-		stage, err := transfer.NewStage(d.stageDir, transfer.StageRules{MaxBytes: max, PerRenter: 2 * max, MaxFiles: market.MaxInputs, Keep: stageKeep})
+		stage, err := transfer.NewStage(d.stageDir, lo.stageRules(d.jobs, d.clock))
 		if err != nil {
 			return nil, nil, fmt.Errorf("uploads: %w", err)
 		}
@@ -123,16 +120,11 @@ func (lo *leaseOwner) start(ctx context.Context, st *leaseState, sv p2p.Server) 
 		go lo.images.run(lo.ctx)
 	}
 	if lo.stage != nil {
-		lo.stage.Sweep()
+		lo.stage.Start(lo.ctx) // frees what renters left, on the clock
 		p2p.ServeUploads(sv, lo.stageUpload)
-		p2p.ServeDownloads(sv, func(from peer.ID, lease string, index int) (io.ReadSeekCloser, int64, []byte, error) {
-			return lo.stage.Output(from, lease, index)
-		})
+		p2p.ServeDownloads(sv, lo.openOutput)
 	}
 }
-
-// stageKeep is how long an uploaded tar waits for its lease.
-const stageKeep = time.Hour
 
 // stageUpload takes a renter's upload into the stage.
 func (lo *leaseOwner) stageUpload(from peer.ID, sum []byte, size int64) (int64, p2p.UploadSink, error) {
@@ -151,6 +143,9 @@ func (lo *leaseOwner) stop() {
 	// is counted before the wait; it starts none after it.
 	lo.do(context.Background(), func(*leaseState) {})
 	lo.sup.Wait()
+	if lo.stage != nil {
+		lo.stage.Close()
+	}
 	lo.own.stop()
 	if lo.exec != nil {
 		lo.exec.Close()

@@ -179,8 +179,9 @@ var DownloadLimits = StreamLimits{
 }
 
 // OutputOpener opens output index of lease for peer from, its size and
-// SHA-256; its error is the refusal the renter reads.
-type OutputOpener func(from peer.ID, lease string, index int) (r io.ReadSeekCloser, size int64, sum []byte, err error)
+// SHA-256: only for the lease's renter, from that lease's own outputs. Its
+// error is the refusal the renter reads.
+type OutputOpener func(ctx context.Context, from peer.ID, lease string, index int) (r io.ReadSeekCloser, size int64, sum []byte, err error)
 
 // ServeDownloads answers downloads with open.
 func ServeDownloads(sv Server, open OutputOpener) {
@@ -189,7 +190,7 @@ func ServeDownloads(sv Server, open OutputOpener) {
 		if err := ReadMsg(s, maxUploadMessage, req); err != nil {
 			return err
 		}
-		r, size, sum, err := open(from, req.LeaseId, int(req.Index))
+		r, size, sum, err := open(ctx, from, req.LeaseId, int(req.Index))
 		if err != nil {
 			return WriteMsg(s, &pb.DownloadReply{Refusal: err.Error()})
 		}

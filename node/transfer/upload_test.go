@@ -306,7 +306,7 @@ func TestADownloadResumesWhereItBrokeOff(t *testing.T) {
 	renter, provider, stage := stagePair(t, transfer.StageRules{MaxBytes: size, PerRenter: 3 * size, MaxFiles: 8, Keep: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p2p.ServeDownloads(p2p.Server{Host: provider, Swarm: p2p.Swarm{Name: "test"}, Ctx: ctx}, func(from peer.ID, lease string, index int) (io.ReadSeekCloser, int64, []byte, error) {
+	p2p.ServeDownloads(p2p.Server{Host: provider, Swarm: p2p.Swarm{Name: "test"}, Ctx: ctx}, func(_ context.Context, from peer.ID, lease string, index int) (io.ReadSeekCloser, int64, []byte, error) {
 		return stage.Output(from, lease, index)
 	})
 	data := make([]byte, size)
