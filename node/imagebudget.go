@@ -215,6 +215,11 @@ func (ip *imagePulls) sweep(ctx context.Context, now time.Time, room int64) int6
 	if room > 0 {
 		candidates = ip.budget.oldest(func(h *heldImage) bool { return !slices.Contains(inUse, h.img.ID) })
 	}
+	defer func() {
+		if freed > 0 {
+			ip.save()
+		}
+	}()
 	for i, img := range candidates {
 		if room > 0 && (freed >= room || i >= maxEvictions) {
 			break

@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -146,4 +149,51 @@ func TestPullsAreBudgetedInBytesOnDiskAndFreedOnAClock(t *testing.T) {
 	if all, _ := ip.budget.usage(renter); all != 0 {
 		t.Errorf("%d bytes held after every image went", all)
 	}
+}
+
+// A provider restarted still knows what it fetched for renters, and
+// frees it on the clock.
+func TestImagesFetchedBeforeARestartAreStillFreedOnTheClock(t *testing.T) {
+	reg := executortest.Registry(t)
+	ref, _ := executortest.PushImage(t, reg, "idlegrid-test/restarted", 1<<10)
+	file := filepath.Join(t.TempDir(), FetchedImagesFile)
+	before, d := pullsOn(t, DefaultJobsConfig())
+	if err := before.keepFile(file); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	renter := newKeyID(t)
+	got, err := before.ready(ctx, renter, ref, func(*pb.ImageProgress) {})
+	if err != nil || !got.Pulled {
+		t.Fatalf("pull: %+v, %v", got, err)
+	}
+	after, _ := pullsOn(t, DefaultJobsConfig())
+	if err := after.keepFile(file); err != nil {
+		t.Fatal(err)
+	}
+	if _, own := after.budget.usage(renter); own != int64(got.SizeBytes) {
+		t.Errorf("after a restart %d bytes are charged to the renter, want the %d it fetched", own, got.SizeBytes)
+	}
+	after.sweep(ctx, time.Now().Add(DefaultJobsConfig().ImageKeep.Std()+time.Minute), 0)
+	if id, _ := d.ImageID(ctx, ref); id != "" {
+		t.Errorf("the image fetched before the restart is on the engine image_keep after its fetch")
+	}
+	if all, _ := after.budget.usage(renter); all != 0 {
+		t.Errorf("%d bytes held after the sweep", all)
+	}
+}
+
+// newKeyID is the ID of a fresh key.
+func newKeyID(t *testing.T) peer.ID {
+	t.Helper()
+	_, pub, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market/pb"
@@ -42,6 +43,9 @@ type imagePulls struct {
 	inUse func(context.Context) []string
 	// metrics counts the pulls and loads the engine failed; may be nil.
 	metrics *metrics
+	// file, when set, keeps the list of the images held across restarts.
+	file   string
+	fileMu sync.Mutex
 }
 
 func newImagePulls(pl executor.Puller, jobs JobsConfig, offer func() (*pb.Offer, bool), log *slog.Logger, m *metrics) *imagePulls {
@@ -151,6 +155,9 @@ func (ip *imagePulls) rules(ctx context.Context, from peer.ID) executor.PullRule
 			return executor.Admission{MaxBytes: grant, Done: func(img executor.Image, err error) {
 				<-ip.turns
 				ip.budget.settle(from, grant, img, err, time.Now())
+				if err == nil && img.Pulled {
+					ip.save()
+				}
 			}}, nil
 		},
 	}

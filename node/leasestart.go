@@ -63,6 +63,7 @@ func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState
 	}
 	if pl, ok := d.exec.(executor.Puller); ok {
 		lo.images = newImagePulls(pl, d.jobs, d.offer, d.log, d.metrics)
+		lo.setupImages(d.stageDir)
 	}
 	if _, ok := d.exec.(executor.Sessions); ok && d.stageDir != "" && d.jobs.MaxUploadMiB > 0 {
 		stage, err := transfer.NewStage(d.stageDir, lo.stageRules(d.jobs, d.clock))
