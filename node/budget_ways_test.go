@@ -57,9 +57,10 @@ func freshKeys(t testing.TB, n int) []crypto.PrivKey {
 // victim, that writes gossipsub RPCs to it and never answers: the
 // cheapest way to hand a node messages over a connection.
 type rawPeer struct {
-	h     host.Host
-	s     network.Stream
-	topic string
+	h      host.Host
+	victim peer.ID
+	s      network.Stream
+	topic  string
 }
 
 func newRawPeer(t testing.TB, key crypto.PrivKey, victim *Node) *rawPeer {
@@ -78,15 +79,26 @@ func newRawPeer(t testing.TB, key crypto.PrivKey, victim *Node) *rawPeer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rawPeer{h: h, s: s, topic: victim.Swarm().Topic(p2p.TopicOffers)}
+	return &rawPeer{h: h, victim: victim.id, s: s, topic: victim.Swarm().Topic(p2p.TopicOffers)}
 }
 
+// publish writes msg in an RPC of its own; a stream the victim reset (a
+// slow negotiation under the race detector) is opened again, once.
 func (r *rawPeer) publish(msg []byte) error {
 	rpc, err := proto.Marshal(&pubsubpb.RPC{Publish: []*pubsubpb.Message{{Data: msg, Topic: &r.topic}}})
 	if err != nil {
 		return err
 	}
-	_, err = r.s.Write(append(binary.AppendUvarint(nil, uint64(len(rpc))), rpc...))
+	frame := append(binary.AppendUvarint(nil, uint64(len(rpc))), rpc...)
+	if _, err = r.s.Write(frame); err == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if r.s, err = r.h.NewStream(ctx, r.victim, pubsub.GossipSubID_v11); err != nil {
+		return err
+	}
+	_, err = r.s.Write(frame)
 	return err
 }
 
