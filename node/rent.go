@@ -299,12 +299,15 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 	res.Timings.Match = r.clock.Since(tm)
 	left := func() time.Duration { return tryFor - (r.clock.Since(tm) - res.Timings.Pull) }
 	var tried []Attempt
-	f, c := r.walk(ctx, cands, tryFor, left, out, func(actx context.Context, c market.Candidate, located <-chan error) (*follow, Attempt) {
+	failed := func(at Attempt) {
+		r.failedAt(at)
+		tried = append(tried, at)
+		res.Tried = append(res.Tried, attemptView(at))
+	}
+	f, c := r.walk(ctx, cands, tryFor, left, out, failed, func(actx context.Context, c market.Candidate, located <-chan error) (*follow, Attempt) {
 		f, at := r.try(actx, ctx, b, c, located, req, packed, out, &res.Timings)
 		if f == nil {
-			r.failedAt(at)
-			tried = append(tried, at)
-			res.Tried = append(res.Tried, attemptView(at))
+			failed(at)
 		}
 		return f, at
 	})

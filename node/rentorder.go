@@ -112,19 +112,25 @@ func (v *vouchedHashes) holds(p peer.ID, hash []byte) bool {
 // reach are found at once; the others are looked up in rank order, at
 // most locateAhead at once, each within locateLimit. The walk tries the
 // best-ranked candidate found, once no better-ranked one has been looked
-// up for less than locatePatience, and passes each that could not be
-// found to try as failed. try gets the attempt's context and the lookup's
-// outcome.
-func (r *renter) walk(ctx context.Context, cands []market.Candidate, tryFor time.Duration, left func() time.Duration, out RentOutput, try func(context.Context, market.Candidate, <-chan error) (*follow, Attempt)) (*follow, market.Candidate) {
+// up for less than locatePatience. Each that could not be found goes to
+// missed, and counts on one status line: there may be thousands. try gets
+// the attempt's context and a channel holding the lookup's outcome.
+func (r *renter) walk(ctx context.Context, cands []market.Candidate, tryFor time.Duration, left func() time.Duration, out RentOutput, missed func(Attempt), try func(context.Context, market.Candidate, <-chan error) (*follow, Attempt)) (*follow, market.Candidate) {
 	w := newWalkState(cands, r.located)
 	results := make(chan lookup, locateAhead) // never more in flight: sends never block
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
-	tried := 0
+	tried, notFound := 0, 0
 	attempt := func(i int, err error) *follow {
 		tried++
+		if err != nil {
+			notFound++
+			missed(Attempt{Provider: cands[i].Issuer, Stage: StageLocate, Err: err})
+			out.status("%d of %d candidates not found (lately %s: %v); looking up the rest", notFound, len(cands), short(cands[i].Issuer), err)
+			return nil
+		}
 		outcome := make(chan error, 1)
 		outcome <- err
 		actx, cancel := context.WithTimeout(ctx, max(0, min(left(), attemptLimit)))

@@ -9,7 +9,6 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
-	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/test"
@@ -41,6 +40,20 @@ func madeUpOffers(t *testing.T, cfg ProviderConfig, n int, now time.Time, put fu
 	return ids
 }
 
+// intoBook puts an offer straight into n's book, as its owner does with
+// one a validator passed.
+func intoBook(t *testing.T, n *Node) func(*pb.Offer, []byte) {
+	return func(o *pb.Offer, _ []byte) {
+		if err := n.market.do(context.Background(), func(*marketState) {
+			if err := n.market.book.PutOffer(o, n.clock.Now()); err != nil {
+				t.Error(err)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // cheapH100s are the made-up offers of issue 26: 8 H100s at 0.40.
 func cheapH100s() ProviderConfig {
 	cfg := DefaultConfig(ProfileProvider).Provider
@@ -61,13 +74,11 @@ func TestRentReachesTheHonestProviderBehindSeventyCheaperMadeUpOffers(t *testing
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
 	prov, _ := leaseSwarm(t, nil)
-	fakes := madeUpOffers(t, cheapH100s(), 70, prov.clock.Now(), func(_ *pb.Offer, env []byte) {
-		if err := prov.link.Publish(context.Background(), p2p.TopicOffers, env); err != nil {
-			t.Fatal(err)
-		}
-	})
 	renter := startNode(t, testRepo(t, "renter2", bootstrapFrom(prov)), Options{Light: true})
-	waitFor(t, 20*time.Second, "the renter's book holds all 71 offers", func() bool { return renter.market.snapshot().Len() == 71 })
+	waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(renter, prov) == 8 })
+	// However they came (gossip and book sync budget strangers' offers
+	// apart), the renter's book holds them.
+	fakes := madeUpOffers(t, cheapH100s(), 70, renter.clock.Now(), intoBook(t, renter))
 
 	req := rentRequest(image, "true")
 	req.TryMillis = 180_000
@@ -105,21 +116,17 @@ func (d hidingDealer) Locate(ctx context.Context, p peer.ID) error {
 // no address and verified no attestation), a thousand cheaper made-up
 // offers are looked up a bounded few at a time, each within its own
 // bound (the first 16 never answer), and the honest provider behind them
-// all is reached and runs the job within the try time.
+// all is reached and runs the job within the try time, counting them on
+// its status line rather than a line each.
 func TestRentWalksAThousandMadeUpOffersWithinItsTryTime(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
 	prov, renter := leaseSwarm(t, nil)
 	waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(renter, prov) == 8 })
 	var order []peer.ID
-	fakes := madeUpOffers(t, cheapH100s(), 1000, renter.clock.Now(), func(o *pb.Offer, _ []byte) {
-		if err := renter.market.do(context.Background(), func(*marketState) {
-			if err := renter.market.book.PutOffer(o, renter.clock.Now()); err != nil {
-				t.Error(err)
-			}
-		}); err != nil {
-			t.Fatal(err)
-		}
+	put := intoBook(t, renter)
+	fakes := madeUpOffers(t, cheapH100s(), 1000, renter.clock.Now(), func(o *pb.Offer, env []byte) {
+		put(o, env)
 		order = append(order, market.Issuer(o))
 	})
 	hang := map[peer.ID]bool{}
@@ -133,7 +140,8 @@ func TestRentWalksAThousandMadeUpOffersWithinItsTryTime(t *testing.T) {
 	req := rentRequest(image, "true")
 	req.TryMillis = 120_000
 	start := time.Now()
-	res, err := renter.Rent(context.Background(), req, RentOutput{})
+	var said, statuses int // lines kept, and lines that replace each other
+	res, err := renter.Rent(context.Background(), req, RentOutput{Progress: func(string) { said++ }, Status: func(string) { statuses++ }})
 	if err != nil {
 		t.Fatalf("rent after %s: %v", time.Since(start).Round(time.Millisecond), err)
 	}
@@ -145,7 +153,10 @@ func TestRentWalksAThousandMadeUpOffersWithinItsTryTime(t *testing.T) {
 			t.Errorf("attempt %+v: want a made-up offer that could not be located", a)
 		}
 	}
-	t.Logf("walked %d made-up offers in %s", len(res.Tried), time.Since(start).Round(time.Millisecond))
+	if said > 50 {
+		t.Errorf("rent printed %d progress lines for %d made-up offers; want their count on its status line", said, len(res.Tried))
+	}
+	t.Logf("walked %d made-up offers in %s (%d progress lines, %d status)", len(res.Tried), time.Since(start).Round(time.Millisecond), said, statuses)
 }
 
 // A walk behind ten thousand made-up offers (issue 26, attack 4, in its
