@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/spf13/cobra"
@@ -101,9 +102,9 @@ func (e *env) cpOut(lease, remote, local string) error {
 	return nil
 }
 
-// say writes a progress line on stderr.
+// say writes a progress line on stderr, inert (it may quote a peer).
 func (e *env) say(format string, a ...any) {
-	fmt.Fprintf(e.stderr, "idlegrid: "+format+"\n", a...)
+	fmt.Fprintf(e.stderr, "idlegrid: %s\n", inert.Text(fmt.Sprintf(format, a...)))
 }
 
 // verify compares each file's SHA-256 in the container with sums.

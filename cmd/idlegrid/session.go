@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -175,7 +176,7 @@ tunnel ends with the lease.`,
 					s, err := link.Forward(e.ctx, remote)
 					if err != nil {
 						c.Close()
-						fmt.Fprintf(e.stderr, "idlegrid: connection from %s not forwarded: %v\n", c.RemoteAddr(), err)
+						fmt.Fprintf(e.stderr, "idlegrid: connection from %s not forwarded: %s\n", c.RemoteAddr(), inert.Text(err.Error()))
 						return
 					}
 					p2p.Splice(e.ctx, s, c)
