@@ -77,10 +77,7 @@ func (s *Stage) PutOutput(renter peer.ID, lease string, index int, r io.Reader) 
 		io.Copy(io.Discard, r)
 		return err
 	}
-	var sum []byte
-	if err = os.MkdirAll(filepath.Dir(p), 0o700); err == nil {
-		sum, err = writeOutput(p+".part", r, limit)
-	}
+	sum, err := writeOutput(p+".part", r, limit)
 	if errors.Is(err, errTooLarge) {
 		err = fmt.Errorf("output %d of lease %s: more than %d bytes %s: not kept", index, lease, limit, bound)
 		io.Copy(io.Discard, r)
@@ -176,11 +173,14 @@ func (s *Stage) reserveOutput(p, lease string, index int) (limit int64, bound st
 	if room := (r.PerRenter - h.bytes() - block) / block * block; room < limit {
 		limit, bound = room, fmt.Sprintf("(what is left of this renter's %d bytes here)", r.PerRenter)
 	}
-	if room := (r.Total - s.used.total() - block) / block * block; r.Total > 0 && room < limit {
+	if room := (r.Total - s.used.total() - folderCharge(dir) - block) / block * block; r.Total > 0 && room < limit {
 		limit, bound = room, fmt.Sprintf("(what is left of this provider's %d bytes for all renters, jobs.max_stage_gib)", r.Total)
 	}
 	if limit <= 0 {
 		return 0, "", fmt.Errorf("output %d of lease %s: no room %s: not kept", index, lease, bound)
+	}
+	if err := s.mkdirLocked(dir); err != nil {
+		return 0, "", err
 	}
 	s.busy[p+".part"] = charged{bytes: charge(limit) + block, output: true}
 	s.used.outputs += charge(limit) + block

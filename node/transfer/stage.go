@@ -191,7 +191,7 @@ func (s *Stage) Begin(renter peer.ID, sum []byte, size int64) (have int64, p *Pa
 	if have > size {
 		have = 0
 	}
-	if err := os.MkdirAll(filepath.Dir(part), 0o700); err != nil {
+	if err := s.mkdirLocked(filepath.Dir(part)); err != nil {
 		return 0, nil, err
 	}
 	f, err := os.OpenFile(part, os.O_CREATE|os.O_RDWR, 0o600)
@@ -262,7 +262,7 @@ func (s *Stage) Remove(renter peer.ID, sum []byte) {
 
 // Used is the bytes the stage holds, every renter's, as its bounds count
 // them: each file rounded up to whole blocks, a file being written at
-// the most it may take.
+// the most it may take, and a block for each renter's folder.
 func (s *Stage) Used() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()

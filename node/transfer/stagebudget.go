@@ -28,10 +28,32 @@ type charged struct {
 }
 
 // usage is the charge of a set of files: the tars and parts renters
-// upload, and the outputs leases leave.
-type usage struct{ uploads, outputs int64 }
+// upload, the outputs leases leave, and the renters' folders (a block
+// each).
+type usage struct{ uploads, outputs, folders int64 }
 
-func (u usage) total() int64 { return u.uploads + u.outputs }
+func (u usage) total() int64 { return u.uploads + u.outputs + u.folders }
+
+// mkdirLocked makes the renter folder dir and charges it, when it is new:
+// what it takes is folder, a block or nothing.
+func (s *Stage) mkdirLocked(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	s.used.folders += block
+	return nil
+}
+
+// folderCharge is what making the renter folder dir would take.
+func folderCharge(dir string) int64 {
+	if _, err := os.Stat(dir); err == nil {
+		return 0
+	}
+	return block
+}
 
 // isOutput reports whether a file of the stage, by name, belongs to a
 // lease's output (its tar, SHA-256, refusal or part); the rest are
@@ -146,8 +168,8 @@ func (s *Stage) admitLocked(renter peer.ID, leased []peer.ID, size, onDisk int64
 		return fmt.Errorf("this renter keeps %d tars here already; at most %d", files, r.MaxFiles)
 	case bytes+size > r.PerRenter:
 		return fmt.Errorf("this renter keeps %d bytes here already; with %d more it would pass %d", bytes, size, r.PerRenter)
-	case r.Total > 0 && s.used.total()-onDisk+size > r.Total:
-		return fmt.Errorf("this provider keeps %d bytes for all renters already; with %d more it would pass %d (jobs.max_stage_gib)", s.used.total()-onDisk, size, r.Total)
+	case r.Total > 0 && s.used.total()-onDisk+size+folderCharge(dir) > r.Total:
+		return fmt.Errorf("this provider keeps %d bytes for all renters already; with %d more it would pass %d (jobs.max_stage_gib)", s.used.total()-onDisk, size+folderCharge(dir), r.Total)
 	case r.Strangers > 0 && !slices.Contains(leased, renter):
 		if held := s.strangersLocked(leased) - onDisk; held+size > r.Strangers {
 			return fmt.Errorf("renters with no lease here keep %d bytes of uploads already; with %d more they would pass %d, half of jobs.max_stage_gib", held, size, r.Strangers)
@@ -220,6 +242,7 @@ func (s *Stage) sweepAllLocked(remove bool) {
 			continue
 		}
 		dir := filepath.Join(s.dir, e.Name())
+		u.folders += block
 		files, _ := os.ReadDir(dir)
 		left := 0
 		for _, f := range files {
@@ -242,8 +265,8 @@ func (s *Stage) sweepAllLocked(remove bool) {
 				u.uploads += charge(fi.Size())
 			}
 		}
-		if left == 0 && remove && !s.busyIn(dir) {
-			os.Remove(dir)
+		if left == 0 && remove && !s.busyIn(dir) && os.Remove(dir) == nil {
+			u.folders -= block
 		}
 	}
 	for _, c := range s.busy {

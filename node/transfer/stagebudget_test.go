@@ -37,20 +37,24 @@ func freshID(t testing.TB) peer.ID {
 	return id
 }
 
-// onDisk is what the files under dir hold: their bytes, each rounded up
-// to whole 4 KiB blocks as the stage charges them, and the blocks the
-// file system gave them.
+// onDisk is what the files and folders under dir hold: their bytes,
+// each rounded up to whole 4 KiB blocks as the stage charges them, and
+// the blocks the file system gave them.
 func onDisk(t testing.TB, dir string) (charged, allocated int64) {
 	t.Helper()
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil || p == dir {
 			return nil
 		}
 		fi, err := d.Info()
 		if err != nil {
 			return nil
 		}
-		charged += max(4096, (fi.Size()+4095)/4096*4096)
+		if d.IsDir() {
+			charged += 4096
+		} else {
+			charged += max(4096, (fi.Size()+4095)/4096*4096)
+		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			allocated += st.Blocks * 512
 		}
