@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"strings"
 
@@ -27,7 +28,7 @@ func (e *env) setupLogging(cfg node.LogConfig) (*slog.Logger, error) {
 	if _, err := node.ParseLevel(cfg.Level); err != nil {
 		return nil, usagef("--log-level: %v", err)
 	}
-	h := node.NewLogHandler(e.stderr, cfg)
+	h := newLogHandler(e.stderr, cfg)
 	gologshim.SetDefaultHandler(h)
 
 	gc := golog.Config{Format: golog.PlaintextOutput, Stderr: true, SubsystemLevels: map[string]golog.LogLevel{}}
@@ -50,6 +51,16 @@ func (e *env) setupLogging(cfg node.LogConfig) (*slog.Logger, error) {
 	logger := slog.New(h)
 	slog.SetDefault(logger)
 	return logger, nil
+}
+
+// newLogHandler is node's handler for cfg (valid), whose JSON records
+// hold peers' text inert (inertHandler).
+func newLogHandler(w io.Writer, cfg node.LogConfig) slog.Handler {
+	h := node.NewLogHandler(w, cfg)
+	if cfg.Format == "json" {
+		h = inertHandler{h}
+	}
+	return h
 }
 
 func goLevel(s string) golog.LogLevel {
