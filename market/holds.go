@@ -9,11 +9,14 @@ import (
 // HoldLimit bounds what one class of renters (those with no history at
 // a provider) holds of its calendar together, ahead of a near horizon:
 // keys cost nothing, so a cap per renter alone lets a handful of fresh
-// keys book every GPU for days. What lies within Near of now is not a
-// hold but use (a lease that starts must be attended), and is bounded by
-// the calendar alone.
+// keys book every GPU for days. A lease that starts within Prompt of now,
+// or has started, is use, not a hold: its renter must attend it, as any
+// renter must. A lease booked to start later holds what lies past Near.
 type HoldLimit struct {
-	// Near is how far ahead of now a lease's time is use, not a hold.
+	// Prompt is how soon a lease must start to be use throughout.
+	Prompt time.Duration
+	// Near is how far ahead of now a booked lease's time is not yet a
+	// hold: one that starts soon blocks only what overlaps it.
 	Near time.Duration
 	// GPUs is the most slots the class holds at any instant past Near.
 	GPUs int
@@ -22,22 +25,23 @@ type HoldLimit struct {
 	GPUTime time.Duration
 }
 
-// CheckHolds refuses r when, with r, the allocations that in says belong
-// to r's class would hold more past lim.Near than lim allows: more slots
-// at one instant, or more GPU time in all. The refusal is an
+// CheckHolds refuses r, a lease booked ahead (one that starts later than
+// lim.Prompt from now), when with r the allocations booked ahead that in
+// says belong to r's class would hold more past lim.Near than lim allows:
+// more slots at one instant, or more GPU time in all. The refusal is an
 // *AdmissionError of code AdmissionHoldLimit.
 func (c *Calendar) CheckHolds(r LeaseRequest, lim HoldLimit, in func(id string) bool, now time.Time) error {
 	r, now = r.normal(), now.Round(0)
 	from := now.Add(lim.Near)
 	want := heldPast(r.Start, r.end(), r.count(), from)
-	if want == 0 {
+	if want == 0 || !r.Start.After(now.Add(lim.Prompt)) {
 		return nil
 	}
 	var class []*Allocation
 	var held time.Duration
 	for _, a := range c.sorted() {
-		if !in(a.ID) {
-			continue
+		if !a.Start.After(now) || !in(a.ID) {
+			continue // started: use, attended or stopped
 		}
 		if h := heldPast(a.Start, a.End, len(a.GPUIDs), from); h > 0 {
 			class = append(class, a)

@@ -17,7 +17,7 @@ import (
 // class, the calendar alone decides.
 func TestFreshKeysHoldAShareOfTheCalendarAheadTogether(t *testing.T) {
 	now := calAt(0)
-	lim := HoldLimit{Near: 2 * time.Hour, GPUs: 4, GPUTime: 96 * time.Hour}
+	lim := HoldLimit{Prompt: time.Minute, Near: 2 * time.Hour, GPUs: 4, GPUTime: 96 * time.Hour}
 	c := newCalendarT(t, 8, Availability{}, time.Minute)
 	fresh := map[string]bool{}
 	book := func(id string, gpus int, start, dur float64, isFresh bool) error {
@@ -38,7 +38,7 @@ func TestFreshKeysHoldAShareOfTheCalendarAheadTogether(t *testing.T) {
 	for day := range 7 {
 		for _, gpus := range []int{8, 4, 2, 1} {
 			id := fmt.Sprintf("squat-%d-%d", day, gpus)
-			err := book(id, gpus, float64(day*24), 24, true)
+			err := book(id, gpus, float64(day*24)+0.5, 24, true)
 			var ae *AdmissionError
 			switch {
 			case err == nil:
@@ -48,7 +48,7 @@ func TestFreshKeysHoldAShareOfTheCalendarAheadTogether(t *testing.T) {
 			}
 		}
 	}
-	if got := peakHeld(c.sorted(), calAt(2), calAt(7*24)); got > lim.GPUs {
+	if got := peakHeld(c.sorted(), calAt(2), calAt(8*24)); got > lim.GPUs {
 		t.Errorf("fresh keys hold %d GPUs at once past the near horizon (%v); the limit is %d", got, held, lim.GPUs)
 	}
 	var total time.Duration
@@ -58,11 +58,15 @@ func TestFreshKeysHoldAShareOfTheCalendarAheadTogether(t *testing.T) {
 	if total > lim.GPUTime {
 		t.Errorf("fresh keys hold %s of GPU time past the near horizon; the limit is %s", total, lim.GPUTime)
 	}
-	// Within the near horizon a fresh renter's lease is use: the calendar
-	// alone decides. A renter with history books ahead past the pool; a
-	// fresh one books no more than the 8 GPU-hours left of it.
-	if err := book("fresh-now", 2, 0, 1, true); err != nil {
-		t.Errorf("a fresh renter's 2 GPUs for the next hour: %v", err)
+	// A lease that starts now is use, attended throughout: the calendar
+	// alone decides, and once started a lease holds nothing ahead. A
+	// renter with history books ahead past the pool; a fresh one books no
+	// more than the 8 GPU-hours left of it.
+	if err := book("fresh-now", 2, 0, 24, true); err != nil {
+		t.Errorf("a fresh renter's 2 GPUs from now for a day: %v", err)
+	}
+	if err := book("fresh-soon", 1, 1, 1, true); err != nil {
+		t.Errorf("a fresh renter's GPU for an hour in an hour, within the near horizon: %v", err)
 	}
 	if err := book("known-ahead", 4, 48, 24, false); err != nil {
 		t.Errorf("a known renter's 4 GPUs for day 3: %v", err)

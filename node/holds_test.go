@@ -15,11 +15,11 @@ import (
 // 7 fresh keys booked all 8 GPUs for each of the next 7 days, the cap per
 // renter counting per key; an honest rental got REJECT_NO_CAPACITY and
 // status showed "57 of 8 GPUs leased (712%)"). Renters with no history
-// hold together at most new_renter_share (0.5) of the GPUs at any instant
-// more than 2 hours ahead, and of a day's GPU-hours: a fresh renter still
-// gets GPUs now, a renter with a receipt books ahead past the squatters,
-// and status counts the GPUs leased now, never more than exist, and the
-// rest as booked.
+// booking ahead hold together at most new_renter_share (0.5) of the GPUs
+// at any instant more than 2 hours ahead, and of a day's GPU-hours: a
+// fresh renter still gets GPUs now (use, which it must attend), a renter
+// with a receipt books ahead past the squatters, and status counts the
+// GPUs leased now, never more than exist, and the rest as booked.
 func TestFreshKeysCannotBookTheCalendarAhead(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
@@ -61,8 +61,8 @@ func TestFreshKeysCannotBookTheCalendarAhead(t *testing.T) {
 
 	fresh := startNode(t, testRepo(t, "fresh", bootstrapFrom(prov)), Options{Light: true})
 	waitFor(t, 15*time.Second, "the provider's offer in the fresh renter's book", func() bool { return offeredGPUs(fresh, prov) == 8 })
-	if r := proposeRaw(t, fresh, prov, lease(2, time.Now(), 1)); r.Lease == nil {
-		t.Errorf("a fresh renter's 2 GPUs for the next hour: %v %q", r.Code, r.Reason)
+	if r := proposeRaw(t, fresh, prov, lease(4, time.Now(), 24)); r.Lease == nil {
+		t.Errorf("a fresh renter's 4 GPUs from now for a day (use, not a hold): %v %q", r.Code, r.Reason)
 	}
 	if r := proposeRaw(t, known, prov, lease(4, now.Add(75*time.Hour), 24)); r.Lease == nil {
 		t.Errorf("the known renter's 4 GPUs on day 4: %v %q", r.Code, r.Reason)

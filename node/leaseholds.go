@@ -9,11 +9,16 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// holdNear is how far ahead of now a lease's time is use rather than a
-// hold: a lease that starts must be attended (jobs.renter_grace), so a
-// renter with no history may take any free GPU for the next hours, but
-// not book the days ahead.
-const holdNear = 2 * time.Hour
+// A lease that starts within holdPrompt of now is use, not a hold: its
+// renter must attend it (jobs.renter_grace stops it otherwise), as any
+// renter must, so a renter with no history may take any free GPU now, for
+// as long as it attends. A lease booked to start later holds what lies
+// past holdNear: a renter with no history may book the next hours, but
+// not the days ahead.
+const (
+	holdPrompt = time.Minute
+	holdNear   = 2 * time.Hour
+)
 
 // holdDay is the span whose GPU-hours provider.new_renter_share shares
 // out to renters with no history.
@@ -34,6 +39,7 @@ type holdPolicy struct {
 // limit is the class's limit on a calendar of slots GPUs.
 func (h *holdPolicy) limit(slots int) market.HoldLimit {
 	return market.HoldLimit{
+		Prompt:  holdPrompt,
 		Near:    holdNear,
 		GPUs:    int(math.Ceil(h.share * float64(slots))),
 		GPUTime: time.Duration(h.share * float64(slots) * float64(holdDay)),

@@ -26,7 +26,7 @@ type ProviderConfig struct {
 	MaxDuration     Duration      `toml:"max_duration" comment:"longest lease sold"`
 	MaxStartAhead   Duration      `toml:"max_start_ahead" comment:"how far ahead of now a lease may start; published in the offer"`
 	RenterLeases    int           `toml:"max_leases_per_renter" comment:"open leases one renter may hold here; a receipt it left unsigned counts as one for a day"`
-	NewRenterShare  float64       `toml:"new_renter_share" comment:"share (0 to 1) of the GPUs at any instant, and of a day's GPU-hours, that renters with no history here (no receipt or trust path) may book together more than 2 hours ahead; 1: as much as a day of every GPU"`
+	NewRenterShare  float64       `toml:"new_renter_share" comment:"share (0 to 1) of the GPUs at any instant, and of a day's GPU-hours, that renters with no history here (no receipt or trust path) may hold together, booked more than 2 hours ahead (a lease that starts now is use, not a hold); 1: as much as a day of every GPU"`
 	MinRenterScore  float64       `toml:"min_renter_score" comment:"least score as a renter (0 to 1; one with no history has 0.6) asked for a gold lease or one that starts more than a day ahead; 0: none"`
 	Weekly          []string      `toml:"weekly" comment:"weekly availability in UTC, each \"Mon 18:00-Tue 08:00\" with an optional \" floor 1.50\"; empty: always"`
 	Country         string        `toml:"country" comment:"ISO 3166 country code of the hardware, such as DE"`
