@@ -272,6 +272,13 @@ func TestABookSyncFloodLeavesRoomForHonestOffers(t *testing.T) {
 	t.Logf("after the attack the victim's book holds %d offers", victim.market.snapshot().Len())
 	ids := honestOffers(t, relay, 5)
 	waitFor(t, 20*time.Second, "5 honest offers of unconnected providers reach the victim", func() bool { return heldOf(victim, ids) == 5 })
+	// A neighbour that syncs the victim gets no more than the victim
+	// admitted, and takes it within its own budgets (the issue's
+	// neighbours grew to 45,000 offers through their own syncs).
+	relay.market.fetchBook(context.Background(), victim.id)
+	if n, most := relay.market.snapshot().Len(), int(p2p.StrangerRates[p2p.TopicOffers].Burst)+20; n > most {
+		t.Errorf("a neighbour that synced the victim holds %d offers; its strangers' budget allows about %d", n, most)
+	}
 
 	// Restart the victim; the attackers and the relay meet it again.
 	if err := victim.Close(); err != nil {
