@@ -130,15 +130,20 @@ func machineSeeds(t failer) [][]byte {
 	steps = append(steps, []scriptStep{
 		{op: opBulkPut, set: map[string]int{"bulk_big": 3, "bulk_n_big": 699}},
 		{op: opSnapshot, set: map[string]int{"hold": 1}},
+		{op: opReplace}, // one chunk changes; the others are shared
+		{op: opSnapshot},
 		{op: opBulkChange, set: map[string]int{"change_n": 150, "change_from": 300, "change_how": 2}},
 		{op: opMatch, set: map[string]int{"k": 3}},
 		{op: opBulkPut, set: map[string]int{"bulk_big": 3, "bulk_n_big": 600, "spread": 3}},
 		{op: opBulkChange, set: map[string]int{"change_n": 200, "change_how": 1}},
 		{op: opFind, set: map[string]int{"f_model": 1, "f_sort": 5}},
-		{op: opAdvance, set: map[string]int{"advance": 7}},
+		{op: opAdvance, set: map[string]int{"advance": 6}}, // an hour
 		{op: opMatch},
-		{op: opAdvance, set: map[string]int{"advance": 8}},
+		{op: opAdvance, set: map[string]int{"advance": 7}}, // a day: all expire
 		{op: opSnapshot},
+		{op: opPut},
+		{op: opPut},
+		{op: opAdvance, set: map[string]int{"advance": 7}}, // all but two forgotten: the room's stack is compacted
 	})
 	var seeds [][]byte
 	for _, s := range steps {
@@ -155,10 +160,51 @@ func machineSeeds(t failer) [][]byte {
 		{op: opBid, set: map[string]int{"issuer": 3, "bid_id": 2}},
 		{op: opBid, set: map[string]int{"issuer": 5, "bid_id": 2}},
 		{op: opBid, set: map[string]int{"issuer": 5, "bid_id": 1}},
-		{op: opAdvance, set: map[string]int{"advance": 8}},
-		{op: opAdvance, set: map[string]int{"advance": 8}},
+		{op: opBid, set: map[string]int{"issuer": 2}}, // refused: the book is full of higher ranks
+		{op: opAdvance, set: map[string]int{"advance": 7}},
+		{op: opAdvance, set: map[string]int{"advance": 7}},
 		{op: opMatch},
 	}}, 0))
+	// Offers of two models (their probes pair), matched and explained
+	// by model, memory and neither.
+	paired := map[string]int{"groups": 4, "model1": 1}
+	seeds = append(seeds, recordRun(t, &recorder{steps: []scriptStep{
+		{op: opPut, set: paired},
+		{op: opPut, set: map[string]int{"groups": 4, "model1": 1, "issuer": 1, "price": 3}},
+		{op: opPut, set: map[string]int{"groups": 4, "model1": 2, "issuer": 2}},
+		{op: opPut, set: map[string]int{"model0": 1}},
+		{op: opPut, set: map[string]int{"model0": 1, "issuer": 3, "vram": 5}},
+		{op: opPut, set: map[string]int{"model0": 2, "issuer": 4}},
+		{op: opPut, set: map[string]int{"vram": 7}},              // not a whole GiB
+		{op: opPut, set: map[string]int{"model0": 5, "link": 4}}, // a model the catalog lacks
+		{op: opPut, set: map[string]int{"count": 8}},             // too many for a probe
+		// Sure probes that fail each check Explain reads from them.
+		{op: opPut, set: map[string]int{"count": 4, "issuer": 1}},
+		{op: opPut, set: map[string]int{"step": 4, "issuer": 2}},
+		{op: opPut, set: map[string]int{"tiers": 4, "issuer": 3}},
+		{op: opPut, set: map[string]int{"min_h": 4, "issuer": 4}},
+		{op: opPut, set: map[string]int{"n_classes": 4, "class": 1, "issuer": 5}},
+		{op: opPut, set: map[string]int{"currency": 4, "issuer": 5}},
+		{op: opPut, set: map[string]int{"allow": 4, "issuer": 2}},
+		{op: opMatch},
+		{op: opMatch, set: map[string]int{"bid_count": 7, "min_per_provider": 8}},
+		{op: opMatch, set: map[string]int{"bid_count": 1, "min_per_provider": 1}},
+		{op: opMatch, set: map[string]int{"match_later": 5}},
+		{op: opMatch, set: map[string]int{"bid_tier": 1, "bid_count": 7}},
+		{op: opMatch, set: map[string]int{"bid_count": 7, "k": 5}},
+		{op: opMatch, set: map[string]int{"bid_tier": 2, "preemption_ok": 4, "max_price": 6}},
+		{op: opMatch, set: map[string]int{"hours": 4, "max_price": 7}},
+		{op: opMatch, set: map[string]int{"bid_models": 5}},
+		{op: opMatch, set: map[string]int{"bid_models": 4, "min_vram": 6}},
+		{op: opMatch, set: map[string]int{"bid_models": 7, "k": 0, "bid_count": 7}},
+		{op: opMatch, set: map[string]int{"bid_currency": 4, "bid_tier": 2, "preemption_ok": 4}},
+	}}, 0))
+	// More workload classes than the class table numbers.
+	var classes []scriptStep
+	for i := range machineClasses {
+		classes = append(classes, scriptStep{op: opPut, set: map[string]int{"n_classes": 4, "class": i}})
+	}
+	seeds = append(seeds, recordRun(t, &recorder{init: map[string]int{"offer_cap": 4, "unranked": 4}, steps: append(classes, scriptStep{op: opMatch})}, 0))
 	// Mixed runs.
 	for i := range 4 {
 		seeds = append(seeds, recordRun(t, &recorder{r: rand.New(rand.NewPCG(uint64(i), 26))}, 40))

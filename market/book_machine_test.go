@@ -138,11 +138,14 @@ func machineOffer(c chooser, issuer peer.ID, id string, seq uint64, now time.Tim
 	o.GpuStep = oneOf[uint32](c, "step", 0, 2, 300)
 	o.Region.Country = machineCountries[c.choose("country", len(machineCountries))]
 	o.Currency = oneOf(c, "currency", "USD", "EUR")
-	o.PriceMicros = uint64(c.choose("price", 6)) * 500_000 // 0: free
+	o.PriceMicros = uint64(1+c.choose("price", 6)) * 500_000
+	if oneOf(c, "free", false, true) {
+		o.PriceMicros = 0
+	}
 	o.TierPrices = nil
 	for _, tier := range propTiers {
 		if c.choose("override", 2) == 1 {
-			o.TierPrices = append(o.TierPrices, &pb.TierPrice{Tier: tier, MicrosPerGpuHour: uint64(c.choose("tier_price", 6)) * 500_000})
+			o.TierPrices = append(o.TierPrices, &pb.TierPrice{Tier: tier, MicrosPerGpuHour: uint64(c.choose("tier_price", 6)) * 500_000}) // 0: free
 		}
 	}
 	o.Tiers = oneOf(c, "tiers", propTiers, []pb.Tier{pb.Tier_TIER_GOLD}, []pb.Tier{pb.Tier_TIER_SILVER, pb.Tier_TIER_BRONZE},
@@ -212,6 +215,7 @@ type modelSide[M comparable] struct {
 	held     [ranks]int
 	touched  []bookKey
 	changed  func(old, new M) // told of each message that comes or goes
+	rank     Ranker           // nil: all RankUnknown
 }
 
 // set stores e for k (nil: forgets k).
@@ -257,7 +261,9 @@ func (s *modelSide[M]) put(h *pb.Header, msg M, now time.Time, horizon int64) (v
 	if old != nil {
 		e.rank, e.arrival = old.rank, old.arrival
 	} else {
-		e.rank = int8(machineRank(k.issuer))
+		if s.rank != nil {
+			e.rank = int8(s.rank(k.issuer))
+		}
 		if s.max > 0 && len(s.keys) >= s.max {
 			// A full book evicts the last arrival of the lowest rank it
 			// holds, for a key that ranks above it.
@@ -372,7 +378,12 @@ func newBookMachine(t failer, c chooser) *bookMachine {
 		}
 	}
 	m.bids = modelSide[*pb.Bid]{max: oneOf(c, "bid_cap", 0, 4), keys: map[bookKey]*modelEntry[*pb.Bid]{}}
-	m.book.SetLimits(BookLimits{Offers: m.offers.max, Bids: m.bids.max}, machineRank, func(issuer peer.ID, id string) {
+	var rank Ranker = machineRank
+	if oneOf(c, "unranked", false, true) {
+		rank = nil
+	}
+	m.offers.rank, m.bids.rank = rank, rank
+	m.book.SetLimits(BookLimits{Offers: m.offers.max, Bids: m.bids.max}, rank, func(issuer peer.ID, id string) {
 		m.evicted = append(m.evicted, bookKey{issuer, id})
 	})
 	src := mtSources{rel: map[peer.ID]float64{}, rtt: map[peer.ID]time.Duration{}}
