@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/idlegrid/idlegrid/node/executor"
@@ -133,4 +135,36 @@ func hostileSave(t *testing.T, e dockerEnv, ref, claim string) ([]byte, string) 
 	}
 	tw.Close()
 	return out.Bytes(), li.ID
+}
+
+// A job runs the image its name stands for as it starts, judged by what
+// that image is: an ID the provider's rules deny is refused by any name.
+func TestAJobRunsTheImageIDItsNameStandsForUnderTheRules(t *testing.T) {
+	e := newDockerEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	ref := executortest.BuildImage(t, "idlegrid-test/named:"+leaseID(t)[len(leaseID(t))-8:], 1000)
+	info, err := e.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.spec(t, "true")
+	s.Image, s.Images = ref, executor.ImagePolicy{Deny: []string{info.ID}}
+	if j, err := e.d.Start(ctx, s, executor.Output{Stdout: io.Discard, Stderr: io.Discard}); !errors.Is(err, executor.ErrImageRefused) {
+		if j != nil {
+			j.Stop(ctx, 0)
+		}
+		t.Errorf("start of %s, whose ID is denied: %v, want ErrImageRefused", ref, err)
+	}
+	s = e.spec(t, "true")
+	s.Image = ref
+	j := start(t, e.d, s)
+	wait(t, j.job)
+	c, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", executor.DefaultLabelPrefix+".lease="+s.LeaseID))})
+	if err != nil || len(c) != 1 {
+		t.Fatalf("the job's container: %d, %v", len(c), err)
+	}
+	if got := e.inspect(t, c[0].ID).Image; got != info.ID {
+		t.Errorf("the job's container runs %s, want the ID %s stood for, %s", got, ref, info.ID)
+	}
 }
