@@ -92,7 +92,7 @@ type marketDeps struct {
 	self   peer.ID
 	roots  *x509.CertPool // CC roots, for evidence; nil: none
 	book   market.BookLimits
-	known  func(peer.ID) bool // a peer in good standing, or a provider attested; may be nil
+	known  func(peer.ID) bool // a provider attested (a connection is not trust); may be nil
 	net    syncer
 	store  ds.Batching // offenders and sequence numbers
 	rel    market.Reliability
@@ -136,9 +136,8 @@ func (m *marketSide) open(ctx context.Context, store ds.Batching) error {
 }
 
 // rank is how the book ranks an issuer when it is full: this node's own
-// messages first, then those of a peer connected in good standing or a
-// provider this node attested (a connection costs an attacker what a key
-// does not), then the rest.
+// messages first, then those of an issuer known (vouchedFor: a provider
+// this node attested; a connection is not trust), then the rest.
 func (m *marketSide) rank(p peer.ID) int {
 	switch {
 	case p == m.self:
