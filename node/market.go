@@ -42,6 +42,7 @@ type marketSide struct {
 	roots      *x509.CertPool
 	bookLimits market.BookLimits
 	known      func(peer.ID) bool
+	sources    func(peer.ID) bool // book-sync sources the operator chose
 	validator  *p2p.MarketValidator
 	seqs       *p2p.SeqGuard
 	net        syncer
@@ -89,24 +90,27 @@ type pendingBid struct {
 
 // marketDeps are what the market side is built from.
 type marketDeps struct {
-	self   peer.ID
-	roots  *x509.CertPool // CC roots, for evidence; nil: none
-	book   market.BookLimits
-	known  func(peer.ID) bool // a provider attested (a connection is not trust); may be nil
-	net    syncer
-	store  ds.Batching // offenders and sequence numbers
-	rel    market.Reliability
-	rtt    market.RTTs
-	clock  clock.Clock
-	log    *slog.Logger
-	limits market.Limits
+	self  peer.ID
+	roots *x509.CertPool // CC roots, for evidence; nil: none
+	book  market.BookLimits
+	known func(peer.ID) bool // a provider attested (a connection is not trust); may be nil
+	// sources are the peers whose books it takes whole (the configured
+	// bootstrap peers: p2p.MarketValidator.WithSyncSources); may be nil.
+	sources func(peer.ID) bool
+	net     syncer
+	store   ds.Batching // offenders and sequence numbers
+	rel     market.Reliability
+	rtt     market.RTTs
+	clock   clock.Clock
+	log     *slog.Logger
+	limits  market.Limits
 }
 
 // newMarketSide builds the market side; it reads and starts nothing.
 func newMarketSide(d marketDeps) *marketSide {
 	m := &marketSide{
 		book: market.NewBook(), limits: d.limits, net: d.net, store: d.store, clock: d.clock, log: d.log,
-		self: d.self, roots: d.roots, bookLimits: d.book, known: d.known, rel: d.rel, rtt: d.rtt,
+		self: d.self, roots: d.roots, bookLimits: d.book, known: d.known, sources: d.sources, rel: d.rel, rtt: d.rtt,
 		own: newOwner[*marketState](),
 	}
 	m.offenders.Store(&map[peer.ID]bool{})
@@ -124,7 +128,7 @@ func (m *marketSide) open(ctx context.Context, store ds.Batching) error {
 	vouched := func(p peer.ID) bool { return m.rank(p) > market.RankUnknown }
 	m.seqs.SetLimit(p2p.TopicOffers, m.bookLimits.Offers, vouched)
 	m.seqs.SetLimit(p2p.TopicBids, m.bookLimits.Bids, vouched)
-	m.validator = p2p.NewMarketValidator(m.limits, m.seqs, m.clock.Now, m.log).WithCCRoots(m.roots).WithVouched(vouched)
+	m.validator = p2p.NewMarketValidator(m.limits, m.seqs, m.clock.Now, m.log).WithCCRoots(m.roots).WithVouched(vouched).WithSyncSources(m.sources)
 	if err := m.loadOffenders(ctx); err != nil {
 		return err
 	}

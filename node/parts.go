@@ -25,7 +25,7 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 		providers: func() []peer.ID { return n.market.providers() }, clock: n.clock, log: log,
 	})
 	n.market = newMarketSide(marketDeps{
-		self: n.id, roots: n.ccRoots, book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, known: n.vouchedFor,
+		self: n.id, roots: n.ccRoots, book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, known: n.vouchedFor, sources: n.isBootstrap,
 		net: n.link, store: n.store, rel: n.reputation, rtt: n.rtts(), clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: n.limits,
 	})
 	n.market.received = n.metrics.received
@@ -92,6 +92,18 @@ func (n *Node) leaseEnded(rec *records.Lease, rc *pb.Receipt) {
 // share of it, like anyone's.
 func (n *Node) vouchedFor(p peer.ID) bool {
 	return n.challenger.attested(p)
+}
+
+// isBootstrap says whether p is one of the bootstrap peers this node's
+// operator configured (network.bootstrap): the book-sync sources it takes
+// whole, since a stranger cannot become one by connecting.
+func (n *Node) isBootstrap(p peer.ID) bool {
+	for _, ai := range n.bootstrap {
+		if ai.ID == p {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *Node) startProvider(context.Context) (func() error, error) {

@@ -40,7 +40,9 @@ const (
 //     the strangers' budget (StrangerRates), which all peers share
 //     fairly (sharedBudget): a connection is not trust, so an issuer
 //     that hands its own messages to this node over a connection of its
-//     own is a stranger like any other.
+//     own is a stranger like any other. A sync draws on a share of its
+//     own (shareOf); one from a source the operator chose
+//     (WithSyncSources) spends the issuers' budgets only.
 //
 // A message beyond a budget is ignored unread; its verdict names the
 // budget (an issuer's spent budget counts as ReasonIssuerCap).
@@ -57,7 +59,7 @@ func (v *MarketValidator) admit(kind string, from peer.ID, data []byte, how way)
 	case !fromOK:
 	case signed && issuers != nil && !issuers.has(signer, now):
 		why, reason = "the issuer's budget is spent", ReasonIssuerCap
-	case !v.strangers[kind].take(from, now):
+	case !(how == bySync && v.sources != nil && v.sources(from)) && !v.strangers[kind].take(shareOf(from, how), now):
 		why, reason = "the strangers' budget is spent", ReasonStrangerBudget
 	case signed && issuers != nil && !issuers.take(signer, now):
 		why, reason = "the issuer's budget is spent", ReasonIssuerCap
@@ -67,6 +69,21 @@ func (v *MarketValidator) admit(kind string, from peer.ID, data []byte, how way)
 	v.judge(kind, reason)
 	v.log.Debug("ignored market message", "topic", kind, "from", from, "why", why)
 	return false
+}
+
+// shareOf is the key of the share of the strangers' budget that what from
+// hands this node by how draws on. A sync draws on a share of its own,
+// which no peer holds in the gossip mesh: a neighbour whose whole book
+// this node syncs keeps its gossip share for the new offers it relays
+// (gossipsub marks a message seen before it is validated, so an offer
+// ignored for a share that its sync spent would be lost until the next
+// sync), and a flood by sync competes with the peers outside the mesh,
+// never with the mesh relays' half.
+func shareOf(from peer.ID, how way) peer.ID {
+	if how == bySync {
+		return from + "/sync"
+	}
+	return from
 }
 
 // SyncedOffer admits and checks an offer envelope that came by book sync

@@ -41,6 +41,7 @@ type MarketValidator struct {
 	strangers map[string]*sharedBudget
 	issuers   map[string]*issuerBudget
 	vouched   func(peer.ID) bool // nil: none
+	sources   func(peer.ID) bool // book-sync sources chosen by the operator; nil: none
 	roots     *x509.CertPool     // for CC evidence; nil: none checked
 	verdicts  verdictCounts      // by topic kind and reason (EachVerdict)
 
@@ -75,6 +76,18 @@ func NewMarketValidator(l market.Limits, seqs *SeqGuard, now func() time.Time, l
 // full (StrangerRates says why). Set it before Install.
 func (v *MarketValidator) WithVouched(vouched func(peer.ID) bool) *MarketValidator {
 	v.vouched = vouched
+	return v
+}
+
+// WithSyncSources names the peers whose books this node takes whole by
+// book sync: the bootstrap peers its operator configured, which a
+// stranger cannot become by connecting. Their synced offers spend their
+// issuers' budgets (IssuerRates) but not the strangers' budget, so a
+// fresh node's first sync brings the market, not a share of it; what
+// they serve is only what they admitted themselves. Set it before
+// Install.
+func (v *MarketValidator) WithSyncSources(sources func(peer.ID) bool) *MarketValidator {
+	v.sources = sources
 	return v
 }
 

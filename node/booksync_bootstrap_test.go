@@ -1,0 +1,50 @@
+package node
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// A book sync is one more way in, within the strangers' budget, but a
+// node's configured bootstrap peers are the sources its operator chose,
+// not connections a stranger opened: a fresh renter, whose book is what
+// its first sync brings, takes its bootstrap's whole book, each offer
+// still within its issuer's budget. (With the strangers' budget alone it
+// took a peer's share of it, a few hundred offers of a market of
+// thousands, and rented from that.) A peer that is no bootstrap still
+// gets only a share of the strangers' budget into the same node.
+func TestAFreshRenterTakesItsBootstrapsWholeBook(t *testing.T) {
+	const offers = 1200 // well past the strangers' burst
+	if burst := int(p2p.StrangerRates[p2p.TopicOffers].Burst); offers < 4*burst {
+		t.Fatalf("the book of %d offers must be well past the strangers' burst of %d", offers, burst)
+	}
+	sw := p2p.Swarm{Name: DefaultConfig(ProfileRenter).Swarm.Name}
+	bookOf := func() (book [][]byte, issuers []peer.ID) {
+		for _, key := range freshKeys(t, offers) {
+			id, _ := peer.IDFromPrivateKey(key)
+			book, issuers = append(book, offersOf(t, sw, key, 1, time.Now())...), append(issuers, id)
+		}
+		return book, issuers
+	}
+	book, _ := bookOf()
+	boot := syncAttacker(t, sw, book)
+	addr := fmt.Sprintf("%s/p2p/%s", boot.Addrs()[0], boot.ID())
+	renter := startNode(t, testRepoWith(t, "renter", InitOptions{Profile: ProfileRenter}, func(c *Config) { c.Network.Bootstrap = []string{addr} }), Options{})
+	defer func() {
+		if t.Failed() {
+			t.Logf("the renter holds %d offers", renter.market.snapshot().Len())
+		}
+	}()
+	waitFor(t, 30*time.Second, "the renter takes its bootstrap's whole book", func() bool { return renter.market.snapshot().Len() == offers })
+
+	// A book as big from a peer the node did not choose.
+	book, issuers := bookOf()
+	meet(t, syncAttacker(t, sw, book), renter)
+	if n, most := heldOf(renter, issuers), int(p2p.StrangerRates[p2p.TopicOffers].Burst)+20; n > most {
+		t.Errorf("a node that synced a peer it did not choose holds %d of its offers; the strangers' budget allows about %d", n, most)
+	}
+}
