@@ -207,30 +207,10 @@ func runConnFlood(b *testing.B, keys []crypto.PrivKey, spam [][][]byte) connRun 
 		attackers = append(attackers, newOwnKeyPeer(wctx, b, k, s.Nodes[0]))
 	}
 
-	arrivals := newArrivalLog()
 	var readers sync.WaitGroup
 	defer readers.Wait()
 	defer cancel()
-	for i := range connNodes {
-		sub, err := s.Nodes[i].Gossip.Topic(p2p.TopicOffers).Subscribe(pubsub.WithBufferSize(1 << 14))
-		if err != nil {
-			b.Fatal(err)
-		}
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			defer sub.Cancel()
-			for {
-				msg, err := sub.Next(ctx)
-				if err != nil {
-					return
-				}
-				if o, ok := msg.ValidatorData.(*pb.Offer); ok && len(o.Header.Id) > 7 && o.Header.Id[:7] == "honest-" {
-					arrivals.arrived(i, o.Header.Id, time.Now())
-				}
-			}
-		}()
-	}
+	arrivals := watchHonest(ctx, b, s, connNodes, &readers)
 
 	var run connRun
 	var flooding sync.WaitGroup

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,30 +146,10 @@ func runFloodSwarm(b *testing.B, spam [][]byte) floodRun {
 	}
 
 	// Each honest node notes when each honest offer arrives.
-	arrivals := newArrivalLog()
 	var readers sync.WaitGroup
 	defer readers.Wait()
 	defer cancel()
-	for i := range floodNodes {
-		sub, err := s.Nodes[i].Gossip.Topic(p2p.TopicOffers).Subscribe(pubsub.WithBufferSize(1 << 14))
-		if err != nil {
-			b.Fatal(err)
-		}
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			defer sub.Cancel()
-			for {
-				msg, err := sub.Next(ctx)
-				if err != nil {
-					return
-				}
-				if o, ok := msg.ValidatorData.(*pb.Offer); ok && len(o.Header.Id) > 7 && o.Header.Id[:7] == "honest-" {
-					arrivals.arrived(i, o.Header.Id, time.Now())
-				}
-			}
-		}()
-	}
+	arrivals := watchHonest(ctx, b, s, floodNodes, &readers)
 
 	var run floodRun
 	var flooding sync.WaitGroup
@@ -338,6 +319,34 @@ type arrivalLog struct {
 	count  int           // arrivals recorded
 	want   int           // arrivals that close all; 0: not set yet
 	all    chan struct{} // closed once want have arrived
+}
+
+// watchHonest notes when each honest offer (ID "honest-…") arrives at
+// each of the first n nodes of s, until ctx ends; readers counts the
+// goroutines that read, for the caller to wait on.
+func watchHonest(ctx context.Context, b *testing.B, s *p2ptest.Swarm, n int, readers *sync.WaitGroup) *arrivalLog {
+	arrivals := newArrivalLog()
+	for i := range n {
+		sub, err := s.Nodes[i].Gossip.Topic(p2p.TopicOffers).Subscribe(pubsub.WithBufferSize(1 << 14))
+		if err != nil {
+			b.Fatal(err)
+		}
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			defer sub.Cancel()
+			for {
+				msg, err := sub.Next(ctx)
+				if err != nil {
+					return
+				}
+				if o, ok := msg.ValidatorData.(*pb.Offer); ok && strings.HasPrefix(o.Header.Id, "honest-") {
+					arrivals.arrived(i, o.Header.Id, time.Now())
+				}
+			}
+		}()
+	}
+	return arrivals
 }
 
 func newArrivalLog() *arrivalLog {
