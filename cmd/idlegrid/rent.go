@@ -142,9 +142,7 @@ line, before anything was rented.`,
 			res, err := n.Rent(e.ctx, req, node.RentOutput{Stdout: jobOut, Stderr: e.stderr, Progress: progress, Status: status})
 			lines.end()
 			if err != nil {
-				for _, t := range res.Tried {
-					progress(fmt.Sprintf("tried %s (%s): %s", short(t.Provider), t.Stage, t.Reason))
-				}
+				printTried(progress, res.Tried)
 				return rentFailed(err)
 			}
 			if e.asJSON {
@@ -192,6 +190,22 @@ func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
 // code (0 to 255) when the job ran to its end, and with these when it did
 // not, in the range shells and docker run leave to the caller (1 and 2
 // keep their meaning for every command: an error, a wrong command line).
+// triedShown is how many of a failed rental's attempts rent prints.
+const triedShown = 16
+
+// printTried says why a failed rental's last triedShown attempts failed,
+// and how many came before them: a walk past thousands of made-up offers
+// tries thousands, and the last few say why it ended.
+func printTried(progress func(string), tried []api.Attempt) {
+	shown := tried[max(0, len(tried)-triedShown):]
+	if more := len(tried) - len(shown); more > 0 {
+		progress(fmt.Sprintf("tried %d more candidates before these", more))
+	}
+	for _, t := range shown {
+		progress(fmt.Sprintf("tried %s (%s): %s", short(t.Provider), t.Stage, t.Reason))
+	}
+}
+
 const (
 	exitNothingFits  = 122 // no offer fitted the request within --gather
 	exitNoProvider   = 123 // every candidate refused, failed attestation or could not be reached
