@@ -12,6 +12,7 @@ import (
 	ds "github.com/ipfs/go-datastore"
 	dssync "github.com/ipfs/go-datastore/sync"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // verdictCounts reads a validator's verdicts as topic/result/reason.
@@ -31,10 +32,12 @@ func TestEveryVerdictIsCountedWithItsReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seqs.SetCap(p2p.TopicOffers, 2)
-	seqs.SetLimit(p2p.TopicOffers, 3, nil)
-	v := p2p.NewMarketValidator(market.DefaultLimits(), seqs, func() time.Time { return now }, nil)
 	a, b, c := newSigner(t, nil), newSigner(t, nil), newSigner(t, nil)
+	seqs.SetCap(p2p.TopicOffers, 2)
+	// A full table forgets its oldest stranger's ID for a newcomer; it is
+	// full for good (ids_full) only of IDs it favours.
+	seqs.SetLimit(p2p.TopicOffers, 3, func(p peer.ID) bool { return p == a.id || p == b.id })
+	v := p2p.NewMarketValidator(market.DefaultLimits(), seqs, func() time.Time { return now }, nil)
 	first := a.offer(t, "one", 1, now)
 	o, _ := market.Open[*pb.Offer](first)
 	o.Header.Issuer = []byte(b.id)
