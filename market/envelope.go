@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"sync"
 
+	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // The fast path of Open: a libp2p signed envelope signed with an Ed25519
@@ -134,4 +136,26 @@ func Signer(data []byte) (peer.ID, bool) {
 	}
 	id, err := peer.IDFromPublicKey(pub)
 	return id, err == nil
+}
+
+// ClaimedOffer returns the issuer, ID and sequence number that an offer
+// envelope's header claims, unverified: cheap enough to see, before the
+// signature is checked, that a book already holds what a book sync
+// brings. A forgery may claim anything; only a decision that drops the
+// envelope unread may rest on it. false off the Ed25519 path or for a
+// payload that is no offer.
+func ClaimedOffer(data []byte) (issuer peer.ID, id string, seq uint64, ok bool) {
+	if len(data) > MaxEnvelopeSize {
+		return "", "", 0, false
+	}
+	e, ok := parseFast(data)
+	if !ok || string(e.payloadType) != string(offerCodec) {
+		return "", "", 0, false
+	}
+	o := new(pb.Offer)
+	if proto.Unmarshal(e.payload, o) != nil || o.GetHeader() == nil {
+		return "", "", 0, false
+	}
+	h := o.GetHeader()
+	return peer.ID(h.Issuer), h.Id, h.Seq, true
 }

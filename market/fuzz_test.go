@@ -203,3 +203,31 @@ func FuzzSigner(f *testing.F) {
 		}
 	})
 }
+
+// FuzzClaimedOffer: ClaimedOffer reads any bytes without panicking, and
+// where Open verifies an offer, claims what its verified header says.
+func FuzzClaimedOffer(f *testing.F) {
+	key, id := fuzzKey(f)
+	env, err := Sign(key, fuzzSeedOffer(id))
+	if err != nil {
+		f.Fatal(err)
+	}
+	bid, err := Sign(key, fuzzSeedBid(id))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(env)
+	f.Add(bid)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		issuer, oid, seq, ok := ClaimedOffer(data)
+		o, err := Open[*pb.Offer](data)
+		if err != nil {
+			return
+		}
+		h := o.GetHeader()
+		if ok && (issuer != peer.ID(h.Issuer) || oid != h.Id || seq != h.Seq) {
+			t.Fatalf("claimed %s/%s/%d; the verified header says %s/%s/%d", issuer, oid, seq, peer.ID(h.Issuer), h.Id, h.Seq)
+		}
+	})
+}

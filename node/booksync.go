@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/ipfs/go-datastore/query"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -105,7 +106,12 @@ func (m *marketSide) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) 
 // fetchBook syncs p's book, each offer checked as a gossiped one is, and
 // the evidence p recorded, each piece checked again.
 func (m *marketSide) fetchBook(ctx context.Context, p peer.ID) {
-	got, err := m.net.FetchBook(ctx, p, func(env []byte) { m.synced(ctx, p, env) })
+	held := m.snapshot() // one for the whole sync: a snapshot per offer would rebuild the book's indexes each time
+	got, err := m.net.FetchBook(ctx, p, func(env []byte) {
+		if !alreadyHeld(held, env) {
+			m.synced(ctx, p, env)
+		}
+	})
 	if err != nil {
 		m.log.Debug("book sync failed", "peer", p, "err", err)
 		return
@@ -152,6 +158,23 @@ func (m *marketSide) synced(ctx context.Context, p peer.ID, env []byte) {
 	if o, res := m.validator.SyncedOffer(ctx, p, env); res == pubsub.ValidationAccept {
 		m.offer(ctx, o, env)
 	}
+}
+
+// alreadyHeld says whether the book held the offer env claims, at that
+// sequence number or a later one. A sync answers mostly with what the
+// node holds already, and that changes nothing, so it is dropped unread
+// and costs no budget: were it charged, every resync of a neighbour's book
+// would spend the strangers' budget on copies, and new offers gossiped
+// meanwhile would be ignored (and, marked seen, lost until a later sync).
+// The claim is unverified, which is enough to drop it: a verified stale
+// offer is dropped as well.
+func alreadyHeld(held *market.Snapshot, env []byte) bool {
+	issuer, id, seq, ok := market.ClaimedOffer(env)
+	if !ok {
+		return false
+	}
+	o, ok := held.Offer(issuer, id)
+	return ok && o.GetHeader().GetSeq() >= seq
 }
 
 // syncBudget is a token bucket for join-triggered syncs; only the

@@ -41,10 +41,27 @@ func TestAFreshRenterTakesItsBootstrapsWholeBook(t *testing.T) {
 	}()
 	waitFor(t, 30*time.Second, "the renter takes its bootstrap's whole book", func() bool { return renter.market.snapshot().Len() == offers })
 
+	// The same book again, from a peer the node did not choose: what it
+	// holds already changes nothing and costs no budget.
+	meet(t, syncAttacker(t, sw, book), renter)
+	if n := verdictsOf(renter, "offers/ignore/stranger_budget"); n != 0 {
+		t.Errorf("a sync of offers the node held spent the strangers' budget: %d ignored", n)
+	}
+
 	// A book as big from a peer the node did not choose.
 	book, issuers := bookOf()
 	meet(t, syncAttacker(t, sw, book), renter)
 	if n, most := heldOf(renter, issuers), int(p2p.StrangerRates[p2p.TopicOffers].Burst)+20; n > most {
 		t.Errorf("a node that synced a peer it did not choose holds %d of its offers; the strangers' budget allows about %d", n, most)
 	}
+}
+
+// verdictsOf counts n's verdicts of one topic/result/reason.
+func verdictsOf(n *Node, want string) (count int64) {
+	n.market.validator.EachVerdict(func(topic, result, reason string, k int64) {
+		if topic+"/"+result+"/"+reason == want {
+			count = k
+		}
+	})
+	return count
 }
