@@ -23,6 +23,13 @@ const (
 	flushEvery = time.Second
 )
 
+// topicBuffer is how many accepted messages a topic's reader may lag
+// behind. pubsub drops what a full subscription cannot take (at its
+// default of 32, a burst of 40 offers published at once lost two from the
+// node's own book, already marked seen and relayed), so it holds a
+// relay's whole burst (p2p.PeerRates) and more.
+const topicBuffer = 4096
+
 // start installs the validators, serves book sync and quotes, and starts
 // the topic readers, book sync and maintenance. ctx ends them; close
 // waits for them.
@@ -34,7 +41,7 @@ func (m *marketSide) start(ctx context.Context, sv p2p.Server, g *p2p.Gossip, go
 	p2p.ServeEvidence(sv, m.evidenceHeld)
 	p2p.ServeQuotes(sv, m.receiveQuote)
 	for _, kind := range p2p.TopicKinds {
-		sub, err := g.Topic(kind).Subscribe()
+		sub, err := g.Topic(kind).Subscribe(pubsub.WithBufferSize(topicBuffer))
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", kind, err)
 		}
