@@ -8,12 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idlegrid/idlegrid/market"
-	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/idlegrid/idlegrid/p2p/p2ptest"
-	ds "github.com/ipfs/go-datastore"
-	dssync "github.com/ipfs/go-datastore/sync"
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pubsubpb "github.com/libp2p/go-libp2p-pubsub/pb"
@@ -109,50 +105,8 @@ func ownOffers(b testing.TB, key crypto.PrivKey, n int) [][]byte {
 // ownKeyMarket is startMarket with each node vouching for its own key
 // only: what a node that has attested no one vouches for.
 func ownKeyMarket(t testing.TB, s *p2ptest.Swarm) (nodes []*marketNode, stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	stop = func() { cancel(); wg.Wait() }
-	t.Cleanup(stop)
-	for _, nd := range s.Nodes {
-		mn := &marketNode{Node: nd, book: market.NewBook()}
-		nodes = append(nodes, mn)
-		seqs, err := p2p.OpenSeqGuard(ctx, dssync.MutexWrap(ds.NewMapDatastore()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		self := nd.Host.ID()
-		rank := func(p peer.ID) int {
-			if p == self {
-				return market.RankOwn
-			}
-			return market.RankUnknown
-		}
-		vouched := func(p peer.ID) bool { return p == self }
-		mn.validator = p2p.NewMarketValidator(market.DefaultLimits(), seqs, time.Now, nil).WithVouched(vouched)
-		if err := mn.validator.Install(nd.Gossip); err != nil {
-			t.Fatal(err)
-		}
-		limits := market.DefaultBookLimits()
-		mn.book.SetLimits(limits, rank, nil)
-		seqs.SetLimit(p2p.TopicOffers, limits.Offers, vouched)
-		sub, err := nd.Gossip.Topic(p2p.TopicOffers).Subscribe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer sub.Cancel()
-			for {
-				msg, err := sub.Next(ctx)
-				if err != nil {
-					return
-				}
-				mn.book.PutOffer(msg.ValidatorData.(*pb.Offer), time.Now())
-			}
-		}()
-	}
-	return nodes, stop
+	t.Helper()
+	return marketOn(t, s, nil, true)
 }
 
 // ownKeyPeer is an attacker's host with the key it floods with,

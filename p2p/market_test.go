@@ -80,6 +80,13 @@ func withMarket(t testing.TB, s *p2ptest.Swarm, skip map[int]bool) []*marketNode
 // cleanup calls it too).
 func startMarket(t testing.TB, s *p2ptest.Swarm, skip map[int]bool) (nodes []*marketNode, stop func()) {
 	t.Helper()
+	return marketOn(t, s, skip, false)
+}
+
+// marketOn is startMarket; with ownOnly each node vouches for its own key
+// alone, not for connected peers in good standing.
+func marketOn(t testing.TB, s *p2ptest.Swarm, skip map[int]bool, ownOnly bool) (nodes []*marketNode, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	stop = func() { cancel(); wg.Wait() }
@@ -103,7 +110,7 @@ func startMarket(t testing.TB, s *p2ptest.Swarm, skip map[int]bool) (nodes []*ma
 			switch {
 			case p == h.ID():
 				return market.RankOwn
-			case len(h.Network().ConnsToPeer(p)) > 0 && v.AppScore(p) > -1:
+			case !ownOnly && len(h.Network().ConnsToPeer(p)) > 0 && v.AppScore(p) > -1:
 				return market.RankKnown
 			}
 			return market.RankUnknown
