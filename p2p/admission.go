@@ -26,8 +26,9 @@ const (
 
 // admit decides, before the signature is checked, whether a market
 // message of kind that from handed this node is checked at all. Every
-// way in comes through it, so gossip and book sync spend the same
-// budgets:
+// way in comes through it (gossip as the gossip's admission, before
+// gossipsub reads the message: Install), so gossip and book sync spend
+// the same budgets:
 //
 //   - the relay's (PeerRates), for gossip: what it sends beyond it counts
 //     against its score; a sync is metered by the server it came from
@@ -74,11 +75,9 @@ func (v *MarketValidator) admit(kind string, from peer.ID, data []byte, how way)
 // shareOf is the key of the share of the strangers' budget that what from
 // hands this node by how draws on. A sync draws on a share of its own,
 // which no peer holds in the gossip mesh: a neighbour whose whole book
-// this node syncs keeps its gossip share for the new offers it relays
-// (gossipsub marks a message seen before it is validated, so an offer
-// ignored for a share that its sync spent would be lost until the next
-// sync), and a flood by sync competes with the peers outside the mesh,
-// never with the mesh relays' half.
+// this node syncs keeps its gossip share for the new offers it relays,
+// and a flood by sync competes with the peers outside the mesh, never
+// with the mesh relays' half.
 func shareOf(from peer.ID, how way) peer.ID {
 	if how == bySync {
 		return from + "/sync"

@@ -43,6 +43,10 @@ type Gossip struct {
 
 	appScore atomic.Pointer[func(peer.ID) float64]
 	dropped  atomic.Int64 // RPCs inspectRPC dropped
+
+	admission atomic.Pointer[admission]
+	kinds     map[string]string // topic -> kind
+	let       idSet             // messages admission let in
 }
 
 // SetAppScore makes f the application-specific part of every peer's
@@ -89,11 +93,15 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 		opts = append(opts, pubsub.WithLogger(cfg.Logger))
 	}
 	g := &Gossip{topics: make(map[string]*pubsub.Topic), mesh: mesh, cfg: cfg}
+	g.kinds, g.let.ttl = make(map[string]string), pubsub.TimeCacheDuration
+	for _, kind := range TopicKinds {
+		g.kinds[cfg.Swarm.Topic(kind)] = kind
+	}
+	opts = append(opts, pubsub.WithAppSpecificRpcInspector(g.inspectRPC))
 	if cfg.PeerScoring {
 		opts = append(opts,
 			pubsub.WithPeerScore(peerScoreParams(cfg.Swarm, g.appSpecificScore), peerScoreThresholds()),
-			pubsub.WithPeerScoreInspect(g.inspectScores, scoreInspectPeriod),
-			pubsub.WithAppSpecificRpcInspector(g.inspectRPC))
+			pubsub.WithPeerScoreInspect(g.inspectScores, scoreInspectPeriod))
 	}
 	ps, err := pubsub.NewGossipSub(ctx, h, opts...)
 	if err != nil {
@@ -120,12 +128,116 @@ const validateQueue = 256
 // peers it opened a stream to: a peer that sends RPCs and refuses the
 // router's own stream is never scored, and so never graylisted, however
 // much it floods.
-func (g *Gossip) inspectRPC(from peer.ID, _ *pubsub.RPC) error {
+//
+// Then it takes out of the RPC each message that admission (SetAdmission)
+// refuses, before the router sees it.
+func (g *Gossip) inspectRPC(from peer.ID, rpc *pubsub.RPC) error {
+	a := g.admission.Load()
 	if g.appSpecificScore(from) < graylistThreshold {
 		g.dropped.Add(1)
+		if a != nil && a.unread != nil {
+			for _, m := range rpc.Publish {
+				if kind, ours := g.kinds[m.GetTopic()]; ours {
+					a.unread(kind, from)
+				}
+			}
+		}
 		return errGraylisted
 	}
+	if a != nil && len(rpc.Publish) > 0 {
+		rpc.Publish = g.admit(a.admit, from, rpc.Publish)
+	}
 	return nil
+}
+
+type admission struct {
+	admit  func(kind string, from peer.ID, data []byte) bool
+	unread func(kind string, from peer.ID)
+}
+
+// SetAdmission makes f decide, for each message a peer hands this node on
+// one of the swarm's topics, whether the router reads it at all, before
+// it does: f is the budgets (MarketValidator.admit). The router marks a
+// message seen as soon as it reads it (before its validators run), so a
+// message that a validator ignored for a relay's spent budget would be
+// lost at this node, however many relays with budget to spare then
+// offered it; one admission refuses is dropped unseen, and the next copy,
+// from another relay, is judged on its own. f is asked once per message
+// it lets in: a later copy of one passes unasked (the router drops it as
+// a duplicate, or checks it if it dropped the first unread), so a relay
+// never pays for the duplicates gossipsub's mesh sends. f runs in the
+// router's event loop, so it must be quick and do no I/O.
+//
+// unread, if not nil, is told of each message in an RPC dropped unread
+// for its sender's score (inspectRPC), to count it against the sender as
+// if it had been read: a graylisted peer that keeps flooding stays
+// graylisted, and one that stops is forgiven as its excess decays.
+func (g *Gossip) SetAdmission(admit func(kind string, from peer.ID, data []byte) bool, unread func(kind string, from peer.ID)) {
+	g.admission.Store(&admission{admit, unread})
+}
+
+func (g *Gossip) admit(f func(string, peer.ID, []byte) bool, from peer.ID, msgs []*pb.Message) []*pb.Message {
+	kept, now := msgs[:0], time.Now()
+	for _, m := range msgs {
+		kind, ours := g.kinds[m.GetTopic()]
+		if !ours {
+			kept = append(kept, m) // the router ignores it
+			continue
+		}
+		id := MessageID(m)
+		if g.let.has(id, now) || f(kind, from, m.Data) {
+			g.let.add(id, now)
+			kept = append(kept, m)
+		}
+	}
+	clear(msgs[len(kept):])
+	return kept
+}
+
+// idSet is a set of message IDs, each kept for ttl after it was added.
+type idSet struct {
+	ttl   time.Duration
+	mu    sync.Mutex
+	ids   map[string]struct{}
+	queue []stampedID // in the order added, from head on
+	head  int
+}
+
+type stampedID struct {
+	id string
+	at time.Time
+}
+
+func (s *idSet) has(id string, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expire(now)
+	_, ok := s.ids[id]
+	return ok
+}
+
+func (s *idSet) add(id string, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ids == nil {
+		s.ids = make(map[string]struct{})
+	}
+	if _, ok := s.ids[id]; !ok {
+		s.ids[id] = struct{}{}
+		s.queue = append(s.queue, stampedID{id, now})
+	}
+}
+
+func (s *idSet) expire(now time.Time) {
+	for s.head < len(s.queue) && now.Sub(s.queue[s.head].at) >= s.ttl {
+		delete(s.ids, s.queue[s.head].id)
+		s.queue[s.head] = stampedID{}
+		s.head++
+	}
+	if s.head > len(s.queue)/2 {
+		s.queue = append(s.queue[:0], s.queue[s.head:]...)
+		s.head = 0
+	}
 }
 
 // DroppedRPCs counts the RPCs dropped unread for their sender's

@@ -111,15 +111,17 @@ var PeerRates = map[string]Rate{TopicOffers: {50, 500}, TopicBids: {20, 200}, To
 // not vouch for, from all peers together, by gossip and book sync alike,
 // whether or not the issuer is connected: half of what one peer may hand
 // it (PeerRates). Each peer draws on it within its share (sharedBudget),
-// so peers that flood spend their own shares, not an honest relay's. Keys cost nothing, so a flood can always be valid; this
-// bound keeps what an honest node relays of one within what its
-// neighbours take of it from one peer, so that relaying a flood never
-// costs an honest peer its score. Messages of issuers a node vouches for
-// are not metered by it, so a flood of strangers never crowds them out;
-// and since gossipsub marks a message seen before it is validated, so
-// that a message ignored once is lost at that node, they are checked in
-// full even from a relay that spent its budget (which still counts the
-// excess against the relay).
+// so peers that flood spend their own shares, not an honest relay's.
+// Keys cost nothing, so a flood can always be valid; this bound keeps
+// what an honest node relays of one within what its neighbours take of
+// it from one peer, so that relaying a flood never costs an honest peer
+// its score. A copy refused for a spent budget is dropped before
+// gossipsub reads it (Gossip.SetAdmission), so the next copy, from
+// another relay, may still bring the message. Messages of issuers a node
+// vouches for are not metered by it, so a flood of strangers never
+// crowds them out; they are checked in full even from a relay that spent
+// its budget (which still counts the excess against the relay), since
+// every relay of a flood may have spent its own.
 var StrangerRates = map[string]Rate{TopicOffers: {25, 250}, TopicBids: {10, 100}}
 
 // excessWeight is the score a unit of excess costs: a peer is out of the
@@ -149,9 +151,19 @@ func (v *MarketValidator) within(kind string, from peer.ID) bool {
 }
 
 // Install sets the validators of the offers, bids and evidence topics,
-// and the peers' application-specific score.
+// the peers' application-specific score, and the budgets (admit) as the
+// gossip's admission, which meters offers and bids before gossipsub
+// reads them (Gossip.SetAdmission says why), so the validators check
+// only what was let in, and what this node publishes itself.
 func (v *MarketValidator) Install(g *Gossip) error {
 	g.SetAppScore(v.AppScore)
+	g.SetAdmission(func(kind string, from peer.ID, data []byte) bool {
+		return v.strangers[kind] == nil || v.admit(kind, from, data, byGossip) // evidence: its validator meters it
+	}, func(kind string, from peer.ID) {
+		if b := v.budget[kind]; b != nil {
+			b.take(from, v.now())
+		}
+	})
 	for kind, b := range v.strangers {
 		b.class = func(p peer.ID) int { // the mesh's relays share half the strangers' budget
 			if g.InMesh(kind, p) {
@@ -173,9 +185,6 @@ func (v *MarketValidator) Install(g *Gossip) error {
 }
 
 func (v *MarketValidator) validateOffer(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	if !v.admit(TopicOffers, from, msg.Data, byGossip) {
-		return pubsub.ValidationIgnore
-	}
 	o, res := v.checkOffer(ctx, msg.Data, false)
 	if res == pubsub.ValidationAccept {
 		msg.ValidatorData = o
@@ -184,9 +193,6 @@ func (v *MarketValidator) validateOffer(ctx context.Context, from peer.ID, msg *
 }
 
 func (v *MarketValidator) validateBid(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	if !v.admit(TopicBids, from, msg.Data, byGossip) {
-		return pubsub.ValidationIgnore
-	}
 	b, res := v.checkBid(msg.Data)
 	if res == pubsub.ValidationAccept {
 		msg.ValidatorData = b
