@@ -105,14 +105,20 @@ func (b *peerBudget) excess(p peer.ID, now time.Time) float64 {
 // tenths of the rate, split equally among its peers that drew, so a
 // share fills at 0.9·rate/(classes·n) a second, up to
 // max(burst/(2·classes·n), minShare) (a peer new to it fills its share
-// at once, if the pool holds enough).
+// at once, if the pool holds enough). What a class moves from the pool
+// into its shares is metered too, by a bucket of its own refilled at
+// rate/classes up to half the burst (classBurst): a class alone may use
+// the whole rate, never more than half the burst, so however many peers of one
+// class arrive at once (each filling a new share), the pool keeps half
+// its burst for the other.
 //
 // So all peers together take at most the pool's burst and its rate,
 // however many connect (a connection is not trust); a peer that floods
 // spends its own share, not the others'; a hundred connections take the
-// mesh's relays no more than half of the budget; and since the shares
-// fill at nine tenths of the pool's rate, the pool keeps a reserve from
-// which a peer that relays little fills its share.
+// mesh's relays no more than half of the budget, even those that came
+// while the mesh was quiet; and since the shares fill at nine tenths of
+// the pool's rate, the pool keeps a reserve from which a peer that
+// relays little fills its share.
 //
 // Its mutex guards the buckets; it is held for no I/O (class must do
 // none). Shares of peers quiet for a few windows go back to the pool, so
@@ -123,6 +129,7 @@ type sharedBudget struct {
 
 	mu        sync.Mutex
 	pool      bucket
+	classes   [2]bucket // what each class may move from the pool
 	shares    map[peer.ID]*share
 	active    [2]int    // peers of each class that drew within shareWindow, as of countedAt
 	countedAt time.Time // of active
@@ -163,6 +170,15 @@ func newSharedBudget(rate, burst float64) *sharedBudget {
 	return &sharedBudget{rate: rate, burst: burst, shares: make(map[peer.ID]*share)}
 }
 
+// classBurst is the most a class may move from the pool at once: half
+// the burst, or all of it where the peers are all of one class.
+func (b *sharedBudget) classBurst() float64 {
+	if b.class == nil {
+		return b.burst
+	}
+	return b.burst / 2
+}
+
 // count recounts the active peers, and returns to the pool the shares of
 // those quiet for six windows, at most once a second.
 func (b *sharedBudget) count(now time.Time) {
@@ -193,6 +209,7 @@ func (b *sharedBudget) take(p peer.ID, now time.Time) bool {
 	defer b.mu.Unlock()
 	if b.pool.last.IsZero() {
 		b.pool = bucket{tokens: b.burst, last: now}
+		b.classes = [2]bucket{{tokens: b.classBurst(), last: now}, {tokens: b.classBurst(), last: now}}
 	}
 	b.pool.refill(now, b.rate, b.burst)
 	b.count(now)
@@ -207,6 +224,8 @@ func (b *sharedBudget) take(p peer.ID, now time.Time) bool {
 	if b.active[0] > 0 && b.active[1] > 0 {
 		classes = 2
 	}
+	class := &b.classes[c]
+	class.refill(now, b.rate/classes, b.classBurst())
 	n := classes * float64(max(b.active[c], 1))
 	most := max(b.burst/(2*n), minShare)
 	want := most // a new share fills at once
@@ -217,9 +236,10 @@ func (b *sharedBudget) take(p peer.ID, now time.Time) bool {
 		want = max(0, now.Sub(s.last).Seconds()) * shareRate * b.rate / n
 	}
 	s.class, s.last, s.used = c, now, now
-	moved := max(0, min(want, most-s.tokens, b.pool.tokens))
+	moved := max(0, min(want, most-s.tokens, b.pool.tokens, class.tokens))
 	s.tokens += moved
 	b.pool.tokens -= moved
+	class.tokens -= moved
 	if s.tokens < 1 {
 		return false
 	}
