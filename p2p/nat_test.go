@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(natRoleEnv); role != "" {
 		os.Exit(natHelper(role))
 	}
+	if os.Getenv(connFloodEnv) != "" {
+		os.Exit(connFloodAttackers())
+	}
 	os.Exit(m.Run())
 }
 
