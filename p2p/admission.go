@@ -42,8 +42,9 @@ const (
 //     fairly (sharedBudget): a connection is not trust, so an issuer
 //     that hands its own messages to this node over a connection of its
 //     own is a stranger like any other. A sync draws on a share of its
-//     own (shareOf); one from a source the operator chose
-//     (WithSyncSources) spends the issuers' budgets only.
+//     own (shareOf), and so do a peer's own messages; a sync from a
+//     source the operator chose (WithSyncSources) spends the issuers'
+//     budgets only.
 //
 // A message beyond a budget is ignored unread; its verdict names the
 // budget (an issuer's spent budget counts as ReasonIssuerCap).
@@ -60,7 +61,7 @@ func (v *MarketValidator) admit(kind string, from peer.ID, data []byte, how way)
 	case !fromOK:
 	case signed && issuers != nil && !issuers.has(signer, now):
 		why, reason = "the issuer's budget is spent", ReasonIssuerCap
-	case !(how == bySync && v.sources != nil && v.sources(from)) && !v.strangers[kind].take(shareOf(from, how), now):
+	case !(how == bySync && v.sources != nil && v.sources(from)) && !v.strangers[kind].take(shareOf(from, signer, how), now):
 		why, reason = "the strangers' budget is spent", ReasonStrangerBudget
 	case signed && issuers != nil && !issuers.take(signer, now):
 		why, reason = "the issuer's budget is spent", ReasonIssuerCap
@@ -73,14 +74,21 @@ func (v *MarketValidator) admit(kind string, from peer.ID, data []byte, how way)
 }
 
 // shareOf is the key of the share of the strangers' budget that what from
-// hands this node by how draws on. A sync draws on a share of its own,
-// which no peer holds in the gossip mesh: a neighbour whose whole book
-// this node syncs keeps its gossip share for the new offers it relays,
-// and a flood by sync competes with the peers outside the mesh, never
-// with the mesh relays' half.
-func shareOf(from peer.ID, how way) peer.ID {
-	if how == bySync {
+// hands this node by how, signed by signer, draws on. A sync draws on a
+// share of its own, which no peer holds in the gossip mesh: a neighbour
+// whose whole book this node syncs keeps its gossip share for the new
+// offers it relays, and a flood by sync competes with the peers outside
+// the mesh, never with the mesh relays' half. So do a peer's own
+// messages (signer is from): a neighbour whose relay share a flood it
+// relays has spent still hands this node what it publishes itself, and
+// those compete with the other peers' own messages, such as a hundred
+// connections flooding their own offers, outside the mesh relays' half.
+func shareOf(from, signer peer.ID, how way) peer.ID {
+	switch {
+	case how == bySync:
 		return from + "/sync"
+	case signer == from:
+		return from + "/own"
 	}
 	return from
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -45,5 +46,28 @@ func TestOneClassOfPeersTakesAtMostHalfTheBurst(t *testing.T) {
 	if least := int(r.Burst/2) - 6; relayed < least { // each share may keep less than a token
 
 		t.Errorf("after the connections' flood the mesh's relays took %d at once; want half the burst, %d", relayed, least)
+	}
+}
+
+// A relay whose share of the strangers' budget a flood it relays has
+// spent still hands this node the offers it publishes itself: those
+// draw on a share of their own.
+func TestARelaysOwnOffersOutliveItsSpentShare(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	v := NewMarketValidator(market.DefaultLimits(), nil, func() time.Time { return now }, nil)
+	relay, own := signedOffer(t)
+	spam := strangerOffers(t, int(StrangerRates[TopicOffers].Burst))
+	refused := false
+	for _, env := range spam {
+		if !v.admit(TopicOffers, relay, env, byGossip) {
+			refused = true
+			break
+		}
+	}
+	if !refused {
+		t.Fatal("the relay's share held the whole burst")
+	}
+	if !v.admit(TopicOffers, relay, own, byGossip) {
+		t.Error("the relay's own offer was refused for the share its relaying spent")
 	}
 }
