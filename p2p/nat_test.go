@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(connFloodEnv) != "" {
 		os.Exit(connFloodAttackers())
 	}
+	if os.Getenv(connVictimEnv) != "" {
+		os.Exit(connFloodVictim())
+	}
 	os.Exit(m.Run())
 }
 
