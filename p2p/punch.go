@@ -54,11 +54,14 @@ type punchState struct {
 	mu      sync.Mutex
 	failed  map[peer.ID]time.Time // when a wait for a direct connection failed
 	lan     map[peer.ID][]ma.Multiaddr
+	lanSync chan chan struct{} // syncLAN's requests to watchLAN
+	lanGone chan struct{}      // closed when watchLAN ends
 }
 
 func newPunchingHost(h host.Host) punchingHost {
 	ctx, stop := context.WithCancel(context.Background())
-	ps := &punchState{started: time.Now(), stop: stop, ready: make(chan struct{}), failed: map[peer.ID]time.Time{}, lan: map[peer.ID][]ma.Multiaddr{}}
+	ps := &punchState{started: time.Now(), stop: stop, ready: make(chan struct{}), failed: map[peer.ID]time.Time{}, lan: map[peer.ID][]ma.Multiaddr{},
+		lanSync: make(chan chan struct{}), lanGone: make(chan struct{})}
 	go ps.watchReady(ctx, h)
 	go ps.watchLAN(ctx, h)
 	return punchingHost{Host: h, punchState: ps}
@@ -217,6 +220,7 @@ const (
 // hole punching dials public addresses only, so a peer behind the same
 // NAT as this host is reached on neither without them.
 func (s *punchState) watchLAN(ctx context.Context, h host.Host) {
+	defer close(s.lanGone)
 	sub, err := h.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
 	if err != nil {
 		return
@@ -230,31 +234,71 @@ func (s *punchState) watchLAN(ctx context.Context, h host.Host) {
 			if !ok {
 				return
 			}
-			ev := e.(event.EvtPeerIdentificationCompleted)
-			if ev.Conn == nil || !ev.Conn.Stat().Limited {
-				continue
-			}
-			var private []ma.Multiaddr
-			for _, a := range ev.ListenAddrs {
-				if len(private) < lanAddrsMax && !IsRelayed(a) && manet.IsPrivateAddr(a) {
-					private = append(private, a)
-				}
-			}
-			s.mu.Lock()
-			if len(private) == 0 {
-				delete(s.lan, ev.Peer)
-			} else {
-				if _, ok := s.lan[ev.Peer]; !ok && len(s.lan) >= lanMax {
-					for q := range s.lan { // any one: a bound, not a cache
-						delete(s.lan, q)
-						break
+			s.noteLAN(e.(event.EvtPeerIdentificationCompleted))
+		case done := <-s.lanSync:
+			for queued := true; queued; {
+				select {
+				case e, ok := <-sub.Out():
+					if !ok {
+						close(done)
+						return
 					}
+					s.noteLAN(e.(event.EvtPeerIdentificationCompleted))
+				default:
+					queued = false
 				}
-				s.lan[ev.Peer] = private
 			}
-			s.mu.Unlock()
+			close(done)
 		}
 	}
+}
+
+// syncLAN waits until watchLAN has read every identification queued for
+// it. Identify emits its event before the wait on it ends (h.Connect
+// waits for it), so after syncLAN the private addresses of a peer just
+// connected through a relay are known: a stream opened at once takes the
+// direct connection, not the relay, however late the event bus would
+// have handed watchLAN the event.
+func (s *punchState) syncLAN(ctx context.Context) {
+	done := make(chan struct{})
+	select {
+	case s.lanSync <- done:
+	case <-s.lanGone:
+		return
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// noteLAN keeps the private addresses of a peer identified over a
+// relayed connection (watchLAN).
+func (s *punchState) noteLAN(ev event.EvtPeerIdentificationCompleted) {
+	if ev.Conn == nil || !ev.Conn.Stat().Limited {
+		return
+	}
+	var private []ma.Multiaddr
+	for _, a := range ev.ListenAddrs {
+		if len(private) < lanAddrsMax && !IsRelayed(a) && manet.IsPrivateAddr(a) {
+			private = append(private, a)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(private) == 0 {
+		delete(s.lan, ev.Peer)
+		return
+	}
+	if _, ok := s.lan[ev.Peer]; !ok && len(s.lan) >= lanMax {
+		for q := range s.lan { // any one: a bound, not a cache
+			delete(s.lan, q)
+			break
+		}
+	}
+	s.lan[ev.Peer] = private
 }
 
 // dialLAN dials p, connected only through a relay, on those of its
@@ -268,6 +312,7 @@ func (s *punchState) dialLAN(ctx context.Context, h host.Host, p peer.ID) <-chan
 	if h.Network().Connectedness(p) != network.Limited {
 		return nil
 	}
+	s.syncLAN(ctx)
 	s.mu.Lock()
 	private := s.lan[p]
 	s.mu.Unlock()
