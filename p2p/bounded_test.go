@@ -57,9 +57,13 @@ func TestABoundedSwarmDeliversEveryOffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A new connection may take a node one past its mark for as long as
-	// its bounder takes to close one: a second is ample.
-	bctx, bcancel := context.WithTimeout(ctx, time.Second)
-	err = waitBounded(bctx, s, high)
+	// its bounder takes to close one, and discovery goes on dialling, so
+	// on a loaded machine there need be no instant at which every node is
+	// within its mark at once; what the bounder guarantees is that each
+	// node comes back to it. Without one, a node keeps the connections it
+	// gains and never does. The deadline is no claim.
+	bctx, bcancel := context.WithTimeout(ctx, 30*time.Second)
+	err = waitEachBounded(bctx, s, high)
 	bcancel()
 	if err != nil {
 		t.Errorf("after the offers: %v", err)
@@ -91,6 +95,39 @@ func waitBounded(ctx context.Context, s *p2ptest.Swarm, high int) error {
 				}
 			}
 			return fmt.Errorf("%d nodes hold more than %d connections (%s): %w", len(over), high, strings.Join(over, ", "), ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// waitEachBounded waits until each node but the bootstrap peer has been
+// seen holding at most high connections, each at its own instant.
+func waitEachBounded(ctx context.Context, s *p2ptest.Swarm, high int) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	left := map[int]int{} // node -> connections when last seen over
+	for i := 1; i < len(s.Nodes); i++ {
+		left[i] = 0
+	}
+	for {
+		for i := range left {
+			if c := len(s.Nodes[i].Host.Network().Peers()); c <= high {
+				delete(left, i)
+			} else {
+				left[i] = c
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			var over []string
+			for i, c := range left {
+				over = append(over, fmt.Sprintf("node %d: %d", i, c))
+			}
+			slices.Sort(over)
+			return fmt.Errorf("%d nodes never came back to %d connections (%s): %w", len(over), high, strings.Join(over, ", "), ctx.Err())
 		case <-tick.C:
 		}
 	}
