@@ -20,7 +20,7 @@ import (
 // browser is a headless Chromium (Debian's chromium) a test drives with
 // chromedp, collecting every error its pages log.
 type browser struct {
-	t   *testing.T
+	t   testing.TB
 	ctx context.Context
 	mu  sync.Mutex
 	// errs are the console errors, uncaught exceptions and failed loads
@@ -31,7 +31,7 @@ type browser struct {
 // newBrowser starts Chromium, or skips where it is not installed and the
 // run does not ask for it (.ci/run sets IDLEGRID_REQUIRE_BROWSER=1 and
 // installs it, so CI never skips).
-func newBrowser(t *testing.T) *browser {
+func newBrowser(t testing.TB) *browser {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
