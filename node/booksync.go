@@ -165,7 +165,7 @@ func (m *marketSide) synced(ctx context.Context, p peer.ID, env []byte) {
 // node holds already, and that changes nothing, so it is dropped unread
 // and costs no budget: were it charged, every resync of a neighbour's book
 // would spend the strangers' budget on copies, and new offers gossiped
-// meanwhile would be ignored (and, marked seen, lost until a later sync).
+// meanwhile would be refused.
 // The claim is unverified, which is enough to drop it: a verified stale
 // offer is dropped as well.
 func alreadyHeld(held *market.Snapshot, env []byte) bool {

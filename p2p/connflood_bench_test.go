@@ -64,8 +64,8 @@ const (
 // work takes no turns from the other nodes' goroutines; the attackers
 // run in another (connFloodEnv), under SCHED_IDLE where chrt is there
 // (else at nice 19), so their own sending takes as little as the kernel
-// allows from the honest nodes on the same cores. The attackers' hosts connect in the calm run
-// too, and stay idle.
+// allows from the honest nodes on the same cores. The attackers' hosts
+// connect in the calm run too, and stay idle.
 //
 //	go test ./p2p -run '^$' -bench HonestOffersUnderConnectedFlood -benchtime 1x
 func BenchmarkHonestOffersUnderConnectedFlood(b *testing.B) {
@@ -75,11 +75,11 @@ func BenchmarkHonestOffersUnderConnectedFlood(b *testing.B) {
 		p99c, p99f := percentile(calm.latencies, 99), percentile(flood.latencies, 99)
 		b.ReportMetric(100*float64(calm.delivered)/float64(calm.want), "calm-delivered-%")
 		b.ReportMetric(100*float64(flood.delivered)/float64(flood.want), "flood-delivered-%")
-		b.ReportMetric(100*float64(flood.atVictim)/connHonest, "flood-victim-delivered-%")
+		b.ReportMetric(100*float64(len(flood.atVictim))/connHonest, "flood-victim-delivered-%")
 		b.ReportMetric(ms(p99c), "calm-p99-ms")
 		b.ReportMetric(ms(p99f), "flood-p99-ms")
 		b.ReportMetric(float64(p99f)/float64(p99c), "p99-ratio")
-		b.ReportMetric(float64(percentile(flood.atVictimLat, 99))/float64(percentile(calm.atVictimLat, 99)), "victim-p99-ratio")
+		b.ReportMetric(float64(percentile(flood.atVictim, 99))/float64(percentile(calm.atVictim, 99)), "victim-p99-ratio")
 		b.ReportMetric(float64(percentile(flood.elsewhere, 99))/float64(percentile(calm.elsewhere, 99)), "elsewhere-p99-ratio")
 		b.ReportMetric(100*flood.cpu.Seconds()/flood.floodFor.Seconds(), "victim-flood-cpu-%")
 		b.ReportMetric(100*calm.cpu.Seconds()/calm.floodFor.Seconds(), "victim-calm-cpu-%")
@@ -96,18 +96,17 @@ func BenchmarkHonestOffersUnderConnectedFlood(b *testing.B) {
 	}
 }
 
-// connRun is floodRun with what the victim took of the flood, how many
-// honest offers reached it, and which (offer, node) arrivals are missing.
+// connRun is floodRun with what the victim took of the flood and the
+// CPU it spent, floodRun.latencies split between the victim's arrivals
+// and the other honest nodes', and which (offer, node) arrivals are
+// missing and which were slowest.
 type connRun struct {
 	floodRun
-	atVictim   int
-	victimTook int64
-	missing    []string
-	slowest    []string // the ten slowest arrivals, slowest first
-	// atVictimLat and elsewhere split floodRun.latencies: the victim's
-	// arrivals and the other honest nodes'.
-	atVictimLat, elsewhere []time.Duration
-	cpu                    time.Duration // the victim's CPU time from the flood's start to the end
+	victimTook          int64
+	cpu                 time.Duration // the victim's, from the flood's start to the end
+	atVictim, elsewhere []time.Duration
+	missing             []string
+	slowest             []string // the ten slowest arrivals, slowest first
 }
 
 // ownKeyMarket is startMarket with each node vouching for its own key
@@ -177,7 +176,10 @@ func connFloodAttackers() int {
 			continue
 		}
 		for a, at := range attackers {
-			g.Go(func() error { sent.Add(int64(paced(ctx, at.publish, spam[a], connRate))); return nil })
+			g.Go(func() error {
+				sent.Add(int64(floodAt(ctx, at.publish, spam[a], connRate, 100*time.Millisecond)))
+				return nil
+			})
 		}
 	}
 	cancel()
@@ -243,7 +245,6 @@ func (a *ownKeyPeer) publish(msg []byte) error {
 
 // attackerProcess is the attackers' process, started for victim.
 type attackerProcess struct {
-	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	out   *bufio.Scanner
 	log   *p2ptest.Log
@@ -251,29 +252,43 @@ type attackerProcess struct {
 
 func startAttackers(b *testing.B, addr string, spam bool) *attackerProcess {
 	b.Helper()
-	name, args := os.Args[0], []string{"-test.run=^$", "-test.bench=^$"}
+	var wrap []string
 	if chrt, err := exec.LookPath("chrt"); err == nil {
 		// SCHED_IDLE: the attackers run only on a core no honest node
 		// wants, as if on machines of their own.
-		name, args = chrt, append([]string{"--idle", "0", name}, args...)
+		wrap = []string{chrt, "--idle", "0"}
 	}
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), connFloodEnv+"="+addr)
+	env := []string{connFloodEnv + "=" + addr}
 	if spam {
-		cmd.Env = append(cmd.Env, connFloodSpamEnv+"=1")
+		env = append(env, connFloodSpamEnv+"=1")
 	}
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	a := &attackerProcess{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout), log: &p2ptest.Log{}}
-	cmd.Stderr = a.log
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	stdin, stdout, log := startSelf(b, wrap, env...)
+	a := &attackerProcess{stdin: stdin, out: bufio.NewScanner(stdout), log: log}
 	if a.line(b) != "ready" {
 		b.Fatalf("the attackers' process did not connect:\n%s", a.log.String())
 	}
 	return a
+}
+
+// startSelf runs this test binary again, running no tests or
+// benchmarks, with env added to this process's (TestMain picks its role
+// from it) and behind the command wrap, if any. It returns the child's
+// input and output and its log (its standard error); the child is
+// killed, if its input's end has not ended it, when b ends.
+func startSelf(b *testing.B, wrap []string, env ...string) (io.WriteCloser, io.Reader, *p2ptest.Log) {
+	b.Helper()
+	args := append(wrap, os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	log := &p2ptest.Log{}
+	cmd.Stderr = log
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	return stdin, stdout, log
 }
 
 func (a *attackerProcess) line(b *testing.B) string {
@@ -353,62 +368,39 @@ func runConnFlood(b *testing.B, flood bool) connRun {
 	run.heap, run.rss, run.cpu = after.heap, after.rss, after.cpu-before.cpu
 	run.flooded = attackers.stop(b)
 	cancel()
-	run.delivered, run.latencies = arrivals.result()
-	arrivals.mu.Lock()
-	for id, got := range arrivals.got {
-		for i, at := range got {
-			if i == victimAt {
-				run.atVictim++
-				run.atVictimLat = append(run.atVictimLat, at.Sub(arrivals.sentAt[id]))
-			} else {
-				run.elsewhere = append(run.elsewhere, at.Sub(arrivals.sentAt[id]))
-			}
-		}
-		for i := range connNodes {
-			if _, ok := got[i]; !ok && i != arrivals.sentBy[id] {
-				run.missing = append(run.missing, fmt.Sprintf("%s (by node %d) at node %d", id, arrivals.sentBy[id], i))
-			}
-		}
-	}
 	type arrival struct {
 		id      string
 		at      int
 		latency time.Duration
 	}
 	var all []arrival
+	arrivals.mu.Lock()
 	for id, got := range arrivals.got {
-		for i, at := range got {
-			all = append(all, arrival{id, i, at.Sub(arrivals.sentAt[id])})
+		by := arrivals.sentBy[id]
+		for i := range connNodes {
+			at, ok := got[i]
+			switch {
+			case ok:
+				all = append(all, arrival{id, i, at.Sub(arrivals.sentAt[id])})
+			case i != by:
+				run.missing = append(run.missing, fmt.Sprintf("%s (by node %d) at node %d", id, by, i))
+			}
 		}
 	}
 	arrivals.mu.Unlock()
+	run.delivered = len(all)
+	for _, a := range all {
+		run.latencies = append(run.latencies, a.latency)
+		if a.at == victimAt {
+			run.atVictim = append(run.atVictim, a.latency)
+		} else {
+			run.elsewhere = append(run.elsewhere, a.latency)
+		}
+	}
 	slices.SortFunc(all, func(a, b arrival) int { return cmp.Compare(b.latency, a.latency) })
 	for _, a := range all[:min(10, len(all))] {
 		run.slowest = append(run.slowest, fmt.Sprintf("%s at node %d in %s", a.id, a.at, a.latency.Round(100*time.Microsecond)))
 	}
 	slices.Sort(run.missing)
 	return run
-}
-
-// paced publishes msgs at rate a second, a tenth of a second's worth at
-// a time, until they run out, publish fails or ctx ends; it returns how
-// many it published.
-func paced(ctx context.Context, publish func([]byte) error, msgs [][]byte, rate int) int {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	sent := 0
-	for sent < len(msgs) {
-		for range min(max(rate/10, 1), len(msgs)-sent) {
-			if publish(msgs[sent]) != nil {
-				return sent
-			}
-			sent++
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return sent
-		}
-	}
-	return sent
 }

@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -117,8 +117,7 @@ func connFloodVictim() int {
 // victimProcess is the victim's process, started for the honest nodes.
 type victimProcess struct {
 	addr  string
-	cmd   *exec.Cmd
-	stdin interface{ Write([]byte) (int, error) }
+	stdin io.WriteCloser
 	stats chan victimStats
 	log   *p2ptest.Log
 }
@@ -138,16 +137,8 @@ func startVictim(b *testing.B, nodes []*p2ptest.Node, arrivals *arrivalLog, at i
 	for _, nd := range nodes {
 		addrs = append(addrs, nd.Host.Addrs()[0].String()+"/p2p/"+nd.Host.ID().String())
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), connVictimEnv+"="+strings.Join(addrs, ","))
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	v := &victimProcess{cmd: cmd, stdin: stdin, stats: make(chan victimStats), log: &p2ptest.Log{}}
-	cmd.Stderr = v.log
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	stdin, stdout, log := startSelf(b, nil, connVictimEnv+"="+strings.Join(addrs, ","))
+	v := &victimProcess{stdin: stdin, stats: make(chan victimStats), log: log}
 	addr := make(chan string, 1)
 	go func() {
 		defer close(addr)

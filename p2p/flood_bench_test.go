@@ -160,7 +160,7 @@ func runFloodSwarm(b *testing.B, spam [][]byte) floodRun {
 			mine := spam[a*len(spam)/floodAttackers : (a+1)*len(spam)/floodAttackers]
 			go func() {
 				defer flooding.Done()
-				sent := floodAt(ctx, at.publish, mine, floodRate/floodAttackers)
+				sent := floodAt(ctx, at.publish, mine, floodRate/floodAttackers, 10*time.Millisecond)
 				arrivals.mu.Lock()
 				run.flooded += sent
 				arrivals.mu.Unlock()
@@ -285,10 +285,10 @@ func (a *rawAttacker) publish(msg []byte) error {
 	return nil
 }
 
-// floodAt publishes msgs at rate a second, in 10 ms steps, until they
-// run out, publish fails or ctx ends; it returns how many it published.
-func floodAt(ctx context.Context, publish func([]byte) error, msgs [][]byte, rate int) int {
-	const step = 10 * time.Millisecond
+// floodAt publishes msgs at rate a second, a step's worth (at least one)
+// each step, until they run out, publish fails or ctx ends; it returns
+// how many it published.
+func floodAt(ctx context.Context, publish func([]byte) error, msgs [][]byte, rate int, step time.Duration) int {
 	perStep := max(rate*int(step)/int(time.Second), 1)
 	tick := time.NewTicker(step)
 	defer tick.Stop()

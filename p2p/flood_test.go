@@ -286,7 +286,7 @@ func TestRelayingAFloodCostsAnHonestPeerNothing(t *testing.T) {
 		fctx, stop := context.WithCancel(ctx)
 		done := make(chan int)
 		go func() { // at a pace pubsub's validation queue takes whole
-			done <- floodAt(fctx, func(env []byte) error { return flood.Publish(fctx, env) }, spam, 2_000)
+			done <- floodAt(fctx, func(env []byte) error { return flood.Publish(fctx, env) }, spam, 2_000, 10*time.Millisecond)
 		}()
 		waitUntil(t, 20*time.Second, "the victim scores the attacker below zero", func() bool {
 			return victim.validator.AppScore(attackerID) < 0

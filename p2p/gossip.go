@@ -184,8 +184,10 @@ func (g *Gossip) admit(f func(string, peer.ID, []byte) bool, from peer.ID, msgs 
 			kept = append(kept, m) // the router ignores it
 			continue
 		}
-		id := MessageID(m)
-		if g.let.has(id, now) || f(kind, from, m.Data) {
+		switch id := MessageID(m); {
+		case g.let.has(id, now):
+			kept = append(kept, m)
+		case f(kind, from, m.Data):
 			g.let.add(id, now)
 			kept = append(kept, m)
 		}
@@ -216,16 +218,15 @@ func (s *idSet) has(id string, now time.Time) bool {
 	return ok
 }
 
+// add puts id in s; it is not there (has said so).
 func (s *idSet) add(id string, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ids == nil {
 		s.ids = make(map[string]struct{})
 	}
-	if _, ok := s.ids[id]; !ok {
-		s.ids[id] = struct{}{}
-		s.queue = append(s.queue, stampedID{id, now})
-	}
+	s.ids[id] = struct{}{}
+	s.queue = append(s.queue, stampedID{id, now})
 }
 
 func (s *idSet) expire(now time.Time) {

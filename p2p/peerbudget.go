@@ -108,9 +108,9 @@ func (b *peerBudget) excess(p peer.ID, now time.Time) float64 {
 // at once, if the pool holds enough). What a class moves from the pool
 // into its shares is metered too, by a bucket of its own refilled at
 // rate/classes up to half the burst (classBurst): a class alone may use
-// the whole rate, never more than half the burst, so however many peers of one
-// class arrive at once (each filling a new share), the pool keeps half
-// its burst for the other.
+// the whole rate, never more than half the burst, so however many peers
+// of one class arrive at once (each filling a new share), the pool keeps
+// half its burst for the other.
 //
 // So all peers together take at most the pool's burst and its rate,
 // however many connect (a connection is not trust); a peer that floods
