@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,4 +65,16 @@ func verdictsOf(n *Node, want string) (count int64) {
 		}
 	})
 	return count
+}
+
+// nonZeroVerdicts lists n's verdicts that are not zero, for a failure's
+// message.
+func nonZeroVerdicts(n *Node) string {
+	var out []string
+	n.market.validator.EachVerdict(func(topic, result, reason string, k int64) {
+		if k > 0 {
+			out = append(out, fmt.Sprintf("%s/%s/%s=%d", topic, result, reason, k))
+		}
+	})
+	return strings.Join(out, " ")
 }

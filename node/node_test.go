@@ -89,13 +89,21 @@ func startNode(t testing.TB, r *Repo, o Options) *Node {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !waitUntil(within, cond) {
+		t.Fatalf("after %s: %s", within, what)
+	}
+}
+
+// waitUntil polls cond until it holds or within passes.
+func waitUntil(within time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", within, what)
+			return false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return true
 }
 
 func bootstrapFrom(b *Node) func(*Config) {
