@@ -185,11 +185,10 @@ func TestARepriceLeavesTheAgreedLeaseAlone(t *testing.T) {
 	// policy re-publishes, once the provider verified their attestations,
 	// priced a tenth of the way from 2.00 to their 1.00 (half way, within
 	// max_step).
-	var cheaper []*Node
 	for _, name := range []string{"c1", "c2", "c3"} {
-		cheaper = append(cheaper, startNode(t, testRepo(t, name, both(bootstrapFrom(prov), func(c *Config) {
+		startNode(t, testRepo(t, name, both(bootstrapFrom(prov), func(c *Config) {
 			c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:dgxh100", "1.00"
-		})), Options{}))
+		})), Options{})
 	}
 	waitFor(t, 15*time.Second, "the provider's book holds the three", bookHolds(prov, 4))
 	full, err := prov.repo.Config()

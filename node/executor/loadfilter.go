@@ -112,11 +112,11 @@ func unnamedManifest(r io.Reader, id string) ([]byte, error) {
 	}
 	var config string
 	if err := json.Unmarshal(m[0]["Config"], &config); err != nil {
-		return nil, fmt.Errorf("Config: %w", err)
+		return nil, fmt.Errorf("the manifest's Config: %w", err)
 	}
 	hex := strings.TrimPrefix(id, "sha256:")
 	if c := path.Clean(config); c != hex+".json" && c != "blobs/sha256/"+hex {
-		return nil, fmt.Errorf("Config %q: want the image %s (%s.json or blobs/sha256/%s)", config, id, hex, hex)
+		return nil, fmt.Errorf("the manifest's Config %q: want the image %s (%s.json or blobs/sha256/%s)", config, id, hex, hex)
 	}
 	delete(m[0], "RepoTags")
 	var out bytes.Buffer
