@@ -3,9 +3,7 @@ package market
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market/pb"
@@ -185,14 +183,4 @@ func NewReceipt(l *pb.Lease, ls *pb.CoSigned, t ReceiptTerms) *pb.Receipt {
 		Beats: t.Beats, TelemetryRoot: t.Root, Currency: l.Currency, AmountMicros: amount, ExitCode: t.ExitCode, Note: t.Note,
 		Swarm: l.Bid.GetHeader().GetSwarm(), ExtensionHash: t.ExtensionHash,
 	}
-}
-
-// FormatPrice writes micro-units as a decimal with two to six places:
-// 2.00, 1.50, 0.000125.
-func FormatPrice(micros uint64) string {
-	s := fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000)
-	for strings.HasSuffix(s, "0") && len(s)-strings.IndexByte(s, '.') > 3 {
-		s = s[:len(s)-1]
-	}
-	return s
 }

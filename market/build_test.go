@@ -225,11 +225,3 @@ func TestRejectAdmission(t *testing.T) {
 		t.Errorf("a reply with no code: %v", got)
 	}
 }
-
-func TestFormatPrice(t *testing.T) {
-	for micros, want := range map[uint64]string{2_100_000: "2.10", 1: "0.000001", 0: "0.00", 1_234_500: "1.2345"} {
-		if got := FormatPrice(micros); got != want {
-			t.Errorf("FormatPrice(%d) = %s, want %s", micros, got, want)
-		}
-	}
-}

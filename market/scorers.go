@@ -340,19 +340,6 @@ func LeaseTotal(price uint64, gpus uint32, secs uint64) uint64 {
 
 // Words and figures for reasons.
 
-// TierName is the lower-case name of a tier: gold, silver or bronze.
-func TierName(t pb.Tier) string {
-	switch t {
-	case pb.Tier_TIER_GOLD:
-		return "gold"
-	case pb.Tier_TIER_SILVER:
-		return "silver"
-	case pb.Tier_TIER_BRONZE:
-		return "bronze"
-	}
-	return "unspecified"
-}
-
 // gib renders bytes as GiB, with a fraction only where there is one.
 func gib(b uint64) string {
 	if b%(1<<30) == 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	attestpb "github.com/idlegrid/idlegrid/attest/pb"
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -62,7 +63,7 @@ type challenged struct {
 func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, error) {
 	a, err := c.net.Challenge(ctx, p)
 	if err != nil {
-		c.count(p, false, weightUnreachable, "attestation unanswered: "+err.Error())
+		c.count(p, false, reputation.WeightUnreachable, "attestation unanswered: "+err.Error())
 		c.metrics.challenged(challengeUnanswered)
 		return challenged{}, err
 	}
@@ -70,13 +71,13 @@ func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, erro
 	out := challenged{Verdict: attest.Judge(p, attest.Challenge{Swarm: c.swarm, Challenger: c.self, Nonce: a.Nonce}, a.Fresh, a.Standing, o, c.roots, c.clock.Now(), attestMaxAge), rtt: a.RTT}
 	switch {
 	case out.Err != nil:
-		c.count(p, false, weightAttestFailed, "attestation failed: "+out.Err.Error())
+		c.count(p, false, reputation.WeightAttestFailed, "attestation failed: "+out.Err.Error())
 		c.metrics.challenged(challengeFailed)
 	case out.Coverage == attest.CoverageNone: // its offer claims what its document does not show
-		c.count(p, false, weightAttestFailed, "offer not covered: "+out.CoverageErr.Error())
+		c.count(p, false, reputation.WeightAttestFailed, "offer not covered: "+out.CoverageErr.Error())
 		c.metrics.challenged(challengeUncovered)
 	default:
-		c.count(p, true, weightAttested, "attested")
+		c.count(p, true, reputation.WeightAttested, "attested")
 		c.metrics.challenged(challengeVerified)
 	}
 	if out.Verified() {
@@ -127,7 +128,7 @@ func (c *challenger) contradicts(ctx context.Context, p peer.ID, prev, fresh []b
 		return // a change, not a contradiction
 	}
 	if err := c.report(ctx, ev); err != nil {
-		c.count(p, false, weightAttestFailed, "its documents contradict each other; the evidence was not gossiped: "+err.Error())
+		c.count(p, false, reputation.WeightAttestFailed, "its documents contradict each other; the evidence was not gossiped: "+err.Error())
 	}
 }
 

@@ -34,19 +34,11 @@ func BuildBid(req api.BidRequest, issuer peer.ID, sw p2p.Swarm, now time.Time) (
 	if err != nil {
 		return nil, api.BadRequest{Err: err}
 	}
-	b, err := market.NewBid(issuer, newID("bid-"), spec, now, limitsIn(sw))
+	b, err := market.NewBid(issuer, newID("bid-"), spec, now, sw.Limits())
 	if err != nil {
 		return nil, api.BadRequest{Err: err}
 	}
 	return b, nil
-}
-
-// limitsIn are the market's limits in swarm sw: every message must name
-// it.
-func limitsIn(sw p2p.Swarm) market.Limits {
-	l := market.DefaultLimits()
-	l.Swarm = sw.Tag()
-	return l
 }
 
 // bidSpec checks the request's fields, each against its range, and turns
@@ -84,11 +76,11 @@ func bidSpec(req api.BidRequest) (market.BidSpec, error) {
 	if w := req.LatencyWeight; w != nil && !(*w >= 0 && *w <= maxLatencyWeight) {
 		return s, fmt.Errorf("latency_weight %g: want 0 to %d", *w, maxLatencyWeight)
 	}
-	tier, err := TierFromName(cmp.Or(req.Tier, "silver"))
+	tier, err := market.TierFromName(cmp.Or(req.Tier, "silver"))
 	if err != nil {
 		return s, err
 	}
-	maxPrice, err := ParsePrice(req.MaxPrice)
+	maxPrice, err := market.ParsePrice(req.MaxPrice)
 	if err != nil {
 		return s, fmt.Errorf("max_price: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -297,7 +298,7 @@ func (f *follow) mistimed(err error) {
 		return
 	}
 	f.mistimedSeen = true
-	f.r.observe(peer.ID(f.lease.Provider), false, weightMistimed, "lease "+f.lease.Id+": "+err.Error())
+	f.r.observe(peer.ID(f.lease.Provider), false, reputation.WeightMistimed, "lease "+f.lease.Id+": "+err.Error())
 }
 
 // write keeps the part of output b, which begins at offset at of stream

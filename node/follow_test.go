@@ -9,6 +9,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -89,8 +90,8 @@ func TestABeatStampedAheadIsRefusedAndCountsAgainstItsProvider(t *testing.T) {
 	if secs, _ := market.Meter(lease, f.last()); secs != 5 {
 		t.Errorf("metered %d s; want 5 (to the last beat verified)", secs)
 	}
-	if len(observed) != 1 || observed[0].p != prov.ID() || observed[0].good || observed[0].w != weightMistimed || !strings.Contains(observed[0].what, "ahead of this clock") {
-		t.Errorf("observed %+v; want one failure of weight %v for the provider, naming the beat ahead", observed, float64(weightMistimed))
+	if len(observed) != 1 || observed[0].p != prov.ID() || observed[0].good || observed[0].w != reputation.WeightMistimed || !strings.Contains(observed[0].what, "ahead of this clock") {
+		t.Errorf("observed %+v; want one failure of weight %v for the provider, naming the beat ahead", observed, float64(reputation.WeightMistimed))
 	}
 	if n := len(said); n != 2 || !strings.Contains(said[0], "telemetry beat refused") {
 		t.Errorf("the renter was told %q; want each refused beat named", said)

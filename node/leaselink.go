@@ -132,6 +132,18 @@ func (l *LeaseLink) Forward(ctx context.Context, port int) (network.Stream, erro
 	return p2p.OpenSession(ctx, l.h, l.sw, l.provider, &pb.SessionRequest{LeaseId: l.leaseID, Kind: &pb.SessionRequest_ForwardPort{ForwardPort: uint32(port)}})
 }
 
+// ForwardConn forwards c to TCP port inside the lease's container, both
+// ways, until both directions have ended or ctx ends; it closes c.
+func (l *LeaseLink) ForwardConn(ctx context.Context, port int, c io.ReadWriteCloser) error {
+	s, err := l.Forward(ctx, port)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	p2p.Splice(ctx, s, c)
+	return nil
+}
+
 // Watch returns a stream the provider holds open until the lease's job
 // ends: its end (a read's error) says the lease has no job left.
 func (l *LeaseLink) Watch(ctx context.Context) (network.Stream, error) {

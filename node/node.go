@@ -141,7 +141,7 @@ func New(repo *Repo, cfg Config, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("%w: %v", ErrIdentity, err)
 	}
 	n := &Node{repo: repo, cfg: cfg, opts: opts, key: key, id: id, swarm: p2p.Swarm{Name: cfg.Swarm.Name, PSK: psk}, clock: clock.Or(opts.Clock), coords: p2p.NewCoordinates()}
-	n.limits = limitsIn(n.swarm)
+	n.limits = n.swarm.Limits()
 	if n.opts.Logger == nil {
 		n.opts.Logger = slog.Default()
 	}

@@ -13,24 +13,11 @@ import (
 // ProviderOfferID is the ID of the one offer a provider node publishes.
 const ProviderOfferID = "gpus"
 
-// TierFromName maps gold, silver and bronze to wire tiers.
-func TierFromName(s string) (pb.Tier, error) {
-	switch s {
-	case "gold":
-		return pb.Tier_TIER_GOLD, nil
-	case "silver":
-		return pb.Tier_TIER_SILVER, nil
-	case "bronze":
-		return pb.Tier_TIER_BRONZE, nil
-	}
-	return 0, fmt.Errorf("tier %q: want gold, silver or bronze", s)
-}
-
 // BuildOffer turns the [provider] section into the offer it describes,
 // issued by issuer at now with sequence number seq. The config must be
 // valid.
 func (p ProviderConfig) BuildOffer(issuer peer.ID, seq uint64, now time.Time) (*pb.Offer, error) {
-	price, err := ParsePrice(p.Price)
+	price, err := market.ParsePrice(p.Price)
 	if err != nil {
 		return nil, fmt.Errorf("provider.price: %w", err)
 	}
@@ -74,7 +61,7 @@ func (p ProviderConfig) BuildOffer(issuer peer.ID, seq uint64, now time.Time) (*
 		o.Gpus = append(o.Gpus, &pb.GPUGroup{Model: g.Model, Count: uint32(g.Count), VramBytes: uint64(g.VRAMGiB) << 30, ComputeCapability: cc, Interconnect: g.Interconnect})
 	}
 	for _, name := range p.Tiers {
-		t, err := TierFromName(name)
+		t, err := market.TierFromName(name)
 		if err != nil {
 			return nil, err
 		}
@@ -87,7 +74,7 @@ func (p ProviderConfig) BuildOffer(issuer peer.ID, seq uint64, now time.Time) (*
 		if tp.s == "" {
 			continue
 		}
-		v, err := ParsePrice(tp.s)
+		v, err := market.ParsePrice(tp.s)
 		if err != nil {
 			return nil, err
 		}

@@ -50,7 +50,7 @@ func (c PricingConfig) policy() (market.PricingPolicy, bool, error) {
 		name, v string
 		to      *uint64
 	}{{"provider.pricing.floor", c.Floor, &pol.Floor}, {"provider.pricing.ceiling", c.Ceiling, &pol.Ceiling}} {
-		if *f.to, err = ParsePrice(f.v); err != nil || *f.to < 1_000 || *f.to > 10_000_000_000 {
+		if *f.to, err = market.ParsePrice(f.v); err != nil || *f.to < 1_000 || *f.to > 10_000_000_000 {
 			return pol, false, fieldErr(f.name, f.v, "with policy = \"market\", a decimal price per GPU-hour from 0.001 to 10000, such as \"1.20\"")
 		}
 	}
@@ -137,7 +137,7 @@ func (p ProviderConfig) configuredPrice(t pb.Tier) uint64 {
 	case t == pb.Tier_TIER_BRONZE && p.BronzePrice != "":
 		s = p.BronzePrice
 	}
-	v, _ := ParsePrice(s)
+	v, _ := market.ParsePrice(s)
 	return v
 }
 

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
@@ -113,26 +112,6 @@ func DefaultProviderConfig() ProviderConfig {
 	}
 }
 
-// ParsePrice reads a decimal price such as "2.10" as micro-units.
-func ParsePrice(s string) (uint64, error) {
-	whole, frac, _ := strings.Cut(strings.TrimSpace(s), ".")
-	if whole == "" || len(frac) > 6 {
-		return 0, fmt.Errorf("%q is not a decimal with at most 6 places", s)
-	}
-	w, err := strconv.ParseUint(whole, 10, 64)
-	if err != nil || w > math.MaxUint64/1_000_000-1 {
-		return 0, fmt.Errorf("%q is not a decimal with at most 6 places", s)
-	}
-	f := uint64(0)
-	if frac != "" {
-		f, err = strconv.ParseUint(frac+strings.Repeat("0", 6-len(frac)), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%q is not a decimal with at most 6 places", s)
-		}
-	}
-	return w*1_000_000 + f, nil
-}
-
 var (
 	countryCodeRE  = regexp.MustCompile(`^[A-Z]{2}$`)
 	currencyCodeRE = regexp.MustCompile(`^[A-Z]{3,5}$`)
@@ -177,7 +156,7 @@ func ParseWeekly(s string) (WeeklySpan, error) {
 	}
 	w := WeeklySpan{Start: start, End: end, Peak: m[8] != ""}
 	if m[7] != "" {
-		f, err := ParsePrice(m[7])
+		f, err := market.ParsePrice(m[7])
 		if err != nil {
 			return WeeklySpan{}, fmt.Errorf("%q: floor %w", s, err)
 		}
@@ -205,7 +184,7 @@ func (p *ProviderConfig) validate() error {
 		if f.v == "" && f.name != "provider.price" {
 			continue
 		}
-		if v, err := ParsePrice(f.v); err != nil || v < 1_000 || v > 10_000_000_000 {
+		if v, err := market.ParsePrice(f.v); err != nil || v < 1_000 || v > 10_000_000_000 {
 			return fieldErr(f.name, f.v, "a decimal price per GPU-hour from 0.001 to 10000, such as \"2.10\"")
 		}
 	}

@@ -10,19 +10,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-func TestParsePrice(t *testing.T) {
-	for in, want := range map[string]uint64{"2": 2_000_000, "2.1": 2_100_000, "2.10": 2_100_000, "0.000001": 1, "10000": 10_000_000_000} {
-		if got, err := ParsePrice(in); err != nil || got != want {
-			t.Errorf("ParsePrice(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", ".5", "-1", "1.2345678", "1,5", "abc", "1e3", "99999999999999999999"} {
-		if _, err := ParsePrice(in); err == nil {
-			t.Errorf("ParsePrice(%q) accepted", in)
-		}
-	}
-}
-
 func TestParseWeekly(t *testing.T) {
 	for in, want := range map[string]WeeklySpan{
 		"Mon 18:00-Tue 08:00":          {Start: 18 * 60, End: 1440 + 8*60},

@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor"
@@ -488,7 +489,7 @@ func (r *renter) failedAt(at Attempt) {
 		r.failed.add(at.Provider, r.clock.Now())
 	}
 	if at.Stage == StageLocate && r.observe != nil { // an attestation counts on its own
-		r.observe(at.Provider, false, weightUnreachable, "not reachable: "+at.Err.Error())
+		r.observe(at.Provider, false, reputation.WeightUnreachable, "not reachable: "+at.Err.Error())
 	}
 }
 

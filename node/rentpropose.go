@@ -36,7 +36,7 @@ func (r *renter) propose(ctx context.Context, b *pb.Bid, c market.Candidate, req
 // proposeAt proposes a lease for c starting at start and stores the
 // countersigned lease.
 func (r *renter) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, inputs []*pb.Input, start time.Time) (*pb.CoSigned, *pb.Lease, error) {
-	l, err := market.NewLease(market.LeaseTerms{ID: newID("lease-"), Renter: r.id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env, Inputs: inputs, Outputs: outputsOf(req.Downloads)}, r.clock.Now(), limitsIn(r.swarm))
+	l, err := market.NewLease(market.LeaseTerms{ID: newID("lease-"), Renter: r.id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env, Inputs: inputs, Outputs: outputsOf(req.Downloads)}, r.clock.Now(), r.swarm.Limits())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -92,17 +92,6 @@ const (
 	recomputeEvery  = time.Minute
 )
 
-// Weights of what this node sees of a peer outside any receipt, in
-// receipts: a failed attestation counts as a failed lease; a peer that
-// could not be reached or attested during a rental, or that passed an
-// attestation, as a quarter of one.
-const (
-	weightAttestFailed = 1
-	weightMistimed     = 1 // a telemetry beat stamped out of its lease's term
-	weightUnreachable  = 0.25
-	weightAttested     = 0.25
-)
-
 func newReputationSide(d reputationDeps) *reputationSide {
 	r := &reputationSide{
 		self: d.self, swarm: d.swarm, seeds: d.seeds, store: d.store, saved: d.saved, net: d.net, providers: d.providers,

@@ -36,7 +36,7 @@ func (n *Node) Status() api.Status {
 	}
 	if n.reach != nil {
 		r := n.reach.Now()
-		s.Reachability = api.Reachability{State: r.State, How: r.How}
+		s.Reachability = api.Reachability{State: r.State, How: reachHow[r.How]}
 	}
 	if n.disc != nil {
 		s.RoutingTable = n.disc.DHT().RoutingTable().Size()
@@ -225,3 +225,6 @@ func (t *connTracker) since(id peer.ID) time.Time {
 	defer t.mu.Unlock()
 	return t.first[id]
 }
+
+// reachHow is the API's word for each of the host's ways to be reached.
+var reachHow = map[string]string{p2p.ReachDirect: api.ReachDirect, p2p.ReachRelayed: api.ReachRelayed, p2p.ReachNone: api.ReachNone}

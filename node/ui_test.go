@@ -476,7 +476,7 @@ func TestMarketSummaryAgreesWithTheListing(t *testing.T) {
 		}
 		prices := map[string][]uint64{}
 		for _, v := range list {
-			p, err := ParsePrice(v.Price)
+			p, err := market.ParsePrice(v.Price)
 			if err != nil {
 				t.Fatal(err)
 			}

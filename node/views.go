@@ -78,14 +78,14 @@ func offerFilter(q api.OfferQuery) (market.OfferFilter, error) {
 		f.GPUModel = models[0]
 	}
 	if q.MaxPrice != "" {
-		p, err := ParsePrice(q.MaxPrice)
+		p, err := market.ParsePrice(q.MaxPrice)
 		if err != nil {
 			return f, api.BadRequest{Err: fmt.Errorf("max_price: %w", err)}
 		}
 		f.MaxPriceMicros = p
 	}
 	if q.Tier != "" {
-		t, err := TierFromName(q.Tier)
+		t, err := market.TierFromName(q.Tier)
 		if err != nil {
 			return f, api.BadRequest{Err: err}
 		}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -49,6 +50,14 @@ type Swarm struct {
 
 // Private reports whether the swarm is guarded by a pre-shared key.
 func (s Swarm) Private() bool { return len(s.PSK) > 0 }
+
+// Limits are the market's limits in the swarm: every message must name
+// it (Tag).
+func (s Swarm) Limits() market.Limits {
+	l := market.DefaultLimits()
+	l.Swarm = s.Tag()
+	return l
+}
 
 // ID is the swarm's identifier in protocol and topic names: its name for the
 // public swarm, and its name plus the first 8 hex digits of the key's SHA-256

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/test"
 )
@@ -26,5 +27,15 @@ func TestRendezvousShardsSpreadPeers(t *testing.T) {
 	s := p2p.Swarm{Name: "lab"}
 	if a, b := s.Rendezvous(0), s.Rendezvous(1); a == b || !strings.HasPrefix(a, "/idlegrid/"+s.ID()+"/") {
 		t.Errorf("shard namespaces %q and %q", a, b)
+	}
+}
+
+func TestEveryMessageOfASwarmNamesIt(t *testing.T) {
+	for _, sw := range []p2p.Swarm{{}, {Name: "lab", PSK: make([]byte, 32)}} {
+		want := market.DefaultLimits()
+		want.Swarm = sw.Tag()
+		if l := sw.Limits(); l != want {
+			t.Errorf("swarm %q: limits %+v; want market's defaults naming %q", sw.ID(), l, sw.Tag())
+		}
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
-	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/spf13/cobra"
 )
 
@@ -246,9 +245,9 @@ func newPeersCmd(e *env) *cobra.Command {
 // cannot.
 func reachLine(r api.Reachability) string {
 	switch {
-	case r.How == p2p.ReachDirect:
+	case r.How == api.ReachDirect:
 		return "directly (" + r.State + ")"
-	case r.How == p2p.ReachRelayed:
+	case r.How == api.ReachRelayed:
 		return "through relays only: renters reach it, and connections turn direct by hole punching where the NATs allow"
 	case r.State == "private":
 		return "no: behind a NAT and no relay reservation yet (nat.auto_relay takes one on a public daemon of the swarm; forward a port or set network.announce to be reached directly)"

@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
@@ -240,7 +241,7 @@ func removeJobContainers(t *testing.T, docker *client.Client, peerID string) {
 func parseAmount(t *testing.T, s string) int64 {
 	t.Helper()
 	neg := strings.HasPrefix(s, "-")
-	m, err := node.ParsePrice(strings.TrimPrefix(s, "-"))
+	m, err := market.ParsePrice(strings.TrimPrefix(s, "-"))
 	if err != nil {
 		t.Fatalf("amount %q: %v", s, err)
 	}

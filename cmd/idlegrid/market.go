@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node"
@@ -51,7 +52,7 @@ providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if q.MaxPrice != "" {
-				if _, err := node.ParsePrice(q.MaxPrice); err != nil {
+				if _, err := market.ParsePrice(q.MaxPrice); err != nil {
 					return usagef("--max-price: %v", err)
 				}
 			}

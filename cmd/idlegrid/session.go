@@ -15,7 +15,6 @@ import (
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node"
-	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -173,13 +172,9 @@ tunnel ends with the lease.`,
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					s, err := link.Forward(e.ctx, remote)
-					if err != nil {
-						c.Close()
+					if err := link.ForwardConn(e.ctx, remote, c); err != nil {
 						fmt.Fprintf(e.stderr, "idlegrid: connection from %s not forwarded: %s\n", c.RemoteAddr(), inert.Text(err.Error()))
-						return
 					}
-					p2p.Splice(e.ctx, s, c)
 				}()
 			}
 		},

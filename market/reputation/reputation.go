@@ -86,6 +86,17 @@ type Observation struct {
 	What   string
 }
 
+// Weights of what a node sees of a peer outside any receipt (an
+// Observation's Weight), in receipts: a failed attestation counts as a
+// failed lease; a peer that could not be reached or attested during a
+// rental, or that passed an attestation, as a quarter of one.
+const (
+	WeightAttestFailed = 1
+	WeightMistimed     = 1 // a telemetry beat stamped out of its lease's term
+	WeightUnreachable  = 0.25
+	WeightAttested     = 0.25
+)
+
 // Dispute is a GPU UUID two peers claimed within the conflict window,
 // which no CC certificate settled.
 type Dispute struct {

@@ -90,11 +90,20 @@ type DayEarnings struct {
 	Amount string `json:"amount"`
 }
 
-// Reachability is how peers reach a node.
+// Reachability is how peers reach a node: State is AutoNAT's word
+// (public, private, unknown), How one of ReachDirect, ReachRelayed and
+// ReachNone.
 type Reachability struct {
 	State string `json:"state"`
 	How   string `json:"how"`
 }
+
+// How a node is reached (Reachability.How).
+const (
+	ReachDirect  = "direct"
+	ReachRelayed = "relayed"
+	ReachNone    = "none"
+)
 
 // CoordinateStatus is the state of this node's network coordinate.
 type CoordinateStatus struct {
