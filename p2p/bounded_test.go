@@ -47,7 +47,11 @@ func TestABoundedSwarmDeliversEveryOffer(t *testing.T) {
 	if err := waitBounded(fctx, s, high); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WaitMesh(fctx, p2p.TopicOffers); err != nil {
+	// Joined, not full: the bounders trim connections the heartbeat then
+	// grafts again, so on a loaded machine every node need not be at
+	// gossipsub's D_lo at one instant; a mesh that joins every node
+	// delivers every offer, which is the claim.
+	if err := s.WaitMeshOf(fctx, 1, p2p.TopicOffers); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
