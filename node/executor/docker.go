@@ -54,6 +54,7 @@ type dockerConfig struct {
 	host    string
 	prefix  string
 	noNetns bool
+	slack   int64
 }
 
 // DockerOption configures NewDocker.
@@ -78,6 +79,14 @@ func PortsByRelay() DockerOption {
 	return func(c *dockerConfig) { c.noNetns = true }
 }
 
+// DiskSlack sets how far beyond the bounds of the fetches under way the
+// free space of the engine's disk may fall before a fetch is ended
+// (diskSlack, 256 MiB, by default): the disk is shared with the
+// provider's other work, whose writes and deletions move it too.
+func DiskSlack(bytes int64) DockerOption {
+	return func(c *dockerConfig) { c.slack = bytes }
+}
+
 // NewDocker returns an executor for the engine the options name. It does
 // not contact the engine: an unreachable one shows as ErrNoEngine from the
 // first call that needs it.
@@ -98,7 +107,9 @@ func NewDocker(opts ...DockerOption) (*Docker, error) {
 		return nil, fmt.Errorf("docker executor: client: %w", err)
 	}
 	life, cancel := context.WithCancel(context.Background())
-	return &Docker{cli: cli, prefix: cfg.prefix, noNetns: cfg.noNetns, life: life, close: cancel}, nil
+	d := &Docker{cli: cli, prefix: cfg.prefix, noNetns: cfg.noNetns, life: life, close: cancel}
+	d.disk.slack = cfg.slack
+	return d, nil
 }
 
 // Name returns "docker".

@@ -33,11 +33,11 @@ type dockerEnv struct {
 	image string
 }
 
-func newDockerEnv(t *testing.T) dockerEnv {
+func newDockerEnv(t *testing.T, opts ...executor.DockerOption) dockerEnv {
 	t.Helper()
 	t.Parallel()
 	img := executortest.BusyboxImage(t)
-	d, err := executor.NewDocker()
+	d, err := executor.NewDocker(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
