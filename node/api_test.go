@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 )
 
 // apiToken is n's API token, as the CLI reads it.
@@ -56,9 +57,9 @@ func apiCall(t *testing.T, n *Node, method, path, contentType, body, token strin
 func TestAPIServesStatusPeersAndMetrics(t *testing.T) {
 	t.Parallel()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
-	r := testRepo(t, "a", func(c *Config) {
+	r := testRepo(t, "a", func(c *config.Config) {
 		c.Network.Bootstrap = boot.Addrs()[:1]
-		c.Network.PingInterval = Dur(time.Second)
+		c.Network.PingInterval = config.Dur(time.Second)
 	})
 	n := startNode(t, r, Options{ProcessMetrics: true})
 	if !strings.HasPrefix(n.APIAddr(), "http://127.0.0.1:") {
@@ -75,7 +76,7 @@ func TestAPIServesStatusPeersAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.PeerID != n.id.String() || st.Swarm != "public" || st.Mode != DHTServer || st.Version != "test" || len(st.Listen) == 0 {
+	if st.PeerID != n.id.String() || st.Swarm != "public" || st.Mode != config.DHTServer || st.Version != "test" || len(st.Listen) == 0 {
 		t.Errorf("status = %+v", st)
 	}
 	if len(st.Topics) != 3 {
@@ -222,7 +223,7 @@ func TestAPIRefusesWhatAWebPageCanSend(t *testing.T) {
 		t.Errorf("the node holds %d bids after refused requests", st.Bids)
 	}
 
-	closed := startNode(t, testRepo(t, "b", func(c *Config) { c.API.OpenMetrics = false }), Options{})
+	closed := startNode(t, testRepo(t, "b", func(c *config.Config) { c.API.OpenMetrics = false }), Options{})
 	for token, want := range map[string]int{"": http.StatusUnauthorized, apiToken(t, closed): http.StatusOK} {
 		resp := apiCall(t, closed, "GET", "/metrics", "", "", token, nil)
 		resp.Body.Close()

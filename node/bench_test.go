@@ -9,6 +9,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -85,7 +86,7 @@ func BenchmarkAttestRoundTrip(b *testing.B) {
 	p2p.AttestLimits.Rate = p2p.Rate{}
 	b.Cleanup(func() { p2p.AttestLimits = limits })
 	renter := startNode(b, testRepo(b, "renter", nil), Options{})
-	prov := startNode(b, testRepo(b, "prov", both(bootstrapFrom(renter), func(c *Config) {
+	prov := startNode(b, testRepo(b, "prov", both(bootstrapFrom(renter), func(c *config.Config) {
 		c.Provider.Enabled, c.Provider.GPUSource = true, "fake:dgxh100"
 	})), Options{GPUSource: fake})
 	ctx := context.Background()
@@ -129,10 +130,10 @@ func BenchmarkRentFirstOutput20(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		p := startNode(b, testRepo(b, fmt.Sprint("prov", i), both(bootstrapFrom(boot), func(c *Config) {
+		p := startNode(b, testRepo(b, fmt.Sprint("prov", i), both(bootstrapFrom(boot), func(c *config.Config) {
 			c.Provider.Enabled, c.Provider.GPUSource = true, "fake:"+attest.FakeMachines[i%len(attest.FakeMachines)]
 			c.Provider.Price = fmt.Sprintf("2.%02d", i)
-			c.Jobs.HeartbeatInterval = Dur(time.Second)
+			c.Jobs.HeartbeatInterval = config.Dur(time.Second)
 		})), Options{GPUSource: fake})
 		removeJobsOf(b, p)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -86,7 +87,7 @@ func bidSpec(req api.BidRequest) (market.BidSpec, error) {
 	}
 	var cc uint32
 	if req.MinCompute != "" {
-		if cc, err = ParseComputeCapability(req.MinCompute); err != nil {
+		if cc, err = config.ParseComputeCapability(req.MinCompute); err != nil {
 			return s, fmt.Errorf("min_compute_capability: %w", err)
 		}
 	}

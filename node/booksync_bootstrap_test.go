@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -23,7 +24,7 @@ func TestAFreshRenterTakesItsBootstrapsWholeBook(t *testing.T) {
 	if burst := int(p2p.StrangerRates[p2p.TopicOffers].Burst); offers < 4*burst {
 		t.Fatalf("the book of %d offers must be well past the strangers' burst of %d", offers, burst)
 	}
-	sw := p2p.Swarm{Name: DefaultConfig(ProfileRenter).Swarm.Name}
+	sw := p2p.Swarm{Name: config.DefaultConfig(config.ProfileRenter).Swarm.Name}
 	bookOf := func() (book [][]byte, issuers []peer.ID) {
 		for _, key := range freshKeys(t, offers) {
 			id, _ := peer.IDFromPrivateKey(key)
@@ -34,7 +35,7 @@ func TestAFreshRenterTakesItsBootstrapsWholeBook(t *testing.T) {
 	book, _ := bookOf()
 	boot := syncAttacker(t, sw, book)
 	addr := fmt.Sprintf("%s/p2p/%s", boot.Addrs()[0], boot.ID())
-	renter := startNode(t, testRepoWith(t, "renter", InitOptions{Profile: ProfileRenter}, func(c *Config) { c.Network.Bootstrap = []string{addr} }), Options{})
+	renter := startNode(t, testRepoWith(t, "renter", InitOptions{Profile: config.ProfileRenter}, func(c *config.Config) { c.Network.Bootstrap = []string{addr} }), Options{})
 	defer func() {
 		if t.Failed() {
 			t.Logf("the renter holds %d offers", renter.market.snapshot().Len())

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -24,12 +25,12 @@ import (
 // turn (an issuer's cap), each with a higher seq than the last.
 func offersOf(t testing.TB, sw p2p.Swarm, key crypto.PrivKey, n int, now time.Time) [][]byte {
 	t.Helper()
-	cfg := DefaultConfig(ProfileProvider).Provider
-	cfg.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0"}}
+	cfg := config.DefaultConfig(config.ProfileProvider).Provider
+	cfg.GPUs = []config.GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0"}}
 	id, _ := peer.IDFromPrivateKey(key)
 	out := make([][]byte, n)
 	for i := range out {
-		o, err := cfg.BuildOffer(id, uint64(i+1), now)
+		o, err := BuildOffer(cfg, id, uint64(i+1), now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,9 +126,9 @@ func heldOf(n *Node, issuers []peer.ID) int {
 // them (its burst, and its rate for as long as they flood), and an
 // honest provider's offer relayed by an honest peer still arrives.
 func TestAHundredConnectedKeysShareTheStrangersBudget(t *testing.T) {
-	holdAll := func(c *Config) { c.Network.ConnLow, c.Network.ConnHigh = 300, 400 } // the attack's connections stay
-	victim := startNode(t, testRepoWith(t, "victim", InitOptions{Profile: ProfileRenter}, holdAll), Options{})
-	relay := startNode(t, testRepoWith(t, "relay", InitOptions{Profile: ProfileRenter}, bootstrapFrom(victim)), Options{})
+	holdAll := func(c *config.Config) { c.Network.ConnLow, c.Network.ConnHigh = 300, 400 } // the attack's connections stay
+	victim := startNode(t, testRepoWith(t, "victim", InitOptions{Profile: config.ProfileRenter}, holdAll), Options{})
+	relay := startNode(t, testRepoWith(t, "relay", InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(victim)), Options{})
 	waitFor(t, 20*time.Second, "the relay and the victim meet on the offers topic", func() bool {
 		return len(relay.gossip.Topic(p2p.TopicOffers).ListPeers()) > 0
 	})
@@ -247,13 +248,13 @@ func honestOffers(t testing.TB, relay *Node, n int) []peer.ID {
 // to a node that holds 2,000 leave it room, before and after a restart,
 // for offers of providers connected to no one.
 func TestABookSyncFloodLeavesRoomForHonestOffers(t *testing.T) {
-	small := func(c *Config) { c.Gossip.BookOffers = 2000 }
-	repo := testRepoWith(t, "victim", InitOptions{Profile: ProfileRenter}, small)
+	small := func(c *config.Config) { c.Gossip.BookOffers = 2000 }
+	repo := testRepoWith(t, "victim", InitOptions{Profile: config.ProfileRenter}, small)
 	victim := newNode(t, repo, Options{})
 	if err := victim.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	relay := startNode(t, testRepoWith(t, "relay", InitOptions{Profile: ProfileRenter}, bootstrapFrom(victim)), Options{})
+	relay := startNode(t, testRepoWith(t, "relay", InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(victim)), Options{})
 	waitFor(t, 20*time.Second, "the relay and the victim meet on the offers topic", func() bool {
 		return len(relay.gossip.Topic(p2p.TopicOffers).ListPeers()) > 0
 	})

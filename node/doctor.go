@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -41,7 +42,7 @@ type Check struct {
 // and the GPU source to read (fake, for tests; empty reads NVML).
 type DoctorInput struct {
 	Repo   *Repo
-	Config Config
+	Config config.Config
 	Daemon *api.Status
 	Offers []api.OfferView
 	Fake   string
@@ -132,7 +133,7 @@ type gpuFinding struct {
 	uuids []string
 }
 
-func checkNVML(ctx context.Context, fake string, cfg Config) gpuFinding {
+func checkNVML(ctx context.Context, fake string, cfg config.Config) gpuFinding {
 	inv, err := GPUInventory(ctx, fake)
 	needs := cfg.Provider.Enabled && cfg.Provider.GPUSource != "static"
 	switch {
@@ -235,7 +236,7 @@ func checkImageDisk(e *executor.Engine) Check {
 
 // checkPorts: every TCP listen port and the API port can be bound, or
 // are the running daemon's.
-func checkPorts(cfg Config, daemon *api.Status) Check {
+func checkPorts(cfg config.Config, daemon *api.Status) Check {
 	c := Check{Name: "ports", Status: CheckOK}
 	if daemon != nil {
 		c.Detail = "held by the running daemon: " + strings.Join(daemon.Listen, ", ")

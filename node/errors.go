@@ -2,13 +2,10 @@ package node
 
 import (
 	"errors"
-	"fmt"
 )
 
 // Sentinel errors of package node.
 var (
-	// ErrConfig wraps every configuration error.
-	ErrConfig = errors.New("invalid config")
 	// ErrRepoExists is returned by Init for an existing repository.
 	ErrRepoExists = errors.New("repository already exists")
 	// ErrNoRepo is returned when a repository has not been initialised.
@@ -27,28 +24,3 @@ var (
 	// its GPUs are listed by hand (provider.gpus), not read through NVML.
 	ErrNotAttestable = errors.New("its offer is not attestable (GPUs listed by hand, not read through NVML); rent --no-attest leases from such providers, trusting what they claim")
 )
-
-// FieldError names one bad config field, the value found and what is allowed.
-type FieldError struct {
-	Field   string
-	Value   any
-	Allowed string
-}
-
-func (e *FieldError) Error() string {
-	return fmt.Sprintf("%s = %v: want %s", e.Field, quoteIfString(e.Value), e.Allowed)
-}
-
-// Unwrap makes every FieldError an ErrConfig.
-func (e *FieldError) Unwrap() error { return ErrConfig }
-
-func fieldErr(field string, v any, allowed string) error {
-	return &FieldError{Field: field, Value: v, Allowed: allowed}
-}
-
-func quoteIfString(v any) any {
-	if s, ok := v.(string); ok {
-		return fmt.Sprintf("%q", s)
-	}
-	return v
-}

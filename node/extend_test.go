@@ -11,6 +11,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 )
 
@@ -24,7 +25,7 @@ func TestARenterExtendsItsRunningLease(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
 	clk := clock.NewFake()
-	prov, renter := leaseSwarmOn(t, clk, func(c *Config) { c.Provider.MaxDuration = Dur(2 * time.Hour) })
+	prov, renter := leaseSwarmOn(t, clk, func(c *config.Config) { c.Provider.MaxDuration = config.Dur(2 * time.Hour) })
 	var out executortest.Buffer
 	progress, _, lines := watchFor("lease ")
 	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo up; while true; do sleep 0.1; done"), RentOutput{Stdout: &out, Stderr: &out, Progress: progress})

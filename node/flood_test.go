@@ -10,6 +10,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p"
@@ -46,15 +47,15 @@ func flooder(t *testing.T, to ...*Node) (host.Host, *p2p.Gossip) {
 // selling H100s at 2.00: what a flood at issue 11's rates is made of.
 func spam(t *testing.T, sw p2p.Swarm, keys, perKey int) (offers, bids [][]byte) {
 	t.Helper()
-	cfg := DefaultConfig(ProfileProvider).Provider
+	cfg := config.DefaultConfig(config.ProfileProvider).Provider
 	cfg.Price = "1.00"
-	cfg.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0"}}
+	cfg.GPUs = []config.GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0"}}
 	now := time.Now()
 	for range keys {
 		key, _, _ := crypto.GenerateEd25519Key(nil)
 		id, _ := peer.IDFromPrivateKey(key)
 		for range perKey {
-			o, err := cfg.BuildOffer(id, 1, now)
+			o, err := BuildOffer(cfg, id, 1, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +87,7 @@ func TestAnHonestRenterGetsQuotesAndRentsThroughAFlood(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
 	prov, renter := leaseSwarm(t, nil)
-	bidder := startNode(t, testRepoWith(t, "bidder", InitOptions{Profile: ProfileRenter}, bootstrapFrom(prov)), Options{})
+	bidder := startNode(t, testRepoWith(t, "bidder", InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(prov)), Options{})
 	waitFor(t, 15*time.Second, "the provider's offer in both renters' books", func() bool {
 		return offeredGPUs(renter, prov) == 8 && offeredGPUs(bidder, prov) == 8
 	})

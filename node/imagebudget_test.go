@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -20,7 +21,7 @@ import (
 )
 
 // pullsOn is a provider's image server on the local engine, with jobs.
-func pullsOn(t *testing.T, jobs JobsConfig) (*imagePulls, *executor.Docker) {
+func pullsOn(t *testing.T, jobs config.JobsConfig) (*imagePulls, *executor.Docker) {
 	t.Helper()
 	executortest.BusyboxImage(t)
 	d, err := executor.NewDocker()
@@ -38,7 +39,7 @@ func pullsOn(t *testing.T, jobs JobsConfig) (*imagePulls, *executor.Docker) {
 func TestAStrangersFailingPullsDoNotSpendAnotherRentersBudget(t *testing.T) {
 	reg := executortest.Registry(t)
 	honest, _ := executortest.PushImage(t, reg, "idlegrid-test/honest", 1<<10)
-	ip, _ := pullsOn(t, DefaultJobsConfig())
+	ip, _ := pullsOn(t, config.DefaultJobsConfig())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	stranger, renter := peer.ID("stranger"), peer.ID("renter")
@@ -68,7 +69,7 @@ func TestPullsAreBudgetedInBytesOnDiskAndFreedOnAClock(t *testing.T) {
 	small1, _ := executortest.PushImage(t, reg, "idlegrid-test/small1", 1<<10)
 	small2, _ := executortest.PushImage(t, reg, "idlegrid-test/small2", 1<<10)
 	small3, _ := executortest.PushImage(t, reg, "idlegrid-test/small3", 1<<10)
-	jobs := DefaultJobsConfig()
+	jobs := config.DefaultJobsConfig()
 	jobs.MaxImageGiB = 0 // the budget alone bounds a pull
 	ip, d := pullsOn(t, jobs)
 	cli := executortest.Docker(t)
@@ -157,7 +158,7 @@ func TestImagesFetchedBeforeARestartAreStillFreedOnTheClock(t *testing.T) {
 	reg := executortest.Registry(t)
 	ref, _ := executortest.PushImage(t, reg, "idlegrid-test/restarted", 1<<10)
 	file := filepath.Join(t.TempDir(), FetchedImagesFile)
-	before, d := pullsOn(t, DefaultJobsConfig())
+	before, d := pullsOn(t, config.DefaultJobsConfig())
 	if err := before.keepFile(file); err != nil {
 		t.Fatal(err)
 	}
@@ -168,14 +169,14 @@ func TestImagesFetchedBeforeARestartAreStillFreedOnTheClock(t *testing.T) {
 	if err != nil || !got.Pulled {
 		t.Fatalf("pull: %+v, %v", got, err)
 	}
-	after, _ := pullsOn(t, DefaultJobsConfig())
+	after, _ := pullsOn(t, config.DefaultJobsConfig())
 	if err := after.keepFile(file); err != nil {
 		t.Fatal(err)
 	}
 	if _, own := after.budget.usage(renter); own != int64(got.SizeBytes) {
 		t.Errorf("after a restart %d bytes are charged to the renter, want the %d it fetched", own, got.SizeBytes)
 	}
-	after.sweep(ctx, time.Now().Add(DefaultJobsConfig().ImageKeep.Std()+time.Minute), 0)
+	after.sweep(ctx, time.Now().Add(config.DefaultJobsConfig().ImageKeep.Std()+time.Minute), 0)
 	if id, _ := d.ImageID(ctx, ref); id != "" {
 		t.Errorf("the image fetched before the restart is on the engine image_keep after its fetch")
 	}

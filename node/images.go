@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -33,7 +34,7 @@ const pullBurst = 5
 // jobs.image_keep after no lease uses it.
 type imagePulls struct {
 	puller executor.Puller
-	jobs   JobsConfig
+	jobs   config.JobsConfig
 	offer  func() (*pb.Offer, bool)
 	log    *slog.Logger
 	turns  chan struct{}
@@ -48,7 +49,7 @@ type imagePulls struct {
 	fileMu sync.Mutex
 }
 
-func newImagePulls(pl executor.Puller, jobs JobsConfig, offer func() (*pb.Offer, bool), log *slog.Logger, m *metrics) *imagePulls {
+func newImagePulls(pl executor.Puller, jobs config.JobsConfig, offer func() (*pb.Offer, bool), log *slog.Logger, m *metrics) *imagePulls {
 	return &imagePulls{
 		puller: pl, jobs: jobs, offer: offer, log: log, metrics: m, turns: make(chan struct{}, concurrentPulls),
 		budget: newImageBudget(int64(jobs.ImageDiskGiB)<<30, int64(jobs.ImageRenterGiB)<<30, jobs.ImageKeep.Std(), jobs.PullsPerHour),

@@ -8,12 +8,13 @@ import (
 	"strings"
 
 	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/node/config"
 )
 
 // gpuSource opens the provider's GPU source, or nil for a static list.
 // A fake machine's GPUs are derived from seed (the node's peer ID), so a
 // restarted provider finds the GPUs its stored leases name.
-func (p ProviderConfig) gpuSource(seed string) (attest.GPUSource, error) {
+func gpuSourceOf(p config.ProviderConfig, seed string) (attest.GPUSource, error) {
 	switch {
 	case p.GPUSource == "nvml":
 		return attest.OpenNVML(""), nil
@@ -27,7 +28,7 @@ func (p ProviderConfig) gpuSource(seed string) (attest.GPUSource, error) {
 // now: the GPUs provider.share names (all when it is empty) that run no
 // compute process, are at most busy_utilization busy, and are below the
 // thermal cap. why says, per GPU left out, the reason.
-func (p ProviderConfig) sellable(inv attest.Inventory) (groups []GPUConfig, why []string) {
+func sellable(p config.ProviderConfig, inv attest.Inventory) (groups []config.GPUConfig, why []string) {
 	type key struct {
 		model, cc string
 		vram      int
@@ -49,9 +50,9 @@ func (p ProviderConfig) sellable(inv attest.Inventory) (groups []GPUConfig, why 
 		}
 	}
 	for k, n := range counts {
-		groups = append(groups, GPUConfig{Model: k.model, Count: n, VRAMGiB: k.vram, ComputeCapability: k.cc, Interconnect: ""})
+		groups = append(groups, config.GPUConfig{Model: k.model, Count: n, VRAMGiB: k.vram, ComputeCapability: k.cc, Interconnect: ""})
 	}
-	slices.SortFunc(groups, func(a, b GPUConfig) int {
+	slices.SortFunc(groups, func(a, b config.GPUConfig) int {
 		return cmp.Or(cmp.Compare(a.Model, b.Model), cmp.Compare(a.VRAMGiB, b.VRAMGiB), cmp.Compare(a.ComputeCapability, b.ComputeCapability))
 	})
 	return groups, why
@@ -59,7 +60,7 @@ func (p ProviderConfig) sellable(inv attest.Inventory) (groups []GPUConfig, why 
 
 // readSellable reads the source and returns the sellable groups, with
 // the inventory they came from.
-func (p *provider) readSellable(ctx context.Context) ([]GPUConfig, *attest.Inventory, error) {
+func (p *provider) readSellable(ctx context.Context) ([]config.GPUConfig, *attest.Inventory, error) {
 	inv, err := p.source.Inventory(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -67,7 +68,7 @@ func (p *provider) readSellable(ctx context.Context) ([]GPUConfig, *attest.Inven
 	if inv.Unavailable != "" {
 		return nil, nil, fmt.Errorf("no GPUs to sell: %s", inv.Unavailable)
 	}
-	groups, why := p.cfg().sellable(inv)
+	groups, why := sellable(p.cfg(), inv)
 	if len(why) > 0 {
 		p.log.Debug("GPUs held back", "why", why)
 	}

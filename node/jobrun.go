@@ -16,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	attestpb "github.com/idlegrid/idlegrid/attest/pb"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -310,7 +311,7 @@ func (r *run) remove() {
 // container keeps running, to be adopted after the restart; a process
 // dies with the provider anyway, so its lease fails now.
 func (r *run) leaveOrStop() {
-	if r.lo.exec.Name() == ExecutorDocker {
+	if r.lo.exec.Name() == config.ExecutorDocker {
 		r.persist()
 		return
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/idlegrid/idlegrid/node/config"
 )
 
 // keptLines is how many of the last lines of a kept log a failing test
@@ -43,7 +45,7 @@ func keepLog(t *testing.T) *keptLog {
 // node is the logger of the node called name: debug, pubsub's included
 // (but not its every RPC), and libp2p's warnings.
 func (k *keptLog) node(name string) *slog.Logger {
-	cfg := LogConfig{Level: "debug", Subsystems: map[string]string{LogLibp2p: "warn", "pubsub": "debug"}}
+	cfg := config.LogConfig{Level: "debug", Subsystems: map[string]string{LogLibp2p: "warn", "pubsub": "debug"}}
 	return slog.New(NewLogHandler(keptWriter{k}, cfg)).With("node", name)
 }
 

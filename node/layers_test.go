@@ -38,7 +38,9 @@ var layers = map[string][]string{
 	"node/records":               {"market/...", "node/clock"},
 	"node/jobstream":             {"market/pb", "node/clock", "node/records", "p2p"},
 	"node/metricstest":           nil,
-	"node":                       {"market/...", "attest/...", "p2p", "node/..."},
+	"internal/atomicfile":        nil,
+	"node/config":                {"market/...", "internal/...", "p2p", "node/executor"}, // defaults and checks of the settings of both
+	"node":                       {"market/...", "attest/...", "p2p", "node/...", "internal/..."},
 	"cmd/...":                    {"market/...", "attest/...", "node/..."}, // never p2p: it calls node
 	"examples/...":               {"node/...", "p2p/...", "market/...", "attest/..."},
 	"node/executor/executortest": {"node/executor"},

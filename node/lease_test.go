@@ -19,6 +19,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -29,34 +30,34 @@ import (
 
 // leaseSwarm starts a bootstrap node, a provider selling 8 fake H100s
 // through a real Docker engine, and a light renter.
-func leaseSwarm(t *testing.T, edit func(*Config)) (prov, renter *Node) {
+func leaseSwarm(t *testing.T, edit func(*config.Config)) (prov, renter *Node) {
 	t.Helper()
 	return leaseSwarmOn(t, nil, edit)
 }
 
 // leaseSwarmOn is leaseSwarm with every node on clk (nil: the system's).
-func leaseSwarmOn(t *testing.T, clk clock.Clock, edit func(*Config)) (prov, renter *Node) {
+func leaseSwarmOn(t *testing.T, clk clock.Clock, edit func(*config.Config)) (prov, renter *Node) {
 	t.Helper()
 	return leaseSwarmNet(t, loopback{}, clk, edit)
 }
 
 // leaseSwarmNet is leaseSwarmOn on net.
-func leaseSwarmNet(t *testing.T, net testNet, clk clock.Clock, edit func(*Config)) (prov, renter *Node) {
+func leaseSwarmNet(t *testing.T, net testNet, clk clock.Clock, edit func(*config.Config)) (prov, renter *Node) {
 	t.Helper()
 	fake, err := attest.NewFake("dgxh100")
 	if err != nil {
 		t.Fatal(err)
 	}
 	boot := startNode(t, testRepo(t, "boot", nil), net.on(Options{Clock: clk}))
-	prov = startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
+	prov = startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *config.Config) {
 		c.Provider.Enabled = true
 		c.Provider.GPUSource = "fake:dgxh100"
 		c.Provider.Price = "2.00"
 		c.Provider.Tiers = []string{"gold", "silver", "bronze"}
-		c.Provider.MinDuration = Dur(time.Minute)
-		c.Jobs.HeartbeatInterval = Dur(200 * time.Millisecond)
-		c.Jobs.StopGrace = Dur(time.Second)
-		c.Jobs.RenterGrace = Dur(2 * time.Second)
+		c.Provider.MinDuration = config.Dur(time.Minute)
+		c.Jobs.HeartbeatInterval = config.Dur(200 * time.Millisecond)
+		c.Jobs.StopGrace = config.Dur(time.Second)
+		c.Jobs.RenterGrace = config.Dur(2 * time.Second)
 		if edit != nil {
 			edit(c)
 		}
@@ -222,10 +223,10 @@ func TestBadLeaseRequestsAreRefusedWithAReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prov, renter := leaseSwarm(t, func(c *Config) {
+	prov, renter := leaseSwarm(t, func(c *config.Config) {
 		c.Provider.ImageAllow = []string{"idlegrid-test/", "registry.example/", "nvcr.io/nvidia"}
 		c.Provider.ImageDeny = []string{"idlegrid-test/denied"}
-		c.Provider.MaxDuration = Dur(2 * time.Hour)
+		c.Provider.MaxDuration = config.Dur(2 * time.Hour)
 	})
 	withImage := func(ref string) func(*pb.Lease) {
 		return func(l *pb.Lease) { l.Bid.Image, l.Workload.Image = ref, ref }
@@ -284,9 +285,9 @@ func TestRentWalksPastFakeOffersToAnHonestProvider(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
 	prov, _ := leaseSwarm(t, nil)
-	cheap := DefaultConfig(ProfileProvider).Provider
+	cheap := config.DefaultConfig(config.ProfileProvider).Provider
 	cheap.Price = "1.00"
-	cheap.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+	cheap.GPUs = []config.GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
 	fakes := publishStrangers(t, prov, cheap, 8)
 	waitFor(t, 10*time.Second, "the fakes in the provider's book", func() bool { return prov.market.snapshot().Len() == 9 })
 	renter := startNode(t, testRepo(t, "renter2", bootstrapFrom(prov)), Options{Light: true})
@@ -318,7 +319,7 @@ func TestRentWalksPastFakeOffersToAnHonestProvider(t *testing.T) {
 func TestARenterCannotSquatTheCalendar(t *testing.T) {
 	t.Parallel()
 	executortest.BusyboxImage(t)
-	prov, honest := leaseSwarm(t, func(c *Config) { c.Provider.RenterLeases = 2 })
+	prov, honest := leaseSwarm(t, func(c *config.Config) { c.Provider.RenterLeases = 2 })
 	squatter := startNode(t, testRepo(t, "squatter", bootstrapFrom(prov)), Options{Light: true})
 	taker := startNode(t, testRepo(t, "taker", bootstrapFrom(prov)), Options{Light: true})
 	for _, n := range []*Node{honest, squatter, taker} {
@@ -375,7 +376,7 @@ func TestARenterCannotSquatTheCalendar(t *testing.T) {
 func TestALeaseGetsNoMoreThanTheProvidersLimits(t *testing.T) {
 	t.Parallel()
 	executortest.BusyboxImage(t)
-	prov, renter := leaseSwarm(t, func(c *Config) { c.Jobs.MemoryGiB, c.Jobs.PIDs, c.Jobs.CPUs = 1, 64, 1 })
+	prov, renter := leaseSwarm(t, func(c *config.Config) { c.Jobs.MemoryGiB, c.Jobs.PIDs, c.Jobs.CPUs = 1, 64, 1 })
 	waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(renter, prov) == 8 })
 	greedy := func(l *pb.Lease) {
 		l.Workload.MemoryBytes, l.Workload.Pids, l.Workload.CpuMillis = 1<<40, 4_000_000, 1_000_000
@@ -436,13 +437,13 @@ func activeLease(t *testing.T, n *Node) api.LeaseView {
 func TestTwoRentersRaceForOneProviderAndTheLoserMovesOn(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
-	cheap, renterA := leaseSwarm(t, func(c *Config) { c.Provider.Price = "1.00" })
+	cheap, renterA := leaseSwarm(t, func(c *config.Config) { c.Provider.Price = "1.00" })
 	boot := cheap // a provider runs its DHT in server mode: a fine bootstrap peer
-	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), func(c *Config) {
+	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), func(c *config.Config) {
 		c.Provider.Enabled = true
 		c.Provider.GPUSource = "fake:dgxa100"
 		c.Provider.Price = "2.00"
-		c.Jobs.HeartbeatInterval = Dur(200 * time.Millisecond)
+		c.Jobs.HeartbeatInterval = config.Dur(200 * time.Millisecond)
 	})), Options{})
 	removeJobsOf(t, dear)
 	renterB := startNode(t, testRepo(t, "renterB", bootstrapFrom(boot)), Options{Light: true})
@@ -505,8 +506,8 @@ func TestProposalsAreIdempotentAndWithdrawableBeforeTheirStart(t *testing.T) {
 	settled := &recordingSettlement{}
 	fake, _ := attest.NewFake("dgxh100")
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
-	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
-		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.MinDuration = true, "fake:dgxh100", Dur(time.Minute)
+	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *config.Config) {
+		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.MinDuration = true, "fake:dgxh100", config.Dur(time.Minute)
 	})), Options{GPUSource: fake, Settlement: settled})
 	removeJobsOf(t, prov)
 	renter := startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), Options{Light: true})

@@ -18,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/records"
 )
@@ -97,7 +98,9 @@ func TestBronzeLeaseIsPreemptedByGoldWithNoticeAndPaysWhatRan(t *testing.T) {
 	// The bronze job ignores SIGTERM, so it holds the GPUs through its
 	// stop grace, past the gold lease's start.
 	notice := time.Second
-	prov, renter := leaseSwarmOn(t, clk, func(c *Config) { c.Provider.BronzeNotice, c.Jobs.StopGrace = Dur(notice), Dur(3*time.Second) })
+	prov, renter := leaseSwarmOn(t, clk, func(c *config.Config) {
+		c.Provider.BronzeNotice, c.Jobs.StopGrace = config.Dur(notice), config.Dur(3*time.Second)
+	})
 	bronzeReq := rentRequest(image, "sh", "-c", `trap 'echo got TERM' TERM; echo bronze running; while true; do sleep 0.1; done`)
 	bronzeReq.Tier, bronzeReq.Count = "bronze", 8
 	var out, errs executortest.Buffer
@@ -190,7 +193,7 @@ func testProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 	clk := clock.NewFake()
 	// TCP alone: a re-attach to a vanished QUIC address waits out QUIC's
 	// handshake timeout, real time the fake clock cannot skip.
-	prov, renter := leaseSwarmNet(t, net, clk, func(c *Config) { c.Network.Listen = []string{"/ip4/127.0.0.1/tcp/0"} })
+	prov, renter := leaseSwarmNet(t, net, clk, func(c *config.Config) { c.Network.Listen = []string{"/ip4/127.0.0.1/tcp/0"} })
 	var out executortest.Buffer
 	progress, lost, _ := watchFor("lost the job stream")
 	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo up; sleep 30"), RentOutput{Stdout: &out, Stderr: &out, Progress: progress})
@@ -223,9 +226,9 @@ func testProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 		return err == nil && v.Failures == 1 && v.Reliability < reputation.DefaultConfig().Prior
 	})
 	// So it ranks below a provider with no history at the same price.
-	same := DefaultConfig(ProfileProvider).Provider
+	same := config.DefaultConfig(config.ProfileProvider).Provider
 	same.Price, same.Tiers = prov.cfg.Provider.Price, prov.cfg.Provider.Tiers
-	same.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+	same.GPUs = []config.GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
 	peerAtSamePrice := publishStrangers(t, renter, same, 1)
 	waitFor(t, 10*time.Second, "the other provider's offer in the renter's book", func() bool {
 		for p := range peerAtSamePrice {
@@ -297,10 +300,10 @@ func restartableProvider(t *testing.T, clk clock.Clock, renterGrace time.Duratio
 	t.Helper()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{Clock: clk})
 	port := freePort(t)
-	provRepo = testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
+	provRepo = testRepo(t, "prov", both(bootstrapFrom(boot), func(c *config.Config) {
 		c.Network.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)}
-		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.MinDuration = true, "fake:dgxh100", Dur(time.Minute)
-		c.Jobs.HeartbeatInterval, c.Jobs.StopGrace, c.Jobs.RenterGrace = Dur(200*time.Millisecond), Dur(time.Second), Dur(renterGrace)
+		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.MinDuration = true, "fake:dgxh100", config.Dur(time.Minute)
+		c.Jobs.HeartbeatInterval, c.Jobs.StopGrace, c.Jobs.RenterGrace = config.Dur(200*time.Millisecond), config.Dur(time.Second), config.Dur(renterGrace)
 	}))
 	prov = startNode(t, provRepo, Options{Clock: clk})
 	removeJobsOf(t, prov)

@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
@@ -37,7 +38,7 @@ type leaseOwner struct {
 	id        peer.ID
 	limits    market.Limits
 	key       crypto.PrivKey
-	jobs      JobsConfig
+	jobs      config.JobsConfig
 	notice    time.Duration // the provider's bronze notice
 	perRenter int           // open leases one renter may hold
 	// minRenterScore is what a renter must score as a renter, by

@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/jobstream"
 	"github.com/idlegrid/idlegrid/node/records"
@@ -29,8 +30,8 @@ type leaseDeps struct {
 	id       peer.ID
 	limits   market.Limits
 	key      crypto.PrivKey
-	provider ProviderConfig
-	jobs     JobsConfig
+	provider config.ProviderConfig
+	jobs     config.JobsConfig
 	exec     executor.Executor
 	store    records.Store
 	clock    clock.Clock
@@ -87,7 +88,7 @@ func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState
 			slots[g.Model] = append(slots[g.Model], fmt.Sprintf("%s-%d", strings.ToLower(g.Model), len(slots[g.Model])))
 		}
 	}
-	o, err := d.provider.BuildOffer(d.id, 0, d.clock.Now())
+	o, err := BuildOffer(d.provider, d.id, 0, d.clock.Now())
 	if err != nil {
 		return nil, nil, err
 	}

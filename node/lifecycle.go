@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/idlegrid/idlegrid/internal/atomicfile"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/ipfs/go-datastore/namespace"
@@ -100,7 +102,7 @@ func (n *Node) startHost(context.Context) (func() error, error) {
 		return nil, err
 	}
 	r := n.cfg.Resources
-	nat := n.cfg.NAT.p2p(n.opts.Light)
+	nat := natConfig(n.cfg.NAT, n.opts.Light)
 	nat.Vouch = n.relayVouch.allows
 	n.host, err = p2p.NewHost(p2p.HostConfig{
 		Identity: n.key, Swarm: n.swarm, ListenAddrs: listen, AnnounceAddrs: announce, AllowList: n.allow,
@@ -166,7 +168,7 @@ func (n *Node) openStore(context.Context) (func() error, error) {
 
 func (n *Node) startDiscovery(context.Context) (func() error, error) {
 	disc, err := p2p.NewDiscovery(n.host, p2p.DiscoveryConfig{
-		Swarm: n.swarm, Server: n.Mode() == DHTServer, Bootstrap: n.bootstrap,
+		Swarm: n.swarm, Server: n.Mode() == config.DHTServer, Bootstrap: n.bootstrap,
 		Datastore:           namespace.Wrap(n.store, ds.NewKey("/dht")),
 		RebootstrapInterval: n.cfg.DHT.RebootstrapInterval.Std(),
 		FindInterval:        n.cfg.DHT.FindInterval.Std(),
@@ -288,8 +290,19 @@ func (n *Node) serveAPI(context.Context) (func() error, error) {
 		defer cancel()
 		return srv.Shutdown(ctx)
 	}
-	if err := writeFileAtomic(file, []byte(n.apiAddr+"\n"), 0o600); err != nil {
+	if err := atomicfile.Write(file, []byte(n.apiAddr+"\n"), 0o600); err != nil {
 		return stop, fmt.Errorf("write api file: %w", err)
 	}
 	return stop, nil
+}
+
+// natConfig is the host's NAT configuration; a light client relays for
+// no one.
+func natConfig(n config.NATConfig, light bool) p2p.NATConfig {
+	return p2p.NATConfig{
+		Reachability: n.Reachability, PortMap: n.PortMap, HolePunching: n.HolePunching,
+		AutoRelay: n.AutoRelay && !light, RelayService: n.RelayService && !light,
+		Relay: p2p.RelayLimits{Reservations: n.RelayReserve, CircuitsPerPeer: n.RelayCircuits,
+			Duration: n.RelayDuration.Std(), Bytes: int64(n.RelayMiB) << 20},
+	}
 }

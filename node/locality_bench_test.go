@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -26,13 +27,13 @@ import (
 func BenchmarkNearestOfFiftyProviders(b *testing.B) {
 	const providers, positions = 50, 20
 	ms := newMockSwarm(b)
-	pace := func(c *Config) { c.Network.PingInterval = Dur(2 * time.Second) }
+	pace := func(c *config.Config) { c.Network.PingInterval = config.Dur(2 * time.Second) }
 	boot := startNode(b, testRepo(b, "boot", pace), ms.on(Options{}))
 	var provs []*Node
 	for i := range providers {
-		provs = append(provs, startNode(b, testRepo(b, fmt.Sprint("prov", i), both(bootstrapFrom(boot), pace, func(c *Config) {
+		provs = append(provs, startNode(b, testRepo(b, fmt.Sprint("prov", i), both(bootstrapFrom(boot), pace, func(c *config.Config) {
 			c.Provider.Enabled, c.Provider.Price = true, "2.00"
-			c.Provider.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+			c.Provider.GPUs = []config.GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
 		})), ms.on(Options{})))
 	}
 	req := api.BidRequest{GPUs: []string{"H100"}, Count: 1, Hours: 1, MaxPrice: "2.50"}

@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -34,13 +35,13 @@ import (
 func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 	t.Parallel()
 	ms := newMockSwarm(t)
-	fast := func(c *Config) { c.Network.PingInterval = Dur(time.Second) }
+	fast := func(c *config.Config) { c.Network.PingInterval = config.Dur(time.Second) }
 	boot := startNode(t, testRepo(t, "boot", fast), ms.on(Options{}))
 	var provs []*Node
 	for i := range 8 {
-		provs = append(provs, startNode(t, testRepo(t, fmt.Sprint("prov", i), both(bootstrapFrom(boot), fast, func(c *Config) {
+		provs = append(provs, startNode(t, testRepo(t, fmt.Sprint("prov", i), both(bootstrapFrom(boot), fast, func(c *config.Config) {
 			c.Provider.Enabled, c.Provider.Price = true, "2.00"
-			c.Provider.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+			c.Provider.GPUs = []config.GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
 		})), ms.on(Options{})))
 	}
 	renter := startNode(t, testRepo(t, "renter", both(bootstrapFrom(boot), fast)), ms.on(Options{Light: true}))
@@ -179,13 +180,13 @@ func (s offerCoords) EstimateRTT(o *pb.Offer) (time.Duration, bool) {
 func TestTheNearestPeersAreProtected(t *testing.T) {
 	t.Parallel()
 	forEachNet(t, func(t *testing.T, net testNet) {
-		fast := func(c *Config) { c.Network.PingInterval = Dur(time.Second) }
+		fast := func(c *config.Config) { c.Network.PingInterval = config.Dur(time.Second) }
 		boot := startNode(t, testRepo(t, "boot", fast), net.on(Options{}))
 		var others []*Node
 		for i := range 4 {
 			others = append(others, startNode(t, testRepo(t, fmt.Sprint("peer", i), both(bootstrapFrom(boot), fast)), net.on(Options{})))
 		}
-		n := startNode(t, testRepo(t, "n", both(bootstrapFrom(boot), fast, func(c *Config) { c.Network.NearPeers = 2 })), net.on(Options{}))
+		n := startNode(t, testRepo(t, "n", both(bootstrapFrom(boot), fast, func(c *config.Config) { c.Network.NearPeers = 2 })), net.on(Options{}))
 		all := append([]*Node{boot}, others...)
 		waitFor(t, 20*time.Second, "every peer connected and measured, two of them near", func() bool {
 			near := 0
@@ -268,7 +269,7 @@ func TestARentalWaitsForAFewBookSyncs(t *testing.T) {
 func TestACoordinateSurvivesARestart(t *testing.T) {
 	t.Parallel()
 	ms := newMockSwarm(t)
-	fast := func(c *Config) { c.Network.PingInterval = Dur(time.Second) }
+	fast := func(c *config.Config) { c.Network.PingInterval = config.Dur(time.Second) }
 	boot := startNode(t, testRepo(t, "boot", fast), ms.on(Options{}))
 	for i := range 3 {
 		startNode(t, testRepo(t, fmt.Sprint("peer", i), both(bootstrapFrom(boot), fast)), ms.on(Options{}))

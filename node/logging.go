@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/idlegrid/idlegrid/node/config"
 )
 
 // Subsystems of idlegrid's own logs. libp2p's loggers carry their own names
@@ -21,7 +23,7 @@ const (
 func ParseLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("log level %q: want one of %v", s, Levels)
+		return 0, fmt.Errorf("log level %q: want one of %v", s, config.Levels)
 	}
 	return l, nil
 }
@@ -30,7 +32,7 @@ func ParseLevel(s string) (slog.Level, error) {
 // filters each record by its subsystem's level: the "subsystem" attribute
 // of idlegrid's loggers, or the "logger" attribute libp2p's loggers carry.
 // It assumes cfg is valid.
-func NewLogHandler(w io.Writer, cfg LogConfig) slog.Handler {
+func NewLogHandler(w io.Writer, cfg config.LogConfig) slog.Handler {
 	opts := &slog.HandlerOptions{Level: slog.LevelDebug}
 	var base slog.Handler
 	if cfg.Format == "json" {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/idlegrid/idlegrid/node/config"
 )
 
 // A peer's text in a log line (an offer's model, a refusal's reason)
@@ -14,7 +16,7 @@ import (
 func TestPeerTextInTheLogsIsInert(t *testing.T) {
 	const hostile = "H100\x1b[2J\x1b]0;pwned\x07\x1b]52;c;Y3VybA==\x07\u009b31m\x7f\u202egnp\u2066\nFAKE level=ERROR"
 	var buf bytes.Buffer
-	log := slog.New(NewLogHandler(&buf, LogConfig{Format: "text", Level: "debug"})).With("subsystem", LogP2P)
+	log := slog.New(NewLogHandler(&buf, config.LogConfig{Format: "text", Level: "debug"})).With("subsystem", LogP2P)
 	log.Info("offer from "+hostile, "model", hostile, "err", errString(hostile))
 	out := buf.String()
 	for i := 0; i < len(out); {

@@ -11,6 +11,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	ds "github.com/ipfs/go-datastore"
 	dssync "github.com/ipfs/go-datastore/sync"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -44,8 +45,8 @@ func TestHeldEnvelopeAlwaysMatchesTheBook(t *testing.T) {
 	const issuers, rounds = 16, 5000
 	m := openMarket(t)
 	ctx := context.Background()
-	prov := DefaultConfig(ProfileProvider).Provider
-	prov.GPUs = []GPUConfig{{Model: "A100", Count: 1, VRAMGiB: 80, ComputeCapability: "8.0"}}
+	prov := config.DefaultConfig(config.ProfileProvider).Provider
+	prov.GPUs = []config.GPUConfig{{Model: "A100", Count: 1, VRAMGiB: 80, ComputeCapability: "8.0"}}
 	ids := make([]peer.ID, issuers)
 	for i := range ids {
 		_, pub, _ := crypto.GenerateEd25519Key(nil)
@@ -55,7 +56,7 @@ func TestHeldEnvelopeAlwaysMatchesTheBook(t *testing.T) {
 	// the envelope it came in: opaque to the market side, so here the seq
 	// in decimal, for the check to read back.
 	offer := func(i int, seq uint64) (*pb.Offer, []byte) {
-		o, err := prov.BuildOffer(ids[i], seq, time.Now())
+		o, err := BuildOffer(prov, ids[i], seq, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
@@ -28,17 +29,17 @@ import (
 )
 
 // asProvider sells a group of GPUs at a price from a country.
-func asProvider(model string, count, vram int, price, country string) func(*Config) {
-	return func(c *Config) {
+func asProvider(model string, count, vram int, price, country string) func(*config.Config) {
+	return func(c *config.Config) {
 		c.Provider.Enabled = true
-		c.Provider.GPUs = []GPUConfig{{Model: model, Count: count, VRAMGiB: vram, ComputeCapability: "8.0", Interconnect: "pcie"}}
+		c.Provider.GPUs = []config.GPUConfig{{Model: model, Count: count, VRAMGiB: vram, ComputeCapability: "8.0", Interconnect: "pcie"}}
 		c.Provider.Price = price
 		c.Provider.Country = country
 	}
 }
 
-func both(fs ...func(*Config)) func(*Config) {
-	return func(c *Config) {
+func both(fs ...func(*config.Config)) func(*config.Config) {
+	return func(c *config.Config) {
 		for _, f := range fs {
 			f(c)
 		}
@@ -58,7 +59,7 @@ func TestMarketAcrossNodes(t *testing.T) {
 	boot := startNode(t, testRepo(t, "boot", nil), Options{Logger: log.node("boot")})
 	cheap := startNode(t, testRepo(t, "cheap", both(bootstrapFrom(boot), asProvider("A100", 4, 80, "1.10", "DE"))), Options{Logger: log.node("cheap")})
 	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), asProvider("A100", 8, 80, "2.20", "FR"))), Options{Logger: log.node("dear")})
-	renter := startNode(t, testRepoWith(t, "renter", InitOptions{Profile: ProfileRenter}, bootstrapFrom(boot)), Options{Logger: log.node("renter")})
+	renter := startNode(t, testRepoWith(t, "renter", InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(boot)), Options{Logger: log.node("renter")})
 	all := []*Node{boot, cheap, dear, renter}
 	for _, n := range all {
 		waitFor(t, 15*time.Second, "every book holds both offers", bookHolds(n, 2))
@@ -141,7 +142,7 @@ func TestAQuoteReachesARenterKnownOnlyFromItsBid(t *testing.T) {
 	log := keepLog(t)
 	boot := startNode(t, testRepo(t, "boot", nil), Options{Logger: log.node("boot")})
 	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), asProvider("A100", 4, 80, "1.10", "DE"))), Options{Logger: log.node("prov")})
-	renter := startNode(t, testRepoWith(t, "renter", InitOptions{Profile: ProfileRenter}, bootstrapFrom(boot)), Options{Logger: log.node("renter")})
+	renter := startNode(t, testRepoWith(t, "renter", InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(boot)), Options{Logger: log.node("renter")})
 	waitFor(t, 15*time.Second, "the renter's book holds the offer", bookHolds(renter, 1))
 	waitFor(t, 15*time.Second, "the bootstrap peer relays bids between the two", func() bool {
 		return slices.Contains(renter.gossip.Mesh(p2p.TopicBids), boot.id) && slices.Contains(boot.gossip.Mesh(p2p.TopicBids), prov.id)
@@ -266,12 +267,12 @@ func TestOffersFollowTheGPUs(t *testing.T) {
 	clk := clock.NewFake()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{Clock: clk})
 	watch := time.Second
-	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
+	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *config.Config) {
 		c.Provider.Enabled = true
 		c.Provider.GPUSource = "fake:dgxh100"
 		c.Provider.Share = []string{"0", "1", "2", "3"}
 		c.Provider.ThermalCapC = 85
-		c.Provider.WatchInterval = Dur(watch)
+		c.Provider.WatchInterval = config.Dur(watch)
 	})), Options{GPUSource: fake, Clock: clk})
 	waitFor(t, 15*time.Second, "4 shared H100s offered", func() bool { return offeredGPUs(boot, prov) == 4 })
 	offers, _ := boot.Offers(api.OfferQuery{})
@@ -296,7 +297,7 @@ func TestOffersFollowTheGPUs(t *testing.T) {
 }
 
 func TestSellable(t *testing.T) {
-	p := DefaultProviderConfig()
+	p := config.DefaultProviderConfig()
 	p.ThermalCapC, p.BusyUtilization = 80, 10
 	inv := attest.Inventory{GPUs: []attest.GPU{
 		{Index: 0, UUID: "GPU-a", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0"},
@@ -305,12 +306,12 @@ func TestSellable(t *testing.T) {
 		{Index: 3, UUID: "GPU-d", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0", TemperatureC: 81},
 		{Index: 4, UUID: "GPU-e", Name: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, ComputeCapability: "9.0"},
 	}}
-	groups, why := p.sellable(inv)
-	if len(groups) != 2 || groups[0] != (GPUConfig{Model: "A100 SXM 40GB", Count: 1, VRAMGiB: 40, ComputeCapability: "8.0"}) || groups[1].Model != "H100 SXM" || len(why) != 3 {
+	groups, why := sellable(p, inv)
+	if len(groups) != 2 || groups[0] != (config.GPUConfig{Model: "A100 SXM 40GB", Count: 1, VRAMGiB: 40, ComputeCapability: "8.0"}) || groups[1].Model != "H100 SXM" || len(why) != 3 {
 		t.Errorf("sellable = %+v, why %v", groups, why)
 	}
 	p.Share = []string{"GPU-e"}
-	if groups, _ := p.sellable(inv); len(groups) != 1 || groups[0].Model != "H100 SXM" {
+	if groups, _ := sellable(p, inv); len(groups) != 1 || groups[0].Model != "H100 SXM" {
 		t.Errorf("share by UUID: %+v", groups)
 	}
 	// A card NVML reports short of its marketed memory is sold as
@@ -322,9 +323,9 @@ func TestSellable(t *testing.T) {
 		{Index: 2, UUID: "GPU-h", Name: "NVIDIA Renamed Board", PCIDeviceID: 0x268410de, MemoryBytes: 24564 << 20, ComputeCapability: "8.9"},
 	}
 	p.Share = nil
-	groups, _ = p.sellable(inv)
-	if len(groups) != 2 || groups[0] != (GPUConfig{Model: "Future 9000", Count: 1, VRAMGiB: 48, ComputeCapability: "12.0"}) ||
-		groups[1] != (GPUConfig{Model: "RTX 4090", Count: 2, VRAMGiB: 24, ComputeCapability: "8.9"}) {
+	groups, _ = sellable(p, inv)
+	if len(groups) != 2 || groups[0] != (config.GPUConfig{Model: "Future 9000", Count: 1, VRAMGiB: 48, ComputeCapability: "12.0"}) ||
+		groups[1] != (config.GPUConfig{Model: "RTX 4090", Count: 2, VRAMGiB: 24, ComputeCapability: "8.9"}) {
 		t.Errorf("sellable = %+v", groups)
 	}
 }
@@ -336,8 +337,8 @@ func TestSellable(t *testing.T) {
 func TestStandingAttestationLastsAsLongAsTheHardware(t *testing.T) {
 	t.Parallel()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
-	repo := testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
-		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.WatchInterval = true, "fake:dgxh100", Dur(time.Second)
+	repo := testRepo(t, "prov", both(bootstrapFrom(boot), func(c *config.Config) {
+		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.WatchInterval = true, "fake:dgxh100", config.Dur(time.Second)
 	}))
 	hashOf := func(p *Node, gpus int) []byte {
 		t.Helper()
@@ -390,8 +391,8 @@ func TestAttestationBetweenNodes(t *testing.T) {
 	if err := os.WriteFile(rootFile, ca.RootPEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	boot := startNode(t, testRepo(t, "boot", func(c *Config) { c.Attest.CCRootCert = rootFile }), Options{})
-	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
+	boot := startNode(t, testRepo(t, "boot", func(c *config.Config) { c.Attest.CCRootCert = rootFile }), Options{})
+	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *config.Config) {
 		c.Provider.Enabled = true
 		c.Provider.GPUSource = "fake:dgxh200"
 	})), Options{GPUSource: fake})
@@ -523,13 +524,13 @@ func TestEvidenceExcludesAnOffenderAlsoAfterARestart(t *testing.T) {
 func TestAFullBookKeepsWhatTheNodeVouchesFor(t *testing.T) {
 	t.Parallel()
 	log := keepLog(t)
-	victim := startNode(t, testRepo(t, "victim", func(c *Config) { c.Gossip.BookOffers = 16 }), Options{Logger: log.node("victim")})
+	victim := startNode(t, testRepo(t, "victim", func(c *config.Config) { c.Gossip.BookOffers = 16 }), Options{Logger: log.node("victim")})
 	relay := startNode(t, testRepo(t, "relay", bootstrapFrom(victim)), Options{Logger: log.node("relay")})
 	waitFor(t, 15*time.Second, "the relay meshes with the victim", func() bool {
 		return slices.Contains(relay.gossip.Mesh(p2p.TopicOffers), victim.id)
 	})
-	prov := DefaultConfig(ProfileProvider).Provider
-	prov.GPUs = []GPUConfig{{Model: "A100", Count: 1, VRAMGiB: 80, ComputeCapability: "8.0"}}
+	prov := config.DefaultConfig(config.ProfileProvider).Provider
+	prov.GPUs = []config.GPUConfig{{Model: "A100", Count: 1, VRAMGiB: 80, ComputeCapability: "8.0"}}
 	publishStrangers(t, relay, prov, 40)
 	v := victim.market.validator
 	defer func() {
@@ -551,7 +552,7 @@ func TestAFullBookKeepsWhatTheNodeVouchesFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	honest := startNode(t, testRepo(t, "honest", both(bootstrapFrom(victim), func(c *Config) {
+	honest := startNode(t, testRepo(t, "honest", both(bootstrapFrom(victim), func(c *config.Config) {
 		c.Provider.Enabled = true
 		c.Provider.GPUSource = "fake:dgxh200"
 	})), Options{GPUSource: fake})
@@ -586,15 +587,15 @@ func TestFramingAProviderLeavesItRentable(t *testing.T) {
 	if err := os.WriteFile(rootFile, ca.RootPEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	withRoots := func(c *Config) { c.Attest.CCRootCert = rootFile }
+	withRoots := func(c *config.Config) { c.Attest.CCRootCert = rootFile }
 	fake, err := attest.NewFake("dgxh100")
 	if err != nil {
 		t.Fatal(err)
 	}
 	fake.EnableCC(ca.Evidence)
 	boot := startNode(t, testRepo(t, "boot", withRoots), Options{})
-	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), withRoots, func(c *Config) {
-		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.MinDuration = true, "fake:dgxh100", Dur(time.Minute)
+	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), withRoots, func(c *config.Config) {
+		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.MinDuration = true, "fake:dgxh100", config.Dur(time.Minute)
 	})), Options{GPUSource: fake})
 	removeJobsOf(t, prov)
 	renterRepo := testRepo(t, "renter", both(bootstrapFrom(boot), withRoots))
@@ -667,13 +668,13 @@ func TestFramingAProviderLeavesItRentable(t *testing.T) {
 // publishStrangers publishes through n one offer of cfg's for each of n
 // fresh keys, with no host behind any: what a key costs an attacker is
 // nothing. It returns their peer IDs.
-func publishStrangers(t *testing.T, via *Node, cfg ProviderConfig, n int) map[peer.ID]bool {
+func publishStrangers(t *testing.T, via *Node, cfg config.ProviderConfig, n int) map[peer.ID]bool {
 	t.Helper()
 	ids := map[peer.ID]bool{}
 	for range n {
 		key, _, _ := crypto.GenerateEd25519Key(nil)
 		id, _ := peer.IDFromPrivateKey(key)
-		o, err := cfg.BuildOffer(id, 1, via.clock.Now()) // the node's time, fake or not
+		o, err := BuildOffer(cfg, id, 1, via.clock.Now()) // the node's time, fake or not
 		if err != nil {
 			t.Fatal(err)
 		}

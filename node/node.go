@@ -17,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/geo"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
 	pebbleds "github.com/ipfs/go-ds-pebble"
@@ -74,7 +75,7 @@ type Settlement = records.Settlement
 // store, a clock, a logger) and no pointer back to it.
 type Node struct {
 	repo      *Repo
-	cfg       Config
+	cfg       config.Config
 	opts      Options
 	log       *slog.Logger
 	key       crypto.PrivKey
@@ -97,7 +98,7 @@ type Node struct {
 	conns       *connTracker
 	reach       *p2p.ReachabilityWatch
 	reloadMu    sync.Mutex
-	reloaded    *Config // the configuration last reloaded; nil: cfg
+	reloaded    *config.Config // the configuration last reloaded; nil: cfg
 	store       *pebbleds.Datastore
 	disc        *p2p.Discovery
 	gossip      *p2p.Gossip
@@ -124,7 +125,7 @@ type Node struct {
 
 // New reads the identity and swarm keys and checks the config. It opens
 // no file for writing and no socket.
-func New(repo *Repo, cfg Config, opts Options) (*Node, error) {
+func New(repo *Repo, cfg config.Config, opts Options) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -185,7 +186,7 @@ func New(repo *Repo, cfg Config, opts Options) (*Node, error) {
 
 // providerCountry is where a provider says its hardware is: the default
 // location of a provider node.
-func providerCountry(cfg Config) string {
+func providerCountry(cfg config.Config) string {
 	if cfg.Provider.Enabled {
 		return cfg.Provider.Country
 	}
@@ -195,7 +196,7 @@ func providerCountry(cfg Config) string {
 // Mode is "server" or "client": the DHT mode this node runs in.
 func (n *Node) Mode() string {
 	if n.opts.Light {
-		return DHTClient
+		return config.DHTClient
 	}
 	return n.cfg.DHT.Mode
 }
@@ -276,7 +277,7 @@ func multiaddrs(ss []string) ([]ma.Multiaddr, error) {
 	for _, s := range ss {
 		a, err := ma.NewMultiaddr(s)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %q: %v", ErrConfig, s, err)
+			return nil, fmt.Errorf("%w: %q: %v", config.ErrConfig, s, err)
 		}
 		out = append(out, a)
 	}

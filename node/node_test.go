@@ -16,6 +16,7 @@ import (
 	attestpb "github.com/idlegrid/idlegrid/attest/pb"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -24,12 +25,12 @@ import (
 
 // testRepo creates a repository on loopback with free ports; edit adjusts
 // the config before it is written.
-func testRepo(t testing.TB, name string, edit func(*Config)) *Repo {
+func testRepo(t testing.TB, name string, edit func(*config.Config)) *Repo {
 	t.Helper()
-	return testRepoWith(t, name, InitOptions{Profile: ProfileProvider}, edit)
+	return testRepoWith(t, name, InitOptions{Profile: config.ProfileProvider}, edit)
 }
 
-func testRepoWith(t testing.TB, name string, o InitOptions, edit func(*Config)) *Repo {
+func testRepoWith(t testing.TB, name string, o InitOptions, edit func(*config.Config)) *Repo {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
 	o.ListenPort, o.APIPort = 0, 0
@@ -41,13 +42,13 @@ func testRepoWith(t testing.TB, name string, o InitOptions, edit func(*Config)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Network.Listen = ListenAddrs("127.0.0.1", 0, cfg.Swarm.KeyFile == "")
-	cfg.Network.DialTimeout = Dur(3 * time.Second)
+	cfg.Network.Listen = config.ListenAddrs("127.0.0.1", 0, cfg.Swarm.KeyFile == "")
+	cfg.Network.DialTimeout = config.Dur(3 * time.Second)
 	cfg.Log.Subsystems["libp2p"] = "error"
 	if edit != nil {
 		edit(&cfg)
 	}
-	if err := WriteConfig(r.ConfigPath(), cfg); err != nil {
+	if err := config.WriteConfig(r.ConfigPath(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -106,8 +107,8 @@ func waitUntil(within time.Duration, cond func() bool) bool {
 	return true
 }
 
-func bootstrapFrom(b *Node) func(*Config) {
-	return func(c *Config) { c.Network.Bootstrap = b.Addrs()[:1] }
+func bootstrapFrom(b *Node) func(*config.Config) {
+	return func(c *config.Config) { c.Network.Bootstrap = b.Addrs()[:1] }
 }
 
 func connectedToAll(all []*Node) func() bool {
@@ -147,12 +148,12 @@ func TestANodeStartsBeforeItsBootstrapPeer(t *testing.T) {
 	}
 	port := free.Addr().(*net.TCPAddr).Port
 	free.Close()
-	bootRepo := testRepo(t, "boot", func(c *Config) { c.Network.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)} })
+	bootRepo := testRepo(t, "boot", func(c *config.Config) { c.Network.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)} })
 	bootID, err := bootRepo.PeerID()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := testRepo(t, "early", func(c *Config) {
+	r := testRepo(t, "early", func(c *config.Config) {
 		c.Network.Bootstrap = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, bootID)}
 	})
 	early := startNode(t, r, Options{RetryBootstrap: true})
@@ -203,9 +204,9 @@ func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
 
 	// A signed offer from the last node reaches every other node's
 	// subscription through the validators.
-	prov := DefaultConfig(ProfileProvider).Provider
-	prov.GPUs = []GPUConfig{{Model: "A100", Count: 1, VRAMGiB: 80, ComputeCapability: "8.0"}}
-	o, err := prov.BuildOffer(all[5].id, 1, time.Now())
+	prov := config.DefaultConfig(config.ProfileProvider).Provider
+	prov.GPUs = []config.GPUConfig{{Model: "A100", Count: 1, VRAMGiB: 80, ComputeCapability: "8.0"}}
+	o, err := BuildOffer(prov, all[5].id, 1, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,8 +232,8 @@ func TestLightClientFindsTheSwarm(t *testing.T) {
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
 	a := startNode(t, testRepo(t, "a", bootstrapFrom(boot)), Options{})
 	b := startNode(t, testRepo(t, "b", bootstrapFrom(boot)), Options{})
-	light := startNode(t, testRepoWith(t, "light", InitOptions{Profile: ProfileRenter}, bootstrapFrom(boot)), Options{Light: true})
-	if light.Mode() != DHTClient || light.Status().Mode != DHTClient {
+	light := startNode(t, testRepoWith(t, "light", InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(boot)), Options{Light: true})
+	if light.Mode() != config.DHTClient || light.Status().Mode != config.DHTClient {
 		t.Fatalf("light node runs in %s mode", light.Mode())
 	}
 	waitFor(t, 30*time.Second, "light client connected to every provider", connectedToAll([]*Node{light, boot, a, b}))
@@ -266,7 +267,7 @@ func TestPrivateSwarmNodes(t *testing.T) {
 	}
 
 	// With an allow-list, a key holder that is not listed is refused.
-	guardedRepo := testRepoWith(t, "guarded", priv, func(c *Config) {
+	guardedRepo := testRepoWith(t, "guarded", priv, func(c *config.Config) {
 		c.Swarm.AllowList = []string{a.id.String()}
 	})
 	guarded := startNode(t, guardedRepo, Options{})
@@ -314,13 +315,13 @@ func TestStartFailsClearlyAndChangesNothing(t *testing.T) {
 
 	cases := []struct {
 		name string
-		edit func(*Config)
+		edit func(*config.Config)
 		want error
 		text string
 	}{
-		{"unreachable bootstrap", func(c *Config) { c.Network.Bootstrap = []string{deadPeer} }, p2p.ErrNoBootstrap, "network.bootstrap"},
-		{"p2p port in use", func(c *Config) { c.Network.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", busyPort)} }, p2p.ErrListen, "network.listen"},
-		{"api port in use", func(c *Config) { c.API.Port = busyPort }, ErrAPIListen, "api.port"},
+		{"unreachable bootstrap", func(c *config.Config) { c.Network.Bootstrap = []string{deadPeer} }, p2p.ErrNoBootstrap, "network.bootstrap"},
+		{"p2p port in use", func(c *config.Config) { c.Network.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", busyPort)} }, p2p.ErrListen, "network.listen"},
+		{"api port in use", func(c *config.Config) { c.API.Port = busyPort }, ErrAPIListen, "api.port"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -395,7 +396,7 @@ func TestSignedObjectsAndProtocolsAreBoundToTheirSwarm(t *testing.T) {
 	t.Parallel()
 	priv := privateSwarm(t, "lab")
 	labBoot := startNode(t, testRepoWith(t, "labboot", priv, nil), Options{})
-	lab := startNode(t, testRepoWith(t, "lab", priv, both(bootstrapFrom(labBoot), func(c *Config) {
+	lab := startNode(t, testRepoWith(t, "lab", priv, both(bootstrapFrom(labBoot), func(c *config.Config) {
 		asProvider("H100", 8, 80, "1.00", "DE")(c)
 		c.Provider.GPUSource = "fake:dgxh100" // GPUs it can attest
 	})), Options{})
@@ -480,5 +481,5 @@ func privateSwarm(t *testing.T, name string) InitOptions {
 	}
 	var buf strings.Builder
 	p2p.EncodeSwarmKey(&buf, key)
-	return InitOptions{Profile: ProfileProvider, Swarm: name, SwarmKey: []byte(buf.String())}
+	return InitOptions{Profile: config.ProfileProvider, Swarm: name, SwarmKey: []byte(buf.String())}
 }

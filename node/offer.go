@@ -7,6 +7,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -16,7 +17,7 @@ const ProviderOfferID = "gpus"
 // BuildOffer turns the [provider] section into the offer it describes,
 // issued by issuer at now with sequence number seq. The config must be
 // valid.
-func (p ProviderConfig) BuildOffer(issuer peer.ID, seq uint64, now time.Time) (*pb.Offer, error) {
+func BuildOffer(p config.ProviderConfig, issuer peer.ID, seq uint64, now time.Time) (*pb.Offer, error) {
 	price, err := market.ParsePrice(p.Price)
 	if err != nil {
 		return nil, fmt.Errorf("provider.price: %w", err)
@@ -54,7 +55,7 @@ func (p ProviderConfig) BuildOffer(issuer peer.ID, seq uint64, now time.Time) (*
 		ThermalCapCelsius:    uint32(p.ThermalCapC),
 	}
 	for _, g := range p.GPUs {
-		cc, err := ParseComputeCapability(g.ComputeCapability)
+		cc, err := config.ParseComputeCapability(g.ComputeCapability)
 		if err != nil {
 			return nil, err
 		}
@@ -81,7 +82,7 @@ func (p ProviderConfig) BuildOffer(issuer peer.ID, seq uint64, now time.Time) (*
 		o.TierPrices = append(o.TierPrices, &pb.TierPrice{Tier: tp.tier, MicrosPerGpuHour: v})
 	}
 	for _, w := range p.Weekly {
-		span, err := ParseWeekly(w)
+		span, err := config.ParseWeekly(w)
 		if err != nil {
 			return nil, err
 		}

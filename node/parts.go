@@ -10,6 +10,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -43,7 +44,7 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 	source := n.opts.GPUSource
 	if source == nil {
 		var err error
-		if source, err = n.cfg.Provider.gpuSource(n.id.String()); err != nil {
+		if source, err = gpuSourceOf(n.cfg.Provider, n.id.String()); err != nil {
 			return nil, fmt.Errorf("provider.gpu_source: %w", err)
 		}
 	}
@@ -167,14 +168,14 @@ func closeExecutor(e executor.Executor) {
 // engine never adopt or stop each other's jobs.
 func (n *Node) newExecutor() (executor.Executor, error) {
 	switch n.cfg.Jobs.Executor {
-	case ExecutorDocker:
+	case config.ExecutorDocker:
 		id := n.id.String()
 		opts := []executor.DockerOption{executor.LabelPrefix("idlegrid-" + id[len(id)-12:])}
 		if n.cfg.Jobs.DockerHost != "" {
 			opts = append(opts, executor.DockerHost(n.cfg.Jobs.DockerHost))
 		}
 		return executor.NewDocker(opts...)
-	case ExecutorProcess:
+	case config.ExecutorProcess:
 		dir := filepath.Join(n.repo.Path, "jobs")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
 
@@ -83,19 +84,19 @@ func TestAssemblePoolTakesProvidersWithinThePairBound(t *testing.T) {
 // docker when empty) and a light renter, all pinging every second.
 func poolSwarm(t *testing.T, net testNet, prices, executors []string) (renter *Node, provs []*Node) {
 	t.Helper()
-	fast := func(c *Config) { c.Network.PingInterval = Dur(time.Second) }
+	fast := func(c *config.Config) { c.Network.PingInterval = config.Dur(time.Second) }
 	boot := startNode(t, testRepo(t, "boot", fast), net.on(Options{}))
 	for i, price := range prices {
 		fake, err := attest.NewFake("dgxh100")
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := startNode(t, testRepo(t, fmt.Sprint("prov", i), both(bootstrapFrom(boot), fast, func(c *Config) {
+		p := startNode(t, testRepo(t, fmt.Sprint("prov", i), both(bootstrapFrom(boot), fast, func(c *config.Config) {
 			c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:dgxh100", price
 			c.Provider.Tiers = []string{"gold", "silver", "bronze"}
-			c.Provider.MinDuration = Dur(time.Minute)
-			c.Jobs.HeartbeatInterval = Dur(200 * time.Millisecond)
-			c.Jobs.StopGrace = Dur(time.Second)
+			c.Provider.MinDuration = config.Dur(time.Minute)
+			c.Jobs.HeartbeatInterval = config.Dur(200 * time.Millisecond)
+			c.Jobs.StopGrace = config.Dur(time.Second)
 			if i < len(executors) && executors[i] != "" {
 				c.Jobs.Executor = executors[i]
 			}
@@ -201,7 +202,7 @@ func rentPool(t *testing.T, renter *Node, image string, want []*Node, addr func(
 func TestAPoolMemberThatRefusesReleasesTheOthers(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
-	renter, provs := poolSwarm(t, loopback{}, []string{"2.00", "2.00"}, []string{ExecutorDocker, ExecutorNone})
+	renter, provs := poolSwarm(t, loopback{}, []string{"2.00", "2.00"}, []string{config.ExecutorDocker, config.ExecutorNone})
 	waitPair(t, renter, provs, provs[0], provs[1], 10*time.Millisecond)
 	req := rentRequest(image, "sh", "-c", "echo ran")
 	req.Count, req.MaxPairRTTMillis, req.SkipAttest = 16, 10, true

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -18,15 +19,15 @@ import (
 func TestThePriceVerifierIsBoundedPerRepublishAndInMemory(t *testing.T) {
 	clk := clock.NewFake()
 	book := market.NewBook()
-	cfg := DefaultProviderConfig()
-	cfg.GPUs = []GPUConfig{{Model: "H100 SXM", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+	cfg := config.DefaultProviderConfig()
+	cfg.GPUs = []config.GPUConfig{{Model: "H100 SXM", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
 	price := map[peer.ID]uint64{}
 	for i := range 40 {
 		key, _, _ := crypto.GenerateEd25519Key(nil)
 		id, _ := peer.IDFromPrivateKey(key)
 		c := cfg
 		c.Price = market.FormatPrice(uint64(1_000_000 + 10_000*i))
-		o, err := c.BuildOffer(id, 1, clk.Now())
+		o, err := BuildOffer(c, id, 1, clk.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +49,7 @@ func TestThePriceVerifierIsBoundedPerRepublishAndInMemory(t *testing.T) {
 			return false // none answers
 		},
 	}
-	own, err := cfg.BuildOffer("me", 1, clk.Now())
+	own, err := BuildOffer(cfg, "me", 1, clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

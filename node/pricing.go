@@ -3,70 +3,21 @@ package node
 import (
 	"context"
 	"encoding/binary"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/records"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// Pricing policies.
-const (
-	PolicyFixed  = "fixed"
-	PolicyMarket = "market"
-)
-
-// policy reads [provider.pricing]: the market policy it sets, and
-// whether prices follow the market (policy = "market"); with fixed
-// prices the policy only prices peak windows up.
-func (c PricingConfig) policy() (market.PricingPolicy, bool, error) {
-	pol := market.PricingPolicy{Percentile: c.Percentile, Floor: 1, Ceiling: math.MaxUint64 / 2, PeakFactor: c.PeakFactor, MaxStep: c.MaxStep}
-	if math.IsNaN(c.PeakFactor) || c.PeakFactor < 1 || c.PeakFactor > 10 {
-		return pol, false, fieldErr("provider.pricing.peak_factor", c.PeakFactor, "1 (no peak pricing) to 10")
-	}
-	if pol.MaxStep == 0 {
-		pol.MaxStep = DefaultMaxStep
-	}
-	if math.IsNaN(c.MaxStep) || c.MaxStep != 0 && (c.MaxStep < 0.01 || c.MaxStep > 0.5) {
-		return pol, false, fieldErr("provider.pricing.max_step", c.MaxStep, "0.01 to 0.5 (0.10: a tenth of the price per re-publish), or 0 for the default")
-	}
-	switch c.Policy {
-	case PolicyFixed:
-		return pol, false, nil
-	case PolicyMarket:
-	default:
-		return pol, false, fieldErr("provider.pricing.policy", c.Policy, "fixed or market")
-	}
-	if math.IsNaN(c.Percentile) || c.Percentile < 0 || c.Percentile > 100 {
-		return pol, false, fieldErr("provider.pricing.percentile", c.Percentile, "0 to 100 (50: the median)")
-	}
-	var err error
-	for _, f := range []struct {
-		name, v string
-		to      *uint64
-	}{{"provider.pricing.floor", c.Floor, &pol.Floor}, {"provider.pricing.ceiling", c.Ceiling, &pol.Ceiling}} {
-		if *f.to, err = market.ParsePrice(f.v); err != nil || *f.to < 1_000 || *f.to > 10_000_000_000 {
-			return pol, false, fieldErr(f.name, f.v, "with policy = \"market\", a decimal price per GPU-hour from 0.001 to 10000, such as \"1.20\"")
-		}
-	}
-	if pol.Ceiling < pol.Floor {
-		return pol, false, fieldErr("provider.pricing.ceiling", c.Ceiling, "at least the floor, "+c.Floor)
-	}
-	return pol, true, pol.Validate()
-}
-
-// DefaultMaxStep is the most a market price moves per re-publish, as a
-// share of where it stands (provider.pricing.max_step).
-const DefaultMaxStep = 0.10
-
 // Pricing is how an offer's prices were set.
 type Pricing struct {
-	Policy string // PolicyFixed or PolicyMarket
+	Policy string // config.PolicyFixed or config.PolicyMarket
 	// Per tier sold, with the market policy: the comparable offers'
 	// count and the target the price moves toward.
 	Tiers []TierPricing
@@ -89,11 +40,11 @@ type TierPricing struct {
 // the base price is silver's where silver is sold, else the first tier's.
 // Peak windows then ask at least the base price times the peak factor.
 // Leases agreed before keep theirs.
-func priceOffer(o *pb.Offer, cfg ProviderConfig, snap *market.Snapshot, current *pb.Offer, self peer.ID, now time.Time, from func(peer.ID) bool) Pricing {
-	pol, follows, _ := cfg.Pricing.policy() // validated
-	pr := Pricing{Policy: PolicyFixed}
+func priceOffer(o *pb.Offer, cfg config.ProviderConfig, snap *market.Snapshot, current *pb.Offer, self peer.ID, now time.Time, from func(peer.ID) bool) Pricing {
+	pol, follows, _ := cfg.Pricing.MarketPolicy() // validated
+	pr := Pricing{Policy: config.PolicyFixed}
 	if follows && len(o.Gpus) > 0 && len(o.Tiers) > 0 {
-		pr.Policy = PolicyMarket
+		pr.Policy = config.PolicyMarket
 		model := o.Gpus[0].Model
 		for _, t := range o.Tiers {
 			var comparable []uint64
@@ -120,7 +71,7 @@ func priceOffer(o *pb.Offer, cfg ProviderConfig, snap *market.Snapshot, current 
 		}
 	}
 	for i, w := range cfg.Weekly {
-		if span, err := ParseWeekly(w); err == nil && span.Peak && i < len(o.Weekly) {
+		if span, err := config.ParseWeekly(w); err == nil && span.Peak && i < len(o.Weekly) {
 			o.Weekly[i].FloorMicros = max(span.FloorMicros, pol.Peak(o.PriceMicros))
 		}
 	}
@@ -129,7 +80,7 @@ func priceOffer(o *pb.Offer, cfg ProviderConfig, snap *market.Snapshot, current 
 
 // configuredPrice is what [provider] sets for tier t: gold_price or
 // bronze_price where set, else price (validated).
-func (p ProviderConfig) configuredPrice(t pb.Tier) uint64 {
+func configuredPrice(p config.ProviderConfig, t pb.Tier) uint64 {
 	s := p.Price
 	switch {
 	case t == pb.Tier_TIER_GOLD && p.GoldPrice != "":
@@ -179,10 +130,10 @@ func (n *Node) pricingStatus(ctx context.Context) *api.PricingStatus {
 		return nil
 	}
 	cfg, now := p.cfg(), n.clock.Now()
-	pol, follows, _ := cfg.Pricing.policy()
-	st := &api.PricingStatus{Policy: PolicyFixed, Currency: cfg.Currency, Tiers: []api.TierPriceStatus{}, Fill: []api.WindowFillStatus{}, EarnedPerDay: []api.DayEarnings{}}
+	pol, follows, _ := cfg.Pricing.MarketPolicy()
+	st := &api.PricingStatus{Policy: config.PolicyFixed, Currency: cfg.Currency, Tiers: []api.TierPriceStatus{}, Fill: []api.WindowFillStatus{}, EarnedPerDay: []api.DayEarnings{}}
 	if follows {
-		st.Policy, st.Rule = PolicyMarket, pol.String()
+		st.Policy, st.Rule = config.PolicyMarket, pol.String()
 	}
 	o, ok := p.ownOffer()
 	if !ok {
@@ -190,7 +141,7 @@ func (n *Node) pricingStatus(ctx context.Context) *api.PricingStatus {
 	}
 	snap := n.market.snapshot()
 	for _, t := range o.Tiers {
-		want := cfg.configuredPrice(t)
+		want := configuredPrice(cfg, t)
 		ts := api.TierPriceStatus{Tier: market.TierName(t), Price: market.FormatPrice(market.TierPrice(o, t)), WouldSet: market.FormatPrice(want)}
 		if follows && len(o.Gpus) > 0 && len(o.Tiers) > 0 {
 			comparable := market.ComparablePricesFrom(snap, o.Gpus[0].Model, t, o.Currency, n.id, now, n.pricesFrom)
@@ -226,7 +177,7 @@ func (n *Node) pricingStatus(ctx context.Context) *api.PricingStatus {
 	}
 	peaks := map[int]bool{}
 	for i, w := range cfg.Weekly {
-		if span, err := ParseWeekly(w); err == nil {
+		if span, err := config.ParseWeekly(w); err == nil {
 			peaks[i] = span.Peak
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 )
 
@@ -26,24 +27,24 @@ func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{Clock: clk})
-	attested := func(price string) func(*Config) {
-		return func(c *Config) {
+	attested := func(price string) func(*config.Config) {
+		return func(c *config.Config) {
 			c.Provider.Enabled = true
 			c.Provider.GPUSource = "fake:dgxh100" // GPUs it can attest
 			c.Provider.Price = price
-			c.Provider.Pricing = PricingConfig{Policy: PolicyFixed, PeakFactor: 1}
+			c.Provider.Pricing = config.PricingConfig{Policy: config.PolicyFixed, PeakFactor: 1}
 		}
 	}
-	follower := startNode(t, testRepo(t, "follower", both(bootstrapFrom(boot), attested("2.49"), func(c *Config) {
-		c.Provider.Pricing = PricingConfig{Policy: PolicyMarket, Percentile: 50, Floor: "1.50", Ceiling: "9.00", PeakFactor: 1}
-		c.Provider.OfferTTL = Dur(time.Minute)
+	follower := startNode(t, testRepo(t, "follower", both(bootstrapFrom(boot), attested("2.49"), func(c *config.Config) {
+		c.Provider.Pricing = config.PricingConfig{Policy: config.PolicyMarket, Percentile: 50, Floor: "1.50", Ceiling: "9.00", PeakFactor: 1}
+		c.Provider.OfferTTL = config.Dur(time.Minute)
 	})), Options{Clock: clk})
 	waitFor(t, 20*time.Second, "the follower's first offer", func() bool { _, ok := follower.provider.ownOffer(); return ok })
 	own, _ := follower.provider.ownOffer()
 
 	cfg := follower.provider.cfg()
-	cfg.GPUs = []GPUConfig{{Model: own.Gpus[0].Model, Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
-	cfg.Price, cfg.Pricing, cfg.OfferTTL = "1.00", PricingConfig{Policy: PolicyFixed, PeakFactor: 1}, Dur(time.Hour)
+	cfg.GPUs = []config.GPUConfig{{Model: own.Gpus[0].Model, Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+	cfg.Price, cfg.Pricing, cfg.OfferTTL = "1.00", config.PricingConfig{Policy: config.PolicyFixed, PeakFactor: 1}, config.Dur(time.Hour)
 	const fakes = 40
 	publishStrangers(t, boot, cfg, fakes)
 	waitFor(t, 20*time.Second, "the follower's book holds the made-up offers", bookHolds(follower, 1+fakes))

@@ -8,20 +8,21 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/p2p"
 )
 
 // followsMarket prices at the median of the comparable offers, within
 // 0.50 to 9.00, re-publishing every 45 s of (fake) time.
-func followsMarket(c *Config) {
-	c.Provider.Pricing = PricingConfig{Policy: PolicyMarket, Percentile: 50, Floor: "0.50", Ceiling: "9.00", PeakFactor: 1}
-	c.Provider.OfferTTL = Dur(time.Minute)
+func followsMarket(c *config.Config) {
+	c.Provider.Pricing = config.PricingConfig{Policy: config.PolicyMarket, Percentile: 50, Floor: "0.50", Ceiling: "9.00", PeakFactor: 1}
+	c.Provider.OfferTTL = config.Dur(time.Minute)
 }
 
 // attestable sells the GPUs of a fake DGX A100 (go-nvml's mock), which a
 // challenge can verify, instead of GPUs listed by hand.
-func attestable(c *Config) { c.Provider.GPUSource = "fake:dgxa100" }
+func attestable(c *config.Config) { c.Provider.GPUSource = "fake:dgxa100" }
 
 // TestPolicyPricedProvidersSettleBesideAFixedOne runs two providers that
 // price at the median of the comparable offers in their books and one at
@@ -42,8 +43,8 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 	const model = "A100 SXM 80GB"
 	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), asProvider(model, 8, 80, "3.00", "DE"), attestable, followsMarket)), net.on(Options{Clock: clk, Logger: log.node("dear")}))
 	cheap := startNode(t, testRepo(t, "cheap", both(bootstrapFrom(boot), asProvider(model, 8, 80, "1.50", "FR"), attestable, followsMarket)), net.on(Options{Clock: clk, Logger: log.node("cheap")}))
-	fixed := startNode(t, testRepo(t, "fixed", both(bootstrapFrom(boot), asProvider(model, 8, 80, "2.00", "NL"), attestable, func(c *Config) {
-		c.Provider.OfferTTL = Dur(time.Minute)
+	fixed := startNode(t, testRepo(t, "fixed", both(bootstrapFrom(boot), asProvider(model, 8, 80, "2.00", "NL"), attestable, func(c *config.Config) {
+		c.Provider.OfferTTL = config.Dur(time.Minute)
 	})), net.on(Options{Clock: clk, Logger: log.node("fixed")}))
 	providers := []*Node{dear, cheap, fixed}
 	for _, n := range append(providers, boot) {
@@ -144,7 +145,7 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 		if crossings > 1 {
 			t.Errorf("%s crossed the market %d times: %v", name, crossings, h)
 		}
-		if pr := n.provider.pricing.Load(); pr == nil || pr.Policy != PolicyMarket || len(pr.Tiers) == 0 || pr.Tiers[0].Comparable != 2 {
+		if pr := n.provider.pricing.Load(); pr == nil || pr.Policy != config.PolicyMarket || len(pr.Tiers) == 0 || pr.Tiers[0].Comparable != 2 {
 			t.Errorf("%s's pricing: %+v, want the market policy over 2 comparable offers", name, pr)
 		}
 	}
@@ -163,8 +164,8 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 func TestARepriceLeavesTheAgreedLeaseAlone(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
-	prov, renter := leaseSwarm(t, func(c *Config) {
-		c.Provider.Pricing = PricingConfig{Policy: PolicyMarket, Percentile: 50, Floor: "0.50", Ceiling: "9.00", PeakFactor: 1}
+	prov, renter := leaseSwarm(t, func(c *config.Config) {
+		c.Provider.Pricing = config.PricingConfig{Policy: config.PolicyMarket, Percentile: 50, Floor: "0.50", Ceiling: "9.00", PeakFactor: 1}
 	})
 	waitFor(t, 15*time.Second, "the provider's first offer", func() bool { _, ok := prov.provider.ownOffer(); return ok })
 	type rented struct {
@@ -186,7 +187,7 @@ func TestARepriceLeavesTheAgreedLeaseAlone(t *testing.T) {
 	// priced a tenth of the way from 2.00 to their 1.00 (half way, within
 	// max_step).
 	for _, name := range []string{"c1", "c2", "c3"} {
-		startNode(t, testRepo(t, name, both(bootstrapFrom(prov), func(c *Config) {
+		startNode(t, testRepo(t, name, both(bootstrapFrom(prov), func(c *config.Config) {
 			c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:dgxh100", "1.00"
 		})), Options{})
 	}
@@ -214,7 +215,7 @@ func TestARepriceLeavesTheAgreedLeaseAlone(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the provider holds the receipt", func() bool { return prov.Status().Leases.Ended == 1 })
 	p := prov.Status().Pricing
-	if p == nil || p.Policy != PolicyMarket || len(p.Tiers) == 0 {
+	if p == nil || p.Policy != config.PolicyMarket || len(p.Tiers) == 0 {
 		t.Fatalf("pricing status: %+v", p)
 	}
 	var silver api.TierPriceStatus

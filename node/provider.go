@@ -16,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -31,9 +32,9 @@ type provider struct {
 	id      peer.ID
 	swarm   string
 	key     crypto.PrivKey
-	cfgNow  atomic.Pointer[ProviderConfig] // swapped by reconfigure
-	wake    chan struct{}                  // a reconfigure for the loop
-	source  attest.GPUSource               // nil: the static provider.gpus
+	cfgNow  atomic.Pointer[config.ProviderConfig] // swapped by reconfigure
+	wake    chan struct{}                         // a reconfigure for the loop
+	source  attest.GPUSource                      // nil: the static provider.gpus
 	store   ds.Datastore
 	net     publisher
 	clock   clock.Clock
@@ -48,7 +49,7 @@ type provider struct {
 	standing atomic.Pointer[[]byte]
 
 	current   *pb.Offer
-	selling   []GPUConfig // what the current offer sells
+	selling   []config.GPUConfig // what the current offer sells
 	coord     func() *coordinate.Coordinate
 	relayOnly func() bool
 	// book is the node's market, which a market pricing policy follows;
@@ -70,7 +71,7 @@ type providerDeps struct {
 	id     peer.ID
 	swarm  string // the swarm's tag, named in every offer
 	key    crypto.PrivKey
-	cfg    ProviderConfig
+	cfg    config.ProviderConfig
 	source attest.GPUSource
 	store  ds.Datastore
 	net    publisher
@@ -109,11 +110,11 @@ func newProvider(d providerDeps) *provider {
 }
 
 // cfg is the provider's configuration now.
-func (p *provider) cfg() ProviderConfig { return *p.cfgNow.Load() }
+func (p *provider) cfg() config.ProviderConfig { return *p.cfgNow.Load() }
 
 // reconfigure replaces the terms the next offer is built on (price,
 // windows, policy) and has the loop publish it now.
-func (p *provider) reconfigure(c ProviderConfig) {
+func (p *provider) reconfigure(c config.ProviderConfig) {
 	p.cfgNow.Store(&c)
 	select {
 	case p.wake <- struct{}{}:
@@ -199,8 +200,8 @@ const firstPeerWait = 10 * time.Second
 func (p *provider) run(ctx context.Context) {
 	defer p.wg.Done()
 	p.net.AwaitMesh(ctx, p2p.TopicOffers, firstPeerWait)
-	var due time.Time         // when the offer must be re-published
-	var built *ProviderConfig // the configuration the current offer came from
+	var due time.Time                // when the offer must be re-published
+	var built *config.ProviderConfig // the configuration the current offer came from
 	for {
 		now := p.clock.Now()
 		cfg := p.cfgNow.Load()
@@ -241,7 +242,7 @@ func (p *provider) run(ctx context.Context) {
 // sellableNow is what the provider can sell now: the static list, or what
 // the GPU source reads, with the inventory it read (nil for the static
 // list).
-func (p *provider) sellableNow(ctx context.Context) ([]GPUConfig, *attest.Inventory, error) {
+func (p *provider) sellableNow(ctx context.Context) ([]config.GPUConfig, *attest.Inventory, error) {
 	if p.source == nil {
 		return p.cfg().GPUs, nil, nil
 	}
@@ -250,7 +251,7 @@ func (p *provider) sellableNow(ctx context.Context) ([]GPUConfig, *attest.Invent
 
 // publishOffer signs and gossips an offer for gpus. With an inventory the
 // offer carries the hash of its standing attestation (standingFor).
-func (p *provider) publishOffer(ctx context.Context, gpus []GPUConfig, inv *attest.Inventory, now time.Time) error {
+func (p *provider) publishOffer(ctx context.Context, gpus []config.GPUConfig, inv *attest.Inventory, now time.Time) error {
 	o, err := p.buildOffer(ctx, gpus, inv, now)
 	if err != nil {
 		return err
@@ -280,18 +281,18 @@ func (p *provider) prepare(ctx context.Context) {
 
 // buildOffer makes the offer for gpus under the next sequence number, with
 // the standing attestation of inv when there is one.
-func (p *provider) buildOffer(ctx context.Context, gpus []GPUConfig, inv *attest.Inventory, now time.Time) (*pb.Offer, error) {
+func (p *provider) buildOffer(ctx context.Context, gpus []config.GPUConfig, inv *attest.Inventory, now time.Time) (*pb.Offer, error) {
 	seq, err := p.nextSeq(ctx, now)
 	if err != nil {
 		return nil, err
 	}
 	cfg := p.cfg()
 	cfg.GPUs = gpus
-	o, err := cfg.BuildOffer(p.id, seq, now)
+	o, err := BuildOffer(cfg, p.id, seq, now)
 	if err != nil {
 		return nil, err
 	}
-	if p.verifyMarket != nil && cfg.Pricing.Policy == PolicyMarket {
+	if p.verifyMarket != nil && cfg.Pricing.Policy == config.PolicyMarket {
 		p.verifyMarket(ctx, o)
 	}
 	var snap *market.Snapshot

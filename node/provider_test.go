@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	ds "github.com/ipfs/go-datastore"
 	dssync "github.com/ipfs/go-datastore/sync"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -17,8 +18,8 @@ import (
 // A provider behind a NAT says so in its offer, and publishes it again
 // when that changes (a relay reservation taken, a port mapped).
 func TestAnOfferSaysWhenItsProviderIsReachedOnlyThroughRelays(t *testing.T) {
-	cfg := DefaultConfig(ProfileProvider).Provider
-	cfg.GPUs = []GPUConfig{{Model: "RTX 4090", Count: 1, VRAMGiB: 24, ComputeCapability: "8.9", Interconnect: "pcie"}}
+	cfg := config.DefaultConfig(config.ProfileProvider).Provider
+	cfg.GPUs = []config.GPUConfig{{Model: "RTX 4090", Count: 1, VRAMGiB: 24, ComputeCapability: "8.9", Interconnect: "pcie"}}
 	relayed := false
 	p := newProvider(providerDeps{id: peer.ID("provider"), swarm: "public", cfg: cfg, store: dssync.MutexWrap(ds.NewMapDatastore()),
 		clock: clock.System(), log: slog.Default(), relayOnly: func() bool { return relayed }})

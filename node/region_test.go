@@ -10,6 +10,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/geo"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p/p2ptest"
 )
 
@@ -38,16 +39,16 @@ func TestAClaimedRegionLightCannotReachIsRefused(t *testing.T) {
 	// boot in Frankfurt, an honest provider in Berlin, the liar in
 	// Munich, an honest provider in Kansas City, the renter in Frankfurt.
 	ms := newMockSwarmOn(t, geoMatrix([]geo.Point{{Lat: 50.11, Lon: 8.68}, {Lat: 52.52, Lon: 13.40}, {Lat: 48.14, Lon: 11.58}, {Lat: 39.10, Lon: -94.58}, {Lat: 50.0, Lon: 8.5}}), 1)
-	fast := func(c *Config) { c.Network.PingInterval = Dur(time.Second) }
+	fast := func(c *config.Config) { c.Network.PingInterval = config.Dur(time.Second) }
 	boot := startNode(t, testRepo(t, "boot", fast), ms.on(Options{}))
 	provider := func(name, country string) *Node {
-		return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), fast, func(c *Config) {
+		return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), fast, func(c *config.Config) {
 			c.Provider.Enabled, c.Provider.Price, c.Provider.Country = true, "2.00", country
-			c.Provider.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+			c.Provider.GPUs = []config.GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
 		})), ms.on(Options{}))
 	}
 	berlin, liar, kansas := provider("berlin", "DE"), provider("liar", "US"), provider("kansas", "US")
-	renter := startNode(t, testRepo(t, "renter", both(bootstrapFrom(boot), fast, func(c *Config) { c.Network.Location = "DE" })), ms.on(Options{Light: true}))
+	renter := startNode(t, testRepo(t, "renter", both(bootstrapFrom(boot), fast, func(c *config.Config) { c.Network.Location = "DE" })), ms.on(Options{Light: true}))
 	waitFor(t, 30*time.Second, "the three offers, each provider's RTT measured", func() bool {
 		for _, p := range []*Node{berlin, liar, kansas} {
 			if _, ok := renter.coords.RTT(p.id); !ok || offeredGPUs(renter, p) != 8 {
@@ -104,12 +105,12 @@ func mustBid(t *testing.T, n *Node, req api.BidRequest) *pb.Bid {
 func TestALatencyWeightTradesPriceForNearness(t *testing.T) {
 	t.Parallel()
 	ms := newMockSwarmOn(t, geoMatrix([]geo.Point{{Lat: 50.11, Lon: 8.68}, {Lat: 52.52, Lon: 13.40}, {Lat: 39.10, Lon: -94.58}, {Lat: 50.0, Lon: 8.5}}), 1)
-	fast := func(c *Config) { c.Network.PingInterval = Dur(time.Second) }
+	fast := func(c *config.Config) { c.Network.PingInterval = config.Dur(time.Second) }
 	boot := startNode(t, testRepo(t, "boot", fast), ms.on(Options{}))
 	provider := func(name, country, price string) *Node {
-		return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), fast, func(c *Config) {
+		return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), fast, func(c *config.Config) {
 			c.Provider.Enabled, c.Provider.Price, c.Provider.Country = true, price, country
-			c.Provider.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+			c.Provider.GPUs = []config.GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
 		})), ms.on(Options{}))
 	}
 	berlin, kansas := provider("berlin", "DE", "2.00"), provider("kansas", "US", "1.80")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -23,7 +24,7 @@ import (
 // is in its book then gets one.
 func TestARelayReservesForProvidersInItsBookNotForFreshKeys(t *testing.T) {
 	t.Parallel()
-	relay := startNode(t, testRepo(t, "relay", func(c *Config) {
+	relay := startNode(t, testRepo(t, "relay", func(c *config.Config) {
 		c.NAT.Reachability, c.NAT.RelayService, c.NAT.RelayReserve = "public", true, 4
 	}), Options{})
 	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(relay), asProvider("A100 SXM 80GB", 8, 80, "2.00", "DE"))), Options{})

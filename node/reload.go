@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/idlegrid/idlegrid/node/config"
 )
 
 // providerRestartOnly are the [provider] settings a running node cannot
@@ -27,7 +29,7 @@ type ReloadResult struct {
 // thermal caps, the GPUs of a static list), published at once in a new
 // offer. It names the other settings that changed, which wait for a
 // restart. An invalid cfg changes nothing.
-func (n *Node) Reload(cfg Config) (ReloadResult, error) {
+func (n *Node) Reload(cfg config.Config) (ReloadResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return ReloadResult{}, err
 	}
@@ -86,7 +88,7 @@ func changedKeys(prefix string, a, b reflect.Value) []string {
 			key = prefix + "." + name
 		}
 		av, bv := a.Field(i), b.Field(i)
-		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(Duration{}) {
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(config.Duration{}) {
 			out = append(out, changedKeys(key, av, bv)...)
 			continue
 		}
@@ -109,6 +111,6 @@ func fieldByTOML(v reflect.Value, name string) reflect.Value {
 }
 
 // setTOMLField sets the field of *p whose TOML key is name to v.
-func setTOMLField(p *ProviderConfig, name string, v reflect.Value) {
+func setTOMLField(p *config.ProviderConfig, name string, v reflect.Value) {
 	fieldByTOML(reflect.ValueOf(p).Elem(), name).Set(v)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -18,13 +19,13 @@ import (
 // madeUpOffers signs n offers of cfg, each by a fresh key with no host
 // behind it and naming a made-up attestation hash, as an attacker does
 // for free, and hands each envelope to put.
-func madeUpOffers(t *testing.T, cfg ProviderConfig, n int, now time.Time, put func(o *pb.Offer, env []byte)) map[peer.ID]bool {
+func madeUpOffers(t *testing.T, cfg config.ProviderConfig, n int, now time.Time, put func(o *pb.Offer, env []byte)) map[peer.ID]bool {
 	t.Helper()
 	ids := map[peer.ID]bool{}
 	for range n {
 		key, _, _ := crypto.GenerateEd25519Key(nil)
 		id, _ := peer.IDFromPrivateKey(key)
-		o, err := cfg.BuildOffer(id, 1, now)
+		o, err := BuildOffer(cfg, id, 1, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,10 +56,10 @@ func intoBook(t *testing.T, n *Node) func(*pb.Offer, []byte) {
 }
 
 // cheapH100s are the made-up offers of issue 26: 8 H100s at 0.40.
-func cheapH100s() ProviderConfig {
-	cfg := DefaultConfig(ProfileProvider).Provider
+func cheapH100s() config.ProviderConfig {
+	cfg := config.DefaultConfig(config.ProfileProvider).Provider
 	cfg.Price = "0.40"
-	cfg.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+	cfg.GPUs = []config.GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
 	return cfg
 }
 

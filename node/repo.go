@@ -15,7 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idlegrid/idlegrid/internal/atomicfile"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -82,12 +84,12 @@ type InitOptions struct {
 // leaves nothing behind when it fails.
 func Init(path string, o InitOptions) (*Repo, error) {
 	r := &Repo{Path: path}
-	cfg := DefaultConfig(o.Profile)
+	cfg := config.DefaultConfig(o.Profile)
 	if o.Swarm != "" {
 		cfg.Swarm.Name = o.Swarm
 	}
 	if o.ListenPort >= 0 {
-		cfg.Network.Listen = ListenAddrs("0.0.0.0", o.ListenPort, len(o.SwarmKey) == 0)
+		cfg.Network.Listen = config.ListenAddrs("0.0.0.0", o.ListenPort, len(o.SwarmKey) == 0)
 	}
 	if o.APIPort >= 0 {
 		cfg.API.Port = o.APIPort
@@ -152,7 +154,7 @@ func mkdirNew(path string) (created bool, err error) {
 	return true, os.MkdirAll(path, 0o700)
 }
 
-func (r *Repo) populate(cfg Config, swarmKey []byte) error {
+func (r *Repo) populate(cfg config.Config, swarmKey []byte) error {
 	key, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
 		return fmt.Errorf("generate identity: %w", err)
@@ -161,11 +163,11 @@ func (r *Repo) populate(cfg Config, swarmKey []byte) error {
 	if err != nil {
 		return fmt.Errorf("encode identity: %w", err)
 	}
-	if err := writeFileAtomic(r.file(IdentityFile), raw, 0o600); err != nil {
+	if err := atomicfile.Write(r.file(IdentityFile), raw, 0o600); err != nil {
 		return err
 	}
 	if len(swarmKey) > 0 {
-		if err := writeFileAtomic(r.file(SwarmKeyFile), swarmKey, 0o600); err != nil {
+		if err := atomicfile.Write(r.file(SwarmKeyFile), swarmKey, 0o600); err != nil {
 			return err
 		}
 	}
@@ -182,7 +184,7 @@ func (r *Repo) populate(cfg Config, swarmKey []byte) error {
 	}
 	lock.Close()
 	// config.toml last: its presence marks a complete repository.
-	return WriteConfig(r.file(ConfigFile), cfg)
+	return config.WriteConfig(r.file(ConfigFile), cfg)
 }
 
 // backup moves the repository's files into backup-<time>/ inside it.
@@ -228,7 +230,7 @@ func (r *Repo) ConfigPath() string { return r.file(ConfigFile) }
 func (r *Repo) DatastorePath() string { return r.file(DatastoreDir) }
 
 // Config loads and validates config.toml.
-func (r *Repo) Config() (Config, error) { return LoadConfig(r.ConfigPath()) }
+func (r *Repo) Config() (config.Config, error) { return config.LoadConfig(r.ConfigPath()) }
 
 // Identity reads the node's private key. A key file that others can read
 // is refused, as ssh refuses one.
@@ -272,7 +274,7 @@ func (r *Repo) APIToken() (string, error) {
 			return "", err
 		}
 		token := hex.EncodeToString(buf)
-		if err := writeFileAtomic(p, []byte(token+"\n"), 0o600); err != nil {
+		if err := atomicfile.Write(p, []byte(token+"\n"), 0o600); err != nil {
 			return "", fmt.Errorf("api token: %w", err)
 		}
 		return token, nil
@@ -324,7 +326,7 @@ func CheckSwarmName(name string) error { return p2p.ValidateSwarmName(name) }
 func IsPublicSwarm(name string) bool { return name == p2p.PublicSwarm }
 
 // SwarmKey reads the PSK named by the config, or nil for the public swarm.
-func (r *Repo) SwarmKey(cfg Config) (pnet.PSK, error) {
+func (r *Repo) SwarmKey(cfg config.Config) (pnet.PSK, error) {
 	if cfg.Swarm.KeyFile == "" {
 		return nil, nil
 	}

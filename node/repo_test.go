@@ -7,13 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 )
 
 func TestInitCreatesARepository(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "repo")
-	r, err := Init(dir, InitOptions{Profile: ProfileRenter, ListenPort: -1, APIPort: -1})
+	r, err := Init(dir, InitOptions{Profile: config.ProfileRenter, ListenPort: -1, APIPort: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func TestInitCreatesARepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Profile != ProfileRenter || cfg.DHT.Mode != DHTClient {
+	if cfg.Profile != config.ProfileRenter || cfg.DHT.Mode != config.DHTClient {
 		t.Errorf("renter config has profile %s, dht %s", cfg.Profile, cfg.DHT.Mode)
 	}
 	if _, err := os.Stat(filepath.Join(dir, DatastoreDir)); err != nil {
@@ -45,13 +46,13 @@ func TestInitCreatesARepository(t *testing.T) {
 
 func TestInitRefusesAnExistingRepositoryWithoutForce(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "repo")
-	r, err := Init(dir, InitOptions{Profile: ProfileProvider, ListenPort: -1, APIPort: -1})
+	r, err := Init(dir, InitOptions{Profile: config.ProfileProvider, ListenPort: -1, APIPort: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(filepath.Join(dir, IdentityFile))
 	cfgBefore, _ := os.ReadFile(r.ConfigPath())
-	_, err = Init(dir, InitOptions{Profile: ProfileRenter, ListenPort: -1, APIPort: -1})
+	_, err = Init(dir, InitOptions{Profile: config.ProfileRenter, ListenPort: -1, APIPort: -1})
 	if !errors.Is(err, ErrRepoExists) || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("second init: %v, want ErrRepoExists mentioning --force", err)
 	}
@@ -61,7 +62,7 @@ func TestInitRefusesAnExistingRepositoryWithoutForce(t *testing.T) {
 		t.Fatal("refused init changed the repository")
 	}
 
-	if _, err := Init(dir, InitOptions{Profile: ProfileRenter, ListenPort: -1, APIPort: -1, Force: true}); err != nil {
+	if _, err := Init(dir, InitOptions{Profile: config.ProfileRenter, ListenPort: -1, APIPort: -1, Force: true}); err != nil {
 		t.Fatalf("init --force: %v", err)
 	}
 	backups, _ := filepath.Glob(filepath.Join(dir, "backup-*", IdentityFile))
@@ -83,7 +84,7 @@ func TestInitWithSwarmKey(t *testing.T) {
 	var buf strings.Builder
 	p2p.EncodeSwarmKey(&buf, key)
 	dir := filepath.Join(t.TempDir(), "repo")
-	r, err := Init(dir, InitOptions{Profile: ProfileProvider, Swarm: "lab", SwarmKey: []byte(buf.String()), ListenPort: -1, APIPort: -1})
+	r, err := Init(dir, InitOptions{Profile: config.ProfileProvider, Swarm: "lab", SwarmKey: []byte(buf.String()), ListenPort: -1, APIPort: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestInitWithSwarmKey(t *testing.T) {
 	}
 
 	bad := filepath.Join(t.TempDir(), "bad")
-	_, err = Init(bad, InitOptions{Profile: ProfileProvider, Swarm: "lab", SwarmKey: []byte("not a key"), ListenPort: -1, APIPort: -1})
+	_, err = Init(bad, InitOptions{Profile: config.ProfileProvider, Swarm: "lab", SwarmKey: []byte("not a key"), ListenPort: -1, APIPort: -1})
 	if !errors.Is(err, p2p.ErrSwarmKey) {
 		t.Errorf("init with a bad key: %v, want ErrSwarmKey", err)
 	}
@@ -117,7 +118,7 @@ func TestInitWithSwarmKey(t *testing.T) {
 
 func TestIdentityRefusesUnsafeOrCorruptKeys(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "repo")
-	r, err := Init(dir, InitOptions{Profile: ProfileProvider, ListenPort: -1, APIPort: -1})
+	r, err := Init(dir, InitOptions{Profile: config.ProfileProvider, ListenPort: -1, APIPort: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestIdentityRefusesUnsafeOrCorruptKeys(t *testing.T) {
 
 func TestLockIsExclusive(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "repo")
-	r, err := Init(dir, InitOptions{Profile: ProfileProvider, ListenPort: -1, APIPort: -1})
+	r, err := Init(dir, InitOptions{Profile: config.ProfileProvider, ListenPort: -1, APIPort: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestLockIsExclusive(t *testing.T) {
 	if !errors.Is(err, ErrRepoLocked) || !strings.Contains(err.Error(), "pid ") {
 		t.Fatalf("second lock: %v, want ErrRepoLocked naming the pid", err)
 	}
-	if _, err := Init(dir, InitOptions{Profile: ProfileProvider, ListenPort: -1, APIPort: -1, Force: true}); !errors.Is(err, ErrRepoLocked) {
+	if _, err := Init(dir, InitOptions{Profile: config.ProfileProvider, ListenPort: -1, APIPort: -1, Force: true}); !errors.Is(err, ErrRepoLocked) {
 		t.Errorf("init --force on a locked repository: %v, want ErrRepoLocked", err)
 	}
 	unlock()

@@ -19,6 +19,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -223,7 +224,7 @@ func testACopiedUUIDIsADisputeThatSinksNoOne(t *testing.T, net testNet) {
 func TestAProviderAsksARecordForGoldLeases(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
-	prov, renter := leaseSwarm(t, func(c *Config) { c.Provider.MinRenterScore = 0.65 })
+	prov, renter := leaseSwarm(t, func(c *config.Config) { c.Provider.MinRenterScore = 0.65 })
 	waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(renter, prov) == 8 })
 	gold := func(l *pb.Lease) { l.Tier, l.Bid.Tier = pb.Tier_TIER_GOLD, pb.Tier_TIER_GOLD }
 	if r := proposeRaw(t, renter, prov, gold); r.Lease != nil || r.Code != pb.RejectCode_REJECT_RENTER_SCORE || !strings.Contains(r.Reason, "scores 0.60 as a renter here; this provider asks 0.65") {
@@ -269,7 +270,7 @@ func TestANodeGossipsTheContradictionsItHolds(t *testing.T) {
 	}
 	src := &lyingSource{GPUSource: fake}
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
-	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *Config) {
+	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *config.Config) {
 		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:dgxh100", "2.00"
 	})), Options{GPUSource: src})
 	checker := startNode(t, testRepo(t, "checker", bootstrapFrom(boot)), Options{})
@@ -319,7 +320,7 @@ func TestOneGPUAnsweringForTwoPeersIsProof(t *testing.T) {
 	}
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
 	a, b := sellFake(t, loopback{}, boot, "a", "dgxh200", fake), sellFake(t, loopback{}, boot, "b", "dgxh200", fake)
-	checker := startNode(t, testRepo(t, "checker", both(bootstrapFrom(boot), func(c *Config) { c.Attest.CCRootCert = rootFile })), Options{})
+	checker := startNode(t, testRepo(t, "checker", both(bootstrapFrom(boot), func(c *config.Config) { c.Attest.CCRootCert = rootFile })), Options{})
 	waitFor(t, 15*time.Second, "both offers in the checker's book", func() bool {
 		return offeredGPUs(checker, a) == 8 && offeredGPUs(checker, b) == 8
 	})
@@ -340,7 +341,7 @@ func TestOneGPUAnsweringForTwoPeersIsProof(t *testing.T) {
 // machine src at 2.00: several may share one src, and so its GPUs.
 func sellFake(t *testing.T, net testNet, boot *Node, name, machine string, src attest.GPUSource) *Node {
 	t.Helper()
-	return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), func(c *Config) {
+	return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), func(c *config.Config) {
 		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:"+machine, "2.00"
 	})), net.on(Options{GPUSource: src}))
 }
@@ -353,9 +354,9 @@ func TestARentalWeighsTheReceiptsItLearns(t *testing.T) {
 	image := executortest.BusyboxImage(t)
 	prov, renter := leaseSwarm(t, nil)
 	rentCompleted(t, renter, image, 5)
-	cheaper := startNode(t, testRepo(t, "cheaper", both(bootstrapFrom(prov), func(c *Config) {
+	cheaper := startNode(t, testRepo(t, "cheaper", both(bootstrapFrom(prov), func(c *config.Config) {
 		c.Provider.Enabled, c.Provider.GPUSource, c.Provider.Price = true, "fake:dgxh100", "1.99"
-		c.Provider.Tiers, c.Provider.MinDuration = []string{"gold", "silver", "bronze"}, Dur(time.Minute)
+		c.Provider.Tiers, c.Provider.MinDuration = []string{"gold", "silver", "bronze"}, config.Dur(time.Minute)
 	})), Options{})
 	removeJobsOf(t, cheaper)
 	fresh := seededRenter(t, loopback{}, "fresh", prov, renter, Options{Light: true})
@@ -415,10 +416,10 @@ func testASybilRingsReceiptsCountForNothing(t *testing.T, net testNet) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p2p.ServeReceipts(p2p.Server{Host: h, Swarm: prov.Swarm(), Ctx: ctx}, func(context.Context, peer.ID) ([][]byte, error) { return receipts, nil })
-	cfg := DefaultConfig(ProfileProvider).Provider
+	cfg := config.DefaultConfig(config.ProfileProvider).Provider
 	cfg.Price = prov.cfg.Provider.Price
-	cfg.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
-	o, err := cfg.BuildOffer(sybil, 1, time.Now())
+	cfg.GPUs = []config.GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+	o, err := BuildOffer(cfg, sybil, 1, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +468,7 @@ func rentCompleted(t *testing.T, renter *Node, image string, n int) {
 // seed is seed.
 func seededRenter(t *testing.T, net testNet, name string, boot, seed *Node, o Options) *Node {
 	t.Helper()
-	return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), func(c *Config) {
+	return startNode(t, testRepo(t, name, both(bootstrapFrom(boot), func(c *config.Config) {
 		c.Reputation.Seeds = []string{seed.id.String()}
 	})), net.on(o))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -24,7 +25,7 @@ const leaseLookup = 5 * time.Second
 // stageRules are the bounds of the provider's stage under j: a renter
 // keeps twice the largest tar (uploads and outputs together), all renters
 // jobs.max_stage_gib, those with no lease here half of it.
-func (lo *leaseOwner) stageRules(j JobsConfig, clk clock.Clock) transfer.StageRules {
+func (lo *leaseOwner) stageRules(j config.JobsConfig, clk clock.Clock) transfer.StageRules {
 	max := int64(j.MaxUploadMiB) << 20
 	total := int64(j.MaxStageGiB) << 30
 	return transfer.StageRules{

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -27,7 +28,7 @@ func TestAStrangerCannotDownloadAnotherRentersOutputs(t *testing.T) {
 	t.Parallel()
 	// The renter proposes by hand and follows no job: the job must end
 	// on its own.
-	prov, renter := leaseSwarm(t, func(c *Config) { c.Jobs.RenterGrace = Dur(time.Hour) })
+	prov, renter := leaseSwarm(t, func(c *config.Config) { c.Jobs.RenterGrace = config.Dur(time.Hour) })
 	waitFor(t, 15*time.Second, "the provider's offer in the renter's book", func() bool { return offeredGPUs(renter, prov) == 8 })
 	const secret = "the renter's results\n"
 	cs := signedLease(t, renter, prov, func(l *pb.Lease) {

@@ -3,6 +3,8 @@ package node
 import (
 	"testing"
 	"time"
+
+	"github.com/idlegrid/idlegrid/node/config"
 )
 
 // A node keeps in its book every offer its validator accepted, however
@@ -13,8 +15,8 @@ import (
 func TestABurstOfAcceptedOffersAllReachTheBook(t *testing.T) {
 	const burst = 100 // within the strangers' share of one peer, past pubsub's default 32
 	n := startNode(t, testRepo(t, "n", nil), Options{})
-	cfg := DefaultConfig(ProfileProvider).Provider
-	cfg.GPUs = []GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0"}}
+	cfg := config.DefaultConfig(config.ProfileProvider).Provider
+	cfg.GPUs = []config.GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0"}}
 	before := n.market.validator.Accepted.Load()
 	publishStrangers(t, n, cfg, burst)
 	accepted := n.market.validator.Accepted.Load() - before

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/idlegrid/idlegrid/node/config"
 )
 
 // TestPeerTextOnTheDashboardIsInert: a stranger's offer names its GPU
@@ -18,8 +20,8 @@ func TestPeerTextOnTheDashboardIsInert(t *testing.T) {
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
 	viewer := startNode(t, testRepo(t, "viewer", bootstrapFrom(boot)), Options{})
 	const hostile = "H100\u202eSXM\u2066\u200d\x1b[2J\x07"
-	cfg := DefaultProviderConfig()
-	cfg.GPUs = []GPUConfig{{Model: hostile, Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
+	cfg := config.DefaultProviderConfig()
+	cfg.GPUs = []config.GPUConfig{{Model: hostile, Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
 	cfg.Price = "1.00"
 	publishStrangers(t, boot, cfg, 1)
 	waitFor(t, 20*time.Second, "the viewer's book holds the stranger's offer", bookHolds(viewer, 1))

@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -245,14 +246,14 @@ func fillBookTB(t testing.TB, n *Node, k int) {
 	countries := []string{"US", "DE", "FR", "GB", "NL", "SE", "PL", "JP", "KR", "SG", "CA", "BR"}
 	now := n.clock.Now()
 	for i := range k {
-		cfg := DefaultProviderConfig()
+		cfg := config.DefaultProviderConfig()
 		m := models[i%len(models)]
-		cfg.GPUs = []GPUConfig{{Model: m.model, Count: 1 + i%8, VRAMGiB: m.vram, ComputeCapability: "8.0", Interconnect: "pcie"}}
+		cfg.GPUs = []config.GPUConfig{{Model: m.model, Count: 1 + i%8, VRAMGiB: m.vram, ComputeCapability: "8.0", Interconnect: "pcie"}}
 		cfg.Price = fmt.Sprintf("%.2f", 0.5+float64(i*7919%400)/100)
 		cfg.Country = countries[i%len(countries)]
 		key, _, _ := crypto.GenerateEd25519Key(nil)
 		id, _ := peer.IDFromPrivateKey(key)
-		o, err := cfg.BuildOffer(id, 1, now)
+		o, err := BuildOffer(cfg, id, 1, now)
 		if err != nil {
 			t.Fatal(err)
 		}

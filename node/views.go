@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 )
 
 // Offers lists the book's offers that pass the query's filters.
@@ -150,7 +151,7 @@ func formatWeekly(w *pb.WeeklyWindow) string {
 	at := func(m uint32) string {
 		day := min(int(m/1440), 6)
 		rest := m - uint32(day)*1440
-		return fmt.Sprintf("%s %02d:%02d", weekdays[day], rest/60, rest%60)
+		return fmt.Sprintf("%s %02d:%02d", config.Weekdays[day], rest/60, rest%60)
 	}
 	s := at(w.StartMinute) + "-" + at(w.EndMinute)
 	if w.FloorMicros > 0 {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/spf13/cobra"
 )
 
@@ -82,7 +83,7 @@ A running daemon reads its config at start: restart it to apply.`,
 			if _, err := r.SwarmKey(out); err != nil {
 				return err
 			}
-			if err := node.WriteConfig(r.ConfigPath(), out); err != nil {
+			if err := config.WriteConfig(r.ConfigPath(), out); err != nil {
 				return err
 			}
 			v, _ := out.Get(args[0])

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/spf13/cobra"
 )
 
@@ -114,8 +115,8 @@ func (e *env) initIfAbsent(profile string, bootstrap []string) error {
 		}
 		return nil
 	}
-	if !slices.Contains(node.Profiles, profile) {
-		return usagef("--init %q: want one of %v", profile, node.Profiles)
+	if !slices.Contains(config.Profiles, profile) {
+		return usagef("--init %q: want one of %v", profile, config.Profiles)
 	}
 	if err := checkBootstrapFlags(profile, bootstrap); err != nil {
 		return err

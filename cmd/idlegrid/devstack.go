@@ -11,6 +11,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -59,7 +60,7 @@ receipt. devstack makes its own repositories and ignores --repo.`,
 			if e.logLvl == "" {
 				e.logLvl = "warn"
 			}
-			logCfg := node.DefaultConfig(node.ProfileProvider).Log
+			logCfg := config.DefaultConfig(config.ProfileProvider).Log
 			logCfg.Subsystems[node.LogLibp2p] = "error" // nodes leaving make the DHT grumble
 			if _, err := e.setupLogging(logCfg); err != nil {
 				return err
@@ -152,7 +153,7 @@ func (s *devstack) start(ctx context.Context, n int) error {
 
 func (s *devstack) startNode(ctx context.Context, i int, bootstrap []string) (*node.Node, error) {
 	path := filepath.Join(s.dir, fmt.Sprintf("node%02d", i))
-	r, err := node.Init(path, s.initOptions(node.ProfileProvider, bootstrap))
+	r, err := node.Init(path, s.initOptions(config.ProfileProvider, bootstrap))
 	if err != nil {
 		return nil, err
 	}
@@ -160,13 +161,13 @@ func (s *devstack) startNode(ctx context.Context, i int, bootstrap []string) (*n
 	if err != nil {
 		return nil, err
 	}
-	cfg.Network.Listen = node.ListenAddrs("127.0.0.1", 0, s.swarmKey == nil)
+	cfg.Network.Listen = config.ListenAddrs("127.0.0.1", 0, s.swarmKey == nil)
 	cfg.Jobs.Executor = s.executor
-	cfg.Jobs.HeartbeatInterval = node.Dur(time.Second)
+	cfg.Jobs.HeartbeatInterval = config.Dur(time.Second)
 	if i > 0 {
 		cfg.Provider = devProvider(i - 1)
 	}
-	if err := node.WriteConfig(r.ConfigPath(), cfg); err != nil {
+	if err := config.WriteConfig(r.ConfigPath(), cfg); err != nil {
 		return nil, err
 	}
 	n, err := node.New(r, cfg, node.Options{Version: version, Logger: slogDefault().With("devnode", i), ProcessMetrics: i == 0})
@@ -297,27 +298,27 @@ func offersMesh(st api.Status) int {
 // are static lists, which sell but cannot attest.
 var devGPUs = []struct {
 	source              string // gpu_source: a fake DGX, or static
-	gpu                 node.GPUConfig
+	gpu                 config.GPUConfig
 	price, gold, bronze string
 	tiers               []string
 	country, label      string
 	weekly              []string
 }{
-	{"fake:dgxh100", node.GPUConfig{Model: "H100", Count: 8, VRAMGiB: 80}, "2.49", "", "1.60", []string{"silver", "bronze"}, "DE", "frankfurt", nil},
-	{"fake:dgxa100", node.GPUConfig{Model: "A100", Count: 8, VRAMGiB: 40}, "0.99", "1.29", "0.69", []string{"gold", "silver", "bronze"}, "FR", "paris", nil},
-	{"fake:dgxh200", node.GPUConfig{Model: "H200", Count: 8, VRAMGiB: 141}, "3.49", "3.99", "", []string{"gold", "silver"}, "SE", "stockholm", nil},
-	{"static", node.GPUConfig{Model: "L40S", Count: 2, VRAMGiB: 48, ComputeCapability: "8.9", Interconnect: "pcie"}, "0.79", "", "0.49", []string{"bronze"}, "NL", "amsterdam", nil},
-	{"static", node.GPUConfig{Model: "RTX4090", Count: 1, VRAMGiB: 24, ComputeCapability: "8.9", Interconnect: "pcie"}, "0.39", "", "", []string{"silver"}, "PL", "home-lab", []string{"Mon 18:00-Tue 08:00", "Sat 00:00-Sun 24:00"}},
-	{"fake:dgxb200", node.GPUConfig{Model: "B200", Count: 8, VRAMGiB: 180}, "4.99", "", "", []string{"silver"}, "US", "us-east", nil},
+	{"fake:dgxh100", config.GPUConfig{Model: "H100", Count: 8, VRAMGiB: 80}, "2.49", "", "1.60", []string{"silver", "bronze"}, "DE", "frankfurt", nil},
+	{"fake:dgxa100", config.GPUConfig{Model: "A100", Count: 8, VRAMGiB: 40}, "0.99", "1.29", "0.69", []string{"gold", "silver", "bronze"}, "FR", "paris", nil},
+	{"fake:dgxh200", config.GPUConfig{Model: "H200", Count: 8, VRAMGiB: 141}, "3.49", "3.99", "", []string{"gold", "silver"}, "SE", "stockholm", nil},
+	{"static", config.GPUConfig{Model: "L40S", Count: 2, VRAMGiB: 48, ComputeCapability: "8.9", Interconnect: "pcie"}, "0.79", "", "0.49", []string{"bronze"}, "NL", "amsterdam", nil},
+	{"static", config.GPUConfig{Model: "RTX4090", Count: 1, VRAMGiB: 24, ComputeCapability: "8.9", Interconnect: "pcie"}, "0.39", "", "", []string{"silver"}, "PL", "home-lab", []string{"Mon 18:00-Tue 08:00", "Sat 00:00-Sun 24:00"}},
+	{"fake:dgxb200", config.GPUConfig{Model: "B200", Count: 8, VRAMGiB: 180}, "4.99", "", "", []string{"silver"}, "US", "us-east", nil},
 }
 
-func devProvider(i int) node.ProviderConfig {
+func devProvider(i int) config.ProviderConfig {
 	d := devGPUs[i%len(devGPUs)]
-	p := node.DefaultProviderConfig()
+	p := config.DefaultProviderConfig()
 	p.Enabled = true
-	p.MinDuration = node.Dur(time.Minute)
+	p.MinDuration = config.Dur(time.Minute)
 	if p.GPUSource = d.source; d.source == "static" {
-		p.GPUs = []node.GPUConfig{d.gpu}
+		p.GPUs = []config.GPUConfig{d.gpu}
 	}
 	p.Price, p.GoldPrice, p.BronzePrice = d.price, d.gold, d.bronze
 	p.Tiers = d.tiers

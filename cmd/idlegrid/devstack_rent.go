@@ -10,6 +10,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 )
 
 // devSwarm is the name of the private swarm a devstack without Docker runs.
@@ -24,7 +25,7 @@ func (s *devstack) chooseJobs(ctx context.Context) error {
 	defer cancel()
 	img, err := node.DevImage(probe)
 	if err == nil {
-		s.image, s.executor = img, node.ExecutorDocker
+		s.image, s.executor = img, config.ExecutorDocker
 		fmt.Fprintf(s.e.stdout, "devstack: jobs run as Docker containers of %s\n", s.image)
 		return nil
 	}
@@ -32,7 +33,7 @@ func (s *devstack) chooseJobs(ctx context.Context) error {
 	if kerr := node.WriteNewSwarmKey(&key); kerr != nil {
 		return kerr
 	}
-	s.swarmKey, s.executor, s.image = key.Bytes(), node.ExecutorProcess, "none (plain process)"
+	s.swarmKey, s.executor, s.image = key.Bytes(), config.ExecutorProcess, "none (plain process)"
 	fmt.Fprintf(s.e.stdout, "devstack: no usable Docker engine (%v):\n  jobs run as PLAIN PROCESSES on this machine, in a private devstack swarm\n", err)
 	return nil
 }
@@ -49,14 +50,14 @@ func (s *devstack) initOptions(profile string, bootstrap []string) node.InitOpti
 // makeRenter creates the renter repository the printed rent command uses.
 func (s *devstack) makeRenter() error {
 	s.renter = filepath.Join(s.dir, "renter")
-	_, err := node.Init(s.renter, s.initOptions(node.ProfileRenter, []string{s.boot}))
+	_, err := node.Init(s.renter, s.initOptions(config.ProfileRenter, []string{s.boot}))
 	return err
 }
 
 // rentCommand is the command that rents from this devstack.
 func (s *devstack) rentCommand() string {
 	img := s.image
-	if s.executor == node.ExecutorProcess {
+	if s.executor == config.ExecutorProcess {
 		img = "any"
 	}
 	return fmt.Sprintf(`idlegrid rent --repo %s --bootstrap %s --gpu H100 --count 2 --hours 1 --max-price 3 --image %s -- sh -c 'echo "hello from $IDLEGRID_GPUS"'`,
@@ -75,7 +76,7 @@ func (s *devstack) demo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg.API.Port, cfg.Network.Listen = 0, node.ListenAddrs("127.0.0.1", 0, s.swarmKey == nil)
+	cfg.API.Port, cfg.Network.Listen = 0, config.ListenAddrs("127.0.0.1", 0, s.swarmKey == nil)
 	n, err := node.New(r, cfg, node.Options{Light: true, Version: version, Logger: slogDefault().With("devnode", "renter")})
 	if err != nil {
 		return err
@@ -85,7 +86,7 @@ func (s *devstack) demo(ctx context.Context) error {
 	}
 	defer n.Close()
 	img := s.image
-	if s.executor == node.ExecutorProcess {
+	if s.executor == config.ExecutorProcess {
 		img = "any"
 	}
 	req := api.RentRequest{

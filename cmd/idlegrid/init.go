@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/spf13/cobra"
 )
 
@@ -34,8 +35,8 @@ hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.
   idlegrid init --swarm lab-gpus --swarm-key swarm.key`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			if !slices.Contains(node.Profiles, o.Profile) {
-				return usagef("--profile %q: want one of %v", o.Profile, node.Profiles)
+			if !slices.Contains(config.Profiles, o.Profile) {
+				return usagef("--profile %q: want one of %v", o.Profile, config.Profiles)
 			}
 			if o.ListenPort < -1 || o.ListenPort > 65535 {
 				return usagef("--listen-port %d: want 0 to 65535", o.ListenPort)
@@ -80,7 +81,7 @@ hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&o.Profile, "profile", node.ProfileProvider, "provider, renter or bootstrap")
+	f.StringVar(&o.Profile, "profile", config.ProfileProvider, "provider, renter or bootstrap")
 	f.StringVar(&o.Swarm, "swarm", "", "swarm name (default public)")
 	f.StringVar(&keyFile, "swarm-key", "", "pre-shared key `FILE` of a private swarm (from 'idlegrid swarm keygen')")
 	f.IntVar(&o.ListenPort, "listen-port", -1, "P2P port for TCP and QUIC: 0 picks a free one (default: the profile's, 4001 or free)")
@@ -95,7 +96,7 @@ hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.
 // would hold it.
 func checkBootstrapFlags(profile string, bootstrap []string) error {
 	for i, b := range bootstrap {
-		c := node.DefaultConfig(profile)
+		c := config.DefaultConfig(profile)
 		c.Network.Bootstrap = []string{b}
 		if err := c.Validate(); err != nil {
 			return usagef("--bootstrap %q (number %d): want a multiaddr ending in /p2p/<peer ID>", b, i+1)

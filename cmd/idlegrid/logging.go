@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/config"
 	golog "github.com/ipfs/go-log/v2"
 	"github.com/libp2p/go-libp2p/gologshim"
 	"go.uber.org/zap/zapcore"
@@ -15,7 +16,7 @@ import (
 // setupLogging builds the process's logger from the config and the
 // --log-format and --log-level flags, and routes libp2p's own loggers
 // (slog through gologshim, zap through go-log) to the same place and levels.
-func (e *env) setupLogging(cfg node.LogConfig) (*slog.Logger, error) {
+func (e *env) setupLogging(cfg config.LogConfig) (*slog.Logger, error) {
 	if e.logFmt != "" {
 		cfg.Format = e.logFmt
 	}
@@ -55,7 +56,7 @@ func (e *env) setupLogging(cfg node.LogConfig) (*slog.Logger, error) {
 
 // newLogHandler is node's handler for cfg (valid), whose JSON records
 // hold peers' text inert (inertHandler).
-func newLogHandler(w io.Writer, cfg node.LogConfig) slog.Handler {
+func newLogHandler(w io.Writer, cfg config.LogConfig) slog.Handler {
 	h := node.NewLogHandler(w, cfg)
 	if cfg.Format == "json" {
 		h = inertHandler{h}

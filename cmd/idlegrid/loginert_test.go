@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/config"
 )
 
 // A peer's text in the daemon's JSON log (a refusal's reason, an offer's
@@ -17,7 +18,7 @@ import (
 // overrides too; each line is still one JSON object.
 func TestPeerTextInJSONLogsIsInert(t *testing.T) {
 	var buf bytes.Buffer
-	h := newLogHandler(&buf, node.LogConfig{Format: "json", Level: "debug", Subsystems: map[string]string{}})
+	h := newLogHandler(&buf, config.LogConfig{Format: "json", Level: "debug", Subsystems: map[string]string{}})
 	log := slog.New(h).With("subsystem", node.LogP2P, "peer_label", hostileText)
 	log.Info("offer from "+hostileText, "model", hostileText, "err", errors.New(hostileText),
 		slog.Group("offer", slog.String("region", hostileText)))

@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/spf13/cobra"
 )
 
@@ -307,7 +308,7 @@ func (e *env) lightNode(bootstrap []string) (*node.Node, func(), error) {
 			return nil, nil, terr
 		}
 		cleanup = func() { os.RemoveAll(tmp) }
-		if r, err = node.Init(tmp, node.InitOptions{Profile: node.ProfileRenter, ListenPort: 0, APIPort: 0, Bootstrap: bootstrap}); err != nil {
+		if r, err = node.Init(tmp, node.InitOptions{Profile: config.ProfileRenter, ListenPort: 0, APIPort: 0, Bootstrap: bootstrap}); err != nil {
 			cleanup()
 			return nil, nil, err
 		}
@@ -321,7 +322,7 @@ func (e *env) lightNode(bootstrap []string) (*node.Node, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	cfg.API.Port, cfg.Network.Listen = 0, node.ListenAddrs("0.0.0.0", 0, cfg.Swarm.KeyFile == "")
+	cfg.API.Port, cfg.Network.Listen = 0, config.ListenAddrs("0.0.0.0", 0, cfg.Swarm.KeyFile == "")
 	if len(bootstrap) > 0 {
 		cfg.Network.Bootstrap = bootstrap
 	}
@@ -344,7 +345,7 @@ func (e *env) lightNode(bootstrap []string) (*node.Node, func(), error) {
 
 // usageIfFlag reports a bad --bootstrap as a usage error.
 func usageIfFlag(err error, fromFlag bool) error {
-	if fromFlag && errors.Is(err, node.ErrConfig) {
+	if fromFlag && errors.Is(err, config.ErrConfig) {
 		return usagef("--bootstrap: %v", err)
 	}
 	return err

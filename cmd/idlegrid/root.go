@@ -11,6 +11,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/spf13/cobra"
 )
 
@@ -131,14 +132,14 @@ func (e *env) repoPath() string {
 }
 
 // openRepo opens the repository and loads its config.
-func (e *env) openRepo() (*node.Repo, node.Config, error) {
+func (e *env) openRepo() (*node.Repo, config.Config, error) {
 	r, err := node.Open(e.repoPath())
 	if err != nil {
-		return nil, node.Config{}, err
+		return nil, config.Config{}, err
 	}
 	cfg, err := r.Config()
 	if err != nil {
-		return nil, node.Config{}, err
+		return nil, config.Config{}, err
 	}
 	return r, cfg, nil
 }

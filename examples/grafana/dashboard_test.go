@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/metricstest"
 )
 
@@ -170,7 +171,7 @@ func servedFamilies(t *testing.T) map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := node.Init(filepath.Join(t.TempDir(), "repo"), node.InitOptions{Profile: node.ProfileProvider, ListenPort: 0, APIPort: 0})
+	r, err := node.Init(filepath.Join(t.TempDir(), "repo"), node.InitOptions{Profile: config.ProfileProvider, ListenPort: 0, APIPort: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func servedFamilies(t *testing.T) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Network.Listen = node.ListenAddrs("127.0.0.1", 0, true)
+	cfg.Network.Listen = config.ListenAddrs("127.0.0.1", 0, true)
 	n, err := node.New(r, cfg, node.Options{Version: "test", Logger: slog.New(slog.DiscardHandler), ProcessMetrics: true})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -119,8 +119,8 @@ func TestTheManifestsAreValid(t *testing.T) {
 		switch k {
 		case "repo", "log-format":
 		case "init":
-			if !slices.Contains(node.Profiles, vs[0]) {
-				t.Errorf("--init=%s: want one of %v", vs[0], node.Profiles)
+			if !slices.Contains(config.Profiles, vs[0]) {
+				t.Errorf("--init=%s: want one of %v", vs[0], config.Profiles)
 			}
 		case "bootstrap":
 			for _, b := range vs {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 )
 
@@ -31,7 +32,7 @@ func run() error {
 	var nodes []*node.Node
 	for i := range 2 {
 		r, err := node.Init(filepath.Join(dir, fmt.Sprint(i)), node.InitOptions{
-			Profile: node.ProfileProvider, ListenPort: 0, APIPort: 0, Bootstrap: bootstrap,
+			Profile: config.ProfileProvider, ListenPort: 0, APIPort: 0, Bootstrap: bootstrap,
 		})
 		if err != nil {
 			return err
@@ -40,7 +41,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		cfg.Network.Listen = node.ListenAddrs("127.0.0.1", 0, true)
+		cfg.Network.Listen = config.ListenAddrs("127.0.0.1", 0, true)
 		n, err := node.New(r, cfg, node.Options{Version: "example"})
 		if err != nil {
 			return err

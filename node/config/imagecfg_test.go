@@ -1,4 +1,4 @@
-package node
+package config
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 // The image budget's keys have sane defaults, and a value out of range is
 // refused naming the key, the value and what is allowed.
 func TestTheImageBudgetKeysAreValidated(t *testing.T) {
-	c := DefaultConfig(ProfileProvider).clone()
+	c := DefaultConfig(ProfileProvider).Clone()
 	if err := c.Validate(); err != nil {
 		t.Fatalf("the defaults: %v", err)
 	}
@@ -27,7 +27,7 @@ func TestTheImageBudgetKeysAreValidated(t *testing.T) {
 		{"jobs.image_keep", func(c *Config) { c.Jobs.ImageKeep = Dur(time.Second) }},
 		{"jobs.image_keep", func(c *Config) { c.Jobs.ImageKeep = Dur(365 * 24 * time.Hour) }},
 	} {
-		c := DefaultConfig(ProfileProvider).clone()
+		c := DefaultConfig(ProfileProvider).Clone()
 		tc.edit(&c)
 		err := c.Validate()
 		var fe *FieldError

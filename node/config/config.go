@@ -1,4 +1,4 @@
-package node
+package config
 
 import (
 	"fmt"
@@ -257,14 +257,14 @@ func (c *Config) Validate() error {
 func (c *Config) validateSwarm() error {
 	s := c.Swarm
 	if err := p2p.ValidateSwarmName(s.Name); err != nil {
-		return fieldErr("swarm.name", s.Name, "1-63 lower-case letters, digits and '-', starting with a letter or digit")
+		return FieldErr("swarm.name", s.Name, "1-63 lower-case letters, digits and '-', starting with a letter or digit")
 	}
 	if s.KeyFile != "" && s.Name == p2p.PublicSwarm {
-		return fieldErr("swarm.name", s.Name, "a name of its own for a private swarm (swarm.key_file is set), not 'public'")
+		return FieldErr("swarm.name", s.Name, "a name of its own for a private swarm (swarm.key_file is set), not 'public'")
 	}
 	for i, id := range s.AllowList {
 		if _, err := peer.Decode(id); err != nil {
-			return fieldErr(fmt.Sprintf("swarm.allow_list[%d]", i), id, "a peer ID such as 12D3KooW… (see `idlegrid id`)")
+			return FieldErr(fmt.Sprintf("swarm.allow_list[%d]", i), id, "a peer ID such as 12D3KooW… (see `idlegrid id`)")
 		}
 	}
 	return nil
@@ -273,7 +273,7 @@ func (c *Config) validateSwarm() error {
 func (c *Config) validateReputation() error {
 	for i, id := range c.Reputation.Seeds {
 		if _, err := peer.Decode(id); err != nil {
-			return fieldErr(fmt.Sprintf("reputation.seeds[%d]", i), id, "a peer ID such as 12D3KooW… (see `idlegrid id`)")
+			return FieldErr(fmt.Sprintf("reputation.seeds[%d]", i), id, "a peer ID such as 12D3KooW… (see `idlegrid id`)")
 		}
 	}
 	return nil
@@ -284,20 +284,20 @@ func (c *Config) validateNetwork() error {
 	for i, a := range n.Listen {
 		addr, err := ma.NewMultiaddr(a)
 		if err != nil {
-			return fieldErr(fmt.Sprintf("network.listen[%d]", i), a, "a multiaddr such as /ip4/0.0.0.0/tcp/4001")
+			return FieldErr(fmt.Sprintf("network.listen[%d]", i), a, "a multiaddr such as /ip4/0.0.0.0/tcp/4001")
 		}
 		if c.Swarm.KeyFile != "" && p2p.IsQUIC(addr) {
-			return fieldErr(fmt.Sprintf("network.listen[%d]", i), a, "TCP addresses only in a private swarm (pnet cannot protect QUIC)")
+			return FieldErr(fmt.Sprintf("network.listen[%d]", i), a, "TCP addresses only in a private swarm (pnet cannot protect QUIC)")
 		}
 	}
 	for i, a := range n.Announce {
 		if _, err := ma.NewMultiaddr(a); err != nil {
-			return fieldErr(fmt.Sprintf("network.announce[%d]", i), a, "a multiaddr such as /ip4/203.0.113.7/tcp/4001")
+			return FieldErr(fmt.Sprintf("network.announce[%d]", i), a, "a multiaddr such as /ip4/203.0.113.7/tcp/4001")
 		}
 	}
 	for i, a := range n.Bootstrap {
 		if _, err := p2p.ParseAddrInfo(a); err != nil {
-			return fieldErr(fmt.Sprintf("network.bootstrap[%d]", i), a, "a multiaddr ending in /p2p/<peer ID>, such as /ip4/198.51.100.1/tcp/4001/p2p/12D3KooW…")
+			return FieldErr(fmt.Sprintf("network.bootstrap[%d]", i), a, "a multiaddr ending in /p2p/<peer ID>, such as /ip4/198.51.100.1/tcp/4001/p2p/12D3KooW…")
 		}
 	}
 	if err := intRange("network.conn_low", n.ConnLow, 1, 100000); err != nil {
@@ -320,7 +320,7 @@ func (c *Config) validateNetwork() error {
 	}
 	if n.Location != "" {
 		if _, err := geo.ParsePlace(n.Location); err != nil {
-			return fieldErr("network.location", n.Location, "a country code such as DE, or latitude,longitude such as 50.11,8.68")
+			return FieldErr("network.location", n.Location, "a country code such as DE, or latitude,longitude such as 50.11,8.68")
 		}
 	}
 	return durRange("network.ping_interval", n.PingInterval, time.Second, time.Hour)
@@ -341,16 +341,6 @@ func (c *Config) validateNAT() error {
 		return err
 	}
 	return intRange("nat.relay_mib", n.RelayMiB, 1, 1<<20)
-}
-
-// p2p is the host's NAT configuration; a light client relays for no one.
-func (n NATConfig) p2p(light bool) p2p.NATConfig {
-	return p2p.NATConfig{
-		Reachability: n.Reachability, PortMap: n.PortMap, HolePunching: n.HolePunching,
-		AutoRelay: n.AutoRelay && !light, RelayService: n.RelayService && !light,
-		Relay: p2p.RelayLimits{Reservations: n.RelayReserve, CircuitsPerPeer: n.RelayCircuits,
-			Duration: n.RelayDuration.Std(), Bytes: int64(n.RelayMiB) << 20},
-	}
 }
 
 func (c *Config) validateDHT() error {
@@ -413,7 +403,7 @@ func (c *Config) validateLog() error {
 	}
 	for name, lvl := range c.Log.Subsystems {
 		if !subsystemRE.MatchString(name) {
-			return fieldErr("log.subsystems", name, "subsystem names of lower-case letters, digits, '_', '.', '/' and '-'")
+			return FieldErr("log.subsystems", name, "subsystem names of lower-case letters, digits, '_', '.', '/' and '-'")
 		}
 		if err := oneOf("log.subsystems."+name, lvl, Levels); err != nil {
 			return err
@@ -426,19 +416,19 @@ func oneOf(field, v string, allowed []string) error {
 	if slices.Contains(allowed, v) {
 		return nil
 	}
-	return fieldErr(field, v, fmt.Sprintf("one of %v", allowed))
+	return FieldErr(field, v, fmt.Sprintf("one of %v", allowed))
 }
 
 func intRange(field string, v, lo, hi int) error {
 	if v >= lo && v <= hi {
 		return nil
 	}
-	return fieldErr(field, v, fmt.Sprintf("%d to %d", lo, hi))
+	return FieldErr(field, v, fmt.Sprintf("%d to %d", lo, hi))
 }
 
 func durRange(field string, v Duration, lo, hi time.Duration) error {
 	if v.Std() >= lo && v.Std() <= hi {
 		return nil
 	}
-	return fieldErr(field, v, fmt.Sprintf("%s to %s", lo, hi))
+	return FieldErr(field, v, fmt.Sprintf("%s to %s", lo, hi))
 }

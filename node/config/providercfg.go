@@ -1,4 +1,4 @@
-package node
+package config
 
 import (
 	"fmt"
@@ -118,7 +118,7 @@ var (
 	ccRE           = regexp.MustCompile(`^([0-9]{1,2})\.([0-9])$`)
 	weeklyRE       = regexp.MustCompile(`^(Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([0-2][0-9]):([0-5][0-9])-(?:(Mon|Tue|Wed|Thu|Fri|Sat|Sun) )?([0-2][0-9]):([0-5][0-9])(?: floor ([0-9.]+))?( peak)?$`)
 	gpuSourceRE    = regexp.MustCompile(`^(static|nvml|fake:dgx(a100|h100|h200|b200))$`)
-	weekdays       = []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
+	Weekdays       = []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
 	tierNames      = []string{"gold", "silver", "bronze"}
 )
 
@@ -143,7 +143,7 @@ func ParseWeekly(s string) (WeeklySpan, error) {
 		if h > 24 || (h == 24 && mi != 0) {
 			return 0, false
 		}
-		return uint32(slices.Index(weekdays, day)*1440 + h*60 + mi), true
+		return uint32(slices.Index(Weekdays, day)*1440 + h*60 + mi), true
 	}
 	endDay := m[4]
 	if endDay == "" {
@@ -178,22 +178,22 @@ func ParseComputeCapability(s string) (uint32, error) {
 
 func (p *ProviderConfig) validate() error {
 	if !currencyCodeRE.MatchString(p.Currency) {
-		return fieldErr("provider.currency", p.Currency, "a currency code such as USD")
+		return FieldErr("provider.currency", p.Currency, "a currency code such as USD")
 	}
 	for _, f := range []struct{ name, v string }{{"provider.price", p.Price}, {"provider.gold_price", p.GoldPrice}, {"provider.bronze_price", p.BronzePrice}} {
 		if f.v == "" && f.name != "provider.price" {
 			continue
 		}
 		if v, err := market.ParsePrice(f.v); err != nil || v < 1_000 || v > 10_000_000_000 {
-			return fieldErr(f.name, f.v, "a decimal price per GPU-hour from 0.001 to 10000, such as \"2.10\"")
+			return FieldErr(f.name, f.v, "a decimal price per GPU-hour from 0.001 to 10000, such as \"2.10\"")
 		}
 	}
 	if len(p.Tiers) == 0 {
-		return fieldErr("provider.tiers", p.Tiers, "one or more of gold, silver, bronze")
+		return FieldErr("provider.tiers", p.Tiers, "one or more of gold, silver, bronze")
 	}
 	for i, t := range p.Tiers {
 		if !slices.Contains(tierNames, t) {
-			return fieldErr(fmt.Sprintf("provider.tiers[%d]", i), t, "gold, silver or bronze")
+			return FieldErr(fmt.Sprintf("provider.tiers[%d]", i), t, "gold, silver or bronze")
 		}
 	}
 	if err := durRange("provider.bronze_notice", p.BronzeNotice, time.Second, time.Hour); err != nil {
@@ -212,27 +212,27 @@ func (p *ProviderConfig) validate() error {
 		return err
 	}
 	if p.NewRenterShare < 0 || p.NewRenterShare > 1 || math.IsNaN(p.NewRenterShare) {
-		return fieldErr("provider.new_renter_share", p.NewRenterShare, "0 to 1")
+		return FieldErr("provider.new_renter_share", p.NewRenterShare, "0 to 1")
 	}
 	if p.MinRenterScore < 0 || p.MinRenterScore > 1 {
-		return fieldErr("provider.min_renter_score", p.MinRenterScore, "0 to 1")
+		return FieldErr("provider.min_renter_score", p.MinRenterScore, "0 to 1")
 	}
 	var prevEnd uint32
 	for i, w := range p.Weekly {
 		span, err := ParseWeekly(w)
 		if err != nil {
-			return fieldErr(fmt.Sprintf("provider.weekly[%d]", i), w, "\"Mon 18:00-Tue 08:00\" with an optional \" floor 1.50\" and \" peak\", in UTC")
+			return FieldErr(fmt.Sprintf("provider.weekly[%d]", i), w, "\"Mon 18:00-Tue 08:00\" with an optional \" floor 1.50\" and \" peak\", in UTC")
 		}
 		if i > 0 && span.Start < prevEnd {
-			return fieldErr(fmt.Sprintf("provider.weekly[%d]", i), w, "windows in week order that do not overlap")
+			return FieldErr(fmt.Sprintf("provider.weekly[%d]", i), w, "windows in week order that do not overlap")
 		}
 		prevEnd = span.End
 	}
-	if _, _, err := p.Pricing.policy(); err != nil {
+	if _, _, err := p.Pricing.MarketPolicy(); err != nil {
 		return err
 	}
 	if !countryCodeRE.MatchString(p.Country) {
-		return fieldErr("provider.country", p.Country, "an ISO 3166 country code such as DE")
+		return FieldErr("provider.country", p.Country, "an ISO 3166 country code such as DE")
 	}
 	if err := durRange("provider.offer_ttl", p.OfferTTL, time.Minute, 24*time.Hour); err != nil {
 		return err
@@ -252,10 +252,10 @@ func (p *ProviderConfig) validate() error {
 		}
 	}
 	if p.Host.Share != "" && p.Host.Share != "per-gpu" && p.Host.Share != "whole" {
-		return fieldErr("provider.host.share", p.Host.Share, "per-gpu or whole")
+		return FieldErr("provider.host.share", p.Host.Share, "per-gpu or whole")
 	}
 	if !gpuSourceRE.MatchString(p.GPUSource) {
-		return fieldErr("provider.gpu_source", p.GPUSource, "static, nvml, or fake:dgxa100, fake:dgxh100, fake:dgxh200 or fake:dgxb200")
+		return FieldErr("provider.gpu_source", p.GPUSource, "static, nvml, or fake:dgxa100, fake:dgxh100, fake:dgxh200 or fake:dgxb200")
 	}
 	if err := intRange("provider.gpu_step", p.GPUStep, 0, 64); err != nil {
 		return err
@@ -267,12 +267,12 @@ func (p *ProviderConfig) validate() error {
 		return err
 	}
 	if p.Enabled && p.GPUSource == "static" && len(p.GPUs) == 0 {
-		return fieldErr("provider.gpus", "[]", "at least one [[provider.gpus]] group when provider.enabled is true and gpu_source is static")
+		return FieldErr("provider.gpus", "[]", "at least one [[provider.gpus]] group when provider.enabled is true and gpu_source is static")
 	}
 	for i, g := range p.GPUs {
 		f := fmt.Sprintf("provider.gpus[%d]", i)
 		if g.Model == "" || len(g.Model) > 64 {
-			return fieldErr(f+".model", g.Model, "a model name such as H100")
+			return FieldErr(f+".model", g.Model, "a model name such as H100")
 		}
 		if err := intRange(f+".count", g.Count, 1, 64); err != nil {
 			return err
@@ -281,8 +281,57 @@ func (p *ProviderConfig) validate() error {
 			return err
 		}
 		if _, err := ParseComputeCapability(g.ComputeCapability); err != nil {
-			return fieldErr(f+".compute_capability", g.ComputeCapability, "major.minor such as 9.0")
+			return FieldErr(f+".compute_capability", g.ComputeCapability, "major.minor such as 9.0")
 		}
 	}
 	return nil
 }
+
+// Pricing policies.
+const (
+	PolicyFixed  = "fixed"
+	PolicyMarket = "market"
+)
+
+// MarketPolicy reads [provider.pricing]: the market policy it sets, and
+// whether prices follow the market (policy = "market"); with fixed
+// prices the policy only prices peak windows up.
+func (c PricingConfig) MarketPolicy() (market.PricingPolicy, bool, error) {
+	pol := market.PricingPolicy{Percentile: c.Percentile, Floor: 1, Ceiling: math.MaxUint64 / 2, PeakFactor: c.PeakFactor, MaxStep: c.MaxStep}
+	if math.IsNaN(c.PeakFactor) || c.PeakFactor < 1 || c.PeakFactor > 10 {
+		return pol, false, FieldErr("provider.pricing.peak_factor", c.PeakFactor, "1 (no peak pricing) to 10")
+	}
+	if pol.MaxStep == 0 {
+		pol.MaxStep = DefaultMaxStep
+	}
+	if math.IsNaN(c.MaxStep) || c.MaxStep != 0 && (c.MaxStep < 0.01 || c.MaxStep > 0.5) {
+		return pol, false, FieldErr("provider.pricing.max_step", c.MaxStep, "0.01 to 0.5 (0.10: a tenth of the price per re-publish), or 0 for the default")
+	}
+	switch c.Policy {
+	case PolicyFixed:
+		return pol, false, nil
+	case PolicyMarket:
+	default:
+		return pol, false, FieldErr("provider.pricing.policy", c.Policy, "fixed or market")
+	}
+	if math.IsNaN(c.Percentile) || c.Percentile < 0 || c.Percentile > 100 {
+		return pol, false, FieldErr("provider.pricing.percentile", c.Percentile, "0 to 100 (50: the median)")
+	}
+	var err error
+	for _, f := range []struct {
+		name, v string
+		to      *uint64
+	}{{"provider.pricing.floor", c.Floor, &pol.Floor}, {"provider.pricing.ceiling", c.Ceiling, &pol.Ceiling}} {
+		if *f.to, err = market.ParsePrice(f.v); err != nil || *f.to < 1_000 || *f.to > 10_000_000_000 {
+			return pol, false, FieldErr(f.name, f.v, "with policy = \"market\", a decimal price per GPU-hour from 0.001 to 10000, such as \"1.20\"")
+		}
+	}
+	if pol.Ceiling < pol.Floor {
+		return pol, false, FieldErr("provider.pricing.ceiling", c.Ceiling, "at least the floor, "+c.Floor)
+	}
+	return pol, true, pol.Validate()
+}
+
+// DefaultMaxStep is the most a market price moves per re-publish, as a
+// share of where it stands (provider.pricing.max_step).
+const DefaultMaxStep = 0.10

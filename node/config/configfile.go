@@ -1,17 +1,17 @@
-package node
+package config
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/idlegrid/idlegrid/internal/atomicfile"
 	toml "github.com/pelletier/go-toml/v2"
 )
 
@@ -95,31 +95,7 @@ func WriteConfig(path string, c Config) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, data, 0o644)
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, data, 0o644)
 }
 
 // Tree renders the config as nested maps keyed by the TOML names, the
@@ -209,7 +185,7 @@ func (c Config) Set(key, value string) (Config, error) {
 	if err := checkDurations([]byte(doc.String())); err != nil {
 		return Config{}, err
 	}
-	out := c.clone()
+	out := c.Clone()
 	dec := toml.NewDecoder(strings.NewReader(doc.String()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&out); err != nil {
@@ -242,7 +218,7 @@ func typeHint(err error) string {
 }
 
 // clone deep-copies the slices and maps so a Set never aliases c.
-func (c Config) clone() Config {
+func (c Config) Clone() Config {
 	out := c
 	out.Swarm.AllowList = slices.Clone(c.Swarm.AllowList)
 	out.Network.Listen = slices.Clone(c.Network.Listen)

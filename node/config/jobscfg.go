@@ -1,4 +1,4 @@
-package node
+package config
 
 import (
 	"fmt"
@@ -77,7 +77,7 @@ func (c *Config) validateJobs() error {
 		return err
 	}
 	if j.Executor == ExecutorProcess && c.Swarm.KeyFile == "" {
-		return fieldErr("jobs.executor", j.Executor, "docker or none in the public swarm: plain processes run only in a private swarm (swarm.key_file set)")
+		return FieldErr("jobs.executor", j.Executor, "docker or none in the public swarm: plain processes run only in a private swarm (swarm.key_file set)")
 	}
 	for _, d := range []struct {
 		name   string
@@ -112,7 +112,7 @@ func (c *Config) validateJobs() error {
 		return err
 	}
 	if !numericUser.MatchString(j.User) {
-		return fieldErr("jobs.user", j.User, `a numeric uid or uid:gid, such as "65534" or "1000:1000"`)
+		return FieldErr("jobs.user", j.User, `a numeric uid or uid:gid, such as "65534" or "1000:1000"`)
 	}
 	if err := intRange("jobs.workspace_mib", j.WorkspaceMiB, 1, 1<<20); err != nil {
 		return err
@@ -123,7 +123,7 @@ func (c *Config) validateJobs() error {
 	// A renter with no lease here keeps up to twice the largest tar, in
 	// half of the stage.
 	if least := max(1, (4*j.MaxUploadMiB+1023)>>10); j.MaxStageGiB < least || j.MaxStageGiB > 1<<20 {
-		return fieldErr("jobs.max_stage_gib", j.MaxStageGiB, fmt.Sprintf("%d to %d: at least four times jobs.max_upload_mib (%d MiB)", least, 1<<20, j.MaxUploadMiB))
+		return FieldErr("jobs.max_stage_gib", j.MaxStageGiB, fmt.Sprintf("%d to %d: at least four times jobs.max_upload_mib (%d MiB)", least, 1<<20, j.MaxUploadMiB))
 	}
 	return intRange("jobs.log_mib", j.LogMiB, 1, 1<<14)
 }

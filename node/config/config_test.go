@@ -1,4 +1,4 @@
-package node
+package config
 
 import (
 	"errors"
@@ -108,7 +108,7 @@ func TestValidateNamesTheField(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.field, func(t *testing.T) {
-			c := DefaultConfig(ProfileProvider).clone()
+			c := DefaultConfig(ProfileProvider).Clone()
 			tc.edit(&c)
 			err := c.Validate()
 			var fe *FieldError
