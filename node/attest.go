@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -67,7 +68,7 @@ func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, erro
 		c.metrics.challenged(challengeUnanswered)
 		return challenged{}, err
 	}
-	o, _ := c.book().Offer(p, ProviderOfferID)
+	o, _ := c.book().Offer(p, offer.ProviderOfferID)
 	out := challenged{Verdict: attest.Judge(p, attest.Challenge{Swarm: c.swarm, Challenger: c.self, Nonce: a.Nonce}, a.Fresh, a.Standing, o, c.roots, c.clock.Now(), attestMaxAge), rtt: a.RTT}
 	switch {
 	case out.Err != nil:

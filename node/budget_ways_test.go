@@ -10,6 +10,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -30,7 +31,7 @@ func offersOf(t testing.TB, sw p2p.Swarm, key crypto.PrivKey, n int, now time.Ti
 	id, _ := peer.IDFromPrivateKey(key)
 	out := make([][]byte, n)
 	for i := range out {
-		o, err := BuildOffer(cfg, id, uint64(i+1), now)
+		o, err := offer.Build(cfg, id, uint64(i+1), now)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -55,7 +56,7 @@ func spam(t *testing.T, sw p2p.Swarm, keys, perKey int) (offers, bids [][]byte) 
 		key, _, _ := crypto.GenerateEd25519Key(nil)
 		id, _ := peer.IDFromPrivateKey(key)
 		for range perKey {
-			o, err := BuildOffer(cfg, id, 1, now)
+			o, err := offer.Build(cfg, id, 1, now)
 			if err != nil {
 				t.Fatal(err)
 			}

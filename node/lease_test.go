@@ -21,6 +21,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
@@ -174,7 +175,7 @@ func signedLease(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.CoS
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, ok := renter.market.snapshot().Offer(prov.id, ProviderOfferID)
+	o, ok := renter.market.snapshot().Offer(prov.id, offer.ProviderOfferID)
 	if !ok {
 		t.Fatal("no offer in the renter's book")
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
 )
 
@@ -232,7 +233,7 @@ func testProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 	peerAtSamePrice := publishStrangers(t, renter, same, 1)
 	waitFor(t, 10*time.Second, "the other provider's offer in the renter's book", func() bool {
 		for p := range peerAtSamePrice {
-			if _, ok := renter.market.snapshot().Offer(p, ProviderOfferID); ok {
+			if _, ok := renter.market.snapshot().Offer(p, offer.ProviderOfferID); ok {
 				return true
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/jobstream"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -88,7 +89,7 @@ func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState
 			slots[g.Model] = append(slots[g.Model], fmt.Sprintf("%s-%d", strings.ToLower(g.Model), len(slots[g.Model])))
 		}
 	}
-	o, err := BuildOffer(d.provider, d.id, 0, d.clock.Now())
+	o, err := offer.Build(d.provider, d.id, 0, d.clock.Now())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/p2p"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -52,7 +53,7 @@ func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 			return false
 		}
 		for _, p := range provs {
-			o, ok := renter.market.snapshot().Offer(p.id, ProviderOfferID)
+			o, ok := renter.market.snapshot().Offer(p.id, offer.ProviderOfferID)
 			if !ok || o.Coordinate == nil || o.Coordinate.Error > p2p.EstimateMaxError {
 				return false
 			}
@@ -96,7 +97,7 @@ func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range provs {
-		o, ok := renter.market.snapshot().Offer(p.id, ProviderOfferID)
+		o, ok := renter.market.snapshot().Offer(p.id, offer.ProviderOfferID)
 		if !ok || o.Coordinate == nil {
 			t.Fatalf("%s: offer %v without a coordinate", p.id, ok)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/offer"
 	ds "github.com/ipfs/go-datastore"
 	dssync "github.com/ipfs/go-datastore/sync"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -52,11 +53,11 @@ func TestHeldEnvelopeAlwaysMatchesTheBook(t *testing.T) {
 		_, pub, _ := crypto.GenerateEd25519Key(nil)
 		ids[i], _ = peer.IDFromPublicKey(pub)
 	}
-	// offer is seq of issuer i's offer, as its validator passes it on, with
+	// offered is seq of issuer i's offer, as its validator passes it on, with
 	// the envelope it came in: opaque to the market side, so here the seq
 	// in decimal, for the check to read back.
-	offer := func(i int, seq uint64) (*pb.Offer, []byte) {
-		o, err := BuildOffer(prov, ids[i], seq, time.Now())
+	offered := func(i int, seq uint64) (*pb.Offer, []byte) {
+		o, err := offer.Build(prov, ids[i], seq, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,8 +71,8 @@ func TestHeldEnvelopeAlwaysMatchesTheBook(t *testing.T) {
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for i := range issuers {
-			older, olderEnv := offer(i, uint64(2*r+1))
-			newer, newerEnv := offer(i, uint64(2*r+2))
+			older, olderEnv := offered(i, uint64(2*r+1))
+			newer, newerEnv := offered(i, uint64(2*r+2))
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
@@ -89,8 +90,8 @@ func TestHeldEnvelopeAlwaysMatchesTheBook(t *testing.T) {
 		m.do(ctx, func(st *marketState) {
 			snap := m.book.Snapshot()
 			for i := range issuers {
-				o, _ := snap.Offer(ids[i], ProviderOfferID)
-				held := string(st.envelopes[offerKey{ids[i], ProviderOfferID}].env)
+				o, _ := snap.Offer(ids[i], offer.ProviderOfferID)
+				held := string(st.envelopes[offerKey{ids[i], offer.ProviderOfferID}].env)
 				if held != strconv.FormatUint(o.GetHeader().GetSeq(), 10) {
 					mismatches++
 					if mismatches <= 3 {

@@ -19,6 +19,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p"
@@ -306,12 +307,12 @@ func TestSellable(t *testing.T) {
 		{Index: 3, UUID: "GPU-d", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0", TemperatureC: 81},
 		{Index: 4, UUID: "GPU-e", Name: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, ComputeCapability: "9.0"},
 	}}
-	groups, why := sellable(p, inv)
+	groups, why := offer.Sellable(p, inv)
 	if len(groups) != 2 || groups[0] != (config.GPUConfig{Model: "A100 SXM 40GB", Count: 1, VRAMGiB: 40, ComputeCapability: "8.0"}) || groups[1].Model != "H100 SXM" || len(why) != 3 {
 		t.Errorf("sellable = %+v, why %v", groups, why)
 	}
 	p.Share = []string{"GPU-e"}
-	if groups, _ := sellable(p, inv); len(groups) != 1 || groups[0].Model != "H100 SXM" {
+	if groups, _ := offer.Sellable(p, inv); len(groups) != 1 || groups[0].Model != "H100 SXM" {
 		t.Errorf("share by UUID: %+v", groups)
 	}
 	// A card NVML reports short of its marketed memory is sold as
@@ -323,7 +324,7 @@ func TestSellable(t *testing.T) {
 		{Index: 2, UUID: "GPU-h", Name: "NVIDIA Renamed Board", PCIDeviceID: 0x268410de, MemoryBytes: 24564 << 20, ComputeCapability: "8.9"},
 	}
 	p.Share = nil
-	groups, _ = sellable(p, inv)
+	groups, _ = offer.Sellable(p, inv)
 	if len(groups) != 2 || groups[0] != (config.GPUConfig{Model: "Future 9000", Count: 1, VRAMGiB: 48, ComputeCapability: "12.0"}) ||
 		groups[1] != (config.GPUConfig{Model: "RTX 4090", Count: 2, VRAMGiB: 24, ComputeCapability: "8.9"}) {
 		t.Errorf("sellable = %+v", groups)
@@ -344,7 +345,7 @@ func TestStandingAttestationLastsAsLongAsTheHardware(t *testing.T) {
 		t.Helper()
 		var h []byte
 		waitFor(t, 15*time.Second, fmt.Sprintf("an offer of %d GPUs in the bootstrap's book", gpus), func() bool {
-			o, ok := boot.market.snapshot().Offer(p.id, ProviderOfferID)
+			o, ok := boot.market.snapshot().Offer(p.id, offer.ProviderOfferID)
 			if ok && offeredGPUs(boot, p) == gpus {
 				h = o.AttestationHash
 			}
@@ -400,7 +401,7 @@ func TestAttestationBetweenNodes(t *testing.T) {
 	waitFor(t, 15*time.Second, "the provider's offer in both books", func() bool {
 		return offeredGPUs(boot, prov) == 8 && offeredGPUs(noRoots, prov) == 8
 	})
-	o, _ := boot.market.snapshot().Offer(prov.id, ProviderOfferID)
+	o, _ := boot.market.snapshot().Offer(prov.id, offer.ProviderOfferID)
 	if len(o.AttestationHash) != 32 {
 		t.Fatalf("the offer's attestation hash has %d bytes", len(o.AttestationHash))
 	}
@@ -439,9 +440,9 @@ func TestAttestationBetweenNodes(t *testing.T) {
 	// Hardware that differs from what the offer's standing attestation
 	// shows leaves the offer uncovered.
 	inv, _ := fake.Inventory(ctx)
-	fresh := attest.NewDocument(inv, prov.id, attest.Challenge{Challenger: boot.id, Nonce: make([]byte, attest.NonceSize)}, time.Now(), []string{ProviderOfferID})
+	fresh := attest.NewDocument(inv, prov.id, attest.Challenge{Challenger: boot.id, Nonce: make([]byte, attest.NonceSize)}, time.Now(), []string{offer.ProviderOfferID})
 	fresh.Gpus[2].SerialHash = attest.SerialHash("a swapped board", prov.id)
-	held, _ := boot.market.snapshot().Offer(prov.id, ProviderOfferID)
+	held, _ := boot.market.snapshot().Offer(prov.id, offer.ProviderOfferID)
 	if _, err := attest.CoverageOf(fresh, held, *prov.provider.standing.Load(), prov.id); !errors.Is(err, attest.ErrDocChanged) {
 		t.Errorf("swapped board: %v", err)
 	}
@@ -674,7 +675,7 @@ func publishStrangers(t *testing.T, via *Node, cfg config.ProviderConfig, n int)
 	for range n {
 		key, _, _ := crypto.GenerateEd25519Key(nil)
 		id, _ := peer.IDFromPrivateKey(key)
-		o, err := BuildOffer(cfg, id, 1, via.clock.Now()) // the node's time, fake or not
+		o, err := offer.Build(cfg, id, 1, via.clock.Now()) // the node's time, fake or not
 		if err != nil {
 			t.Fatal(err)
 		}

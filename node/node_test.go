@@ -17,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -206,7 +207,7 @@ func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
 	// subscription through the validators.
 	prov := config.DefaultConfig(config.ProfileProvider).Provider
 	prov.GPUs = []config.GPUConfig{{Model: "A100", Count: 1, VRAMGiB: 80, ComputeCapability: "8.0"}}
-	o, err := BuildOffer(prov, all[5].id, 1, time.Now())
+	o, err := offer.Build(prov, all[5].id, 1, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

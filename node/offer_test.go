@@ -6,6 +6,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -21,7 +22,7 @@ func TestBuildOfferIsAValidSignedOffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	o, err := BuildOffer(c.Provider, id, 7, now)
+	o, err := offer.Build(c.Provider, id, 7, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestBuildOfferIsAValidSignedOffer(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if o, err = BuildOffer(c.Provider, id, 8, now); err != nil {
+	if o, err = offer.Build(c.Provider, id, 8, now); err != nil {
 		t.Fatal(err)
 	}
 	if f := []uint64{o.Weekly[0].FloorMicros, o.Weekly[1].FloorMicros, o.Weekly[2].FloorMicros}; f[0] != 3_120_000 || f[1] != 0 || f[2] != 4_000_000 {

@@ -8,6 +8,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -27,7 +28,7 @@ func TestThePriceVerifierIsBoundedPerRepublishAndInMemory(t *testing.T) {
 		id, _ := peer.IDFromPrivateKey(key)
 		c := cfg
 		c.Price = market.FormatPrice(uint64(1_000_000 + 10_000*i))
-		o, err := BuildOffer(c, id, 1, clk.Now())
+		o, err := offer.Build(c, id, 1, clk.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +50,7 @@ func TestThePriceVerifierIsBoundedPerRepublishAndInMemory(t *testing.T) {
 			return false // none answers
 		},
 	}
-	own, err := BuildOffer(cfg, "me", 1, clk.Now())
+	own, err := offer.Build(cfg, "me", 1, clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

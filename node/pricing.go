@@ -3,94 +3,16 @@ package node
 import (
 	"context"
 	"encoding/binary"
-	"slices"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
 	ds "github.com/ipfs/go-datastore"
-	"github.com/libp2p/go-libp2p/core/peer"
 )
-
-// Pricing is how an offer's prices were set.
-type Pricing struct {
-	Policy string // config.PolicyFixed or config.PolicyMarket
-	// Per tier sold, with the market policy: the comparable offers'
-	// count and the target the price moves toward.
-	Tiers []TierPricing
-}
-
-// TierPricing is one tier's price under the market policy.
-type TierPricing struct {
-	Tier       pb.Tier
-	Comparable int    // comparable offers in the book
-	Target     uint64 // what the policy aims at now
-	Price      uint64 // what the offer asks
-}
-
-// priceOffer sets o's prices by the pricing policy of cfg. With the
-// market policy each tier o sells moves from what current (the offer as
-// last published; nil: none) half way to the policy's target, by at most
-// the policy's MaxStep; the target comes from the comparable offers of
-// snap (nil: none) whose issuers from accepts (nil: none; see
-// Node.pricesFrom), the configured price standing where there are none;
-// the base price is silver's where silver is sold, else the first tier's.
-// Peak windows then ask at least the base price times the peak factor.
-// Leases agreed before keep theirs.
-func priceOffer(o *pb.Offer, cfg config.ProviderConfig, snap *market.Snapshot, current *pb.Offer, self peer.ID, now time.Time, from func(peer.ID) bool) Pricing {
-	pol, follows, _ := cfg.Pricing.MarketPolicy() // validated
-	pr := Pricing{Policy: config.PolicyFixed}
-	if follows && len(o.Gpus) > 0 && len(o.Tiers) > 0 {
-		pr.Policy = config.PolicyMarket
-		model := o.Gpus[0].Model
-		for _, t := range o.Tiers {
-			var comparable []uint64
-			if snap != nil && from != nil {
-				comparable = market.ComparablePricesFrom(snap, model, t, o.Currency, self, now, from)
-			}
-			tp := TierPricing{Tier: t, Comparable: len(comparable), Target: pol.Target(comparable, market.TierPrice(o, t))}
-			var was uint64
-			if current != nil && !current.Withdrawn && slices.Contains(current.Tiers, t) {
-				was = market.TierPrice(current, t)
-			}
-			tp.Price = pol.Next(was, tp.Target)
-			pr.Tiers = append(pr.Tiers, tp)
-		}
-		base := pr.Tiers[0].Price
-		if i := slices.IndexFunc(pr.Tiers, func(tp TierPricing) bool { return tp.Tier == pb.Tier_TIER_SILVER }); i >= 0 {
-			base = pr.Tiers[i].Price
-		}
-		o.PriceMicros, o.TierPrices = base, nil
-		for _, tp := range pr.Tiers {
-			if tp.Price != base {
-				o.TierPrices = append(o.TierPrices, &pb.TierPrice{Tier: tp.Tier, MicrosPerGpuHour: tp.Price})
-			}
-		}
-	}
-	for i, w := range cfg.Weekly {
-		if span, err := config.ParseWeekly(w); err == nil && span.Peak && i < len(o.Weekly) {
-			o.Weekly[i].FloorMicros = max(span.FloorMicros, pol.Peak(o.PriceMicros))
-		}
-	}
-	return pr
-}
-
-// configuredPrice is what [provider] sets for tier t: gold_price or
-// bronze_price where set, else price (validated).
-func configuredPrice(p config.ProviderConfig, t pb.Tier) uint64 {
-	s := p.Price
-	switch {
-	case t == pb.Tier_TIER_GOLD && p.GoldPrice != "":
-		s = p.GoldPrice
-	case t == pb.Tier_TIER_BRONZE && p.BronzePrice != "":
-		s = p.BronzePrice
-	}
-	v, _ := market.ParsePrice(s)
-	return v
-}
 
 // sinceKey holds when this node began selling: fill rates and earnings
 // count from then, a week back at most.
@@ -141,7 +63,7 @@ func (n *Node) pricingStatus(ctx context.Context) *api.PricingStatus {
 	}
 	snap := n.market.snapshot()
 	for _, t := range o.Tiers {
-		want := configuredPrice(cfg, t)
+		want := offer.ConfiguredPrice(cfg, t)
 		ts := api.TierPriceStatus{Tier: market.TierName(t), Price: market.FormatPrice(market.TierPrice(o, t)), WouldSet: market.FormatPrice(want)}
 		if follows && len(o.Gpus) > 0 && len(o.Tiers) > 0 {
 			comparable := market.ComparablePricesFrom(snap, o.Gpus[0].Model, t, o.Currency, n.id, now, n.pricesFrom)

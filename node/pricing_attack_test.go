@@ -10,6 +10,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/p2p"
 )
 
@@ -75,7 +76,7 @@ func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 	}
 	holdsReal := func() bool {
 		for _, n := range real {
-			if _, ok := follower.market.snapshot().Offer(n.id, ProviderOfferID); !ok {
+			if _, ok := follower.market.snapshot().Offer(n.id, offer.ProviderOfferID); !ok {
 				return false
 			}
 		}
@@ -130,8 +131,8 @@ func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 func realOffersAt(follower, boot *Node, real []*Node) string {
 	var b strings.Builder
 	for _, n := range real {
-		_, atFollower := follower.market.snapshot().Offer(n.id, ProviderOfferID)
-		_, atBoot := boot.market.snapshot().Offer(n.id, ProviderOfferID)
+		_, atFollower := follower.market.snapshot().Offer(n.id, offer.ProviderOfferID)
+		_, atBoot := boot.market.snapshot().Offer(n.id, offer.ProviderOfferID)
 		_, published := n.provider.ownOffer()
 		fmt.Fprintf(&b, "%s: published %v, at boot %v, at the follower %v, connected to the follower %v, in boot's offers mesh %v; ",
 			n.id, published, atBoot, atFollower, len(follower.host.Network().ConnsToPeer(n.id)) > 0, slices.Contains(boot.gossip.Mesh(p2p.TopicOffers), n.id))

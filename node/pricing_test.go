@@ -10,6 +10,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/p2p"
 )
 
@@ -72,7 +73,7 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 			for _, q := range providers {
 				seq, _ := own(q)
 				var have uint64
-				if o, ok := n.market.snapshot().Offer(q.id, ProviderOfferID); ok {
+				if o, ok := n.market.snapshot().Offer(q.id, offer.ProviderOfferID); ok {
 					have = o.Header.Seq
 				}
 				t.Logf("%s (%s) holds %s's (%s) offer seq %d of %d, over %d connections", name[n], n.id, name[q], q.id, have, seq, len(n.host.Network().ConnsToPeer(q.id)))
@@ -110,7 +111,7 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 				snap := n.market.snapshot()
 				for _, q := range providers {
 					seq, _ := own(q)
-					if o, ok := snap.Offer(q.id, ProviderOfferID); !ok || o.Header.Seq < seq {
+					if o, ok := snap.Offer(q.id, offer.ProviderOfferID); !ok || o.Header.Seq < seq {
 						return false
 					}
 				}

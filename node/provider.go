@@ -17,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -62,7 +63,7 @@ type provider struct {
 	// yet, before a market re-price; nil: none.
 	verifyMarket func(ctx context.Context, o *pb.Offer)
 	// pricing is how the offer last built was priced.
-	pricing atomic.Pointer[Pricing]
+	pricing atomic.Pointer[offer.Pricing]
 	metrics *metrics // may be nil
 }
 
@@ -140,10 +141,12 @@ func (p *provider) start(ctx context.Context, sv p2p.Server) {
 func (p *provider) close() { p.wg.Wait() }
 
 // ownOffer is this provider's offer as it stands, if any.
-func (p *provider) ownOffer() (*pb.Offer, bool) { return p.own.Snapshot().Offer(p.id, ProviderOfferID) }
+func (p *provider) ownOffer() (*pb.Offer, bool) {
+	return p.own.Snapshot().Offer(p.id, offer.ProviderOfferID)
+}
 
 // seqKey holds the last sequence number the provider used.
-var seqKey = ds.NewKey("/provider/seq/" + ProviderOfferID)
+var seqKey = ds.NewKey("/provider/seq/" + offer.ProviderOfferID)
 
 // nextSeq returns a sequence number above every one this node has used,
 // persisted first, so a restarted provider is never ignored as stale: the
@@ -288,7 +291,7 @@ func (p *provider) buildOffer(ctx context.Context, gpus []config.GPUConfig, inv 
 	}
 	cfg := p.cfg()
 	cfg.GPUs = gpus
-	o, err := BuildOffer(cfg, p.id, seq, now)
+	o, err := offer.Build(cfg, p.id, seq, now)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +302,7 @@ func (p *provider) buildOffer(ctx context.Context, gpus []config.GPUConfig, inv 
 	if p.book != nil {
 		snap = p.book()
 	}
-	pr := priceOffer(o, cfg, snap, p.current, p.id, now, p.pricesFrom)
+	pr := offer.Price(o, cfg, snap, p.current, p.id, now, p.pricesFrom)
 	p.pricing.Store(&pr)
 	o.Header.Swarm = p.swarm
 	o.Coordinate = p.coordNow()

@@ -9,6 +9,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/offer"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -165,7 +166,7 @@ func (p *provider) answerChallenge(ctx context.Context, from peer.ID, nonce []by
 		return nil, nil, err
 	}
 	ch := attest.Challenge{Swarm: p.swarm, Challenger: from, Nonce: nonce}
-	d := attest.NewDocument(inv, p.id, ch, p.clock.Now(), []string{ProviderOfferID})
+	d := attest.NewDocument(inv, p.id, ch, p.clock.Now(), []string{offer.ProviderOfferID})
 	if cc, ok := p.source.(attest.CCSource); ok {
 		ev, err := cc.CCEvidence(ctx, ch.CCNonce(p.id))
 		if err != nil {
@@ -183,7 +184,7 @@ func (p *provider) answerChallenge(ctx context.Context, from peer.ID, nonce []by
 }
 
 // standingKey holds the provider's standing attestation across restarts.
-var standingKey = ds.NewKey("/provider/standing/" + ProviderOfferID)
+var standingKey = ds.NewKey("/provider/standing/" + offer.ProviderOfferID)
 
 // standingFor returns the standing attestation of inv for offerID: the one
 // stored, while it shows exactly this hardware (the same GPUs, driver and

@@ -11,6 +11,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/p2p/p2ptest"
 )
 
@@ -74,7 +75,7 @@ func TestAClaimedRegionLightCannotReachIsRefused(t *testing.T) {
 		t.Fatalf("a bid for the US: %+v, %v; want the provider in Kansas only", res.Candidates, err)
 	}
 	// And says why the liar's offer does not fit.
-	o, _ := renter.market.snapshot().Offer(liar.id, ProviderOfferID)
+	o, _ := renter.market.snapshot().Offer(liar.id, offer.ProviderOfferID)
 	alone := market.NewBook()
 	alone.PutOffer(o, time.Now())
 	ex := renter.market.matcher.Explain(alone.Snapshot(), mustBid(t, renter, us), time.Now())

@@ -5,6 +5,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/reputation"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -41,7 +42,7 @@ func (v *relayVouch) allows(p peer.ID) bool {
 	}
 	if s.book != nil {
 		if snap := s.book(); snap != nil {
-			if _, ok := snap.Offer(p, ProviderOfferID); ok {
+			if _, ok := snap.Offer(p, offer.ProviderOfferID); ok {
 				return true
 			}
 		}

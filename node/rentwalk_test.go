@@ -10,6 +10,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/test"
@@ -25,7 +26,7 @@ func madeUpOffers(t *testing.T, cfg config.ProviderConfig, n int, now time.Time,
 	for range n {
 		key, _, _ := crypto.GenerateEd25519Key(nil)
 		id, _ := peer.IDFromPrivateKey(key)
-		o, err := BuildOffer(cfg, id, 1, now)
+		o, err := offer.Build(cfg, id, 1, now)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/ipfs/go-datastore/query"
@@ -282,7 +283,7 @@ func (n *Node) Reputation(ctx context.Context, p string) (api.ReputationView, er
 	if err != nil {
 		return api.ReputationView{}, api.BadRequest{Err: fmt.Errorf("peer %q: not a peer ID: %v", p, err)}
 	}
-	if _, ok := n.market.snapshot().Offer(id, ProviderOfferID); ok {
+	if _, ok := n.market.snapshot().Offer(id, offer.ProviderOfferID); ok {
 		n.reputation.learnNow(ctx, id)
 	}
 	s := n.reputation.scores()

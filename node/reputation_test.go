@@ -21,6 +21,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -419,7 +420,7 @@ func testASybilRingsReceiptsCountForNothing(t *testing.T, net testNet) {
 	cfg := config.DefaultConfig(config.ProfileProvider).Provider
 	cfg.Price = prov.cfg.Provider.Price
 	cfg.GPUs = []config.GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
-	o, err := BuildOffer(cfg, sybil, 1, time.Now())
+	o, err := offer.Build(cfg, sybil, 1, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -253,7 +254,7 @@ func fillBookTB(t testing.TB, n *Node, k int) {
 		cfg.Country = countries[i%len(countries)]
 		key, _, _ := crypto.GenerateEd25519Key(nil)
 		id, _ := peer.IDFromPrivateKey(key)
-		o, err := BuildOffer(cfg, id, 1, now)
+		o, err := offer.Build(cfg, id, 1, now)
 		if err != nil {
 			t.Fatal(err)
 		}
