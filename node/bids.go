@@ -7,15 +7,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
-	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -63,11 +62,11 @@ func bidSpec(req api.BidRequest) (market.BidSpec, error) {
 	if !(req.StartWithinHours >= 0 && req.StartWithinHours <= 24*366) {
 		return s, fmt.Errorf("start_within_hours %g: want 0 to %d", req.StartWithinHours, 24*366)
 	}
-	models, err := resolveGPUs("gpus", req.GPUs)
+	models, err := views.ResolveGPUs("gpus", req.GPUs)
 	if err != nil {
 		return s, err
 	}
-	formFactor, err := resolveFormFactor(req.FormFactor)
+	formFactor, err := views.ResolveFormFactor(req.FormFactor)
 	if err != nil {
 		return s, err
 	}
@@ -105,43 +104,6 @@ func bidSpec(req api.BidRequest) (market.BidSpec, error) {
 	}, nil
 }
 
-// resolveGPUs reads a renter's GPU models and families through the
-// catalog into the names bids carry: a model's ID ("4090" is "RTX
-// 4090"), a family's name ("h100" is "H100", any H100). A name the
-// catalog lacks is refused with the nearest ones.
-// field names the request's field in errors ("gpus" for a list).
-func resolveGPUs(field string, names []string) ([]string, error) {
-	var out []string
-	for i, g := range names {
-		if len(names) > 1 || field == "gpus" {
-			field = fmt.Sprintf("gpus[%d]", i)
-		}
-		if g == "" || len(g) > 64 {
-			return nil, fmt.Errorf("%s %q: want a model or family such as H100 or RTX 4090", field, g)
-		}
-		w, err := gpus.Default().Resolve(g)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
-		}
-		name := cmp.Or(w.Family, w.Models[0])
-		if !slices.Contains(out, name) {
-			out = append(out, name)
-		}
-	}
-	return out, nil
-}
-
-// resolveFormFactor reads a form factor in any case: "sxm" is "SXM".
-func resolveFormFactor(ff string) (string, error) {
-	if ff == "" {
-		return "", nil
-	}
-	if f, ok := gpus.FormFactorOf(ff); ok {
-		return f, nil
-	}
-	return "", fmt.Errorf("form_factor %q: want one of %s", ff, strings.Join(gpus.FormFactors, ", "))
-}
-
 func upper(ss []string) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
@@ -175,7 +137,7 @@ func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, 
 	out := api.MatchResult{Considered: res.Considered, Feasible: res.Feasible, Candidates: []api.CandidateView{}}
 	scores := n.reputation.scores()
 	for i, c := range res.Candidates {
-		out.Candidates = append(out.Candidates, candidateView(i+1, c, scores))
+		out.Candidates = append(out.Candidates, views.Candidate(i+1, c, scores))
 	}
 	// The walk stops once no cheaper offer can enter the list, so its
 	// counts are of what it saw; a quote's counts are of the whole book,
@@ -226,7 +188,7 @@ func (n *Node) PlaceBid(ctx context.Context, req api.BidRequest) (api.BidResult,
 	}
 	out := api.BidResult{BidID: b.Header.Id, Quotes: []api.QuoteView{}}
 	for _, q := range quotes {
-		out.Quotes = append(out.Quotes, quoteView(q))
+		out.Quotes = append(out.Quotes, views.Quote(q))
 	}
 	return out, nil
 }

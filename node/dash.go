@@ -20,6 +20,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/views"
 )
 
 // histogramBins is how many bins the market's price histogram has.
@@ -31,7 +32,7 @@ func (n *Node) Lease(ctx context.Context, id string) (api.LeaseView, error) {
 	if err != nil {
 		return api.LeaseView{}, err
 	}
-	return leaseView(rec), nil
+	return views.Lease(rec), nil
 }
 
 // leaseRecord reads lease id's record; one not held is a BadRequest.
@@ -94,7 +95,7 @@ func (n *Node) Market(q api.OfferQuery, limit int) (api.MarketSummary, error) {
 }
 
 func (n *Node) market1(snap *market.Snapshot, q api.OfferQuery, limit int) (api.MarketSummary, error) {
-	f, err := offerFilter(q)
+	f, err := views.OfferFilter(q)
 	if err != nil {
 		return api.MarketSummary{}, err
 	}
@@ -175,8 +176,8 @@ func (n *Node) market1(snap *market.Snapshot, q api.OfferQuery, limit int) (api.
 	}
 	scores, rtts := n.reputation.scores(), n.rtts()
 	for _, h := range cheapest {
-		v := offerView(h.o, scores)
-		v.RTTMillis, v.RTTSource = rttView(market.RTTOf(rtts, h.o))
+		v := views.Offer(h.o, scores)
+		v.RTTMillis, v.RTTSource = views.RTT(market.RTTOf(rtts, h.o))
 		sum.Cheapest = append(sum.Cheapest, v)
 	}
 	return sum, nil
@@ -216,7 +217,7 @@ func (n *Node) GPUs(ctx context.Context) (api.GPUsStatus, error) {
 		return st, api.BadRequest{Err: errors.New("this node sells no GPUs (provider.enabled is false)")}
 	}
 	if o, ok := n.provider.ownOffer(); ok {
-		v := offerView(o, n.reputation.scores())
+		v := views.Offer(o, n.reputation.scores())
 		st.Offer = &v
 	}
 	src := n.provider.source

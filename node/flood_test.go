@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/offer"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -136,7 +137,7 @@ func TestAnHonestRenterGetsQuotesAndRentsThroughAFlood(t *testing.T) {
 		}
 	}
 	res, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{})
-	if err != nil || res.Lease.Provider != prov.id.String() || res.Receipt.Outcome != LeaseCompleted {
+	if err != nil || res.Lease.Provider != prov.id.String() || res.Receipt.Outcome != views.LeaseCompleted {
 		t.Fatalf("rent through the flood: %v (%s, %s)", err, res.Lease.Provider, res.Receipt.Outcome)
 	}
 	if n := prov.market.snapshot().Len(); n > 1+p2p.IssuerCaps[p2p.TopicOffers]*50 {

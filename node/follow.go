@@ -18,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -449,7 +450,7 @@ func (f *follow) own(outcome pb.Outcome, note string) error {
 func (f *follow) store(rc *pb.Receipt, rcs *pb.CoSigned) error {
 	f.rec.End(rc, rcs)
 	f.rec.Beats, f.rec.Root, f.rec.LastBeat = f.beats.Beats(), f.beats.Root(), f.last().UnixMilli()
-	f.receipt, f.amount = receiptView(rc, rcs), rc.AmountMicros
+	f.receipt, f.amount = views.Receipt(rc, rcs), rc.AmountMicros
 	if err := f.r.store.Put(context.Background(), f.rec, rc); err != nil {
 		return err
 	}
@@ -582,16 +583,16 @@ func (n *Node) Attach(ctx context.Context, id string, out RentOutput) (api.RentR
 		return res, err
 	}
 	if records.Ended(f.rec.State) {
-		res.Lease = leaseView(f.rec)
+		res.Lease = views.Lease(f.rec)
 		if rc, rcs, err := f.rec.OpenReceipt(); err == nil && rc != nil {
-			res.Receipt = receiptView(rc, rcs)
+			res.Receipt = views.Receipt(rc, rcs)
 		}
 		return res, nil
 	}
 	if err := f.run(ctx); err != nil {
 		return res, err
 	}
-	res.Lease, res.Receipt, res.Relayed, res.Detached = leaseView(f.rec), f.receipt, f.relayed, f.left
+	res.Lease, res.Receipt, res.Relayed, res.Detached = views.Lease(f.rec), f.receipt, f.relayed, f.left
 	if !f.left {
 		res.Downloads = r.downloadAll(ctx, peer.ID(l.Provider), id, f.rec.Downloads, out)
 	}

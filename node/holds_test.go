@@ -9,6 +9,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/views"
 )
 
 // Fresh keys cannot book a provider's calendar ahead (issue 26, attack 8:
@@ -25,7 +26,7 @@ func TestFreshKeysCannotBookTheCalendarAhead(t *testing.T) {
 	image := executortest.BusyboxImage(t)
 	prov, known := leaseSwarm(t, nil)
 	// The known renter earns its history: a lease run to its receipt.
-	if res, err := known.Rent(context.Background(), rentRequest(image, "true"), RentOutput{}); err != nil || res.Receipt.Outcome != LeaseCompleted {
+	if res, err := known.Rent(context.Background(), rentRequest(image, "true"), RentOutput{}); err != nil || res.Receipt.Outcome != views.LeaseCompleted {
 		t.Fatalf("rent: %v (%+v)", err, res.Receipt)
 	}
 	waitFor(t, 15*time.Second, "the provider trusts the renter it served", func() bool { return prov.reputation.scores().Of(known.id).Trust > 0 })

@@ -41,6 +41,7 @@ var layers = map[string][]string{
 	"internal/atomicfile":        nil,
 	"node/config":                {"market/...", "internal/...", "p2p", "node/executor"}, // defaults and checks of the settings of both
 	"node/offer":                 {"market/...", "attest/...", "node/config"},
+	"node/views":                 {"market/...", "node/api", "node/records", "node/config"},
 	"node":                       {"market/...", "attest/...", "p2p", "node/...", "internal/..."},
 	"cmd/...":                    {"market/...", "attest/...", "node/..."}, // never p2p: it calls node
 	"examples/...":               {"node/...", "p2p/...", "market/...", "attest/..."},

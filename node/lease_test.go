@@ -23,6 +23,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -141,7 +142,7 @@ func TestRentRunsAContainerAndBothSidesSignOneReceipt(t *testing.T) {
 	}
 	for _, n := range []*Node{prov, renter} {
 		ls, _ := n.Leases(context.Background())
-		if len(ls) != 1 || ls[0].State != LeaseCompleted {
+		if len(ls) != 1 || ls[0].State != views.LeaseCompleted {
 			t.Errorf("leases: %+v", ls)
 		}
 		ledger, _ := n.Ledger(context.Background())
@@ -298,7 +299,7 @@ func TestRentWalksPastFakeOffersToAnHonestProvider(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rent: %v", err)
 	}
-	if res.Lease.Provider != prov.id.String() || res.Receipt.Outcome != LeaseCompleted {
+	if res.Lease.Provider != prov.id.String() || res.Receipt.Outcome != views.LeaseCompleted {
 		t.Errorf("rented from %s: %s", res.Lease.Provider, res.Receipt.Outcome)
 	}
 	for _, a := range res.Tried {
@@ -390,7 +391,7 @@ func TestALeaseGetsNoMoreThanTheProvidersLimits(t *testing.T) {
 	l, _ := market.OpenCoSigned[*pb.Lease](reply.Lease)
 	waitFor(t, 20*time.Second, "the lease's job runs", func() bool {
 		rec, _ := prov.leaseStore().Get(context.Background(), l.Id)
-		return rec != nil && rec.State == LeaseActive
+		return rec != nil && rec.State == views.LeaseActive
 	})
 	name := "idlegrid-" + prov.id.String()[len(prov.id.String())-12:] + "-" + l.Id
 	info, err := executortest.Docker(t).ContainerInspect(context.Background(), name)
@@ -425,7 +426,7 @@ func activeLease(t *testing.T, n *Node) api.LeaseView {
 	waitFor(t, 20*time.Second, "a lease running on "+short(n.id), func() bool {
 		ls, _ := n.Leases(context.Background())
 		for _, l := range ls {
-			if l.State == LeaseActive && l.Role == records.Provider {
+			if l.State == views.LeaseActive && l.Role == records.Provider {
 				found = l
 				return true
 			}
@@ -530,7 +531,7 @@ func TestProposalsAreIdempotentAndWithdrawableBeforeTheirStart(t *testing.T) {
 	if r := proposeCS(t, renter, prov, other); r.Lease != nil || r.Code != pb.RejectCode_REJECT_BAD_REQUEST || !strings.Contains(r.Reason, "already names other terms") {
 		t.Errorf("other terms under a used ID: %v %q", r.Code, r.Reason)
 	}
-	if ls, _ := prov.Leases(context.Background()); len(ls) != 1 || ls[0].State != LeaseAccepted {
+	if ls, _ := prov.Leases(context.Background()); len(ls) != 1 || ls[0].State != views.LeaseAccepted {
 		t.Fatalf("provider's leases: %+v", ls)
 	}
 
@@ -545,7 +546,7 @@ func TestProposalsAreIdempotentAndWithdrawableBeforeTheirStart(t *testing.T) {
 		return rec != nil && LeaseEnded(rec.State)
 	})
 	rs, _ := prov.Receipts(context.Background())
-	if rec.State != LeaseCancelled || rec.Job != "" || len(rs) != 1 || rs[0].Amount != "0.00" || rs[0].MeteredSeconds != 0 {
+	if rec.State != views.LeaseCancelled || rec.Job != "" || len(rs) != 1 || rs[0].Amount != "0.00" || rs[0].MeteredSeconds != 0 {
 		t.Errorf("withdrawn lease: %s, job %q, receipts %+v", rec.State, rec.Job, rs)
 	}
 	// Receipts go through the node's settlement.
@@ -583,7 +584,7 @@ func TestEitherSideCancelsALease(t *testing.T) {
 		if d.err != nil {
 			t.Fatalf("rent cancelled by the %s: %v", side.name, d.err)
 		}
-		if rc := d.res.Receipt; rc.Outcome != LeaseCancelled || len(rc.SignedBy) != 2 || rc.Note != side.note {
+		if rc := d.res.Receipt; rc.Outcome != views.LeaseCancelled || len(rc.SignedBy) != 2 || rc.Note != side.note {
 			t.Errorf("cancelled by the %s: receipt %+v", side.name, rc)
 		}
 		if _, err := side.n.CancelLease(ctx, id); err == nil || !strings.Contains(err.Error(), "already ended") {

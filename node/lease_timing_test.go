@@ -22,6 +22,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/views"
 )
 
 // The lease-timing tests run their swarm on one fake clock and jump over
@@ -270,7 +271,7 @@ func TestRenterVanishingStopsTheJobAfterTheGracePeriod(t *testing.T) {
 		rec, _ = prov.leaseStore().Get(context.Background(), l.ID)
 		return rec != nil && LeaseEnded(rec.State)
 	})
-	if rec.State != LeaseCancelled || !strings.Contains(rec.Note, "the renter was gone for") {
+	if rec.State != views.LeaseCancelled || !strings.Contains(rec.Note, "the renter was gone for") {
 		t.Errorf("lease ended %s: %s", rec.State, rec.Note)
 	}
 	rs, _ := prov.Receipts(context.Background())
@@ -351,7 +352,7 @@ func TestProviderRestartAdoptsTheRunningJob(t *testing.T) {
 	if rc.LeaseID != id || rc.Outcome != "completed" || rc.ExitCode != 0 || len(rc.SignedBy) != 2 || !strings.Contains(out.String(), "after") {
 		t.Errorf("receipt %+v, output %q", rc, out.String())
 	}
-	if ls, _ := prov.Leases(context.Background()); len(ls) != 1 || ls[0].State != LeaseCompleted {
+	if ls, _ := prov.Leases(context.Background()); len(ls) != 1 || ls[0].State != views.LeaseCompleted {
 		t.Errorf("the restarted provider's leases: %+v", ls)
 	}
 }
@@ -398,7 +399,7 @@ func TestRestartsOnBothSidesStillSettleOneReceipt(t *testing.T) {
 		ended, _ = prov.leaseStore().Get(context.Background(), id)
 		return ended != nil && LeaseEnded(ended.State)
 	})
-	if ended.State != LeaseFailed || !strings.Contains(ended.Note, "not among this provider's") || holds(prov, id) {
+	if ended.State != views.LeaseFailed || !strings.Contains(ended.Note, "not among this provider's") || holds(prov, id) {
 		t.Errorf("lease on GPUs the provider no longer has: %s %q (held: %v)", ended.State, ended.Note, holds(prov, id))
 	}
 	waitFor(t, 20*time.Second, "the failed lease's container is removed", func() bool {
@@ -413,7 +414,7 @@ func TestRestartsOnBothSidesStillSettleOneReceipt(t *testing.T) {
 		return rec != nil && LeaseEnded(rec.State)
 	})
 	rs, _ := renter.Receipts(context.Background())
-	if rec.State != LeaseFailed || len(rs) != 1 || len(rs[0].SignedBy) != 2 || rec.Beats != ended.Beats || rec.Beats <= seen.Beats {
+	if rec.State != views.LeaseFailed || len(rs) != 1 || len(rs[0].SignedBy) != 2 || rec.Beats != ended.Beats || rec.Beats <= seen.Beats {
 		t.Errorf("renter: lease %s, %d beats (provider %d, seen before the restart %d), receipts %+v", rec.State, rec.Beats, ended.Beats, seen.Beats, rs)
 	}
 	waitFor(t, 10*time.Second, "the provider stores the countersigned receipt", func() bool {
@@ -444,7 +445,7 @@ func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {
 		return rec != nil && LeaseEnded(rec.State)
 	})
 	rs, _ := renter.Receipts(context.Background())
-	if rec.State != LeaseCompleted || len(rs) != 1 || len(rs[0].SignedBy) != 2 {
+	if rec.State != views.LeaseCompleted || len(rs) != 1 || len(rs[0].SignedBy) != 2 {
 		t.Errorf("lease %s: %s, receipts %+v", id, rec.State, rs)
 	}
 	kept, _ := os.ReadFile(filepath.Join(renterRepo.Path, LogsDir, id+".stdout"))

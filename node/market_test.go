@@ -20,6 +20,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/offer"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p"
@@ -658,7 +659,7 @@ func TestFramingAProviderLeavesItRentable(t *testing.T) {
 		}
 	}
 	res, err := renter.Rent(ctx, rentRequest(image, "true"), RentOutput{})
-	if err != nil || res.Receipt.Outcome != LeaseCompleted {
+	if err != nil || res.Receipt.Outcome != views.LeaseCompleted {
 		t.Fatalf("renting from the framed provider: %v %+v", err, res.Receipt)
 	}
 	if res.Lease.Provider != prov.id.String() {

@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/transfer"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -195,7 +196,7 @@ func (r *renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, p
 			return errs[m.rank]
 		}
 		f := m.follow
-		res.Pool = append(res.Pool, api.PoolMember{Rank: m.rank, Lease: leaseView(f.rec), Receipt: f.receipt})
+		res.Pool = append(res.Pool, api.PoolMember{Rank: m.rank, Lease: views.Lease(f.rec), Receipt: f.receipt})
 		total += f.amount
 	}
 	res.Lease, res.Receipt = res.Pool[0].Lease, res.Pool[0].Receipt

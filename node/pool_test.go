@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 
 	"github.com/idlegrid/idlegrid/attest"
@@ -226,7 +227,7 @@ func TestAPoolMemberThatRefusesReleasesTheOthers(t *testing.T) {
 		return rec != nil && LeaseEnded(rec.State)
 	})
 	rs, _ := provs[0].Receipts(context.Background())
-	if rec.State != LeaseCancelled || rec.Job != "" || len(rs) != 1 || rs[0].Amount != "0.00" {
+	if rec.State != views.LeaseCancelled || rec.Job != "" || len(rs) != 1 || rs[0].Amount != "0.00" {
 		t.Errorf("withdrawn lease: %s, job %q, receipts %+v", rec.State, rec.Job, rs)
 	}
 	if mine, _ := (records.Store{D: renter.store}).Get(context.Background(), ls[0].ID); mine == nil || !LeaseEnded(mine.State) {

@@ -11,6 +11,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/views"
 	ds "github.com/ipfs/go-datastore"
 )
 
@@ -106,7 +107,7 @@ func (n *Node) pricingStatus(ctx context.Context) *api.PricingStatus {
 	for i, f := range market.FillRates(o.Weekly, gpus, spans, st.Since, now) {
 		v := api.WindowFillStatus{Window: "always", Peak: peaks[i], OfferedHours: f.OfferedHours, LeasedHours: f.LeasedHours, Rate: f.Rate()}
 		if f.Window != nil {
-			v.Window = formatWeekly(f.Window)
+			v.Window = views.FormatWeekly(f.Window)
 		}
 		st.Fill = append(st.Fill, v)
 	}

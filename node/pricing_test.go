@@ -11,6 +11,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/offer"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 )
 
@@ -180,7 +181,7 @@ func TestARepriceLeavesTheAgreedLeaseAlone(t *testing.T) {
 	}()
 	waitFor(t, 30*time.Second, "the lease runs", func() bool {
 		st := prov.Status().Leases
-		return len(st.Active) == 1 && st.Active[0].State == LeaseActive
+		return len(st.Active) == 1 && st.Active[0].State == views.LeaseActive
 	})
 
 	// Three cheaper H100 machines appear in the book; a reload of the

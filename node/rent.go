@@ -18,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -316,7 +317,7 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		if err := f.run(ctx); err != nil {
 			return res, err
 		}
-		res.Lease, res.Receipt, res.Relayed, res.Detached = leaseView(f.rec), f.receipt, f.relayed, f.left
+		res.Lease, res.Receipt, res.Relayed, res.Detached = views.Lease(f.rec), f.receipt, f.relayed, f.left
 		if !f.left {
 			res.Downloads = r.downloadAll(ctx, c.Issuer, f.lease.Id, f.rec.Downloads, out)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/offer"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/test"
@@ -88,7 +89,7 @@ func TestRentReachesTheHonestProviderBehindSeventyCheaperMadeUpOffers(t *testing
 	if err != nil {
 		t.Fatalf("rent: %v", err)
 	}
-	if res.Lease.Provider != prov.id.String() || res.Receipt.Outcome != LeaseCompleted {
+	if res.Lease.Provider != prov.id.String() || res.Receipt.Outcome != views.LeaseCompleted {
 		t.Errorf("rented from %s: %s", res.Lease.Provider, res.Receipt.Outcome)
 	}
 	for _, a := range res.Tried {
@@ -147,7 +148,7 @@ func TestRentWalksAThousandMadeUpOffersWithinItsTryTime(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rent after %s: %v", time.Since(start).Round(time.Millisecond), err)
 	}
-	if res.Lease.Provider != prov.id.String() || res.Receipt.Outcome != LeaseCompleted {
+	if res.Lease.Provider != prov.id.String() || res.Receipt.Outcome != views.LeaseCompleted {
 		t.Errorf("rented from %s: %s", res.Lease.Provider, res.Receipt.Outcome)
 	}
 	for _, a := range res.Tried {

@@ -17,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/views"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/ipfs/go-datastore/query"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -291,35 +292,10 @@ func (n *Node) Reputation(ctx context.Context, p string) (api.ReputationView, er
 	v := api.ReputationView{
 		Peer: id.String(), Reliability: sc.Reliability, AsRenter: sc.AsRenter, Trust: sc.Trust,
 		Receipts: sc.Receipts, Trusted: sc.Trusted, Failures: sc.Failures, Disputes: sc.Disputes,
-		Good: sc.Good, Bad: sc.Bad, Basis: basis(sc), Path: []string{},
+		Good: sc.Good, Bad: sc.Bad, Basis: views.Basis(sc), Path: []string{},
 	}
 	for _, q := range s.Path(id) {
 		v.Path = append(v.Path, q.String())
 	}
 	return v, nil
-}
-
-// basis says in words what a score rests on.
-func basis(sc reputation.Score) string {
-	var parts []string
-	switch {
-	case sc.Receipts == 0 && sc.Failures == 0 && sc.Disputes == 0:
-		parts = append(parts, "no history")
-	default:
-		parts = append(parts, fmt.Sprintf("%d receipts, %d via trusted peers", sc.Receipts, sc.Trusted))
-		if sc.Failures > 0 {
-			parts = append(parts, plural(sc.Failures, "failure"))
-		}
-		if sc.Disputes > 0 {
-			parts = append(parts, plural(sc.Disputes, "dispute"))
-		}
-	}
-	return fmt.Sprintf("%.2f: %s", sc.Reliability, strings.Join(parts, ", "))
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/offer"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -45,7 +46,7 @@ func testACompletedLeaseRaisesBothPartiesAndSurvivesARestart(t *testing.T, net t
 		t.Fatalf("before any lease: %+v, %v", v, err)
 	}
 	res, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{})
-	if err != nil || res.Receipt.Outcome != LeaseCompleted {
+	if err != nil || res.Receipt.Outcome != views.LeaseCompleted {
 		t.Fatalf("rent: %v (%+v)", err, res.Receipt)
 	}
 	var after float64
@@ -232,7 +233,7 @@ func TestAProviderAsksARecordForGoldLeases(t *testing.T) {
 		t.Fatalf("a gold lease from a renter with no history: %v %q", r.Code, r.Reason)
 	}
 	res, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{})
-	if err != nil || res.Receipt.Outcome != LeaseCompleted {
+	if err != nil || res.Receipt.Outcome != views.LeaseCompleted {
 		t.Fatalf("a silver lease from a renter with no history: %v (%+v)", err, res.Receipt)
 	}
 	waitFor(t, 10*time.Second, "the provider counts the renter's receipt", func() bool {
@@ -459,7 +460,7 @@ func rentCompleted(t *testing.T, renter *Node, image string, n int) {
 	t.Helper()
 	for i := range n {
 		res, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{})
-		if err != nil || res.Receipt.Outcome != LeaseCompleted {
+		if err != nil || res.Receipt.Outcome != views.LeaseCompleted {
 			t.Fatalf("rent %d: %v (%+v)", i, err, res.Receipt)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -154,7 +155,7 @@ func (n *Node) Peers() []api.Peer {
 			p.Relayed = p.Relayed && c.Stat().Limited
 		}
 		sc := scores.Of(id)
-		p.Reliability, p.Basis = sc.Reliability, basis(sc)
+		p.Reliability, p.Basis = sc.Reliability, views.Basis(sc)
 		d, _ := n.rtts().RTT(id)
 		p.RTTMillis = float64(d) / float64(time.Millisecond)
 		p.CoordError = -1

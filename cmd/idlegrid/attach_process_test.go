@@ -22,6 +22,7 @@ import (
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/views"
 )
 
 // numbered is a job's output of n numbered lines, as `seq` would print
@@ -140,7 +141,7 @@ func TestDetachAndAttachAcrossAProviderKill(t *testing.T) {
 	if got := cli(t, bin, "logs", id, "--stream", "stdout", "--repo", renter); got != numbered("line", lines) {
 		t.Errorf("kept stdout is not the job's %d lines, each once:\n%s", lines, got)
 	}
-	if got, _ := readJSON[[]api.LeaseView](bin, "leases", "--json", "--repo", prov); len(got) != 1 || got[0].State != node.LeaseCompleted {
+	if got, _ := readJSON[[]api.LeaseView](bin, "leases", "--json", "--repo", prov); len(got) != 1 || got[0].State != views.LeaseCompleted {
 		t.Errorf("provider's leases: %+v", got)
 	}
 	errs, err := exec.Command(bin, "logs", id, "--stream", "stderr", "--repo", renter).CombinedOutput()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/views"
 )
 
 // leases reads the provider's leases through its daemon.
@@ -196,7 +197,7 @@ func (c *crashTest) settle(seed int64) {
 func (c *crashTest) cancelUnstarted() (later time.Duration) {
 	t := c.t
 	for id, l := range c.leases() {
-		if l.State != node.LeaseAccepted || time.Until(l.Start) <= 0 {
+		if l.State != views.LeaseAccepted || time.Until(l.Start) <= 0 {
 			continue
 		}
 		for _, repo := range c.renters {

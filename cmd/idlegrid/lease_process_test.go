@@ -20,9 +20,9 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 	"github.com/idlegrid/idlegrid/market"
-	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/views"
 )
 
 // daemonID is what `idlegrid id --json` answers.
@@ -262,7 +262,7 @@ func assertOneStory(t *testing.T, bin, id, amount string, sides []side) {
 	t.Helper()
 	for _, s := range sides {
 		ls := mustJSON[[]api.LeaseView](t, bin, "leases", "--json", "--repo", s.repo)
-		if len(ls) != 1 || ls[0].ID != id || ls[0].Role != s.role || ls[0].State != node.LeaseCompleted {
+		if len(ls) != 1 || ls[0].ID != id || ls[0].Role != s.role || ls[0].State != views.LeaseCompleted {
 			t.Errorf("%s's leases: %+v; want %s completed", s.role, ls, id)
 		}
 		rs := waitJSON(t, 10*time.Second, s.role+" holds the receipt both signed", bin, func(rs []api.ReceiptView) bool {
@@ -337,7 +337,7 @@ func TestRentThroughProcesses(t *testing.T) {
 	}
 	for _, repo := range []string{renter, prov} {
 		ls := mustJSON[[]api.LeaseView](t, bin, "leases", "--json", "--repo", repo)
-		if i := slices.IndexFunc(ls, func(l api.LeaseView) bool { return l.ID == cancelled[1] }); i < 0 || ls[i].State != node.LeaseCancelled {
+		if i := slices.IndexFunc(ls, func(l api.LeaseView) bool { return l.ID == cancelled[1] }); i < 0 || ls[i].State != views.LeaseCancelled {
 			t.Errorf("%s's leases after the interrupt: %+v", filepath.Base(repo), ls)
 		}
 	}

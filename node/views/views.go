@@ -1,4 +1,4 @@
-package node
+package views
 
 import (
 	"cmp"
@@ -17,30 +17,11 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 )
 
-// Offers lists the book's offers that pass the query's filters.
-func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
-	f, err := offerFilter(q)
-	if err != nil {
-		return nil, err
-	}
-	out := []api.OfferView{}
-	scores := n.reputation.scores()
-	rtts := n.rtts()
-	for _, o := range n.market.snapshot().FindOffers(f) {
-		v := offerView(o, scores)
-		v.RTTMillis, v.RTTSource = rttView(market.RTTOf(rtts, o))
-		v.Implausible = rtts.Implausible(o)
-		out = append(out, v)
-	}
-	sortOfferViews(out, q.Sort)
-	return out, nil
-}
-
-// sortOfferViews orders views, listed by price, by what only the node
+// SortOffers orders views, listed by price, by what only the node
 // knows of them: the whole offer's price an hour ("total", cheapest
 // first), RTT (nearest first, unknown last) or its provider's
 // reliability (most reliable first). Ties keep the price order.
-func sortOfferViews(vs []api.OfferView, by string) {
+func SortOffers(vs []api.OfferView, by string) {
 	key := map[string]func(v *api.OfferView) float64{
 		"total": func(v *api.OfferView) float64 {
 			n := 0
@@ -63,16 +44,16 @@ func sortOfferViews(vs []api.OfferView, by string) {
 	}
 }
 
-// rttView shows an RTT and where it came from.
-func rttView(d time.Duration, from market.RTTSource) (float64, string) {
+// RTT shows an RTT and where it came from.
+func RTT(d time.Duration, from market.RTTSource) (float64, string) {
 	return float64(d) / float64(time.Millisecond), string(from)
 }
 
-// offerFilter reads an offer query's filters.
-func offerFilter(q api.OfferQuery) (market.OfferFilter, error) {
+// OfferFilter reads an offer query's filters.
+func OfferFilter(q api.OfferQuery) (market.OfferFilter, error) {
 	f := market.OfferFilter{MinVRAMBytes: uint64(q.MinVRAMGiB) << 30, Country: strings.ToUpper(q.Country), SortBy: q.Sort}
 	if q.GPU != "" {
-		models, err := resolveGPUs("gpu", []string{q.GPU})
+		models, err := ResolveGPUs("gpu", []string{q.GPU})
 		if err != nil {
 			return f, api.BadRequest{Err: err}
 		}
@@ -102,8 +83,8 @@ func offerFilter(q api.OfferQuery) (market.OfferFilter, error) {
 	return f, nil
 }
 
-// offerView shows o, with this node's score of its provider.
-func offerView(o *pb.Offer, scores *reputation.Scores) api.OfferView {
+// Offer shows o, with this node's score of its provider.
+func Offer(o *pb.Offer, scores *reputation.Scores) api.OfferView {
 	sc := scores.Of(market.Issuer(o))
 	v := api.OfferView{
 		Provider:    market.Issuer(o).String(),
@@ -120,7 +101,7 @@ func offerView(o *pb.Offer, scores *reputation.Scores) api.OfferView {
 		RelayOnly:   o.RelayOnly,
 		Attestable:  len(o.AttestationHash) > 0,
 		Reliability: sc.Reliability,
-		Basis:       basis(sc),
+		Basis:       Basis(sc),
 	}
 	cat := gpus.Default()
 	for _, g := range o.Gpus {
@@ -142,12 +123,12 @@ func offerView(o *pb.Offer, scores *reputation.Scores) api.OfferView {
 		}
 	}
 	for _, w := range o.Weekly {
-		v.Weekly = append(v.Weekly, formatWeekly(w))
+		v.Weekly = append(v.Weekly, FormatWeekly(w))
 	}
 	return v
 }
 
-func formatWeekly(w *pb.WeeklyWindow) string {
+func FormatWeekly(w *pb.WeeklyWindow) string {
 	at := func(m uint32) string {
 		day := min(int(m/1440), 6)
 		rest := m - uint32(day)*1440
@@ -160,9 +141,9 @@ func formatWeekly(w *pb.WeeklyWindow) string {
 	return s
 }
 
-func candidateView(rank int, c market.Candidate, scores *reputation.Scores) api.CandidateView {
-	o := offerView(c.Offer, scores)
-	o.RTTMillis, o.RTTSource = rttView(c.RTT, cmp.Or(c.RTTSource, market.RTTUnknown))
+func Candidate(rank int, c market.Candidate, scores *reputation.Scores) api.CandidateView {
+	o := Offer(c.Offer, scores)
+	o.RTTMillis, o.RTTSource = RTT(c.RTT, cmp.Or(c.RTTSource, market.RTTUnknown))
 	return api.CandidateView{
 		Rank:           rank,
 		Offer:          o,
@@ -175,7 +156,7 @@ func candidateView(rank int, c market.Candidate, scores *reputation.Scores) api.
 	}
 }
 
-func quoteView(q *pb.Quote) api.QuoteView {
+func Quote(q *pb.Quote) api.QuoteView {
 	total := market.LeaseTotal(q.PriceMicros, q.Gpus, q.DurationSeconds)
 	return api.QuoteView{
 		Provider: market.Issuer(q).String(),
@@ -188,4 +169,66 @@ func quoteView(q *pb.Quote) api.QuoteView {
 		Start:    time.UnixMilli(q.StartUnixMs).UTC(),
 		Expires:  time.UnixMilli(q.Header.ExpiresUnixMs).UTC(),
 	}
+}
+
+// ResolveGPUs reads a renter's GPU models and families through the
+// catalog into the names bids carry: a model's ID ("4090" is "RTX
+// 4090"), a family's name ("h100" is "H100", any H100). A name the
+// catalog lacks is refused with the nearest ones.
+// field names the request's field in errors ("gpus" for a list).
+func ResolveGPUs(field string, names []string) ([]string, error) {
+	var out []string
+	for i, g := range names {
+		if len(names) > 1 || field == "gpus" {
+			field = fmt.Sprintf("gpus[%d]", i)
+		}
+		if g == "" || len(g) > 64 {
+			return nil, fmt.Errorf("%s %q: want a model or family such as H100 or RTX 4090", field, g)
+		}
+		w, err := gpus.Default().Resolve(g)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		name := cmp.Or(w.Family, w.Models[0])
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// ResolveFormFactor reads a form factor in any case: "sxm" is "SXM".
+func ResolveFormFactor(ff string) (string, error) {
+	if ff == "" {
+		return "", nil
+	}
+	if f, ok := gpus.FormFactorOf(ff); ok {
+		return f, nil
+	}
+	return "", fmt.Errorf("form_factor %q: want one of %s", ff, strings.Join(gpus.FormFactors, ", "))
+}
+
+// Basis says in words what a score rests on.
+func Basis(sc reputation.Score) string {
+	var parts []string
+	switch {
+	case sc.Receipts == 0 && sc.Failures == 0 && sc.Disputes == 0:
+		parts = append(parts, "no history")
+	default:
+		parts = append(parts, fmt.Sprintf("%d receipts, %d via trusted peers", sc.Receipts, sc.Trusted))
+		if sc.Failures > 0 {
+			parts = append(parts, plural(sc.Failures, "failure"))
+		}
+		if sc.Disputes > 0 {
+			parts = append(parts, plural(sc.Disputes, "dispute"))
+		}
+	}
+	return fmt.Sprintf("%.2f: %s", sc.Reliability, strings.Join(parts, ", "))
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -1,4 +1,4 @@
-package node
+package views
 
 import (
 	"testing"
@@ -21,7 +21,7 @@ func TestSortOfferViews(t *testing.T) {
 		return s
 	}
 	for _, tc := range []struct{ by, want string }{{"total", "bca"}, {"rtt", "cba"}, {"reliability", "cab"}, {"price", "cab"}} {
-		sortOfferViews(vs, tc.by)
+		SortOffers(vs, tc.by)
 		if got := ids(); got != tc.want {
 			t.Errorf("sort %s: %s, want %s", tc.by, got, tc.want)
 		}

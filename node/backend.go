@@ -1,0 +1,134 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/views"
+	ds "github.com/ipfs/go-datastore"
+	pebbleds "github.com/ipfs/go-ds-pebble"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Offers lists the book's offers that pass the query's filters.
+func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
+	f, err := views.OfferFilter(q)
+	if err != nil {
+		return nil, err
+	}
+	out := []api.OfferView{}
+	scores := n.reputation.scores()
+	rtts := n.rtts()
+	for _, o := range n.market.snapshot().FindOffers(f) {
+		v := views.Offer(o, scores)
+		v.RTTMillis, v.RTTSource = views.RTT(market.RTTOf(rtts, o))
+		v.Implausible = rtts.Implausible(o)
+		out = append(out, v)
+	}
+	views.SortOffers(out, q.Sort)
+	return out, nil
+}
+
+// LeaseEnded reports whether a lease in state s is over.
+func LeaseEnded(s string) bool { return records.Ended(s) }
+
+// Leases lists every lease this node took part in, newest last.
+func (n *Node) Leases(ctx context.Context) ([]api.LeaseView, error) {
+	return views.Leases(ctx, n.leaseStore())
+}
+
+// Receipts lists every receipt this node holds.
+func (n *Node) Receipts(ctx context.Context) ([]api.ReceiptView, error) {
+	return views.Receipts(ctx, n.leaseStore())
+}
+
+// Ledger lists the local ledger's balances.
+func (n *Node) Ledger(ctx context.Context) ([]api.LedgerEntry, error) {
+	return views.Ledger(ctx, n.leaseStore())
+}
+
+// Records reads a repository's leases, receipts and ledger while no
+// daemon runs: it holds the repository's lock until Close.
+type Records struct {
+	store  *pebbleds.Datastore
+	unlock func()
+}
+
+// OpenRecords locks r and opens its datastore.
+func OpenRecords(r *Repo) (*Records, error) {
+	unlock, err := r.Lock()
+	if err != nil {
+		return nil, err
+	}
+	store, err := pebbleds.NewDatastore(r.DatastorePath())
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("open datastore %s: %w", r.DatastorePath(), err)
+	}
+	return &Records{store: store, unlock: unlock}, nil
+}
+
+// Leases lists the repository's leases.
+func (r *Records) Leases(ctx context.Context) ([]api.LeaseView, error) {
+	return views.Leases(ctx, records.Store{D: r.store})
+}
+
+// Receipts lists the repository's receipts.
+func (r *Records) Receipts(ctx context.Context) ([]api.ReceiptView, error) {
+	return views.Receipts(ctx, records.Store{D: r.store})
+}
+
+// Ledger lists the repository's ledger.
+func (r *Records) Ledger(ctx context.Context) ([]api.LedgerEntry, error) {
+	return views.Ledger(ctx, records.Store{D: r.store})
+}
+
+// Close closes the datastore and releases the lock.
+func (r *Records) Close() error {
+	err := r.store.Close()
+	r.unlock()
+	return err
+}
+
+// CancelLease ends a lease early. A renter's lease is cancelled at its
+// provider, which stops the job and sends the receipt to the renter
+// following it; a provider's lease is stopped here.
+func (n *Node) CancelLease(ctx context.Context, id string) (api.LeaseView, error) {
+	rec, err := n.leaseStore().Get(ctx, id)
+	if errors.Is(err, ds.ErrNotFound) {
+		return api.LeaseView{}, api.BadRequest{Err: fmt.Errorf("no lease %q here", id)}
+	}
+	if err != nil {
+		return api.LeaseView{}, err
+	}
+	if LeaseEnded(rec.State) {
+		return api.LeaseView{}, api.BadRequest{Err: fmt.Errorf("lease %s already ended: %s", id, rec.State)}
+	}
+	l, _, err := rec.Open()
+	if err != nil {
+		return api.LeaseView{}, err
+	}
+	if rec.Role == records.Provider {
+		if n.leases == nil || n.leases.stopLease(ctx, id, "cancelled by the provider", "") == nil {
+			return api.LeaseView{}, fmt.Errorf("lease %s is not running here", id)
+		}
+		return views.Lease(rec), nil
+	}
+	provider := peer.ID(l.Provider)
+	if err := n.link.Locate(ctx, provider); err != nil {
+		return api.LeaseView{}, err
+	}
+	reply, err := n.link.RequestLease(ctx, provider, &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: id}})
+	if err != nil {
+		return api.LeaseView{}, err
+	}
+	if reply.Lease == nil {
+		return api.LeaseView{}, fmt.Errorf("provider refused: %w", market.RejectOf(reply))
+	}
+	return views.Lease(rec), nil
+}
