@@ -14,6 +14,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/repo"
 )
 
 // apiToken is n's API token, as the CLI reads it.
@@ -65,7 +66,7 @@ func TestAPIServesStatusPeersAndMetrics(t *testing.T) {
 	if !strings.HasPrefix(n.APIAddr(), "http://127.0.0.1:") {
 		t.Fatalf("API at %s, want 127.0.0.1", n.APIAddr())
 	}
-	b, err := os.ReadFile(filepath.Join(r.Path, APIFile))
+	b, err := os.ReadFile(filepath.Join(r.Path, repo.APIFile))
 	if err != nil || strings.TrimSpace(string(b)) != n.APIAddr() {
 		t.Fatalf("api file = %q, %v", b, err)
 	}

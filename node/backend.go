@@ -9,6 +9,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/views"
 	ds "github.com/ipfs/go-datastore"
 	pebbleds "github.com/ipfs/go-ds-pebble"
@@ -60,7 +61,7 @@ type Records struct {
 }
 
 // OpenRecords locks r and opens its datastore.
-func OpenRecords(r *Repo) (*Records, error) {
+func OpenRecords(r *repo.Repo) (*Records, error) {
 	unlock, err := r.Lock()
 	if err != nil {
 		return nil, err

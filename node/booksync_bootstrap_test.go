@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -35,7 +36,7 @@ func TestAFreshRenterTakesItsBootstrapsWholeBook(t *testing.T) {
 	book, _ := bookOf()
 	boot := syncAttacker(t, sw, book)
 	addr := fmt.Sprintf("%s/p2p/%s", boot.Addrs()[0], boot.ID())
-	renter := startNode(t, testRepoWith(t, "renter", InitOptions{Profile: config.ProfileRenter}, func(c *config.Config) { c.Network.Bootstrap = []string{addr} }), Options{})
+	renter := startNode(t, testRepoWith(t, "renter", repo.InitOptions{Profile: config.ProfileRenter}, func(c *config.Config) { c.Network.Bootstrap = []string{addr} }), Options{})
 	defer func() {
 		if t.Failed() {
 			t.Logf("the renter holds %d offers", renter.market.snapshot().Len())

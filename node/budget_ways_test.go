@@ -11,6 +11,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/offer"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -128,8 +129,8 @@ func heldOf(n *Node, issuers []peer.ID) int {
 // honest provider's offer relayed by an honest peer still arrives.
 func TestAHundredConnectedKeysShareTheStrangersBudget(t *testing.T) {
 	holdAll := func(c *config.Config) { c.Network.ConnLow, c.Network.ConnHigh = 300, 400 } // the attack's connections stay
-	victim := startNode(t, testRepoWith(t, "victim", InitOptions{Profile: config.ProfileRenter}, holdAll), Options{})
-	relay := startNode(t, testRepoWith(t, "relay", InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(victim)), Options{})
+	victim := startNode(t, testRepoWith(t, "victim", repo.InitOptions{Profile: config.ProfileRenter}, holdAll), Options{})
+	relay := startNode(t, testRepoWith(t, "relay", repo.InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(victim)), Options{})
 	waitFor(t, 20*time.Second, "the relay and the victim meet on the offers topic", func() bool {
 		return len(relay.gossip.Topic(p2p.TopicOffers).ListPeers()) > 0
 	})
@@ -250,12 +251,12 @@ func honestOffers(t testing.TB, relay *Node, n int) []peer.ID {
 // for offers of providers connected to no one.
 func TestABookSyncFloodLeavesRoomForHonestOffers(t *testing.T) {
 	small := func(c *config.Config) { c.Gossip.BookOffers = 2000 }
-	repo := testRepoWith(t, "victim", InitOptions{Profile: config.ProfileRenter}, small)
-	victim := newNode(t, repo, Options{})
+	rp := testRepoWith(t, "victim", repo.InitOptions{Profile: config.ProfileRenter}, small)
+	victim := newNode(t, rp, Options{})
 	if err := victim.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	relay := startNode(t, testRepoWith(t, "relay", InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(victim)), Options{})
+	relay := startNode(t, testRepoWith(t, "relay", repo.InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(victim)), Options{})
 	waitFor(t, 20*time.Second, "the relay and the victim meet on the offers topic", func() bool {
 		return len(relay.gossip.Topic(p2p.TopicOffers).ListPeers()) > 0
 	})
@@ -286,7 +287,7 @@ func TestABookSyncFloodLeavesRoomForHonestOffers(t *testing.T) {
 	if err := victim.Close(); err != nil {
 		t.Fatal(err)
 	}
-	victim = startNode(t, repo, Options{})
+	victim = startNode(t, rp, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := relay.host.Connect(ctx, peer.AddrInfo{ID: victim.id, Addrs: victim.host.Addrs()}); err != nil {

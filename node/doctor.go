@@ -16,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/idlegrid/idlegrid/node/repo"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 )
@@ -41,7 +42,7 @@ type Check struct {
 // the running daemon's status and book if one answers (nil otherwise),
 // and the GPU source to read (fake, for tests; empty reads NVML).
 type DoctorInput struct {
-	Repo   *Repo
+	Repo   *repo.Repo
 	Config config.Config
 	Daemon *api.Status
 	Offers []api.OfferView
@@ -102,10 +103,10 @@ func oneLineErr(err error) string { return strings.Join(strings.Fields(err.Error
 
 // checkRepo: the identity key and API token readable by the owner only,
 // and the folder not writable by others.
-func checkRepo(r *Repo) Check {
+func checkRepo(r *repo.Repo) Check {
 	c := Check{Name: "repository", Status: CheckOK, Detail: r.Path}
 	var bad []string
-	for _, f := range []string{IdentityFile, SwarmKeyFile, "api.token"} {
+	for _, f := range []string{repo.IdentityFile, repo.SwarmKeyFile, "api.token"} {
 		st, err := os.Stat(filepath.Join(r.Path, f))
 		if err != nil {
 			continue // absent: a public swarm, or no daemon has run yet

@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/offer"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p"
@@ -89,7 +90,7 @@ func TestAnHonestRenterGetsQuotesAndRentsThroughAFlood(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
 	prov, renter := leaseSwarm(t, nil)
-	bidder := startNode(t, testRepoWith(t, "bidder", InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(prov)), Options{})
+	bidder := startNode(t, testRepoWith(t, "bidder", repo.InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(prov)), Options{})
 	waitFor(t, 15*time.Second, "the provider's offer in both renters' books", func() bool {
 		return offeredGPUs(renter, prov) == 8 && offeredGPUs(bidder, prov) == 8
 	})

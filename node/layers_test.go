@@ -38,10 +38,11 @@ var layers = map[string][]string{
 	"node/records":               {"market/...", "node/clock"},
 	"node/jobstream":             {"market/pb", "node/clock", "node/records", "p2p"},
 	"node/metricstest":           nil,
-	"internal/atomicfile":        nil,
+	"internal/...":               nil,
 	"node/config":                {"market/...", "internal/...", "p2p", "node/executor"}, // defaults and checks of the settings of both
 	"node/offer":                 {"market/...", "attest/...", "node/config"},
 	"node/views":                 {"market/...", "node/api", "node/records", "node/config"},
+	"node/repo":                  {"node/config", "node/api", "p2p", "internal/..."},
 	"node":                       {"market/...", "attest/...", "p2p", "node/...", "internal/..."},
 	"cmd/...":                    {"market/...", "attest/...", "node/..."}, // never p2p: it calls node
 	"examples/...":               {"node/...", "p2p/...", "market/...", "attest/..."},

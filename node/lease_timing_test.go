@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
@@ -22,6 +23,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/views"
 )
 
@@ -298,7 +300,7 @@ func TestRenterVanishingStopsTheJobAfterTheGracePeriod(t *testing.T) {
 // daemon restarts where it listened) selling a fake DGX H100 seeded by
 // its peer ID, as a daemon's config makes it, and a light renter, all on
 // clk.
-func restartableProvider(t *testing.T, clk clock.Clock, renterGrace time.Duration) (provRepo *Repo, prov, renter *Node) {
+func restartableProvider(t *testing.T, clk clock.Clock, renterGrace time.Duration) (provRepo *repo.Repo, prov, renter *Node) {
 	t.Helper()
 	boot := startNode(t, testRepo(t, "boot", nil), Options{Clock: clk})
 	port := freePort(t)
@@ -432,7 +434,7 @@ func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {
 	out.WaitFor(t, "before", 20*time.Second)
 	id := activeLease(t, prov).ID
 	renter.Close() // the renter's laptop restarts
-	if d := <-done; !errors.Is(d.err, ErrClosed) {
+	if d := <-done; !errors.Is(d.err, owner.ErrClosed) {
 		t.Fatalf("rent on a closing node: %v", d.err)
 	}
 	waitFor(t, 10*time.Second, "the provider finds no renter on the job stream", func() bool { return detached(prov, id) })

@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -73,7 +74,7 @@ type LeaseLink struct {
 }
 
 // DialLease connects to the provider of the rental leaseID made from r.
-func DialLease(ctx context.Context, r *Repo, leaseID string) (*LeaseLink, error) {
+func DialLease(ctx context.Context, r *repo.Repo, leaseID string) (*LeaseLink, error) {
 	cfg, err := r.Config()
 	if err != nil {
 		return nil, err

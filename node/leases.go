@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
@@ -66,7 +67,7 @@ type leaseOwner struct {
 
 	ctx    context.Context // the supervisors'; ends when the owner stops
 	cancel context.CancelFunc
-	own    *owner[*leaseState]
+	own    *owner.Owner[*leaseState]
 	sup    sync.WaitGroup // supervisors; Add only in the owner
 }
 
@@ -108,7 +109,7 @@ type reservation struct {
 }
 
 // do runs f on the owner and waits for it.
-func (lo *leaseOwner) do(ctx context.Context, f func(*leaseState)) error { return lo.own.do(ctx, f) }
+func (lo *leaseOwner) do(ctx context.Context, f func(*leaseState)) error { return lo.own.Do(ctx, f) }
 
 // handle answers one lease request from a renter.
 func (lo *leaseOwner) handle(ctx context.Context, from peer.ID, req *pb.LeaseRequest) *pb.LeaseReply {

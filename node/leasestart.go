@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
@@ -61,7 +62,7 @@ func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState
 		minRenterScore: d.provider.MinRenterScore, renterScore: d.renterScore,
 		clock: d.clock, log: d.log, offer: d.offer, source: d.source, ended: d.ended, signed: d.signed, metrics: d.metrics,
 		matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil), slots: map[string]int{},
-		own: newOwner[*leaseState](),
+		own: owner.New[*leaseState](),
 	}
 	if pl, ok := d.exec.(executor.Puller); ok {
 		lo.images = newImagePulls(pl, d.jobs, d.offer, d.log, d.metrics)
@@ -108,7 +109,7 @@ func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState
 // the handlers; stop waits for them.
 func (lo *leaseOwner) start(ctx context.Context, st *leaseState, sv p2p.Server) {
 	lo.ctx, lo.cancel = context.WithCancel(ctx)
-	lo.own.start(st)
+	lo.own.Start(st)
 	if err := lo.recover(lo.ctx); err != nil {
 		lo.log.Warn("leases not fully recovered", "err", err)
 	}
@@ -149,7 +150,7 @@ func (lo *leaseOwner) stop() {
 	if lo.stage != nil {
 		lo.stage.Close()
 	}
-	lo.own.stop()
+	lo.own.Stop()
 	if lo.exec != nil {
 		lo.exec.Close()
 	}

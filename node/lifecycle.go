@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/atomicfile"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/ipfs/go-datastore/namespace"
@@ -283,7 +284,7 @@ func (n *Node) serveAPI(context.Context) (func() error, error) {
 	}
 	srv := api.NewServer(n, n.metrics.reg, api.Guard{Token: token, OpenMetrics: n.cfg.API.OpenMetrics}, n.opts.Logger.With("subsystem", LogAPI))
 	srv.Serve(n.apiLn)
-	file := filepath.Join(n.repo.Path, APIFile)
+	file := filepath.Join(n.repo.Path, repo.APIFile)
 	stop := func() error {
 		os.Remove(file)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
@@ -57,7 +58,7 @@ type marketSide struct {
 	// for a few before it ranks a book it has only begun to fill.
 	booksSynced atomic.Int64
 
-	own *owner[*marketState]
+	own *owner.Owner[*marketState]
 	wg  sync.WaitGroup // readers, sync, maintenance
 }
 
@@ -111,7 +112,7 @@ func newMarketSide(d marketDeps) *marketSide {
 	m := &marketSide{
 		book: market.NewBook(), limits: d.limits, net: d.net, store: d.store, clock: d.clock, log: d.log,
 		self: d.self, roots: d.roots, bookLimits: d.book, known: d.known, sources: d.sources, rel: d.rel, rtt: d.rtt,
-		own: newOwner[*marketState](),
+		own: owner.New[*marketState](),
 	}
 	m.offenders.Store(&map[peer.ID]bool{})
 	m.matcher = market.NewMatcher(market.DefaultMatchConfig(), d.rel, d.rtt).WithExcluder(m)
@@ -135,7 +136,7 @@ func (m *marketSide) open(ctx context.Context, store ds.Batching) error {
 	st := &marketState{envelopes: make(map[offerKey]heldEnvelope), pending: make(map[string]*pendingBid)}
 	// Only the owner writes the book, so evictions come on the owner.
 	m.book.SetLimits(m.bookLimits, m.rank, func(issuer peer.ID, id string) { delete(st.envelopes, offerKey{issuer, id}) })
-	m.own.start(st)
+	m.own.Start(st)
 	return nil
 }
 
@@ -157,7 +158,7 @@ func (m *marketSide) rank(p peer.ID) int {
 // keeps its envelope for peers that sync, in one step, so the envelope
 // held is always that of the seq the book holds.
 func (m *marketSide) offer(ctx context.Context, o *pb.Offer, env []byte) {
-	m.own.post(ctx, func(st *marketState) {
+	m.own.Post(ctx, func(st *marketState) {
 		if err := m.book.PutOffer(o, m.clock.Now()); err != nil {
 			return // stale or expired: the book keeps what it had, and so do we
 		}
@@ -168,11 +169,11 @@ func (m *marketSide) offer(ctx context.Context, o *pb.Offer, env []byte) {
 
 // bid hands the owner a verified bid for the book.
 func (m *marketSide) bid(ctx context.Context, b *pb.Bid) {
-	m.own.post(ctx, func(*marketState) { m.book.PutBid(b, m.clock.Now()) })
+	m.own.Post(ctx, func(*marketState) { m.book.PutBid(b, m.clock.Now()) })
 }
 
 // do runs f on the owner and waits for it.
-func (m *marketSide) do(ctx context.Context, f func(*marketState)) error { return m.own.do(ctx, f) }
+func (m *marketSide) do(ctx context.Context, f func(*marketState)) error { return m.own.Do(ctx, f) }
 
 // snapshot is the book as it is now, immutable.
 func (m *marketSide) snapshot() *market.Snapshot { return m.book.Snapshot() }
@@ -313,7 +314,7 @@ func (m *marketSide) loadOffenders(ctx context.Context) error {
 // flushed.
 func (m *marketSide) close() error {
 	m.wg.Wait()
-	m.own.stop()
+	m.own.Stop()
 	if m.seqs == nil {
 		return nil
 	}

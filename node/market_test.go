@@ -20,6 +20,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/offer"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
@@ -61,7 +62,7 @@ func TestMarketAcrossNodes(t *testing.T) {
 	boot := startNode(t, testRepo(t, "boot", nil), Options{Logger: log.node("boot")})
 	cheap := startNode(t, testRepo(t, "cheap", both(bootstrapFrom(boot), asProvider("A100", 4, 80, "1.10", "DE"))), Options{Logger: log.node("cheap")})
 	dear := startNode(t, testRepo(t, "dear", both(bootstrapFrom(boot), asProvider("A100", 8, 80, "2.20", "FR"))), Options{Logger: log.node("dear")})
-	renter := startNode(t, testRepoWith(t, "renter", InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(boot)), Options{Logger: log.node("renter")})
+	renter := startNode(t, testRepoWith(t, "renter", repo.InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(boot)), Options{Logger: log.node("renter")})
 	all := []*Node{boot, cheap, dear, renter}
 	for _, n := range all {
 		waitFor(t, 15*time.Second, "every book holds both offers", bookHolds(n, 2))
@@ -144,7 +145,7 @@ func TestAQuoteReachesARenterKnownOnlyFromItsBid(t *testing.T) {
 	log := keepLog(t)
 	boot := startNode(t, testRepo(t, "boot", nil), Options{Logger: log.node("boot")})
 	prov := startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), asProvider("A100", 4, 80, "1.10", "DE"))), Options{Logger: log.node("prov")})
-	renter := startNode(t, testRepoWith(t, "renter", InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(boot)), Options{Logger: log.node("renter")})
+	renter := startNode(t, testRepoWith(t, "renter", repo.InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(boot)), Options{Logger: log.node("renter")})
 	waitFor(t, 15*time.Second, "the renter's book holds the offer", bookHolds(renter, 1))
 	waitFor(t, 15*time.Second, "the bootstrap peer relays bids between the two", func() bool {
 		return slices.Contains(renter.gossip.Mesh(p2p.TopicBids), boot.id) && slices.Contains(boot.gossip.Mesh(p2p.TopicBids), prov.id)

@@ -19,6 +19,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/p2p"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -74,7 +75,7 @@ type Settlement = records.Settlement
 // get narrow dependencies (a key, a small interface of the swarm, the
 // store, a clock, a logger) and no pointer back to it.
 type Node struct {
-	repo      *Repo
+	repo      *repo.Repo
 	cfg       config.Config
 	opts      Options
 	log       *slog.Logger
@@ -125,23 +126,23 @@ type Node struct {
 
 // New reads the identity and swarm keys and checks the config. It opens
 // no file for writing and no socket.
-func New(repo *Repo, cfg config.Config, opts Options) (*Node, error) {
+func New(r *repo.Repo, cfg config.Config, opts Options) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	key, err := repo.Identity()
+	key, err := r.Identity()
 	if err != nil {
 		return nil, err
 	}
-	psk, err := repo.SwarmKey(cfg)
+	psk, err := r.SwarmKey(cfg)
 	if err != nil {
 		return nil, err
 	}
 	id, err := peer.IDFromPrivateKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrIdentity, err)
+		return nil, fmt.Errorf("%w: %v", repo.ErrIdentity, err)
 	}
-	n := &Node{repo: repo, cfg: cfg, opts: opts, key: key, id: id, swarm: p2p.Swarm{Name: cfg.Swarm.Name, PSK: psk}, clock: clock.Or(opts.Clock), coords: p2p.NewCoordinates()}
+	n := &Node{repo: r, cfg: cfg, opts: opts, key: key, id: id, swarm: p2p.Swarm{Name: cfg.Swarm.Name, PSK: psk}, clock: clock.Or(opts.Clock), coords: p2p.NewCoordinates()}
 	n.limits = n.swarm.Limits()
 	if n.opts.Logger == nil {
 		n.opts.Logger = slog.Default()
@@ -175,7 +176,7 @@ func New(repo *Repo, cfg config.Config, opts Options) (*Node, error) {
 	}
 	if p := cfg.Attest.CCRootCert; p != "" {
 		if !filepath.IsAbs(p) {
-			p = repo.file(p)
+			p = r.File(p)
 		}
 		if n.ccRoots, err = attest.LoadCCRoots(p); err != nil {
 			return nil, fmt.Errorf("attest.cc_root_cert: %w", err)

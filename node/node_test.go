@@ -18,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/offer"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -26,16 +27,16 @@ import (
 
 // testRepo creates a repository on loopback with free ports; edit adjusts
 // the config before it is written.
-func testRepo(t testing.TB, name string, edit func(*config.Config)) *Repo {
+func testRepo(t testing.TB, name string, edit func(*config.Config)) *repo.Repo {
 	t.Helper()
-	return testRepoWith(t, name, InitOptions{Profile: config.ProfileProvider}, edit)
+	return testRepoWith(t, name, repo.InitOptions{Profile: config.ProfileProvider}, edit)
 }
 
-func testRepoWith(t testing.TB, name string, o InitOptions, edit func(*config.Config)) *Repo {
+func testRepoWith(t testing.TB, name string, o repo.InitOptions, edit func(*config.Config)) *repo.Repo {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
 	o.ListenPort, o.APIPort = 0, 0
-	r, err := Init(dir, o)
+	r, err := repo.Init(dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func testRepoWith(t testing.TB, name string, o InitOptions, edit func(*config.Co
 	return r
 }
 
-func newNode(t testing.TB, r *Repo, o Options) *Node {
+func newNode(t testing.TB, r *repo.Repo, o Options) *Node {
 	t.Helper()
 	cfg, err := r.Config()
 	if err != nil {
@@ -78,7 +79,7 @@ func newNode(t testing.TB, r *Repo, o Options) *Node {
 }
 
 // startNode starts a node from r and closes it when the test ends.
-func startNode(t testing.TB, r *Repo, o Options) *Node {
+func startNode(t testing.TB, r *repo.Repo, o Options) *Node {
 	t.Helper()
 	n := newNode(t, r, o)
 	if err := n.Start(context.Background()); err != nil {
@@ -233,7 +234,7 @@ func TestLightClientFindsTheSwarm(t *testing.T) {
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
 	a := startNode(t, testRepo(t, "a", bootstrapFrom(boot)), Options{})
 	b := startNode(t, testRepo(t, "b", bootstrapFrom(boot)), Options{})
-	light := startNode(t, testRepoWith(t, "light", InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(boot)), Options{Light: true})
+	light := startNode(t, testRepoWith(t, "light", repo.InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(boot)), Options{Light: true})
 	if light.Mode() != config.DHTClient || light.Status().Mode != config.DHTClient {
 		t.Fatalf("light node runs in %s mode", light.Mode())
 	}
@@ -294,7 +295,7 @@ func repoFiles(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() == LockFile || strings.Contains(p, DatastoreDir) {
+		if err != nil || d.IsDir() || d.Name() == repo.LockFile || strings.Contains(p, repo.DatastoreDir) {
 			return nil
 		}
 		b, _ := os.ReadFile(p)
@@ -349,7 +350,7 @@ func TestStartFailsClearlyAndChangesNothing(t *testing.T) {
 		r := testRepo(t, "r", nil)
 		startNode(t, r, Options{})
 		second := newNode(t, r, Options{})
-		if err := second.Start(context.Background()); !errors.Is(err, ErrRepoLocked) {
+		if err := second.Start(context.Background()); !errors.Is(err, repo.ErrRepoLocked) {
 			second.Close()
 			t.Fatalf("second node on one repository: %v, want ErrRepoLocked", err)
 		}
@@ -376,7 +377,7 @@ func TestCloseIsQuickAndReleasesEverything(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Close took %s, want under 5s", d)
 	}
-	if _, err := os.Stat(filepath.Join(r.Path, APIFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(r.Path, repo.APIFile)); !os.IsNotExist(err) {
 		t.Error("api file left behind")
 	}
 	// The same repository starts again at once: lock, datastore and ports free.
@@ -474,7 +475,7 @@ func TestSignedObjectsAndProtocolsAreBoundToTheirSwarm(t *testing.T) {
 }
 
 // privateSwarm is how a repository joins a new private swarm of that name.
-func privateSwarm(t *testing.T, name string) InitOptions {
+func privateSwarm(t *testing.T, name string) repo.InitOptions {
 	t.Helper()
 	key, err := p2p.GenerateSwarmKey()
 	if err != nil {
@@ -482,5 +483,5 @@ func privateSwarm(t *testing.T, name string) InitOptions {
 	}
 	var buf strings.Builder
 	p2p.EncodeSwarmKey(&buf, key)
-	return InitOptions{Profile: config.ProfileProvider, Swarm: name, SwarmKey: []byte(buf.String())}
+	return repo.InitOptions{Profile: config.ProfileProvider, Swarm: name, SwarmKey: []byte(buf.String())}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -140,7 +141,7 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 		id: n.id, key: n.key, limits: n.limits, provider: n.cfg.Provider, jobs: n.cfg.Jobs, exec: exec, store: n.leaseStore(),
 		clock: n.clock, log: n.opts.Logger.With("subsystem", LogNode), offer: n.provider.ownOffer, source: n.provider.source, ended: n.leaseEnded,
 		renterScore: func(p peer.ID) float64 { return n.reputation.scores().Of(p).AsRenter },
-		stageDir:    filepath.Join(n.repo.Path, StagingDir),
+		stageDir:    filepath.Join(n.repo.Path, repo.StagingDir),
 		signed:      func() { n.reputation.poke() },
 		metrics:     n.metrics,
 	}, inv)

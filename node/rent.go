@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
@@ -208,7 +209,7 @@ func (r *renter) use() (done func(), err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing || r.ctx == nil {
-		return nil, ErrClosed
+		return nil, owner.ErrClosed
 	}
 	r.users.Add(1)
 	return r.users.Done, nil
@@ -225,7 +226,7 @@ func (r *renter) use() (done func(), err error) {
 // a *NoProviderError.
 func (n *Node) Rent(ctx context.Context, req api.RentRequest, out RentOutput) (api.RentResult, error) {
 	if n.renter == nil {
-		return api.RentResult{Tried: []api.Attempt{}}, ErrClosed
+		return api.RentResult{Tried: []api.Attempt{}}, owner.ErrClosed
 	}
 	return n.renter.rent(ctx, req, out)
 }

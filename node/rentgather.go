@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 )
@@ -39,7 +40,7 @@ func (r *renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-r.ctx.Done():
-			return ErrClosed
+			return owner.ErrClosed
 		case <-tick.C():
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 )
 
@@ -28,7 +29,7 @@ had ended already), 124 when its end was never seen, 0 on a detach.`,
   idlegrid attach "$id"`,
 		Args: exactArgs(1, "LEASE"),
 		RunE: func(_ *cobra.Command, args []string) error {
-			if _, err := node.Open(e.repoPath()); errors.Is(err, node.ErrNoRepo) {
+			if _, err := repo.Open(e.repoPath()); errors.Is(err, repo.ErrNoRepo) {
 				return fmt.Errorf("no repository at %s: attach follows the leases a repository rented (--repo)", e.repoPath())
 			}
 			n, done, err := e.lightNode(nil)

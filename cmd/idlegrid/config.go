@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 )
 
@@ -88,7 +88,7 @@ A running daemon reads its config at start: restart it to apply.`,
 			}
 			v, _ := out.Get(args[0])
 			fmt.Fprintf(e.stdout, "%s = %s\n", args[0], formatValue(v))
-			if _, err := os.Stat(filepath.Join(r.Path, node.APIFile)); err == nil {
+			if _, err := os.Stat(filepath.Join(r.Path, repo.APIFile)); err == nil {
 				fmt.Fprintln(e.stderr, "a daemon is running on this repository: restart it to apply the change")
 			}
 			return nil

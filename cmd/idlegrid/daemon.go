@@ -11,6 +11,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 )
 
@@ -122,13 +123,13 @@ func (e *env) initIfAbsent(profile string, bootstrap []string) error {
 		return err
 	}
 	path := e.repoPath()
-	if (&node.Repo{Path: path}).Exists() {
+	if (&repo.Repo{Path: path}).Exists() {
 		if len(bootstrap) > 0 {
 			fmt.Fprintf(e.stderr, "a repository exists at %s: --bootstrap is not written into it (edit network.bootstrap in its config.toml)\n", path)
 		}
 		return nil // a partial one fails to open, with the reason
 	}
-	r, err := node.Init(path, node.InitOptions{Profile: profile, ListenPort: -1, APIPort: -1, Bootstrap: bootstrap})
+	r, err := repo.Init(path, repo.InitOptions{Profile: profile, ListenPort: -1, APIPort: -1, Bootstrap: bootstrap})
 	if err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func (e *env) initIfAbsent(profile string, bootstrap []string) error {
 }
 
 // reload reads the repository's config again and hands it to the node.
-func reload(r *node.Repo, n *node.Node, log *slog.Logger) {
+func reload(r *repo.Repo, n *node.Node, log *slog.Logger) {
 	cfg, err := r.Config()
 	if err == nil {
 		_, err = n.Reload(cfg)

@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -153,7 +154,7 @@ func (s *devstack) start(ctx context.Context, n int) error {
 
 func (s *devstack) startNode(ctx context.Context, i int, bootstrap []string) (*node.Node, error) {
 	path := filepath.Join(s.dir, fmt.Sprintf("node%02d", i))
-	r, err := node.Init(path, s.initOptions(config.ProfileProvider, bootstrap))
+	r, err := repo.Init(path, s.initOptions(config.ProfileProvider, bootstrap))
 	if err != nil {
 		return nil, err
 	}

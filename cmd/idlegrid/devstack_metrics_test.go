@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/metricstest"
+	"github.com/idlegrid/idlegrid/node/repo"
 )
 
 // idlegridFamilies are the families every node serves on /metrics.
@@ -65,12 +65,12 @@ func TestDevstackServesEveryMetricAndItsDemoMovesThem(t *testing.T) {
 	type api struct{ addr, token string }
 	var nodes []api
 	for i := range 2 {
-		repo := filepath.Join(dir, fmt.Sprintf("node%02d", i))
-		b, err := os.ReadFile(filepath.Join(repo, node.APIFile))
+		path := filepath.Join(dir, fmt.Sprintf("node%02d", i))
+		b, err := os.ReadFile(filepath.Join(path, repo.APIFile))
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := node.Open(repo)
+		r, err := repo.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/repo"
 )
 
 // devSwarm is the name of the private swarm a devstack without Docker runs.
@@ -30,7 +31,7 @@ func (s *devstack) chooseJobs(ctx context.Context) error {
 		return nil
 	}
 	var key bytes.Buffer
-	if kerr := node.WriteNewSwarmKey(&key); kerr != nil {
+	if kerr := repo.WriteNewSwarmKey(&key); kerr != nil {
 		return kerr
 	}
 	s.swarmKey, s.executor, s.image = key.Bytes(), config.ExecutorProcess, "none (plain process)"
@@ -39,8 +40,8 @@ func (s *devstack) chooseJobs(ctx context.Context) error {
 }
 
 // initOptions are the options of every devstack repository.
-func (s *devstack) initOptions(profile string, bootstrap []string) node.InitOptions {
-	o := node.InitOptions{Profile: profile, ListenPort: 0, APIPort: 0, Bootstrap: bootstrap}
+func (s *devstack) initOptions(profile string, bootstrap []string) repo.InitOptions {
+	o := repo.InitOptions{Profile: profile, ListenPort: 0, APIPort: 0, Bootstrap: bootstrap}
 	if s.swarmKey != nil {
 		o.Swarm, o.SwarmKey = devSwarm, s.swarmKey
 	}
@@ -50,7 +51,7 @@ func (s *devstack) initOptions(profile string, bootstrap []string) node.InitOpti
 // makeRenter creates the renter repository the printed rent command uses.
 func (s *devstack) makeRenter() error {
 	s.renter = filepath.Join(s.dir, "renter")
-	_, err := node.Init(s.renter, s.initOptions(config.ProfileRenter, []string{s.boot}))
+	_, err := repo.Init(s.renter, s.initOptions(config.ProfileRenter, []string{s.boot}))
 	return err
 }
 
@@ -68,7 +69,7 @@ func (s *devstack) rentCommand() string {
 // that prints and exits, its output streamed here, then the receipt.
 func (s *devstack) demo(ctx context.Context) error {
 	fmt.Fprintf(s.e.stdout, "demo: %s\n", s.rentCommand())
-	r, err := node.Open(s.renter)
+	r, err := repo.Open(s.renter)
 	if err != nil {
 		return err
 	}

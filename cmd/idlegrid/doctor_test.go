@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/repo"
 )
 
 func doctor(t *testing.T, args ...string) (map[string]node.Check, result) {
@@ -52,7 +53,7 @@ func TestDoctor(t *testing.T) {
 
 	// A key others can read, and a port another holds: both fail, named,
 	// with what to do, and doctor exits 1.
-	os.Chmod(filepath.Join(dir, node.IdentityFile), 0o644)
+	os.Chmod(filepath.Join(dir, repo.IdentityFile), 0o644)
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

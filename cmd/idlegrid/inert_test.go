@@ -12,8 +12,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/repo"
 )
 
 // hostileText is what a peer put in a gossiped model name (and any other
@@ -87,7 +87,7 @@ func hostileView[T any]() T {
 // shows peer text: its human output holds none of the bytes a terminal
 // acts on, while --json keeps the data exact.
 func TestPeerTextReachesTheTerminalInert(t *testing.T) {
-	repo := newRepo(t)
+	dir := newRepo(t)
 	offer := hostileView[api.OfferView]()
 	offer.Price = "2.49" // so offers --group-by model counts it
 	views := map[string]any{
@@ -114,7 +114,7 @@ func TestPeerTextReachesTheTerminalInert(t *testing.T) {
 		json.NewEncoder(w).Encode(v)
 	}))
 	defer srv.Close()
-	if err := os.WriteFile(filepath.Join(repo, node.APIFile), []byte(srv.URL+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, repo.APIFile), []byte(srv.URL+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
@@ -123,7 +123,7 @@ func TestPeerTextReachesTheTerminalInert(t *testing.T) {
 		{"reputation", "12D3KooWgood"}, {"reputation", "12D3KooWbad"}, {"cancel", "L1"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			r := runCLI(t, append(args, "--repo", repo)...)
+			r := runCLI(t, append(args, "--repo", dir)...)
 			if !strings.Contains(r.stdout+r.stderr, "H100") {
 				t.Fatalf("exit %d: the peer's text is not shown at all:\nstdout %q\nstderr %q", r.code, r.stdout, r.stderr)
 			}
@@ -138,7 +138,7 @@ func TestPeerTextReachesTheTerminalInert(t *testing.T) {
 		})
 	}
 	t.Run("offers --json keeps the data exact", func(t *testing.T) {
-		r := runCLI(t, "offers", "--json", "--repo", repo)
+		r := runCLI(t, "offers", "--json", "--repo", dir)
 		var got []api.OfferView
 		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got) != 1 {
 			t.Fatalf("exit %d: %v: %q", r.code, err, r.stdout)

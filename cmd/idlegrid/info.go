@@ -13,19 +13,19 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/market/inert"
-	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 )
 
 // client finds the running daemon of the repository through the api file
 // it writes at start, or says plainly that none runs.
 func (e *env) client() (*api.Client, error) {
-	r, err := node.Open(e.repoPath())
+	r, err := repo.Open(e.repoPath())
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(filepath.Join(r.Path, node.APIFile))
+	b, err := os.ReadFile(filepath.Join(r.Path, repo.APIFile))
 	if err != nil {
 		return nil, e.noDaemon(r)
 	}
@@ -36,7 +36,7 @@ func (e *env) client() (*api.Client, error) {
 	return api.NewClient(strings.TrimSpace(string(b)), token), nil
 }
 
-func (e *env) noDaemon(r *node.Repo) error {
+func (e *env) noDaemon(r *repo.Repo) error {
 	return fmt.Errorf("%w for repository %s: start one with `idlegrid daemon --repo %s`", api.ErrNoDaemon, r.Path, r.Path)
 }
 
@@ -49,7 +49,7 @@ func (e *env) status() (api.Status, error) {
 	}
 	st, err := c.Status(e.ctx)
 	if errors.Is(err, api.ErrNoDaemon) {
-		return st, e.noDaemon(&node.Repo{Path: e.repoPath()})
+		return st, e.noDaemon(&repo.Repo{Path: e.repoPath()})
 	}
 	return st, err
 }
@@ -86,7 +86,7 @@ func newIDCmd(e *env) *cobra.Command {
 }
 
 func (e *env) idFromRepo() error {
-	r, err := node.Open(e.repoPath())
+	r, err := repo.Open(e.repoPath())
 	if err != nil {
 		return err
 	}

@@ -5,14 +5,14 @@ import (
 	"os"
 	"slices"
 
-	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 )
 
 func newInitCmd(e *env) *cobra.Command {
 	var (
-		o       node.InitOptions
+		o       repo.InitOptions
 		keyFile string
 	)
 	c := &cobra.Command{
@@ -45,7 +45,7 @@ hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.
 				return usagef("--api-port %d: want 0 to 65535", o.APIPort)
 			}
 			if o.Swarm != "" {
-				if err := node.CheckSwarmName(o.Swarm); err != nil {
+				if err := repo.CheckSwarmName(o.Swarm); err != nil {
 					return usageError{fmt.Errorf("--swarm: %w", err)}
 				}
 			}
@@ -54,10 +54,10 @@ hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.
 				if err != nil {
 					return fmt.Errorf("--swarm-key: %w", err)
 				}
-				if err := node.CheckSwarmKey(data); err != nil {
+				if err := repo.CheckSwarmKey(data); err != nil {
 					return fmt.Errorf("--swarm-key %s: %w", keyFile, err)
 				}
-				if o.Swarm == "" || node.IsPublicSwarm(o.Swarm) {
+				if o.Swarm == "" || repo.IsPublicSwarm(o.Swarm) {
 					return usagef("--swarm-key needs --swarm NAME: a private swarm has a name of its own")
 				}
 				o.SwarmKey = data
@@ -65,7 +65,7 @@ hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.
 			if err := checkBootstrapFlags(o.Profile, o.Bootstrap); err != nil {
 				return err
 			}
-			r, err := node.Init(e.repoPath(), o)
+			r, err := repo.Init(e.repoPath(), o)
 			if err != nil {
 				return err
 			}

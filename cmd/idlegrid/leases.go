@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 )
 
@@ -23,7 +24,7 @@ func records[T any](e *env, viaAPI func(*api.Client) (T, error), offline func(*n
 	if !errors.Is(err, api.ErrNoDaemon) {
 		return out, err
 	}
-	r, err := node.Open(e.repoPath())
+	r, err := repo.Open(e.repoPath())
 	if err != nil {
 		return out, err
 	}
@@ -137,7 +138,7 @@ kept them under the repository's logs/ folder.`,
 			if stream != "stdout" && stream != "stderr" && stream != "both" {
 				return usagef("--stream %q: want stdout, stderr or both", stream)
 			}
-			r, err := node.Open(e.repoPath())
+			r, err := repo.Open(e.repoPath())
 			if err != nil {
 				return err
 			}

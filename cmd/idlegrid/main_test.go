@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/p2p"
 )
 
@@ -68,7 +68,7 @@ func snapshot(t *testing.T, dir string) string {
 	t.Helper()
 	var b strings.Builder
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() == node.LockFile {
+		if err != nil || d.IsDir() || d.Name() == repo.LockFile {
 			return nil
 		}
 		data, _ := os.ReadFile(p)
@@ -192,7 +192,7 @@ func TestBadInputGetsOneClearLineAndChangesNothing(t *testing.T) {
 
 	// A config edited by hand into something wrong: the daemon refuses to
 	// start, naming the problem, and changes nothing.
-	cfgPath := filepath.Join(dir, node.ConfigFile)
+	cfgPath := filepath.Join(dir, repo.ConfigFile)
 	good, _ := os.ReadFile(cfgPath)
 	for _, tc := range []struct{ edit, want string }{
 		{"\n[extra]\nkey = 1\n", `unknown key "extra`},
@@ -307,7 +307,7 @@ func TestDaemonInitCreatesTheRepositoryOnce(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Fatalf("daemon stopped with %d:\n%s", code, errb.String())
 	}
-	repo, err := node.Open(dir)
+	repo, err := repo.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestDaemonInitCreatesTheRepositoryOnce(t *testing.T) {
 
 func TestDaemonOnALockedRepository(t *testing.T) {
 	dir := newRepo(t)
-	repo, _ := node.Open(dir)
+	repo, _ := repo.Open(dir)
 	unlock, err := repo.Lock()
 	if err != nil {
 		t.Fatal(err)

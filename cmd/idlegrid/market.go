@@ -16,8 +16,8 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/inert"
-	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 )
 
@@ -30,7 +30,7 @@ func (e *env) apiCall(f func(*api.Client) error) error {
 	}
 	err = f(c)
 	if errors.Is(err, api.ErrNoDaemon) {
-		return e.noDaemon(&node.Repo{Path: e.repoPath()})
+		return e.noDaemon(&repo.Repo{Path: e.repoPath()})
 	}
 	return err
 }

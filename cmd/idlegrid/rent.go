@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 )
 
@@ -118,7 +119,7 @@ line, before anything was rented.`,
 				if maxPair > 0 {
 					return usagef("--detach with --max-pair-rtt: a micro-pool is followed to its end; rent it without --detach")
 				}
-				if _, err := node.Open(e.repoPath()); errors.Is(err, node.ErrNoRepo) {
+				if _, err := repo.Open(e.repoPath()); errors.Is(err, repo.ErrNoRepo) {
 					return usagef("--detach: no repository at %s to keep the lease in, for 'idlegrid attach' to follow it later; create one with 'idlegrid init --profile renter'", e.repoPath())
 				}
 			}
@@ -301,14 +302,14 @@ func rentEnded(ctx context.Context, res api.RentResult) error {
 // it runs beside a daemon. done closes it (and removes a throw-away one).
 func (e *env) lightNode(bootstrap []string) (*node.Node, func(), error) {
 	path, cleanup := e.repoPath(), func() {}
-	r, err := node.Open(path)
-	if errors.Is(err, node.ErrNoRepo) {
+	r, err := repo.Open(path)
+	if errors.Is(err, repo.ErrNoRepo) {
 		tmp, terr := os.MkdirTemp("", "idlegrid-rent-")
 		if terr != nil {
 			return nil, nil, terr
 		}
 		cleanup = func() { os.RemoveAll(tmp) }
-		if r, err = node.Init(tmp, node.InitOptions{Profile: config.ProfileRenter, ListenPort: 0, APIPort: 0, Bootstrap: bootstrap}); err != nil {
+		if r, err = repo.Init(tmp, repo.InitOptions{Profile: config.ProfileRenter, ListenPort: 0, APIPort: 0, Bootstrap: bootstrap}); err != nil {
 			cleanup()
 			return nil, nil, err
 		}

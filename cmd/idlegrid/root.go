@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 )
 
@@ -111,7 +112,7 @@ Start here:
 		return nil
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&e.repo, "repo", "", "repository `DIR` (default $"+node.EnvRepo+" or ~/.idlegrid)")
+	pf.StringVar(&e.repo, "repo", "", "repository `DIR` (default $"+repo.EnvRepo+" or ~/.idlegrid)")
 	pf.StringVar(&e.logFmt, "log-format", "", "log format: text or json (default from config, else text)")
 	pf.StringVar(&e.logLvl, "log-level", "", "default log level: debug, info, warn or error (default from config)")
 	root.AddCommand(
@@ -128,12 +129,12 @@ func (e *env) repoPath() string {
 	if e.repo != "" {
 		return e.repo
 	}
-	return node.DefaultRepoPath(e.getenv)
+	return repo.DefaultRepoPath(e.getenv)
 }
 
 // openRepo opens the repository and loads its config.
-func (e *env) openRepo() (*node.Repo, config.Config, error) {
-	r, err := node.Open(e.repoPath())
+func (e *env) openRepo() (*repo.Repo, config.Config, error) {
+	r, err := repo.Open(e.repoPath())
 	if err != nil {
 		return nil, config.Config{}, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -22,7 +23,7 @@ import (
 // dialLease opens a link to the provider of one of the repository's
 // rentals.
 func (e *env) dialLease(leaseID string) (*node.LeaseLink, error) {
-	r, err := node.Open(e.repoPath())
+	r, err := repo.Open(e.repoPath())
 	if err != nil {
 		return nil, err
 	}

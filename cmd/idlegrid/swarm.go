@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 )
 
@@ -17,7 +17,7 @@ key talk only to each other; keep the file secret and give it to members.`,
   idlegrid init --swarm lab-gpus --swarm-key swarm.key`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return node.WriteNewSwarmKey(e.stdout)
+			return repo.WriteNewSwarmKey(e.stdout)
 		},
 	})
 	return c

@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/metricstest"
+	"github.com/idlegrid/idlegrid/node/repo"
 )
 
 // dashboard is what the tests read of a Grafana dashboard's JSON model.
@@ -171,7 +172,7 @@ func servedFamilies(t *testing.T) map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := node.Init(filepath.Join(t.TempDir(), "repo"), node.InitOptions{Profile: config.ProfileProvider, ListenPort: 0, APIPort: 0})
+	r, err := repo.Init(filepath.Join(t.TempDir(), "repo"), repo.InitOptions{Profile: config.ProfileProvider, ListenPort: 0, APIPort: 0})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/p2p"
 )
 
@@ -31,7 +32,7 @@ func run() error {
 	var bootstrap []string
 	var nodes []*node.Node
 	for i := range 2 {
-		r, err := node.Init(filepath.Join(dir, fmt.Sprint(i)), node.InitOptions{
+		r, err := repo.Init(filepath.Join(dir, fmt.Sprint(i)), repo.InitOptions{
 			Profile: config.ProfileProvider, ListenPort: 0, APIPort: 0, Bootstrap: bootstrap,
 		})
 		if err != nil {

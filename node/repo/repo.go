@@ -1,4 +1,4 @@
-package node
+package repo
 
 import (
 	"bytes"
@@ -129,7 +129,7 @@ func Init(path string, o InitOptions) (*Repo, error) {
 			os.RemoveAll(path)
 		} else {
 			for _, f := range []string{ConfigFile, IdentityFile, SwarmKeyFile, DatastoreDir} {
-				os.RemoveAll(r.file(f))
+				os.RemoveAll(r.File(f))
 			}
 		}
 		return nil, fmt.Errorf("create repository %s: %w", path, err)
@@ -163,38 +163,38 @@ func (r *Repo) populate(cfg config.Config, swarmKey []byte) error {
 	if err != nil {
 		return fmt.Errorf("encode identity: %w", err)
 	}
-	if err := atomicfile.Write(r.file(IdentityFile), raw, 0o600); err != nil {
+	if err := atomicfile.Write(r.File(IdentityFile), raw, 0o600); err != nil {
 		return err
 	}
 	if len(swarmKey) > 0 {
-		if err := atomicfile.Write(r.file(SwarmKeyFile), swarmKey, 0o600); err != nil {
+		if err := atomicfile.Write(r.File(SwarmKeyFile), swarmKey, 0o600); err != nil {
 			return err
 		}
 	}
-	ds, err := pebbleds.NewDatastore(r.file(DatastoreDir))
+	ds, err := pebbleds.NewDatastore(r.File(DatastoreDir))
 	if err != nil {
 		return fmt.Errorf("create datastore: %w", err)
 	}
 	if err := ds.Close(); err != nil {
 		return fmt.Errorf("create datastore: %w", err)
 	}
-	lock, err := os.OpenFile(r.file(LockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	lock, err := os.OpenFile(r.File(LockFile), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
 	lock.Close()
 	// config.toml last: its presence marks a complete repository.
-	return config.WriteConfig(r.file(ConfigFile), cfg)
+	return config.WriteConfig(r.File(ConfigFile), cfg)
 }
 
 // backup moves the repository's files into backup-<time>/ inside it.
 func (r *Repo) backup() error {
-	dir := r.file("backup-" + time.Now().UTC().Format("20060102T150405.000000000Z"))
+	dir := r.File("backup-" + time.Now().UTC().Format("20060102T150405.000000000Z"))
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("back up repository: %w", err)
 	}
 	for _, f := range []string{ConfigFile, IdentityFile, SwarmKeyFile, DatastoreDir} {
-		err := os.Rename(r.file(f), filepath.Join(dir, f))
+		err := os.Rename(r.File(f), filepath.Join(dir, f))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("back up repository: %w", err)
 		}
@@ -205,7 +205,7 @@ func (r *Repo) backup() error {
 // Open returns the repository at path, or ErrNoRepo naming the fix.
 func Open(path string) (*Repo, error) {
 	r := &Repo{Path: path}
-	if _, err := os.Stat(r.file(ConfigFile)); err != nil {
+	if _, err := os.Stat(r.File(ConfigFile)); err != nil {
 		return nil, fmt.Errorf("%w at %s: create one with `idlegrid init --repo %s`", ErrNoRepo, path, path)
 	}
 	return r, nil
@@ -214,20 +214,20 @@ func Open(path string) (*Repo, error) {
 // Exists reports whether a repository (or part of one) is at r.Path.
 func (r *Repo) Exists() bool {
 	for _, f := range []string{ConfigFile, IdentityFile, DatastoreDir} {
-		if _, err := os.Stat(r.file(f)); err == nil {
+		if _, err := os.Stat(r.File(f)); err == nil {
 			return true
 		}
 	}
 	return false
 }
 
-func (r *Repo) file(name string) string { return filepath.Join(r.Path, name) }
+func (r *Repo) File(name string) string { return filepath.Join(r.Path, name) }
 
 // ConfigPath is the path of config.toml.
-func (r *Repo) ConfigPath() string { return r.file(ConfigFile) }
+func (r *Repo) ConfigPath() string { return r.File(ConfigFile) }
 
 // DatastorePath is the path of the pebble datastore.
-func (r *Repo) DatastorePath() string { return r.file(DatastoreDir) }
+func (r *Repo) DatastorePath() string { return r.File(DatastoreDir) }
 
 // Config loads and validates config.toml.
 func (r *Repo) Config() (config.Config, error) { return config.LoadConfig(r.ConfigPath()) }
@@ -235,7 +235,7 @@ func (r *Repo) Config() (config.Config, error) { return config.LoadConfig(r.Conf
 // Identity reads the node's private key. A key file that others can read
 // is refused, as ssh refuses one.
 func (r *Repo) Identity() (crypto.PrivKey, error) {
-	p := r.file(IdentityFile)
+	p := r.File(IdentityFile)
 	fi, err := os.Stat(p)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrIdentity, err)
@@ -265,7 +265,7 @@ func ParseIdentity(raw []byte, name string) (crypto.PrivKey, error) {
 // made the first time. A token file others may read is refused, as an
 // identity key would be.
 func (r *Repo) APIToken() (string, error) {
-	p := r.file(api.TokenFile)
+	p := r.File(api.TokenFile)
 	fi, err := os.Stat(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -332,7 +332,7 @@ func (r *Repo) SwarmKey(cfg config.Config) (pnet.PSK, error) {
 	}
 	p := cfg.Swarm.KeyFile
 	if !filepath.IsAbs(p) {
-		p = r.file(p)
+		p = r.File(p)
 	}
 	f, err := os.Open(p)
 	if err != nil {
@@ -350,7 +350,7 @@ func (r *Repo) SwarmKey(cfg config.Config) (pnet.PSK, error) {
 // repo.lock, recording the pid; it fails with ErrRepoLocked, naming the
 // holder, when another process has it. The lock dies with the process.
 func (r *Repo) Lock() (unlock func(), err error) {
-	p := r.file(LockFile)
+	p := r.File(LockFile)
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock repository: %w", err)
@@ -372,3 +372,15 @@ func (r *Repo) Lock() (unlock func(), err error) {
 		f.Close()
 	}, nil
 }
+
+// Errors of a repository.
+var (
+	// ErrRepoExists is returned by Init for an existing repository.
+	ErrRepoExists = errors.New("repository already exists")
+	// ErrNoRepo is returned when a repository has not been initialised.
+	ErrNoRepo = errors.New("no repository")
+	// ErrRepoLocked is returned when another process holds the repository.
+	ErrRepoLocked = errors.New("repository is in use")
+	// ErrIdentity is returned for an unusable identity key file.
+	ErrIdentity = errors.New("invalid identity key")
+)
