@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -37,7 +38,7 @@ type challenger struct {
 	// report gossips evidence this node holds; may be nil.
 	report func(ctx context.Context, evidence []byte) error
 	// metrics counts the outcomes of challenges; may be nil.
-	metrics *metrics
+	metrics *metrics.Metrics
 
 	// mu guards last, the last verified document of each peer, so a
 	// verdict can say what changed: a small cache, held for no I/O.
@@ -65,7 +66,7 @@ func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, erro
 	a, err := c.net.Challenge(ctx, p)
 	if err != nil {
 		c.count(p, false, reputation.WeightUnreachable, "attestation unanswered: "+err.Error())
-		c.metrics.challenged(challengeUnanswered)
+		c.metrics.Challenged(metrics.ChallengeUnanswered)
 		return challenged{}, err
 	}
 	o, _ := c.book().Offer(p, offer.ProviderOfferID)
@@ -73,13 +74,13 @@ func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, erro
 	switch {
 	case out.Err != nil:
 		c.count(p, false, reputation.WeightAttestFailed, "attestation failed: "+out.Err.Error())
-		c.metrics.challenged(challengeFailed)
+		c.metrics.Challenged(metrics.ChallengeFailed)
 	case out.Coverage == attest.CoverageNone: // its offer claims what its document does not show
 		c.count(p, false, reputation.WeightAttestFailed, "offer not covered: "+out.CoverageErr.Error())
-		c.metrics.challenged(challengeUncovered)
+		c.metrics.Challenged(metrics.ChallengeUncovered)
 	default:
 		c.count(p, true, reputation.WeightAttested, "attested")
-		c.metrics.challenged(challengeVerified)
+		c.metrics.Challenged(metrics.ChallengeVerified)
 	}
 	if out.Verified() {
 		prev, others := c.swap(p, lastDoc{out.Doc, a.Fresh})

@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -43,13 +44,13 @@ type imagePulls struct {
 	// stay whatever their age.
 	inUse func(context.Context) []string
 	// metrics counts the pulls and loads the engine failed; may be nil.
-	metrics *metrics
+	metrics *metrics.Metrics
 	// file, when set, keeps the list of the images held across restarts.
 	file   string
 	fileMu sync.Mutex
 }
 
-func newImagePulls(pl executor.Puller, jobs config.JobsConfig, offer func() (*pb.Offer, bool), log *slog.Logger, m *metrics) *imagePulls {
+func newImagePulls(pl executor.Puller, jobs config.JobsConfig, offer func() (*pb.Offer, bool), log *slog.Logger, m *metrics.Metrics) *imagePulls {
 	return &imagePulls{
 		puller: pl, jobs: jobs, offer: offer, log: log, metrics: m, turns: make(chan struct{}, concurrentPulls),
 		budget: newImageBudget(int64(jobs.ImageDiskGiB)<<30, int64(jobs.ImageRenterGiB)<<30, jobs.ImageKeep.Std(), jobs.PullsPerHour),
@@ -59,7 +60,7 @@ func newImagePulls(pl executor.Puller, jobs config.JobsConfig, offer func() (*pb
 // ready makes ref present for the renter from, as the image protocol
 // asks: its error is the refusal the renter reads.
 func (ip *imagePulls) ready(ctx context.Context, from peer.ID, ref string, progress func(*pb.ImageProgress)) (_ *pb.ImageReady, err error) {
-	defer func() { ip.failed(execPull, err) }()
+	defer func() { ip.failed(metrics.ExecPull, err) }()
 	img, err := ip.puller.Pull(ctx, ref, ip.rules(ctx, from), func(p executor.PullProgress) {
 		progress(&pb.ImageProgress{DoneBytes: uint64(max(p.DoneBytes, 0)), TotalBytes: uint64(max(p.TotalBytes, 0)), Layers: uint32(p.Layers), LayersDone: uint32(p.LayersDone)})
 	})
@@ -72,7 +73,7 @@ var imageIDPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 // checked; one that is not is loaded without the layers present, under
 // the same rules, budget and turns as a pull.
 func (ip *imagePulls) load(ctx context.Context, from peer.ID, id string, up *pb.ImageUpload, body func(have int) io.Reader) (_ *pb.ImageReady, err error) {
-	defer func() { ip.failed(execLoad, err) }()
+	defer func() { ip.failed(metrics.ExecLoad, err) }()
 	ld, ok := ip.puller.(executor.Loader)
 	switch {
 	case !ok || !ip.jobs.LoadImages:
@@ -104,7 +105,7 @@ func (ip *imagePulls) load(ctx context.Context, from peer.ID, id string, up *pb.
 // the provider's rules or budget is none.
 func (ip *imagePulls) failed(op string, err error) {
 	if errors.Is(err, executor.ErrPullFailed) || errors.Is(err, executor.ErrNoEngine) {
-		ip.metrics.executorFailed(op)
+		ip.metrics.ExecutorFailed(op)
 	}
 }
 

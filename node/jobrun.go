@@ -18,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -142,7 +143,7 @@ func (lo *leaseOwner) runLease(ll *liveLease, adopted executor.Job, lost string)
 			return
 		}
 		if r.job, err = lo.exec.Start(lo.ctx, lo.spec(ll.lease, ll.rec.GPUs), executor.Output{Stdout: ll.feed.Writer(false), Stderr: ll.feed.Writer(true)}); err != nil {
-			lo.metrics.executorFailed(execStart)
+			lo.metrics.ExecutorFailed(metrics.ExecStart)
 			r.finish(pb.Outcome_OUTCOME_FAILED, "job did not start: "+err.Error(), -1)
 			return
 		}
@@ -285,7 +286,7 @@ func (r *run) stopJob(s stopRequest) {
 	defer cancel()
 	if err := r.job.Stop(ctx, grace); err != nil {
 		r.lo.log.Warn("job not stopped cleanly", "lease", r.ll.lease.Id, "err", err)
-		r.lo.metrics.executorFailed(execStop)
+		r.lo.metrics.ExecutorFailed(metrics.ExecStop)
 	}
 	code := -1
 	select {
@@ -303,7 +304,7 @@ func (r *run) remove() {
 	defer cancel()
 	if err := r.job.Stop(ctx, 0); err != nil {
 		r.lo.log.Warn("exited job not removed", "lease", r.ll.lease.Id, "err", err)
-		r.lo.metrics.executorFailed(execRemove)
+		r.lo.metrics.ExecutorFailed(metrics.ExecRemove)
 	}
 }
 

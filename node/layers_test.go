@@ -43,6 +43,7 @@ var layers = map[string][]string{
 	"node/offer":                 {"market/...", "attest/...", "node/config"},
 	"node/views":                 {"market/...", "node/api", "node/records", "node/config"},
 	"node/repo":                  {"node/config", "node/api", "p2p", "internal/..."},
+	"node/metrics":               {"market/pb", "node/records", "p2p"},
 	"node":                       {"market/...", "attest/...", "p2p", "node/...", "internal/..."},
 	"cmd/...":                    {"market/...", "attest/...", "node/..."}, // never p2p: it calls node
 	"examples/...":               {"node/...", "p2p/...", "market/...", "attest/..."},

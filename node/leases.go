@@ -16,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
 	ds "github.com/ipfs/go-datastore"
@@ -56,7 +57,7 @@ type leaseOwner struct {
 	matcher        *market.Matcher
 	ended          func(*records.Lease, *pb.Receipt) // counts an end; may be nil
 	signed         func()                            // a countersigned receipt stored; may be nil
-	metrics        *metrics                          // counts the executor's failures; may be nil
+	metrics        *metrics.Metrics                  // counts the executor's failures; may be nil
 	slots          map[string]int                    // GPUs per model; fixed
 	nLive          atomic.Int64
 	images         *imagePulls     // readies images for renters; nil without a Puller
@@ -211,7 +212,7 @@ func (lo *leaseOwner) check(ctx context.Context, l *pb.Lease) (string, error) {
 		if errors.Is(err, executor.ErrUnknownImage) || errors.Is(err, executor.ErrImageRefused) {
 			return "", market.Reject(pb.RejectCode_REJECT_IMAGE, "%v", err)
 		}
-		lo.metrics.executorFailed(execCheck)
+		lo.metrics.ExecutorFailed(metrics.ExecCheck)
 		return "", market.Reject(pb.RejectCode_REJECT_INTERNAL, "%v", err)
 	}
 	return model, nil

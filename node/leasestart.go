@@ -18,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/jobstream"
+	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
@@ -50,7 +51,7 @@ type leaseDeps struct {
 	// stored (the scores resting on receipts change); may be nil.
 	signed func()
 	// metrics counts the executor's failures; may be nil.
-	metrics *metrics
+	metrics *metrics.Metrics
 }
 
 // newLeaseOwner builds the calendars from the provider's GPUs, as inv
@@ -338,7 +339,7 @@ func (lo *leaseOwner) recoverOne(ctx context.Context, rec *records.Lease, now ti
 	if lo.exec != nil {
 		if job, err = lo.exec.Adopt(ctx, l.Id, executor.Offsets(rec.Output), executor.Output{Stdout: ll.feed.Writer(false), Stderr: ll.feed.Writer(true)}); err != nil {
 			if !errors.Is(err, executor.ErrNotFound) {
-				lo.metrics.executorFailed(execAdopt)
+				lo.metrics.ExecutorFailed(metrics.ExecAdopt)
 			}
 			job = nil
 		}
@@ -404,7 +405,7 @@ func (lo *leaseOwner) stopOrphans(ctx context.Context) error {
 		lo.log.Warn("stopping a job no open lease pays for", "lease", id)
 		if err := job.Stop(ctx, lo.jobs.StopGrace.Std()); err != nil {
 			lo.log.Warn("orphan job not stopped", "lease", id, "err", err)
-			lo.metrics.executorFailed(execStop)
+			lo.metrics.ExecutorFailed(metrics.ExecStop)
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/atomicfile"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
@@ -72,7 +73,8 @@ func (n *Node) bindAPI(context.Context) (func() error, error) {
 		return nil, fmt.Errorf("%w: api.port %d: %v; change api.port in %s or stop what holds it", ErrAPIListen, n.cfg.API.Port, errors.Unwrap(err), n.repo.ConfigPath())
 	}
 	n.apiLn, n.apiAddr = ln, "http://"+ln.Addr().String()
-	n.metrics = newMetrics(n)
+	n.metrics = metrics.New(metrics.Info{Version: n.opts.Version, Swarm: n.swarm.ID(), Mode: n.Mode(), Currency: n.cfg.Provider.Currency, Process: n.opts.ProcessMetrics},
+		append(nodeGauges(n), newReputationCollector(n), newValidatorCollector(n), newLeaseCollector(n))...)
 	return func() error {
 		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			return err
@@ -111,7 +113,7 @@ func (n *Node) startHost(context.Context) (func() error, error) {
 		Limits: p2p.Limits{MaxMemory: int64(r.MaxMemoryMiB) << 20, MaxFDs: r.MaxFDs, MaxConns: r.MaxConns,
 			MaxConnsInbound: r.MaxConnsInbound, MaxStreams: r.MaxStreams},
 		UserAgent:  "idlegrid/" + n.opts.Version,
-		Registerer: n.metrics.reg,
+		Registerer: n.metrics.Reg,
 		NAT:        nat,
 	})
 	if err != nil {
@@ -282,7 +284,7 @@ func (n *Node) serveAPI(context.Context) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := api.NewServer(n, n.metrics.reg, api.Guard{Token: token, OpenMetrics: n.cfg.API.OpenMetrics}, n.opts.Logger.With("subsystem", LogAPI))
+	srv := api.NewServer(n, n.metrics.Reg, api.Guard{Token: token, OpenMetrics: n.cfg.API.OpenMetrics}, n.opts.Logger.With("subsystem", LogAPI))
 	srv.Serve(n.apiLn)
 	file := filepath.Join(n.repo.Path, repo.APIFile)
 	stop := func() error {

@@ -19,6 +19,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/views"
@@ -191,13 +192,13 @@ func TestAQuoteToABidderThatIsNowhereGivesUp(t *testing.T) {
 // connected to the renter.
 func quoteAccount(n, renter *Node) string {
 	unquoted := map[string]float64{}
-	for _, why := range []string{unquotedQueueFull, unquotedNoFit, unquotedUnsigned, unquotedUndelivered} {
-		if v := testutil.ToFloat64(n.metrics.bidsUnquoted.WithLabelValues(why)); v > 0 {
+	for _, why := range []string{metrics.UnquotedQueueFull, metrics.UnquotedNoFit, metrics.UnquotedUnsigned, metrics.UnquotedUndelivered} {
+		if v := testutil.ToFloat64(n.metrics.BidsUnquoted.WithLabelValues(why)); v > 0 {
 			unquoted[why] = v
 		}
 	}
 	return fmt.Sprintf("bids received %v, quotes sent %v, unquoted %v; %d connections to the renter; bids mesh %v",
-		testutil.ToFloat64(n.metrics.gossipReceived.WithLabelValues(p2p.TopicBids)), testutil.ToFloat64(n.metrics.quotesSent),
+		testutil.ToFloat64(n.metrics.GossipReceived.WithLabelValues(p2p.TopicBids)), testutil.ToFloat64(n.metrics.QuotesSent),
 		unquoted, len(n.host.Network().ConnsToPeer(renter.id)), n.gossip.Mesh(p2p.TopicBids))
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -92,7 +93,7 @@ type Node struct {
 	started     time.Time
 	base        context.Context // parent of every part's context
 	handlers    p2p.Handlers    // every served stream's handler, waited for before the datastore closes
-	metrics     *metrics
+	metrics     *metrics.Metrics
 	apiLn       net.Listener
 	apiAddr     string
 	host        host.Host

@@ -221,7 +221,7 @@ func TestNodesFindEachOtherThroughOneBootstrapPeer(t *testing.T) {
 	}
 	for i, n := range all[:5] {
 		waitFor(t, 10*time.Second, fmt.Sprintf("node %d receives the offer", i), func() bool {
-			return testutil.ToFloat64(n.metrics.gossipReceived.WithLabelValues(p2p.TopicOffers)) == 1
+			return testutil.ToFloat64(n.metrics.GossipReceived.WithLabelValues(p2p.TopicOffers)) == 1
 		})
 	}
 	if st := all[5].Status(); st.Peers != 5 || st.RoutingTable == 0 {

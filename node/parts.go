@@ -30,7 +30,7 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 		self: n.id, roots: n.ccRoots, book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, known: n.vouchedFor, sources: n.isBootstrap,
 		net: n.link, store: n.store, rel: n.reputation, rtt: n.rtts(), clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: n.limits,
 	})
-	n.market.received = n.metrics.received
+	n.market.received = n.metrics.Received
 	n.relayVouch.set(n.market.snapshot, n.reputation.scores)
 	n.challenger = &challenger{self: n.id, swarm: n.swarm.Tag(), net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock, observe: n.reputation.observe, dispute: n.reputation.dispute,
 		report: func(ctx context.Context, ev []byte) error { return n.link.Publish(ctx, p2p.TopicEvidence, ev) }, metrics: n.metrics}
@@ -81,7 +81,7 @@ func (n *Node) trustSeeds() []peer.ID {
 
 // leaseEnded counts an ended lease and has the scores recomputed.
 func (n *Node) leaseEnded(rec *records.Lease, rc *pb.Receipt) {
-	n.metrics.leaseEnded(rec, rc)
+	n.metrics.LeaseEnded(rec, rc)
 	n.reputation.poke()
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
@@ -64,7 +65,7 @@ type provider struct {
 	verifyMarket func(ctx context.Context, o *pb.Offer)
 	// pricing is how the offer last built was priced.
 	pricing atomic.Pointer[offer.Pricing]
-	metrics *metrics // may be nil
+	metrics *metrics.Metrics // may be nil
 }
 
 // providerDeps are what a provider is built from.
@@ -93,7 +94,7 @@ type providerDeps struct {
 	// (priceVerifier.verify); nil: none.
 	verifyMarket func(ctx context.Context, o *pb.Offer)
 	// metrics counts offers, quotes and attestations; nil: none.
-	metrics *metrics
+	metrics *metrics.Metrics
 }
 
 // maxQuoting bounds the quotes a provider sends at once; bids beyond it
@@ -182,7 +183,7 @@ func (p *provider) publish(ctx context.Context, o *pb.Offer, flush bool) error {
 	if err != nil {
 		return fmt.Errorf("publish offer: %w", err)
 	}
-	p.metrics.offerPublished(o.Withdrawn)
+	p.metrics.OfferPublished(o.Withdrawn)
 	p.own.PutOffer(o, p.clock.Now())
 	return nil
 }

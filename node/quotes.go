@@ -9,6 +9,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/offer"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -26,7 +27,7 @@ const quoteTTL = 5 * time.Minute
 func (p *provider) onBid(_ context.Context, from peer.ID, b *pb.Bid) {
 	if !p.bids.push(from, b) {
 		p.log.Debug("bid not quoted: its relay's queue is full", "bid", b.Header.Id, "relay", from)
-		p.metrics.bidUnquoted(unquotedQueueFull)
+		p.metrics.BidUnquoted(metrics.UnquotedQueueFull)
 	}
 }
 
@@ -130,21 +131,21 @@ func (p *provider) answer(ctx context.Context, b *pb.Bid) {
 	res := p.matcher.Match(snap, b, now, 1)
 	if len(res.Candidates) == 0 {
 		p.log.Debug("bid not quoted", "bid", b.Header.Id, "why", p.matcher.Explain(snap, b, now).String())
-		p.metrics.bidUnquoted(unquotedNoFit)
+		p.metrics.BidUnquoted(metrics.UnquotedNoFit)
 		return
 	}
 	env, err := market.Sign(p.key, market.NewQuote(p.id, b, res.Candidates[0], now, quoteTTL))
 	if err != nil {
 		p.log.Warn("quote not signed", "err", err)
-		p.metrics.bidUnquoted(unquotedUnsigned)
+		p.metrics.BidUnquoted(metrics.UnquotedUnsigned)
 		return
 	}
 	if err := p.net.SendQuote(ctx, market.Issuer(b), env); err != nil {
 		p.log.Debug("quote not delivered", "bid", b.Header.Id, "err", err)
-		p.metrics.bidUnquoted(unquotedUndelivered)
+		p.metrics.BidUnquoted(metrics.UnquotedUndelivered)
 		return
 	}
-	p.metrics.quoteSent()
+	p.metrics.QuoteSent()
 }
 
 // errNothingToAttest answers a challenge to a provider without a GPU
@@ -157,7 +158,7 @@ var errNothingToAttest = errors.New("this node sells no GPUs it can attest")
 // nonce bound to this provider and the challenge, backing its current
 // offer; and the standing document that offer names by hash.
 func (p *provider) answerChallenge(ctx context.Context, from peer.ID, nonce []byte) (fresh, standing []byte, err error) {
-	defer func() { p.metrics.attestationServed(err) }()
+	defer func() { p.metrics.AttestationServed(err) }()
 	if p.source == nil {
 		return nil, nil, errNothingToAttest
 	}

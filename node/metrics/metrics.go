@@ -1,4 +1,12 @@
-package node
+// Package metrics is a node's Prometheus registry and the counters of
+// what happens in it (offers published, quotes, attestations, leases
+// ended, executor failures), with every label value from a fixed set or
+// the node's own configuration, never from a peer. What the node holds
+// is read at each scrape by collectors the node gives New.
+//
+// It may import market's wire types, node/records and p2p (its topic
+// kinds); no room of node's.
+package metrics
 
 import (
 	"github.com/idlegrid/idlegrid/market/pb"
@@ -8,19 +16,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// metrics is the node's own Prometheus registry: libp2p's collectors
+// Metrics is the node's own Prometheus registry: libp2p's collectors
 // register into it through the host, and idlegrid's own are below. What
 // happens counts as it happens, through the methods below, which are
-// safe on a nil *metrics (a part built without one counts nothing); what
-// the node holds is read at each scrape (metrics_collect.go).
+// safe on a nil *Metrics (a part built without one counts nothing); what
+// the node holds is read at each scrape (the collectors New is given,
+// node's metrics_collect.go).
 //
 // Every label takes its values from a fixed set named here, or from this
 // node's own configuration (a currency is that of this node's offer or
 // bid), never from what a peer sends; the fixed ones start at zero, so a
 // series exists before its first event and rate() sees the first one.
-type metrics struct {
-	reg            *prometheus.Registry
-	gossipReceived *prometheus.CounterVec
+type Metrics struct {
+	Reg            *prometheus.Registry
+	GossipReceived *prometheus.CounterVec
 	// leasesEnded counts leases ended, by side and state; leaseSeconds
 	// the seconds metered on their receipts; earned and spent the amounts
 	// settled, by currency.
@@ -31,8 +40,8 @@ type metrics struct {
 	// those it did not, the challenges it answered, and the failures of
 	// its executor.
 	offersPublished *prometheus.CounterVec
-	quotesSent      prometheus.Counter
-	bidsUnquoted    *prometheus.CounterVec
+	QuotesSent      prometheus.Counter
+	BidsUnquoted    *prometheus.CounterVec
 	attestServed    *prometheus.CounterVec
 	executorErrors  *prometheus.CounterVec
 	// challenges counts the attestation challenges this node made of
@@ -46,35 +55,45 @@ const (
 	publishedOffer      = "offer"
 	publishedWithdrawal = "withdrawal"
 	// bids_unquoted reason
-	unquotedQueueFull   = "queue_full"  // the relay's queue was full
-	unquotedNoFit       = "no_fit"      // the provider's offer does not fit the bid
-	unquotedUnsigned    = "unsigned"    // the quote could not be signed
-	unquotedUndelivered = "undelivered" // the bidder was not reached
+	UnquotedQueueFull   = "queue_full"  // the relay's queue was full
+	UnquotedNoFit       = "no_fit"      // the provider's offer does not fit the bid
+	UnquotedUnsigned    = "unsigned"    // the quote could not be signed
+	UnquotedUndelivered = "undelivered" // the bidder was not reached
 	// attestations_served result
 	servedOK     = "ok"
 	servedFailed = "failed"
 	// attestation_challenges result
-	challengeVerified   = "verified"   // a fresh document covering the offer
-	challengeFailed     = "failed"     // a document that does not verify
-	challengeUncovered  = "uncovered"  // verified, but the offer claims more
-	challengeUnanswered = "unanswered" // no answer came
+	ChallengeVerified   = "verified"   // a fresh document covering the offer
+	ChallengeFailed     = "failed"     // a document that does not verify
+	ChallengeUncovered  = "uncovered"  // verified, but the offer claims more
+	ChallengeUnanswered = "unanswered" // no answer came
 	// executor_errors op
-	execCheck  = "check"  // checking a proposed lease's spec (not a refusal)
-	execStart  = "start"  // starting a job
-	execStop   = "stop"   // stopping a job
-	execRemove = "remove" // removing a job that exited
-	execAdopt  = "adopt"  // adopting a job after a restart
-	execPull   = "pull"   // pulling an image for a renter (not a refusal)
-	execLoad   = "load"   // loading an image a renter sent (not a refusal)
+	ExecCheck  = "check"  // checking a proposed lease's spec (not a refusal)
+	ExecStart  = "start"  // starting a job
+	ExecStop   = "stop"   // stopping a job
+	ExecRemove = "remove" // removing a job that exited
+	ExecAdopt  = "adopt"  // adopting a job after a restart
+	ExecPull   = "pull"   // pulling an image for a renter (not a refusal)
+	ExecLoad   = "load"   // loading an image a renter sent (not a refusal)
 )
 
 var endedStates = []string{records.Completed, records.Preempted, records.Failed, records.Cancelled}
 
-func newMetrics(n *Node) *metrics {
-	cur := n.cfg.Provider.Currency
-	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		gossipReceived: counterVec("idlegrid_gossip_messages_received_total",
+// Info is what a node's metrics say of it: idlegrid_info's labels,
+// the currency its earnings and spending count in, and whether the Go
+// runtime's and the process's collectors join.
+type Info struct {
+	Version, Swarm, Mode, Currency string
+	Process                        bool
+}
+
+// New returns the node's registry with its own metrics and
+// collectors, which read what the node holds at each scrape.
+func New(info Info, readers ...prometheus.Collector) *Metrics {
+	cur := info.Currency
+	m := &Metrics{
+		Reg: prometheus.NewRegistry(),
+		GossipReceived: counterVec("idlegrid_gossip_messages_received_total",
 			"Gossip messages accepted and delivered, by topic kind.", "topic", p2p.TopicKinds...),
 		leasesEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idlegrid_leases_ended_total",
@@ -88,37 +107,37 @@ func newMetrics(n *Node) *metrics {
 			"Amounts settled on the receipts of leases this node rented, in units of their currency.", "currency", cur),
 		offersPublished: counterVec("idlegrid_offers_published_total",
 			"Offers this provider signed and gossiped, re-publications included, and their withdrawals.", "kind", publishedOffer, publishedWithdrawal),
-		quotesSent: prometheus.NewCounter(prometheus.CounterOpts{
+		QuotesSent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "idlegrid_quotes_sent_total",
 			Help: "Quotes this provider sent to bidders, one for each bid its offer fits.",
 		}),
-		bidsUnquoted: counterVec("idlegrid_bids_unquoted_total",
-			"Others' bids this provider did not quote, by why.", "reason", unquotedQueueFull, unquotedNoFit, unquotedUnsigned, unquotedUndelivered),
+		BidsUnquoted: counterVec("idlegrid_bids_unquoted_total",
+			"Others' bids this provider did not quote, by why.", "reason", UnquotedQueueFull, UnquotedNoFit, UnquotedUnsigned, UnquotedUndelivered),
 		attestServed: counterVec("idlegrid_attestations_served_total",
 			"Attestation challenges this provider answered, by whether it could make the document.", "result", servedOK, servedFailed),
 		executorErrors: counterVec("idlegrid_executor_errors_total",
 			"Failures of this provider's executor (the container engine), by operation; refusals under the provider's rules are not errors.", "op",
-			execCheck, execStart, execStop, execRemove, execAdopt, execPull, execLoad),
+			ExecCheck, ExecStart, ExecStop, ExecRemove, ExecAdopt, ExecPull, ExecLoad),
 		challenges: counterVec("idlegrid_attestation_challenges_total",
-			"Attestation challenges this node made of providers, by outcome.", "result", challengeVerified, challengeFailed, challengeUncovered, challengeUnanswered),
+			"Attestation challenges this node made of providers, by outcome.", "result", ChallengeVerified, ChallengeFailed, ChallengeUncovered, ChallengeUnanswered),
 	}
 	for _, role := range []string{records.Provider, records.Renter} {
 		for _, s := range endedStates {
 			m.leasesEnded.WithLabelValues(role, s)
 		}
 	}
-	if n.opts.ProcessMetrics {
-		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if info.Process {
+		m.Reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	info := prometheus.NewGauge(prometheus.GaugeOpts{
+	infoGauge := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "idlegrid_info",
 		Help:        "Always 1; the labels say which node this is.",
-		ConstLabels: prometheus.Labels{"version": n.opts.Version, "swarm": n.swarm.ID(), "mode": n.Mode()},
+		ConstLabels: prometheus.Labels{"version": info.Version, "swarm": info.Swarm, "mode": info.Mode},
 	})
-	info.Set(1)
-	m.reg.MustRegister(m.gossipReceived, m.leasesEnded, m.leaseSeconds, m.earned, m.spent, m.offersPublished, m.quotesSent, m.bidsUnquoted,
-		m.attestServed, m.executorErrors, m.challenges, info, newReputationCollector(n), newValidatorCollector(n), newLeaseCollector(n))
-	m.reg.MustRegister(nodeGauges(n)...)
+	infoGauge.Set(1)
+	m.Reg.MustRegister(m.GossipReceived, m.leasesEnded, m.leaseSeconds, m.earned, m.spent, m.offersPublished, m.QuotesSent, m.BidsUnquoted,
+		m.attestServed, m.executorErrors, m.challenges, infoGauge)
+	m.Reg.MustRegister(readers...)
 	return m
 }
 
@@ -134,10 +153,10 @@ func counterVec(name, help, label string, values ...string) *prometheus.CounterV
 	return c
 }
 
-// leaseEnded counts a lease's end, by side and state, its metered
+// LeaseEnded counts a lease's end, by side and state, its metered
 // seconds, and the amount it settled: earned by a provider, spent by a
 // renter.
-func (m *metrics) leaseEnded(rec *records.Lease, rc *pb.Receipt) {
+func (m *Metrics) LeaseEnded(rec *records.Lease, rc *pb.Receipt) {
 	if m == nil {
 		return
 	}
@@ -151,53 +170,53 @@ func (m *metrics) leaseEnded(rec *records.Lease, rc *pb.Receipt) {
 	}
 }
 
-// received counts a gossip message delivered on a topic kind.
-func (m *metrics) received(kind string) {
+// Received counts a gossip message delivered on a topic kind.
+func (m *Metrics) Received(kind string) {
 	if m != nil {
-		m.gossipReceived.WithLabelValues(kind).Inc()
+		m.GossipReceived.WithLabelValues(kind).Inc()
 	}
 }
 
-// offerPublished counts an offer the provider gossiped, or its withdrawal.
-func (m *metrics) offerPublished(withdrawn bool) {
+// OfferPublished counts an offer the provider gossiped, or its withdrawal.
+func (m *Metrics) OfferPublished(withdrawn bool) {
 	if m != nil {
 		m.offersPublished.WithLabelValues(pick(withdrawn, publishedWithdrawal, publishedOffer)).Inc()
 	}
 }
 
-// quoteSent counts a quote the provider sent a bidder.
-func (m *metrics) quoteSent() {
+// QuoteSent counts a quote the provider sent a bidder.
+func (m *Metrics) QuoteSent() {
 	if m != nil {
-		m.quotesSent.Inc()
+		m.QuotesSent.Inc()
 	}
 }
 
-// bidUnquoted counts a bid the provider did not quote, for why (an
+// BidUnquoted counts a bid the provider did not quote, for why (an
 // unquoted… reason).
-func (m *metrics) bidUnquoted(why string) {
+func (m *Metrics) BidUnquoted(why string) {
 	if m != nil {
-		m.bidsUnquoted.WithLabelValues(why).Inc()
+		m.BidsUnquoted.WithLabelValues(why).Inc()
 	}
 }
 
-// attestationServed counts a challenge the provider answered, and
+// AttestationServed counts a challenge the provider answered, and
 // whether it made the document (err nil).
-func (m *metrics) attestationServed(err error) {
+func (m *Metrics) AttestationServed(err error) {
 	if m != nil {
 		m.attestServed.WithLabelValues(pick(err == nil, servedOK, servedFailed)).Inc()
 	}
 }
 
-// challenged counts a challenge this node made, by its outcome (a
+// Challenged counts a challenge this node made, by its outcome (a
 // challenge… result).
-func (m *metrics) challenged(result string) {
+func (m *Metrics) Challenged(result string) {
 	if m != nil {
 		m.challenges.WithLabelValues(result).Inc()
 	}
 }
 
-// executorFailed counts a failure of the executor at op (an exec… op).
-func (m *metrics) executorFailed(op string) {
+// ExecutorFailed counts a failure of the executor at op (an exec… op).
+func (m *Metrics) ExecutorFailed(op string) {
 	if m != nil {
 		m.executorErrors.WithLabelValues(op).Inc()
 	}
