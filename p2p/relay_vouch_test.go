@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
 	ma "github.com/multiformats/go-multiaddr"
@@ -51,21 +52,29 @@ func relayFor(t *testing.T, sw p2p.Swarm, lim p2p.RelayLimits, vouch func(peer.I
 	return mk(p2p.NATConfig{Reachability: p2p.ReachPublic, RelayService: true, Relay: lim, Vouch: vouch}), mk
 }
 
-// reserve connects h to the relay, waits until h knows it relays, and asks
-// for a reservation.
-func reserve(ctx context.Context, t *testing.T, h, relay host.Host) error {
+// reserve connects h to the relay, waits until h knows it relays and the
+// relay knows h serves the swarm's echo protocol, and asks for a
+// reservation. The second wait is for the relay's evidence, not for
+// time: identify answers from a snapshot of h's protocols that h updates
+// as an event of its own, so a handler set just before the connection
+// may reach the relay only with identify's push after it, and a relay
+// asked before judges a peer that serves nothing of the swarm. A daemon
+// sets its handlers at its start, long before AutoRelay asks.
+func reserve(ctx context.Context, t *testing.T, h, relay host.Host, echo protocol.ID) error {
 	t.Helper()
 	ai := peer.AddrInfo{ID: relay.ID(), Addrs: relay.Addrs()}
 	if err := h.Connect(ctx, ai); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		if ok, _ := h.Peerstore().SupportsProtocols(relay.ID(), proto.ProtoIDv2Hop); len(ok) > 0 {
+		relays, _ := h.Peerstore().SupportsProtocols(relay.ID(), proto.ProtoIDv2Hop)
+		serves, _ := relay.Peerstore().SupportsProtocols(h.ID(), echo)
+		if len(relays) > 0 && len(serves) > 0 {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatal("the relay never served circuit relay v2")
+			t.Fatalf("the relay serves circuit relay v2: %v; the relay knows %s serves %s: %v", len(relays) > 0, h.ID(), echo, len(serves) > 0)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -95,7 +104,7 @@ func TestFreshKeysThatServeTheSwarmGetNoRelayReservation(t *testing.T) {
 	granted := 0
 	for range 3 * lim.Reservations {
 		fake := serve(mk(p2p.NATConfig{Reachability: p2p.ReachPrivate}))
-		if err := reserve(ctx, t, fake, relay); err == nil {
+		if err := reserve(ctx, t, fake, relay, echo); err == nil {
 			granted++
 		} else if ctx.Err() != nil {
 			t.Fatal(err)
@@ -107,7 +116,7 @@ func TestFreshKeysThatServeTheSwarmGetNoRelayReservation(t *testing.T) {
 	for i := range 2 {
 		provider := serve(mk(p2p.NATConfig{Reachability: p2p.ReachPrivate}))
 		vouched.add(provider.ID())
-		if err := reserve(ctx, t, provider, relay); err != nil {
+		if err := reserve(ctx, t, provider, relay, echo); err != nil {
 			t.Errorf("provider %d, whose offer the relay holds: %v", i, err)
 		}
 	}
@@ -121,8 +130,9 @@ func TestARelayWithoutVouchReservesForNoOne(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h := mk(p2p.NATConfig{Reachability: p2p.ReachPrivate})
-	h.SetStreamHandler(sw.Protocol("/idlegrid/echo/1.0.0"), func(s network.Stream) { s.Close() })
-	err := reserve(ctx, t, h, relay)
+	echo := sw.Protocol("/idlegrid/echo/1.0.0")
+	h.SetStreamHandler(echo, func(s network.Stream) { s.Close() })
+	err := reserve(ctx, t, h, relay, echo)
 	var re client.ReservationError
 	if !errors.As(err, &re) || re.Status.String() != "PERMISSION_DENIED" {
 		t.Errorf("reservation: %v, want PERMISSION_DENIED", err)
