@@ -240,34 +240,10 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		return res, err
 	}
 	defer done()
-	if req.MaxPairRTTMillis < 0 || req.MaxPairRTTMillis > 60_000 {
-		return res, api.BadRequest{Err: fmt.Errorf("max_pair_rtt_ms: %d: want 0 (one provider) to 60000", req.MaxPairRTTMillis)}
-	}
-	if req.Detach {
-		// The caller's stdout holds the lease ID alone: what the job
-		// prints before the detach is kept under logs/ only.
-		out.Stdout, out.Stderr = nil, nil
-	}
-	if req.MaxPairRTTMillis > 0 && req.MinPerProvider == 0 {
-		req.MinPerProvider = 1 // a pool takes what each provider has
-	}
-	if req.ImageFromDocker != "" {
-		if req.Image != "" {
-			return res, api.BadRequest{Err: fmt.Errorf("image %q and image_from_docker %q: name one", req.Image, req.ImageFromDocker)}
-		}
-		local, err := r.saveLocal(ctx, req.ImageFromDocker, out)
-		if err != nil {
-			return res, err
-		}
-		defer r.dropLocal(local)
-		req.Image = local.ID
-	}
-	b, err := BuildBid(req.BidRequest, r.id, r.swarm, t0)
+	b, req, drop, err := r.validate(ctx, req, &out, t0)
+	defer drop()
 	if err != nil {
 		return res, err
-	}
-	if b.Image == "" {
-		return res, api.BadRequest{Err: errors.New("image: empty; name the container image to run")}
 	}
 	err = r.gather(ctx, b, req, out)
 	res.Timings.Discover = r.clock.Since(t0)
@@ -289,6 +265,51 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 	if req.MaxPairRTTMillis > 0 {
 		return res, r.rentPool(ctx, b, req, packed, out, &res, t0)
 	}
+	return r.attempt(ctx, b, req, packed, out, res, t0)
+}
+
+// validate checks what a rental asks beyond its bid (a pool's RTT, one
+// image named once), sends a local Docker image as the rental's image,
+// and builds the bid. drop forgets the image it saved; it is never nil,
+// and is for the caller to defer whatever the error.
+func (r *renter) validate(ctx context.Context, req api.RentRequest, out *RentOutput, now time.Time) (b *pb.Bid, _ api.RentRequest, drop func(), err error) {
+	drop = func() {}
+	if req.MaxPairRTTMillis < 0 || req.MaxPairRTTMillis > 60_000 {
+		return nil, req, drop, api.BadRequest{Err: fmt.Errorf("max_pair_rtt_ms: %d: want 0 (one provider) to 60000", req.MaxPairRTTMillis)}
+	}
+	if req.Detach {
+		// The caller's stdout holds the lease ID alone: what the job
+		// prints before the detach is kept under logs/ only.
+		out.Stdout, out.Stderr = nil, nil
+	}
+	if req.MaxPairRTTMillis > 0 && req.MinPerProvider == 0 {
+		req.MinPerProvider = 1 // a pool takes what each provider has
+	}
+	if req.ImageFromDocker != "" {
+		if req.Image != "" {
+			return nil, req, drop, api.BadRequest{Err: fmt.Errorf("image %q and image_from_docker %q: name one", req.Image, req.ImageFromDocker)}
+		}
+		local, err := r.saveLocal(ctx, req.ImageFromDocker, *out)
+		if err != nil {
+			return nil, req, drop, err
+		}
+		drop = func() { r.dropLocal(local) }
+		req.Image = local.ID
+	}
+	if b, err = BuildBid(req.BidRequest, r.id, r.swarm, now); err != nil {
+		return nil, req, drop, err
+	}
+	if b.Image == "" {
+		return nil, req, drop, api.BadRequest{Err: errors.New("image: empty; name the container image to run")}
+	}
+	return b, req, drop, nil
+}
+
+// attempt walks the best candidates for b, one lease proposal at a time
+// within the request's time to try, and follows the first lease a
+// provider takes to its receipt; with none, the error is a
+// *NoProviderError naming each attempt.
+func (r *renter) attempt(ctx context.Context, b *pb.Bid, req api.RentRequest, packed []transfer.Packed, out RentOutput, res api.RentResult, t0 time.Time) (api.RentResult, error) {
 	tries := req.Candidates
 	if tries <= 0 || tries > maxWalk {
 		tries = maxWalk
