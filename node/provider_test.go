@@ -54,6 +54,11 @@ func TestReloadPublishesNewTermsAndNamesWhatWaits(t *testing.T) {
 		o, ok := n.provider.ownOffer()
 		return ok && o.PriceMicros == 2_000_000
 	})
+	// The offer is in the provider's own book from its start, and is
+	// gossiped once the offers topic has a peer or firstPeerWait has
+	// passed (this node has no peer); a reload's offer comes after that
+	// first publication, so the test waits for it, not for the clock.
+	awaitMetric(t, n, `idlegrid_offers_published_total{kind="offer"}`, "counts the first publication", above(0))
 	first, _ := n.provider.ownOffer()
 	cfg, err := r.Config()
 	if err != nil {
