@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
-	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
@@ -208,7 +207,7 @@ func (f *follow) run(ctx context.Context) error {
 		}
 		if f.r.ctx.Err() != nil {
 			f.persist()
-			return owner.ErrClosed
+			return ErrClosed
 		}
 		if lost.IsZero() {
 			lost = clk.Now()
@@ -501,7 +500,7 @@ func (r *renter) resume(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			defer release()
-			if err := f.run(context.Background()); err != nil && !errors.Is(err, owner.ErrClosed) {
+			if err := f.run(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
 				r.log.Warn("resumed rental", "lease", l.Id, "err", err)
 			}
 		}()
@@ -540,7 +539,7 @@ func (n *Node) Attach(ctx context.Context, id string, out RentOutput) (api.RentR
 	res := api.RentResult{Tried: []api.Attempt{}}
 	r := n.renter
 	if r == nil {
-		return res, owner.ErrClosed
+		return res, ErrClosed
 	}
 	done, err := r.use()
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
-	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
@@ -434,7 +433,7 @@ func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {
 	out.WaitFor(t, "before", 20*time.Second)
 	id := activeLease(t, prov).ID
 	renter.Close() // the renter's laptop restarts
-	if d := <-done; !errors.Is(d.err, owner.ErrClosed) {
+	if d := <-done; !errors.Is(d.err, ErrClosed) {
 		t.Fatalf("rent on a closing node: %v", d.err)
 	}
 	waitFor(t, 10*time.Second, "the provider finds no renter on the job stream", func() bool { return detached(prov, id) })

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
-	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
@@ -209,7 +208,7 @@ func (r *renter) use() (done func(), err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing || r.ctx == nil {
-		return nil, owner.ErrClosed
+		return nil, ErrClosed
 	}
 	r.users.Add(1)
 	return r.users.Done, nil
@@ -226,7 +225,7 @@ func (r *renter) use() (done func(), err error) {
 // a *NoProviderError.
 func (n *Node) Rent(ctx context.Context, req api.RentRequest, out RentOutput) (api.RentResult, error) {
 	if n.renter == nil {
-		return api.RentResult{Tried: []api.Attempt{}}, owner.ErrClosed
+		return api.RentResult{Tried: []api.Attempt{}}, ErrClosed
 	}
 	return n.renter.rent(ctx, req, out)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 )
@@ -40,7 +39,7 @@ func (r *renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-r.ctx.Done():
-			return owner.ErrClosed
+			return ErrClosed
 		case <-tick.C():
 		}
 	}
