@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/views"
@@ -20,6 +21,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // flooder is an attacker's host in n's swarm whose gossip checks nothing
@@ -85,16 +87,31 @@ func spam(t *testing.T, sw p2p.Swarm, keys, perKey int) (offers, bids [][]byte) 
 // floods the swarm with valid offers and bids of 50 free keys (issue 11,
 // attack 5: a bid flood left an honest renter with 0 quotes in 5 of 5
 // tries). The flood runs throughout; every try of the renter's gets the
-// provider's quote, and the rental runs.
+// provider's quote, and the rental runs. The flooder is connected to
+// both, or to the renter alone, so that every bid of the flood reaches
+// the provider relayed by the renter whose own bids it must not crowd out.
 func TestAnHonestRenterGetsQuotesAndRentsThroughAFlood(t *testing.T) {
 	t.Parallel()
+	for _, through := range []string{"beside", "through the renter"} {
+		t.Run(through, func(t *testing.T) {
+			t.Parallel()
+			rentThroughAFlood(t, through == "through the renter")
+		})
+	}
+}
+
+func rentThroughAFlood(t *testing.T, throughRenter bool) {
 	image := executortest.BusyboxImage(t)
 	prov, renter := leaseSwarm(t, nil)
 	bidder := startNode(t, testRepoWith(t, "bidder", repo.InitOptions{Profile: config.ProfileRenter}, bootstrapFrom(prov)), Options{})
 	waitFor(t, 15*time.Second, "the provider's offer in both renters' books", func() bool {
 		return offeredGPUs(renter, prov) == 8 && offeredGPUs(bidder, prov) == 8
 	})
-	_, g := flooder(t, prov, bidder)
+	flooded := []*Node{prov, bidder}
+	if throughRenter {
+		flooded = []*Node{bidder}
+	}
+	_, g := flooder(t, flooded...)
 	offers, bids := spam(t, prov.Swarm(), 50, 80)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -120,7 +137,16 @@ func TestAnHonestRenterGetsQuotesAndRentsThroughAFlood(t *testing.T) {
 		}
 	}()
 	v := prov.market.validator
-	waitFor(t, 20*time.Second, "the flood reaches the provider", func() bool { return v.Accepted.Load()+v.Ignored.Load() > 500 })
+	if throughRenter {
+		// Each of the flood's bids reaches the provider relayed by the
+		// renter, as many as the renter's budget for the flooder lets
+		// through: more than the provider can quote, so the lane of bids
+		// the renter relays is full.
+		full := prov.metrics.BidsUnquoted.WithLabelValues(metrics.UnquotedQueueFull)
+		waitFor(t, 20*time.Second, "the flood fills the renter's relay lane at the provider", func() bool { return testutil.ToFloat64(full) > 0 })
+	} else {
+		waitFor(t, 20*time.Second, "the flood reaches the provider", func() bool { return v.Accepted.Load()+v.Ignored.Load() > 500 })
+	}
 
 	req := rentRequest(image, "true").BidRequest
 	req.WaitMillis = 2_000
@@ -134,7 +160,7 @@ func TestAnHonestRenterGetsQuotesAndRentsThroughAFlood(t *testing.T) {
 			got = got || q.Provider == prov.id.String()
 		}
 		if !got {
-			t.Errorf("try %d: %d quotes, none from the provider", try, len(res.Quotes))
+			t.Errorf("try %d: %d quotes, none from the provider; the provider's %s", try, len(res.Quotes), quoteAccount(prov, bidder))
 		}
 	}
 	res, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{})
@@ -146,8 +172,8 @@ func TestAnHonestRenterGetsQuotesAndRentsThroughAFlood(t *testing.T) {
 	}
 }
 
-// A relay's flood of bids fills its own queue: another relay's bid is
-// quoted next, and a relay past its share is refused.
+// A relay's flood of bids fills its own lane: another relay's bid, and
+// the relay's own, are quoted next, and a relay past its share is refused.
 func TestBidQueueTakesRelaysInTurn(t *testing.T) {
 	q := newBidQueue()
 	bid := func(id string) *pb.Bid { return &pb.Bid{Header: &pb.Header{Id: id}} }
@@ -162,12 +188,16 @@ func TestBidQueueTakesRelaysInTurn(t *testing.T) {
 	if !q.push("honest", bid("honest")) {
 		t.Fatal("another relay's bid refused")
 	}
+	own := &pb.Bid{Header: &pb.Header{Id: "flooder-own", Issuer: []byte("flooder")}}
+	if !q.push("flooder", own) {
+		t.Fatal("a relay's own bid refused behind the bids it relayed")
+	}
 	var order []string
 	for b, ok := q.pop(); ok; b, ok = q.pop() {
 		order = append(order, b.Header.Id)
 	}
-	if len(order) != bidsPerRelay+1 || order[0] != "spam-0" || order[1] != "honest" {
-		t.Errorf("quoted in the order %v; want the honest bid second", order)
+	if len(order) != bidsPerRelay+2 || order[0] != "spam-0" || order[1] != "honest" || order[2] != "flooder-own" {
+		t.Errorf("quoted in the order %v; want the honest bid second and the relay's own third", order)
 	}
 	for i := range maxRelays {
 		q.push(peer.ID(fmt.Sprint("relay-", i)), bid("b"))

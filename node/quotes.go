@@ -19,11 +19,13 @@ import (
 const quoteTTL = 5 * time.Minute
 
 // onBid hands a gossiped bid, relayed by from, to the quoting loop
-// without waiting. Bids wait by relay and are quoted round-robin across
-// relays: a peer relaying a flood of bids (of free keys, whose quotes go
-// nowhere) fills its own queue, not the one an honest renter's bid waits
-// in. A bid that finds its relay's queue full goes unanswered, so a slow
-// renter or a burst of bids never holds up the bids topic.
+// without waiting. Bids wait by lane and are quoted round-robin across
+// lanes: a peer's own bids are one lane, the bids it relays for others
+// another. A peer relaying a flood of bids (of free keys, whose quotes go
+// nowhere) fills its relay lane, not the one an honest renter's bid waits
+// in, even when the flood comes through that renter. A bid that finds its
+// lane full goes unanswered, so a slow renter or a burst of bids never
+// holds up the bids topic.
 func (p *provider) onBid(_ context.Context, from peer.ID, b *pb.Bid) {
 	if !p.bids.push(from, b) {
 		p.log.Debug("bid not quoted: its relay's queue is full", "bid", b.Header.Id, "relay", from)
@@ -62,36 +64,44 @@ func (p *provider) quoteLoop(ctx context.Context) {
 
 // Bounds of the bid queue.
 const (
-	bidsPerRelay = 8   // bids one relay may have waiting
-	maxRelays    = 256 // relays with bids waiting; a new one beyond is refused
+	bidsPerRelay = 8   // bids one lane may have waiting
+	maxRelays    = 256 // lanes with bids waiting; a new one beyond is refused
 )
 
-// bidQueue holds the bids waiting for a quote, a FIFO per relay, and
-// hands them out one relay at a time in turn.
+// bidLane is where a bid waits: the peer that relayed it, and whether
+// that peer issued it.
+type bidLane struct {
+	relay peer.ID
+	own   bool
+}
+
+// bidQueue holds the bids waiting for a quote, a FIFO per lane, and hands
+// them out one lane at a time in turn.
 type bidQueue struct {
 	mu    sync.Mutex // guards by and turn: no I/O under it
-	by    map[peer.ID][]*pb.Bid
-	turn  []peer.ID     // relays with bids waiting, next first
+	by    map[bidLane][]*pb.Bid
+	turn  []bidLane     // lanes with bids waiting, next first
 	ready chan struct{} // signalled (1-buffered) when a bid is added
 }
 
 func newBidQueue() *bidQueue {
-	return &bidQueue{by: map[peer.ID][]*pb.Bid{}, ready: make(chan struct{}, 1)}
+	return &bidQueue{by: map[bidLane][]*pb.Bid{}, ready: make(chan struct{}, 1)}
 }
 
-// push queues b behind the other bids from; false if from's queue, or
-// the queue of relays, is full.
+// push queues b, relayed by from, behind the other bids of its lane;
+// false if that lane, or the turn of lanes, is full.
 func (q *bidQueue) push(from peer.ID, b *pb.Bid) bool {
+	lane := bidLane{relay: from, own: market.Issuer(b) == from}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	waiting, known := q.by[from]
+	waiting, known := q.by[lane]
 	switch {
 	case len(waiting) >= bidsPerRelay, !known && len(q.turn) >= maxRelays:
 		return false
 	case !known:
-		q.turn = append(q.turn, from)
+		q.turn = append(q.turn, lane)
 	}
-	q.by[from] = append(waiting, b)
+	q.by[lane] = append(waiting, b)
 	select {
 	case q.ready <- struct{}{}:
 	default:
@@ -99,23 +109,23 @@ func (q *bidQueue) push(from peer.ID, b *pb.Bid) bool {
 	return true
 }
 
-// pop takes the oldest bid of the relay whose turn it is, and sends that
-// relay to the back of the turn; false when no bid waits.
+// pop takes the oldest bid of the lane whose turn it is, and sends that
+// lane to the back of the turn; false when no bid waits.
 func (q *bidQueue) pop() (*pb.Bid, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.turn) == 0 {
 		return nil, false
 	}
-	from := q.turn[0]
+	lane := q.turn[0]
 	q.turn = q.turn[1:]
-	waiting := q.by[from]
+	waiting := q.by[lane]
 	b := waiting[0]
 	if len(waiting) == 1 {
-		delete(q.by, from)
+		delete(q.by, lane)
 	} else {
-		q.by[from] = waiting[1:]
-		q.turn = append(q.turn, from)
+		q.by[lane] = waiting[1:]
+		q.turn = append(q.turn, lane)
 	}
 	return b, true
 }

@@ -55,7 +55,7 @@ const (
 	publishedOffer      = "offer"
 	publishedWithdrawal = "withdrawal"
 	// bids_unquoted reason
-	UnquotedQueueFull   = "queue_full"  // the relay's queue was full
+	UnquotedQueueFull   = "queue_full"  // the bid's lane (its relay's own or relayed bids) was full
 	UnquotedNoFit       = "no_fit"      // the provider's offer does not fit the bid
 	UnquotedUnsigned    = "unsigned"    // the quote could not be signed
 	UnquotedUndelivered = "undelivered" // the bidder was not reached
