@@ -29,7 +29,7 @@ func TestARenterExtendsItsRunningLease(t *testing.T) {
 	var out executortest.Buffer
 	progress, _, lines := watchFor("lease ")
 	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo up; while true; do sleep 0.1; done"), RentOutput{Stdout: &out, Stderr: &out, Progress: progress})
-	out.WaitFor(t, "up", 20*time.Second)
+	out.WaitFor(t, "up", firstOutputWait)
 	id := activeLease(t, prov).ID
 	firstEnd := activeLease(t, prov).End
 

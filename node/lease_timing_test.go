@@ -110,7 +110,7 @@ func TestBronzeLeaseIsPreemptedByGoldWithNoticeAndPaysWhatRan(t *testing.T) {
 	const noticeLine = "provider: preempted by a gold lease: the job will be stopped at"
 	progress, noticed, notices := watchFor(noticeLine)
 	bronze := rentAsync(context.Background(), renter, bronzeReq, RentOutput{Stdout: &out, Stderr: &errs, Progress: progress})
-	out.WaitFor(t, "bronze running", 20*time.Second)
+	out.WaitFor(t, "bronze running", firstOutputWait)
 	activeLease(t, prov)
 
 	goldReq := rentRequest(image, "echo", "gold ran")
@@ -200,7 +200,7 @@ func testProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 	var out executortest.Buffer
 	progress, lost, _ := watchFor("lost the job stream")
 	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo up; sleep 30"), RentOutput{Stdout: &out, Stderr: &out, Progress: progress})
-	out.WaitFor(t, "up", 20*time.Second)
+	out.WaitFor(t, "up", firstOutputWait)
 	l := activeLease(t, prov)
 	waitFor(t, 10*time.Second, "a few verified beats", func() bool {
 		clk.Advance(prov.cfg.Jobs.HeartbeatInterval.Std()) // a beat at each look, not each 200 ms
@@ -262,7 +262,7 @@ func TestRenterVanishingStopsTheJobAfterTheGracePeriod(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := rentAsync(ctx, renter, rentRequest(image, "sh", "-c", "echo up; sleep 300"), RentOutput{Stdout: &out, Stderr: &out})
-	out.WaitFor(t, "up", 20*time.Second)
+	out.WaitFor(t, "up", firstOutputWait)
 	l := activeLease(t, prov)
 	renter.host.Close() // the renter's laptop drops off the network
 	waitFor(t, 20*time.Second, "the provider finds no renter on the job stream", func() bool { return detached(prov, l.ID) })
@@ -333,7 +333,7 @@ func TestProviderRestartAdoptsTheRunningJob(t *testing.T) {
 	provRepo, prov, renter := restartableProvider(t, nil, 5*time.Second)
 	var out executortest.Buffer
 	done := rentAsync(context.Background(), renter, rentRequest(image, awaitJob...), RentOutput{Stdout: &out, Stderr: &out, Progress: func(s string) { t.Log(s) }})
-	out.WaitFor(t, "before", 20*time.Second)
+	out.WaitFor(t, "before", firstOutputWait)
 	id := activeLease(t, prov).ID
 
 	prov.Close() // the daemon stops (or is upgraded); its container runs on
@@ -371,7 +371,7 @@ func TestRestartsOnBothSidesStillSettleOneReceipt(t *testing.T) {
 	renterRepo := renter.repo
 	var out executortest.Buffer
 	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo before; sleep 600"), RentOutput{Stdout: &out, Stderr: &out})
-	out.WaitFor(t, "before", 20*time.Second)
+	out.WaitFor(t, "before", firstOutputWait)
 	id := activeLease(t, prov).ID
 	renter.Close()
 	<-done
@@ -430,7 +430,7 @@ func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {
 	renterRepo := renter.repo
 	var out executortest.Buffer
 	done := rentAsync(context.Background(), renter, rentRequest(image, awaitJob...), RentOutput{Stdout: &out, Stderr: &out})
-	out.WaitFor(t, "before", 20*time.Second)
+	out.WaitFor(t, "before", firstOutputWait)
 	id := activeLease(t, prov).ID
 	renter.Close() // the renter's laptop restarts
 	if d := <-done; !errors.Is(d.err, ErrClosed) {

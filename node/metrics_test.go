@@ -122,7 +122,7 @@ func TestMetricsMoveWhenTheirEventsHappen(t *testing.T) {
 	// more, then cancelled.
 	var out executortest.Buffer
 	done := rentAsync(ctx, renter, rentRequest(image, "sh", "-c", "echo up; sleep 300"), RentOutput{Stdout: &out, Stderr: &out})
-	out.WaitFor(t, "up", 20*time.Second)
+	out.WaitFor(t, "up", firstOutputWait)
 	awaitMetric(t, prov, "idlegrid_gpus_leased", "holds the leased GPUs", exactly(2))
 	if got := scrape(t, prov).Value(t, "idlegrid_gpus_offered"); got != 8 {
 		t.Errorf("idlegrid_gpus_offered = %v, want 8", got)
