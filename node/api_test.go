@@ -147,7 +147,6 @@ func TestAPIRefusesBadMarketRequests(t *testing.T) {
 		{"/v1/match", `{"count": 1, "hours": 1, "max_price": "2", "start_within_hours": -5}`, "start_within_hours"},
 		{"/v1/bids", `{"count": 1, "hours": 1, "max_price": "2", "wait_ms": -1}`, "wait_ms"},
 		{"/v1/bids", `{"count": 1, "hours": 1, "max_price": "2", "image": "` + strings.Repeat("x", 70<<10) + `"}`, "request body"},
-		{"/v1/leases/lease-nope/cancel", `{}`, `no lease "lease-nope" here`},
 	} {
 		resp := apiCall(t, n, http.MethodPost, tc.path, "application/json", tc.body, apiToken(t, n), nil)
 		var e api.Error
@@ -156,6 +155,14 @@ func TestAPIRefusesBadMarketRequests(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(e.Error, tc.want) {
 			t.Errorf("POST %s %.60s: %d %q, want 400 naming %q", tc.path, tc.body, resp.StatusCode, e.Error, tc.want)
 		}
+	}
+	// A lease the node does not have is not found, not a bad request.
+	resp := apiCall(t, n, http.MethodPost, "/v1/leases/lease-nope/cancel", "application/json", `{}`, apiToken(t, n), nil)
+	var e api.Error
+	json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if want := `no lease "lease-nope" here`; resp.StatusCode != http.StatusNotFound || !strings.Contains(e.Error, want) {
+		t.Errorf("POST /v1/leases/lease-nope/cancel: %d %q, want 404 naming %q", resp.StatusCode, e.Error, want)
 	}
 	for _, path := range []string{"/v1/leases", "/v1/receipts", "/v1/ledger"} {
 		resp, err := http.Get(n.APIAddr() + path)

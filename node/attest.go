@@ -3,8 +3,8 @@ package node
 import (
 	"context"
 	"crypto/x509"
-	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -195,7 +196,7 @@ func (c *challenger) swap(p peer.ID, l lastDoc) (lastDoc, map[peer.ID]claim) {
 func (n *Node) Attest(ctx context.Context, req api.AttestRequest) (api.AttestResult, error) {
 	id, err := peer.Decode(req.Peer)
 	if err != nil {
-		return api.AttestResult{}, api.BadRequest{Err: fmt.Errorf("peer %q: not a peer ID", req.Peer)}
+		return api.AttestResult{}, &fault.Field{Name: "peer", Value: strconv.Quote(req.Peer), Want: "not a peer ID"}
 	}
 	res := api.AttestResult{Peer: id.String(), GPUs: []api.AttestedGPU{}, Changes: []string{}}
 	// A provider known from gossip alone has no address here yet: look it

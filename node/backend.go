@@ -8,6 +8,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/views"
@@ -15,6 +16,31 @@ import (
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
+
+// API is this node's api.Backend in this process: the interface that
+// api.Client is over HTTP, which the local API serves and a command that
+// runs a node in its own process asks (Kubo's CoreAPI over its node). Its
+// methods are the node's own, but for those whose Go form takes no
+// context or cannot fail.
+func (n *Node) API() api.Backend { return inProcess{n} }
+
+// inProcess is the node as an api.Backend.
+type inProcess struct{ *Node }
+
+var _ api.Backend = inProcess{}
+
+func (p inProcess) Status(context.Context) (api.Status, error) { return p.Node.Status(), nil }
+func (p inProcess) Peers(context.Context) ([]api.Peer, error)  { return p.Node.Peers(), nil }
+func (p inProcess) Offers(_ context.Context, q api.OfferQuery) ([]api.OfferView, error) {
+	return p.Node.Offers(q)
+}
+func (p inProcess) Market(_ context.Context, q api.OfferQuery, limit int) (api.MarketSummary, error) {
+	return p.Node.Market(q, limit)
+}
+func (p inProcess) StartRental(_ context.Context, req api.RentRequest) (api.RentalView, error) {
+	return p.Node.StartRental(req)
+}
+func (p inProcess) Rentals(context.Context) ([]api.RentalView, error) { return p.Node.Rentals(), nil }
 
 // Offers lists the book's offers that pass the query's filters.
 func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
@@ -54,11 +80,14 @@ func (n *Node) Ledger(ctx context.Context) ([]api.LedgerEntry, error) {
 }
 
 // Records reads a repository's leases, receipts and ledger while no
-// daemon runs: it holds the repository's lock until Close.
+// daemon runs: it holds the repository's lock until Close. It is the
+// api.Records a daemon serves.
 type Records struct {
 	store  *pebbleds.Datastore
 	unlock func()
 }
+
+var _ api.Records = (*Records)(nil)
 
 // OpenRecords locks r and opens its datastore.
 func OpenRecords(r *repo.Repo) (*Records, error) {
@@ -102,13 +131,13 @@ func (r *Records) Close() error {
 func (n *Node) CancelLease(ctx context.Context, id string) (api.LeaseView, error) {
 	rec, err := n.leaseStore().Get(ctx, id)
 	if errors.Is(err, ds.ErrNotFound) {
-		return api.LeaseView{}, api.BadRequest{Err: fmt.Errorf("no lease %q here", id)}
+		return api.LeaseView{}, fault.NotFoundf("no lease %q here", id)
 	}
 	if err != nil {
 		return api.LeaseView{}, err
 	}
 	if LeaseEnded(rec.State) {
-		return api.LeaseView{}, api.BadRequest{Err: fmt.Errorf("lease %s already ended: %s", id, rec.State)}
+		return api.LeaseView{}, fault.Conflictf("lease %s already ended: %s", id, rec.State)
 	}
 	l, _, err := rec.Open()
 	if err != nil {
@@ -116,7 +145,7 @@ func (n *Node) CancelLease(ctx context.Context, id string) (api.LeaseView, error
 	}
 	if rec.Role == records.Provider {
 		if n.leases == nil || n.leases.stopLease(ctx, id, "cancelled by the provider", "") == nil {
-			return api.LeaseView{}, fmt.Errorf("lease %s is not running here", id)
+			return api.LeaseView{}, fault.Conflictf("lease %s is not running here", id)
 		}
 		return views.Lease(rec), nil
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -32,11 +33,11 @@ const (
 func BuildBid(req api.BidRequest, issuer peer.ID, sw p2p.Swarm, now time.Time) (*pb.Bid, error) {
 	spec, err := bidSpec(req)
 	if err != nil {
-		return nil, api.BadRequest{Err: err}
+		return nil, fault.Invalid(err)
 	}
 	b, err := market.NewBid(issuer, newID("bid-"), spec, now, sw.Limits())
 	if err != nil {
-		return nil, api.BadRequest{Err: err}
+		return nil, fault.Invalid(err)
 	}
 	return b, nil
 }
@@ -46,21 +47,21 @@ func BuildBid(req api.BidRequest, issuer peer.ID, sw p2p.Swarm, now time.Time) (
 func bidSpec(req api.BidRequest) (market.BidSpec, error) {
 	var s market.BidSpec
 	if req.Count < 1 || req.Count > 1024 {
-		return s, fmt.Errorf("count %d: want 1 to 1024", req.Count)
+		return s, fault.Fieldf("count", req.Count, "want 1 to 1024")
 	}
 	if !(req.Hours >= 1.0/60 && req.Hours <= 24*366) {
-		return s, fmt.Errorf("hours %g: want 1/60 (a minute) to %d", req.Hours, 24*366)
+		return s, fault.Fieldf("hours", req.Hours, "want 1/60 (a minute) to %d", 24*366)
 	}
 	for _, f := range []struct {
 		name   string
 		v, max int
 	}{{"min_vram_gib", req.MinVRAMGiB, 1 << 20}, {"min_cpu_cores", req.MinCPUCores, 1 << 24}, {"min_ram_gib", req.MinRAMGiB, 1 << 24}, {"min_disk_gib", req.MinDiskGiB, 1 << 24}, {"min_down_mbps", req.MinDownMbps, 1 << 24}, {"min_up_mbps", req.MinUpMbps, 1 << 24}, {"min_per_provider", req.MinPerProvider, req.Count}, {"max_rtt_ms", req.MaxRTTMillis, 60_000}, {"limit", req.Limit, 1000}, {"wait_ms", req.WaitMillis, int(maxBidWait.Milliseconds())}} {
 		if f.v < 0 || f.v > f.max {
-			return s, fmt.Errorf("%s %d: want 0 to %d", f.name, f.v, f.max)
+			return s, fault.Fieldf(f.name, f.v, "want 0 to %d", f.max)
 		}
 	}
 	if !(req.StartWithinHours >= 0 && req.StartWithinHours <= 24*366) {
-		return s, fmt.Errorf("start_within_hours %g: want 0 to %d", req.StartWithinHours, 24*366)
+		return s, fault.Fieldf("start_within_hours", req.StartWithinHours, "want 0 to %d", 24*366)
 	}
 	models, err := views.ResolveGPUs("gpus", req.GPUs)
 	if err != nil {
@@ -71,10 +72,10 @@ func bidSpec(req api.BidRequest) (market.BidSpec, error) {
 		return s, err
 	}
 	if req.MinReliability < 0 || req.MinReliability > 1 {
-		return s, fmt.Errorf("min_reliability %g: want 0 to 1", req.MinReliability)
+		return s, fault.Fieldf("min_reliability", req.MinReliability, "want 0 to 1")
 	}
 	if w := req.LatencyWeight; w != nil && !(*w >= 0 && *w <= maxLatencyWeight) {
-		return s, fmt.Errorf("latency_weight %g: want 0 to %d", *w, maxLatencyWeight)
+		return s, fault.Fieldf("latency_weight", *w, "want 0 to %d", maxLatencyWeight)
 	}
 	tier, err := market.TierFromName(cmp.Or(req.Tier, "silver"))
 	if err != nil {
@@ -168,7 +169,7 @@ func (n *Node) PlaceBid(ctx context.Context, req api.BidRequest) (api.BidResult,
 		wait = defaultBidWait
 	}
 	if wait > maxBidWait {
-		return api.BidResult{}, api.BadRequest{Err: fmt.Errorf("wait_ms %d: at most %d", req.WaitMillis, maxBidWait.Milliseconds())}
+		return api.BidResult{}, fault.Fieldf("wait_ms", req.WaitMillis, "at most %d", maxBidWait.Milliseconds())
 	}
 	start := n.clock.Now()
 	b, err := BuildBid(req, n.id, n.swarm, start)

@@ -19,6 +19,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/views"
 )
@@ -39,7 +40,7 @@ func (n *Node) Lease(ctx context.Context, id string) (api.LeaseView, error) {
 func (n *Node) leaseRecord(ctx context.Context, id string) (*records.Lease, error) {
 	rec, err := n.leaseStore().Get(ctx, id)
 	if errors.Is(err, ds.ErrNotFound) {
-		return nil, api.BadRequest{Err: fmt.Errorf("no lease %q here", id)}
+		return nil, fault.NotFoundf("no lease %q here", id)
 	}
 	return rec, err
 }
@@ -51,7 +52,7 @@ func (n *Node) LeaseLogs(ctx context.Context, id string) (api.LeaseLogs, error) 
 		return api.LeaseLogs{}, err
 	}
 	if rec.Role != records.Renter {
-		return api.LeaseLogs{}, api.BadRequest{Err: fmt.Errorf("lease %s is sold by this node: its output goes to the renter", id)}
+		return api.LeaseLogs{}, fault.Invalidf("lease %s is sold by this node: its output goes to the renter", id)
 	}
 	dir := filepath.Join(n.repo.Path, LogsDir)
 	return api.LeaseLogs{Stdout: LogFile(dir, id, "stdout"), Stderr: LogFile(dir, id, "stderr")}, nil
@@ -214,7 +215,7 @@ func priceHistogram(prices []uint64) api.PriceHistogram {
 func (n *Node) GPUs(ctx context.Context) (api.GPUsStatus, error) {
 	st := api.GPUsStatus{GPUs: []api.GPUReading{}, ReadAt: n.clock.Now().UTC()}
 	if n.provider == nil {
-		return st, api.BadRequest{Err: errors.New("this node sells no GPUs (provider.enabled is false)")}
+		return st, fault.Unavailablef("this node sells no GPUs (provider.enabled is false)")
 	}
 	if o, ok := n.provider.ownOffer(); ok {
 		v := views.Offer(o, n.reputation.scores())

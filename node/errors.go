@@ -16,5 +16,7 @@ var (
 	ErrNoProvider = errors.New("no provider took the lease")
 	// ErrNotAttestable is a candidate whose offer names no attestation:
 	// its GPUs are listed by hand (provider.gpus), not read through NVML.
-	ErrNotAttestable = errors.New("its offer is not attestable (GPUs listed by hand, not read through NVML); rent --no-attest leases from such providers, trusting what they claim")
+	// A rental that skips attestation (RentRequest.SkipAttest) leases
+	// from such a provider.
+	ErrNotAttestable = errors.New("its offer is not attestable (GPUs listed by hand, not read through NVML)")
 )

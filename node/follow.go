@@ -17,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -549,7 +550,7 @@ func (n *Node) Attach(ctx context.Context, id string, out RentOutput) (api.RentR
 	rec, err := r.store.Get(ctx, id)
 	switch {
 	case errors.Is(err, ds.ErrNotFound) || err == nil && rec.Role != records.Renter:
-		return res, api.BadRequest{Err: fmt.Errorf("lease %q: not one this node rented (see 'idlegrid leases')", id)}
+		return res, fault.NotFoundf("lease %q: not one this node rented", id)
 	case err != nil:
 		return res, err
 	}

@@ -32,7 +32,9 @@ var layers = map[string][]string{
 	// transfers and the executor import no room above them.
 	"node/clock":                 nil,
 	"node/ui":                    nil,
-	"node/api":                   {"node/ui"},
+	"node/fault":                 nil, // the kinds of failure: below every room
+	"node/api":                   {"node/ui", "node/fault"},
+	"node/api/apitest":           {"node/api", "node/fault"},
 	"node/executor/...":          {"node/executor/..."},
 	"node/transfer":              {"node/clock"},
 	"node/records":               {"market/...", "node/clock"},
@@ -41,7 +43,7 @@ var layers = map[string][]string{
 	"internal/...":               nil,
 	"node/config":                {"market/...", "internal/...", "p2p", "node/executor"}, // defaults and checks of the settings of both
 	"node/offer":                 {"market/...", "attest/...", "node/config"},
-	"node/views":                 {"market/...", "node/api", "node/records", "node/config"},
+	"node/views":                 {"market/...", "node/api", "node/fault", "node/records", "node/config"},
 	"node/repo":                  {"node/config", "node/api", "p2p", "internal/..."},
 	"node/metrics":               {"market/pb", "node/records", "p2p"},
 	"node":                       {"market/...", "attest/...", "p2p", "node/...", "internal/..."},

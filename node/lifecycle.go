@@ -284,7 +284,7 @@ func (n *Node) serveAPI(context.Context) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := api.NewServer(n, n.metrics.Reg, api.Guard{Token: token, OpenMetrics: n.cfg.API.OpenMetrics}, n.opts.Logger.With("subsystem", LogAPI))
+	srv := api.NewServer(n.API(), n.metrics.Reg, api.Guard{Token: token, OpenMetrics: n.cfg.API.OpenMetrics}, n.opts.Logger.With("subsystem", LogAPI))
 	srv.Serve(n.apiLn)
 	file := filepath.Join(n.repo.Path, repo.APIFile)
 	stop := func() error {

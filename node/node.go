@@ -15,7 +15,6 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/geo"
-	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/metrics"
@@ -293,9 +292,6 @@ func strs[T fmt.Stringer](xs []T) []string {
 	}
 	return out
 }
-
-// api.Backend is what the local API serves; the node is it.
-var _ api.Backend = (*Node)(nil)
 
 // APIToken is the token the node's API asks for changes (the repository's
 // api.token).

@@ -16,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/node/views"
@@ -274,7 +275,7 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 func (r *renter) validate(ctx context.Context, req api.RentRequest, out *RentOutput, now time.Time) (b *pb.Bid, _ api.RentRequest, drop func(), err error) {
 	drop = func() {}
 	if req.MaxPairRTTMillis < 0 || req.MaxPairRTTMillis > 60_000 {
-		return nil, req, drop, api.BadRequest{Err: fmt.Errorf("max_pair_rtt_ms: %d: want 0 (one provider) to 60000", req.MaxPairRTTMillis)}
+		return nil, req, drop, fault.Invalidf("max_pair_rtt_ms: %d: want 0 (one provider) to 60000", req.MaxPairRTTMillis)
 	}
 	if req.Detach {
 		// The caller's stdout holds the lease ID alone: what the job
@@ -286,7 +287,7 @@ func (r *renter) validate(ctx context.Context, req api.RentRequest, out *RentOut
 	}
 	if req.ImageFromDocker != "" {
 		if req.Image != "" {
-			return nil, req, drop, api.BadRequest{Err: fmt.Errorf("image %q and image_from_docker %q: name one", req.Image, req.ImageFromDocker)}
+			return nil, req, drop, fault.Invalidf("image %q and image_from_docker %q: name one", req.Image, req.ImageFromDocker)
 		}
 		local, err := r.saveLocal(ctx, req.ImageFromDocker, *out)
 		if err != nil {
@@ -299,7 +300,7 @@ func (r *renter) validate(ctx context.Context, req api.RentRequest, out *RentOut
 		return nil, req, drop, err
 	}
 	if b.Image == "" {
-		return nil, req, drop, api.BadRequest{Err: errors.New("image: empty; name the container image to run")}
+		return nil, req, drop, fault.Invalid(errors.New("image: empty; name the container image to run"))
 	}
 	return b, req, drop, nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/fault"
 )
 
 // Bounds of the rentals a node runs for its API (the dashboard's).
@@ -42,11 +43,11 @@ func (n *Node) StartRental(req api.RentRequest) (api.RentalView, error) {
 	}{{len(req.Uploads) > 0, "uploads"}, {len(req.Downloads) > 0, "downloads"}, {req.ImageFromDocker != "", "image_from_docker"},
 		{req.MaxPairRTTMillis > 0, "max_pair_rtt_ms"}, {req.Detach, "detach"}} {
 		if c.set {
-			return api.RentalView{}, api.BadRequest{Err: fmt.Errorf("%s: a rental through the API cannot have it: rent with 'idlegrid rent'", c.field)}
+			return api.RentalView{}, fault.Invalidf("%s: a rental through the API cannot have it: rent with 'idlegrid rent'", c.field)
 		}
 	}
 	if req.Image == "" {
-		return api.RentalView{}, api.BadRequest{Err: errors.New("image: name the container image to run")}
+		return api.RentalView{}, fault.Invalid(errors.New("image: name the container image to run"))
 	}
 	var idb [8]byte
 	rand.Read(idb[:])

@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/multiformats/go-multistream"
@@ -61,7 +62,7 @@ func (r *renter) saveLocal(ctx context.Context, ref string, out RentOutput) (*ex
 	out.status("saving %s from this machine's Docker engine", ref)
 	local, err := d.SaveImage(ctx, ref, "")
 	if err != nil {
-		return nil, api.BadRequest{Err: fmt.Errorf("image_from_docker %s: %w", ref, err)}
+		return nil, fault.Invalidf("image_from_docker %s: %w", ref, err)
 	}
 	out.say("saved %s (%s, %d layers) from this machine's engine: providers get the layers they lack", ref, FormatBytes(uint64(max(local.Size, 0))), len(local.DiffIDs))
 	r.localMu.Lock()

@@ -16,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -37,7 +38,7 @@ func packUploads(ups []api.Upload) ([]transfer.Packed, error) {
 		for _, p := range packed {
 			p.Remove()
 		}
-		return nil, api.BadRequest{Err: err}
+		return nil, fault.Invalid(err)
 	}
 	if len(ups) > market.MaxInputs {
 		return fail(fmt.Errorf("uploads: %d; at most %d", len(ups), market.MaxInputs))
@@ -151,11 +152,11 @@ func outputsOf(ds []api.Download) []string {
 // local place that exists already.
 func checkDownloads(ds []api.Download) error {
 	if err := market.ValidateOutputs(outputsOf(ds)); err != nil {
-		return api.BadRequest{Err: fmt.Errorf("downloads: %w", err)}
+		return fault.Invalidf("downloads: %w", err)
 	}
 	for i, d := range ds {
 		if _, err := os.Lstat(d.Local); err == nil {
-			return api.BadRequest{Err: fmt.Errorf("downloads[%d]: %s exists already; name a place that does not", i, d.Local)}
+			return fault.Invalidf("downloads[%d]: %s exists already; name a place that does not", i, d.Local)
 		}
 	}
 	return nil

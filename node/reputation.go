@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/views"
@@ -282,7 +283,7 @@ func receiptOf(rec *records.Lease) (reputation.Receipt, bool) {
 func (n *Node) Reputation(ctx context.Context, p string) (api.ReputationView, error) {
 	id, err := peer.Decode(p)
 	if err != nil {
-		return api.ReputationView{}, api.BadRequest{Err: fmt.Errorf("peer %q: not a peer ID: %v", p, err)}
+		return api.ReputationView{}, fault.Invalidf("peer %q: not a peer ID: %v", p, err)
 	}
 	if _, ok := n.market.snapshot().Offer(id, offer.ProviderOfferID); ok {
 		n.reputation.learnNow(ctx, id)

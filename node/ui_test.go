@@ -17,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -446,9 +447,8 @@ func TestDashboardStreamsAndRentalsAreBounded(t *testing.T) {
 	} {
 		r := rent
 		c.edit(&r)
-		var bad api.BadRequest
-		if _, err := n.StartRental(r); !errors.As(err, &bad) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("StartRental: %v, want a BadRequest %q", err, c.want)
+		if _, err := n.StartRental(r); !errors.Is(err, fault.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("StartRental: %v, want an invalid request %q", err, c.want)
 		}
 	}
 }

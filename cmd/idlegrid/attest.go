@@ -26,7 +26,7 @@ reason says why (with --json, the verdict is printed first).`,
 		Args: exactArgs(1, "PEER"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			var res api.AttestResult
-			if err := e.apiCall(func(c *api.Client) (err error) {
+			if err := e.apiCall(func(c api.Node) (err error) {
 				res, err = c.Attest(e.ctx, api.AttestRequest{Peer: args[0]})
 				return
 			}); err != nil {

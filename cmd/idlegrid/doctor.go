@@ -47,7 +47,7 @@ or a systemd ExecStartPre can gate on it.`,
 			in := node.DoctorInput{Repo: r, Config: cfg, Fake: fake}
 			if st, err := e.status(); err == nil {
 				in.Daemon = &st
-				_ = e.apiCall(func(c *api.Client) error {
+				_ = e.apiCall(func(c api.Node) error {
 					in.Offers, err = c.Offers(e.ctx, api.OfferQuery{})
 					return err
 				})

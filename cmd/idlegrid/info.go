@@ -42,15 +42,8 @@ func (e *env) noDaemon(r *repo.Repo) error {
 
 // status asks the daemon, turning "connection refused" from a stale api
 // file into the same plain answer.
-func (e *env) status() (api.Status, error) {
-	c, err := e.client()
-	if err != nil {
-		return api.Status{}, err
-	}
-	st, err := c.Status(e.ctx)
-	if errors.Is(err, api.ErrNoDaemon) {
-		return st, e.noDaemon(&repo.Repo{Path: e.repoPath()})
-	}
+func (e *env) status() (st api.Status, err error) {
+	err = e.apiCall(func(c api.Node) (err error) { st, err = c.Status(e.ctx); return })
 	return st, err
 }
 
@@ -205,7 +198,7 @@ func newPeersCmd(e *env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			var peers []api.Peer
-			if err := e.apiCall(func(c *api.Client) (err error) { peers, err = c.Peers(e.ctx); return }); err != nil {
+			if err := e.apiCall(func(c api.Node) (err error) { peers, err = c.Peers(e.ctx); return }); err != nil {
 				return err
 			}
 			return e.printList(peers, len(peers), "no peers connected", func(w io.Writer) {

@@ -16,11 +16,12 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// records asks the running daemon, or, with none, reads the repository's
-// datastore directly (it then holds the repository's lock meanwhile).
-func records[T any](e *env, viaAPI func(*api.Client) (T, error), offline func(*node.Records) (T, error)) (T, error) {
+// records runs f against the running daemon, or, with none, against
+// the repository's datastore directly (it then holds the repository's
+// lock meanwhile): one command, written once, for both.
+func records[T any](e *env, f func(api.Records) (T, error)) (T, error) {
 	var out T
-	err := e.apiCall(func(c *api.Client) (err error) { out, err = viaAPI(c); return })
+	err := e.apiCall(func(c api.Node) (err error) { out, err = f(c); return })
 	if !errors.Is(err, api.ErrNoDaemon) {
 		return out, err
 	}
@@ -33,7 +34,7 @@ func records[T any](e *env, viaAPI func(*api.Client) (T, error), offline func(*n
 		return out, err
 	}
 	defer recs.Close()
-	return offline(recs)
+	return f(recs)
 }
 
 func newLeasesCmd(e *env) *cobra.Command {
@@ -48,8 +49,7 @@ else from the repository itself.`,
   idlegrid leases --json`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			ls, err := records(e, func(c *api.Client) ([]api.LeaseView, error) { return c.Leases(e.ctx) },
-				func(r *node.Records) ([]api.LeaseView, error) { return r.Leases(e.ctx) })
+			ls, err := records(e, func(r api.Records) ([]api.LeaseView, error) { return r.Leases(e.ctx) })
 			if err != nil {
 				return err
 			}
@@ -80,8 +80,7 @@ renter and provider signed is settled; one signed by one side is that side's
 claim (the other vanished or disagreed).`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			rs, err := records(e, func(c *api.Client) ([]api.ReceiptView, error) { return c.Receipts(e.ctx) },
-				func(r *node.Records) ([]api.ReceiptView, error) { return r.Receipts(e.ctx) })
+			rs, err := records(e, func(r api.Records) ([]api.ReceiptView, error) { return r.Receipts(e.ctx) })
 			if err != nil {
 				return err
 			}
@@ -107,8 +106,7 @@ and currency, the sum of the receipts with it. Positive: the peer owes this
 node (it rented from us); negative: this node owes the peer.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			es, err := records(e, func(c *api.Client) ([]api.LedgerEntry, error) { return c.Ledger(e.ctx) },
-				func(r *node.Records) ([]api.LedgerEntry, error) { return r.Ledger(e.ctx) })
+			es, err := records(e, func(r api.Records) ([]api.LedgerEntry, error) { return r.Ledger(e.ctx) })
 			if err != nil {
 				return err
 			}
@@ -182,7 +180,7 @@ daemon when one runs, else as a light client.`,
 		Args: exactArgs(1, "LEASE"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			var l api.LeaseView
-			err := e.apiCall(func(c *api.Client) (err error) { l, err = c.CancelLease(e.ctx, args[0]); return })
+			err := e.apiCall(func(c api.Node) (err error) { l, err = c.CancelLease(e.ctx, args[0]); return })
 			if errors.Is(err, api.ErrNoDaemon) {
 				n, done, lerr := e.lightNode(nil)
 				if lerr != nil {

@@ -23,7 +23,7 @@ import (
 
 // apiCall runs f against the repository's daemon, turning a refused
 // connection into the plain "no daemon is running" answer.
-func (e *env) apiCall(f func(*api.Client) error) error {
+func (e *env) apiCall(f func(api.Node) error) error {
 	c, err := e.client()
 	if err != nil {
 		return err
@@ -60,7 +60,7 @@ providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
 				return usagef("--group-by %q: want model", groupBy)
 			}
 			var offers []api.OfferView
-			if err := e.apiCall(func(c *api.Client) (err error) { offers, err = c.Offers(e.ctx, q); return }); err != nil {
+			if err := e.apiCall(func(c api.Node) (err error) { offers, err = c.Offers(e.ctx, q); return }); err != nil {
 				return err
 			}
 			if groupBy == "model" {
@@ -251,7 +251,7 @@ nothing fits, how many offers failed each check. Publishes nothing.`,
 				return usagef("--sort %q: want %s", sortBy, strings.Join(candidateSorts, ", "))
 			}
 			var res api.MatchResult
-			if err := e.apiCall(func(c *api.Client) (err error) { res, err = c.Match(e.ctx, req); return }); err != nil {
+			if err := e.apiCall(func(c api.Node) (err error) { res, err = c.Match(e.ctx, req); return }); err != nil {
 				return err
 			}
 			sortCandidates(res.Candidates, sortBy)
@@ -303,7 +303,7 @@ topic, and wait for providers whose offers fit to answer with signed quotes.`,
 				fmt.Fprintf(e.stderr, "placing the bid and collecting quotes for %s…\n", wait)
 			}
 			var res api.BidResult
-			if err := e.apiCall(func(c *api.Client) (err error) { res, err = c.PlaceBid(e.ctx, req); return }); err != nil {
+			if err := e.apiCall(func(c api.Node) (err error) { res, err = c.PlaceBid(e.ctx, req); return }); err != nil {
 				return err
 			}
 			if e.asJSON {

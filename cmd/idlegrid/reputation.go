@@ -31,7 +31,7 @@ minutes is first asked for the receipts it holds of itself (up to 5 s).`,
 		Args: exactArgs(1, "PEER"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			var v api.ReputationView
-			if err := e.apiCall(func(c *api.Client) (err error) { v, err = c.Reputation(e.ctx, args[0]); return }); err != nil {
+			if err := e.apiCall(func(c api.Node) (err error) { v, err = c.Reputation(e.ctx, args[0]); return }); err != nil {
 				return err
 			}
 			if e.asJSON {

@@ -55,6 +55,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "idlegrid: %s\n", inert.Text(oneLine(err)))
+	if say := adviceFor(err); say != "" {
+		fmt.Fprintf(stderr, "idlegrid: hint: %s\n", say)
+	}
 	var ue usageError
 	var xe exitError
 	switch {

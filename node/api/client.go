@@ -11,12 +11,17 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/idlegrid/idlegrid/node/fault"
 )
+
+var _ Node = (*Client)(nil)
 
 // ErrNoDaemon is returned when no daemon answers at the address.
 var ErrNoDaemon = errors.New("no daemon is running")
 
-// Client reads a daemon's API.
+// Client is a daemon's API over HTTP: the Node that a command in another
+// process talks to.
 type Client struct {
 	base  string
 	token string
@@ -47,6 +52,23 @@ func (c *Client) Peers(ctx context.Context) ([]Peer, error) {
 
 // Offers fetches GET /v1/offers with the query's filters.
 func (c *Client) Offers(ctx context.Context, q OfferQuery) ([]OfferView, error) {
+	var out []OfferView
+	return out, c.get(ctx, "/v1/offers?"+offerValues(q).Encode(), &out)
+}
+
+// Market fetches GET /v1/market: the offers q selects, summed up, with
+// the cheapest limit listed.
+func (c *Client) Market(ctx context.Context, q OfferQuery, limit int) (MarketSummary, error) {
+	v := offerValues(q)
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	var out MarketSummary
+	return out, c.get(ctx, "/v1/market?"+v.Encode(), &out)
+}
+
+// offerValues is q as GET /v1/offers' and /v1/market's query.
+func offerValues(q OfferQuery) url.Values {
 	v := url.Values{}
 	for k, s := range map[string]string{"gpu": q.GPU, "country": q.Country, "max_price": q.MaxPrice, "tier": q.Tier, "sort": q.Sort} {
 		if s != "" {
@@ -56,8 +78,7 @@ func (c *Client) Offers(ctx context.Context, q OfferQuery) ([]OfferView, error) 
 	if q.MinVRAMGiB > 0 {
 		v.Set("min_vram_gib", strconv.Itoa(q.MinVRAMGiB))
 	}
-	var out []OfferView
-	return out, c.get(ctx, "/v1/offers?"+v.Encode(), &out)
+	return v
 }
 
 // Match asks POST /v1/match for ranked candidates.
@@ -82,6 +103,30 @@ func (c *Client) Attest(ctx context.Context, req AttestRequest) (AttestResult, e
 func (c *Client) Leases(ctx context.Context) ([]LeaseView, error) {
 	var out []LeaseView
 	return out, c.get(ctx, "/v1/leases", &out)
+}
+
+// Lease fetches GET /v1/leases/{id}.
+func (c *Client) Lease(ctx context.Context, id string) (LeaseView, error) {
+	var out LeaseView
+	return out, c.get(ctx, "/v1/leases/"+url.PathEscape(id), &out)
+}
+
+// GPUs fetches GET /v1/gpus: a provider's GPUs as read now.
+func (c *Client) GPUs(ctx context.Context) (GPUsStatus, error) {
+	var out GPUsStatus
+	return out, c.get(ctx, "/v1/gpus", &out)
+}
+
+// StartRental asks POST /v1/rentals to start a rental the daemon runs.
+func (c *Client) StartRental(ctx context.Context, req RentRequest) (RentalView, error) {
+	var out RentalView
+	return out, c.post(ctx, "/v1/rentals", req, &out)
+}
+
+// Rentals fetches GET /v1/rentals.
+func (c *Client) Rentals(ctx context.Context) ([]RentalView, error) {
+	var out []RentalView
+	return out, c.get(ctx, "/v1/rentals", &out)
 }
 
 // Reputation asks GET /v1/reputation/{peer} for this node's view of peer.
@@ -140,12 +185,16 @@ func (c *Client) do(req *http.Request, path string, out any) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		err := fmt.Errorf("%s: %s", path, resp.Status)
 		var e Error
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s: %s", path, e.Error)
+			err = fmt.Errorf("%s: %s", path, e.Error)
 		}
-		return fmt.Errorf("%s: %s", path, resp.Status)
+		if kind := kindOf(resp.StatusCode); kind != nil {
+			return fault.Mark(kind, err)
+		}
+		return err
 	}
 	if err := json.Unmarshal(body, out); err != nil {
 		return fmt.Errorf("%s: decode: %w", path, err)

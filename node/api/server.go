@@ -11,42 +11,90 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Backend is what the server reads; node implements it.
-type Backend interface {
-	Status() Status
-	Peers() []Peer
-	Offers(OfferQuery) ([]OfferView, error)
+// Node is one node's API: everything the CLI and the dashboard ask of a
+// node. The node implements it in process (node.Node.API), and Client
+// over HTTP; package apitest runs one suite against both, so a command is
+// written once, against Node. Every method takes a context first, and a
+// failure that is the request's is of a kind of package fault (invalid,
+// not found, conflict, unavailable), in process and over HTTP alike.
+type Node interface {
+	Records
+	Status(context.Context) (Status, error)
+	Peers(context.Context) ([]Peer, error)
+	// Offers lists the offers in the node's book that q selects.
+	Offers(context.Context, OfferQuery) ([]OfferView, error)
+	// Market sums up the offers q selects, listing the cheapest limit.
+	Market(ctx context.Context, q OfferQuery, limit int) (MarketSummary, error)
 	Match(context.Context, BidRequest) (MatchResult, error)
 	PlaceBid(context.Context, BidRequest) (BidResult, error)
 	Attest(context.Context, AttestRequest) (AttestResult, error)
-	Leases(context.Context) ([]LeaseView, error)
-	Receipts(context.Context) ([]ReceiptView, error)
-	Ledger(context.Context) ([]LedgerEntry, error)
-	CancelLease(context.Context, string) (LeaseView, error)
+	CancelLease(ctx context.Context, id string) (LeaseView, error)
 	Reputation(ctx context.Context, peer string) (ReputationView, error)
 	// Lease is one of this node's leases.
 	Lease(ctx context.Context, id string) (LeaseView, error)
-	// Market sums up the offers q selects, listing the cheapest limit.
-	Market(q OfferQuery, limit int) (MarketSummary, error)
 	// GPUs reads a provider's GPUs now.
 	GPUs(context.Context) (GPUsStatus, error)
-	// StartRental starts a rental the node runs and follows itself;
-	// Rentals lists those started, newest first.
-	StartRental(RentRequest) (RentalView, error)
-	Rentals() []RentalView
+	// StartRental starts a rental the node runs and follows itself (ctx
+	// bounds the asking, not the rental); Rentals lists those started,
+	// newest first.
+	StartRental(context.Context, RentRequest) (RentalView, error)
+	Rentals(context.Context) ([]RentalView, error)
+}
+
+// Records is the part of Node that a repository answers by itself, with
+// no daemon running (node.Records).
+type Records interface {
+	Leases(context.Context) ([]LeaseView, error)
+	Receipts(context.Context) ([]ReceiptView, error)
+	Ledger(context.Context) ([]LedgerEntry, error)
+}
+
+// Backend is what the server serves: a Node, and where the files of a
+// lease's output are, which its output stream reads.
+type Backend interface {
+	Node
 	// LeaseLogs names the files a renter keeps a lease's output in.
 	LeaseLogs(ctx context.Context, id string) (LeaseLogs, error)
 }
 
-// BadRequest marks a Backend error caused by the request (HTTP 400).
-type BadRequest struct{ Err error }
+// statuses is the one table from a kind of failure (package fault) to
+// the status the API answers it with; Client reads a status back into its
+// kind. An error of no kind is the node's own: 500, unless the handler
+// says otherwise.
+var statuses = []struct {
+	kind error
+	code int
+}{
+	{fault.ErrInvalid, http.StatusBadRequest},
+	{fault.ErrNotFound, http.StatusNotFound},
+	{fault.ErrConflict, http.StatusConflict},
+	{fault.ErrUnavailable, http.StatusServiceUnavailable},
+}
 
-func (e BadRequest) Error() string { return e.Err.Error() }
-func (e BadRequest) Unwrap() error { return e.Err }
+// statusOf is the status err answers with: its kind's, else otherwise.
+func statusOf(err error, otherwise int) int {
+	for _, s := range statuses {
+		if errors.Is(err, s.kind) {
+			return s.code
+		}
+	}
+	return otherwise
+}
+
+// kindOf is the kind of failure a status stands for, or nil.
+func kindOf(code int) error {
+	for _, s := range statuses {
+		if s.code == code {
+			return s.kind
+		}
+	}
+	return nil
+}
 
 // maxRequestBody bounds a JSON request body.
 const maxRequestBody = 64 << 10
@@ -65,10 +113,10 @@ type Server struct {
 func NewServer(b Backend, metrics prometheus.Gatherer, g Guard, log *slog.Logger) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, b.Status())
+		reply(w, func() (any, error) { return b.Status(r.Context()) })
 	})
 	mux.HandleFunc("GET /v1/peers", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, b.Peers())
+		reply(w, func() (any, error) { return b.Peers(r.Context()) })
 	})
 	mux.HandleFunc("GET /v1/offers", func(w http.ResponseWriter, r *http.Request) {
 		q, limit, err := offerQuery(r)
@@ -77,7 +125,7 @@ func NewServer(b Backend, metrics prometheus.Gatherer, g Guard, log *slog.Logger
 			return
 		}
 		reply(w, func() (any, error) {
-			offers, err := b.Offers(q)
+			offers, err := b.Offers(r.Context(), q)
 			if limit > 0 && len(offers) > limit {
 				offers = offers[:limit]
 			}
@@ -158,7 +206,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.srv.Shutdown(ctx)
 }
 
-// reply writes what f returns: 200, 400 for a BadRequest, else 500.
+// reply writes what f returns: 200, or its error's status (statuses),
+// else 500.
 func reply(w http.ResponseWriter, f func() (any, error)) {
 	v, err := f()
 	if err != nil {
@@ -168,13 +217,10 @@ func reply(w http.ResponseWriter, f func() (any, error)) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-// writeError answers err: 400 for a BadRequest, else status.
-func writeError(w http.ResponseWriter, err error, status int) {
-	var bad BadRequest
-	if errors.As(err, &bad) {
-		status = http.StatusBadRequest
-	}
-	writeJSON(w, status, Error{Error: err.Error()})
+// writeError answers err with its kind's status (statuses), else with
+// otherwise.
+func writeError(w http.ResponseWriter, err error, otherwise int) {
+	writeJSON(w, statusOf(err, otherwise), Error{Error: err.Error()})
 }
 
 // readJSON decodes a bounded request body strictly, answering 400 itself.

@@ -90,20 +90,20 @@ func mountUI(mux *http.ServeMux, b Backend, g Guard) {
 			writeJSON(w, http.StatusBadRequest, Error{Error: err.Error()})
 			return
 		}
-		reply(w, func() (any, error) { return b.Market(q, limit) })
+		reply(w, func() (any, error) { return b.Market(r.Context(), q, limit) })
 	})
 	mux.HandleFunc("GET /v1/gpus", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, func() (any, error) { return b.GPUs(r.Context()) })
 	})
 	mux.HandleFunc("GET /v1/rentals", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, b.Rentals())
+		reply(w, func() (any, error) { return b.Rentals(r.Context()) })
 	})
 	mux.HandleFunc("POST /v1/rentals", func(w http.ResponseWriter, r *http.Request) {
 		var req RentRequest
 		if !readJSON(w, r, &req) {
 			return
 		}
-		v, err := b.StartRental(req)
+		v, err := b.StartRental(r.Context(), req)
 		if err != nil {
 			writeError(w, err, http.StatusServiceUnavailable)
 			return
@@ -210,12 +210,19 @@ func events(w http.ResponseWriter, r *http.Request, b Backend) {
 	var gpusRead, spoke time.Time
 	for {
 		now := time.Now()
-		st := b.Status()
+		st, serr := b.Status(r.Context())
 		st.UptimeSec = 0 // changes always; the page counts from StartedAt
 		leases, lerr := b.Leases(r.Context())
-		err := errors.Join(push("status", st), push("rentals", b.Rentals()))
-		if lerr == nil {
-			err = errors.Join(err, push("leases", leases))
+		rentals, rerr := b.Rentals(r.Context())
+		var err error
+		for _, p := range []struct {
+			event string
+			v     any
+			err   error
+		}{{"status", st, serr}, {"rentals", rentals, rerr}, {"leases", leases, lerr}} {
+			if p.err == nil {
+				err = errors.Join(err, push(p.event, p.v))
+			}
 		}
 		if st.Provider && now.Sub(gpusRead) >= gpuEvery {
 			gpusRead = now

@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/fault"
 )
 
 // SortOffers orders views, listed by price, by what only the node
@@ -55,21 +56,21 @@ func OfferFilter(q api.OfferQuery) (market.OfferFilter, error) {
 	if q.GPU != "" {
 		models, err := ResolveGPUs("gpu", []string{q.GPU})
 		if err != nil {
-			return f, api.BadRequest{Err: err}
+			return f, fault.Invalid(err)
 		}
 		f.GPUModel = models[0]
 	}
 	if q.MaxPrice != "" {
 		p, err := market.ParsePrice(q.MaxPrice)
 		if err != nil {
-			return f, api.BadRequest{Err: fmt.Errorf("max_price: %w", err)}
+			return f, fault.Invalidf("max_price: %w", err)
 		}
 		f.MaxPriceMicros = p
 	}
 	if q.Tier != "" {
 		t, err := market.TierFromName(q.Tier)
 		if err != nil {
-			return f, api.BadRequest{Err: err}
+			return f, fault.Invalid(err)
 		}
 		f.Tier = t
 	}
@@ -78,7 +79,7 @@ func OfferFilter(q api.OfferQuery) (market.OfferFilter, error) {
 	case "total", "rtt", "reliability":
 		f.SortBy = "price" // then sorted here, by what the node knows
 	default:
-		return f, api.BadRequest{Err: fmt.Errorf("sort %q: want %s", q.Sort, strings.Join(api.OfferSorts, ", "))}
+		return f, fault.Invalidf("sort %q: want %s", q.Sort, strings.Join(api.OfferSorts, ", "))
 	}
 	return f, nil
 }
