@@ -86,3 +86,17 @@ type CCSource interface {
 	// nonce (NonceSize bytes); none when the machine is not in CC mode.
 	CCEvidence(ctx context.Context, nonce []byte) ([]CCEvidence, error)
 }
+
+// LocalInventory reads this machine's GPUs through NVML, or, when fake
+// names one of FakeMachines, the fake machine built on go-nvml's mocks.
+// A machine without a driver gives an empty inventory with the reason.
+func LocalInventory(ctx context.Context, fake string) (Inventory, error) {
+	if fake != "" {
+		src, err := NewFake(fake)
+		if err != nil {
+			return Inventory{}, err
+		}
+		return src.Inventory(ctx)
+	}
+	return OpenNVML("").Inventory(ctx)
+}

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/idlegrid/idlegrid/attest"
-	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/doctor"
 	"github.com/spf13/cobra"
 )
 
@@ -44,7 +44,7 @@ or a systemd ExecStartPre can gate on it.`,
 			if err != nil {
 				return err
 			}
-			in := node.DoctorInput{Repo: r, Config: cfg, Fake: fake}
+			in := doctor.Input{Repo: r, Config: cfg, Fake: fake}
 			if st, err := e.status(); err == nil {
 				in.Daemon = &st
 				_ = e.apiCall(func(c api.Node) error {
@@ -52,10 +52,10 @@ or a systemd ExecStartPre can gate on it.`,
 					return err
 				})
 			}
-			checks := node.Doctor(e.ctx, in)
+			checks := doctor.Run(e.ctx, in)
 			failed := 0
 			for _, c := range checks {
-				if c.Status == node.CheckFail {
+				if c.Status == doctor.CheckFail {
 					failed++
 				}
 			}

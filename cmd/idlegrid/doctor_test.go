@@ -9,18 +9,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/doctor"
 	"github.com/idlegrid/idlegrid/node/repo"
 )
 
-func doctor(t *testing.T, args ...string) (map[string]node.Check, result) {
+func runDoctor(t *testing.T, args ...string) (map[string]doctor.Check, result) {
 	t.Helper()
 	r := runCLI(t, append([]string{"doctor", "--json"}, args...)...)
-	var checks []node.Check
+	var checks []doctor.Check
 	if err := json.Unmarshal([]byte(r.stdout), &checks); err != nil {
 		t.Fatalf("doctor --json: %v\n%+v", err, r)
 	}
-	byName := map[string]node.Check{}
+	byName := map[string]doctor.Check{}
 	for _, c := range checks {
 		byName[c.Name] = c
 	}
@@ -29,21 +29,21 @@ func doctor(t *testing.T, args ...string) (map[string]node.Check, result) {
 
 func TestDoctor(t *testing.T) {
 	dir := newRepo(t, "--profile", "provider")
-	checks, r := doctor(t, "--repo", dir)
+	checks, r := runDoctor(t, "--repo", dir)
 	for _, name := range []string{"repository", "nvml", "docker", "gpu runtime", "gpus in a container", "disk for images", "ports", "reachability", "clock"} {
 		if _, ok := checks[name]; !ok {
 			t.Errorf("no %q check: %v", name, checks)
 		}
 	}
-	if c := checks["docker"]; c.Status != node.CheckOK && os.Getenv("IDLEGRID_NO_DOCKER") == "" {
+	if c := checks["docker"]; c.Status != doctor.CheckOK && os.Getenv("IDLEGRID_NO_DOCKER") == "" {
 		t.Errorf("docker: %+v (the tests run a Docker engine)", c)
 	}
-	if c := checks["reachability"]; c.Status != node.CheckSkip || !strings.Contains(c.Detail, "idlegrid daemon") {
+	if c := checks["reachability"]; c.Status != doctor.CheckSkip || !strings.Contains(c.Detail, "idlegrid daemon") {
 		t.Errorf("reachability without a daemon: %+v", c)
 	}
 	failed := 0
 	for _, c := range checks {
-		if c.Status == node.CheckFail {
+		if c.Status == doctor.CheckFail {
 			failed++
 		}
 	}
@@ -61,11 +61,11 @@ func TestDoctor(t *testing.T) {
 	defer busy.Close()
 	port := busy.Addr().(*net.TCPAddr).Port
 	setConfig(t, dir, "api.port", fmt.Sprint(port))
-	checks, r = doctor(t, "--repo", dir)
-	if c := checks["repository"]; c.Status != node.CheckFail || !strings.Contains(c.Detail, "identity.key is mode 0644") || !strings.Contains(c.Fix, "chmod 600") {
+	checks, r = runDoctor(t, "--repo", dir)
+	if c := checks["repository"]; c.Status != doctor.CheckFail || !strings.Contains(c.Detail, "identity.key is mode 0644") || !strings.Contains(c.Fix, "chmod 600") {
 		t.Errorf("repository with a readable key: %+v", c)
 	}
-	if c := checks["ports"]; c.Status != node.CheckFail || !strings.Contains(c.Detail, fmt.Sprint(port)) {
+	if c := checks["ports"]; c.Status != doctor.CheckFail || !strings.Contains(c.Detail, fmt.Sprint(port)) {
 		t.Errorf("ports with api.port taken: %+v", c)
 	}
 	if r.code != 1 || !strings.Contains(r.lastLine(), "checks failed") {
@@ -73,12 +73,12 @@ func TestDoctor(t *testing.T) {
 	}
 
 	// GPUs (go-nvml's mock DGX H100): the engine must attach them.
-	checks, _ = doctor(t, "--repo", dir, "--fake", "dgxh100")
-	if c := checks["nvml"]; c.Status != node.CheckOK || !strings.Contains(c.Detail, "8 GPUs") {
+	checks, _ = runDoctor(t, "--repo", dir, "--fake", "dgxh100")
+	if c := checks["nvml"]; c.Status != doctor.CheckOK || !strings.Contains(c.Detail, "8 GPUs") {
 		t.Errorf("nvml on a fake DGX H100: %+v", c)
 	}
 	rt, inContainer := checks["gpu runtime"], checks["gpus in a container"]
-	if rt.Status == node.CheckFail && (inContainer.Status != node.CheckFail || !strings.Contains(inContainer.Fix, "NVIDIA Container Toolkit")) {
+	if rt.Status == doctor.CheckFail && (inContainer.Status != doctor.CheckFail || !strings.Contains(inContainer.Fix, "NVIDIA Container Toolkit")) {
 		t.Errorf("an engine without the NVIDIA runtime, and a container given GPUs: %+v", inContainer)
 	}
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market/gpus"
-	"github.com/idlegrid/idlegrid/node"
 	"github.com/spf13/cobra"
 )
 
@@ -40,7 +39,7 @@ model ("4090", "rtx-4090", "H100 SXM", "h100-80gb").`,
 			if catalog {
 				return printCatalog(e)
 			}
-			inv, err := node.GPUInventory(e.ctx, fake)
+			inv, err := attest.LocalInventory(e.ctx, fake)
 			if errors.Is(err, attest.ErrUnknownFake) {
 				return usageError{err}
 			}

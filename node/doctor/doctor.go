@@ -1,4 +1,14 @@
-package node
+// Package doctor checks what a provider needs, in order, and says for
+// each check what to do: the repository, the GPUs through NVML, the
+// Docker engine, GPUs in a container, disk for images, ports,
+// reachability and the clock. It owns nothing and changes nothing; it
+// reads what it is handed (the repository, its configuration, the
+// running daemon's status and book) and what it asks the machine.
+//
+// doctor imports attest (to read the GPUs), node/api (the daemon's
+// status and offers as the API gives them), node/config, node/executor and
+// node/repo; never node itself or p2p.
+package doctor
 
 import (
 	"context"
@@ -13,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
@@ -29,7 +40,7 @@ const (
 	CheckSkip = "skip" // cannot be checked now; Detail says why
 )
 
-// Check is one finding of Doctor: what was checked, how it stands, and
+// Check is one finding of Run: what was checked, how it stands, and
 // what to do about it.
 type Check struct {
 	Name   string `json:"check"`
@@ -38,10 +49,10 @@ type Check struct {
 	Fix    string `json:"fix,omitempty"`
 }
 
-// DoctorInput is what Doctor looks at: the repository and its config,
+// Input is what Run looks at: the repository and its config,
 // the running daemon's status and book if one answers (nil otherwise),
 // and the GPU source to read (fake, for tests; empty reads NVML).
-type DoctorInput struct {
+type Input struct {
 	Repo   *repo.Repo
 	Config config.Config
 	Daemon *api.Status
@@ -57,10 +68,10 @@ type DoctorInput struct {
 // warning: one CUDA image is 5 to 20 GiB.
 const minImageDisk = 20 << 30
 
-// Doctor checks what a provider needs, in order: the repository, the
+// Run checks what a provider needs, in order: the repository, the
 // GPUs through NVML, the Docker engine, GPUs in a container, disk for
 // images, ports, reachability and the clock. It never changes anything.
-func Doctor(ctx context.Context, in DoctorInput) []Check {
+func Run(ctx context.Context, in Input) []Check {
 	var out []Check
 	add := func(c Check) { out = append(out, c) }
 	add(checkRepo(in.Repo))
@@ -135,7 +146,7 @@ type gpuFinding struct {
 }
 
 func checkNVML(ctx context.Context, fake string, cfg config.Config) gpuFinding {
-	inv, err := GPUInventory(ctx, fake)
+	inv, err := attest.LocalInventory(ctx, fake)
 	needs := cfg.Provider.Enabled && cfg.Provider.GPUSource != "static"
 	switch {
 	case err != nil || inv.Unavailable != "":
