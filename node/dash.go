@@ -217,11 +217,11 @@ func (n *Node) GPUs(ctx context.Context) (api.GPUsStatus, error) {
 	if n.provider == nil {
 		return st, fault.Unavailablef("this node sells no GPUs (provider.enabled is false)")
 	}
-	if o, ok := n.provider.ownOffer(); ok {
+	if o, ok := n.provider.OwnOffer(); ok {
 		v := views.Offer(o, n.reputation.scores())
 		st.Offer = &v
 	}
-	src := n.provider.source
+	src := n.provider.Source()
 	if src == nil {
 		st.Source, st.Unavailable = "static", "provider.gpu_source is static: the GPUs are as provider.gpus lists them, with no readings"
 		return st, nil

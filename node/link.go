@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/geo"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/provider"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -25,22 +26,6 @@ import (
 // each listing what one of them calls; swarmLink implements them all over
 // the host, the gossip router and discovery. A component's test can
 // implement its own without a host.
-
-// publisher is the provider's view: gossip its offers, quote bids.
-type publisher interface {
-	Publish(ctx context.Context, kind string, data []byte) error
-	PublishFlushed(ctx context.Context, kind string, data []byte) error
-	AwaitMesh(ctx context.Context, kind string, wait time.Duration)
-	SendQuote(ctx context.Context, to peer.ID, env []byte) error
-}
-
-// syncer is the market side's view: fetch the books of peers.
-type syncer interface {
-	FetchBook(ctx context.Context, p peer.ID, each func([]byte)) (int, error)
-	FetchEvidence(ctx context.Context, p peer.ID, each func([]byte)) (int, error)
-	// SyncPeers are the connected peers that serve book sync.
-	SyncPeers() []peer.ID
-}
 
 // dealer is the renter's view: find providers, challenge them, lease
 // from them and follow their jobs.
@@ -66,9 +51,9 @@ type swarmLink struct {
 }
 
 var (
-	_ publisher = (*swarmLink)(nil)
-	_ syncer    = (*swarmLink)(nil)
-	_ dealer    = (*swarmLink)(nil)
+	_ provider.Publisher = (*swarmLink)(nil)
+	_ syncer             = (*swarmLink)(nil)
+	_ dealer             = (*swarmLink)(nil)
 )
 
 // Publish gossips data on a topic kind (p2p.TopicOffers, …).

@@ -320,3 +320,11 @@ func (m *marketSide) close() error {
 	}
 	return m.seqs.Flush(context.Background())
 }
+
+// syncer is the market side's view: fetch the books of peers.
+type syncer interface {
+	FetchBook(ctx context.Context, p peer.ID, each func([]byte)) (int, error)
+	FetchEvidence(ctx context.Context, p peer.ID, each func([]byte)) (int, error)
+	// SyncPeers are the connected peers that serve book sync.
+	SyncPeers() []peer.ID
+}

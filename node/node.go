@@ -18,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/metrics"
+	"github.com/idlegrid/idlegrid/node/provider"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -109,10 +110,10 @@ type Node struct {
 	challenger  *challenger
 	relayVouch  relayVouch // whom this node's relay reserves for
 	renter      *renter
-	provider    *provider   // nil unless a provider
-	rentals     rentals     // started through the API
-	marketCache marketCache // the dashboard's last market summary
-	leases      *leaseOwner // nil unless a provider
+	provider    *provider.Provider // nil unless a provider
+	rentals     rentals            // started through the API
+	marketCache marketCache        // the dashboard's last market summary
+	leases      *leaseOwner        // nil unless a provider
 	pinger      *p2p.Pinger
 	coords      *p2p.Coordinates // this node's network coordinate, from New on
 	keeper      *p2p.Keeper      // the peers the connection manager keeps

@@ -432,7 +432,7 @@ func TestSignedObjectsAndProtocolsAreBoundToTheirSwarm(t *testing.T) {
 	// The lab provider's attestation answers name the lab: a challenger
 	// elsewhere refuses them, and evidence made of them.
 	nonce := make([]byte, attest.NonceSize)
-	fresh, standing, err := lab.provider.answerChallenge(ctx, pub.id, nonce)
+	fresh, standing, err := lab.provider.AnswerChallenge(ctx, pub.id, nonce)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/idlegrid/idlegrid/node/provider"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -45,13 +46,13 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 	source := n.opts.GPUSource
 	if source == nil {
 		var err error
-		if source, err = gpuSourceOf(n.cfg.Provider, n.id.String()); err != nil {
+		if source, err = provider.SourceOf(n.cfg.Provider, n.id.String()); err != nil {
 			return nil, fmt.Errorf("provider.gpu_source: %w", err)
 		}
 	}
-	n.provider = newProvider(providerDeps{id: n.id, swarm: n.swarm.Tag(), key: n.key, cfg: n.cfg.Provider, source: source, store: n.store, net: n.link, clock: n.clock, log: log,
-		coord: n.coords.Own, relayOnly: n.relayOnly, book: n.market.snapshot, pricesFrom: n.pricesFrom, verifyMarket: n.newPriceVerifier().verify, metrics: n.metrics})
-	n.market.onBid = n.provider.onBid
+	n.provider = provider.New(provider.Deps{ID: n.id, Swarm: n.swarm.Tag(), Key: n.key, Cfg: n.cfg.Provider, Source: source, Store: n.store, Net: n.link, Clock: n.clock, Log: log,
+		Coord: n.coords.Own, RelayOnly: n.relayOnly, Book: n.market.snapshot, PricesFrom: n.pricesFrom, VerifyMarket: n.newPriceVerifier().Verify, Metrics: n.metrics})
+	n.market.onBid = n.provider.OnBid
 	return nil, nil
 }
 
@@ -113,8 +114,8 @@ func (n *Node) startProvider(context.Context) (func() error, error) {
 		return nil, nil
 	}
 	ctx, cancel := context.WithCancel(n.base)
-	n.provider.start(ctx, n.server(ctx))
-	return func() error { cancel(); n.provider.close(); return nil }, nil
+	n.provider.Start(ctx, n.server(ctx))
+	return func() error { cancel(); n.provider.Close(); return nil }, nil
 }
 
 // startLeases opens the executor [jobs] names, builds the calendars from
@@ -129,7 +130,7 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 		return nil, fmt.Errorf("jobs.executor: %w", err)
 	}
 	var inv *attest.Inventory
-	if src := n.provider.source; src != nil {
+	if src := n.provider.Source(); src != nil {
 		i, err := src.Inventory(ctx)
 		if err != nil {
 			closeExecutor(exec)
@@ -139,7 +140,7 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 	}
 	lo, st, err := newLeaseOwner(leaseDeps{
 		id: n.id, key: n.key, limits: n.limits, provider: n.cfg.Provider, jobs: n.cfg.Jobs, exec: exec, store: n.leaseStore(),
-		clock: n.clock, log: n.opts.Logger.With("subsystem", LogNode), offer: n.provider.ownOffer, source: n.provider.source, ended: n.leaseEnded,
+		clock: n.clock, log: n.opts.Logger.With("subsystem", LogNode), offer: n.provider.OwnOffer, source: n.provider.Source(), ended: n.leaseEnded,
 		renterScore: func(p peer.ID) float64 { return n.reputation.scores().Of(p).AsRenter },
 		stageDir:    filepath.Join(n.repo.Path, repo.StagingDir),
 		signed:      func() { n.reputation.poke() },
@@ -197,4 +198,34 @@ func DevImage(ctx context.Context) (string, error) {
 	}
 	defer d.Close()
 	return d.EnsureBusybox(ctx)
+}
+
+// newPriceVerifier is the node's verifier for its provider.
+func (n *Node) newPriceVerifier() *provider.PriceVerifier {
+	return &provider.PriceVerifier{
+		Self: n.id, Book: n.market.snapshot, Counts: n.pricesFrom, Clock: n.clock,
+		Located: func(p peer.ID) bool { return len(n.host.Peerstore().Addrs(p)) > 0 },
+		Challenge: func(ctx context.Context, p peer.ID) bool {
+			c, err := n.challenger.challenge(ctx, p)
+			return err == nil && c.Verified()
+		},
+	}
+}
+
+// pricesFrom says whether p's offers count toward this node's
+// market-following price: keys cost nothing, and 300 made-up offers in
+// 15 s walked a follower from 2.49 to 1.56 (issue 26). An issuer counts
+// where this node verified its attestation (a challenge it answered with
+// the GPUs its offer claims) and knows where it listens, or where trust
+// reaches it over co-signed receipts.
+func (n *Node) pricesFrom(p peer.ID) bool {
+	if n.challenger != nil && n.challenger.attested(p) && len(n.host.Peerstore().Addrs(p)) > 0 {
+		return true
+	}
+	if n.reputation != nil {
+		if sc := n.reputation.scores(); sc != nil && sc.Of(p).Trust > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -40,10 +40,10 @@ func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 		c.Provider.Pricing = config.PricingConfig{Policy: config.PolicyMarket, Percentile: 50, Floor: "1.50", Ceiling: "9.00", PeakFactor: 1}
 		c.Provider.OfferTTL = config.Dur(time.Minute)
 	})), Options{Clock: clk})
-	waitFor(t, 20*time.Second, "the follower's first offer", func() bool { _, ok := follower.provider.ownOffer(); return ok })
-	own, _ := follower.provider.ownOffer()
+	waitFor(t, 20*time.Second, "the follower's first offer", func() bool { _, ok := follower.provider.OwnOffer(); return ok })
+	own, _ := follower.provider.OwnOffer()
 
-	cfg := follower.provider.cfg()
+	cfg := follower.provider.Config()
 	cfg.GPUs = []config.GPUConfig{{Model: own.Gpus[0].Model, Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
 	cfg.Price, cfg.Pricing, cfg.OfferTTL = "1.00", config.PricingConfig{Policy: config.PolicyFixed, PeakFactor: 1}, config.Dur(time.Hour)
 	const fakes = 40
@@ -52,13 +52,13 @@ func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 
 	republish := func() uint64 {
 		t.Helper()
-		before, _ := follower.provider.ownOffer()
+		before, _ := follower.provider.OwnOffer()
 		clk.Advance(46 * time.Second) // past three quarters of the offer's TTL
 		waitFor(t, 15*time.Second, "the follower re-publishes", func() bool {
-			o, ok := follower.provider.ownOffer()
+			o, ok := follower.provider.OwnOffer()
 			return ok && o.Header.Seq > before.Header.Seq
 		})
-		o, _ := follower.provider.ownOffer()
+		o, _ := follower.provider.OwnOffer()
 		return o.PriceMicros
 	}
 	for round := 1; round <= 4; round++ {
@@ -66,7 +66,7 @@ func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 			t.Fatalf("re-publish %d beside %d made-up offers at 1.00: the follower asks %s, want 2.49 (they must not count)", round, fakes, market.FormatPrice(p))
 		}
 	}
-	if pr := follower.provider.pricing.Load(); pr == nil || pr.Tiers[0].Comparable != 0 {
+	if pr := follower.provider.Pricing(); pr == nil || pr.Tiers[0].Comparable != 0 {
 		t.Errorf("pricing %+v: want no comparable offers", pr)
 	}
 
@@ -116,7 +116,7 @@ func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 		price = next
 	}
 	t.Logf("beside three attested providers at 1.00 and %d made-up offers: %v", fakes, walk)
-	if pr := follower.provider.pricing.Load(); pr == nil || pr.Tiers[0].Comparable != len(real) {
+	if pr := follower.provider.Pricing(); pr == nil || pr.Tiers[0].Comparable != len(real) {
 		t.Errorf("pricing %+v: want the %d attested offers alone", pr, len(real))
 	}
 	for _, n := range real {
@@ -133,7 +133,7 @@ func realOffersAt(follower, boot *Node, real []*Node) string {
 	for _, n := range real {
 		_, atFollower := follower.market.snapshot().Offer(n.id, offer.ProviderOfferID)
 		_, atBoot := boot.market.snapshot().Offer(n.id, offer.ProviderOfferID)
-		_, published := n.provider.ownOffer()
+		_, published := n.provider.OwnOffer()
 		fmt.Fprintf(&b, "%s: published %v, at boot %v, at the follower %v, connected to the follower %v, in boot's offers mesh %v; ",
 			n.id, published, atBoot, atFollower, len(follower.host.Network().ConnsToPeer(n.id)) > 0, slices.Contains(boot.gossip.Mesh(p2p.TopicOffers), n.id))
 	}

@@ -57,7 +57,7 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 	// first offers).
 	waitFor(t, 15*time.Second, "every node in a mesh on every topic", meshOnEveryTopic(append(providers, boot)))
 	own := func(n *Node) (seq, price uint64) {
-		o, ok := n.provider.ownOffer()
+		o, ok := n.provider.OwnOffer()
 		if !ok {
 			return 0, 0
 		}
@@ -147,7 +147,7 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 		if crossings > 1 {
 			t.Errorf("%s crossed the market %d times: %v", name, crossings, h)
 		}
-		if pr := n.provider.pricing.Load(); pr == nil || pr.Policy != config.PolicyMarket || len(pr.Tiers) == 0 || pr.Tiers[0].Comparable != 2 {
+		if pr := n.provider.Pricing(); pr == nil || pr.Policy != config.PolicyMarket || len(pr.Tiers) == 0 || pr.Tiers[0].Comparable != 2 {
 			t.Errorf("%s's pricing: %+v, want the market policy over 2 comparable offers", name, pr)
 		}
 	}
@@ -169,7 +169,7 @@ func TestARepriceLeavesTheAgreedLeaseAlone(t *testing.T) {
 	prov, renter := leaseSwarm(t, func(c *config.Config) {
 		c.Provider.Pricing = config.PricingConfig{Policy: config.PolicyMarket, Percentile: 50, Floor: "0.50", Ceiling: "9.00", PeakFactor: 1}
 	})
-	waitFor(t, 15*time.Second, "the provider's first offer", func() bool { _, ok := prov.provider.ownOffer(); return ok })
+	waitFor(t, 15*time.Second, "the provider's first offer", func() bool { _, ok := prov.provider.OwnOffer(); return ok })
 	type rented struct {
 		res api.RentResult
 		err error
@@ -203,7 +203,7 @@ func TestARepriceLeavesTheAgreedLeaseAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 15*time.Second, "the offer re-priced to 1.80", func() bool {
-		o, ok := prov.provider.ownOffer()
+		o, ok := prov.provider.OwnOffer()
 		return ok && o.PriceMicros == 1_800_000
 	})
 

@@ -62,7 +62,7 @@ func (n *Node) Reload(cfg config.Config) (ReloadResult, error) {
 		for _, f := range providerRestartOnly {
 			setTOMLField(&next, f, fieldByTOML(reflect.ValueOf(started), f))
 		}
-		n.provider.reconfigure(next)
+		n.provider.Reconfigure(next)
 		n.log.Info("configuration reloaded", "applied", strings.Join(res.Applied, ", "))
 	}
 	if len(res.NeedRestart) > 0 {

@@ -1,4 +1,4 @@
-package node
+package provider
 
 import (
 	"cmp"
@@ -27,35 +27,35 @@ const (
 	maxPriceFailures      = 4096             // failures remembered; beyond, the oldest go
 )
 
-// priceVerifier challenges comparable issuers before a market re-price.
-type priceVerifier struct {
-	self      peer.ID
-	book      func() *market.Snapshot
-	counts    func(peer.ID) bool // already counted: Node.pricesFrom
-	located   func(peer.ID) bool // addresses known here
-	challenge func(ctx context.Context, p peer.ID) bool
-	clock     clock.Clock
+// PriceVerifier challenges comparable issuers before a market re-price.
+type PriceVerifier struct {
+	Self      peer.ID
+	Book      func() *market.Snapshot
+	Counts    func(peer.ID) bool // already counted: Node.pricesFrom
+	Located   func(peer.ID) bool // addresses known here
+	Challenge func(ctx context.Context, p peer.ID) bool
+	Clock     clock.Clock
 
 	mu     sync.Mutex // guards failed; held for no I/O
 	failed map[peer.ID]time.Time
 }
 
-// verify challenges, for the offer o is about to be priced as, the
+// Verify challenges, for the offer o is about to be priced as, the
 // cheapest comparable issuers that cannot count yet, and waits for the
 // answers within priceChallengeWait or ctx.
-func (v *priceVerifier) verify(ctx context.Context, o *pb.Offer) {
+func (v *PriceVerifier) Verify(ctx context.Context, o *pb.Offer) {
 	if v == nil || len(o.GetGpus()) == 0 {
 		return
 	}
-	snap := v.book()
+	snap := v.Book()
 	if snap == nil {
 		return
 	}
-	now := v.clock.Now()
+	now := v.Clock.Now()
 	cheapest := map[peer.ID]uint64{}
 	snap.EachOffer(market.OfferFilter{GPUModel: o.Gpus[0].Model}, func(c *pb.Offer, price uint64) {
 		p := market.Issuer(c)
-		if p == v.self || c.Currency != o.Currency || c.GetHeader().GetExpiresUnixMs() <= now.UnixMilli() {
+		if p == v.Self || c.Currency != o.Currency || c.GetHeader().GetExpiresUnixMs() <= now.UnixMilli() {
 			return
 		}
 		if old, ok := cheapest[p]; !ok || price < old {
@@ -64,7 +64,7 @@ func (v *priceVerifier) verify(ctx context.Context, o *pb.Offer) {
 	})
 	var ask []peer.ID
 	for p := range cheapest {
-		if !v.failedLately(p, now) && v.located(p) && !v.counts(p) {
+		if !v.failedLately(p, now) && v.Located(p) && !v.Counts(p) {
 			ask = append(ask, p)
 		}
 	}
@@ -79,7 +79,7 @@ func (v *priceVerifier) verify(ctx context.Context, o *pb.Offer) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !v.challenge(ctx, p) {
+			if !v.Challenge(ctx, p) {
 				v.fail(p, now)
 			}
 		}()
@@ -87,14 +87,14 @@ func (v *priceVerifier) verify(ctx context.Context, o *pb.Offer) {
 	wg.Wait()
 }
 
-func (v *priceVerifier) failedLately(p peer.ID, now time.Time) bool {
+func (v *PriceVerifier) failedLately(p peer.ID, now time.Time) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	at, ok := v.failed[p]
 	return ok && now.Sub(at) < priceChallengeBackoff
 }
 
-func (v *priceVerifier) fail(p peer.ID, now time.Time) {
+func (v *PriceVerifier) fail(p peer.ID, now time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.failed == nil {
@@ -118,16 +118,4 @@ func (v *priceVerifier) fail(p peer.ID, now time.Time) {
 		}
 	}
 	v.failed[p] = now
-}
-
-// newPriceVerifier is the node's verifier for its provider.
-func (n *Node) newPriceVerifier() *priceVerifier {
-	return &priceVerifier{
-		self: n.id, book: n.market.snapshot, counts: n.pricesFrom, clock: n.clock,
-		located: func(p peer.ID) bool { return len(n.host.Peerstore().Addrs(p)) > 0 },
-		challenge: func(ctx context.Context, p peer.ID) bool {
-			c, err := n.challenger.challenge(ctx, p)
-			return err == nil && c.Verified()
-		},
-	}
 }

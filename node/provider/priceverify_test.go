@@ -1,4 +1,4 @@
-package node
+package provider
 
 import (
 	"context"
@@ -39,11 +39,11 @@ func TestThePriceVerifierIsBoundedPerRepublishAndInMemory(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var asked []peer.ID
-	v := &priceVerifier{
-		self: "me", book: book.Snapshot, clock: clk,
-		counts:  func(peer.ID) bool { return false },
-		located: func(peer.ID) bool { return true },
-		challenge: func(_ context.Context, p peer.ID) bool {
+	v := &PriceVerifier{
+		Self: "me", Book: book.Snapshot, Clock: clk,
+		Counts:  func(peer.ID) bool { return false },
+		Located: func(peer.ID) bool { return true },
+		Challenge: func(_ context.Context, p peer.ID) bool {
 			mu.Lock()
 			defer mu.Unlock()
 			asked = append(asked, p)
@@ -57,7 +57,7 @@ func TestThePriceVerifierIsBoundedPerRepublishAndInMemory(t *testing.T) {
 	seen := map[peer.ID]bool{}
 	for round := range 3 {
 		asked = nil
-		v.verify(context.Background(), own)
+		v.Verify(context.Background(), own)
 		if len(asked) != maxPriceChallenges {
 			t.Fatalf("round %d: %d challenges, want %d", round, len(asked), maxPriceChallenges)
 		}
@@ -73,7 +73,7 @@ func TestThePriceVerifierIsBoundedPerRepublishAndInMemory(t *testing.T) {
 	}
 	clk.Advance(priceChallengeBackoff)
 	asked = nil
-	v.verify(context.Background(), own)
+	v.Verify(context.Background(), own)
 	if len(asked) != maxPriceChallenges || price[asked[0]] > 1_030_000 {
 		t.Errorf("after the backoff: asked %d, want the cheapest %d again", len(asked), maxPriceChallenges)
 	}

@@ -1,4 +1,4 @@
-package node
+package provider
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // quoteTTL is how long a provider's quote holds.
 const quoteTTL = 5 * time.Minute
 
-// onBid hands a gossiped bid, relayed by from, to the quoting loop
+// OnBid hands a gossiped bid, relayed by from, to the quoting loop
 // without waiting. Bids wait by lane and are quoted round-robin across
 // lanes: a peer's own bids are one lane, the bids it relays for others
 // another. A peer relaying a flood of bids (of free keys, whose quotes go
@@ -26,7 +26,7 @@ const quoteTTL = 5 * time.Minute
 // in, even when the flood comes through that renter. A bid that finds its
 // lane full goes unanswered, so a slow renter or a burst of bids never
 // holds up the bids topic.
-func (p *provider) onBid(_ context.Context, from peer.ID, b *pb.Bid) {
+func (p *Provider) OnBid(_ context.Context, from peer.ID, b *pb.Bid) {
 	if !p.bids.push(from, b) {
 		p.log.Debug("bid not quoted: its relay's queue is full", "bid", b.Header.Id, "relay", from)
 		p.metrics.BidUnquoted(metrics.UnquotedQueueFull)
@@ -34,7 +34,7 @@ func (p *provider) onBid(_ context.Context, from peer.ID, b *pb.Bid) {
 }
 
 // quoteLoop answers the queued bids, at most maxQuoting at once.
-func (p *provider) quoteLoop(ctx context.Context) {
+func (p *Provider) quoteLoop(ctx context.Context) {
 	defer p.wg.Done()
 	var sending sync.WaitGroup
 	defer sending.Wait()
@@ -132,7 +132,7 @@ func (q *bidQueue) pop() (*pb.Bid, bool) {
 
 // answer quotes a bid that this provider's own offer fits, and sends the
 // quote to the bidder.
-func (p *provider) answer(ctx context.Context, b *pb.Bid) {
+func (p *Provider) answer(ctx context.Context, b *pb.Bid) {
 	if market.Issuer(b) == p.id {
 		return
 	}
@@ -162,12 +162,12 @@ func (p *provider) answer(ctx context.Context, b *pb.Bid) {
 // source.
 var errNothingToAttest = errors.New("this node sells no GPUs it can attest")
 
-// answerChallenge answers from's challenge: this provider's GPUs as its
+// AnswerChallenge answers from's challenge: this provider's GPUs as its
 // source reads them now, over the nonce and naming from, with each GPU's
 // confidential-computing evidence, where the source gives it, over the
 // nonce bound to this provider and the challenge, backing its current
 // offer; and the standing document that offer names by hash.
-func (p *provider) answerChallenge(ctx context.Context, from peer.ID, nonce []byte) (fresh, standing []byte, err error) {
+func (p *Provider) AnswerChallenge(ctx context.Context, from peer.ID, nonce []byte) (fresh, standing []byte, err error) {
 	defer func() { p.metrics.AttestationServed(err) }()
 	if p.source == nil {
 		return nil, nil, errNothingToAttest
@@ -202,7 +202,7 @@ var standingKey = ds.NewKey("/provider/standing/" + offer.ProviderOfferID)
 // CUDA), or a new one, signed and stored. Kept across republishing and
 // restarts, its hash stays the one in every copy of the offer that books
 // still hold, so a challenger with an older copy finds it covered.
-func (p *provider) standingFor(ctx context.Context, inv attest.Inventory, offerID string, now time.Time) ([]byte, error) {
+func (p *Provider) standingFor(ctx context.Context, inv attest.Inventory, offerID string, now time.Time) ([]byte, error) {
 	fresh := attest.NewDocument(inv, p.id, attest.Challenge{Swarm: p.swarm}, now, []string{offerID})
 	if env, err := p.store.Get(ctx, standingKey); err == nil {
 		d, err := attest.VerifyStanding(env, p.id, p.swarm, attest.DocumentHash(env), offerID)

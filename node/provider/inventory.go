@@ -1,4 +1,4 @@
-package node
+package provider
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"github.com/idlegrid/idlegrid/node/offer"
 )
 
-// gpuSource opens the provider's GPU source, or nil for a static list.
+// SourceOf opens the provider's GPU source, or nil for a static list.
 // A fake machine's GPUs are derived from seed (the node's peer ID), so a
 // restarted provider finds the GPUs its stored leases name.
-func gpuSourceOf(p config.ProviderConfig, seed string) (attest.GPUSource, error) {
+func SourceOf(p config.ProviderConfig, seed string) (attest.GPUSource, error) {
 	switch {
 	case p.GPUSource == "nvml":
 		return attest.OpenNVML(""), nil
@@ -25,7 +25,7 @@ func gpuSourceOf(p config.ProviderConfig, seed string) (attest.GPUSource, error)
 
 // readSellable reads the source and returns the sellable groups, with
 // the inventory they came from.
-func (p *provider) readSellable(ctx context.Context) ([]config.GPUConfig, *attest.Inventory, error) {
+func (p *Provider) readSellable(ctx context.Context) ([]config.GPUConfig, *attest.Inventory, error) {
 	inv, err := p.source.Inventory(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -33,7 +33,7 @@ func (p *provider) readSellable(ctx context.Context) ([]config.GPUConfig, *attes
 	if inv.Unavailable != "" {
 		return nil, nil, fmt.Errorf("no GPUs to sell: %s", inv.Unavailable)
 	}
-	groups, why := offer.Sellable(p.cfg(), inv)
+	groups, why := offer.Sellable(p.Config(), inv)
 	if len(why) > 0 {
 		p.log.Debug("GPUs held back", "why", why)
 	}

@@ -1,4 +1,4 @@
-package node
+package provider
 
 import (
 	"context"
@@ -26,11 +26,11 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// provider publishes this node's offer, answers bids with quotes and
+// Provider publishes this node's offer, answers bids with quotes and
 // challenges with attestations. Its run goroutine alone touches current
 // and selling; the own book (this node's offer only) and the standing
 // attestation are read by the quotes, the challenges and the lease owner.
-type provider struct {
+type Provider struct {
 	id      peer.ID
 	swarm   string
 	key     crypto.PrivKey
@@ -38,7 +38,7 @@ type provider struct {
 	wake    chan struct{}                         // a reconfigure for the loop
 	source  attest.GPUSource                      // nil: the static provider.gpus
 	store   ds.Datastore
-	net     publisher
+	net     Publisher
 	clock   clock.Clock
 	log     *slog.Logger
 	own     *market.Book // holds only this node's offer, for quoting and admission
@@ -68,55 +68,72 @@ type provider struct {
 	metrics *metrics.Metrics // may be nil
 }
 
-// providerDeps are what a provider is built from.
-type providerDeps struct {
-	id     peer.ID
-	swarm  string // the swarm's tag, named in every offer
-	key    crypto.PrivKey
-	cfg    config.ProviderConfig
-	source attest.GPUSource
-	store  ds.Datastore
-	net    publisher
-	clock  clock.Clock
-	log    *slog.Logger
-	// coord is this node's network coordinate, carried in its offers; nil
+// Deps are what a Provider is built from.
+type Deps struct {
+	ID     peer.ID
+	Swarm  string // the swarm's tag, named in every offer
+	Key    crypto.PrivKey
+	Cfg    config.ProviderConfig
+	Source attest.GPUSource
+	Store  ds.Datastore
+	Net    Publisher
+	Clock  clock.Clock
+	Log    *slog.Logger
+	// Coord is this node's network coordinate, carried in its offers; nil
 	// for none.
-	coord func() *coordinate.Coordinate
-	// relayOnly reports whether peers reach this node only through relays,
+	Coord func() *coordinate.Coordinate
+	// RelayOnly reports whether peers reach this node only through relays,
 	// which its offers say; nil: never.
-	relayOnly func() bool
-	// book is the node's market; nil: none.
-	book func() *market.Snapshot
-	// pricesFrom says whose offers in book count toward a market price
-	// (Node.pricesFrom); nil: no one's.
-	pricesFrom func(peer.ID) bool
-	// verifyMarket challenges comparable issuers before a market re-price
-	// (priceVerifier.verify); nil: none.
-	verifyMarket func(ctx context.Context, o *pb.Offer)
-	// metrics counts offers, quotes and attestations; nil: none.
-	metrics *metrics.Metrics
+	RelayOnly func() bool
+	// Book is the node's market; nil: none.
+	Book func() *market.Snapshot
+	// PricesFrom says whose offers in Book count toward a market price;
+	// nil: no one's.
+	PricesFrom func(peer.ID) bool
+	// VerifyMarket challenges comparable issuers before a market re-price
+	// (PriceVerifier.Verify); nil: none.
+	VerifyMarket func(ctx context.Context, o *pb.Offer)
+	// Metrics counts offers, quotes and attestations; nil: none.
+	Metrics *metrics.Metrics
 }
 
 // maxQuoting bounds the quotes a provider sends at once; bids beyond it
 // go unanswered rather than queue up behind slow renters.
 const maxQuoting = 16
 
-func newProvider(d providerDeps) *provider {
-	p := &provider{
-		id: d.id, swarm: d.swarm, key: d.key, wake: make(chan struct{}, 1), source: d.source, store: d.store, net: d.net, clock: d.clock, log: d.log,
-		coord: d.coord, relayOnly: d.relayOnly, book: d.book, pricesFrom: d.pricesFrom, verifyMarket: d.verifyMarket, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
-		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting), metrics: d.metrics,
+// New is a provider of d, which publishes nothing until Start.
+func New(d Deps) *Provider {
+	p := &Provider{
+		id: d.ID, swarm: d.Swarm, key: d.Key, wake: make(chan struct{}, 1), source: d.Source, store: d.Store, net: d.Net, clock: d.Clock, log: d.Log,
+		coord: d.Coord, relayOnly: d.RelayOnly, book: d.Book, pricesFrom: d.PricesFrom, verifyMarket: d.VerifyMarket, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
+		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting), metrics: d.Metrics,
 	}
-	p.cfgNow.Store(&d.cfg)
+	p.cfgNow.Store(&d.Cfg)
 	return p
 }
 
-// cfg is the provider's configuration now.
-func (p *provider) cfg() config.ProviderConfig { return *p.cfgNow.Load() }
+// Config is the provider's configuration now.
+func (p *Provider) Config() config.ProviderConfig { return *p.cfgNow.Load() }
 
-// reconfigure replaces the terms the next offer is built on (price,
+// Source is the provider's GPU source; nil for the static provider.gpus.
+func (p *Provider) Source() attest.GPUSource { return p.source }
+
+// Standing is the signed standing attestation the current offer names by
+// hash, or nil before the first.
+func (p *Provider) Standing() []byte {
+	if s := p.standing.Load(); s != nil {
+		return *s
+	}
+	return nil
+}
+
+// Pricing is how the offer last built was priced, or nil before the
+// first.
+func (p *Provider) Pricing() *offer.Pricing { return p.pricing.Load() }
+
+// Reconfigure replaces the terms the next offer is built on (price,
 // windows, policy) and has the loop publish it now.
-func (p *provider) reconfigure(c config.ProviderConfig) {
+func (p *Provider) Reconfigure(c config.ProviderConfig) {
 	p.cfgNow.Store(&c)
 	select {
 	case p.wake <- struct{}{}:
@@ -124,25 +141,25 @@ func (p *provider) reconfigure(c config.ProviderConfig) {
 	}
 }
 
-// start puts the offer the provider is about to publish in its own book
+// Start puts the offer the provider is about to publish in its own book
 // and serves challenges, then starts publishing and quoting. ctx ends
 // them: the offer is withdrawn.
-func (p *provider) start(ctx context.Context, sv p2p.Server) {
+func (p *Provider) Start(ctx context.Context, sv p2p.Server) {
 	p.markSince(ctx, p.clock.Now())
 	p.prepare(ctx)
 	if p.source != nil {
-		p2p.ServeAttestation(sv, p.answerChallenge)
+		p2p.ServeAttestation(sv, p.AnswerChallenge)
 	}
 	p.wg.Add(2)
 	go p.run(ctx)
 	go p.quoteLoop(ctx)
 }
 
-// close waits for what start started (its ctx must have ended).
-func (p *provider) close() { p.wg.Wait() }
+// Close waits for what Start started (its ctx must have ended).
+func (p *Provider) Close() { p.wg.Wait() }
 
-// ownOffer is this provider's offer as it stands, if any.
-func (p *provider) ownOffer() (*pb.Offer, bool) {
+// OwnOffer is this provider's offer as it stands, if any.
+func (p *Provider) OwnOffer() (*pb.Offer, bool) {
 	return p.own.Snapshot().Offer(p.id, offer.ProviderOfferID)
 }
 
@@ -152,7 +169,7 @@ var seqKey = ds.NewKey("/provider/seq/" + offer.ProviderOfferID)
 // nextSeq returns a sequence number above every one this node has used,
 // persisted first, so a restarted provider is never ignored as stale: the
 // current time in milliseconds, or one above the last if the clock went back.
-func (p *provider) nextSeq(ctx context.Context, now time.Time) (uint64, error) {
+func (p *Provider) nextSeq(ctx context.Context, now time.Time) (uint64, error) {
 	seq := uint64(now.UnixMilli())
 	last, err := p.store.Get(ctx, seqKey)
 	switch {
@@ -170,7 +187,7 @@ func (p *provider) nextSeq(ctx context.Context, now time.Time) (uint64, error) {
 // publish signs and gossips o, an offer or a withdrawal, and keeps it in
 // the provider's own book, which quotes are made from. With flush it waits
 // until o was written to a peer: the node is about to close.
-func (p *provider) publish(ctx context.Context, o *pb.Offer, flush bool) error {
+func (p *Provider) publish(ctx context.Context, o *pb.Offer, flush bool) error {
 	env, err := market.Sign(p.key, o)
 	if err != nil {
 		return err
@@ -201,7 +218,7 @@ const firstPeerWait = 10 * time.Second
 // when ctx ends. With a GPU source it reads the GPUs every watch_interval
 // and republishes at once when what it can sell changes, or withdraws the
 // offer while nothing is sellable. Peers that arrive later get it by sync.
-func (p *provider) run(ctx context.Context) {
+func (p *Provider) run(ctx context.Context) {
 	defer p.wg.Done()
 	p.net.AwaitMesh(ctx, p2p.TopicOffers, firstPeerWait)
 	var due time.Time                // when the offer must be re-published
@@ -246,16 +263,16 @@ func (p *provider) run(ctx context.Context) {
 // sellableNow is what the provider can sell now: the static list, or what
 // the GPU source reads, with the inventory it read (nil for the static
 // list).
-func (p *provider) sellableNow(ctx context.Context) ([]config.GPUConfig, *attest.Inventory, error) {
+func (p *Provider) sellableNow(ctx context.Context) ([]config.GPUConfig, *attest.Inventory, error) {
 	if p.source == nil {
-		return p.cfg().GPUs, nil, nil
+		return p.Config().GPUs, nil, nil
 	}
 	return p.readSellable(ctx)
 }
 
 // publishOffer signs and gossips an offer for gpus. With an inventory the
 // offer carries the hash of its standing attestation (standingFor).
-func (p *provider) publishOffer(ctx context.Context, gpus []config.GPUConfig, inv *attest.Inventory, now time.Time) error {
+func (p *Provider) publishOffer(ctx context.Context, gpus []config.GPUConfig, inv *attest.Inventory, now time.Time) error {
 	o, err := p.buildOffer(ctx, gpus, inv, now)
 	if err != nil {
 		return err
@@ -272,7 +289,7 @@ func (p *provider) publishOffer(ctx context.Context, gpus []config.GPUConfig, in
 // and its standing attestation in the challengers' answers, before it
 // serves leases: a renter holding the offer from before a restart is not
 // refused while the first publication waits for a mesh.
-func (p *provider) prepare(ctx context.Context) {
+func (p *Provider) prepare(ctx context.Context) {
 	gpus, inv, err := p.sellableNow(ctx)
 	if err != nil || len(gpus) == 0 {
 		return
@@ -285,12 +302,12 @@ func (p *provider) prepare(ctx context.Context) {
 
 // buildOffer makes the offer for gpus under the next sequence number, with
 // the standing attestation of inv when there is one.
-func (p *provider) buildOffer(ctx context.Context, gpus []config.GPUConfig, inv *attest.Inventory, now time.Time) (*pb.Offer, error) {
+func (p *Provider) buildOffer(ctx context.Context, gpus []config.GPUConfig, inv *attest.Inventory, now time.Time) (*pb.Offer, error) {
 	seq, err := p.nextSeq(ctx, now)
 	if err != nil {
 		return nil, err
 	}
-	cfg := p.cfg()
+	cfg := p.Config()
 	cfg.GPUs = gpus
 	o, err := offer.Build(cfg, p.id, seq, now)
 	if err != nil {
@@ -334,7 +351,7 @@ const coordErrorFloor = 0.1
 
 // coordNow is the provider's coordinate for an offer; nil with none, or
 // with one of a shape the market would refuse.
-func (p *provider) coordNow() *pb.NetworkCoordinate {
+func (p *Provider) coordNow() *pb.NetworkCoordinate {
 	if p.coord == nil {
 		return nil
 	}
@@ -350,7 +367,7 @@ func (p *provider) coordNow() *pb.NetworkCoordinate {
 // now, the node's error fell to half the offer's (above coordErrorFloor:
 // a few republishes while the coordinate converges), or the node's moved
 // coordMoveAtLeast from it.
-func (p *provider) coordMoved() bool {
+func (p *Provider) coordMoved() bool {
 	if p.current == nil || p.current.Withdrawn || p.coord == nil {
 		return false
 	}
@@ -373,12 +390,12 @@ func (p *provider) coordMoved() bool {
 
 // reachMoved reports whether the offer says the node is reachable only
 // through relays and that is no longer so, or the other way round.
-func (p *provider) reachMoved() bool {
+func (p *Provider) reachMoved() bool {
 	return p.current != nil && !p.current.Withdrawn && p.relayOnly != nil && p.relayOnly() != p.current.RelayOnly
 }
 
 // withdrawNow gossips a withdrawal of the current offer while the node runs.
-func (p *provider) withdrawNow(ctx context.Context) {
+func (p *Provider) withdrawNow(ctx context.Context) {
 	if err := p.withdrawOffer(ctx, false); err != nil {
 		p.log.Warn("withdrawal not published", "err", err)
 	}
@@ -386,7 +403,7 @@ func (p *provider) withdrawNow(ctx context.Context) {
 
 // withdraw gossips a withdrawal of the current offer so books drop it now
 // rather than at expiry. It runs during shutdown, with its own deadline.
-func (p *provider) withdraw() {
+func (p *Provider) withdraw() {
 	if p.current == nil || p.current.Withdrawn {
 		return
 	}
@@ -408,7 +425,7 @@ func (p *provider) withdraw() {
 
 // withdrawOffer publishes a withdrawal of the current offer: its header
 // at a new sequence number.
-func (p *provider) withdrawOffer(ctx context.Context, flush bool) error {
+func (p *Provider) withdrawOffer(ctx context.Context, flush bool) error {
 	now := p.clock.Now()
 	seq, err := p.nextSeq(ctx, now)
 	if err != nil {
@@ -422,4 +439,12 @@ func (p *provider) withdrawOffer(ctx context.Context, flush bool) error {
 	}
 	p.current, p.selling = w, nil
 	return nil
+}
+
+// Publisher is the provider's view of the swarm: gossip its offers, quote bids.
+type Publisher interface {
+	Publish(ctx context.Context, kind string, data []byte) error
+	PublishFlushed(ctx context.Context, kind string, data []byte) error
+	AwaitMesh(ctx context.Context, kind string, wait time.Duration)
+	SendQuote(ctx context.Context, to peer.ID, env []byte) error
 }
