@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -12,23 +11,28 @@ import (
 	attestpb "github.com/idlegrid/idlegrid/attest/pb"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/reputation"
-	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
-	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/offer"
+	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // attestMaxAge is how old (or how far ahead) an attestation may be.
 const attestMaxAge = 30 * time.Second
 
+// challengeNet is the challenger's view of the swarm: a provider's answer
+// to a challenge.
+type challengeNet interface {
+	Challenge(ctx context.Context, p peer.ID) (p2p.Answer, error)
+}
+
 // challenger challenges providers' attestations and judges the answers
 // against the offers this node's book holds.
 type challenger struct {
 	self  peer.ID
 	swarm string // the swarm's tag, which every answer must name
-	net   dealer
+	net   challengeNet
 	book  func() *market.Snapshot
 	roots *x509.CertPool // nil: CC evidence is shown, not verified
 	clock clock.Clock
@@ -186,40 +190,4 @@ func (c *challenger) swap(p peer.ID, l lastDoc) (lastDoc, map[peer.ID]claim) {
 		}
 	}
 	return prev, others
-}
-
-// Attest challenges a peer and verifies its answer: signature, signer,
-// nonce, freshness, each GPU's confidential-computing evidence, that its
-// offer in this node's book claims only attested GPUs and names, by hash,
-// a standing attestation of the same hardware, and what changed since its
-// last document.
-func (n *Node) Attest(ctx context.Context, req api.AttestRequest) (api.AttestResult, error) {
-	id, err := peer.Decode(req.Peer)
-	if err != nil {
-		return api.AttestResult{}, &fault.Field{Name: "peer", Value: strconv.Quote(req.Peer), Want: "not a peer ID"}
-	}
-	res := api.AttestResult{Peer: id.String(), GPUs: []api.AttestedGPU{}, Changes: []string{}}
-	// A provider known from gossip alone has no address here yet: look it
-	// up, as a rental does, before challenging it.
-	if err := n.link.Locate(ctx, id); err != nil {
-		res.Reason = "not reachable: " + err.Error()
-		return res, nil
-	}
-	c, err := n.challenger.challenge(ctx, id)
-	if err != nil {
-		res.Reason = err.Error()
-		return res, nil
-	}
-	res.RTTMillis = float64(c.rtt) / float64(time.Millisecond)
-	if !c.Verified() {
-		res.Reason = c.Err.Error()
-		return res, nil
-	}
-	res.Verified, res.Driver, res.CUDA = true, c.Doc.DriverVersion, c.Doc.CudaVersion
-	for i, g := range c.Doc.Gpus {
-		res.GPUs = append(res.GPUs, api.AttestedGPU{UUID: g.Uuid, Name: g.Name, MemoryGiB: g.MemoryBytes >> 30, ComputeCapability: g.ComputeCapability, CC: c.CC[i]})
-	}
-	res.CC, res.Offer = c.CCSummary, c.OfferLine()
-	res.Changes = append(res.Changes, c.changes...)
-	return res, nil
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/fault"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/views"
@@ -51,7 +54,7 @@ func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
 	out := []api.OfferView{}
 	scores := n.reputation.scores()
 	rtts := n.rtts()
-	for _, o := range n.market.snapshot().FindOffers(f) {
+	for _, o := range n.market.Snapshot().FindOffers(f) {
 		v := views.Offer(o, scores)
 		v.RTTMillis, v.RTTSource = views.RTT(market.RTTOf(rtts, o))
 		v.Implausible = rtts.Implausible(o)
@@ -161,4 +164,63 @@ func (n *Node) CancelLease(ctx context.Context, id string) (api.LeaseView, error
 		return api.LeaseView{}, fmt.Errorf("provider refused: %w", market.RejectOf(reply))
 	}
 	return views.Lease(rec), nil
+}
+
+// Attest challenges a peer and verifies its answer: signature, signer,
+// nonce, freshness, each GPU's confidential-computing evidence, that its
+// offer in this node's book claims only attested GPUs and names, by hash,
+// a standing attestation of the same hardware, and what changed since its
+// last document.
+func (n *Node) Attest(ctx context.Context, req api.AttestRequest) (api.AttestResult, error) {
+	id, err := peer.Decode(req.Peer)
+	if err != nil {
+		return api.AttestResult{}, &fault.Field{Name: "peer", Value: strconv.Quote(req.Peer), Want: "not a peer ID"}
+	}
+	res := api.AttestResult{Peer: id.String(), GPUs: []api.AttestedGPU{}, Changes: []string{}}
+	// A provider known from gossip alone has no address here yet: look it
+	// up, as a rental does, before challenging it.
+	if err := n.link.Locate(ctx, id); err != nil {
+		res.Reason = "not reachable: " + err.Error()
+		return res, nil
+	}
+	c, err := n.challenger.challenge(ctx, id)
+	if err != nil {
+		res.Reason = err.Error()
+		return res, nil
+	}
+	res.RTTMillis = float64(c.rtt) / float64(time.Millisecond)
+	if !c.Verified() {
+		res.Reason = c.Err.Error()
+		return res, nil
+	}
+	res.Verified, res.Driver, res.CUDA = true, c.Doc.DriverVersion, c.Doc.CudaVersion
+	for i, g := range c.Doc.Gpus {
+		res.GPUs = append(res.GPUs, api.AttestedGPU{UUID: g.Uuid, Name: g.Name, MemoryGiB: g.MemoryBytes >> 30, ComputeCapability: g.ComputeCapability, CC: c.CC[i]})
+	}
+	res.CC, res.Offer = c.CCSummary, c.OfferLine()
+	res.Changes = append(res.Changes, c.changes...)
+	return res, nil
+}
+
+// Reputation is this node's view of peer p (api.Backend). A provider in
+// the book it has not asked lately is asked for its receipts first.
+func (n *Node) Reputation(ctx context.Context, p string) (api.ReputationView, error) {
+	id, err := peer.Decode(p)
+	if err != nil {
+		return api.ReputationView{}, fault.Invalidf("peer %q: not a peer ID: %v", p, err)
+	}
+	if _, ok := n.market.Snapshot().Offer(id, offer.ProviderOfferID); ok {
+		n.reputation.learnNow(ctx, id)
+	}
+	s := n.reputation.scores()
+	sc := s.Of(id)
+	v := api.ReputationView{
+		Peer: id.String(), Reliability: sc.Reliability, AsRenter: sc.AsRenter, Trust: sc.Trust,
+		Receipts: sc.Receipts, Trusted: sc.Trusted, Failures: sc.Failures, Disputes: sc.Disputes,
+		Good: sc.Good, Bad: sc.Bad, Basis: views.Basis(sc), Path: []string{},
+	}
+	for _, q := range s.Path(id) {
+		v.Path = append(v.Path, q.String())
+	}
+	return v, nil
 }

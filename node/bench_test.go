@@ -138,7 +138,7 @@ func BenchmarkRentFirstOutput20(b *testing.B) {
 		removeJobsOf(b, p)
 	}
 	waitFor(b, time.Minute, "every provider's offer in the bootstrap node's book", func() bool {
-		return boot.market.snapshot().Len() == 20
+		return boot.market.Snapshot().Len() == 20
 	})
 	req := rentRequest(image, "sh", "-c", "echo first")
 	req.Hours = 1.0 / 60 * 10

@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/book"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/views"
@@ -74,8 +75,8 @@ func bidSpec(req api.BidRequest) (market.BidSpec, error) {
 	if req.MinReliability < 0 || req.MinReliability > 1 {
 		return s, fault.Fieldf("min_reliability", req.MinReliability, "want 0 to 1")
 	}
-	if w := req.LatencyWeight; w != nil && !(*w >= 0 && *w <= maxLatencyWeight) {
-		return s, fault.Fieldf("latency_weight", *w, "want 0 to %d", maxLatencyWeight)
+	if w := req.LatencyWeight; w != nil && !(*w >= 0 && *w <= book.MaxLatencyWeight) {
+		return s, fault.Fieldf("latency_weight", *w, "want 0 to %d", book.MaxLatencyWeight)
 	}
 	tier, err := market.TierFromName(cmp.Or(req.Tier, "silver"))
 	if err != nil {
@@ -132,8 +133,8 @@ func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, 
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	snap := n.market.snapshot()
-	mt := n.market.matcherFor(req)
+	snap := n.market.Snapshot()
+	mt := n.market.MatcherFor(req)
 	res := mt.Match(snap, b, now, limit)
 	out := api.MatchResult{Considered: res.Considered, Feasible: res.Feasible, Candidates: []api.CandidateView{}}
 	scores := n.reputation.scores()
@@ -180,7 +181,7 @@ func (n *Node) PlaceBid(ctx context.Context, req api.BidRequest) (api.BidResult,
 	if err != nil {
 		return api.BidResult{}, err
 	}
-	if err := n.market.placeBid(ctx, b); err != nil {
+	if err := n.market.PlaceBid(ctx, b); err != nil {
 		return api.BidResult{}, err
 	}
 	quotes, err := n.collectQuotes(ctx, b, env, start.Add(wait))
@@ -208,6 +209,6 @@ func (n *Node) collectQuotes(ctx context.Context, b *pb.Bid, env []byte, until t
 	} else {
 		err = fmt.Errorf("publish bid: %w", err)
 	}
-	quotes, qerr := n.market.takeQuotes(context.WithoutCancel(ctx), b.Header.Id)
+	quotes, qerr := n.market.TakeQuotes(context.WithoutCancel(ctx), b.Header.Id)
 	return quotes, cmp.Or(err, qerr)
 }

@@ -39,10 +39,10 @@ func TestAFreshRenterTakesItsBootstrapsWholeBook(t *testing.T) {
 	renter := startNode(t, testRepoWith(t, "renter", repo.InitOptions{Profile: config.ProfileRenter}, func(c *config.Config) { c.Network.Bootstrap = []string{addr} }), Options{})
 	defer func() {
 		if t.Failed() {
-			t.Logf("the renter holds %d offers", renter.market.snapshot().Len())
+			t.Logf("the renter holds %d offers", renter.market.Snapshot().Len())
 		}
 	}()
-	waitFor(t, 30*time.Second, "the renter takes its bootstrap's whole book", func() bool { return renter.market.snapshot().Len() == offers })
+	waitFor(t, 30*time.Second, "the renter takes its bootstrap's whole book", func() bool { return renter.market.Snapshot().Len() == offers })
 
 	// The same book again, from a peer the node did not choose: what it
 	// holds already changes nothing and costs no budget.
@@ -61,7 +61,7 @@ func TestAFreshRenterTakesItsBootstrapsWholeBook(t *testing.T) {
 
 // verdictsOf counts n's verdicts of one topic/result/reason.
 func verdictsOf(n *Node, want string) (count int64) {
-	n.market.validator.EachVerdict(func(topic, result, reason string, k int64) {
+	n.market.Validator.EachVerdict(func(topic, result, reason string, k int64) {
 		if topic+"/"+result+"/"+reason == want {
 			count = k
 		}
@@ -73,7 +73,7 @@ func verdictsOf(n *Node, want string) (count int64) {
 // message.
 func nonZeroVerdicts(n *Node) string {
 	var out []string
-	n.market.validator.EachVerdict(func(topic, result, reason string, k int64) {
+	n.market.Validator.EachVerdict(func(topic, result, reason string, k int64) {
 		if k > 0 {
 			out = append(out, fmt.Sprintf("%s/%s/%s=%d", topic, result, reason, k))
 		}

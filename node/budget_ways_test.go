@@ -112,7 +112,7 @@ func heldOf(n *Node, issuers []peer.ID) int {
 		want[p] = true
 	}
 	held := 0
-	for _, o := range n.market.snapshot().Offers() {
+	for _, o := range n.market.Snapshot().Offers() {
 		if want[market.Issuer(o)] {
 			held++
 		}
@@ -148,7 +148,7 @@ func TestAHundredConnectedKeysShareTheStrangersBudget(t *testing.T) {
 	for k := range keys {
 		peers[k] = newRawPeer(t, keyring[k], victim)
 	}
-	v := victim.market.validator
+	v := victim.market.Validator
 	before, start := v.Accepted.Load(), time.Now()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -216,13 +216,13 @@ func syncAttacker(t testing.TB, sw p2p.Swarm, book [][]byte) host.Host {
 // meet connects h to n and waits until n has taken a book sync more.
 func meet(t testing.TB, h host.Host, n *Node) {
 	t.Helper()
-	synced := n.market.booksSynced.Load()
+	synced := n.market.BooksSynced.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := h.Connect(ctx, peer.AddrInfo{ID: n.id, Addrs: n.host.Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the node syncs the attacker's book", func() bool { return n.market.booksSynced.Load() > synced })
+	waitFor(t, 30*time.Second, "the node syncs the attacker's book", func() bool { return n.market.BooksSynced.Load() > synced })
 }
 
 // honestOffers publishes one offer of each of n fresh keys, providers
@@ -272,14 +272,14 @@ func TestABookSyncFloodLeavesRoomForHonestOffers(t *testing.T) {
 	for _, a := range attackers {
 		meet(t, a, victim)
 	}
-	t.Logf("after the attack the victim's book holds %d offers", victim.market.snapshot().Len())
+	t.Logf("after the attack the victim's book holds %d offers", victim.market.Snapshot().Len())
 	ids := honestOffers(t, relay, 5)
 	waitFor(t, 20*time.Second, "5 honest offers of unconnected providers reach the victim", func() bool { return heldOf(victim, ids) == 5 })
 	// A neighbour that syncs the victim gets no more than the victim
 	// admitted, and takes it within its own budgets (the issue's
 	// neighbours grew to 45,000 offers through their own syncs).
-	relay.market.fetchBook(context.Background(), victim.id)
-	if n, most := relay.market.snapshot().Len(), int(p2p.StrangerRates[p2p.TopicOffers].Burst)+20; n > most {
+	relay.market.FetchBook(context.Background(), victim.id)
+	if n, most := relay.market.Snapshot().Len(), int(p2p.StrangerRates[p2p.TopicOffers].Burst)+20; n > most {
 		t.Errorf("a neighbour that synced the victim holds %d offers; its strangers' budget allows about %d", n, most)
 	}
 

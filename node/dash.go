@@ -76,7 +76,7 @@ const marketFresh = 2 * time.Second
 // Market sums up the offers q selects: per model, a price histogram and
 // the cheapest limit of them (10 when limit is 0).
 func (n *Node) Market(q api.OfferQuery, limit int) (api.MarketSummary, error) {
-	snap, now := n.market.snapshot(), n.clock.Now()
+	snap, now := n.market.Snapshot(), n.clock.Now()
 	key := fmt.Sprintf("%+v/%d", q, limit)
 	c := &n.marketCache
 	c.mu.Lock()

@@ -13,7 +13,7 @@ import (
 func BenchmarkMarketSummary(b *testing.B) {
 	n := startNode(b, testRepo(b, "market", nil), Options{Light: true})
 	fillBookTB(b, n, 10_000)
-	snap := n.market.snapshot()
+	snap := n.market.Snapshot()
 	var ref float64
 	b.Run("reference-FindOffers", func(b *testing.B) {
 		for b.Loop() {
@@ -37,7 +37,7 @@ func BenchmarkMarketSummary(b *testing.B) {
 func BenchmarkEventTick(b *testing.B) {
 	n := startNode(b, testRepo(b, "events", nil), Options{Light: true})
 	fillBookTB(b, n, 10_000)
-	snap := n.market.snapshot()
+	snap := n.market.Snapshot()
 	var ref float64
 	b.Run("reference-summary", func(b *testing.B) {
 		for b.Loop() {

@@ -134,7 +134,7 @@ func rentThroughAFlood(t *testing.T, throughRenter bool) {
 			}
 		}
 	}()
-	v := prov.market.validator
+	v := prov.market.Validator
 	if throughRenter {
 		// Each of the flood's bids reaches the provider relayed by the
 		// renter, as many as the renter's budget for the flooder lets
@@ -165,7 +165,7 @@ func rentThroughAFlood(t *testing.T, throughRenter bool) {
 	if err != nil || res.Lease.Provider != prov.id.String() || res.Receipt.Outcome != views.LeaseCompleted {
 		t.Fatalf("rent through the flood: %v (%s, %s)", err, res.Lease.Provider, res.Receipt.Outcome)
 	}
-	if n := prov.market.snapshot().Len(); n > 1+p2p.IssuerCaps[p2p.TopicOffers]*50 {
+	if n := prov.market.Snapshot().Len(); n > 1+p2p.IssuerCaps[p2p.TopicOffers]*50 {
 		t.Errorf("the provider's book holds %d offers", n)
 	}
 }

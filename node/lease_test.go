@@ -176,7 +176,7 @@ func signedLease(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.CoS
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, ok := renter.market.snapshot().Offer(prov.id, offer.ProviderOfferID)
+	o, ok := renter.market.Snapshot().Offer(prov.id, offer.ProviderOfferID)
 	if !ok {
 		t.Fatal("no offer in the renter's book")
 	}
@@ -291,9 +291,9 @@ func TestRentWalksPastFakeOffersToAnHonestProvider(t *testing.T) {
 	cheap.Price = "1.00"
 	cheap.GPUs = []config.GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0", Interconnect: "sxm"}}
 	fakes := publishStrangers(t, prov, cheap, 8)
-	waitFor(t, 10*time.Second, "the fakes in the provider's book", func() bool { return prov.market.snapshot().Len() == 9 })
+	waitFor(t, 10*time.Second, "the fakes in the provider's book", func() bool { return prov.market.Snapshot().Len() == 9 })
 	renter := startNode(t, testRepo(t, "renter2", bootstrapFrom(prov)), Options{Light: true})
-	waitFor(t, 15*time.Second, "the renter's book holds all 9 offers", func() bool { return renter.market.snapshot().Len() == 9 })
+	waitFor(t, 15*time.Second, "the renter's book holds all 9 offers", func() bool { return renter.market.Snapshot().Len() == 9 })
 
 	res, err := renter.Rent(context.Background(), rentRequest(image, "true"), RentOutput{})
 	if err != nil {

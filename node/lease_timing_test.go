@@ -235,7 +235,7 @@ func testProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 	peerAtSamePrice := publishStrangers(t, renter, same, 1)
 	waitFor(t, 10*time.Second, "the other provider's offer in the renter's book", func() bool {
 		for p := range peerAtSamePrice {
-			if _, ok := renter.market.snapshot().Offer(p, offer.ProviderOfferID); ok {
+			if _, ok := renter.market.Snapshot().Offer(p, offer.ProviderOfferID); ok {
 				return true
 			}
 		}
@@ -247,7 +247,7 @@ func testProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	cands := market.NewMatcher(market.DefaultMatchConfig(), renter.reputation, market.UnknownRTTs{}).Match(renter.market.snapshot(), b, clk.Now(), 10).Candidates
+	cands := market.NewMatcher(market.DefaultMatchConfig(), renter.reputation, market.UnknownRTTs{}).Match(renter.market.Snapshot(), b, clk.Now(), 10).Candidates
 	if len(cands) != 2 || cands[0].PriceMicros != cands[1].PriceMicros || cands[1].Issuer != prov.id {
 		t.Errorf("ranked %v; want the vanished provider last of two at the same price", cands)
 	}

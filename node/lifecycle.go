@@ -233,7 +233,7 @@ func (n *Node) startReputation(ctx context.Context) (func() error, error) {
 }
 
 func (n *Node) startMarket(ctx context.Context) (func() error, error) {
-	if err := n.market.open(ctx, namespace.Wrap(n.store, ds.NewKey("/market"))); err != nil {
+	if err := n.market.Open(ctx, namespace.Wrap(n.store, ds.NewKey("/market"))); err != nil {
 		return nil, fmt.Errorf("market: %w", err)
 	}
 	mctx, cancel := context.WithCancel(n.base)
@@ -250,9 +250,9 @@ func (n *Node) startMarket(ctx context.Context) (func() error, error) {
 	stop := func() error {
 		n.host.Network().StopNotify(notify)
 		cancel()
-		return n.market.close()
+		return n.market.Close()
 	}
-	if err := n.market.start(mctx, n.server(mctx), n.gossip, gone); err != nil {
+	if err := n.market.Start(mctx, n.server(mctx), n.gossip, gone); err != nil {
 		return stop, err
 	}
 	return stop, nil

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/idlegrid/idlegrid/internal/fanout"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/geo"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/book"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/provider"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -52,7 +52,7 @@ type swarmLink struct {
 
 var (
 	_ provider.Publisher = (*swarmLink)(nil)
-	_ syncer             = (*swarmLink)(nil)
+	_ book.Syncer        = (*swarmLink)(nil)
 	_ dealer             = (*swarmLink)(nil)
 )
 
@@ -242,7 +242,7 @@ func (n *Node) measure(ctx context.Context, ps []peer.ID) bool {
 	if pinger == nil { // before the node's ping step started
 		return false
 	}
-	return eachAtOnce(ctx, measureWait, ps, func(ctx context.Context, p peer.ID) bool {
+	return fanout.Any(ctx, measureWait, ps, func(ctx context.Context, p peer.ID) bool {
 		if _, ok := n.coords.RTT(p); ok || n.link.Locate(ctx, p) != nil {
 			return false
 		}
@@ -250,26 +250,6 @@ func (n *Node) measure(ctx context.Context, ps []peer.ID) bool {
 		_, ok := n.coords.RTT(p)
 		return ok
 	})
-}
-
-// eachAtOnce runs do for every peer of ps in parallel, all within limit,
-// and reports whether any returned true.
-func eachAtOnce(ctx context.Context, limit time.Duration, ps []peer.ID, do func(context.Context, peer.ID) bool) bool {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	var wg sync.WaitGroup
-	var any atomic.Bool
-	for _, p := range ps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if do(ctx, p) {
-				any.Store(true)
-			}
-		}()
-	}
-	wg.Wait()
-	return any.Load()
 }
 
 // coordKey is where a node keeps its network coordinate between runs, so

@@ -49,7 +49,7 @@ func BenchmarkNearestOfFiftyProviders(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cands := n.renter.candidates(context.Background(), n.market.matcherFor(req), bid, maxRentCandidates, time.Now(), RentOutput{})
+		cands := n.renter.candidates(context.Background(), n.market.MatcherFor(req), bid, maxRentCandidates, time.Now(), RentOutput{})
 		if len(cands) == 0 {
 			return "", false
 		}
@@ -77,7 +77,7 @@ func BenchmarkNearestOfFiftyProviders(b *testing.B) {
 			}
 		}
 	}
-	full := func(n *Node) bool { return n.market.snapshot().Len() >= providers }
+	full := func(n *Node) bool { return n.market.Snapshot().Len() >= providers }
 	wait := func(what string, within time.Duration, cond func() bool) { waitFor(b, within, what, cond) }
 	b.ResetTimer()
 	for pos := range positions {

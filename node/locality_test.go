@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/book"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -53,7 +54,7 @@ func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 			return false
 		}
 		for _, p := range provs {
-			o, ok := renter.market.snapshot().Offer(p.id, offer.ProviderOfferID)
+			o, ok := renter.market.Snapshot().Offer(p.id, offer.ProviderOfferID)
 			if !ok || o.Coordinate == nil || o.Coordinate.Error > p2p.EstimateMaxError {
 				return false
 			}
@@ -97,7 +98,7 @@ func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range provs {
-		o, ok := renter.market.snapshot().Offer(p.id, offer.ProviderOfferID)
+		o, ok := renter.market.Snapshot().Offer(p.id, offer.ProviderOfferID)
 		if !ok || o.Coordinate == nil {
 			t.Fatalf("%s: offer %v without a coordinate", p.id, ok)
 		}
@@ -105,7 +106,7 @@ func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 			t.Fatalf("%s: %v", p.id, err)
 		}
 	}
-	byEstimate := market.NewMatcher(market.DefaultMatchConfig(), renter.reputation, offerCoords{renter.coords}).Match(renter.market.snapshot(), b, time.Now(), 8)
+	byEstimate := market.NewMatcher(market.DefaultMatchConfig(), renter.reputation, offerCoords{renter.coords}).Match(renter.market.Snapshot(), b, time.Now(), 8)
 	rtts = rtts[:0]
 	for _, c := range byEstimate.Candidates {
 		if c.RTTSource != market.RTTEstimated {
@@ -119,13 +120,13 @@ func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 	// settled: it measures its best candidates before it ranks them, and
 	// ranks by what it measured.
 	fresh := startNode(t, testRepo(t, "fresh", bootstrapFrom(boot)), ms.on(Options{Light: true}))
-	waitFor(t, 15*time.Second, "the offers in the fresh renter's book", func() bool { return fresh.market.snapshot().Len() == 8 })
+	waitFor(t, 15*time.Second, "the offers in the fresh renter's book", func() bool { return fresh.market.Snapshot().Len() == 8 })
 	var said []string
 	fb, err := BuildBid(req, fresh.id, fresh.swarm, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cands := fresh.renter.candidates(context.Background(), fresh.market.matcher, fb, 8, time.Now(), RentOutput{Progress: func(l string) { said = append(said, l) }})
+	cands := fresh.renter.candidates(context.Background(), fresh.market.Matcher, fb, 8, time.Now(), RentOutput{Progress: func(l string) { said = append(said, l) }})
 	if !slices.ContainsFunc(said, func(l string) bool { return strings.Contains(l, "measured the RTT") }) {
 		t.Errorf("the fresh renter did not say it measured: %q", said)
 	}
@@ -230,7 +231,7 @@ func TestTheNearestPeersAreProtected(t *testing.T) {
 
 // syncPeers is a syncer with n peers to sync with, and nothing else.
 type syncPeers struct {
-	syncer
+	book.Syncer
 	n int
 }
 
@@ -242,7 +243,7 @@ func (s syncPeers) SyncPeers() []peer.ID { return make([]peer.ID, s.n) }
 // offers to arrive, not the nearest or the cheapest.
 func TestARentalWaitsForAFewBookSyncs(t *testing.T) {
 	for _, tc := range []struct{ peers, want int }{{5, gatherSyncs}, {2, 2}} {
-		r := &renter{ctx: context.Background(), market: &marketSide{net: syncPeers{n: tc.peers}}}
+		r := &renter{ctx: context.Background(), market: &book.Market{Net: syncPeers{n: tc.peers}}}
 		done := make(chan int64)
 		go func() { done <- r.awaitSyncs(context.Background()) }()
 		for range tc.want {
@@ -251,7 +252,7 @@ func TestARentalWaitsForAFewBookSyncs(t *testing.T) {
 				t.Fatalf("%d peers: returned after %d syncs of %d", tc.peers, got, tc.want)
 			case <-time.After(50 * time.Millisecond):
 			}
-			r.market.booksSynced.Add(1)
+			r.market.BooksSynced.Add(1)
 		}
 		select {
 		case got := <-done:

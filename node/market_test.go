@@ -219,34 +219,6 @@ func TestProviderRestartIsNotStale(t *testing.T) {
 	}
 }
 
-func TestSyncBudget(t *testing.T) {
-	b := syncBudget{burst: 3, every: 10 * time.Second}
-	t0 := time.Now()
-	for i := range 3 {
-		if !b.allow(t0) {
-			t.Fatalf("sync %d of the burst refused", i+1)
-		}
-	}
-	if b.allow(t0.Add(time.Second)) {
-		t.Error("a fourth sync within 10 s allowed")
-	}
-	if !b.allow(t0.Add(11 * time.Second)) {
-		t.Error("no sync allowed after 11 s")
-	}
-	if b.allow(t0.Add(12 * time.Second)) {
-		t.Error("two syncs allowed in one period")
-	}
-	allowed := 0
-	for range 4 {
-		if b.allow(t0.Add(time.Hour)) {
-			allowed++
-		}
-	}
-	if allowed != 3 {
-		t.Errorf("after a long quiet, %d syncs allowed at once; the burst is 3", allowed)
-	}
-}
-
 // offeredGPUs is how many GPUs n's book holds from provider p, or -1.
 func offeredGPUs(n, p *Node) int {
 	offers, _ := n.Offers(api.OfferQuery{})
@@ -348,7 +320,7 @@ func TestStandingAttestationLastsAsLongAsTheHardware(t *testing.T) {
 		t.Helper()
 		var h []byte
 		waitFor(t, 15*time.Second, fmt.Sprintf("an offer of %d GPUs in the bootstrap's book", gpus), func() bool {
-			o, ok := boot.market.snapshot().Offer(p.id, offer.ProviderOfferID)
+			o, ok := boot.market.Snapshot().Offer(p.id, offer.ProviderOfferID)
 			if ok && offeredGPUs(boot, p) == gpus {
 				h = o.AttestationHash
 			}
@@ -404,7 +376,7 @@ func TestAttestationBetweenNodes(t *testing.T) {
 	waitFor(t, 15*time.Second, "the provider's offer in both books", func() bool {
 		return offeredGPUs(boot, prov) == 8 && offeredGPUs(noRoots, prov) == 8
 	})
-	o, _ := boot.market.snapshot().Offer(prov.id, offer.ProviderOfferID)
+	o, _ := boot.market.Snapshot().Offer(prov.id, offer.ProviderOfferID)
 	if len(o.AttestationHash) != 32 {
 		t.Fatalf("the offer's attestation hash has %d bytes", len(o.AttestationHash))
 	}
@@ -445,8 +417,8 @@ func TestAttestationBetweenNodes(t *testing.T) {
 	inv, _ := fake.Inventory(ctx)
 	fresh := attest.NewDocument(inv, prov.id, attest.Challenge{Challenger: boot.id, Nonce: make([]byte, attest.NonceSize)}, time.Now(), []string{offer.ProviderOfferID})
 	fresh.Gpus[2].SerialHash = attest.SerialHash("a swapped board", prov.id)
-	held, _ := boot.market.snapshot().Offer(prov.id, offer.ProviderOfferID)
-	if _, err := attest.CoverageOf(fresh, held, *prov.provider.standing.Load(), prov.id); !errors.Is(err, attest.ErrDocChanged) {
+	held, _ := boot.market.Snapshot().Offer(prov.id, offer.ProviderOfferID)
+	if _, err := attest.CoverageOf(fresh, held, prov.provider.Standing(), prov.id); !errors.Is(err, attest.ErrDocChanged) {
 		t.Errorf("swapped board: %v", err)
 	}
 	if _, err := attest.CoverageOf(fresh, held, []byte("not the document"), prov.id); !errors.Is(err, attest.ErrDocHash) {
@@ -536,7 +508,7 @@ func TestAFullBookKeepsWhatTheNodeVouchesFor(t *testing.T) {
 	prov := config.DefaultConfig(config.ProfileProvider).Provider
 	prov.GPUs = []config.GPUConfig{{Model: "A100", Count: 1, VRAMGiB: 80, ComputeCapability: "8.0"}}
 	publishStrangers(t, relay, prov, 40)
-	v := victim.market.validator
+	v := victim.market.Validator
 	defer func() {
 		if t.Failed() {
 			t.Logf("the victim's validator: %d accepted, %d ignored, %d rejected; %d RPCs dropped for their sender's score",
@@ -549,7 +521,7 @@ func TestAFullBookKeepsWhatTheNodeVouchesFor(t *testing.T) {
 	waitFor(t, 15*time.Second, "the victim judges the 40 offers", func() bool {
 		return v.Accepted.Load()+v.Ignored.Load() >= 40
 	})
-	if n := victim.market.snapshot().Len(); n != 16 {
+	if n := victim.market.Snapshot().Len(); n != 16 {
 		t.Fatalf("the victim's book holds %d offers; its limit is 16", n)
 	}
 	fake, err := attest.NewFake("dgxh200")
@@ -565,12 +537,12 @@ func TestAFullBookKeepsWhatTheNodeVouchesFor(t *testing.T) {
 		res, err := victim.Attest(ctx, api.AttestRequest{Peer: honest.id.String()})
 		return err == nil && res.Verified
 	})
-	victim.market.fetchBook(ctx, honest.id)
+	victim.market.FetchBook(ctx, honest.id)
 	waitFor(t, 15*time.Second, "the honest provider's offer in the full book", func() bool { return offeredGPUs(victim, honest) == 8 })
-	if n := victim.market.snapshot().Len(); n != 16 {
+	if n := victim.market.Snapshot().Len(); n != 16 {
 		t.Errorf("the victim's book holds %d offers; its limit is 16", n)
 	}
-	if o, _ := victim.market.book.Evicted(); o != 1 {
+	if o, _ := victim.market.Book.Evicted(); o != 1 {
 		t.Errorf("%d offers evicted; want 1", o)
 	}
 }
@@ -642,7 +614,7 @@ func TestFramingAProviderLeavesItRentable(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev, _ := attest.NewEvidence(a.Fresh, claimEnv)
-	v := boot.market.validator
+	v := boot.market.Validator
 	judged := func() int64 { return v.Accepted.Load() + v.Rejected.Load() + v.Ignored.Load() }
 	before, rejected := judged(), v.Rejected.Load()
 	if err := g.Topic(p2p.TopicEvidence).Publish(ctx, ev); err != nil {
@@ -654,7 +626,7 @@ func TestFramingAProviderLeavesItRentable(t *testing.T) {
 	}
 
 	// A node never records itself, whatever it is handed.
-	prov.market.recordOffenders(ctx, []peer.ID{prov.id}, ev)
+	prov.market.RecordOffenders(ctx, []peer.ID{prov.id}, ev)
 	for _, n := range []*Node{boot, prov, renter} {
 		if n.market.Excluded(prov.id) {
 			t.Errorf("node %s excludes the framed provider", n.id)

@@ -46,13 +46,13 @@ func nodeGauges(n *Node) []prometheus.Collector {
 			if n.market == nil {
 				return 0
 			}
-			return float64(n.market.snapshot().Len())
+			return float64(n.market.Snapshot().Len())
 		}),
 		gauge("idlegrid_bids_held", "Live bids in this node's book, its own included.", func() float64 {
 			if n.market == nil {
 				return 0
 			}
-			return float64(n.market.snapshot().NumBids())
+			return float64(n.market.Snapshot().NumBids())
 		}),
 	}
 	for _, kind := range p2p.TopicKinds {
@@ -130,10 +130,10 @@ func newValidatorCollector(n *Node) *validatorCollector {
 func (c *validatorCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *validatorCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.n.market == nil || c.n.market.validator == nil {
+	if c.n.market == nil || c.n.market.Validator == nil {
 		return
 	}
-	c.n.market.validator.EachVerdict(func(topic, result, reason string, n int64) {
+	c.n.market.Validator.EachVerdict(func(topic, result, reason string, n int64) {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), topic, result, reason)
 	})
 }

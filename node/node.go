@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/geo"
+	"github.com/idlegrid/idlegrid/node/book"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/metrics"
@@ -105,7 +106,7 @@ type Node struct {
 	disc        *p2p.Discovery
 	gossip      *p2p.Gossip
 	link        *swarmLink
-	market      *marketSide
+	market      *book.Market
 	reputation  *reputationSide
 	challenger  *challenger
 	relayVouch  relayVouch // whom this node's relay reserves for

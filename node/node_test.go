@@ -406,7 +406,7 @@ func TestSignedObjectsAndProtocolsAreBoundToTheirSwarm(t *testing.T) {
 	ctx := context.Background()
 	var env []byte
 	waitFor(t, 10*time.Second, "the lab provider's offer in its own book", func() bool {
-		envs, _ := lab.market.envelopesNow(ctx)
+		envs, _ := lab.market.EnvelopesNow(ctx)
 		if len(envs) == 1 {
 			env = envs[0]
 		}
@@ -422,11 +422,11 @@ func TestSignedObjectsAndProtocolsAreBoundToTheirSwarm(t *testing.T) {
 	if err := pub.limits.ValidateOffer(o, time.Now()); err == nil || !strings.Contains(err.Error(), "header.swarm") {
 		t.Errorf("the lab's offer in the public swarm: %v", err)
 	}
-	rejected := pub.market.validator.Rejected.Load()
+	rejected := pub.market.Validator.Rejected.Load()
 	if err := pub.link.Publish(ctx, p2p.TopicOffers, env); err == nil {
 		t.Error("the public node published the lab's offer")
 	}
-	if pub.market.validator.Rejected.Load() != rejected+1 {
+	if pub.market.Validator.Rejected.Load() != rejected+1 {
 		t.Error("the public node's validator did not reject the lab's offer")
 	}
 	// The lab provider's attestation answers name the lab: a challenger
@@ -454,7 +454,7 @@ func TestSignedObjectsAndProtocolsAreBoundToTheirSwarm(t *testing.T) {
 	if _, err := attest.VerifyEvidence(evidence, lab.Swarm().Tag(), nil); err != nil {
 		t.Fatalf("the lab's evidence in the lab: %v", err)
 	}
-	if err := pub.link.Publish(ctx, p2p.TopicEvidence, evidence); err == nil || pub.market.validator.Rejected.Load() != rejected+2 {
+	if err := pub.link.Publish(ctx, p2p.TopicEvidence, evidence); err == nil || pub.market.Validator.Rejected.Load() != rejected+2 {
 		t.Errorf("the public node took evidence made in the lab: %v", err)
 	}
 	for _, n := range []*Node{lab, pub} {

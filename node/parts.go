@@ -10,6 +10,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/book"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/provider"
@@ -25,15 +26,15 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 	log := n.opts.Logger.With("subsystem", LogNode)
 	n.reputation = newReputationSide(reputationDeps{
 		self: n.id, swarm: n.swarm.Tag(), seeds: n.trustSeeds(), store: n.leaseStore(), saved: n.store, net: n.link,
-		providers: func() []peer.ID { return n.market.providers() }, clock: n.clock, log: log,
+		providers: func() []peer.ID { return n.market.Providers() }, clock: n.clock, log: log,
 	})
-	n.market = newMarketSide(marketDeps{
-		self: n.id, roots: n.ccRoots, book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, known: n.vouchedFor, sources: n.isBootstrap,
-		net: n.link, store: n.store, rel: n.reputation, rtt: n.rtts(), clock: n.clock, log: n.opts.Logger.With("subsystem", LogP2P), limits: n.limits,
+	n.market = book.New(book.Deps{
+		Self: n.id, Roots: n.ccRoots, Book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, Known: n.vouchedFor, Sources: n.isBootstrap,
+		Net: n.link, Store: n.store, Rel: n.reputation, Rtt: n.rtts(), Clock: n.clock, Log: n.opts.Logger.With("subsystem", LogP2P), Limits: n.limits,
 	})
-	n.market.received = n.metrics.Received
-	n.relayVouch.set(n.market.snapshot, n.reputation.scores)
-	n.challenger = &challenger{self: n.id, swarm: n.swarm.Tag(), net: n.link, book: n.market.snapshot, roots: n.ccRoots, clock: n.clock, observe: n.reputation.observe, dispute: n.reputation.dispute,
+	n.market.Received = n.metrics.Received
+	n.relayVouch.set(n.market.Snapshot, n.reputation.scores)
+	n.challenger = &challenger{self: n.id, swarm: n.swarm.Tag(), net: n.link, book: n.market.Snapshot, roots: n.ccRoots, clock: n.clock, observe: n.reputation.observe, dispute: n.reputation.dispute,
 		report: func(ctx context.Context, ev []byte) error { return n.link.Publish(ctx, p2p.TopicEvidence, ev) }, metrics: n.metrics}
 	n.renter = &renter{
 		id: n.id, swarm: n.swarm, key: n.key, net: n.link, market: n.market, challenger: n.challenger, store: n.leaseStore(),
@@ -51,8 +52,8 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 		}
 	}
 	n.provider = provider.New(provider.Deps{ID: n.id, Swarm: n.swarm.Tag(), Key: n.key, Cfg: n.cfg.Provider, Source: source, Store: n.store, Net: n.link, Clock: n.clock, Log: log,
-		Coord: n.coords.Own, RelayOnly: n.relayOnly, Book: n.market.snapshot, PricesFrom: n.pricesFrom, VerifyMarket: n.newPriceVerifier().Verify, Metrics: n.metrics})
-	n.market.onBid = n.provider.OnBid
+		Coord: n.coords.Own, RelayOnly: n.relayOnly, Book: n.market.Snapshot, PricesFrom: n.pricesFrom, VerifyMarket: n.newPriceVerifier().Verify, Metrics: n.metrics})
+	n.market.OnBid = n.provider.OnBid
 	return nil, nil
 }
 
@@ -203,7 +204,7 @@ func DevImage(ctx context.Context) (string, error) {
 // newPriceVerifier is the node's verifier for its provider.
 func (n *Node) newPriceVerifier() *provider.PriceVerifier {
 	return &provider.PriceVerifier{
-		Self: n.id, Book: n.market.snapshot, Counts: n.pricesFrom, Clock: n.clock,
+		Self: n.id, Book: n.market.Snapshot, Counts: n.pricesFrom, Clock: n.clock,
 		Located: func(p peer.ID) bool { return len(n.host.Peerstore().Addrs(p)) > 0 },
 		Challenge: func(ctx context.Context, p peer.ID) bool {
 			c, err := n.challenger.challenge(ctx, p)

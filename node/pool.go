@@ -109,7 +109,7 @@ type poolMember struct {
 func (r *renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, packed []transfer.Packed, out RentOutput, res *api.RentResult, t0 time.Time) error {
 	maxPair := time.Duration(req.MaxPairRTTMillis) * time.Millisecond
 	tm := r.clock.Now()
-	cands := r.candidates(ctx, r.market.matcherFor(req.BidRequest), b, maxRentCandidates, tm, out)
+	cands := r.candidates(ctx, r.market.MatcherFor(req.BidRequest), b, maxRentCandidates, tm, out)
 	res.Timings.Match = r.clock.Since(tm)
 	chosen, err := assemblePool(cands, b.GetGpu().GetCount(), b.GetGpu().GetMinPerProvider(), maxPair)
 	if err != nil {

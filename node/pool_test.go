@@ -247,13 +247,13 @@ func waitPair(t *testing.T, renter *Node, provs []*Node, a, b *Node, bound time.
 	start := time.Now()
 	waitFor(t, 120*time.Second, "every offer in the renter's book settled, the near pair's within the bound", func() bool {
 		for _, p := range provs {
-			o, ok := renter.market.snapshot().Offer(p.id, offer.ProviderOfferID)
+			o, ok := renter.market.Snapshot().Offer(p.id, offer.ProviderOfferID)
 			if !ok || o.Coordinate == nil || o.Coordinate.Error > p2p.EstimateMaxError {
 				return false
 			}
 		}
-		oa, _ := renter.market.snapshot().Offer(a.id, offer.ProviderOfferID)
-		ob, _ := renter.market.snapshot().Offer(b.id, offer.ProviderOfferID)
+		oa, _ := renter.market.Snapshot().Offer(a.id, offer.ProviderOfferID)
+		ob, _ := renter.market.Snapshot().Offer(b.id, offer.ProviderOfferID)
 		d, err := p2p.PairRTT(oa.Coordinate, ob.Coordinate)
 		return err == nil && d < bound
 	})

@@ -76,7 +76,7 @@ func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 	}
 	holdsReal := func() bool {
 		for _, n := range real {
-			if _, ok := follower.market.snapshot().Offer(n.id, offer.ProviderOfferID); !ok {
+			if _, ok := follower.market.Snapshot().Offer(n.id, offer.ProviderOfferID); !ok {
 				return false
 			}
 		}
@@ -87,7 +87,7 @@ func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 	// on the node's clock, held still here, so the test runs it itself.
 	if !waitUntil(10*time.Second, holdsReal) {
 		t.Logf("gossip did not bring every real offer within 10s; syncing the follower's book from boot, as its resync would. %s", realOffersAt(follower, boot, real))
-		follower.market.fetchBook(t.Context(), boot.id)
+		follower.market.FetchBook(t.Context(), boot.id)
 	}
 	if !waitUntil(10*time.Second, holdsReal) {
 		t.Fatalf("after gossip and a book sync: the follower's book lacks a real offer. %s", realOffersAt(follower, boot, real))
@@ -131,8 +131,8 @@ func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 func realOffersAt(follower, boot *Node, real []*Node) string {
 	var b strings.Builder
 	for _, n := range real {
-		_, atFollower := follower.market.snapshot().Offer(n.id, offer.ProviderOfferID)
-		_, atBoot := boot.market.snapshot().Offer(n.id, offer.ProviderOfferID)
+		_, atFollower := follower.market.Snapshot().Offer(n.id, offer.ProviderOfferID)
+		_, atBoot := boot.market.Snapshot().Offer(n.id, offer.ProviderOfferID)
 		_, published := n.provider.OwnOffer()
 		fmt.Fprintf(&b, "%s: published %v, at boot %v, at the follower %v, connected to the follower %v, in boot's offers mesh %v; ",
 			n.id, published, atBoot, atFollower, len(follower.host.Network().ConnsToPeer(n.id)) > 0, slices.Contains(boot.gossip.Mesh(p2p.TopicOffers), n.id))

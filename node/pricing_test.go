@@ -74,7 +74,7 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 			for _, q := range providers {
 				seq, _ := own(q)
 				var have uint64
-				if o, ok := n.market.snapshot().Offer(q.id, offer.ProviderOfferID); ok {
+				if o, ok := n.market.Snapshot().Offer(q.id, offer.ProviderOfferID); ok {
 					have = o.Header.Seq
 				}
 				t.Logf("%s (%s) holds %s's (%s) offer seq %d of %d, over %d connections", name[n], n.id, name[q], q.id, have, seq, len(n.host.Network().ConnsToPeer(q.id)))
@@ -109,7 +109,7 @@ func testPolicyPricedProvidersSettle(t *testing.T, net testNet) {
 		// The next round prices from books that hold every new offer.
 		waitFor(t, 15*time.Second, "every provider's book holds every new offer", func() bool {
 			for _, n := range providers {
-				snap := n.market.snapshot()
+				snap := n.market.Snapshot()
 				for _, q := range providers {
 					seq, _ := own(q)
 					if o, ok := snap.Offer(q.id, offer.ProviderOfferID); !ok || o.Header.Seq < seq {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idlegrid/idlegrid/internal/fanout"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
@@ -332,7 +333,7 @@ func (r *reputationSide) learnFor(ctx context.Context, ps []peer.ID) bool {
 	if r.net == nil {
 		return false
 	}
-	learned := eachAtOnce(ctx, learnForRent, ps, func(ctx context.Context, p peer.ID) bool {
+	learned := fanout.Any(ctx, learnForRent, ps, func(ctx context.Context, p peer.ID) bool {
 		return r.due(p) && r.learnFrom(ctx, p) > 0
 	})
 	if !learned {

@@ -75,10 +75,10 @@ func TestAClaimedRegionLightCannotReachIsRefused(t *testing.T) {
 		t.Fatalf("a bid for the US: %+v, %v; want the provider in Kansas only", res.Candidates, err)
 	}
 	// And says why the liar's offer does not fit.
-	o, _ := renter.market.snapshot().Offer(liar.id, offer.ProviderOfferID)
+	o, _ := renter.market.Snapshot().Offer(liar.id, offer.ProviderOfferID)
 	alone := market.NewBook()
 	alone.PutOffer(o, time.Now())
-	ex := renter.market.matcher.Explain(alone.Snapshot(), mustBid(t, renter, us), time.Now())
+	ex := renter.market.Matcher.Explain(alone.Snapshot(), mustBid(t, renter, us), time.Now())
 	if len(ex.Reasons) != 1 || ex.Reasons[0].Check != "claim" || !strings.Contains(ex.Reasons[0].Example, "country US implausible: measured") || !strings.Contains(ex.Reasons[0].Example, "light needs at least") {
 		t.Errorf("the liar's offer, explained: %+v", ex)
 	}

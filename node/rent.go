@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/book"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/fault"
@@ -146,7 +147,7 @@ type renter struct {
 	id         peer.ID
 	key        crypto.PrivKey
 	net        dealer
-	market     *marketSide
+	market     *book.Market
 	challenger *challenger
 	store      records.Store
 	logsDir    string
@@ -319,7 +320,7 @@ func (r *renter) attempt(ctx context.Context, b *pb.Bid, req api.RentRequest, pa
 		tryFor = defaultTryFor
 	}
 	tm := r.clock.Now()
-	cands := r.candidates(ctx, r.market.matcherFor(req.BidRequest), b, tries, tm, out)
+	cands := r.candidates(ctx, r.market.MatcherFor(req.BidRequest), b, tries, tm, out)
 	res.Timings.Match = r.clock.Since(tm)
 	left := func() time.Duration { return tryFor - (r.clock.Since(tm) - res.Timings.Pull) }
 	var tried []Attempt
@@ -362,7 +363,7 @@ func (r *renter) attempt(ctx context.Context, b *pb.Bid, req api.RentRequest, pa
 // receipts, and matches again if their scores changed.
 func (r *renter) candidates(ctx context.Context, mt *market.Matcher, b *pb.Bid, tries int, now time.Time, out RentOutput) []market.Candidate {
 	match := func() []market.Candidate {
-		matched := mt.Match(r.market.snapshot(), b, now, tries*maxOffersPerIssuer).Candidates
+		matched := mt.Match(r.market.Snapshot(), b, now, tries*maxOffersPerIssuer).Candidates
 		return r.byEvidence(bestPerIssuer(matched, tries), now)
 	}
 	cands := match()

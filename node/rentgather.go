@@ -22,17 +22,17 @@ func (r *renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out
 	lastSaid := time.Time{}
 	for {
 		now := r.clock.Now()
-		snap := r.market.snapshot()
-		if c := r.market.matcherFor(req.BidRequest).Match(snap, b, now, 1).Candidates; len(c) > 0 {
+		snap := r.market.Snapshot()
+		if c := r.market.MatcherFor(req.BidRequest).Match(snap, b, now, 1).Candidates; len(c) > 0 {
 			synced := r.awaitSyncs(ctx)
-			out.say("gathering offers: %d in the book, some fit (%d book syncs)", r.market.snapshot().Len(), synced)
+			out.say("gathering offers: %d in the book, some fit (%d book syncs)", r.market.Snapshot().Len(), synced)
 			return nil
 		}
 		if now.After(deadline) {
-			return &NoProviderError{Why: fmt.Sprintf("nothing fits after %s: %s", wait, r.market.matcherFor(req.BidRequest).Explain(snap, b, now).String())}
+			return &NoProviderError{Why: fmt.Sprintf("nothing fits after %s: %s", wait, r.market.MatcherFor(req.BidRequest).Explain(snap, b, now).String())}
 		}
 		if now.Sub(lastSaid) >= time.Second {
-			out.status("gathering offers: %d in the book, none fits yet: %s", snap.Len(), r.market.matcherFor(req.BidRequest).Explain(snap, b, now).String())
+			out.status("gathering offers: %d in the book, none fits yet: %s", snap.Len(), r.market.MatcherFor(req.BidRequest).Explain(snap, b, now).String())
 			lastSaid = now
 		}
 		select {
@@ -51,13 +51,13 @@ func (r *renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out
 // the nearest or the cheapest. Syncs are network events, so it waits in
 // real time whatever the node's clock. It returns the syncs done.
 func (r *renter) awaitSyncs(ctx context.Context) int64 {
-	want := int64(min(gatherSyncs, len(r.market.net.SyncPeers())))
+	want := int64(min(gatherSyncs, len(r.market.Net.SyncPeers())))
 	give := time.NewTimer(gatherSettle)
 	defer give.Stop()
 	look := time.NewTicker(50 * time.Millisecond)
 	defer look.Stop()
 	for {
-		if synced := r.market.booksSynced.Load(); synced >= want {
+		if synced := r.market.BooksSynced.Load(); synced >= want {
 			return synced
 		}
 		select {
@@ -67,6 +67,6 @@ func (r *renter) awaitSyncs(ctx context.Context) int64 {
 		case <-look.C:
 			continue
 		}
-		return r.market.booksSynced.Load()
+		return r.market.BooksSynced.Load()
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/book"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/offer"
@@ -47,8 +48,8 @@ func madeUpOffers(t *testing.T, cfg config.ProviderConfig, n int, now time.Time,
 // one a validator passed.
 func intoBook(t *testing.T, n *Node) func(*pb.Offer, []byte) {
 	return func(o *pb.Offer, _ []byte) {
-		if err := n.market.do(context.Background(), func(*marketState) {
-			if err := n.market.book.PutOffer(o, n.clock.Now()); err != nil {
+		if err := n.market.Do(context.Background(), func(*book.State) {
+			if err := n.market.Book.PutOffer(o, n.clock.Now()); err != nil {
 				t.Error(err)
 			}
 		}); err != nil {

@@ -13,12 +13,8 @@ import (
 
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
-	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
-	"github.com/idlegrid/idlegrid/node/fault"
-	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
-	"github.com/idlegrid/idlegrid/node/views"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/ipfs/go-datastore/query"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -276,27 +272,4 @@ func receiptOf(rec *records.Lease) (reputation.Receipt, bool) {
 		out.Kind = reputation.RenterFault
 	}
 	return out, true
-}
-
-// Reputation is this node's view of peer p (api.Backend). A provider in
-// the book it has not asked lately is asked for its receipts first.
-func (n *Node) Reputation(ctx context.Context, p string) (api.ReputationView, error) {
-	id, err := peer.Decode(p)
-	if err != nil {
-		return api.ReputationView{}, fault.Invalidf("peer %q: not a peer ID: %v", p, err)
-	}
-	if _, ok := n.market.snapshot().Offer(id, offer.ProviderOfferID); ok {
-		n.reputation.learnNow(ctx, id)
-	}
-	s := n.reputation.scores()
-	sc := s.Of(id)
-	v := api.ReputationView{
-		Peer: id.String(), Reliability: sc.Reliability, AsRenter: sc.AsRenter, Trust: sc.Trust,
-		Receipts: sc.Receipts, Trusted: sc.Trusted, Failures: sc.Failures, Disputes: sc.Disputes,
-		Good: sc.Good, Bad: sc.Bad, Basis: views.Basis(sc), Path: []string{},
-	}
-	for _, q := range s.Path(id) {
-		v.Path = append(v.Path, q.String())
-	}
-	return v, nil
 }

@@ -440,7 +440,7 @@ func testASybilRingsReceiptsCountForNothing(t *testing.T, net testNet) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the ring's offer in the fresh renter's book", func() bool {
-		_, ok := fresh.market.snapshot().Offer(sybil, o.Header.Id)
+		_, ok := fresh.market.Snapshot().Offer(sybil, o.Header.Id)
 		return ok
 	})
 

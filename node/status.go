@@ -46,7 +46,7 @@ func (n *Node) Status() api.Status {
 		s.RoutingTable = n.disc.DHT().RoutingTable().Size()
 	}
 	if n.market != nil {
-		snap := n.market.snapshot()
+		snap := n.market.Snapshot()
 		s.Offers, s.Bids = len(snap.Offers()), len(snap.Bids())
 	}
 	s.Provider = n.provider != nil
@@ -251,7 +251,7 @@ func (n *Node) pricingStatus(ctx context.Context) *api.PricingStatus {
 	if !ok {
 		return st
 	}
-	snap := n.market.snapshot()
+	snap := n.market.Snapshot()
 	for _, t := range o.Tiers {
 		want := offer.ConfiguredPrice(cfg, t)
 		ts := api.TierPriceStatus{Tier: market.TierName(t), Price: market.FormatPrice(market.TierPrice(o, t)), WouldSet: market.FormatPrice(want)}

@@ -17,11 +17,11 @@ func TestABurstOfAcceptedOffersAllReachTheBook(t *testing.T) {
 	n := startNode(t, testRepo(t, "n", nil), Options{})
 	cfg := config.DefaultConfig(config.ProfileProvider).Provider
 	cfg.GPUs = []config.GPUConfig{{Model: "H100", Count: 8, VRAMGiB: 80, ComputeCapability: "9.0"}}
-	before := n.market.validator.Accepted.Load()
+	before := n.market.Validator.Accepted.Load()
 	publishStrangers(t, n, cfg, burst)
-	accepted := n.market.validator.Accepted.Load() - before
+	accepted := n.market.Validator.Accepted.Load() - before
 	if accepted < burst {
 		t.Fatalf("the validator accepted %d of %d offers; the test needs all of them", accepted, burst)
 	}
-	waitFor(t, 10*time.Second, "the book holds every accepted offer", func() bool { return n.market.snapshot().Len() == burst })
+	waitFor(t, 10*time.Second, "the book holds every accepted offer", func() bool { return n.market.Snapshot().Len() == burst })
 }

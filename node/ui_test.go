@@ -259,7 +259,7 @@ func fillBookTB(t testing.TB, n *Node, k int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := n.market.book.PutOffer(o, now); err != nil {
+		if err := n.market.Book.PutOffer(o, now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -324,7 +324,7 @@ func measureFirstPaint(t testing.TB, offers, reloads int) firstPaint {
 	b := newBrowser(t)
 	n := startNode(t, testRepo(t, "market", nil), Options{Light: true})
 	fillBookTB(t, n, offers)
-	if got := n.market.snapshot().Len(); got != offers {
+	if got := n.market.Snapshot().Len(); got != offers {
 		t.Fatalf("the book holds %d offers, want %d", got, offers)
 	}
 	// The API call alone, as the page makes it: the first of them walks

@@ -1,4 +1,4 @@
-package node
+package book
 
 import (
 	"cmp"
@@ -30,14 +30,14 @@ const (
 // relay's whole burst (p2p.PeerRates) and more.
 const topicBuffer = 4096
 
-// start installs the validators, serves book sync and quotes, and starts
+// Start installs the validators, serves book sync and quotes, and starts
 // the topic readers, book sync and maintenance. ctx ends them; close
 // waits for them.
-func (m *marketSide) start(ctx context.Context, sv p2p.Server, g *p2p.Gossip, gone <-chan peer.ID) error {
-	if err := m.validator.Install(g); err != nil {
+func (m *Market) Start(ctx context.Context, sv p2p.Server, g *p2p.Gossip, gone <-chan peer.ID) error {
+	if err := m.Validator.Install(g); err != nil {
 		return err
 	}
-	p2p.ServeBookSync(sv, m.envelopesNow)
+	p2p.ServeBookSync(sv, m.EnvelopesNow)
 	p2p.ServeEvidence(sv, m.evidenceHeld)
 	p2p.ServeQuotes(sv, m.receiveQuote)
 	for _, kind := range p2p.TopicKinds {
@@ -61,7 +61,7 @@ func (m *marketSide) start(ctx context.Context, sv p2p.Server, g *p2p.Gossip, go
 // readTopic drains one subscription. Messages reached it only after the
 // topic's validator accepted them, which left the verified message in
 // ValidatorData.
-func (m *marketSide) readTopic(ctx context.Context, kind string, sub *pubsub.Subscription) {
+func (m *Market) readTopic(ctx context.Context, kind string, sub *pubsub.Subscription) {
 	defer m.wg.Done()
 	defer sub.Cancel()
 	for {
@@ -69,25 +69,25 @@ func (m *marketSide) readTopic(ctx context.Context, kind string, sub *pubsub.Sub
 		if err != nil {
 			return
 		}
-		if m.received != nil {
-			m.received(kind)
+		if m.Received != nil {
+			m.Received(kind)
 		}
 		switch v := msg.ValidatorData.(type) {
 		case *pb.Offer:
 			m.offer(ctx, v, msg.Data)
 		case []peer.ID:
-			m.recordOffenders(ctx, v, msg.Data)
+			m.RecordOffenders(ctx, v, msg.Data)
 		case *pb.Bid:
 			m.bid(ctx, v)
-			if m.onBid != nil {
-				m.onBid(ctx, msg.ReceivedFrom, v)
+			if m.OnBid != nil {
+				m.OnBid(ctx, msg.ReceivedFrom, v)
 			}
 		}
 	}
 }
 
 // maintain expires the book and prunes and flushes sequence numbers.
-func (m *marketSide) maintain(ctx context.Context) {
+func (m *Market) maintain(ctx context.Context) {
 	defer m.wg.Done()
 	expire := m.clock.NewTicker(expireEvery)
 	defer expire.Stop()
@@ -109,15 +109,17 @@ func (m *marketSide) maintain(ctx context.Context) {
 	}
 }
 
-// placeBid registers b for the quotes that come back; takeQuotes returns
+// PlaceBid registers b for the quotes that come back; TakeQuotes returns
 // them, cheapest first, and forgets the bid.
-func (m *marketSide) placeBid(ctx context.Context, b *pb.Bid) error {
-	return m.do(ctx, func(st *marketState) { st.pending[b.Header.Id] = &pendingBid{bid: b} })
+func (m *Market) PlaceBid(ctx context.Context, b *pb.Bid) error {
+	return m.Do(ctx, func(st *State) { st.pending[b.Header.Id] = &pendingBid{bid: b} })
 }
 
-func (m *marketSide) takeQuotes(ctx context.Context, id string) ([]*pb.Quote, error) {
+// TakeQuotes returns the quotes that came back for the bid id, and
+// forgets it.
+func (m *Market) TakeQuotes(ctx context.Context, id string) ([]*pb.Quote, error) {
 	var quotes []*pb.Quote
-	err := m.do(ctx, func(st *marketState) {
+	err := m.Do(ctx, func(st *State) {
 		if p := st.pending[id]; p != nil {
 			quotes = p.quotes
 		}
@@ -129,7 +131,7 @@ func (m *marketSide) takeQuotes(ctx context.Context, id string) ([]*pb.Quote, er
 
 // receiveQuote keeps a verified quote that answers one of our open bids:
 // one per provider, the latest.
-func (m *marketSide) receiveQuote(from peer.ID, env []byte) {
+func (m *Market) receiveQuote(from peer.ID, env []byte) {
 	q, err := market.Open[*pb.Quote](env)
 	if err == nil {
 		err = m.limits.ValidateQuote(q, m.clock.Now())
@@ -140,7 +142,7 @@ func (m *marketSide) receiveQuote(from peer.ID, env []byte) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	m.do(ctx, func(st *marketState) {
+	m.Do(ctx, func(st *State) {
 		pend, ok := st.pending[q.BidId]
 		if !ok || market.QuoteAnswers(q, pend.bid) != nil {
 			return

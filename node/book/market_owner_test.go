@@ -1,4 +1,4 @@
-package node
+package book
 
 import (
 	"context"
@@ -22,14 +22,14 @@ import (
 // openMarket is a market side on an in-memory datastore, its owner
 // running, with no network: the test delivers what readers and sync
 // would.
-func openMarket(t testing.TB) *marketSide {
+func openMarket(t testing.TB) *Market {
 	t.Helper()
 	store := dssync.MutexWrap(ds.NewMapDatastore())
-	m := newMarketSide(marketDeps{store: store, clock: clock.System(), log: slog.New(slog.DiscardHandler), limits: market.DefaultLimits()})
-	if err := m.open(context.Background(), store); err != nil {
+	m := New(Deps{Store: store, Clock: clock.System(), Log: slog.New(slog.DiscardHandler), Limits: market.DefaultLimits()})
+	if err := m.Open(context.Background(), store); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.close() })
+	t.Cleanup(func() { m.Close() })
 	return m
 }
 
@@ -87,8 +87,8 @@ func TestHeldEnvelopeAlwaysMatchesTheBook(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		m.do(ctx, func(st *marketState) {
-			snap := m.book.Snapshot()
+		m.Do(ctx, func(st *State) {
+			snap := m.Book.Snapshot()
 			for i := range issuers {
 				o, _ := snap.Offer(ids[i], offer.ProviderOfferID)
 				held := string(st.envelopes[offerKey{ids[i], offer.ProviderOfferID}].env)
@@ -104,7 +104,35 @@ func TestHeldEnvelopeAlwaysMatchesTheBook(t *testing.T) {
 	if mismatches > 0 {
 		t.Fatalf("%d of %d offers held an envelope of another seq than the book's", mismatches, issuers*rounds)
 	}
-	if n := m.book.Snapshot().Len(); n != issuers {
+	if n := m.Book.Snapshot().Len(); n != issuers {
 		t.Fatalf("book holds %d offers, want %d", n, issuers)
+	}
+}
+
+func TestSyncBudget(t *testing.T) {
+	b := syncBudget{burst: 3, every: 10 * time.Second}
+	t0 := time.Now()
+	for i := range 3 {
+		if !b.allow(t0) {
+			t.Fatalf("sync %d of the burst refused", i+1)
+		}
+	}
+	if b.allow(t0.Add(time.Second)) {
+		t.Error("a fourth sync within 10 s allowed")
+	}
+	if !b.allow(t0.Add(11 * time.Second)) {
+		t.Error("no sync allowed after 11 s")
+	}
+	if b.allow(t0.Add(12 * time.Second)) {
+		t.Error("two syncs allowed in one period")
+	}
+	allowed := 0
+	for range 4 {
+		if b.allow(t0.Add(time.Hour)) {
+			allowed++
+		}
+	}
+	if allowed != 3 {
+		t.Errorf("after a long quiet, %d syncs allowed at once; the burst is 3", allowed)
 	}
 }

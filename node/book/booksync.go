@@ -1,4 +1,4 @@
-package node
+package book
 
 import (
 	"context"
@@ -58,7 +58,7 @@ func joinsOf(ctx context.Context, h *pubsub.TopicEventHandler, wg *sync.WaitGrou
 // reaches it by gossip), and of one random peer now and then, checking each
 // offer as if it were gossiped. It alone keeps whom it synced: a peer that
 // disconnects (gone) is synced again when it joins again.
-func (m *marketSide) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) {
+func (m *Market) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) {
 	defer m.wg.Done()
 	synced := map[peer.ID]bool{}
 	sem := make(chan struct{}, syncsAtOnce)
@@ -77,7 +77,7 @@ func (m *marketSide) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) 
 		case <-timer.C():
 			wait = min(2*wait, resyncInterval)
 			timer.Reset(wait)
-			if peers := m.net.SyncPeers(); len(peers) > 0 {
+			if peers := m.Net.SyncPeers(); len(peers) > 0 {
 				p = peers[0]
 			} else {
 				continue
@@ -98,16 +98,16 @@ func (m *marketSide) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) 
 		go func() {
 			defer m.wg.Done()
 			defer func() { <-sem }()
-			m.fetchBook(ctx, p)
+			m.FetchBook(ctx, p)
 		}()
 	}
 }
 
-// fetchBook syncs p's book, each offer checked as a gossiped one is, and
+// FetchBook syncs p's book, each offer checked as a gossiped one is, and
 // the evidence p recorded, each piece checked again.
-func (m *marketSide) fetchBook(ctx context.Context, p peer.ID) {
-	held := m.snapshot() // one for the whole sync: a snapshot per offer would rebuild the book's indexes each time
-	got, err := m.net.FetchBook(ctx, p, func(env []byte) {
+func (m *Market) FetchBook(ctx context.Context, p peer.ID) {
+	held := m.Snapshot() // one for the whole sync: a snapshot per offer would rebuild the book's indexes each time
+	got, err := m.Net.FetchBook(ctx, p, func(env []byte) {
 		if !alreadyHeld(held, env) {
 			m.synced(ctx, p, env)
 		}
@@ -117,21 +117,21 @@ func (m *marketSide) fetchBook(ctx context.Context, p peer.ID) {
 		return
 	}
 	m.log.Debug("book synced", "peer", p, "offers", got)
-	m.booksSynced.Add(1)
+	m.BooksSynced.Add(1)
 	var evidence [][]byte
-	if _, err := m.net.FetchEvidence(ctx, p, func(ev []byte) { evidence = append(evidence, ev) }); err != nil {
+	if _, err := m.Net.FetchEvidence(ctx, p, func(ev []byte) { evidence = append(evidence, ev) }); err != nil {
 		m.log.Debug("evidence sync failed", "peer", p, "err", err)
 	}
 	for _, ev := range evidence {
-		if offenders, err := m.validator.CheckEvidence(ev); err == nil {
-			m.recordOffenders(ctx, offenders, ev)
+		if offenders, err := m.Validator.CheckEvidence(ev); err == nil {
+			m.RecordOffenders(ctx, offenders, ev)
 		}
 	}
 }
 
 // evidenceHeld is what evidence sync serves: the evidence recorded
 // against each offender, each piece once.
-func (m *marketSide) evidenceHeld(ctx context.Context) ([][]byte, error) {
+func (m *Market) evidenceHeld(ctx context.Context) ([][]byte, error) {
 	res, err := m.store.Query(ctx, query.Query{Prefix: evidencePrefix.String()})
 	if err != nil {
 		return nil, err
@@ -154,8 +154,8 @@ func (m *marketSide) evidenceHeld(ctx context.Context) ([][]byte, error) {
 // synced admits an envelope that came by book sync from p, within the
 // budgets a gossiped one spends (its issuer's, the strangers' share of p),
 // checks it and delivers it: a sync is one more way in, not a way around.
-func (m *marketSide) synced(ctx context.Context, p peer.ID, env []byte) {
-	if o, res := m.validator.SyncedOffer(ctx, p, env); res == pubsub.ValidationAccept {
+func (m *Market) synced(ctx context.Context, p peer.ID, env []byte) {
+	if o, res := m.Validator.SyncedOffer(ctx, p, env); res == pubsub.ValidationAccept {
 		m.offer(ctx, o, env)
 	}
 }

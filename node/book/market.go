@@ -1,4 +1,4 @@
-package node
+package book
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// marketSide is the node's share of the market: the book every node
+// Market is the node's share of the market: the book every node
 // keeps, the signed envelopes it hands to peers that sync, the bids it
 // waits on quotes for, and the offenders it excludes.
 //
@@ -33,9 +33,9 @@ import (
 // what must be stored (offenders, sequence numbers) is written by the
 // caller or the maintenance goroutine, outside it. Whom it synced, the
 // sync goroutine alone keeps.
-type marketSide struct {
-	book       *market.Book // written by the owner only; snapshots for all
-	matcher    *market.Matcher
+type Market struct {
+	Book       *market.Book // written by the owner only; snapshots for all
+	Matcher    *market.Matcher
 	rel        market.Reliability // the matcher's sources, for matcherFor
 	rtt        market.RTTs
 	limits     market.Limits
@@ -44,26 +44,26 @@ type marketSide struct {
 	bookLimits market.BookLimits
 	known      func(peer.ID) bool
 	sources    func(peer.ID) bool // book-sync sources the operator chose
-	validator  *p2p.MarketValidator
+	Validator  *p2p.MarketValidator
 	seqs       *p2p.SeqGuard
-	net        syncer
+	Net        Syncer
 	store      ds.Datastore // offenders
 	clock      clock.Clock
 	log        *slog.Logger
 
 	offenders atomic.Pointer[map[peer.ID]bool]        // replaced, never changed
-	onBid     func(context.Context, peer.ID, *pb.Bid) // the provider's, or nil; with the relay
-	received  func(kind string)                       // counts deliveries, or nil
-	// booksSynced counts the book syncs that completed: a rental waits
+	OnBid     func(context.Context, peer.ID, *pb.Bid) // the provider's, or nil; with the relay
+	Received  func(kind string)                       // counts deliveries, or nil
+	// BooksSynced counts the book syncs that completed: a rental waits
 	// for a few before it ranks a book it has only begun to fill.
-	booksSynced atomic.Int64
+	BooksSynced atomic.Int64
 
-	own *owner.Owner[*marketState]
+	own *owner.Owner[*State]
 	wg  sync.WaitGroup // readers, sync, maintenance
 }
 
-// marketState is what the owner goroutine alone touches.
-type marketState struct {
+// State is what the owner goroutine alone touches.
+type State struct {
 	envelopes map[offerKey]heldEnvelope
 	pending   map[string]*pendingBid // by bid ID
 }
@@ -89,39 +89,39 @@ type pendingBid struct {
 	quotes []*pb.Quote
 }
 
-// marketDeps are what the market side is built from.
-type marketDeps struct {
-	self  peer.ID
-	roots *x509.CertPool // CC roots, for evidence; nil: none
-	book  market.BookLimits
-	known func(peer.ID) bool // a provider attested (a connection is not trust); may be nil
-	// sources are the peers whose books it takes whole (the configured
+// Deps are what the market side is built from.
+type Deps struct {
+	Self  peer.ID
+	Roots *x509.CertPool // CC roots, for evidence; nil: none
+	Book  market.BookLimits
+	Known func(peer.ID) bool // a provider attested (a connection is not trust); may be nil
+	// Sources are the peers whose books it takes whole (the configured
 	// bootstrap peers: p2p.MarketValidator.WithSyncSources); may be nil.
-	sources func(peer.ID) bool
-	net     syncer
-	store   ds.Batching // offenders and sequence numbers
-	rel     market.Reliability
-	rtt     market.RTTs
-	clock   clock.Clock
-	log     *slog.Logger
-	limits  market.Limits
+	Sources func(peer.ID) bool
+	Net     Syncer
+	Store   ds.Batching // offenders and sequence numbers
+	Rel     market.Reliability
+	Rtt     market.RTTs
+	Clock   clock.Clock
+	Log     *slog.Logger
+	Limits  market.Limits
 }
 
-// newMarketSide builds the market side; it reads and starts nothing.
-func newMarketSide(d marketDeps) *marketSide {
-	m := &marketSide{
-		book: market.NewBook(), limits: d.limits, net: d.net, store: d.store, clock: d.clock, log: d.log,
-		self: d.self, roots: d.roots, bookLimits: d.book, known: d.known, sources: d.sources, rel: d.rel, rtt: d.rtt,
-		own: owner.New[*marketState](),
+// New builds the market side; it reads and starts nothing.
+func New(d Deps) *Market {
+	m := &Market{
+		Book: market.NewBook(), limits: d.Limits, Net: d.Net, store: d.Store, clock: d.Clock, log: d.Log,
+		self: d.Self, roots: d.Roots, bookLimits: d.Book, known: d.Known, sources: d.Sources, rel: d.Rel, rtt: d.Rtt,
+		own: owner.New[*State](),
 	}
 	m.offenders.Store(&map[peer.ID]bool{})
-	m.matcher = market.NewMatcher(market.DefaultMatchConfig(), d.rel, d.rtt).WithExcluder(m)
+	m.Matcher = market.NewMatcher(market.DefaultMatchConfig(), d.Rel, d.Rtt).WithExcluder(m)
 	return m
 }
 
-// open reads the recorded offenders and sequence numbers and starts the
+// Open reads the recorded offenders and sequence numbers and starts the
 // owner; it installs nothing on the network.
-func (m *marketSide) open(ctx context.Context, store ds.Batching) error {
+func (m *Market) Open(ctx context.Context, store ds.Batching) error {
 	var err error
 	if m.seqs, err = p2p.OpenSeqGuard(ctx, store); err != nil {
 		return err
@@ -129,13 +129,13 @@ func (m *marketSide) open(ctx context.Context, store ds.Batching) error {
 	vouched := func(p peer.ID) bool { return m.rank(p) > market.RankUnknown }
 	m.seqs.SetLimit(p2p.TopicOffers, m.bookLimits.Offers, vouched)
 	m.seqs.SetLimit(p2p.TopicBids, m.bookLimits.Bids, vouched)
-	m.validator = p2p.NewMarketValidator(m.limits, m.seqs, m.clock.Now, m.log).WithCCRoots(m.roots).WithVouched(vouched).WithSyncSources(m.sources)
+	m.Validator = p2p.NewMarketValidator(m.limits, m.seqs, m.clock.Now, m.log).WithCCRoots(m.roots).WithVouched(vouched).WithSyncSources(m.sources)
 	if err := m.loadOffenders(ctx); err != nil {
 		return err
 	}
-	st := &marketState{envelopes: make(map[offerKey]heldEnvelope), pending: make(map[string]*pendingBid)}
+	st := &State{envelopes: make(map[offerKey]heldEnvelope), pending: make(map[string]*pendingBid)}
 	// Only the owner writes the book, so evictions come on the owner.
-	m.book.SetLimits(m.bookLimits, m.rank, func(issuer peer.ID, id string) { delete(st.envelopes, offerKey{issuer, id}) })
+	m.Book.SetLimits(m.bookLimits, m.rank, func(issuer peer.ID, id string) { delete(st.envelopes, offerKey{issuer, id}) })
 	m.own.Start(st)
 	return nil
 }
@@ -143,7 +143,7 @@ func (m *marketSide) open(ctx context.Context, store ds.Batching) error {
 // rank is how the book ranks an issuer when it is full: this node's own
 // messages first, then those of an issuer known (vouchedFor: a provider
 // this node attested; a connection is not trust), then the rest.
-func (m *marketSide) rank(p peer.ID) int {
+func (m *Market) rank(p peer.ID) int {
 	switch {
 	case p == m.self:
 		return market.RankOwn
@@ -157,9 +157,9 @@ func (m *marketSide) rank(p peer.ID) int {
 // envelope: the owner puts it into the book and, when the book takes it,
 // keeps its envelope for peers that sync, in one step, so the envelope
 // held is always that of the seq the book holds.
-func (m *marketSide) offer(ctx context.Context, o *pb.Offer, env []byte) {
-	m.own.Post(ctx, func(st *marketState) {
-		if err := m.book.PutOffer(o, m.clock.Now()); err != nil {
+func (m *Market) offer(ctx context.Context, o *pb.Offer, env []byte) {
+	m.own.Post(ctx, func(st *State) {
+		if err := m.Book.PutOffer(o, m.clock.Now()); err != nil {
 			return // stale or expired: the book keeps what it had, and so do we
 		}
 		h := o.Header
@@ -168,21 +168,21 @@ func (m *marketSide) offer(ctx context.Context, o *pb.Offer, env []byte) {
 }
 
 // bid hands the owner a verified bid for the book.
-func (m *marketSide) bid(ctx context.Context, b *pb.Bid) {
-	m.own.Post(ctx, func(*marketState) { m.book.PutBid(b, m.clock.Now()) })
+func (m *Market) bid(ctx context.Context, b *pb.Bid) {
+	m.own.Post(ctx, func(*State) { m.Book.PutBid(b, m.clock.Now()) })
 }
 
-// do runs f on the owner and waits for it.
-func (m *marketSide) do(ctx context.Context, f func(*marketState)) error { return m.own.Do(ctx, f) }
+// Do runs f on the owner and waits for it.
+func (m *Market) Do(ctx context.Context, f func(*State)) error { return m.own.Do(ctx, f) }
 
-// snapshot is the book as it is now, immutable.
-func (m *marketSide) snapshot() *market.Snapshot { return m.book.Snapshot() }
+// Snapshot is the book as it is now, immutable.
+func (m *Market) Snapshot() *market.Snapshot { return m.Book.Snapshot() }
 
-// providers are the issuers of the offers in the book, each once.
-func (m *marketSide) providers() []peer.ID {
+// Providers are the issuers of the offers in the book, each once.
+func (m *Market) Providers() []peer.ID {
 	var out []peer.ID
 	seen := map[peer.ID]bool{}
-	for _, o := range m.snapshot().Offers() {
+	for _, o := range m.Snapshot().Offers() {
 		if p := market.Issuer(o); !seen[p] {
 			seen[p] = true
 			out = append(out, p)
@@ -192,13 +192,13 @@ func (m *marketSide) providers() []peer.ID {
 }
 
 // maxLatencyWeight bounds a request's latency weight.
-const maxLatencyWeight = 10
+const MaxLatencyWeight = 10
 
-// matcherFor is the matcher for a request: the node's, or one on the same
+// MatcherFor is the matcher for a request: the node's, or one on the same
 // sources that weighs RTT as the request asks.
-func (m *marketSide) matcherFor(req api.BidRequest) *market.Matcher {
+func (m *Market) MatcherFor(req api.BidRequest) *market.Matcher {
 	if req.LatencyWeight == nil {
-		return m.matcher
+		return m.Matcher
 	}
 	cfg := market.DefaultMatchConfig()
 	cfg.Beta = *req.LatencyWeight
@@ -206,12 +206,12 @@ func (m *marketSide) matcherFor(req api.BidRequest) *market.Matcher {
 }
 
 // Excluded tells the matcher to skip proven offenders.
-func (m *marketSide) Excluded(p peer.ID) bool { return (*m.offenders.Load())[p] }
+func (m *Market) Excluded(p peer.ID) bool { return (*m.offenders.Load())[p] }
 
-// envelopesNow copies out the envelopes held, for a peer that syncs.
-func (m *marketSide) envelopesNow(ctx context.Context) ([][]byte, error) {
+// EnvelopesNow copies out the envelopes held, for a peer that syncs.
+func (m *Market) EnvelopesNow(ctx context.Context) ([][]byte, error) {
 	var out [][]byte
-	err := m.do(ctx, func(st *marketState) {
+	err := m.Do(ctx, func(st *State) {
 		out = make([][]byte, 0, len(st.envelopes))
 		for _, h := range st.envelopes {
 			out = append(out, h.env)
@@ -221,9 +221,9 @@ func (m *marketSide) envelopesNow(ctx context.Context) ([][]byte, error) {
 }
 
 // expire drops expired offers, bids, envelopes and pending bids.
-func (m *marketSide) expire(ctx context.Context, now time.Time) error {
-	return m.do(ctx, func(st *marketState) {
-		m.book.Expire(now)
+func (m *Market) expire(ctx context.Context, now time.Time) error {
+	return m.Do(ctx, func(st *State) {
+		m.Book.Expire(now)
 		for k, h := range st.envelopes {
 			if h.expires <= now.UnixMilli() {
 				delete(st.envelopes, k)
@@ -243,13 +243,13 @@ var evidencePrefix = ds.NewKey("/evidence")
 // a key, and keys are free.
 const maxOffenders = 10_000
 
-// recordOffenders remembers the offenders that verified evidence proves,
+// RecordOffenders remembers the offenders that verified evidence proves,
 // in the published set and then in the datastore with the evidence, so a
 // restart does not forgive them and re-checks the proof. A node never
 // records itself: its own documents are what it knows to be true.
-func (m *marketSide) recordOffenders(ctx context.Context, offenders []peer.ID, evidence []byte) {
+func (m *Market) RecordOffenders(ctx context.Context, offenders []peer.ID, evidence []byte) {
 	var fresh []peer.ID
-	m.do(ctx, func(*marketState) {
+	m.Do(ctx, func(*State) {
 		set := *m.offenders.Load()
 		next := make(map[peer.ID]bool, len(set)+len(offenders))
 		for p := range set {
@@ -275,7 +275,7 @@ func (m *marketSide) recordOffenders(ctx context.Context, offenders []peer.ID, e
 // the evidence that proved it, checked again: a record whose evidence no
 // longer proves its peer an offender (an older release's, or this node's
 // own peer) is forgiven and deleted.
-func (m *marketSide) loadOffenders(ctx context.Context) error {
+func (m *Market) loadOffenders(ctx context.Context) error {
 	res, err := m.store.Query(ctx, query.Query{Prefix: evidencePrefix.String()})
 	if err != nil {
 		return err
@@ -309,10 +309,10 @@ func (m *marketSide) loadOffenders(ctx context.Context) error {
 	return nil
 }
 
-// close waits for the goroutines start started (their ctx must have
+// Close waits for the goroutines start started (their ctx must have
 // ended), stops the owner, and writes the sequence numbers not yet
 // flushed.
-func (m *marketSide) close() error {
+func (m *Market) Close() error {
 	m.wg.Wait()
 	m.own.Stop()
 	if m.seqs == nil {
@@ -321,8 +321,8 @@ func (m *marketSide) close() error {
 	return m.seqs.Flush(context.Background())
 }
 
-// syncer is the market side's view: fetch the books of peers.
-type syncer interface {
+// Syncer is the market side's view: fetch the books of peers.
+type Syncer interface {
 	FetchBook(ctx context.Context, p peer.ID, each func([]byte)) (int, error)
 	FetchEvidence(ctx context.Context, p peer.ID, each func([]byte)) (int, error)
 	// SyncPeers are the connected peers that serve book sync.
