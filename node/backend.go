@@ -52,7 +52,7 @@ func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
 		return nil, err
 	}
 	out := []api.OfferView{}
-	scores := n.reputation.scores()
+	scores := n.reputation.Scores()
 	rtts := n.rtts()
 	for _, o := range n.market.Snapshot().FindOffers(f) {
 		v := views.Offer(o, scores)
@@ -183,12 +183,12 @@ func (n *Node) Attest(ctx context.Context, req api.AttestRequest) (api.AttestRes
 		res.Reason = "not reachable: " + err.Error()
 		return res, nil
 	}
-	c, err := n.challenger.challenge(ctx, id)
+	c, err := n.challenger.Challenge(ctx, id)
 	if err != nil {
 		res.Reason = err.Error()
 		return res, nil
 	}
-	res.RTTMillis = float64(c.rtt) / float64(time.Millisecond)
+	res.RTTMillis = float64(c.Rtt) / float64(time.Millisecond)
 	if !c.Verified() {
 		res.Reason = c.Err.Error()
 		return res, nil
@@ -198,7 +198,7 @@ func (n *Node) Attest(ctx context.Context, req api.AttestRequest) (api.AttestRes
 		res.GPUs = append(res.GPUs, api.AttestedGPU{UUID: g.Uuid, Name: g.Name, MemoryGiB: g.MemoryBytes >> 30, ComputeCapability: g.ComputeCapability, CC: c.CC[i]})
 	}
 	res.CC, res.Offer = c.CCSummary, c.OfferLine()
-	res.Changes = append(res.Changes, c.changes...)
+	res.Changes = append(res.Changes, c.Changes...)
 	return res, nil
 }
 
@@ -210,9 +210,9 @@ func (n *Node) Reputation(ctx context.Context, p string) (api.ReputationView, er
 		return api.ReputationView{}, fault.Invalidf("peer %q: not a peer ID: %v", p, err)
 	}
 	if _, ok := n.market.Snapshot().Offer(id, offer.ProviderOfferID); ok {
-		n.reputation.learnNow(ctx, id)
+		n.reputation.LearnNow(ctx, id)
 	}
-	s := n.reputation.scores()
+	s := n.reputation.Scores()
 	sc := s.Of(id)
 	v := api.ReputationView{
 		Peer: id.String(), Reliability: sc.Reliability, AsRenter: sc.AsRenter, Trust: sc.Trust,

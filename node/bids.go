@@ -137,7 +137,7 @@ func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, 
 	mt := n.market.MatcherFor(req)
 	res := mt.Match(snap, b, now, limit)
 	out := api.MatchResult{Considered: res.Considered, Feasible: res.Feasible, Candidates: []api.CandidateView{}}
-	scores := n.reputation.scores()
+	scores := n.reputation.Scores()
 	for i, c := range res.Candidates {
 		out.Candidates = append(out.Candidates, views.Candidate(i+1, c, scores))
 	}

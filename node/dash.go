@@ -175,7 +175,7 @@ func (n *Node) market1(snap *market.Snapshot, q api.OfferQuery, limit int) (api.
 			cheapest = cheapest[:limit]
 		}
 	}
-	scores, rtts := n.reputation.scores(), n.rtts()
+	scores, rtts := n.reputation.Scores(), n.rtts()
 	for _, h := range cheapest {
 		v := views.Offer(h.o, scores)
 		v.RTTMillis, v.RTTSource = views.RTT(market.RTTOf(rtts, h.o))
@@ -218,7 +218,7 @@ func (n *Node) GPUs(ctx context.Context) (api.GPUsStatus, error) {
 		return st, fault.Unavailablef("this node sells no GPUs (provider.enabled is false)")
 	}
 	if o, ok := n.provider.OwnOffer(); ok {
-		v := views.Offer(o, n.reputation.scores())
+		v := views.Offer(o, n.reputation.Scores())
 		st.Offer = &v
 	}
 	src := n.provider.Source()

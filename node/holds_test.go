@@ -29,7 +29,7 @@ func TestFreshKeysCannotBookTheCalendarAhead(t *testing.T) {
 	if res, err := known.Rent(context.Background(), rentRequest(image, "true"), RentOutput{}); err != nil || res.Receipt.Outcome != views.LeaseCompleted {
 		t.Fatalf("rent: %v (%+v)", err, res.Receipt)
 	}
-	waitFor(t, 15*time.Second, "the provider trusts the renter it served", func() bool { return prov.reputation.scores().Of(known.id).Trust > 0 })
+	waitFor(t, 15*time.Second, "the provider trusts the renter it served", func() bool { return prov.reputation.Scores().Of(known.id).Trust > 0 })
 
 	now := time.Now()
 	lease := func(gpus uint32, start time.Time, hours int) func(*pb.Lease) {

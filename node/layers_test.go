@@ -47,6 +47,7 @@ var layers = map[string][]string{
 	"node/repo":                  {"node/config", "node/api", "p2p", "internal/..."},
 	"node/metrics":               {"market/pb", "node/records", "p2p"},
 	"node/book":                  {"market/...", "attest", "p2p", "internal/...", "node/api", "node/clock"},
+	"node/trust":                 {"market/...", "attest/...", "p2p", "internal/...", "node/clock", "node/metrics", "node/offer", "node/records"},
 	"node/provider":              {"market/...", "attest", "p2p", "node/clock", "node/config", "node/metrics", "node/offer"},
 	"node/doctor":                {"attest", "node/api", "node/config", "node/executor", "node/repo"},
 	"node":                       {"market/...", "attest/...", "p2p", "node/...", "internal/..."},

@@ -222,13 +222,13 @@ func (n *Node) server(ctx context.Context) p2p.Server {
 const handlersGrace = time.Second
 
 func (n *Node) startReputation(ctx context.Context) (func() error, error) {
-	if err := n.reputation.load(ctx); err != nil {
+	if err := n.reputation.Load(ctx); err != nil {
 		return nil, fmt.Errorf("reputation: %w", err)
 	}
 	ctx, cancel := context.WithCancel(n.base)
-	p2p.ServeReceipts(n.server(ctx), n.reputation.receiptsOf)
+	p2p.ServeReceipts(n.server(ctx), n.reputation.ReceiptsOf)
 	done := make(chan struct{})
-	go func() { defer close(done); n.reputation.run(ctx) }()
+	go func() { defer close(done); n.reputation.Run(ctx) }()
 	return func() error { cancel(); <-done; return nil }, nil
 }
 

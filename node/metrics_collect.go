@@ -101,7 +101,7 @@ func (c *reputationCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := make(map[float64]uint64, len(reliabilityBuckets))
 	var total uint64
 	var sum float64
-	c.n.reputation.scores().Each(func(_ peer.ID, sc reputation.Score) {
+	c.n.reputation.Scores().Each(func(_ peer.ID, sc reputation.Score) {
 		total++
 		sum += sc.Reliability
 		for _, b := range reliabilityBuckets {

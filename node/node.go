@@ -22,6 +22,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/provider"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/repo"
+	"github.com/idlegrid/idlegrid/node/trust"
 	"github.com/idlegrid/idlegrid/p2p"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -107,8 +108,8 @@ type Node struct {
 	gossip      *p2p.Gossip
 	link        *swarmLink
 	market      *book.Market
-	reputation  *reputationSide
-	challenger  *challenger
+	reputation  *trust.Reputation
+	challenger  *trust.Challenger
 	relayVouch  relayVouch // whom this node's relay reserves for
 	renter      *renter
 	provider    *provider.Provider // nil unless a provider

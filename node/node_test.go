@@ -436,7 +436,7 @@ func TestSignedObjectsAndProtocolsAreBoundToTheirSwarm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := attest.Challenge{Swarm: pub.challenger.swarm, Challenger: pub.id, Nonce: nonce}
+	ch := attest.Challenge{Swarm: pub.challenger.Swarm, Challenger: pub.id, Nonce: nonce}
 	if v := attest.Judge(lab.id, ch, fresh, standing, o, nil, time.Now(), time.Minute); !errors.Is(v.Err, attest.ErrDocSwarm) {
 		t.Errorf("the lab provider's answer judged in the public swarm: %v", v.Err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/provider"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/repo"
+	"github.com/idlegrid/idlegrid/node/trust"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -24,22 +25,22 @@ import (
 // a provider, the provider, and wires them together. It starts nothing.
 func (n *Node) buildParts(context.Context) (func() error, error) {
 	log := n.opts.Logger.With("subsystem", LogNode)
-	n.reputation = newReputationSide(reputationDeps{
-		self: n.id, swarm: n.swarm.Tag(), seeds: n.trustSeeds(), store: n.leaseStore(), saved: n.store, net: n.link,
-		providers: func() []peer.ID { return n.market.Providers() }, clock: n.clock, log: log,
+	n.reputation = trust.New(trust.Deps{
+		Self: n.id, Swarm: n.swarm.Tag(), Seeds: n.trustSeeds(), Store: n.leaseStore(), Saved: n.store, Net: n.link,
+		Providers: func() []peer.ID { return n.market.Providers() }, Clock: n.clock, Log: log,
 	})
 	n.market = book.New(book.Deps{
 		Self: n.id, Roots: n.ccRoots, Book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, Known: n.vouchedFor, Sources: n.isBootstrap,
 		Net: n.link, Store: n.store, Rel: n.reputation, Rtt: n.rtts(), Clock: n.clock, Log: n.opts.Logger.With("subsystem", LogP2P), Limits: n.limits,
 	})
 	n.market.Received = n.metrics.Received
-	n.relayVouch.set(n.market.Snapshot, n.reputation.scores)
-	n.challenger = &challenger{self: n.id, swarm: n.swarm.Tag(), net: n.link, book: n.market.Snapshot, roots: n.ccRoots, clock: n.clock, observe: n.reputation.observe, dispute: n.reputation.dispute,
-		report: func(ctx context.Context, ev []byte) error { return n.link.Publish(ctx, p2p.TopicEvidence, ev) }, metrics: n.metrics}
+	n.relayVouch.set(n.market.Snapshot, n.reputation.Scores)
+	n.challenger = &trust.Challenger{Self: n.id, Swarm: n.swarm.Tag(), Net: n.link, Book: n.market.Snapshot, Roots: n.ccRoots, Clock: n.clock, Observe: n.reputation.Observe, Dispute: n.reputation.Dispute,
+		Report: func(ctx context.Context, ev []byte) error { return n.link.Publish(ctx, p2p.TopicEvidence, ev) }, Metrics: n.metrics}
 	n.renter = &renter{
 		id: n.id, swarm: n.swarm, key: n.key, net: n.link, market: n.market, challenger: n.challenger, store: n.leaseStore(),
-		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.leaseEnded, observe: n.reputation.observe,
-		learnFor: n.reputation.learnFor, measureFor: n.measure, addrsOf: n.host.Peerstore().Addrs,
+		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.leaseEnded, observe: n.reputation.Observe,
+		learnFor: n.reputation.LearnFor, measureFor: n.measure, addrsOf: n.host.Peerstore().Addrs,
 	}
 	if !n.cfg.Provider.Enabled {
 		return nil, nil
@@ -84,7 +85,7 @@ func (n *Node) trustSeeds() []peer.ID {
 // leaseEnded counts an ended lease and has the scores recomputed.
 func (n *Node) leaseEnded(rec *records.Lease, rc *pb.Receipt) {
 	n.metrics.LeaseEnded(rec, rc)
-	n.reputation.poke()
+	n.reputation.Poke()
 }
 
 // vouchedFor says whether this node vouches for issuer p, when its book
@@ -95,7 +96,7 @@ func (n *Node) leaseEnded(rec *records.Lease, rc *pb.Receipt) {
 // a connected peer's messages share the strangers' budget, within its
 // share of it, like anyone's.
 func (n *Node) vouchedFor(p peer.ID) bool {
-	return n.challenger.attested(p)
+	return n.challenger.Attested(p)
 }
 
 // isBootstrap says whether p is one of the bootstrap peers this node's
@@ -142,16 +143,16 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 	lo, st, err := newLeaseOwner(leaseDeps{
 		id: n.id, key: n.key, limits: n.limits, provider: n.cfg.Provider, jobs: n.cfg.Jobs, exec: exec, store: n.leaseStore(),
 		clock: n.clock, log: n.opts.Logger.With("subsystem", LogNode), offer: n.provider.OwnOffer, source: n.provider.Source(), ended: n.leaseEnded,
-		renterScore: func(p peer.ID) float64 { return n.reputation.scores().Of(p).AsRenter },
+		renterScore: func(p peer.ID) float64 { return n.reputation.Scores().Of(p).AsRenter },
 		stageDir:    filepath.Join(n.repo.Path, repo.StagingDir),
-		signed:      func() { n.reputation.poke() },
+		signed:      func() { n.reputation.Poke() },
 		metrics:     n.metrics,
 	}, inv)
 	if err != nil {
 		closeExecutor(exec)
 		return nil, err
 	}
-	lo.holds = &holdPolicy{share: n.cfg.Provider.NewRenterShare, known: func(p peer.ID) bool { return n.reputation.scores().Of(p).Trust > 0 }}
+	lo.holds = &holdPolicy{share: n.cfg.Provider.NewRenterShare, known: func(p peer.ID) bool { return n.reputation.Scores().Of(p).Trust > 0 }}
 	n.leases = lo
 	// The leases outlive a stop (a job runs on, and the next start adopts
 	// it), but the streams that serve them end with it.
@@ -207,7 +208,7 @@ func (n *Node) newPriceVerifier() *provider.PriceVerifier {
 		Self: n.id, Book: n.market.Snapshot, Counts: n.pricesFrom, Clock: n.clock,
 		Located: func(p peer.ID) bool { return len(n.host.Peerstore().Addrs(p)) > 0 },
 		Challenge: func(ctx context.Context, p peer.ID) bool {
-			c, err := n.challenger.challenge(ctx, p)
+			c, err := n.challenger.Challenge(ctx, p)
 			return err == nil && c.Verified()
 		},
 	}
@@ -220,11 +221,11 @@ func (n *Node) newPriceVerifier() *provider.PriceVerifier {
 // the GPUs its offer claims) and knows where it listens, or where trust
 // reaches it over co-signed receipts.
 func (n *Node) pricesFrom(p peer.ID) bool {
-	if n.challenger != nil && n.challenger.attested(p) && len(n.host.Peerstore().Addrs(p)) > 0 {
+	if n.challenger != nil && n.challenger.Attested(p) && len(n.host.Peerstore().Addrs(p)) > 0 {
 		return true
 	}
 	if n.reputation != nil {
-		if sc := n.reputation.scores(); sc != nil && sc.Of(p).Trust > 0 {
+		if sc := n.reputation.Scores(); sc != nil && sc.Of(p).Trust > 0 {
 			return true
 		}
 	}

@@ -120,7 +120,7 @@ func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 		t.Errorf("pricing %+v: want the %d attested offers alone", pr, len(real))
 	}
 	for _, n := range real {
-		if !follower.challenger.attested(n.id) {
+		if !follower.challenger.Attested(n.id) {
 			t.Errorf("the follower did not verify %s", n.id)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
+	"github.com/idlegrid/idlegrid/node/trust"
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -148,7 +149,7 @@ type renter struct {
 	key        crypto.PrivKey
 	net        dealer
 	market     *book.Market
-	challenger *challenger
+	challenger *trust.Challenger
 	store      records.Store
 	logsDir    string
 	clock      clock.Clock
@@ -374,7 +375,7 @@ func (r *renter) candidates(ctx context.Context, mt *market.Matcher, b *pb.Bid, 
 		}
 		return ps
 	}
-	if r.learnFor != nil && len(cands) > 0 && r.learnFor(ctx, best(learnCandidates)) {
+	if r.learnFor != nil && len(cands) > 0 && r.learnFor(ctx, best(trust.LearnCandidates)) {
 		out.say("learned the receipts of providers in the running; ranking again")
 		cands = match()
 	}
@@ -439,7 +440,7 @@ func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 	}
 	if !req.SkipAttest {
 		ta := r.clock.Now()
-		v, err := r.challenger.challenge(ctx, c.Issuer)
+		v, err := r.challenger.Challenge(ctx, c.Issuer)
 		t.Attest += r.clock.Since(ta)
 		if err == nil {
 			err = v.Problem()

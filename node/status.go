@@ -147,7 +147,7 @@ func (n *Node) Peers() []api.Peer {
 	ids := n.host.Network().Peers()
 	slices.Sort(ids)
 	out := make([]api.Peer, 0, len(ids))
-	scores := n.reputation.scores()
+	scores := n.reputation.Scores()
 	for _, id := range ids {
 		p := api.Peer{ID: id.String(), Addrs: []string{}, Protocols: []string{}}
 		conns := n.host.Network().ConnsToPeer(id)

@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"context"
@@ -21,29 +21,29 @@ import (
 // attestMaxAge is how old (or how far ahead) an attestation may be.
 const attestMaxAge = 30 * time.Second
 
-// challengeNet is the challenger's view of the swarm: a provider's answer
+// ChallengeNet is the challenger's view of the swarm: a provider's answer
 // to a challenge.
-type challengeNet interface {
+type ChallengeNet interface {
 	Challenge(ctx context.Context, p peer.ID) (p2p.Answer, error)
 }
 
-// challenger challenges providers' attestations and judges the answers
+// Challenger challenges providers' attestations and judges the answers
 // against the offers this node's book holds.
-type challenger struct {
-	self  peer.ID
-	swarm string // the swarm's tag, which every answer must name
-	net   challengeNet
-	book  func() *market.Snapshot
-	roots *x509.CertPool // nil: CC evidence is shown, not verified
-	clock clock.Clock
-	// observe counts an outcome for reputation, and dispute a GPU UUID
+type Challenger struct {
+	Self  peer.ID
+	Swarm string // the swarm's tag, which every answer must name
+	Net   ChallengeNet
+	Book  func() *market.Snapshot
+	Roots *x509.CertPool // nil: CC evidence is shown, not verified
+	Clock clock.Clock
+	// Observe counts an outcome for reputation, and dispute a GPU UUID
 	// two peers claimed; either may be nil.
-	observe func(p peer.ID, good bool, weight float64, what string)
-	dispute func(a, b peer.ID, uuid string)
-	// report gossips evidence this node holds; may be nil.
-	report func(ctx context.Context, evidence []byte) error
-	// metrics counts the outcomes of challenges; may be nil.
-	metrics *metrics.Metrics
+	Observe func(p peer.ID, good bool, weight float64, what string)
+	Dispute func(a, b peer.ID, uuid string)
+	// Report gossips evidence this node holds; may be nil.
+	Report func(ctx context.Context, evidence []byte) error
+	// Metrics counts the outcomes of challenges; may be nil.
+	Metrics *metrics.Metrics
 
 	// mu guards last, the last verified document of each peer, so a
 	// verdict can say what changed: a small cache, held for no I/O.
@@ -61,41 +61,41 @@ type lastDoc struct {
 // and what changed since the peer's previous document.
 type challenged struct {
 	attest.Verdict
-	rtt     time.Duration
-	changes []string
+	Rtt     time.Duration
+	Changes []string
 }
 
-// challenge sends p a nonce and judges its answer; err is set only when
+// Challenge sends p a nonce and judges its answer; err is set only when
 // no answer came.
-func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, error) {
-	a, err := c.net.Challenge(ctx, p)
+func (c *Challenger) Challenge(ctx context.Context, p peer.ID) (challenged, error) {
+	a, err := c.Net.Challenge(ctx, p)
 	if err != nil {
 		c.count(p, false, reputation.WeightUnreachable, "attestation unanswered: "+err.Error())
-		c.metrics.Challenged(metrics.ChallengeUnanswered)
+		c.Metrics.Challenged(metrics.ChallengeUnanswered)
 		return challenged{}, err
 	}
-	o, _ := c.book().Offer(p, offer.ProviderOfferID)
-	out := challenged{Verdict: attest.Judge(p, attest.Challenge{Swarm: c.swarm, Challenger: c.self, Nonce: a.Nonce}, a.Fresh, a.Standing, o, c.roots, c.clock.Now(), attestMaxAge), rtt: a.RTT}
+	o, _ := c.Book().Offer(p, offer.ProviderOfferID)
+	out := challenged{Verdict: attest.Judge(p, attest.Challenge{Swarm: c.Swarm, Challenger: c.Self, Nonce: a.Nonce}, a.Fresh, a.Standing, o, c.Roots, c.Clock.Now(), attestMaxAge), Rtt: a.RTT}
 	switch {
 	case out.Err != nil:
 		c.count(p, false, reputation.WeightAttestFailed, "attestation failed: "+out.Err.Error())
-		c.metrics.Challenged(metrics.ChallengeFailed)
+		c.Metrics.Challenged(metrics.ChallengeFailed)
 	case out.Coverage == attest.CoverageNone: // its offer claims what its document does not show
 		c.count(p, false, reputation.WeightAttestFailed, "offer not covered: "+out.CoverageErr.Error())
-		c.metrics.Challenged(metrics.ChallengeUncovered)
+		c.Metrics.Challenged(metrics.ChallengeUncovered)
 	default:
 		c.count(p, true, reputation.WeightAttested, "attested")
-		c.metrics.Challenged(metrics.ChallengeVerified)
+		c.Metrics.Challenged(metrics.ChallengeVerified)
 	}
 	if out.Verified() {
 		prev, others := c.swap(p, lastDoc{out.Doc, a.Fresh})
 		if prev.doc != nil {
-			out.changes = attest.Changes(prev.doc, out.Doc)
+			out.Changes = attest.Changes(prev.doc, out.Doc)
 			c.contradicts(ctx, p, prev.env, a.Fresh)
 		}
 		for q, claim := range others {
-			if !c.settled(ctx, claim.env, a.Fresh) && c.dispute != nil {
-				c.dispute(p, q, claim.uuid)
+			if !c.settled(ctx, claim.env, a.Fresh) && c.Dispute != nil {
+				c.Dispute(p, q, claim.uuid)
 			}
 		}
 	}
@@ -106,47 +106,47 @@ func (c *challenger) challenge(ctx context.Context, p peer.ID) (challenged, erro
 // make, when CC certificates prove it (one GPU's key answered for both
 // machines): then it is no dispute but proof against both. It reports
 // whether it was.
-func (c *challenger) settled(ctx context.Context, other, fresh []byte) bool {
-	if c.roots == nil || c.report == nil {
+func (c *Challenger) settled(ctx context.Context, other, fresh []byte) bool {
+	if c.Roots == nil || c.Report == nil {
 		return false
 	}
 	ev, err := attest.NewEvidence(other, fresh)
 	if err != nil {
 		return false
 	}
-	if offenders, err := attest.VerifyEvidence(ev, c.swarm, c.roots); err != nil || len(offenders) != 2 {
+	if offenders, err := attest.VerifyEvidence(ev, c.Swarm, c.Roots); err != nil || len(offenders) != 2 {
 		return false
 	}
-	return c.report(ctx, ev) == nil
+	return c.Report(ctx, ev) == nil
 }
 
 // contradicts gossips the evidence two of p's documents make, when they
 // prove it cheated (one key, two GPU sets within the conflict window):
 // the node that holds them is the one that can show them.
-func (c *challenger) contradicts(ctx context.Context, p peer.ID, prev, fresh []byte) {
-	if c.report == nil {
+func (c *Challenger) contradicts(ctx context.Context, p peer.ID, prev, fresh []byte) {
+	if c.Report == nil {
 		return
 	}
 	ev, err := attest.NewEvidence(prev, fresh)
 	if err != nil {
 		return
 	}
-	if offenders, err := attest.VerifyEvidence(ev, c.swarm, c.roots); err != nil || !slices.Contains(offenders, p) {
+	if offenders, err := attest.VerifyEvidence(ev, c.Swarm, c.Roots); err != nil || !slices.Contains(offenders, p) {
 		return // a change, not a contradiction
 	}
-	if err := c.report(ctx, ev); err != nil {
+	if err := c.Report(ctx, ev); err != nil {
 		c.count(p, false, reputation.WeightAttestFailed, "its documents contradict each other; the evidence was not gossiped: "+err.Error())
 	}
 }
 
-func (c *challenger) count(p peer.ID, good bool, weight float64, what string) {
-	if c.observe != nil {
-		c.observe(p, good, weight, what)
+func (c *Challenger) count(p peer.ID, good bool, weight float64, what string) {
+	if c.Observe != nil {
+		c.Observe(p, good, weight, what)
 	}
 }
 
-// attested says whether p answered a challenge with a verified document.
-func (c *challenger) attested(p peer.ID) bool {
+// Attested says whether p answered a challenge with a verified document.
+func (c *Challenger) Attested(p peer.ID) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.last[p].doc != nil
@@ -164,7 +164,7 @@ type claim struct {
 // window of d, claim one of d's GPU UUIDs (one UUID each): a dispute,
 // which proves nothing by itself (a UUID is a string anyone can write)
 // and lowers confidence in both, boundedly, unless CC settles it.
-func (c *challenger) swap(p peer.ID, l lastDoc) (lastDoc, map[peer.ID]claim) {
+func (c *Challenger) swap(p peer.ID, l lastDoc) (lastDoc, map[peer.ID]claim) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.last == nil {

@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"context"
@@ -29,10 +29,10 @@ var learnedPrefix = ds.NewKey("/reputation/receipts")
 const (
 	maxLearnedPerPeer = 256
 	maxLearned        = 100_000
-	// learnEvery is how often the node asks a few providers in its book
+	// LearnEvery is how often the node asks a few providers in its book
 	// for their receipts; learnAgain how long it waits before asking one
 	// again, and learnPerRound how many it asks at a time.
-	learnEvery    = 30 * time.Second
+	LearnEvery    = 30 * time.Second
 	learnAgain    = 30 * time.Minute
 	learnPerRound = 8
 )
@@ -44,8 +44,8 @@ type learned struct {
 	rc  reputation.Receipt
 }
 
-// receiptNet is what learning receipts needs of the network.
-type receiptNet interface {
+// ReceiptNet is what learning receipts needs of the network.
+type ReceiptNet interface {
 	FetchReceipts(ctx context.Context, p, subject peer.ID, each func([]byte)) (int, error)
 }
 
@@ -89,7 +89,7 @@ var errNotForUs = errors.New("a receipt of this node's own")
 
 // learn keeps the receipts in envs that verify; it returns how many it
 // kept that it did not hold.
-func (r *reputationSide) learn(ctx context.Context, subject peer.ID, envs [][]byte) int {
+func (r *Reputation) learn(ctx context.Context, subject peer.ID, envs [][]byte) int {
 	var fresh []learned
 	for _, env := range envs {
 		l, err := openLearned(env, subject, r.self, r.swarm)
@@ -125,7 +125,7 @@ func (r *reputationSide) learn(ctx context.Context, subject peer.ID, envs [][]by
 		r.saved.Delete(ctx, k)
 	}
 	if len(added) > 0 {
-		r.poke()
+		r.Poke()
 	}
 	return len(added)
 }
@@ -141,7 +141,7 @@ func bodyOf(env []byte) []byte {
 
 // evict drops learned receipts past the caps, oldest first, and returns
 // their keys. The caller holds r.mu.
-func (r *reputationSide) evict() []ds.Key {
+func (r *Reputation) evict() []ds.Key {
 	perPeer := map[peer.ID]int{}
 	all := make([]learned, 0, len(r.known))
 	for _, l := range r.known {
@@ -170,7 +170,7 @@ func (r *reputationSide) evict() []ds.Key {
 
 // loadLearned reads the receipts a previous run learned, checking each
 // again; one that does not verify is dropped.
-func (r *reputationSide) loadLearned(ctx context.Context) error {
+func (r *Reputation) loadLearned(ctx context.Context) error {
 	res, err := r.saved.Query(ctx, query.Query{Prefix: learnedPrefix.String()})
 	if err != nil {
 		return err
@@ -214,9 +214,9 @@ func openLearnedAny(env []byte, self peer.ID, swarm string) (reputation.Receipt,
 	return counted(rc, true), nil
 }
 
-// receiptsOf serves ReceiptsProtocol: the co-signed receipts this node
+// ReceiptsOf serves ReceiptsProtocol: the co-signed receipts this node
 // holds that name subject, its own and those it learned, newest first.
-func (r *reputationSide) receiptsOf(ctx context.Context, subject peer.ID) ([][]byte, error) {
+func (r *Reputation) ReceiptsOf(ctx context.Context, subject peer.ID) ([][]byte, error) {
 	recs, err := r.store.All(ctx)
 	if err != nil {
 		return nil, err
@@ -252,7 +252,7 @@ func (r *reputationSide) receiptsOf(ctx context.Context, subject peer.ID) ([][]b
 
 // learnRound asks up to learnPerRound providers in the book, not asked
 // within learnAgain, for the receipts they hold of themselves.
-func (r *reputationSide) learnRound(ctx context.Context) {
+func (r *Reputation) learnRound(ctx context.Context) {
 	if r.net == nil || r.providers == nil {
 		return
 	}
@@ -271,7 +271,7 @@ func (r *reputationSide) learnRound(ctx context.Context) {
 
 // due marks p asked now, and reports whether it was due: not this node,
 // and not asked within learnAgain.
-func (r *reputationSide) due(p peer.ID) bool {
+func (r *Reputation) due(p peer.ID) bool {
 	if p == r.self {
 		return false
 	}
@@ -298,7 +298,7 @@ const maxAsked = 10_000
 
 // learnFrom asks p for the receipts it holds of itself and keeps those
 // that verify; it reports how many it did not hold.
-func (r *reputationSide) learnFrom(ctx context.Context, p peer.ID) int {
+func (r *Reputation) learnFrom(ctx context.Context, p peer.ID) int {
 	var envs [][]byte
 	if _, err := r.net.FetchReceipts(ctx, p, p, func(env []byte) { envs = append(envs, env) }); err != nil {
 		r.log.Debug("receipts not fetched", "peer", p, "err", err)
@@ -306,10 +306,10 @@ func (r *reputationSide) learnFrom(ctx context.Context, p peer.ID) int {
 	return r.learn(ctx, p, envs)
 }
 
-// learnNow asks provider p for its receipts at once, if it is due, and
+// LearnNow asks provider p for its receipts at once, if it is due, and
 // recomputes the scores when it learned any: what someone asking about
 // a provider this node never dealt with wants.
-func (r *reputationSide) learnNow(ctx context.Context, p peer.ID) {
+func (r *Reputation) LearnNow(ctx context.Context, p peer.ID) {
 	if r.net == nil || !r.due(p) {
 		return
 	}
@@ -325,11 +325,11 @@ func (r *reputationSide) learnNow(ctx context.Context, p peer.ID) {
 // learnNowFor bounds an asking at once.
 const learnNowFor = 5 * time.Second
 
-// learnFor asks the providers in ps that are due for their receipts, in
+// LearnFor asks the providers in ps that are due for their receipts, in
 // parallel, within learnForRent, and recomputes the scores when it
 // learned any: what a rental does with its best candidates before it
 // tries them. It reports whether it learned anything.
-func (r *reputationSide) learnFor(ctx context.Context, ps []peer.ID) bool {
+func (r *Reputation) LearnFor(ctx context.Context, ps []peer.ID) bool {
 	if r.net == nil {
 		return false
 	}
@@ -350,5 +350,5 @@ func (r *reputationSide) learnFor(ctx context.Context, ps []peer.ID) bool {
 // learnCandidates is how many of the best it asks.
 const (
 	learnForRent    = 2 * time.Second
-	learnCandidates = 8
+	LearnCandidates = 8
 )

@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// reputationSide is this node's view of its peers' standing: scores
+// Reputation is this node's view of its peers' standing: scores
 // computed (market/reputation) from its own lease records, the receipts
 // it learned from providers, and what it saw of peers (attestations,
 // failed dials, disputes), published whole, so the matcher and the API
@@ -28,13 +28,13 @@ import (
 // something new was seen, and every recomputeEvery, as receipts and
 // observations age, and asks a few providers for receipts every
 // learnEvery; asked about one provider, the API asks it at once.
-type reputationSide struct {
+type Reputation struct {
 	self      peer.ID
 	swarm     string // the swarm's tag, which learned receipts must name
 	seeds     []peer.ID
 	store     records.Store
 	saved     ds.Datastore // observations and learned receipts
-	net       receiptNet   // nil: learns nothing
+	net       ReceiptNet   // nil: learns nothing
 	providers func() []peer.ID
 	clock     clock.Clock
 	log       *slog.Logger
@@ -50,17 +50,17 @@ type reputationSide struct {
 	asked map[peer.ID]time.Time // when each provider was last asked for them
 }
 
-// reputationDeps are what the reputation side is built from.
-type reputationDeps struct {
-	self      peer.ID
-	swarm     string
-	seeds     []peer.ID
-	store     records.Store
-	saved     ds.Datastore
-	net       receiptNet
-	providers func() []peer.ID // the providers in the book
-	clock     clock.Clock
-	log       *slog.Logger
+// Deps are what the reputation side is built from.
+type Deps struct {
+	Self      peer.ID
+	Swarm     string
+	Seeds     []peer.ID
+	Store     records.Store
+	Saved     ds.Datastore
+	Net       ReceiptNet
+	Providers func() []peer.ID // the providers in the book
+	Clock     clock.Clock
+	Log       *slog.Logger
 }
 
 // obsPrefix holds the observations, each under a key that sorts by when
@@ -91,18 +91,19 @@ const (
 	recomputeEvery  = time.Minute
 )
 
-func newReputationSide(d reputationDeps) *reputationSide {
-	r := &reputationSide{
-		self: d.self, swarm: d.swarm, seeds: d.seeds, store: d.store, saved: d.saved, net: d.net, providers: d.providers,
-		clock: d.clock, log: d.log, kick: make(chan struct{}, 1), asked: map[peer.ID]time.Time{}, known: map[ds.Key]learned{},
+// New is the reputation side of d, counting nothing until Load and Run.
+func New(d Deps) *Reputation {
+	r := &Reputation{
+		self: d.Self, swarm: d.Swarm, seeds: d.Seeds, store: d.Store, saved: d.Saved, net: d.Net, providers: d.Providers,
+		clock: d.Clock, log: d.Log, kick: make(chan struct{}, 1), asked: map[peer.ID]time.Time{}, known: map[ds.Key]learned{},
 	}
-	r.cur.Store(reputation.Compute(reputation.Inputs{Self: d.self, Seeds: d.seeds}, d.clock.Now(), reputation.Config{}))
+	r.cur.Store(reputation.Compute(reputation.Inputs{Self: d.Self, Seeds: d.Seeds}, d.Clock.Now(), reputation.Config{}))
 	return r
 }
 
-// load reads the observations and receipts a previous run saved; one
+// Load reads the observations and receipts a previous run saved; one
 // that does not decode is dropped.
-func (r *reputationSide) load(ctx context.Context) error {
+func (r *Reputation) Load(ctx context.Context) error {
 	if err := r.loadLearned(ctx); err != nil {
 		return err
 	}
@@ -154,23 +155,23 @@ func (r *reputationSide) load(ctx context.Context) error {
 }
 
 // Reliability is the matcher's source: p's reliability as a provider.
-func (r *reputationSide) Reliability(p peer.ID) float64 { return r.cur.Load().Reliability(p) }
+func (r *Reputation) Reliability(p peer.ID) float64 { return r.cur.Load().Reliability(p) }
 
-// scores returns the scores as last computed.
-func (r *reputationSide) scores() *reputation.Scores { return r.cur.Load() }
+// Scores returns the scores as last computed.
+func (r *Reputation) Scores() *reputation.Scores { return r.cur.Load() }
 
-// observe counts what this node saw of a peer, saves it, and has the
+// Observe counts what this node saw of a peer, saves it, and has the
 // scores recomputed soon.
-func (r *reputationSide) observe(p peer.ID, good bool, weight float64, what string) {
+func (r *Reputation) Observe(p peer.ID, good bool, weight float64, what string) {
 	r.note(p, "", good, weight, what)
 }
 
-// dispute counts a GPU UUID peers a and b both claimed.
-func (r *reputationSide) dispute(a, b peer.ID, uuid string) {
+// Dispute counts a GPU UUID peers a and b both claimed.
+func (r *Reputation) Dispute(a, b peer.ID, uuid string) {
 	r.note(a, b, false, 0, "GPU "+uuid+" claimed by both")
 }
 
-func (r *reputationSide) note(p, with peer.ID, good bool, weight float64, what string) {
+func (r *Reputation) note(p, with peer.ID, good bool, weight float64, what string) {
 	at := r.clock.Now()
 	if len(what) > maxWhat {
 		what = what[:maxWhat] + "…"
@@ -198,22 +199,22 @@ func (r *reputationSide) note(p, with peer.ID, good bool, weight float64, what s
 	for _, k := range gone {
 		r.saved.Delete(ctx, k)
 	}
-	r.poke()
+	r.Poke()
 }
 
-// poke has the scores recomputed soon: after a lease ends, say.
-func (r *reputationSide) poke() {
+// Poke has the scores recomputed soon: after a lease ends, say.
+func (r *Reputation) Poke() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
 }
 
-// run recomputes the scores, and learns receipts, until ctx ends.
-func (r *reputationSide) run(ctx context.Context) {
+// Run recomputes the scores, and learns receipts, until ctx ends.
+func (r *Reputation) Run(ctx context.Context) {
 	tick := r.clock.NewTicker(recomputeEvery)
 	defer tick.Stop()
-	learn := r.clock.NewTicker(learnEvery)
+	learn := r.clock.NewTicker(LearnEvery)
 	defer learn.Stop()
 	for {
 		if err := r.recompute(ctx); err != nil && ctx.Err() == nil {
@@ -231,7 +232,7 @@ func (r *reputationSide) run(ctx context.Context) {
 }
 
 // recompute reads the lease records and computes every score afresh.
-func (r *reputationSide) recompute(ctx context.Context) error {
+func (r *Reputation) recompute(ctx context.Context) error {
 	recs, err := r.store.All(ctx)
 	if err != nil {
 		return err

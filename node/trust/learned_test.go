@@ -1,0 +1,70 @@
+package trust
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/market/reputation"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
+)
+
+// A receipt a peer hands over counts only if both parties signed it, in
+// this swarm, and it names the peer asked about; one naming this node is
+// left to its own records.
+func TestOpenLearnedRefusesWhatItCannotCheck(t *testing.T) {
+	key := func() (crypto.PrivKey, peer.ID) {
+		k, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := peer.IDFromPrivateKey(k)
+		return k, id
+	}
+	renterKey, renter := key()
+	provKey, prov := key()
+	_, self := key()
+	_, stranger := key()
+	sign := func(rc *pb.Receipt, both bool) []byte {
+		cs, err := market.NewCoSigned(provKey, market.Provider, rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if both {
+			if err := market.CoSign[*pb.Receipt](renterKey, market.Renter, cs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, _ := proto.Marshal(cs)
+		return b
+	}
+	receipt := func(swarm string) *pb.Receipt {
+		return &pb.Receipt{Version: market.Version, LeaseId: "lease-1", Renter: []byte(renter), Provider: []byte(prov),
+			Outcome: pb.Outcome_OUTCOME_COMPLETED, EndUnixMs: time.Now().UnixMilli(), MeteredSeconds: 3600, Swarm: swarm}
+	}
+	good := sign(receipt("lab-1"), true)
+	if l, err := openLearned(good, prov, self, "lab-1"); err != nil || l.rc.Provider != prov || l.rc.Kind != reputation.Good || l.rc.Hours != 1 || !l.rc.CoSigned {
+		t.Fatalf("a good receipt: %+v, %v", l.rc, err)
+	}
+	forged := append([]byte(nil), good...)
+	forged[len(forged)-1] ^= 1
+	for name, c := range map[string]struct {
+		env     []byte
+		subject peer.ID
+		self    peer.ID
+	}{
+		"the provider's signature only": {sign(receipt("lab-1"), false), prov, self},
+		"a changed byte":                {forged, prov, self},
+		"another swarm's":               {sign(receipt(""), true), prov, self},
+		"not of the peer asked about":   {good, stranger, self},
+		"this node's own":               {good, prov, renter},
+		"garbage":                       {[]byte("not a receipt"), prov, self},
+	} {
+		if l, err := openLearned(c.env, c.subject, c.self, "lab-1"); err == nil {
+			t.Errorf("%s: learned %+v", name, l.rc)
+		}
+	}
+}
