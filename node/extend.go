@@ -2,12 +2,10 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
-	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 )
@@ -15,25 +13,6 @@ import (
 // extendWait bounds how long an extension waits for the lease's
 // supervisor to record it before the provider answers.
 const extendWait = 10 * time.Second
-
-// recordTerm is a lease's term as its record keeps it: the co-signed
-// lease, and its last extension when it has one (an extension that does
-// not verify is left out, as if never made).
-func recordTerm(l *pb.Lease, cs *pb.CoSigned, rec *records.Lease) (market.Term, error) {
-	t := market.LeaseTerm(l, cs)
-	if len(rec.Extension) == 0 {
-		return t, nil
-	}
-	ext := new(pb.CoSigned)
-	if err := proto.Unmarshal(rec.Extension, ext); err != nil {
-		return t, fmt.Errorf("lease %s: stored extension: %w", l.Id, err)
-	}
-	next, err := t.Apply(ext, market.Renter, market.Provider)
-	if err != nil {
-		return t, fmt.Errorf("lease %s: stored extension: %w", l.Id, err)
-	}
-	return next, nil
-}
 
 // extendFor answers a renter's extension of its running lease: the
 // renter's signature, the next seq, a term within the provider's longest

@@ -95,7 +95,7 @@ func newFollow(r *renter, l *pb.Lease, cs *pb.CoSigned, rec *records.Lease, out 
 	tm := market.LeaseTerm(l, cs)
 	if rec != nil {
 		var err error
-		if tm, err = recordTerm(l, cs, rec); err != nil {
+		if tm, err = records.Term(l, cs, rec); err != nil {
 			r.log.Warn("rental's extension unreadable; its term is the lease's own", "lease", l.Id, "err", err)
 		}
 	}

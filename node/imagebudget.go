@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
 )
@@ -102,7 +103,7 @@ func (b *imageBudget) reserve(renter peer.ID, want int64) (int64, error) {
 	defer b.mu.Unlock()
 	own := b.perRenter - b.renters[renter]
 	if own < minFetch {
-		return 0, &errImageBudget{msg: fmt.Sprintf("your images here come to %s, all this provider keeps for a renter (jobs.image_renter_gib %s); they go %s after their last use", FormatBytes(uint64(b.renters[renter])), FormatBytes(uint64(b.perRenter)), b.keep)}
+		return 0, &errImageBudget{msg: fmt.Sprintf("your images here come to %s, all this provider keeps for a renter (jobs.image_renter_gib %s); they go %s after their last use", views.FormatBytes(uint64(b.renters[renter])), views.FormatBytes(uint64(b.perRenter)), b.keep)}
 	}
 	grant := own
 	if want > 0 {
@@ -111,7 +112,7 @@ func (b *imageBudget) reserve(renter peer.ID, want int64) (int64, error) {
 	room := b.total - b.used - b.reserved
 	if room < grant || len(b.held) >= maxHeldImages {
 		return 0, &errImageBudget{msg: fmt.Sprintf("this provider's disk for renters' images is full: %s held, %s being fetched, of %s (jobs.image_disk_gib); try another or later",
-			FormatBytes(uint64(b.used)), FormatBytes(uint64(b.reserved)), FormatBytes(uint64(b.total))), shortBy: max(grant-room, 1)}
+			views.FormatBytes(uint64(b.used)), views.FormatBytes(uint64(b.reserved)), views.FormatBytes(uint64(b.total))), shortBy: max(grant-room, 1)}
 	}
 	b.reserved += grant
 	b.renters[renter] += grant

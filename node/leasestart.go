@@ -265,7 +265,7 @@ func (lo *leaseOwner) attach(ctx context.Context, from peer.ID, att *pb.JobAttac
 		return fmt.Errorf("lease %s is not %s's", id, from)
 	}
 	feed := jobstream.New(lo.clock, rec.LastEnv, records.Offsets{})
-	t, err := recordTerm(l, cs, rec)
+	t, err := records.Term(l, cs, rec)
 	if err != nil {
 		return err
 	}
@@ -330,7 +330,7 @@ func (lo *leaseOwner) recoverOne(ctx context.Context, rec *records.Lease, now ti
 	if err != nil {
 		return err
 	}
-	t, err := recordTerm(l, cs, rec)
+	t, err := records.Term(l, cs, rec)
 	if err != nil {
 		lo.log.Error("lease's extension unreadable; its term is the lease's own", "lease", l.Id, "err", err)
 	}

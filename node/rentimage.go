@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/fault"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/multiformats/go-multistream"
@@ -33,7 +34,7 @@ func (r *renter) readyImage(ctx context.Context, p peer.ID, ref string, out Rent
 		return r.sendImage(ctx, p, local, out)
 	}
 	got, err := r.net.ReadyImage(ctx, p, ref, pullLimit, func(pr *pb.ImageProgress) {
-		out.status("%s: pulling %s: %s of %s, %d of %d layers", short(p), ref, FormatBytes(pr.DoneBytes), FormatBytes(pr.TotalBytes), pr.LayersDone, pr.Layers)
+		out.status("%s: pulling %s: %s of %s, %d of %d layers", short(p), ref, views.FormatBytes(pr.DoneBytes), views.FormatBytes(pr.TotalBytes), pr.LayersDone, pr.Layers)
 	})
 	var unsupported multistream.ErrNotSupported[protocol.ID]
 	if errors.As(err, &unsupported) {
@@ -46,7 +47,7 @@ func (r *renter) readyImage(ctx context.Context, p peer.ID, ref string, out Rent
 		return fmt.Errorf("the provider's %s does not carry digest %s (it has %v)", ref, digest, got.RepoDigests)
 	}
 	if got.Pulled {
-		out.say("%s: pulled %s (%s unpacked) in %s; the pull is not billed", short(p), ref, FormatBytes(got.SizeBytes), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
+		out.say("%s: pulled %s (%s unpacked) in %s; the pull is not billed", short(p), ref, views.FormatBytes(got.SizeBytes), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
 	}
 	return nil
 }
@@ -64,7 +65,7 @@ func (r *renter) saveLocal(ctx context.Context, ref string, out RentOutput) (*ex
 	if err != nil {
 		return nil, fault.Invalidf("image_from_docker %s: %w", ref, err)
 	}
-	out.say("saved %s (%s, %d layers) from this machine's engine: providers get the layers they lack", ref, FormatBytes(uint64(max(local.Size, 0))), len(local.DiffIDs))
+	out.say("saved %s (%s, %d layers) from this machine's engine: providers get the layers they lack", ref, views.FormatBytes(uint64(max(local.Size, 0))), len(local.DiffIDs))
 	r.localMu.Lock()
 	defer r.localMu.Unlock()
 	if r.locals == nil {
@@ -109,21 +110,7 @@ func (r *renter) sendImage(ctx context.Context, p peer.ID, local *executor.Local
 		return fmt.Errorf("the provider readied image %s, not %s", got.Id, local.ID)
 	}
 	if got.Pulled {
-		out.say("%s: sent the image (%s: %d of %d layers) in %s; not billed", short(p), FormatBytes(uint64(sent)), len(local.DiffIDs)-from, len(local.DiffIDs), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
+		out.say("%s: sent the image (%s: %d of %d layers) in %s; not billed", short(p), views.FormatBytes(uint64(sent)), len(local.DiffIDs)-from, len(local.DiffIDs), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
 	}
 	return nil
-}
-
-// FormatBytes writes bytes in binary units: 512 B, 1.5 MiB, 3.2 GiB.
-func FormatBytes(b uint64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
-	}
-	div, exp := uint64(unit), 0
-	for n := b / unit; n >= unit && exp < 4; n /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTP"[exp])
 }

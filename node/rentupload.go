@@ -19,6 +19,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -82,9 +83,9 @@ func (r *renter) upload(ctx context.Context, p peer.ID, packed []transfer.Packed
 		case err != nil:
 			return fmt.Errorf("upload %s: %w", pk.Dest, err)
 		case had == pk.Size:
-			out.say("%s: %s was there already (%s)", short(p), pk.Dest, FormatBytes(uint64(pk.Size)))
+			out.say("%s: %s was there already (%s)", short(p), pk.Dest, views.FormatBytes(uint64(pk.Size)))
 		default:
-			out.say("%s: uploaded %s (%s, from byte %d); the upload is not billed", short(p), pk.Dest, FormatBytes(uint64(pk.Size)), had)
+			out.say("%s: uploaded %s (%s, from byte %d); the upload is not billed", short(p), pk.Dest, views.FormatBytes(uint64(pk.Size)), had)
 		}
 	}
 	return nil
@@ -104,7 +105,7 @@ func uploadResuming(ctx context.Context, clk clock.Clock, pk transfer.Packed, se
 		}
 		sent.Store(offset)
 		return &countingReader{ReadCloser: f, n: &sent, each: func(n int64) {
-			status("uploading %s: %s of %s", pk.Dest, FormatBytes(uint64(n)), FormatBytes(uint64(pk.Size)))
+			status("uploading %s: %s of %s", pk.Dest, views.FormatBytes(uint64(n)), views.FormatBytes(uint64(pk.Size)))
 		}}, nil
 	}
 	for try := 1; ; try++ {
@@ -113,7 +114,7 @@ func uploadResuming(ctx context.Context, clk clock.Clock, pk transfer.Packed, se
 		if err == nil || errors.As(err, &refused) || ctx.Err() != nil || try == uploadTries {
 			return had, err
 		}
-		say("upload of %s broke off at %s of %s (%v); resuming", pk.Dest, FormatBytes(uint64(sent.Load())), FormatBytes(uint64(pk.Size)), err)
+		say("upload of %s broke off at %s of %s (%v); resuming", pk.Dest, views.FormatBytes(uint64(sent.Load())), views.FormatBytes(uint64(pk.Size)), err)
 		select {
 		case <-clk.After(uploadPause):
 		case <-ctx.Done():
@@ -165,7 +166,7 @@ func checkDownloads(ds []api.Download) error {
 // downloadAll fetches each of a rental's downloads from provider p once
 // its job ended; one that fails says why in its view.
 func (r *renter) downloadAll(ctx context.Context, p peer.ID, lease string, ds []records.Download, out RentOutput) []api.DownloadView {
-	var views []api.DownloadView
+	var got []api.DownloadView
 	for i, d := range ds {
 		n, err := r.download(ctx, p, lease, i, d, out)
 		v := api.DownloadView{Path: d.Path, Local: d.Local, Bytes: n}
@@ -173,11 +174,11 @@ func (r *renter) downloadAll(ctx context.Context, p peer.ID, lease string, ds []
 			v.Error = err.Error()
 			out.say("download of %s failed: %v", d.Path, err)
 		} else {
-			out.say("downloaded %s to %s (%s, SHA-256 checked)", d.Path, d.Local, FormatBytes(uint64(n)))
+			out.say("downloaded %s to %s (%s, SHA-256 checked)", d.Path, d.Local, views.FormatBytes(uint64(n)))
 		}
-		views = append(views, v)
+		got = append(got, v)
 	}
-	return views
+	return got
 }
 
 // download fetches output i of lease from provider p into d.Local.

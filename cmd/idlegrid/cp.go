@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/spf13/cobra"
 )
 
@@ -73,7 +74,7 @@ func (e *env) cpIn(local, lease, remote string) error {
 	if err := e.verify(link, lease, dir, name, sums); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "idlegrid: copied %d files, %s, into %s:%s; SHA-256 checked\n", len(sums), node.FormatBytes(uint64(size)), lease, remote)
+	fmt.Fprintf(e.stderr, "idlegrid: copied %d files, %s, into %s:%s; SHA-256 checked\n", len(sums), views.FormatBytes(uint64(size)), lease, remote)
 	return nil
 }
 
@@ -98,7 +99,7 @@ func (e *env) cpOut(lease, remote, local string) error {
 	if err := e.verify(link, lease, dir, name, sums); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "idlegrid: copied %d files, %s, from %s:%s to %s; SHA-256 checked\n", len(sums), node.FormatBytes(uint64(size)), lease, remote, target)
+	fmt.Fprintf(e.stderr, "idlegrid: copied %d files, %s, from %s:%s to %s; SHA-256 checked\n", len(sums), views.FormatBytes(uint64(size)), lease, remote, target)
 	return nil
 }
 
