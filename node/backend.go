@@ -147,7 +147,7 @@ func (n *Node) CancelLease(ctx context.Context, id string) (api.LeaseView, error
 		return api.LeaseView{}, err
 	}
 	if rec.Role == records.Provider {
-		if n.leases == nil || n.leases.stopLease(ctx, id, "cancelled by the provider", "") == nil {
+		if n.leases == nil || n.leases.StopLease(ctx, id, "cancelled by the provider", "") == nil {
 			return api.LeaseView{}, fault.Conflictf("lease %s is not running here", id)
 		}
 		return views.Lease(rec), nil

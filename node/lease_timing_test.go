@@ -20,6 +20,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/lease"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/repo"
@@ -52,9 +53,9 @@ func detached(n *Node, id string) bool { live, away := following(n, id); return 
 func attached(n *Node, id string) bool { live, away := following(n, id); return live && !away }
 
 func following(n *Node, id string) (live, away bool) {
-	n.leases.do(context.Background(), func(st *leaseState) {
-		if ll := st.live[id]; ll != nil {
-			live, away = true, ll.feed.DetachedFor(n.clock.Now()) > 0
+	n.leases.Do(context.Background(), func(st *lease.State) {
+		if ll := st.Live[id]; ll != nil {
+			live, away = true, ll.Feed.DetachedFor(n.clock.Now()) > 0
 		}
 	})
 	return live, away
@@ -279,7 +280,7 @@ func TestRenterVanishingStopsTheJobAfterTheGracePeriod(t *testing.T) {
 	if len(rs) != 1 || len(rs[0].SignedBy) != 1 || rs[0].SignedBy[0] != "provider" {
 		t.Errorf("receipts %+v", rs)
 	}
-	if ids, err := prov.leases.exec.Running(context.Background()); err != nil || len(ids) != 0 {
+	if ids, err := prov.leases.Exec.Running(context.Background()); err != nil || len(ids) != 0 {
 		t.Errorf("jobs still there after the renter left: %v %v", ids, err)
 	}
 	// The cut-off renter gives up on its provider once its own re-attach
@@ -317,8 +318,8 @@ func restartableProvider(t *testing.T, clk clock.Clock, renterGrace time.Duratio
 // holds reports whether the provider's calendar holds lease id.
 func holds(n *Node, id string) bool {
 	found := false
-	n.leases.do(context.Background(), func(st *leaseState) {
-		for _, c := range st.cals {
+	n.leases.Do(context.Background(), func(st *lease.State) {
+		for _, c := range st.Cals {
 			for _, a := range c.Allocations() {
 				found = found || a.ID == id
 			}
@@ -404,7 +405,7 @@ func TestRestartsOnBothSidesStillSettleOneReceipt(t *testing.T) {
 		t.Errorf("lease on GPUs the provider no longer has: %s %q (held: %v)", ended.State, ended.Note, holds(prov, id))
 	}
 	waitFor(t, 20*time.Second, "the failed lease's container is removed", func() bool {
-		running, err := prov.leases.exec.Running(context.Background())
+		running, err := prov.leases.Exec.Running(context.Background())
 		return err == nil && !slices.Contains(running, id)
 	})
 

@@ -21,7 +21,7 @@ func nodeGauges(n *Node) []prometheus.Collector {
 			if n.leases == nil {
 				return 0
 			}
-			return float64(n.leases.liveCount())
+			return float64(n.leases.LiveCount())
 		}),
 		gauge("idlegrid_uptime_seconds", "Seconds since the node started.", func() float64 { return n.clock.Since(n.started).Seconds() }),
 		gauge("idlegrid_connected_peers", "Peers with at least one open connection.", func() float64 {

@@ -18,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/book"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/lease"
 	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/provider"
 	"github.com/idlegrid/idlegrid/node/records"
@@ -115,7 +116,7 @@ type Node struct {
 	provider    *provider.Provider // nil unless a provider
 	rentals     rentals            // started through the API
 	marketCache marketCache        // the dashboard's last market summary
-	leases      *leaseOwner        // nil unless a provider
+	leases      *lease.Owner  // nil unless a provider
 	pinger      *p2p.Pinger
 	coords      *p2p.Coordinates // this node's network coordinate, from New on
 	keeper      *p2p.Keeper      // the peers the connection manager keeps

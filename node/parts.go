@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/book"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
+	"github.com/idlegrid/idlegrid/node/lease"
 	"github.com/idlegrid/idlegrid/node/provider"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/repo"
@@ -140,25 +141,25 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 		}
 		inv = &i
 	}
-	lo, st, err := newLeaseOwner(leaseDeps{
-		id: n.id, key: n.key, limits: n.limits, provider: n.cfg.Provider, jobs: n.cfg.Jobs, exec: exec, store: n.leaseStore(),
-		clock: n.clock, log: n.opts.Logger.With("subsystem", LogNode), offer: n.provider.OwnOffer, source: n.provider.Source(), ended: n.leaseEnded,
-		renterScore: func(p peer.ID) float64 { return n.reputation.Scores().Of(p).AsRenter },
-		stageDir:    filepath.Join(n.repo.Path, repo.StagingDir),
-		signed:      func() { n.reputation.Poke() },
-		metrics:     n.metrics,
+	lo, st, err := lease.New(lease.Deps{
+		Id: n.id, Key: n.key, Limits: n.limits, Provider: n.cfg.Provider, Jobs: n.cfg.Jobs, Exec: exec, Store: n.leaseStore(),
+		Clock: n.clock, Log: n.opts.Logger.With("subsystem", LogNode), Offer: n.provider.OwnOffer, Source: n.provider.Source(), Ended: n.leaseEnded,
+		RenterScore: func(p peer.ID) float64 { return n.reputation.Scores().Of(p).AsRenter },
+		StageDir:    filepath.Join(n.repo.Path, repo.StagingDir),
+		Signed:      func() { n.reputation.Poke() },
+		Metrics:     n.metrics,
 	}, inv)
 	if err != nil {
 		closeExecutor(exec)
 		return nil, err
 	}
-	lo.holds = &holdPolicy{share: n.cfg.Provider.NewRenterShare, known: func(p peer.ID) bool { return n.reputation.Scores().Of(p).Trust > 0 }}
+	lo.Holds = &lease.HoldPolicy{Share: n.cfg.Provider.NewRenterShare, Known: func(p peer.ID) bool { return n.reputation.Scores().Of(p).Trust > 0 }}
 	n.leases = lo
 	// The leases outlive a stop (a job runs on, and the next start adopts
 	// it), but the streams that serve them end with it.
 	sctx, scancel := context.WithCancel(n.base)
-	lo.start(n.base, st, n.server(sctx))
-	return func() error { scancel(); lo.stop(); return nil }, nil
+	lo.Start(n.base, st, n.server(sctx))
+	return func() error { scancel(); lo.Stop(); return nil }, nil
 }
 
 func closeExecutor(e executor.Executor) {

@@ -103,7 +103,7 @@ func (n *Node) leaseSummary(ctx context.Context) api.LeaseSummary {
 		}
 	}
 	if n.leases != nil {
-		for _, c := range n.leases.slots {
+		for _, c := range n.leases.Slots {
 			sum.GPUsOffered += c
 		}
 	}

@@ -1,4 +1,4 @@
-package node
+package lease
 
 import (
 	"context"
@@ -20,15 +20,15 @@ const extendWait = 10 * time.Second
 // the lease's price. Agreed, the provider countersigns it, the calendar
 // holds the GPUs to the new end, and the lease's supervisor records it
 // (and tells the renter on the job stream) before the answer goes back.
-func (lo *leaseOwner) extendFor(ctx context.Context, from peer.ID, cs *pb.CoSigned) *pb.LeaseReply {
+func (lo *Owner) extendFor(ctx context.Context, from peer.ID, cs *pb.CoSigned) *pb.LeaseReply {
 	e, err := market.OpenCoSigned[*pb.Extension](cs, market.Renter)
 	if err != nil {
 		return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "extension: %v", err).Reply()
 	}
 	var ll *liveLease
 	var reply *pb.LeaseReply
-	lo.do(ctx, func(st *leaseState) {
-		ll = st.live[e.LeaseId]
+	lo.Do(ctx, func(st *State) {
+		ll = st.Live[e.LeaseId]
 		if ll == nil || peer.ID(ll.lease.Renter) != from {
 			reply = market.Reject(pb.RejectCode_REJECT_UNKNOWN_LEASE, "no running lease %s of yours here", e.LeaseId).Reply()
 			return
@@ -58,7 +58,7 @@ func (lo *leaseOwner) extendFor(ctx context.Context, from peer.ID, cs *pb.CoSign
 
 // extendLive checks and applies an extension to live lease ll, in the
 // owner goroutine.
-func (lo *leaseOwner) extendLive(st *leaseState, ll *liveLease, cs *pb.CoSigned) *pb.LeaseReply {
+func (lo *Owner) extendLive(st *State, ll *liveLease, cs *pb.CoSigned) *pb.LeaseReply {
 	term := *ll.term.Load()
 	next, err := term.Extend(cs, market.Renter)
 	if err != nil {
@@ -69,10 +69,10 @@ func (lo *leaseOwner) extendLive(st *leaseState, ll *liveLease, cs *pb.CoSigned)
 	case !ok:
 		return market.Reject(pb.RejectCode_REJECT_NOT_AVAILABLE, "this provider sells no GPU time now").Reply()
 	case next.Lease.DurationSeconds > o.MaxDurationSeconds:
-		return market.Reject(pb.RejectCode_REJECT_DURATION, "a term of %s is longer than this provider's longest lease, %s", secs(next.Lease.DurationSeconds), secs(o.MaxDurationSeconds)).Reply()
+		return market.Reject(pb.RejectCode_REJECT_DURATION, "a term of %s is longer than this provider's longest lease, %s", time.Duration(next.Lease.DurationSeconds)*time.Second, time.Duration(o.MaxDurationSeconds)*time.Second).Reply()
 	}
 	var held *market.Calendar
-	for _, c := range st.cals {
+	for _, c := range st.Cals {
 		if a, ok := c.Allocation(ll.lease.Id); ok {
 			if a.End.UnixMilli() < term.End().UnixMilli() { // the calendar keeps sub-millisecond times
 				return market.Reject(pb.RejectCode_REJECT_NOT_AVAILABLE, "lease %s ends early, at %s (preempted or cancelled)", ll.lease.Id, a.End.UTC().Format(time.RFC3339)).Reply()
@@ -100,10 +100,10 @@ func (lo *leaseOwner) extendLive(st *leaseState, ll *liveLease, cs *pb.CoSigned)
 
 // termsFor answers a renter's question for its lease's terms as they
 // stand: the co-signed lease and its last extension.
-func (lo *leaseOwner) termsFor(ctx context.Context, from peer.ID, id string) *pb.LeaseReply {
+func (lo *Owner) termsFor(ctx context.Context, from peer.ID, id string) *pb.LeaseReply {
 	var reply *pb.LeaseReply
-	lo.do(ctx, func(st *leaseState) {
-		if ll := st.live[id]; ll != nil && peer.ID(ll.lease.Renter) == from {
+	lo.Do(ctx, func(st *State) {
+		if ll := st.Live[id]; ll != nil && peer.ID(ll.lease.Renter) == from {
 			reply = &pb.LeaseReply{Lease: ll.cs, Extension: ll.term.Load().Extension}
 		}
 	})
@@ -124,5 +124,5 @@ func (r *run) extended(end interface{ Reset(time.Duration) bool }) {
 		end.Reset(r.lo.clock.Until(t.End()))
 	}
 	r.persist()
-	ll.feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Extension{Extension: t.Extension}})
+	ll.Feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Extension{Extension: t.Extension}})
 }

@@ -1,4 +1,4 @@
-package node
+package lease
 
 import (
 	"cmp"
@@ -26,7 +26,7 @@ import (
 // spec is what the executor runs for l on the GPUs assigned. A lease may
 // ask for less CPU, memory and processes than the provider's limits,
 // never more: what it asks beyond them is cut to them.
-func (lo *leaseOwner) spec(l *pb.Lease, gpus []string) executor.Spec {
+func (lo *Owner) spec(l *pb.Lease, gpus []string) executor.Spec {
 	j := lo.jobs
 	w := l.Workload
 	s := executor.Spec{
@@ -84,10 +84,10 @@ func (lo *leaseOwner) spec(l *pb.Lease, gpus []string) executor.Spec {
 // lease of l.GpuCount GPUs gets where the offer shares the host by GPUs
 // (Offer.host_whole false) and l takes fewer than all of them; 0, 0
 // otherwise. A share is at least a tenth of a core.
-func (lo *leaseOwner) hostShare(l *pb.Lease) (nanoCPUs, memBytes int64) {
+func (lo *Owner) hostShare(l *pb.Lease) (nanoCPUs, memBytes int64) {
 	o, ok := lo.offer()
 	total := 0
-	for _, n := range lo.slots {
+	for _, n := range lo.Slots {
 		total += n
 	}
 	if !ok || o.GetHostWhole() || total == 0 || int(l.GpuCount) >= total {
@@ -111,7 +111,7 @@ func within(asked, limit int64) int64 {
 
 // run is one supervisor's view of its lease's job.
 type run struct {
-	lo      *leaseOwner
+	lo      *Owner
 	ll      *liveLease
 	job     executor.Job
 	chain   *attest.Chain
@@ -124,8 +124,8 @@ type run struct {
 // job exits, the term ends, a stop is requested or the renter is gone.
 // When the owner stops it leaves a container running for the restarted
 // provider to adopt.
-func (lo *leaseOwner) runLease(ll *liveLease, adopted executor.Job, lost string) {
-	defer ll.feed.Close()
+func (lo *Owner) runLease(ll *liveLease, adopted executor.Job, lost string) {
+	defer ll.Feed.Close()
 	r := &run{lo: lo, ll: ll, job: adopted, exited: make(chan int, 1)}
 	var err error
 	if r.chain, err = attest.ResumeChain(lo.key, lo.limits.Swarm, ll.lease.Id, ll.rec.Beats, ll.rec.Root, time.UnixMilli(ll.rec.LastBeat)); err != nil {
@@ -142,7 +142,7 @@ func (lo *leaseOwner) runLease(ll *liveLease, adopted executor.Job, lost string)
 		if !r.waitStart() || !r.waitGPUs() {
 			return
 		}
-		if r.job, err = lo.exec.Start(lo.ctx, lo.spec(ll.lease, ll.rec.GPUs), executor.Output{Stdout: ll.feed.Writer(false), Stderr: ll.feed.Writer(true)}); err != nil {
+		if r.job, err = lo.Exec.Start(lo.ctx, lo.spec(ll.lease, ll.rec.GPUs), executor.Output{Stdout: ll.Feed.Writer(false), Stderr: ll.Feed.Writer(true)}); err != nil {
 			lo.metrics.ExecutorFailed(metrics.ExecStart)
 			r.finish(pb.Outcome_OUTCOME_FAILED, "job did not start: "+err.Error(), -1)
 			return
@@ -155,7 +155,7 @@ func (lo *leaseOwner) runLease(ll *liveLease, adopted executor.Job, lost string)
 	}
 	ll.rec.State, ll.rec.Job = records.Active, r.job.ID()
 	r.persist()
-	ll.feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Started{Started: fmt.Sprintf("%s job %s on GPUs %v", lo.exec.Name(), r.job.ID(), ll.rec.GPUs)}})
+	ll.Feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Started{Started: fmt.Sprintf("%s job %s on GPUs %v", lo.Exec.Name(), r.job.ID(), ll.rec.GPUs)}})
 	// The job's exit is waited for as long as this supervisor runs, also
 	// while it stops the job during the owner's shutdown.
 	waiting, stopWaiting := context.WithCancel(context.WithoutCancel(lo.ctx))
@@ -192,8 +192,8 @@ func (r *run) waitStart() bool {
 func (r *run) waitGPUs() bool {
 	lo, l := r.lo, r.ll.lease
 	var before []*liveLease
-	lo.do(lo.ctx, func(st *leaseState) {
-		for id, o := range st.live {
+	lo.Do(lo.ctx, func(st *State) {
+		for id, o := range st.Live {
 			if id != l.Id && o.lease.StartUnixMs < l.StartUnixMs && slices.ContainsFunc(o.rec.GPUs, func(g string) bool { return slices.Contains(r.ll.rec.GPUs, g) }) {
 				before = append(before, o)
 			}
@@ -233,7 +233,7 @@ func (r *run) loop() {
 			return
 		case now := <-tick.C():
 			r.beat()
-			if away := ll.feed.DetachedFor(now); away > lo.jobs.RenterGrace.Std() && !ll.detached.Load() {
+			if away := ll.Feed.DetachedFor(now); away > lo.jobs.RenterGrace.Std() && !ll.detached.Load() {
 				r.stopJob(stopRequest{outcome: pb.Outcome_OUTCOME_CANCELLED, note: fmt.Sprintf("the renter was gone for %s", away.Round(time.Second))})
 				return
 			}
@@ -272,7 +272,7 @@ func (r *run) notice(s stopRequest, end interface{ Reset(time.Duration) bool }) 
 	ll.rec.EndMs, ll.rec.StopOutcome, ll.rec.StopNote = s.at.UnixMilli(), int32(s.outcome), s.note
 	r.persist()
 	end.Reset(ahead)
-	ll.feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: fmt.Sprintf("%s: the job will be stopped at %s (in %s)", s.note, s.at.UTC().Format(time.RFC3339), ahead.Round(time.Second))}})
+	ll.Feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: fmt.Sprintf("%s: the job will be stopped at %s (in %s)", s.note, s.at.UTC().Format(time.RFC3339), ahead.Round(time.Second))}})
 	return true
 }
 
@@ -280,7 +280,7 @@ func (r *run) notice(s stopRequest, end interface{ Reset(time.Duration) bool }) 
 // beat and ends the lease with s's outcome.
 func (r *run) stopJob(s stopRequest) {
 	grace := r.lo.jobs.StopGrace.Std()
-	r.ll.feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: fmt.Sprintf("%s: stopping the job (SIGTERM, then SIGKILL after %s)", s.note, grace)}})
+	r.ll.Feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: fmt.Sprintf("%s: stopping the job (SIGTERM, then SIGKILL after %s)", s.note, grace)}})
 	// The engine keeps real time: this deadline is the network's clock.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.lo.ctx), grace+30*time.Second)
 	defer cancel()
@@ -312,7 +312,7 @@ func (r *run) remove() {
 // container keeps running, to be adopted after the restart; a process
 // dies with the provider anyway, so its lease fails now.
 func (r *run) leaveOrStop() {
-	if r.lo.exec.Name() == config.ExecutorDocker {
+	if r.lo.Exec.Name() == config.ExecutorDocker {
 		r.persist()
 		return
 	}
@@ -331,7 +331,7 @@ func (r *run) beat() {
 	}
 	r.ll.rec.LastEnv = env
 	r.persist()
-	r.ll.feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Heartbeat{Heartbeat: env}})
+	r.ll.Feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Heartbeat{Heartbeat: env}})
 }
 
 // samples reads the leased GPUs, when the provider has a GPU source.

@@ -1,4 +1,4 @@
-package node
+package lease
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 // lease of every GPU, holds it to nothing more than jobs' own limits.
 func TestALeaseIsHeldToItsShareOfTheHost(t *testing.T) {
 	offer := &pb.Offer{Host: &pb.HostSpec{CpuCores: 64, RamBytes: 512 << 30}}
-	lo := &leaseOwner{slots: map[string]int{"H100 SXM": 8}, offer: func() (*pb.Offer, bool) { return offer, true }}
+	lo := &Owner{Slots: map[string]int{"H100 SXM": 8}, offer: func() (*pb.Offer, bool) { return offer, true }}
 	lease := &pb.Lease{Id: "l", GpuCount: 2, Workload: &pb.Workload{Image: "busybox"}}
 	if cpus, mem := lo.hostShare(lease); cpus != 16e9 || mem != 128<<30 {
 		t.Errorf("2 of 8 GPUs: %d nano-CPUs, %d bytes; want 16 cores, 128 GiB", cpus, mem)

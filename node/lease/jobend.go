@@ -1,4 +1,4 @@
-package node
+package lease
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 	ll.stamp()
 	// What a renter away at the end has not got waits for it with the
 	// receipt.
-	if o := ll.feed.Undelivered(); o != nil && len(o.Stdout)+len(o.Stderr) > 0 {
+	if o := ll.Feed.Undelivered(); o != nil && len(o.Stdout)+len(o.Stderr) > 0 {
 		rec.Undelivered = o
 	}
 	if r.chain != nil {
@@ -61,18 +61,18 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 		r.remove()
 	}
 	close(ll.off)
-	lo.do(context.Background(), func(st *leaseState) {
-		for _, c := range st.cals {
+	lo.Do(context.Background(), func(st *State) {
+		for _, c := range st.Cals {
 			c.Release(l.Id, lo.clock.Now())
 		}
-		delete(st.live, l.Id)
+		delete(st.Live, l.Id)
 		lo.nLive.Add(-1)
 		if rc.AmountMicros > 0 { // GPU time the renter owes for
 			st.unsigned[l.Id] = unsignedReceipt{renter: peer.ID(l.Renter), end: time.UnixMilli(rec.EndMs)}
 		}
 	})
 	lo.log.Info("lease ended", "lease", l.Id, "state", rec.State, "seconds", rc.MeteredSeconds, "amount", market.FormatPrice(rc.AmountMicros), "note", note)
-	lo.collectSignature(lo.ctx, rec, ll.feed)
+	lo.collectSignature(lo.ctx, rec, ll.Feed)
 }
 
 // collectSignature sends the provider-signed receipt to the attached
@@ -80,7 +80,7 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 // the same body, within receiptWait; then it closes the feed. Until it
 // is signed (now, or when the renter attaches again) the receipt counts
 // against the renter's open leases for unsignedMemory after the end.
-func (lo *leaseOwner) collectSignature(ctx context.Context, rec *records.Lease, feed *jobstream.Feed) {
+func (lo *Owner) collectSignature(ctx context.Context, rec *records.Lease, feed *jobstream.Feed) {
 	defer feed.Close()
 	rcs := new(pb.CoSigned)
 	if err := proto.Unmarshal(rec.Receipt, rcs); err != nil || len(rcs.RenterSignature) > 0 {
@@ -96,13 +96,13 @@ func (lo *leaseOwner) collectSignature(ctx context.Context, rec *records.Lease, 
 	case <-ctx.Done():
 	}
 	if signed {
-		lo.do(context.WithoutCancel(ctx), func(st *leaseState) { delete(st.unsigned, rec.ID) })
+		lo.Do(context.WithoutCancel(ctx), func(st *State) { delete(st.unsigned, rec.ID) })
 	}
 }
 
 // keepCountersigned stores the receipt the renter countersigned, if it
 // countersigned the provider's terms, and says whether it did.
-func (lo *leaseOwner) keepCountersigned(rec *records.Lease, rcs *pb.CoSigned, reply *pb.ReceiptReply) bool {
+func (lo *Owner) keepCountersigned(rec *records.Lease, rcs *pb.CoSigned, reply *pb.ReceiptReply) bool {
 	if reply.Receipt == nil {
 		lo.log.Warn("renter refused the receipt", "lease", rec.ID, "why", reply.Refusal)
 		return false

@@ -1,4 +1,4 @@
-package node
+package lease
 
 import (
 	"errors"
@@ -24,37 +24,37 @@ const (
 // out to renters with no history.
 const holdDay = 24 * time.Hour
 
-// holdPolicy bounds what renters with no history here hold of the
+// HoldPolicy bounds what renters with no history here hold of the
 // provider's calendars ahead, together: the per-renter cap counts per
 // key, and keys cost nothing.
-type holdPolicy struct {
-	// share is provider.new_renter_share: of the GPUs at any instant, and
+type HoldPolicy struct {
+	// Share is provider.new_renter_share: of the GPUs at any instant, and
 	// of a day's GPU-hours, what the class may hold past holdNear.
-	share float64
-	// known reports whether a renter has history here (a trust path from
+	Share float64
+	// Known reports whether a renter has history here (a trust path from
 	// this node: a receipt co-signed with it or with a peer it trusts).
-	known func(peer.ID) bool
+	Known func(peer.ID) bool
 }
 
 // limit is the class's limit on a calendar of slots GPUs.
-func (h *holdPolicy) limit(slots int) market.HoldLimit {
+func (h *HoldPolicy) limit(slots int) market.HoldLimit {
 	return market.HoldLimit{
 		Prompt:  holdPrompt,
 		Near:    holdNear,
-		GPUs:    int(math.Ceil(h.share * float64(slots))),
-		GPUTime: time.Duration(h.share * float64(slots) * float64(holdDay)),
+		GPUs:    int(math.Ceil(h.Share * float64(slots))),
+		GPUTime: time.Duration(h.Share * float64(slots) * float64(holdDay)),
 	}
 }
 
 // newcomers reports, of the calendar's allocations by lease ID, those of
 // renters with no history here; it asks known once per renter.
-func (h *holdPolicy) newcomers(st *leaseState) func(id string) bool {
+func (h *HoldPolicy) newcomers(st *State) func(id string) bool {
 	seen := map[peer.ID]bool{}
 	return func(id string) bool {
 		var renter peer.ID
 		switch {
-		case st.live[id] != nil:
-			renter = peer.ID(st.live[id].lease.Renter)
+		case st.Live[id] != nil:
+			renter = peer.ID(st.Live[id].lease.Renter)
 		case st.admitting[id] != nil:
 			renter = st.admitting[id].renter
 		default:
@@ -62,7 +62,7 @@ func (h *holdPolicy) newcomers(st *leaseState) func(id string) bool {
 		}
 		known, ok := seen[renter]
 		if !ok {
-			known = h.known(renter)
+			known = h.Known(renter)
 			seen[renter] = known
 		}
 		return !known

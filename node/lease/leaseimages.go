@@ -1,4 +1,4 @@
-package node
+package lease
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 // setupImages has the image server keep the images the leases name, and
 // keep its account of what it fetched across restarts in the
 // repository (stageDir's parent), when there is one.
-func (lo *leaseOwner) setupImages(stageDir string) {
+func (lo *Owner) setupImages(stageDir string) {
 	lo.images.inUse = lo.leaseImages
 	if stageDir == "" {
 		return
@@ -20,10 +20,10 @@ func (lo *leaseOwner) setupImages(stageDir string) {
 
 // leaseImages are the images the provider's leases name, live or yet to
 // start: those fetched for renters stay while a lease names them.
-func (lo *leaseOwner) leaseImages(ctx context.Context) []string {
+func (lo *Owner) leaseImages(ctx context.Context) []string {
 	var refs []string
-	lo.own.Do(ctx, func(st *leaseState) {
-		for _, l := range st.live {
+	lo.own.Do(ctx, func(st *State) {
+		for _, l := range st.Live {
 			if img := l.lease.GetWorkload().GetImage(); img != "" {
 				refs = append(refs, img)
 			}

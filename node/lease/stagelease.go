@@ -1,4 +1,4 @@
-package node
+package lease
 
 import (
 	"context"
@@ -25,7 +25,7 @@ const leaseLookup = 5 * time.Second
 // stageRules are the bounds of the provider's stage under j: a renter
 // keeps twice the largest tar (uploads and outputs together), all renters
 // jobs.max_stage_gib, those with no lease here half of it.
-func (lo *leaseOwner) stageRules(j config.JobsConfig, clk clock.Clock) transfer.StageRules {
+func (lo *Owner) stageRules(j config.JobsConfig, clk clock.Clock) transfer.StageRules {
 	max := int64(j.MaxUploadMiB) << 20
 	total := int64(j.MaxStageGiB) << 30
 	return transfer.StageRules{
@@ -38,7 +38,7 @@ func (lo *leaseOwner) stageRules(j config.JobsConfig, clk clock.Clock) transfer.
 // openOutput opens output index of lease for from: only for a lease this
 // provider holds, only for its renter, and only from that renter's own
 // outputs.
-func (lo *leaseOwner) openOutput(ctx context.Context, from peer.ID, lease string, index int) (io.ReadSeekCloser, int64, []byte, error) {
+func (lo *Owner) openOutput(ctx context.Context, from peer.ID, lease string, index int) (io.ReadSeekCloser, int64, []byte, error) {
 	if err := transfer.CheckLeaseID(lease); err != nil {
 		return nil, 0, nil, err
 	}
@@ -52,10 +52,10 @@ func (lo *leaseOwner) openOutput(ctx context.Context, from peer.ID, lease string
 
 // leaseRenter is the renter of lease id, which this provider holds now
 // or held; false when it holds no such lease.
-func (lo *leaseOwner) leaseRenter(ctx context.Context, id string) (peer.ID, bool) {
+func (lo *Owner) leaseRenter(ctx context.Context, id string) (peer.ID, bool) {
 	var renter peer.ID
-	lo.do(ctx, func(st *leaseState) {
-		if ll := st.live[id]; ll != nil {
+	lo.Do(ctx, func(st *State) {
+		if ll := st.Live[id]; ll != nil {
 			renter = peer.ID(ll.lease.Renter)
 		}
 	})
@@ -75,12 +75,12 @@ func (lo *leaseOwner) leaseRenter(ctx context.Context, id string) (peer.ID, bool
 
 // leasedRenters are the renters that hold a lease here now: the stage
 // counts their uploads outside the strangers' share.
-func (lo *leaseOwner) leasedRenters() []peer.ID {
+func (lo *Owner) leasedRenters() []peer.ID {
 	ctx, cancel := context.WithTimeout(lo.ctx, leaseLookup)
 	defer cancel()
 	var out []peer.ID
-	lo.do(ctx, func(st *leaseState) {
-		for _, ll := range st.live {
+	lo.Do(ctx, func(st *State) {
+		for _, ll := range st.Live {
 			out = append(out, peer.ID(ll.lease.Renter))
 		}
 	})

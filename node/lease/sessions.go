@@ -1,4 +1,4 @@
-package node
+package lease
 
 import (
 	"context"
@@ -23,15 +23,15 @@ const maxLeaseSessions = 32
 // session serves a renter's exec or port-forward into its running lease:
 // only the lease's renter, only while the job runs, and never past the
 // lease's end.
-func (lo *leaseOwner) session(ctx context.Context, from peer.ID, req *pb.SessionRequest, s network.Stream) error {
+func (lo *Owner) session(ctx context.Context, from peer.ID, req *pb.SessionRequest, s network.Stream) error {
 	var ll *liveLease
-	lo.do(ctx, func(st *leaseState) { ll = st.live[req.LeaseId] })
+	lo.Do(ctx, func(st *State) { ll = st.Live[req.LeaseId] })
 	if ll == nil || peer.ID(ll.lease.Renter) != from {
 		return p2p.ReplySession(s, fmt.Sprintf("no running lease %s of yours here", req.LeaseId))
 	}
-	sx, ok := lo.exec.(executor.Sessions)
+	sx, ok := lo.Exec.(executor.Sessions)
 	if !ok {
-		return p2p.ReplySession(s, fmt.Sprintf("this provider's executor (%s) cannot reach into a job", lo.exec.Name()))
+		return p2p.ReplySession(s, fmt.Sprintf("this provider's executor (%s) cannot reach into a job", lo.Exec.Name()))
 	}
 	if n := ll.sessions.Add(1); n > maxLeaseSessions {
 		ll.sessions.Add(-1)
@@ -82,7 +82,7 @@ func (lo *leaseOwner) session(ctx context.Context, from peer.ID, req *pb.Session
 
 // exec1 runs one command for a session: the renter's frames feed its
 // input and its terminal's size; its output and exit code go back.
-func (lo *leaseOwner) exec1(ctx context.Context, cancel context.CancelFunc, sx executor.Sessions, leaseID string, e *pb.ExecRequest, s network.Stream) error {
+func (lo *Owner) exec1(ctx context.Context, cancel context.CancelFunc, sx executor.Sessions, leaseID string, e *pb.ExecRequest, s network.Stream) error {
 	if err := p2p.ReplySession(s, ""); err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func errText(err error) string {
 
 // unpack puts a tar the renter uploaded into its running job (idlegrid
 // cp in), then forgets the tar.
-func (lo *leaseOwner) unpack(ctx context.Context, sx executor.Sessions, from peer.ID, leaseID string, in *pb.Input) error {
+func (lo *Owner) unpack(ctx context.Context, sx executor.Sessions, from peer.ID, leaseID string, in *pb.Input) error {
 	if lo.stage == nil {
 		return errors.New("this provider takes no uploads (jobs.max_upload_mib = 0)")
 	}
@@ -148,7 +148,7 @@ func (lo *leaseOwner) unpack(ctx context.Context, sx executor.Sessions, from pee
 
 // pack packs a path of the renter's running job into the stage, as an
 // output of its lease for it to download (idlegrid cp out).
-func (lo *leaseOwner) pack(ctx context.Context, sx executor.Sessions, from peer.ID, leaseID string, pr *pb.PackRequest) error {
+func (lo *Owner) pack(ctx context.Context, sx executor.Sessions, from peer.ID, leaseID string, pr *pb.PackRequest) error {
 	switch {
 	case lo.stage == nil:
 		return errors.New("this provider keeps nothing to download (jobs.max_upload_mib = 0)")

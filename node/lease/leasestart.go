@@ -1,4 +1,4 @@
-package node
+package lease
 
 import (
 	"context"
@@ -28,70 +28,70 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// leaseDeps are what a lease owner is built from.
-type leaseDeps struct {
-	id       peer.ID
-	limits   market.Limits
-	key      crypto.PrivKey
-	provider config.ProviderConfig
-	jobs     config.JobsConfig
-	exec     executor.Executor
-	store    records.Store
-	clock    clock.Clock
-	log      *slog.Logger
-	offer    func() (*pb.Offer, bool)
-	source   attest.GPUSource
-	ended    func(*records.Lease, *pb.Receipt)
-	// renterScore is a renter's score as a renter, in [0, 1]; nil: none.
-	renterScore func(peer.ID) float64
-	// stageDir keeps the tars renters upload for their leases; empty:
+// Deps are what a lease owner is built from.
+type Deps struct {
+	Id       peer.ID
+	Limits   market.Limits
+	Key      crypto.PrivKey
+	Provider config.ProviderConfig
+	Jobs     config.JobsConfig
+	Exec     executor.Executor
+	Store    records.Store
+	Clock    clock.Clock
+	Log      *slog.Logger
+	Offer    func() (*pb.Offer, bool)
+	Source   attest.GPUSource
+	Ended    func(*records.Lease, *pb.Receipt)
+	// RenterScore is a renter's score as a renter, in [0, 1]; nil: none.
+	RenterScore func(peer.ID) float64
+	// StageDir keeps the tars renters upload for their leases; empty:
 	// uploads are refused.
-	stageDir string
-	// signed is told when a renter's countersignature of a receipt is
+	StageDir string
+	// Signed is told when a renter's countersignature of a receipt is
 	// stored (the scores resting on receipts change); may be nil.
-	signed func()
-	// metrics counts the executor's failures; may be nil.
-	metrics *metrics.Metrics
+	Signed func()
+	// Metrics counts the executor's failures; may be nil.
+	Metrics *metrics.Metrics
 }
 
-// newLeaseOwner builds the calendars from the provider's GPUs, as inv
+// New builds the calendars from the provider's GPUs, as inv
 // (nil for the static list) shows them: each GPU UUID is a slot (static
 // GPUs get numbered slots). It starts nothing.
-func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState, error) {
-	lo := &leaseOwner{
-		id: d.id, key: d.key, limits: d.limits, jobs: d.jobs, notice: d.provider.BronzeNotice.Std(), perRenter: d.provider.RenterLeases, exec: d.exec, store: d.store,
-		minRenterScore: d.provider.MinRenterScore, renterScore: d.renterScore,
-		clock: d.clock, log: d.log, offer: d.offer, source: d.source, ended: d.ended, signed: d.signed, metrics: d.metrics,
-		matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil), slots: map[string]int{},
-		own: owner.New[*leaseState](),
+func New(d Deps, inv *attest.Inventory) (*Owner, *State, error) {
+	lo := &Owner{
+		id: d.Id, key: d.Key, limits: d.Limits, jobs: d.Jobs, notice: d.Provider.BronzeNotice.Std(), perRenter: d.Provider.RenterLeases, Exec: d.Exec, store: d.Store,
+		minRenterScore: d.Provider.MinRenterScore, renterScore: d.RenterScore,
+		clock: d.Clock, log: d.Log, offer: d.Offer, source: d.Source, ended: d.Ended, signed: d.Signed, metrics: d.Metrics,
+		matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil), Slots: map[string]int{},
+		own: owner.New[*State](),
 	}
-	if pl, ok := d.exec.(executor.Puller); ok {
-		lo.images = newImagePulls(pl, d.jobs, d.offer, d.log, d.metrics)
-		lo.setupImages(d.stageDir)
+	if pl, ok := d.Exec.(executor.Puller); ok {
+		lo.images = newImagePulls(pl, d.Jobs, d.Offer, d.Log, d.Metrics)
+		lo.setupImages(d.StageDir)
 	}
-	if _, ok := d.exec.(executor.Sessions); ok && d.stageDir != "" && d.jobs.MaxUploadMiB > 0 {
-		stage, err := transfer.NewStage(d.stageDir, lo.stageRules(d.jobs, d.clock))
+	if _, ok := d.Exec.(executor.Sessions); ok && d.StageDir != "" && d.Jobs.MaxUploadMiB > 0 {
+		stage, err := transfer.NewStage(d.StageDir, lo.stageRules(d.Jobs, d.Clock))
 		if err != nil {
 			return nil, nil, fmt.Errorf("uploads: %w", err)
 		}
 		lo.stage = stage
 	}
-	st := &leaseState{cals: map[string]*market.Calendar{}, live: map[string]*liveLease{}, admitting: map[string]*admission{}, unsigned: map[string]unsignedReceipt{}}
+	st := &State{Cals: map[string]*market.Calendar{}, Live: map[string]*liveLease{}, admitting: map[string]*admission{}, unsigned: map[string]unsignedReceipt{}}
 	slots := map[string][]string{}
 	if inv != nil {
 		for _, g := range inv.GPUs {
-			if share := d.provider.Share; len(share) == 0 || slices.Contains(share, g.UUID) || slices.Contains(share, fmt.Sprint(g.Index)) {
+			if share := d.Provider.Share; len(share) == 0 || slices.Contains(share, g.UUID) || slices.Contains(share, fmt.Sprint(g.Index)) {
 				m := attest.ModelOf(g.Name, g.PCIDeviceID)
 				slots[m] = append(slots[m], g.UUID)
 			}
 		}
 	}
-	for _, g := range d.provider.GPUs {
+	for _, g := range d.Provider.GPUs {
 		for range g.Count {
 			slots[g.Model] = append(slots[g.Model], fmt.Sprintf("%s-%d", strings.ToLower(g.Model), len(slots[g.Model])))
 		}
 	}
-	o, err := offer.Build(d.provider, d.id, 0, d.clock.Now())
+	o, err := offer.Build(d.Provider, d.Id, 0, d.Clock.Now())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -100,15 +100,15 @@ func newLeaseOwner(d leaseDeps, inv *attest.Inventory) (*leaseOwner, *leaseState
 		if err != nil {
 			return nil, nil, err
 		}
-		st.cals[model], lo.slots[model] = c, len(ids)
+		st.Cals[model], lo.Slots[model] = c, len(ids)
 	}
 	return lo, st, nil
 }
 
-// start starts the owner on st, picks up the leases a previous run left
+// Start starts the owner on st, picks up the leases a previous run left
 // and serves the lease and job protocols. ctx ends the supervisors and
 // the handlers; stop waits for them.
-func (lo *leaseOwner) start(ctx context.Context, st *leaseState, sv p2p.Server) {
+func (lo *Owner) Start(ctx context.Context, st *State, sv p2p.Server) {
 	lo.ctx, lo.cancel = context.WithCancel(ctx)
 	lo.own.Start(st)
 	if err := lo.recover(lo.ctx); err != nil {
@@ -117,7 +117,7 @@ func (lo *leaseOwner) start(ctx context.Context, st *leaseState, sv p2p.Server) 
 	sv.Ctx = lo.ctx
 	p2p.ServeLeases(sv, lo.handle)
 	p2p.ServeJobs(sv, lo.attach)
-	if _, ok := lo.exec.(executor.Sessions); ok {
+	if _, ok := lo.Exec.(executor.Sessions); ok {
 		p2p.ServeSessions(sv, lo.session)
 	}
 	if lo.images != nil {
@@ -132,7 +132,7 @@ func (lo *leaseOwner) start(ctx context.Context, st *leaseState, sv p2p.Server) 
 }
 
 // stageUpload takes a renter's upload into the stage.
-func (lo *leaseOwner) stageUpload(from peer.ID, sum []byte, size int64) (int64, p2p.UploadSink, error) {
+func (lo *Owner) stageUpload(from peer.ID, sum []byte, size int64) (int64, p2p.UploadSink, error) {
 	have, part, err := lo.stage.Begin(from, sum, size)
 	if err != nil || part == nil {
 		return have, nil, err
@@ -140,20 +140,20 @@ func (lo *leaseOwner) stageUpload(from peer.ID, sum []byte, size int64) (int64, 
 	return have, part, nil
 }
 
-// stop ends the supervisors, which leave containers running for the next
+// Stop ends the supervisors, which leave containers running for the next
 // start to adopt, and waits for them, then stops the owner.
-func (lo *leaseOwner) stop() {
+func (lo *Owner) Stop() {
 	lo.cancel()
 	// A barrier: every supervisor the owner started before the cancel
 	// is counted before the wait; it starts none after it.
-	lo.do(context.Background(), func(*leaseState) {})
+	lo.Do(context.Background(), func(*State) {})
 	lo.sup.Wait()
 	if lo.stage != nil {
 		lo.stage.Close()
 	}
 	lo.own.Stop()
-	if lo.exec != nil {
-		lo.exec.Close()
+	if lo.Exec != nil {
+		lo.Exec.Close()
 	}
 }
 
@@ -162,7 +162,7 @@ type liveLease struct {
 	lease *pb.Lease
 	cs    *pb.CoSigned
 	rec   *records.Lease // written only by the lease's supervisor
-	feed  *jobstream.Feed
+	Feed  *jobstream.Feed
 	stop  chan stopRequest // to the supervisor
 	// off is closed once the lease has ended and its job is gone from
 	// the GPUs (stopped and removed).
@@ -190,18 +190,18 @@ type stopRequest struct {
 // newLive is the live state of a lease about to be supervised.
 // l is the lease as co-signed, t its term as its last extension set it.
 func newLive(clk clock.Clock, l *pb.Lease, t market.Term, rec *records.Lease) *liveLease {
-	ll := &liveLease{lease: l, cs: t.Signed, rec: rec, feed: jobstream.New(clk, rec.LastEnv, rec.Output),
+	ll := &liveLease{lease: l, cs: t.Signed, rec: rec, Feed: jobstream.New(clk, rec.LastEnv, rec.Output),
 		stop: make(chan stopRequest, 1), off: make(chan struct{}), extended: make(chan chan struct{})}
 	ll.detached.Store(rec.Detached)
 	ll.term.Store(&t)
-	ll.feed.Hold(nil, t.Extension) // extended before a restart
+	ll.Feed.Hold(nil, t.Extension) // extended before a restart
 	return ll
 }
 
 // stamp copies into the record how far the job's output came and whether
 // the renter left on purpose; by the supervisor, before it writes rec.
 func (ll *liveLease) stamp() {
-	ll.rec.Output, ll.rec.Detached = ll.feed.Offsets(), ll.detached.Load()
+	ll.rec.Output, ll.rec.Detached = ll.Feed.Offsets(), ll.detached.Load()
 }
 
 // requestStop hands a stop to the supervisor without blocking; a later
@@ -224,13 +224,13 @@ func (ll *liveLease) requestStop(r stopRequest) {
 // adopted is a job found after a restart, else nil; a lost reason ends
 // the lease as failed at once. Once the owner is stopping it starts none:
 // the stored lease waits for the next start.
-func (lo *leaseOwner) supervise(st *leaseState, ll *liveLease, adopted executor.Job, lost string) {
+func (lo *Owner) supervise(st *State, ll *liveLease, adopted executor.Job, lost string) {
 	if lo.ctx.Err() != nil {
 		return
 	}
-	st.live[ll.lease.Id] = ll
+	st.Live[ll.lease.Id] = ll
 	lo.nLive.Add(1)
-	ll.feed.Start()
+	ll.Feed.Start()
 	lo.sup.Add(1)
 	go func() {
 		defer lo.sup.Done()
@@ -243,15 +243,15 @@ func (lo *leaseOwner) supervise(st *leaseState, ll *liveLease, adopted executor.
 // had not got and the receipt. A renter that holds less of the output
 // than the feed keeps gets the part in between from the engine's log
 // first.
-func (lo *leaseOwner) attach(ctx context.Context, from peer.ID, att *pb.JobAttach, s network.Stream) error {
+func (lo *Owner) attach(ctx context.Context, from peer.ID, att *pb.JobAttach, s network.Stream) error {
 	id := att.LeaseId
 	have := records.Offsets{Stdout: int64(min(att.StdoutOffset, 1<<62)), Stderr: int64(min(att.StderrOffset, 1<<62))}
 	var ll *liveLease
-	lo.do(ctx, func(st *leaseState) { ll = st.live[id] })
+	lo.Do(ctx, func(st *State) { ll = st.Live[id] })
 	if ll != nil && peer.ID(ll.lease.Renter) == from {
 		have = lo.replayLogs(ctx, ll, have, s)
 		select {
-		case <-ll.feed.Attach(s, have):
+		case <-ll.Feed.Attach(s, have):
 		case <-ctx.Done():
 		}
 		return nil
@@ -284,14 +284,14 @@ const replayRounds = 3
 // has not got that the feed no longer keeps, from the engine's log, and
 // returns what the renter then holds. A part the engine no longer keeps
 // either is skipped: the renter sees the gap in the offsets.
-func (lo *leaseOwner) replayLogs(ctx context.Context, ll *liveLease, have records.Offsets, s network.Stream) records.Offsets {
+func (lo *Owner) replayLogs(ctx context.Context, ll *liveLease, have records.Offsets, s network.Stream) records.Offsets {
 	for range replayRounds {
-		kept := ll.feed.Detach()
-		if have.Stdout >= kept.Stdout && have.Stderr >= kept.Stderr || lo.exec == nil {
+		kept := ll.Feed.Detach()
+		if have.Stdout >= kept.Stdout && have.Stderr >= kept.Stderr || lo.Exec == nil {
 			break
 		}
 		stdout, stderr := jobstream.Direct(s, have)
-		if _, err := lo.exec.Logs(ctx, ll.lease.Id, executor.Offsets(have), executor.Offsets(kept), executor.Output{Stdout: stdout, Stderr: stderr}); err != nil {
+		if _, err := lo.Exec.Logs(ctx, ll.lease.Id, executor.Offsets(have), executor.Offsets(kept), executor.Output{Stdout: stdout, Stderr: stderr}); err != nil {
 			lo.log.Info("output not replayed from the engine's log", "lease", ll.lease.Id, "err", err)
 			break
 		}
@@ -307,7 +307,7 @@ func (lo *leaseOwner) replayLogs(ctx context.Context, ll *liveLease, have record
 // last persisted beat; a lease not yet started is started. Jobs the
 // executor runs for no lease left open are stopped: nothing runs that no
 // lease pays for.
-func (lo *leaseOwner) recover(ctx context.Context) error {
+func (lo *Owner) recover(ctx context.Context) error {
 	recs, err := lo.store.All(ctx)
 	if err != nil {
 		return err
@@ -325,7 +325,7 @@ func (lo *leaseOwner) recover(ctx context.Context) error {
 }
 
 // recoverOne picks up one lease not ended.
-func (lo *leaseOwner) recoverOne(ctx context.Context, rec *records.Lease, now time.Time) error {
+func (lo *Owner) recoverOne(ctx context.Context, rec *records.Lease, now time.Time) error {
 	l, cs, err := rec.Open()
 	if err != nil {
 		return err
@@ -336,21 +336,21 @@ func (lo *leaseOwner) recoverOne(ctx context.Context, rec *records.Lease, now ti
 	}
 	ll := newLive(lo.clock, l, t, rec)
 	var job executor.Job
-	if lo.exec != nil {
-		if job, err = lo.exec.Adopt(ctx, l.Id, executor.Offsets(rec.Output), executor.Output{Stdout: ll.feed.Writer(false), Stderr: ll.feed.Writer(true)}); err != nil {
+	if lo.Exec != nil {
+		if job, err = lo.Exec.Adopt(ctx, l.Id, executor.Offsets(rec.Output), executor.Output{Stdout: ll.Feed.Writer(false), Stderr: ll.Feed.Writer(true)}); err != nil {
 			if !errors.Is(err, executor.ErrNotFound) {
 				lo.metrics.ExecutorFailed(metrics.ExecAdopt)
 			}
 			job = nil
 		}
-		if c, ok := lo.exec.(executor.Collector); ok && job != nil {
+		if c, ok := lo.Exec.(executor.Collector); ok && job != nil {
 			c.Collect(job, l.Id, lo.spec(l, rec.GPUs).Outputs)
 		}
 	}
 	a := market.Allocation{ID: l.Id, GPUIDs: rec.GPUs, Start: time.UnixMilli(l.StartUnixMs), End: time.UnixMilli(rec.EndMs), Tier: l.Tier, PriceMicros: l.PriceMicros}
-	return lo.do(ctx, func(st *leaseState) {
+	return lo.Do(ctx, func(st *State) {
 		held := false
-		for _, c := range st.cals {
+		for _, c := range st.Cals {
 			if c.Restore(a) == nil {
 				held = true
 				break
@@ -369,7 +369,7 @@ func (lo *leaseOwner) recoverOne(ctx context.Context, rec *records.Lease, now ti
 			lost = "the job was lost while the provider was down"
 		case !now.Before(time.UnixMilli(rec.EndMs)):
 			lost = "the lease's term passed while the provider was down"
-		case lo.exec == nil:
+		case lo.Exec == nil:
 			lost = "this provider runs no jobs any more (jobs.executor = none)"
 		}
 		lo.log.Info("lease recovered", "lease", l.Id, "state", rec.State, "adopted", job != nil, "lost", lost)
@@ -380,17 +380,17 @@ func (lo *leaseOwner) recoverOne(ctx context.Context, rec *records.Lease, now ti
 // stopOrphans stops the jobs the executor runs for leases that are not
 // live: ended ones, or ones never recorded (a provider killed between
 // starting a job and writing it down).
-func (lo *leaseOwner) stopOrphans(ctx context.Context) error {
-	if lo.exec == nil {
+func (lo *Owner) stopOrphans(ctx context.Context) error {
+	if lo.Exec == nil {
 		return nil
 	}
-	ids, err := lo.exec.Running(ctx)
+	ids, err := lo.Exec.Running(ctx)
 	if err != nil {
 		return err
 	}
 	live := map[string]bool{}
-	lo.do(ctx, func(st *leaseState) {
-		for id := range st.live {
+	lo.Do(ctx, func(st *State) {
+		for id := range st.Live {
 			live[id] = true
 		}
 	})
@@ -398,7 +398,7 @@ func (lo *leaseOwner) stopOrphans(ctx context.Context) error {
 		if live[id] {
 			continue
 		}
-		job, err := lo.exec.Adopt(ctx, id, executor.Offsets{}, executor.Output{})
+		job, err := lo.Exec.Adopt(ctx, id, executor.Offsets{}, executor.Output{})
 		if err != nil {
 			continue
 		}

@@ -1,4 +1,4 @@
-package node
+package lease
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// leaseOwner is the provider's side of leases: it admits proposals
+// Owner is the provider's side of leases: it admits proposals
 // against its offer and calendars, countersigns them, runs their jobs
 // through the executor (one supervisor goroutine per lease), meters them
 // and co-signs their receipts. The datastore holds every lease, so a
@@ -36,7 +36,7 @@ import (
 // the engine), reserved in it (the calendar), countersigned and stored
 // outside it, then committed (supervised) or released in it: no lock is
 // held across Docker, pebble or signing.
-type leaseOwner struct {
+type Owner struct {
 	id        peer.ID
 	limits    market.Limits
 	key       crypto.PrivKey
@@ -48,7 +48,7 @@ type leaseOwner struct {
 	// farAhead ahead (0: nothing).
 	minRenterScore float64
 	renterScore    func(peer.ID) float64
-	exec           executor.Executor // nil: jobs.executor = none
+	Exec           executor.Executor // nil: jobs.executor = none
 	store          records.Store
 	clock          clock.Clock
 	log            *slog.Logger
@@ -58,24 +58,24 @@ type leaseOwner struct {
 	ended          func(*records.Lease, *pb.Receipt) // counts an end; may be nil
 	signed         func()                            // a countersigned receipt stored; may be nil
 	metrics        *metrics.Metrics                  // counts the executor's failures; may be nil
-	slots          map[string]int                    // GPUs per model; fixed
+	Slots          map[string]int                    // GPUs per model; fixed
 	nLive          atomic.Int64
 	images         *imagePulls     // readies images for renters; nil without a Puller
 	stage          *transfer.Stage // renters' uploads; nil: uploads refused
-	// holds bounds what renters with no history hold ahead together; nil:
+	// Holds bounds what renters with no history hold ahead together; nil:
 	// nothing beyond perRenter.
-	holds *holdPolicy
+	Holds *HoldPolicy
 
 	ctx    context.Context // the supervisors'; ends when the owner stops
 	cancel context.CancelFunc
-	own    *owner.Owner[*leaseState]
+	own    *owner.Owner[*State]
 	sup    sync.WaitGroup // supervisors; Add only in the owner
 }
 
-// leaseState is what the owner goroutine alone touches.
-type leaseState struct {
-	cals      map[string]*market.Calendar // by GPU model
-	live      map[string]*liveLease
+// State is what the owner goroutine alone touches.
+type State struct {
+	Cals      map[string]*market.Calendar // by GPU model
+	Live      map[string]*liveLease
 	admitting map[string]*admission // reserved, being signed and stored
 	// unsigned are the ended leases whose receipts the renter has not
 	// countersigned, by lease ID: each counts against the renter's open
@@ -109,11 +109,11 @@ type reservation struct {
 	decision market.Decision
 }
 
-// do runs f on the owner and waits for it.
-func (lo *leaseOwner) do(ctx context.Context, f func(*leaseState)) error { return lo.own.Do(ctx, f) }
+// Do runs f on the owner and waits for it.
+func (lo *Owner) Do(ctx context.Context, f func(*State)) error { return lo.own.Do(ctx, f) }
 
 // handle answers one lease request from a renter.
-func (lo *leaseOwner) handle(ctx context.Context, from peer.ID, req *pb.LeaseRequest) *pb.LeaseReply {
+func (lo *Owner) handle(ctx context.Context, from peer.ID, req *pb.LeaseRequest) *pb.LeaseReply {
 	switch k := req.Kind.(type) {
 	case *pb.LeaseRequest_Propose:
 		return lo.propose(ctx, from, k.Propose)
@@ -131,7 +131,7 @@ func (lo *leaseOwner) handle(ctx context.Context, from peer.ID, req *pb.LeaseReq
 
 // propose admits a lease the renter signed, or says why not. A proposal
 // already accepted is answered with the same countersigned lease.
-func (lo *leaseOwner) propose(ctx context.Context, from peer.ID, cs *pb.CoSigned) *pb.LeaseReply {
+func (lo *Owner) propose(ctx context.Context, from peer.ID, cs *pb.CoSigned) *pb.LeaseReply {
 	l, err := market.OpenCoSigned[*pb.Lease](cs, market.Renter)
 	if err == nil {
 		err = lo.limits.ValidateLease(l)
@@ -171,7 +171,7 @@ func (lo *leaseOwner) propose(ctx context.Context, from peer.ID, cs *pb.CoSigned
 // held answers a proposal whose ID this provider has stored: the
 // countersigned lease for the same terms, a refusal for others; nil when
 // the ID is new.
-func (lo *leaseOwner) held(ctx context.Context, id string, cs *pb.CoSigned) *pb.LeaseReply {
+func (lo *Owner) held(ctx context.Context, id string, cs *pb.CoSigned) *pb.LeaseReply {
 	rec, err := lo.store.Get(ctx, id)
 	switch {
 	case errors.Is(err, ds.ErrNotFound):
@@ -190,7 +190,7 @@ func (lo *leaseOwner) held(ctx context.Context, id string, cs *pb.CoSigned) *pb.
 // the market's rules against its offer, then its image rules and an
 // executor that has the image. It returns the GPU model whose calendar
 // the lease takes.
-func (lo *leaseOwner) check(ctx context.Context, l *pb.Lease) (string, error) {
+func (lo *Owner) check(ctx context.Context, l *pb.Lease) (string, error) {
 	o, _ := lo.offer()
 	now := lo.clock.Now()
 	model, err := market.AdmitLease(lo.matcher, o, l, now)
@@ -200,7 +200,7 @@ func (lo *leaseOwner) check(ctx context.Context, l *pb.Lease) (string, error) {
 	if err := lo.checkRenter(l, now); err != nil {
 		return "", err
 	}
-	if lo.exec == nil {
+	if lo.Exec == nil {
 		return "", market.Reject(pb.RejectCode_REJECT_INTERNAL, "this provider runs no jobs (jobs.executor = none)")
 	}
 	if err := lo.checkInputs(l); err != nil {
@@ -208,7 +208,7 @@ func (lo *leaseOwner) check(ctx context.Context, l *pb.Lease) (string, error) {
 	}
 	spec := lo.spec(l, nil)
 	spec.Images = executor.ImagePolicy{Allow: o.ImageAllow, Deny: o.ImageDeny}
-	if err := lo.exec.Check(ctx, spec); err != nil {
+	if err := lo.Exec.Check(ctx, spec); err != nil {
 		if errors.Is(err, executor.ErrUnknownImage) || errors.Is(err, executor.ErrImageRefused) {
 			return "", market.Reject(pb.RejectCode_REJECT_IMAGE, "%v", err)
 		}
@@ -221,7 +221,7 @@ func (lo *leaseOwner) check(ctx context.Context, l *pb.Lease) (string, error) {
 // checkInputs refuses a lease whose inputs the renter has not uploaded,
 // whole, before proposing it, and one with inputs or outputs where the
 // provider keeps neither.
-func (lo *leaseOwner) checkInputs(l *pb.Lease) error {
+func (lo *Owner) checkInputs(l *pb.Lease) error {
 	ins := l.GetWorkload().GetInputs()
 	if len(ins)+len(l.GetWorkload().GetOutputs()) == 0 {
 		return nil
@@ -245,7 +245,7 @@ const farAhead = 24 * time.Hour
 // ahead, to a renter that scores below the provider's min_renter_score as
 // a renter: a provider may ask a record of those who would hold its
 // calendar longest.
-func (lo *leaseOwner) checkRenter(l *pb.Lease, now time.Time) error {
+func (lo *Owner) checkRenter(l *pb.Lease, now time.Time) error {
 	if lo.minRenterScore <= 0 || lo.renterScore == nil {
 		return nil
 	}
@@ -272,8 +272,8 @@ func rejectionOf(err error) *market.RejectError {
 // A proposal of the same ID already being admitted is waited for (wait);
 // a refusal names the earliest start at which the lease would fit once
 // bronze leases have had their notice.
-func (lo *leaseOwner) reserve(ctx context.Context, l *pb.Lease, cs *pb.CoSigned, model string) (res reservation, wait <-chan struct{}, err error) {
-	derr := lo.do(ctx, func(st *leaseState) {
+func (lo *Owner) reserve(ctx context.Context, l *pb.Lease, cs *pb.CoSigned, model string) (res reservation, wait <-chan struct{}, err error) {
+	derr := lo.Do(ctx, func(st *State) {
 		if a := st.admitting[l.Id]; a != nil {
 			if bytes.Equal(a.body, cs.Body) {
 				wait = a.settled
@@ -282,11 +282,11 @@ func (lo *leaseOwner) reserve(ctx context.Context, l *pb.Lease, cs *pb.CoSigned,
 			}
 			return
 		}
-		if st.live[l.Id] != nil { // committed since held() looked: look again
+		if st.Live[l.Id] != nil { // committed since held() looked: look again
 			wait = closed
 			return
 		}
-		cal := st.cals[model]
+		cal := st.Cals[model]
 		if cal == nil {
 			err = market.Reject(pb.RejectCode_REJECT_NO_CAPACITY, "no %d GPUs of one model here", l.GpuCount)
 			return
@@ -300,9 +300,9 @@ func (lo *leaseOwner) reserve(ctx context.Context, l *pb.Lease, cs *pb.CoSigned,
 		if r.Start.Before(now) {
 			r.Start = now // within the skew: the calendar starts it now
 		}
-		if renter := peer.ID(l.Renter); lo.holds != nil && !lo.holds.known(renter) {
-			if herr := cal.CheckHolds(r, lo.holds.limit(cal.Slots()), lo.holds.newcomers(st), now); herr != nil {
-				err = market.Reject(pb.RejectCode_REJECT_RENTER_LIMIT, "renter %s has no history here (no receipt or trust path): %s; this provider's new_renter_share is %.2f", renter, reasonOf(herr), lo.holds.share)
+		if renter := peer.ID(l.Renter); lo.Holds != nil && !lo.Holds.Known(renter) {
+			if herr := cal.CheckHolds(r, lo.Holds.limit(cal.Slots()), lo.Holds.newcomers(st), now); herr != nil {
+				err = market.Reject(pb.RejectCode_REJECT_RENTER_LIMIT, "renter %s has no history here (no receipt or trust path): %s; this provider's new_renter_share is %.2f", renter, reasonOf(herr), lo.Holds.Share)
 				return
 			}
 		}
@@ -326,8 +326,8 @@ func (lo *leaseOwner) reserve(ctx context.Context, l *pb.Lease, cs *pb.CoSigned,
 // heldBy counts what renter holds here at now: its leases admitted or
 // being admitted and not ended, and the receipts it left unsigned within
 // unsignedMemory (older ones are forgotten here).
-func (st *leaseState) heldBy(renter peer.ID, now time.Time) (open, unsigned int) {
-	for _, ll := range st.live {
+func (st *State) heldBy(renter peer.ID, now time.Time) (open, unsigned int) {
+	for _, ll := range st.Live {
 		if peer.ID(ll.lease.Renter) == renter {
 			open++
 		}
@@ -356,7 +356,7 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // would: both sides sign the start, so the renter proposes it anew. One
 // that would fit later only because other leases end by then is not: that
 // is no preemption, and the renter may find GPUs free now elsewhere.
-func (lo *leaseOwner) refusal(cal *market.Calendar, r market.LeaseRequest, err error, now time.Time) *market.RejectError {
+func (lo *Owner) refusal(cal *market.Calendar, r market.LeaseRequest, err error, now time.Time) *market.RejectError {
 	rej := market.RejectAdmission(err)
 	if rej.Code != pb.RejectCode_REJECT_NO_CAPACITY || r.Tier == pb.Tier_TIER_BRONZE {
 		return rej
@@ -374,7 +374,7 @@ func (lo *leaseOwner) refusal(cal *market.Calendar, r market.LeaseRequest, err e
 // accept countersigns and stores a reserved lease, outside the owner,
 // then commits it in the owner: preempts what the admission decided and
 // starts supervising it. On failure it releases the reservation.
-func (lo *leaseOwner) accept(ctx context.Context, l *pb.Lease, cs *pb.CoSigned, res reservation) *pb.LeaseReply {
+func (lo *Owner) accept(ctx context.Context, l *pb.Lease, cs *pb.CoSigned, res reservation) *pb.LeaseReply {
 	rec := &records.Lease{ID: l.Id, Role: records.Provider, State: records.Accepted, GPUs: res.decision.GPUIDs, EndMs: market.LeaseEnd(l).UnixMilli()}
 	err := market.CoSign[*pb.Lease](lo.key, market.Provider, cs)
 	if err == nil {
@@ -382,12 +382,12 @@ func (lo *leaseOwner) accept(ctx context.Context, l *pb.Lease, cs *pb.CoSigned, 
 		err = lo.store.Put(ctx, rec, nil)
 	}
 	if err != nil {
-		lo.settle(l.Id, func(st *leaseState) { st.cals[res.model].Release(l.Id, res.start) })
+		lo.settle(l.Id, func(st *State) { st.Cals[res.model].Release(l.Id, res.start) })
 		return market.Reject(pb.RejectCode_REJECT_INTERNAL, "countersign and store: %v", err).Reply()
 	}
-	lo.settle(l.Id, func(st *leaseState) {
+	lo.settle(l.Id, func(st *State) {
 		for _, p := range res.decision.Preempt {
-			if ll := st.live[p.AllocationID]; ll != nil {
+			if ll := st.Live[p.AllocationID]; ll != nil {
 				ll.requestStop(stopRequest{outcome: pb.Outcome_OUTCOME_PREEMPTED, note: "preempted by a " + market.TierName(l.Tier) + " lease", at: p.NoticeEnds})
 			}
 		}
@@ -400,8 +400,8 @@ func (lo *leaseOwner) accept(ctx context.Context, l *pb.Lease, cs *pb.CoSigned, 
 // settle ends an admission in the owner with f, whatever the caller's
 // context: a reservation is committed or released, never left. A stopped
 // owner leaves a stored lease to the next start, which recovers it.
-func (lo *leaseOwner) settle(id string, f func(*leaseState)) {
-	lo.do(context.Background(), func(st *leaseState) {
+func (lo *Owner) settle(id string, f func(*State)) {
+	lo.Do(context.Background(), func(st *State) {
 		f(st)
 		if a := st.admitting[id]; a != nil {
 			close(a.settled)
@@ -412,8 +412,8 @@ func (lo *leaseOwner) settle(id string, f func(*leaseState)) {
 
 // cancelFor ends a lease at its renter's request: before its start it is
 // dropped, owing nothing; running, its job is stopped.
-func (lo *leaseOwner) cancelFor(ctx context.Context, from peer.ID, id string) *pb.LeaseReply {
-	cs := lo.stopLease(ctx, id, "cancelled by the renter", from)
+func (lo *Owner) cancelFor(ctx context.Context, from peer.ID, id string) *pb.LeaseReply {
+	cs := lo.StopLease(ctx, id, "cancelled by the renter", from)
 	if cs == nil {
 		return market.Reject(pb.RejectCode_REJECT_UNKNOWN_LEASE, "no running lease %s of yours here", id).Reply()
 	}
@@ -423,10 +423,10 @@ func (lo *leaseOwner) cancelFor(ctx context.Context, from peer.ID, id string) *p
 // detachFor lets the renter leave its running lease on purpose: the job
 // runs on without a renter attached, to its term or its end, and the
 // output and receipt wait for the renter to attach again.
-func (lo *leaseOwner) detachFor(ctx context.Context, from peer.ID, id string) *pb.LeaseReply {
+func (lo *Owner) detachFor(ctx context.Context, from peer.ID, id string) *pb.LeaseReply {
 	var cs *pb.CoSigned
-	lo.do(ctx, func(st *leaseState) {
-		if ll := st.live[id]; ll != nil && peer.ID(ll.lease.Renter) == from {
+	lo.Do(ctx, func(st *State) {
+		if ll := st.Live[id]; ll != nil && peer.ID(ll.lease.Renter) == from {
 			ll.detached.Store(true)
 			cs = ll.cs
 		}
@@ -437,13 +437,13 @@ func (lo *leaseOwner) detachFor(ctx context.Context, from peer.ID, id string) *p
 	return &pb.LeaseReply{Lease: cs}
 }
 
-// stopLease cancels a live lease now, with note; a renter that is not
+// StopLease cancels a live lease now, with note; a renter that is not
 // empty must be the lease's. It returns the lease's co-signed terms, or
 // nil when no such lease is live here.
-func (lo *leaseOwner) stopLease(ctx context.Context, id, note string, renter peer.ID) *pb.CoSigned {
+func (lo *Owner) StopLease(ctx context.Context, id, note string, renter peer.ID) *pb.CoSigned {
 	var cs *pb.CoSigned
-	lo.do(ctx, func(st *leaseState) {
-		ll := st.live[id]
+	lo.Do(ctx, func(st *State) {
+		ll := st.Live[id]
 		if ll == nil || renter != "" && peer.ID(ll.lease.Renter) != renter {
 			return
 		}
@@ -453,5 +453,5 @@ func (lo *leaseOwner) stopLease(ctx context.Context, id, note string, renter pee
 	return cs
 }
 
-// liveCount is how many leases are supervised now.
-func (lo *leaseOwner) liveCount() int { return int(lo.nLive.Load()) }
+// LiveCount is how many leases are supervised now.
+func (lo *Owner) LiveCount() int { return int(lo.nLive.Load()) }

@@ -1,4 +1,4 @@
-package node
+package lease
 
 import (
 	"testing"
@@ -38,7 +38,7 @@ func TestRefusalOffersALaterStartOnlyAfterBronzeNotice(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lo := &leaseOwner{notice: notice}
+			lo := &Owner{notice: notice}
 			r := market.LeaseRequest{ID: "new", GPUs: 2, Start: now, Duration: time.Hour, Tier: pb.Tier_TIER_SILVER, PriceMicros: 1_000_000}
 			_, err = cal.Admit(r, now)
 			if err == nil {
