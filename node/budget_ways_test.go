@@ -216,13 +216,13 @@ func syncAttacker(t testing.TB, sw p2p.Swarm, book [][]byte) host.Host {
 // meet connects h to n and waits until n has taken a book sync more.
 func meet(t testing.TB, h host.Host, n *Node) {
 	t.Helper()
-	synced := n.market.BooksSynced.Load()
+	synced := n.market.Synced()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := h.Connect(ctx, peer.AddrInfo{ID: n.id, Addrs: n.host.Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the node syncs the attacker's book", func() bool { return n.market.BooksSynced.Load() > synced })
+	waitFor(t, 30*time.Second, "the node syncs the attacker's book", func() bool { return n.market.Synced() > synced })
 }
 
 // honestOffers publishes one offer of each of n fresh keys, providers

@@ -21,6 +21,8 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/renter"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/views"
 )
 
@@ -54,8 +56,8 @@ func (n *Node) LeaseLogs(ctx context.Context, id string) (api.LeaseLogs, error) 
 	if rec.Role != records.Renter {
 		return api.LeaseLogs{}, fault.Invalidf("lease %s is sold by this node: its output goes to the renter", id)
 	}
-	dir := filepath.Join(n.repo.Path, LogsDir)
-	return api.LeaseLogs{Stdout: LogFile(dir, id, "stdout"), Stderr: LogFile(dir, id, "stderr")}, nil
+	dir := filepath.Join(n.repo.Path, repo.LogsDir)
+	return api.LeaseLogs{Stdout: renter.LogFile(dir, id, "stdout"), Stderr: renter.LogFile(dir, id, "stderr")}, nil
 }
 
 // marketCache keeps the last market summary: every dashboard open, and

@@ -172,7 +172,7 @@ func proposeRaw(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.Leas
 func signedLease(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.CoSigned {
 	t.Helper()
 	req := rentRequest(executortest.BusyboxImageName, "true")
-	b, err := BuildBid(req.BidRequest, renter.id, renter.swarm, time.Now())
+	b, err := buildBid(req.BidRequest, renter.id, renter.swarm, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestRentWalksPastFakeOffersToAnHonestProvider(t *testing.T) {
 		t.Errorf("rented from %s: %s", res.Lease.Provider, res.Receipt.Outcome)
 	}
 	for _, a := range res.Tried {
-		if id, _ := peer.Decode(a.Provider); !fakes[id] || a.Stage != string(StageLocate) {
+		if id, _ := peer.Decode(a.Provider); !fakes[id] || a.Stage != string(stageLocate) {
 			t.Errorf("attempt %+v: want a fake that could not be located", a)
 		}
 	}

@@ -244,7 +244,7 @@ func testProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 	})
 	// The renter's matcher weighs RTT too, and the other has none measured
 	// (it has no host): rank them as its matcher would, RTT aside.
-	b, err := BuildBid(rentRequest(image, "true").BidRequest, renter.id, renter.swarm, clk.Now())
+	b, err := buildBid(rentRequest(image, "true").BidRequest, renter.id, renter.swarm, clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +450,7 @@ func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {
 	if rec.State != views.LeaseCompleted || len(rs) != 1 || len(rs[0].SignedBy) != 2 {
 		t.Errorf("lease %s: %s, receipts %+v", id, rec.State, rs)
 	}
-	kept, _ := os.ReadFile(filepath.Join(renterRepo.Path, LogsDir, id+".stdout"))
+	kept, _ := os.ReadFile(filepath.Join(renterRepo.Path, repo.LogsDir, id+".stdout"))
 	if !strings.Contains(string(kept), "after") {
 		t.Errorf("kept output %q lacks what the job printed after the restart", kept)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -24,42 +25,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 )
-
-// providerSuffix names the note a rental keeps beside its output: which
-// provider runs the lease, and where it was reached.
-const providerSuffix = ".provider"
-
-// providerNote is that note.
-type providerNote struct {
-	Provider string   `json:"provider"`
-	Addrs    []string `json:"addrs"`
-}
-
-// noteProvider writes the rental's provider note, for exec and
-// port-forward; a note that cannot be written costs those, not the
-// rental.
-func (f *follow) noteProvider() {
-	p := peer.ID(f.lease.Provider)
-	note := providerNote{Provider: p.String(), Addrs: []string{}}
-	if f.r.addrsOf != nil {
-		for _, a := range f.r.addrsOf(p) {
-			note.Addrs = append(note.Addrs, a.String())
-		}
-	}
-	path := filepath.Join(f.r.logsDir, f.lease.Id+providerSuffix)
-	if _, err := os.Stat(path); err == nil && len(note.Addrs) == 0 {
-		return // a follow resumed before the provider's addresses are known
-	}
-	b, _ := json.Marshal(note)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		f.r.log.Warn("provider note not kept: exec and port-forward will not find the lease", "err", err)
-		return
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		f.r.log.Warn("provider note not kept: exec and port-forward will not find the lease", "err", err)
-	}
-}
 
 // LeaseLink reaches the container of one of a repository's rentals, from
 // a process of its own: the rent that follows the job holds the
@@ -79,14 +44,14 @@ func DialLease(ctx context.Context, r *repo.Repo, leaseID string) (*LeaseLink, e
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(filepath.Join(r.Path, LogsDir, leaseID+providerSuffix))
+	b, err := os.ReadFile(filepath.Join(r.Path, repo.LogsDir, leaseID+renter.ProviderSuffix))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no rental %s made from %s (see `idlegrid leases`); exec and port-forward reach the leases `idlegrid rent` made from this repository", leaseID, r.Path)
 	}
 	if err != nil {
 		return nil, err
 	}
-	var note providerNote
+	var note renter.ProviderNote
 	if err := json.Unmarshal(b, &note); err != nil {
 		return nil, fmt.Errorf("lease %s: provider note: %w", leaseID, err)
 	}
@@ -246,7 +211,7 @@ func (l *LeaseLink) CopyIn(ctx context.Context, local, remote string, say func(s
 		return pk, err
 	}
 	defer pk.Remove()
-	if _, err := uploadResuming(ctx, clock.Or(nil), pk, func(open func(int64) (io.ReadCloser, error)) (int64, error) {
+	if _, err := renter.UploadResuming(ctx, clock.Or(nil), pk, func(open func(int64) (io.ReadCloser, error)) (int64, error) {
 		return p2p.Upload(ctx, l.h, l.sw, l.provider, pk.Sum, pk.Size, open)
 	}, func(string, ...any) {}, say); err != nil {
 		return pk, fmt.Errorf("upload %s: %w", remote, err)
@@ -267,7 +232,7 @@ func (l *LeaseLink) CopyOut(ctx context.Context, remote, local string, sums map[
 	if err := p2p.SessionWork(ctx, l.h, l.sw, l.provider, &pb.SessionRequest{LeaseId: l.leaseID, Kind: &pb.SessionRequest_Pack{Pack: &pb.PackRequest{Path: remote, Index: uint32(index)}}}, cpWork); err != nil {
 		return 0, fmt.Errorf("pack %s: %w", remote, err)
 	}
-	return downloadResuming(ctx, clock.Or(nil), remote, local, sums, func(offset int64, w io.Writer) (int64, []byte, error) {
+	return renter.DownloadResuming(ctx, clock.Or(nil), remote, local, sums, func(offset int64, w io.Writer) (int64, []byte, error) {
 		return p2p.Download(ctx, l.h, l.sw, l.provider, l.leaseID, index, offset, w)
 	}, say)
 }

@@ -259,8 +259,8 @@ func (n *Node) startMarket(ctx context.Context) (func() error, error) {
 }
 
 func (n *Node) startRenter(context.Context) (func() error, error) {
-	n.renter.start(n.base)
-	return func() error { n.renter.stop(); return nil }, nil
+	n.renter.Start(n.base)
+	return func() error { n.renter.Stop(); return nil }, nil
 }
 
 func (n *Node) startPing(context.Context) (func() error, error) {

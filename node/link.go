@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/book"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/provider"
+	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -27,20 +28,6 @@ import (
 // the host, the gossip router and discovery. A component's test can
 // implement its own without a host.
 
-// dealer is the renter's view: find providers, challenge them, lease
-// from them and follow their jobs.
-type dealer interface {
-	Locate(ctx context.Context, p peer.ID) error
-	Relocate(ctx context.Context, p peer.ID)
-	Challenge(ctx context.Context, p peer.ID) (p2p.Answer, error)
-	RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRequest) (*pb.LeaseReply, error)
-	AttachJob(ctx context.Context, p peer.ID, att *pb.JobAttach) (network.Stream, error)
-	ReadyImage(ctx context.Context, p peer.ID, ref string, deadline time.Duration, progress func(*pb.ImageProgress)) (*pb.ImageReady, error)
-	SendImage(ctx context.Context, p peer.ID, id string, up *pb.ImageUpload, deadline time.Duration, write func(w io.Writer, have int) error) (*pb.ImageReady, error)
-	Upload(ctx context.Context, p peer.ID, sum []byte, size int64, open func(offset int64) (io.ReadCloser, error)) (int64, error)
-	Download(ctx context.Context, p peer.ID, lease string, index int, offset int64, w io.Writer) (int64, []byte, error)
-}
-
 // swarmLink is the node's one implementation of the interfaces above.
 type swarmLink struct {
 	host   host.Host
@@ -53,7 +40,7 @@ type swarmLink struct {
 var (
 	_ provider.Publisher = (*swarmLink)(nil)
 	_ book.Syncer        = (*swarmLink)(nil)
-	_ dealer             = (*swarmLink)(nil)
+	_ renter.Dealer      = (*swarmLink)(nil)
 )
 
 // Publish gossips data on a topic kind (p2p.TopicOffers, …).

@@ -45,11 +45,11 @@ func BenchmarkNearestOfFiftyProviders(b *testing.B) {
 	beyond, cappedBids := map[string]int{}, map[string]int{}
 	first := func(n *Node, req api.BidRequest) (peer.ID, bool) {
 		b.Helper()
-		bid, err := BuildBid(req, n.id, n.swarm, time.Now())
+		bid, err := buildBid(req, n.id, n.swarm, time.Now())
 		if err != nil {
 			b.Fatal(err)
 		}
-		cands := n.renter.candidates(context.Background(), n.market.MatcherFor(req), bid, maxRentCandidates, time.Now(), RentOutput{})
+		cands := n.renter.Candidates(context.Background(), n.market.MatcherFor(req), bid, maxRentCandidates, time.Now(), RentOutput{})
 		if len(cands) == 0 {
 			return "", false
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
-	"github.com/idlegrid/idlegrid/node/book"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -93,7 +92,7 @@ func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 	// From the offers' coordinates alone, as a renter that never dialled
 	// the providers would: every offer carries one, and the renter ranks
 	// by the estimates they give.
-	b, err := BuildBid(req, renter.id, renter.swarm, time.Now())
+	b, err := buildBid(req, renter.id, renter.swarm, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,11 +121,11 @@ func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 	fresh := startNode(t, testRepo(t, "fresh", bootstrapFrom(boot)), ms.on(Options{Light: true}))
 	waitFor(t, 15*time.Second, "the offers in the fresh renter's book", func() bool { return fresh.market.Snapshot().Len() == 8 })
 	var said []string
-	fb, err := BuildBid(req, fresh.id, fresh.swarm, time.Now())
+	fb, err := buildBid(req, fresh.id, fresh.swarm, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cands := fresh.renter.candidates(context.Background(), fresh.market.Matcher, fb, 8, time.Now(), RentOutput{Progress: func(l string) { said = append(said, l) }})
+	cands := fresh.renter.Candidates(context.Background(), fresh.market.Matcher, fb, 8, time.Now(), RentOutput{Progress: func(l string) { said = append(said, l) }})
 	if !slices.ContainsFunc(said, func(l string) bool { return strings.Contains(l, "measured the RTT") }) {
 		t.Errorf("the fresh renter did not say it measured: %q", said)
 	}
@@ -227,42 +226,6 @@ func TestTheNearestPeersAreProtected(t *testing.T) {
 			})
 		}
 	})
-}
-
-// syncPeers is a syncer with n peers to sync with, and nothing else.
-type syncPeers struct {
-	book.Syncer
-	n int
-}
-
-func (s syncPeers) SyncPeers() []peer.ID { return make([]peer.ID, s.n) }
-
-// A rental that finds an offer fits waits until the node has synced the
-// books of a few peers (3, or every one it can if fewer), at most
-// gatherSettle, before it ranks: a book one sync filled holds the first
-// offers to arrive, not the nearest or the cheapest.
-func TestARentalWaitsForAFewBookSyncs(t *testing.T) {
-	for _, tc := range []struct{ peers, want int }{{5, gatherSyncs}, {2, 2}} {
-		r := &renter{ctx: context.Background(), market: &book.Market{Net: syncPeers{n: tc.peers}}}
-		done := make(chan int64)
-		go func() { done <- r.awaitSyncs(context.Background()) }()
-		for range tc.want {
-			select {
-			case got := <-done:
-				t.Fatalf("%d peers: returned after %d syncs of %d", tc.peers, got, tc.want)
-			case <-time.After(50 * time.Millisecond):
-			}
-			r.market.BooksSynced.Add(1)
-		}
-		select {
-		case got := <-done:
-			if got != int64(tc.want) {
-				t.Errorf("%d peers: returned after %d syncs, want %d", tc.peers, got, tc.want)
-			}
-		case <-time.After(time.Second):
-			t.Fatalf("%d peers: still waiting after %d syncs", tc.peers, tc.want)
-		}
-	}
 }
 
 // A node keeps its network coordinate across a restart, so that a

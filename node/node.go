@@ -22,6 +22,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/provider"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/trust"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -112,11 +113,11 @@ type Node struct {
 	reputation  *trust.Reputation
 	challenger  *trust.Challenger
 	relayVouch  relayVouch // whom this node's relay reserves for
-	renter      *renter
+	renter      *renter.Renter
 	provider    *provider.Provider // nil unless a provider
 	rentals     rentals            // started through the API
 	marketCache marketCache        // the dashboard's last market summary
-	leases      *lease.Owner  // nil unless a provider
+	leases      *lease.Owner       // nil unless a provider
 	pinger      *p2p.Pinger
 	coords      *p2p.Coordinates // this node's network coordinate, from New on
 	keeper      *p2p.Keeper      // the peers the connection manager keeps

@@ -16,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/lease"
 	"github.com/idlegrid/idlegrid/node/provider"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/trust"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -38,10 +39,10 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 	n.relayVouch.set(n.market.Snapshot, n.reputation.Scores)
 	n.challenger = &trust.Challenger{Self: n.id, Swarm: n.swarm.Tag(), Net: n.link, Book: n.market.Snapshot, Roots: n.ccRoots, Clock: n.clock, Observe: n.reputation.Observe, Dispute: n.reputation.Dispute,
 		Report: func(ctx context.Context, ev []byte) error { return n.link.Publish(ctx, p2p.TopicEvidence, ev) }, Metrics: n.metrics}
-	n.renter = &renter{
-		id: n.id, swarm: n.swarm, key: n.key, net: n.link, market: n.market, challenger: n.challenger, store: n.leaseStore(),
-		logsDir: filepath.Join(n.repo.Path, LogsDir), clock: n.clock, log: log, ended: n.leaseEnded, observe: n.reputation.Observe,
-		learnFor: n.reputation.LearnFor, measureFor: n.measure, addrsOf: n.host.Peerstore().Addrs,
+	n.renter = &renter.Renter{
+		Id: n.id, Swarm: n.swarm, Key: n.key, Net: n.link, Market: n.market, Challenger: n.challenger, Store: n.leaseStore(),
+		LogsDir: filepath.Join(n.repo.Path, repo.LogsDir), Clock: n.clock, Log: log, Ended: n.leaseEnded, Observe: n.reputation.Observe,
+		LearnFor: n.reputation.LearnFor, MeasureFor: n.measure, AddrsOf: n.host.Peerstore().Addrs,
 	}
 	if !n.cfg.Provider.Enabled {
 		return nil, nil

@@ -16,70 +16,10 @@ import (
 	"github.com/idlegrid/idlegrid/p2p"
 
 	"github.com/idlegrid/idlegrid/attest"
-	"github.com/idlegrid/idlegrid/market"
-	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/p2p/p2ptest"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
-
-// at is a settled coordinate x milliseconds along the first axis.
-func at(x float64) *pb.NetworkCoordinate {
-	vec := make([]float64, 8)
-	vec[0] = x / 1000
-	return &pb.NetworkCoordinate{Vec: vec, Error: 0.2, Height: 1e-5}
-}
-
-func poolCand(id string, gpus uint32, c *pb.NetworkCoordinate) market.Candidate {
-	return market.Candidate{Issuer: peer.ID(id), GPUs: gpus, Offer: &pb.Offer{Coordinate: c}}
-}
-
-// A pool takes, from the best candidates down, providers whose every pair
-// is within the bound: it grows from the best seed that can reach the
-// count, cuts the last member's GPUs to what the pool lacks, and pairs an
-// offer without a settled coordinate with no one.
-func TestAssemblePoolTakesProvidersWithinThePairBound(t *testing.T) {
-	cands := []market.Candidate{
-		poolCand("far", 8, at(100)),    // best, but alone
-		poolCand("a", 8, at(0)),        // with b and c, 4 and 6 ms
-		poolCand("unknown", 8, nil),    // pairs with none
-		poolCand("b", 8, at(4)),        //
-		poolCand("c", 8, at(6)),        //
-		poolCand("d", 2, at(3)),        // too few for min 4
-		poolCand("a", 8, at(0)),        // a second offer of a: not twice
-		poolCand("e", 8, at(1)),        //
-		poolCand("settling", 8, at(1)), // error too high to estimate by
-	}
-	cands[8].Offer.Coordinate.Error = 1.4
-	pool, err := assemblePool(cands, 20, 4, 10*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, m := range pool {
-		got = append(got, fmt.Sprintf("%s:%d", string(m.Issuer), m.GPUs))
-	}
-	if want := []string{"a:8", "b:8", "c:4"}; !slices.Equal(got, want) {
-		t.Errorf("pool %v, want %v", got, want)
-	}
-	if _, err := assemblePool(cands, 20, 4, 3*time.Millisecond); err == nil || !strings.Contains(err.Error(), "the most found together: 16") {
-		t.Errorf("within 3 ms: %v; want no pool, naming the 16 GPUs a and e make", err)
-	}
-	if pool, err := assemblePool(cands, 8, 1, time.Millisecond); err != nil || len(pool) != 1 || pool[0].Issuer != "far" {
-		t.Errorf("8 GPUs: %v, %v; want the best candidate alone", pool, err)
-	}
-	// A member takes what its offer sells: c sells fours, so the 2 the
-	// pool lacks come from d.
-	cands[4].Offer.GpuStep = 4
-	pool, err = assemblePool(cands, 18, 1, 10*time.Millisecond)
-	got = nil
-	for _, m := range pool {
-		got = append(got, fmt.Sprintf("%s:%d", string(m.Issuer), m.GPUs))
-	}
-	if want := []string{"a:8", "b:8", "d:2"}; err != nil || !slices.Equal(got, want) {
-		t.Errorf("pool %v, %v; want %v", got, err, want)
-	}
-}
 
 // poolSwarm starts, on net, a bootstrap node, a provider of 8 fake H100s
 // through a real Docker engine for each price (with the executor given,
@@ -211,7 +151,7 @@ func TestAPoolMemberThatRefusesReleasesTheOthers(t *testing.T) {
 	var stdout executortest.Buffer
 	res, err := renter.Rent(context.Background(), req, RentOutput{Stdout: &stdout})
 	var np *NoProviderError
-	if !errors.As(err, &np) || len(np.Attempts) != 1 || np.Attempts[0].Provider != provs[1].id || np.Attempts[0].Stage != StageNegotiate || !strings.Contains(err.Error(), "runs no jobs") {
+	if !errors.As(err, &np) || len(np.Attempts) != 1 || np.Attempts[0].Provider != provs[1].id || np.Attempts[0].Stage != stageNegotiate || !strings.Contains(err.Error(), "runs no jobs") {
 		t.Fatalf("rent: %v; want the refusal of %s at negotiate", err, provs[1].id)
 	}
 	if len(res.Tried) != 1 || res.Tried[0].Provider != provs[1].id.String() {

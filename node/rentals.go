@@ -1,15 +1,37 @@
 package node
 
 import (
+	"cmp"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/fault"
+	"github.com/idlegrid/idlegrid/node/renter"
+	"github.com/idlegrid/idlegrid/node/views"
+	"github.com/idlegrid/idlegrid/p2p"
+)
+
+// The renter's types and errors that node's own API (Rent, Attach) hands
+// out, under node's name.
+type (
+	RentOutput      = renter.RentOutput
+	NoProviderError = renter.NoProviderError
+	Attempt         = renter.Attempt
+)
+
+// Errors of a rental (package renter).
+var (
+	ErrNoProvider    = renter.ErrNoProvider
+	ErrNotAttestable = renter.ErrNotAttestable
 )
 
 // Bounds of the rentals a node runs for its API (the dashboard's).
@@ -115,4 +137,122 @@ func (n *Node) Rentals() []api.RentalView {
 		out = append(out, v)
 	}
 	return out
+}
+
+// Match ranks the offers in this node's book for a bid, without
+// publishing anything; when nothing fits it explains why.
+func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, error) {
+	now := n.clock.Now()
+	b, err := renter.BuildBid(req, n.id, n.swarm, now)
+	if err != nil {
+		return api.MatchResult{}, err
+	}
+	limit := req.Limit
+	if limit <= 0 {
+		limit = renter.DefaultLimit
+	}
+	snap := n.market.Snapshot()
+	mt := n.market.MatcherFor(req)
+	res := mt.Match(snap, b, now, limit)
+	out := api.MatchResult{Considered: res.Considered, Feasible: res.Feasible, Candidates: []api.CandidateView{}}
+	scores := n.reputation.Scores()
+	for i, c := range res.Candidates {
+		out.Candidates = append(out.Candidates, views.Candidate(i+1, c, scores))
+	}
+	// The walk stops once no cheaper offer can enter the list, so its
+	// counts are of what it saw; a quote's counts are of the whole book,
+	// and so is the explanation of what did not fit.
+	ex := mt.Explain(snap, b, now)
+	out.Considered, out.Feasible = ex.Offers, ex.Feasible
+	for _, r := range ex.Reasons {
+		out.Reasons = append(out.Reasons, api.ReasonView{Check: r.Check, Kind: r.Kind, Offers: r.Count, Example: r.Example})
+	}
+	for _, mm := range ex.Nearest {
+		nv := api.NearView{Model: mm.Model, Offers: mm.Offers}
+		if mm.PriceMicros > 0 {
+			nv.From = market.FormatPrice(mm.PriceMicros)
+		}
+		out.Nearest = append(out.Nearest, nv)
+	}
+	if len(res.Candidates) == 0 {
+		out.Explanation = ex.String()
+	}
+	return out, nil
+}
+
+// PlaceBid signs and gossips a bid, then collects the quotes providers
+// send back for req.WaitMillis (default 3 s).
+func (n *Node) PlaceBid(ctx context.Context, req api.BidRequest) (api.BidResult, error) {
+	wait := time.Duration(req.WaitMillis) * time.Millisecond
+	if wait <= 0 {
+		wait = renter.DefaultBidWait
+	}
+	if wait > renter.MaxBidWait {
+		return api.BidResult{}, fault.Fieldf("wait_ms", req.WaitMillis, "at most %d", renter.MaxBidWait.Milliseconds())
+	}
+	start := n.clock.Now()
+	b, err := renter.BuildBid(req, n.id, n.swarm, start)
+	if err != nil {
+		return api.BidResult{}, err
+	}
+	env, err := market.Sign(n.key, b)
+	if err != nil {
+		return api.BidResult{}, err
+	}
+	if err := n.market.PlaceBid(ctx, b); err != nil {
+		return api.BidResult{}, err
+	}
+	quotes, err := n.collectQuotes(ctx, b, env, start.Add(wait))
+	if err != nil {
+		return api.BidResult{}, err
+	}
+	out := api.BidResult{BidID: b.Header.Id, Quotes: []api.QuoteView{}}
+	for _, q := range quotes {
+		out.Quotes = append(out.Quotes, views.Quote(q))
+	}
+	return out, nil
+}
+
+// collectQuotes publishes the registered bid b once the bids topic has a
+// mesh, and takes the quotes that came back by until.
+func (n *Node) collectQuotes(ctx context.Context, b *pb.Bid, env []byte, until time.Time) ([]*pb.Quote, error) {
+	n.link.AwaitMesh(ctx, p2p.TopicBids, n.clock.Until(until))
+	err := n.link.Publish(ctx, p2p.TopicBids, env)
+	if err == nil {
+		select {
+		case <-n.clock.After(n.clock.Until(until)):
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	} else {
+		err = fmt.Errorf("publish bid: %w", err)
+	}
+	quotes, qerr := n.market.TakeQuotes(context.WithoutCancel(ctx), b.Header.Id)
+	return quotes, cmp.Or(err, qerr)
+}
+
+// Rent does the whole rental: it gathers offers until some fit, ranks
+// them, challenges the best provider's attestation, proposes a lease and
+// moves on to the next candidate on a refusal; then it follows the job,
+// streaming its output, verifying its telemetry, and countersigns the
+// receipt when it agrees with what it verified. Cancelling ctx cancels
+// the lease and still waits for the receipt. A node closing meanwhile
+// returns ErrClosed and leaves the lease running: the node follows it
+// again when it restarts. When no provider takes the lease the error is
+// a *NoProviderError.
+func (n *Node) Rent(ctx context.Context, req api.RentRequest, out RentOutput) (api.RentResult, error) {
+	if n.renter == nil {
+		return api.RentResult{Tried: []api.Attempt{}}, ErrClosed
+	}
+	return n.renter.Rent(ctx, req, out)
+}
+
+// Attach follows a lease this node rented and has not seen end (one left
+// running by rent's Detach, or by a rent that was killed) from where its
+// kept output ends, as Rent does; the end of ctx leaves the lease running.
+func (n *Node) Attach(ctx context.Context, id string, out RentOutput) (api.RentResult, error) {
+	if n.renter == nil {
+		return api.RentResult{Tried: []api.Attempt{}}, ErrClosed
+	}
+	return n.renter.Attach(ctx, id, out)
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/offer"
+	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/test"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -94,7 +94,7 @@ func TestRentReachesTheHonestProviderBehindSeventyCheaperMadeUpOffers(t *testing
 		t.Errorf("rented from %s: %s", res.Lease.Provider, res.Receipt.Outcome)
 	}
 	for _, a := range res.Tried {
-		if id, _ := peer.Decode(a.Provider); !fakes[id] || a.Stage != string(StageLocate) {
+		if id, _ := peer.Decode(a.Provider); !fakes[id] || a.Stage != string(stageLocate) {
 			t.Errorf("attempt %+v: want a made-up offer that could not be located", a)
 		}
 	}
@@ -103,7 +103,7 @@ func TestRentReachesTheHonestProviderBehindSeventyCheaperMadeUpOffers(t *testing
 // hidingDealer is a renter's link that finds nowhere the issuers in hang:
 // their lookups block until their deadline, as a slow DHT's do.
 type hidingDealer struct {
-	dealer
+	renter.Dealer
 	hang map[peer.ID]bool
 }
 
@@ -112,7 +112,7 @@ func (d hidingDealer) Locate(ctx context.Context, p peer.ID) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	return d.dealer.Locate(ctx, p)
+	return d.Dealer.Locate(ctx, p)
 }
 
 // Rent's walk is bounded by its try time, not by a count of candidates
@@ -138,8 +138,8 @@ func TestRentWalksAThousandMadeUpOffersWithinItsTryTime(t *testing.T) {
 		hang[p] = true
 	}
 	// Before any rental: no evidence for any issuer.
-	renter.renter.addrsOf = func(peer.ID) []ma.Multiaddr { return nil }
-	renter.renter.net = hidingDealer{dealer: renter.renter.net, hang: hang}
+	renter.renter.AddrsOf = func(peer.ID) []ma.Multiaddr { return nil }
+	renter.renter.Net = hidingDealer{Dealer: renter.renter.Net, hang: hang}
 
 	req := rentRequest(image, "true")
 	req.TryMillis = 120_000
@@ -153,7 +153,7 @@ func TestRentWalksAThousandMadeUpOffersWithinItsTryTime(t *testing.T) {
 		t.Errorf("rented from %s: %s", res.Lease.Provider, res.Receipt.Outcome)
 	}
 	for _, a := range res.Tried {
-		if id, _ := peer.Decode(a.Provider); !fakes[id] || a.Stage != string(StageLocate) {
+		if id, _ := peer.Decode(a.Provider); !fakes[id] || a.Stage != string(stageLocate) {
 			t.Errorf("attempt %+v: want a made-up offer that could not be located", a)
 		}
 	}
@@ -161,45 +161,4 @@ func TestRentWalksAThousandMadeUpOffersWithinItsTryTime(t *testing.T) {
 		t.Errorf("rent printed %d progress lines for %d made-up offers; want their count on its status line", said, len(res.Tried))
 	}
 	t.Logf("walked %d made-up offers in %s (%d progress lines, %d status)", len(res.Tried), time.Since(start).Round(time.Millisecond), said, statuses)
-}
-
-// A walk behind ten thousand made-up offers (issue 26, attack 4, in its
-// cheaper in-process form): the one provider this node knows where to
-// reach, ranked last, waits for the cheaper lookups under way only within
-// locatePatience, never for the thousands not yet started, and is the
-// walk's first try.
-func TestAWalkTriesAFoundProviderOnceCheaperLookupsOutlastTheirPatience(t *testing.T) {
-	t.Parallel()
-	const fakes = 10_000
-	cands := make([]market.Candidate, fakes+1)
-	for i := range cands {
-		id, err := test.RandPeerID()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cands[i].Issuer = id
-	}
-	honest := cands[fakes].Issuer
-	w := newWalkState(cands, func(p peer.ID) bool { return p == honest })
-	t0 := time.Now()
-	if started := w.start(t0); len(started) != locateAhead {
-		t.Fatalf("%d lookups started at once; want %d", len(started), locateAhead)
-	}
-	i, wait, done := w.next(t0.Add(locatePatience / 2))
-	if i != -1 || done || wait <= 0 || wait > locatePatience/2 {
-		t.Errorf("within the patience: next %d, wait %s, done %v; want a wait of at most %s", i, wait, done, locatePatience/2)
-	}
-	if got := w.start(t0); len(got) != 0 {
-		t.Errorf("%d more lookups started while %d are under way", len(got), locateAhead)
-	}
-	if i, _, _ := w.next(t0.Add(locatePatience)); i != fakes {
-		t.Errorf("after the patience the walk tries candidate %d; want the honest one, %d", i, fakes)
-	}
-	// A lookup that fails is the fake's turn; one that ends frees a slot.
-	if !w.ended(lookup{i: 0, err: context.DeadlineExceeded}) {
-		t.Error("a failed lookup is not reported as tried")
-	}
-	if got := w.start(t0); len(got) != 1 || got[0] != locateAhead {
-		t.Errorf("after one lookup ended, started %v; want [%d]", got, locateAhead)
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 )
@@ -145,7 +146,7 @@ kept them under the repository's logs/ folder.`,
 				if stream != "both" && stream != s {
 					continue
 				}
-				b, err := os.ReadFile(node.LogFile(filepath.Join(r.Path, node.LogsDir), args[0], s))
+				b, err := os.ReadFile(renter.LogFile(filepath.Join(r.Path, repo.LogsDir), args[0], s))
 				if errors.Is(err, os.ErrNotExist) {
 					continue
 				}
@@ -160,7 +161,7 @@ kept them under the repository's logs/ folder.`,
 				w.Write(b)
 			}
 			if !found {
-				return fmt.Errorf("no output kept for lease %q in %s (see `idlegrid leases`)", args[0], filepath.Join(r.Path, node.LogsDir))
+				return fmt.Errorf("no output kept for lease %q in %s (see `idlegrid leases`)", args[0], filepath.Join(r.Path, repo.LogsDir))
 			}
 			return nil
 		},

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/repo"
 )
 
 var (
@@ -124,13 +124,13 @@ func TestSessionsReachIntoALease(t *testing.T) {
 
 	// Another peer, told where the lease runs, is refused.
 	other := renterRepo(t, bin, "other")
-	note := filepath.Join(renter, node.LogsDir, lease+".provider")
+	note := filepath.Join(renter, repo.LogsDir, lease+".provider")
 	b, err := os.ReadFile(note)
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.MkdirAll(filepath.Join(other, node.LogsDir), 0o700)
-	os.WriteFile(filepath.Join(other, node.LogsDir, lease+".provider"), b, 0o600)
+	os.MkdirAll(filepath.Join(other, repo.LogsDir), 0o700)
+	os.WriteFile(filepath.Join(other, repo.LogsDir, lease+".provider"), b, 0o600)
 	if _, errs, code := run("", "exec", "--repo", other, lease, "--", "true"); code != 1 || !strings.Contains(errs, "no running lease "+lease+" of yours here") {
 		t.Errorf("exec by another peer: exit %d\n%s", code, errs)
 	}

@@ -223,3 +223,6 @@ type AttestResult struct {
 	// "mixed: …".
 	CC string `json:"confidential_computing"`
 }
+
+// MaxLatencyWeight bounds a BidRequest's LatencyWeight.
+const MaxLatencyWeight = 10

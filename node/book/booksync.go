@@ -117,7 +117,7 @@ func (m *Market) FetchBook(ctx context.Context, p peer.ID) {
 		return
 	}
 	m.log.Debug("book synced", "peer", p, "offers", got)
-	m.BooksSynced.Add(1)
+	m.booksSynced.Add(1)
 	var evidence [][]byte
 	if _, err := m.Net.FetchEvidence(ctx, p, func(ev []byte) { evidence = append(evidence, ev) }); err != nil {
 		m.log.Debug("evidence sync failed", "peer", p, "err", err)

@@ -54,9 +54,9 @@ type Market struct {
 	offenders atomic.Pointer[map[peer.ID]bool]        // replaced, never changed
 	OnBid     func(context.Context, peer.ID, *pb.Bid) // the provider's, or nil; with the relay
 	Received  func(kind string)                       // counts deliveries, or nil
-	// BooksSynced counts the book syncs that completed: a rental waits
+	// booksSynced counts the book syncs that completed: a rental waits
 	// for a few before it ranks a book it has only begun to fill.
-	BooksSynced atomic.Int64
+	booksSynced atomic.Int64
 
 	own *owner.Owner[*State]
 	wg  sync.WaitGroup // readers, sync, maintenance
@@ -191,8 +191,11 @@ func (m *Market) Providers() []peer.ID {
 	return out
 }
 
-// maxLatencyWeight bounds a request's latency weight.
-const MaxLatencyWeight = 10
+// Synced counts the book syncs that completed.
+func (m *Market) Synced() int64 { return m.booksSynced.Load() }
+
+// SyncPeers are the connected peers that serve book sync.
+func (m *Market) SyncPeers() []peer.ID { return m.Net.SyncPeers() }
 
 // MatcherFor is the matcher for a request: the node's, or one on the same
 // sources that weighs RTT as the request asks.

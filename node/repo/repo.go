@@ -36,7 +36,10 @@ const (
 	// StagingDir keeps, on a provider, the tars renters upload for their
 	// leases, a folder per renter, until the job takes them in (an hour
 	// at most).
-	StagingDir    = "staging"
+	StagingDir = "staging"
+	// LogsDir keeps, on a renter, its jobs' output, <lease>.stdout and
+	// <lease>.stderr, and the note of where each lease runs.
+	LogsDir       = "logs"
 	defaultFolder = ".idlegrid"
 	// EnvRepo names the repository when --repo is not given.
 	EnvRepo = "IDLEGRID_PATH"

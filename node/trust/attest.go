@@ -65,6 +65,12 @@ type challenged struct {
 	Changes []string
 }
 
+// Attest is Challenge's verdict alone.
+func (c *Challenger) Attest(ctx context.Context, p peer.ID) (attest.Verdict, error) {
+	v, err := c.Challenge(ctx, p)
+	return v.Verdict, err
+}
+
 // Challenge sends p a nonce and judges its answer; err is set only when
 // no answer came.
 func (c *Challenger) Challenge(ctx context.Context, p peer.ID) (challenged, error) {

@@ -346,9 +346,5 @@ func (r *Reputation) LearnFor(ctx context.Context, ps []peer.ID) bool {
 	return true
 }
 
-// learnForRent bounds what a rental waits for its candidates' receipts;
-// learnCandidates is how many of the best it asks.
-const (
-	learnForRent    = 2 * time.Second
-	LearnCandidates = 8
-)
+// learnForRent bounds what a rental waits for its candidates' receipts.
+const learnForRent = 2 * time.Second

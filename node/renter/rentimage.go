@@ -1,4 +1,4 @@
-package node
+package renter
 
 import (
 	"context"
@@ -27,14 +27,14 @@ import (
 // to t.Pull. A provider that does not speak the image protocol is left
 // to its lease check. A reference pinned by digest must come back with
 // that digest.
-func (r *renter) readyImage(ctx context.Context, p peer.ID, ref string, out RentOutput, t *api.RentTimings) error {
-	begin := r.clock.Now()
-	defer func() { t.Pull += r.clock.Since(begin) }()
+func (r *Renter) readyImage(ctx context.Context, p peer.ID, ref string, out RentOutput, t *api.RentTimings) error {
+	begin := r.Clock.Now()
+	defer func() { t.Pull += r.Clock.Since(begin) }()
 	if local := r.localImage(ref); local != nil {
 		return r.sendImage(ctx, p, local, out)
 	}
-	got, err := r.net.ReadyImage(ctx, p, ref, pullLimit, func(pr *pb.ImageProgress) {
-		out.status("%s: pulling %s: %s of %s, %d of %d layers", short(p), ref, views.FormatBytes(pr.DoneBytes), views.FormatBytes(pr.TotalBytes), pr.LayersDone, pr.Layers)
+	got, err := r.Net.ReadyImage(ctx, p, ref, pullLimit, func(pr *pb.ImageProgress) {
+		out.status("%s: pulling %s: %s of %s, %d of %d layers", Short(p), ref, views.FormatBytes(pr.DoneBytes), views.FormatBytes(pr.TotalBytes), pr.LayersDone, pr.Layers)
 	})
 	var unsupported multistream.ErrNotSupported[protocol.ID]
 	if errors.As(err, &unsupported) {
@@ -47,14 +47,14 @@ func (r *renter) readyImage(ctx context.Context, p peer.ID, ref string, out Rent
 		return fmt.Errorf("the provider's %s does not carry digest %s (it has %v)", ref, digest, got.RepoDigests)
 	}
 	if got.Pulled {
-		out.say("%s: pulled %s (%s unpacked) in %s; the pull is not billed", short(p), ref, views.FormatBytes(got.SizeBytes), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
+		out.say("%s: pulled %s (%s unpacked) in %s; the pull is not billed", Short(p), ref, views.FormatBytes(got.SizeBytes), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
 	}
 	return nil
 }
 
 // saveLocal saves an image of this machine's engine, to send to the
 // providers a rental tries; dropLocal removes the save.
-func (r *renter) saveLocal(ctx context.Context, ref string, out RentOutput) (*executor.LocalImage, error) {
+func (r *Renter) saveLocal(ctx context.Context, ref string, out RentOutput) (*executor.LocalImage, error) {
 	d, err := executor.NewDocker()
 	if err != nil {
 		return nil, err
@@ -75,7 +75,7 @@ func (r *renter) saveLocal(ctx context.Context, ref string, out RentOutput) (*ex
 	return local, nil
 }
 
-func (r *renter) dropLocal(local *executor.LocalImage) {
+func (r *Renter) dropLocal(local *executor.LocalImage) {
 	r.localMu.Lock()
 	defer r.localMu.Unlock()
 	if r.locals[local.ID] == local {
@@ -85,20 +85,20 @@ func (r *renter) dropLocal(local *executor.LocalImage) {
 }
 
 // localImage is the saved local image of ID id, or nil.
-func (r *renter) localImage(id string) *executor.LocalImage {
+func (r *Renter) localImage(id string) *executor.LocalImage {
 	r.localMu.Lock()
 	defer r.localMu.Unlock()
 	return r.locals[id]
 }
 
 // sendImage sends provider p the local image, without the layers it has.
-func (r *renter) sendImage(ctx context.Context, p peer.ID, local *executor.LocalImage, out RentOutput) error {
+func (r *Renter) sendImage(ctx context.Context, p peer.ID, local *executor.LocalImage, out RentOutput) error {
 	var sent int64
 	var from int
 	up := &pb.ImageUpload{DiffIds: local.DiffIDs, Tags: local.Tags, SizeBytes: uint64(max(local.Size, 0))}
-	got, err := r.net.SendImage(ctx, p, local.ID, up, pullLimit, func(w io.Writer, have int) error {
+	got, err := r.Net.SendImage(ctx, p, local.ID, up, pullLimit, func(w io.Writer, have int) error {
 		from = have
-		out.status("%s: sending the image: %d of %d layers (it has the others)", short(p), len(local.DiffIDs)-have, len(local.DiffIDs))
+		out.status("%s: sending the image: %d of %d layers (it has the others)", Short(p), len(local.DiffIDs)-have, len(local.DiffIDs))
 		n, err := local.WriteTar(w, have)
 		sent = n
 		return err
@@ -110,7 +110,7 @@ func (r *renter) sendImage(ctx context.Context, p peer.ID, local *executor.Local
 		return fmt.Errorf("the provider readied image %s, not %s", got.Id, local.ID)
 	}
 	if got.Pulled {
-		out.say("%s: sent the image (%s: %d of %d layers) in %s; not billed", short(p), views.FormatBytes(uint64(sent)), len(local.DiffIDs)-from, len(local.DiffIDs), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
+		out.say("%s: sent the image (%s: %d of %d layers) in %s; not billed", Short(p), views.FormatBytes(uint64(sent)), len(local.DiffIDs)-from, len(local.DiffIDs), (time.Duration(got.PullMs) * time.Millisecond).Round(time.Millisecond))
 	}
 	return nil
 }

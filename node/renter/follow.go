@@ -1,9 +1,10 @@
-package node
+package renter
 
 import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
@@ -27,29 +29,25 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// LogsDir is the repository folder where a renter keeps its jobs' output,
-// <lease>.stdout and <lease>.stderr.
-const LogsDir = "logs"
-
 // LogFile is where, in the logs folder dir, a renter keeps the output of
 // lease id's stream ("stdout" or "stderr").
 func LogFile(dir, id, stream string) string { return filepath.Join(dir, id+"."+stream) }
 
 // reattachFor is how long a renter keeps trying to re-attach to a job
 // whose stream broke before it counts the provider as gone.
-const reattachFor = 10 * time.Second
+const ReattachFor = 10 * time.Second
 
 // reattachEvery is the pause between attempts to re-attach.
-const reattachEvery = 500 * time.Millisecond
+const ReattachEvery = 500 * time.Millisecond
 
 // beatSkew is how far a telemetry beat's stamp may lie past the lease's
 // term or ahead of the renter's clock: the clocks of two machines differ.
 const beatSkew = 30 * time.Second
 
-// follow is a renter following its leased job to the receipt.
-type follow struct {
-	r        *renter
-	lease    *pb.Lease
+// Follow is a renter following its leased job to the receipt.
+type Follow struct {
+	R        *Renter
+	Lease    *pb.Lease
 	cs       *pb.CoSigned
 	out      RentOutput
 	accepted time.Time
@@ -91,22 +89,22 @@ type follow struct {
 
 // newFollow is a follow of lease l, from rec when it follows it again
 // (nil for a lease just accepted).
-func newFollow(r *renter, l *pb.Lease, cs *pb.CoSigned, rec *records.Lease, out RentOutput) *follow {
+func newFollow(r *Renter, l *pb.Lease, cs *pb.CoSigned, rec *records.Lease, out RentOutput) *Follow {
 	tm := market.LeaseTerm(l, cs)
 	if rec != nil {
 		var err error
 		if tm, err = records.Term(l, cs, rec); err != nil {
-			r.log.Warn("rental's extension unreadable; its term is the lease's own", "lease", l.Id, "err", err)
+			r.Log.Warn("rental's extension unreadable; its term is the lease's own", "lease", l.Id, "err", err)
 		}
 	}
-	return &follow{r: r, lease: tm.Lease, cs: cs, rec: rec, out: out, leave: make(chan struct{}), done: make(chan struct{}), tm: tm}
+	return &Follow{R: r, Lease: tm.Lease, cs: cs, rec: rec, out: out, leave: make(chan struct{}), done: make(chan struct{}), tm: tm}
 }
 
 // extend takes the lease's extension the provider sent: both signatures
 // and the lease's terms checked, it moves the term's end (for the beats
 // and the receipt) and is recorded. The one the term has already, sent
 // again on a re-attach, changes nothing.
-func (f *follow) extend(ext *pb.CoSigned) {
+func (f *Follow) extend(ext *pb.CoSigned) {
 	if f.tm.Extension != nil && market.SameBody(ext, f.tm.Extension) {
 		return
 	}
@@ -115,19 +113,19 @@ func (f *follow) extend(ext *pb.CoSigned) {
 		f.out.say("extension from the provider refused: %v", err)
 		return
 	}
-	f.tm, f.lease = next, next.Lease
+	f.tm, f.Lease = next, next.Lease
 	f.beats.Extend(next.End())
 	f.rec.Extension, _ = proto.Marshal(ext)
 	f.rec.EndMs = next.End().UnixMilli()
 	f.persist()
-	f.out.say("lease %s extended: it ends at %s", f.lease.Id, next.End().UTC().Format(time.RFC3339))
+	f.out.say("lease %s extended: it ends at %s", f.Lease.Id, next.End().UTC().Format(time.RFC3339))
 }
 
 // leaveNow makes the follow let go of the lease, leaving it running.
-func (f *follow) leaveNow() { f.leaveOnce.Do(func() { close(f.leave) }) }
+func (f *Follow) leaveNow() { f.leaveOnce.Do(func() { close(f.leave) }) }
 
 // leaving reports whether leaveNow was called.
-func (f *follow) leaving() bool {
+func (f *Follow) leaving() bool {
 	select {
 	case <-f.leave:
 		return true
@@ -138,10 +136,10 @@ func (f *follow) leaving() bool {
 
 // keepLogs tees the job's output into the repository's logs folder; a
 // folder that cannot be written costs the copy, not the rental.
-func (f *follow) keepLogs() (closeLogs func()) {
+func (f *Follow) keepLogs() (closeLogs func()) {
 	f.stdout, f.stderr = cmp.Or[io.Writer](f.out.Stdout, io.Discard), cmp.Or[io.Writer](f.out.Stderr, io.Discard)
-	if err := os.MkdirAll(f.r.logsDir, 0o700); err != nil {
-		f.r.log.Warn("job output not kept", "err", err)
+	if err := os.MkdirAll(f.R.LogsDir, 0o700); err != nil {
+		f.R.Log.Warn("job output not kept", "err", err)
 		return func() {}
 	}
 	f.noteProvider()
@@ -151,9 +149,9 @@ func (f *follow) keepLogs() (closeLogs func()) {
 		if w == &f.stderr {
 			stream = "stderr"
 		}
-		file, err := os.OpenFile(LogFile(f.r.logsDir, f.lease.Id, stream), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		file, err := os.OpenFile(LogFile(f.R.LogsDir, f.Lease.Id, stream), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
-			f.r.log.Warn("job output not kept", "err", err)
+			f.R.Log.Warn("job output not kept", "err", err)
 			continue
 		}
 		if fi, err := file.Stat(); err == nil {
@@ -177,18 +175,18 @@ func (f *follow) keepLogs() (closeLogs func()) {
 // broken stream is re-attached, and a provider gone for reattachFor
 // leaves the renter with a receipt of its own for what it verified. A
 // follow that leaves the lease running returns nil with left set.
-func (f *follow) run(ctx context.Context) error {
+func (f *Follow) run(ctx context.Context) error {
 	defer close(f.done)
-	provider := peer.ID(f.lease.Provider)
+	provider := peer.ID(f.Lease.Provider)
 	if f.rec == nil {
 		raw, _ := proto.Marshal(f.cs)
-		f.rec = &records.Lease{ID: f.lease.Id, Role: records.Renter, State: records.Active, Lease: raw, EndMs: market.LeaseEnd(f.lease).UnixMilli(), Downloads: f.downloads}
-		f.beats = attest.NewFollower(provider, f.r.swarm.Tag(), f.lease.Id, f.term())
+		f.rec = &records.Lease{ID: f.Lease.Id, Role: records.Renter, State: records.Active, Lease: raw, EndMs: market.LeaseEnd(f.Lease).UnixMilli(), Downloads: f.downloads}
+		f.beats = attest.NewFollower(provider, f.R.Swarm.Tag(), f.Lease.Id, f.term())
 	} else {
-		f.beats = attest.ResumeFollower(provider, f.r.swarm.Tag(), f.lease.Id, f.term(), f.rec.Beats, f.rec.Root, time.UnixMilli(f.rec.LastBeat))
+		f.beats = attest.ResumeFollower(provider, f.R.Swarm.Tag(), f.Lease.Id, f.term(), f.rec.Beats, f.rec.Root, time.UnixMilli(f.rec.LastBeat))
 	}
 	defer f.keepLogs()()
-	clk := f.r.clock
+	clk := f.R.Clock
 	lost := time.Time{}
 	for {
 		if f.leaving() {
@@ -197,8 +195,8 @@ func (f *follow) run(ctx context.Context) error {
 		// The link attaches past the swarm's dial backoff (5 s and more
 		// after a failed dial), which would keep a provider back from a
 		// restart unreachable for most of reattachFor.
-		att := &pb.JobAttach{LeaseId: f.lease.Id, StdoutOffset: uint64(f.have[0]), StderrOffset: uint64(f.have[1])}
-		s, err := f.r.net.AttachJob(context.WithoutCancel(ctx), provider, att)
+		att := &pb.JobAttach{LeaseId: f.Lease.Id, StdoutOffset: uint64(f.have[0]), StderrOffset: uint64(f.have[1])}
+		s, err := f.R.Net.AttachJob(context.WithoutCancel(ctx), provider, att)
 		if err == nil {
 			lost = time.Time{}
 			f.relayed = s.Conn().Stat().Limited
@@ -206,27 +204,27 @@ func (f *follow) run(ctx context.Context) error {
 				return err
 			}
 		}
-		if f.r.ctx.Err() != nil {
+		if f.R.ctx.Err() != nil {
 			f.persist()
-			return ErrClosed
+			return owner.ErrClosed
 		}
 		if lost.IsZero() {
 			lost = clk.Now()
-			f.out.say("lost the job stream; re-attaching for up to %s", reattachFor)
+			f.out.say("lost the job stream; re-attaching for up to %s", ReattachFor)
 		} else {
 			find, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			f.r.net.Relocate(find, provider) // it may be back on another address
+			f.R.Net.Relocate(find, provider) // it may be back on another address
 			cancel()
 		}
-		if clk.Since(lost) > reattachFor {
+		if clk.Since(lost) > ReattachFor {
 			return f.providerGone()
 		}
 		if ctx.Err() != nil {
 			f.stopped()
 		}
 		select { // back off before re-attaching
-		case <-clk.After(reattachEvery):
-		case <-f.r.ctx.Done():
+		case <-clk.After(ReattachEvery):
+		case <-f.R.ctx.Done():
 		case <-f.leave:
 		}
 	}
@@ -234,7 +232,7 @@ func (f *follow) run(ctx context.Context) error {
 
 // read handles one attached stream's frames; done when the lease ended
 // here (receipt handled) or failed for good.
-func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err error) {
+func (f *Follow) read(ctx context.Context, s network.Stream) (done bool, err error) {
 	defer func() {
 		if !done {
 			s.Reset()
@@ -242,7 +240,7 @@ func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err err
 	}()
 	stop := context.AfterFunc(ctx, f.stopped)
 	defer stop()
-	closing := context.AfterFunc(f.r.ctx, func() { s.Reset() })
+	closing := context.AfterFunc(f.R.ctx, func() { s.Reset() })
 	defer closing()
 	read := make(chan struct{})
 	defer close(read)
@@ -289,26 +287,26 @@ func (f *follow) read(ctx context.Context, s network.Stream) (done bool, err err
 
 // term is when the lease's beats may be stamped: within its term and
 // never ahead of this renter's clock, give or take beatSkew.
-func (f *follow) term() attest.Term {
-	return attest.Term{Start: time.UnixMilli(f.lease.StartUnixMs), End: market.LeaseEnd(f.lease), Now: f.r.clock.Now, Skew: beatSkew}
+func (f *Follow) term() attest.Term {
+	return attest.Term{Start: time.UnixMilli(f.Lease.StartUnixMs), End: market.LeaseEnd(f.Lease), Now: f.R.Clock.Now, Skew: beatSkew}
 }
 
 // mistimed counts a beat the provider stamped out of time against it, as
 // a failed lease, once a lease: its signature proves the provider sent it.
-func (f *follow) mistimed(err error) {
-	if !errors.Is(err, attest.ErrBeatTime) || f.mistimedSeen || f.r.observe == nil {
+func (f *Follow) mistimed(err error) {
+	if !errors.Is(err, attest.ErrBeatTime) || f.mistimedSeen || f.R.Observe == nil {
 		return
 	}
 	f.mistimedSeen = true
-	f.r.observe(peer.ID(f.lease.Provider), false, reputation.WeightMistimed, "lease "+f.lease.Id+": "+err.Error())
+	f.R.Observe(peer.ID(f.Lease.Provider), false, reputation.WeightMistimed, "lease "+f.Lease.Id+": "+err.Error())
 }
 
 // write keeps the part of output b, which begins at offset at of stream
 // i (0 stdout, 1 stderr), that this renter does not hold yet; a frame
 // past what it holds says how much the provider could not send.
-func (f *follow) write(i int, at uint64, b []byte) {
+func (f *Follow) write(i int, at uint64, b []byte) {
 	if f.firstOutput.IsZero() {
-		f.firstOutput = f.r.clock.Now()
+		f.firstOutput = f.R.Clock.Now()
 	}
 	off := int64(min(at, 1<<62))
 	if off > f.have[i] {
@@ -329,7 +327,7 @@ func (f *follow) write(i int, at uint64, b []byte) {
 
 // stopped handles the end of the caller's ctx: the lease is cancelled,
 // or, for a follow that detaches on it, left running.
-func (f *follow) stopped() {
+func (f *Follow) stopped() {
 	if f.detachOnCancel {
 		f.leaveNow()
 		return
@@ -340,32 +338,32 @@ func (f *follow) stopped() {
 // leaveRunning tells the provider the renter leaves the job on purpose
 // (it runs on with no renter attached, to its term or its end), records
 // the lease as detached, and ends the follow with the lease running.
-func (f *follow) leaveRunning() error {
+func (f *Follow) leaveRunning() error {
 	f.left = true
 	ctx, done := context.WithTimeout(context.Background(), cancelWait)
 	defer done()
-	reply, err := f.r.net.RequestLease(ctx, peer.ID(f.lease.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_DetachLeaseId{DetachLeaseId: f.lease.Id}})
+	reply, err := f.R.Net.RequestLease(ctx, peer.ID(f.Lease.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_DetachLeaseId{DetachLeaseId: f.Lease.Id}})
 	if err == nil && reply.Lease == nil {
 		err = market.RejectOf(reply)
 	}
 	f.rec.Detached = true
 	f.persist()
 	if err != nil {
-		return fmt.Errorf("lease %s: detach: %w (the provider stops the job once the renter is gone for its jobs.renter_grace)", f.lease.Id, err)
+		return fmt.Errorf("lease %s: detach: %w (the provider stops the job once the renter is gone for its jobs.renter_grace)", f.Lease.Id, err)
 	}
-	f.out.say("detached from lease %s: it runs on; 'idlegrid attach %s' follows it again", f.lease.Id, f.lease.Id)
+	f.out.say("detached from lease %s: it runs on; 'idlegrid attach %s' follows it again", f.Lease.Id, f.Lease.Id)
 	return nil
 }
 
 // cancel asks the provider to end the lease now; the receipt follows on
 // the job stream.
-func (f *follow) cancel() { f.cancelOnce.Do(f.sendCancel) }
+func (f *Follow) cancel() { f.cancelOnce.Do(f.sendCancel) }
 
-func (f *follow) sendCancel() {
-	f.out.say("cancelling lease %s; waiting for the receipt", f.lease.Id)
+func (f *Follow) sendCancel() {
+	f.out.say("cancelling lease %s; waiting for the receipt", f.Lease.Id)
 	ctx, done := context.WithTimeout(context.Background(), cancelWait)
 	defer done()
-	reply, err := f.r.net.RequestLease(ctx, peer.ID(f.lease.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: f.lease.Id}})
+	reply, err := f.R.Net.RequestLease(ctx, peer.ID(f.Lease.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: f.Lease.Id}})
 	if err != nil || reply.Lease == nil {
 		f.out.say("cancel not confirmed: %v%s", err, reply.GetReason())
 	}
@@ -375,7 +373,7 @@ func (f *follow) sendCancel() {
 // the lease, the telemetry chain's root and beats, and the amount metered
 // from the last verified beat. Agreed, it countersigns and sends it back;
 // otherwise it refuses and keeps a receipt of its own.
-func (f *follow) settle(s network.Stream, rcs *pb.CoSigned) error {
+func (f *Follow) settle(s network.Stream, rcs *pb.CoSigned) error {
 	rc, err := market.OpenCoSigned[*pb.Receipt](rcs, market.Provider)
 	if err == nil {
 		err = f.check(rc)
@@ -386,7 +384,7 @@ func (f *follow) settle(s network.Stream, rcs *pb.CoSigned) error {
 		f.out.say("receipt refused: %v", err)
 		return f.own(rc.GetOutcome(), "refused the provider's receipt: "+err.Error())
 	}
-	if err := market.CoSign[*pb.Receipt](f.r.key, market.Renter, rcs); err != nil {
+	if err := market.CoSign[*pb.Receipt](f.R.Key, market.Renter, rcs); err != nil {
 		return err
 	}
 	if err := p2p.WriteMsg(s, &pb.ReceiptReply{Receipt: rcs}); err != nil {
@@ -401,8 +399,8 @@ func (f *follow) settle(s network.Stream, rcs *pb.CoSigned) error {
 // check compares a receipt with the one this renter makes from its own
 // view of the lease and its verified telemetry, on the provider's stated
 // outcome, end, exit code and note: the same builder, so the same bytes.
-func (f *follow) check(rc *pb.Receipt) error {
-	mine := market.NewReceipt(f.lease, f.cs, market.ReceiptTerms{Outcome: rc.Outcome, End: time.UnixMilli(rc.EndUnixMs),
+func (f *Follow) check(rc *pb.Receipt) error {
+	mine := market.NewReceipt(f.Lease, f.cs, market.ReceiptTerms{Outcome: rc.Outcome, End: time.UnixMilli(rc.EndUnixMs),
 		Beats: f.beats.Beats(), Root: f.beats.Root(), LastBeat: f.last(), ExitCode: rc.ExitCode, Note: rc.Note, ExtensionHash: f.tm.ExtensionHash()})
 	switch {
 	case rc.LeaseId != mine.LeaseId || !bytes.Equal(rc.LeaseHash, mine.LeaseHash):
@@ -422,7 +420,7 @@ func (f *follow) check(rc *pb.Receipt) error {
 }
 
 // last is when the last verified beat was taken (zero with none).
-func (f *follow) last() time.Time {
+func (f *Follow) last() time.Time {
 	if f.beats.Beats() == 0 {
 		return time.Time{}
 	}
@@ -431,16 +429,16 @@ func (f *follow) last() time.Time {
 
 // providerGone ends the lease without the provider: a receipt of the
 // renter's own, for the time its verified beats cover.
-func (f *follow) providerGone() error {
+func (f *Follow) providerGone() error {
 	f.out.say("the provider is gone; paying only for verified telemetry")
 	return f.own(pb.Outcome_OUTCOME_FAILED, "the provider vanished")
 }
 
 // own records a receipt signed by the renter alone.
-func (f *follow) own(outcome pb.Outcome, note string) error {
-	rc := market.NewReceipt(f.lease, f.cs, market.ReceiptTerms{Outcome: outcome, End: f.r.clock.Now(),
+func (f *Follow) own(outcome pb.Outcome, note string) error {
+	rc := market.NewReceipt(f.Lease, f.cs, market.ReceiptTerms{Outcome: outcome, End: f.R.Clock.Now(),
 		Beats: f.beats.Beats(), Root: f.beats.Root(), LastBeat: f.last(), ExitCode: -1, Note: note, ExtensionHash: f.tm.ExtensionHash()})
-	rcs, err := market.NewCoSigned(f.r.key, market.Renter, rc)
+	rcs, err := market.NewCoSigned(f.R.Key, market.Renter, rc)
 	if err != nil {
 		return err
 	}
@@ -448,24 +446,24 @@ func (f *follow) own(outcome pb.Outcome, note string) error {
 }
 
 // store records the lease's end and settles the receipt in one batch.
-func (f *follow) store(rc *pb.Receipt, rcs *pb.CoSigned) error {
+func (f *Follow) store(rc *pb.Receipt, rcs *pb.CoSigned) error {
 	f.rec.End(rc, rcs)
 	f.rec.Beats, f.rec.Root, f.rec.LastBeat = f.beats.Beats(), f.beats.Root(), f.last().UnixMilli()
 	f.receipt, f.amount = views.Receipt(rc, rcs), rc.AmountMicros
-	if err := f.r.store.Put(context.Background(), f.rec, rc); err != nil {
+	if err := f.R.Store.Put(context.Background(), f.rec, rc); err != nil {
 		return err
 	}
-	if f.r.ended != nil {
-		f.r.ended(f.rec, rc)
+	if f.R.Ended != nil {
+		f.R.Ended(f.rec, rc)
 	}
 	return nil
 }
 
 // persist writes the lease's progress: its state and verified beats.
-func (f *follow) persist() {
+func (f *Follow) persist() {
 	f.rec.Beats, f.rec.Root, f.rec.LastBeat = f.beats.Beats(), f.beats.Root(), f.last().UnixMilli()
-	if err := f.r.store.Put(context.Background(), f.rec, nil); err != nil {
-		f.r.log.Warn("lease progress not persisted", "lease", f.lease.Id, "err", err)
+	if err := f.R.Store.Put(context.Background(), f.rec, nil); err != nil {
+		f.R.Log.Warn("lease progress not persisted", "lease", f.Lease.Id, "err", err)
 	}
 }
 
@@ -475,10 +473,10 @@ func (f *follow) persist() {
 // receipt (its output kept under logs/), an ended one gets the receipt
 // its provider kept, and one whose provider is gone ends with a receipt
 // of the renter's own for the beats it verified. Nothing is cancelled.
-func (r *renter) resume(ctx context.Context) {
-	recs, err := r.store.All(ctx)
+func (r *Renter) resume(ctx context.Context) {
+	recs, err := r.Store.All(ctx)
 	if err != nil {
-		r.log.Warn("rentals not resumed", "err", err)
+		r.Log.Warn("rentals not resumed", "err", err)
 		return
 	}
 	var wg sync.WaitGroup
@@ -488,10 +486,10 @@ func (r *renter) resume(ctx context.Context) {
 		}
 		l, cs, err := rec.Open()
 		if err != nil {
-			r.log.Warn("stored rental unreadable; left as it is", "lease", rec.ID, "err", err)
+			r.Log.Warn("stored rental unreadable; left as it is", "lease", rec.ID, "err", err)
 			continue
 		}
-		progress := func(line string) { r.log.Info("resumed rental: "+line, "lease", l.Id) }
+		progress := func(line string) { r.Log.Info("resumed rental: "+line, "lease", l.Id) }
 		f := newFollow(r, l, cs, rec, RentOutput{Stdout: io.Discard, Stderr: io.Discard, Progress: progress})
 		release, ok := r.claim(f)
 		if !ok {
@@ -501,8 +499,8 @@ func (r *renter) resume(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			defer release()
-			if err := f.run(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
-				r.log.Warn("resumed rental", "lease", l.Id, "err", err)
+			if err := f.run(context.Background()); err != nil && !errors.Is(err, owner.ErrClosed) {
+				r.Log.Warn("resumed rental", "lease", l.Id, "err", err)
 			}
 		}()
 	}
@@ -510,21 +508,21 @@ func (r *renter) resume(ctx context.Context) {
 }
 
 // claim makes f the one follow of its lease; false when another has it.
-func (r *renter) claim(f *follow) (release func(), ok bool) {
+func (r *Renter) claim(f *Follow) (release func(), ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.following[f.lease.Id] != nil {
+	if r.following[f.Lease.Id] != nil {
 		return nil, false
 	}
 	if r.following == nil {
-		r.following = map[string]*follow{}
+		r.following = map[string]*Follow{}
 	}
-	r.following[f.lease.Id] = f
+	r.following[f.Lease.Id] = f
 	return func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if r.following[f.lease.Id] == f {
-			delete(r.following, f.lease.Id)
+		if r.following[f.Lease.Id] == f {
+			delete(r.following, f.Lease.Id)
 		}
 	}, true
 }
@@ -536,18 +534,14 @@ func (r *renter) claim(f *follow) (release func(), ok bool) {
 // rather than cancelling it. A lease already ended gets its result at
 // once. A follow this node runs of the lease already (resumed after a
 // restart) hands the lease over.
-func (n *Node) Attach(ctx context.Context, id string, out RentOutput) (api.RentResult, error) {
+func (r *Renter) Attach(ctx context.Context, id string, out RentOutput) (api.RentResult, error) {
 	res := api.RentResult{Tried: []api.Attempt{}}
-	r := n.renter
-	if r == nil {
-		return res, ErrClosed
-	}
 	done, err := r.use()
 	if err != nil {
 		return res, err
 	}
 	defer done()
-	rec, err := r.store.Get(ctx, id)
+	rec, err := r.Store.Get(ctx, id)
 	switch {
 	case errors.Is(err, ds.ErrNotFound) || err == nil && rec.Role != records.Renter:
 		return res, fault.NotFoundf("lease %q: not one this node rented", id)
@@ -580,7 +574,7 @@ func (n *Node) Attach(ctx context.Context, id string, out RentOutput) (api.RentR
 		}
 	}
 	// Read again: a follow that handed the lease over wrote it last.
-	if f.rec, err = r.store.Get(ctx, id); err != nil {
+	if f.rec, err = r.Store.Get(ctx, id); err != nil {
 		return res, err
 	}
 	if records.Ended(f.rec.State) {
@@ -598,4 +592,40 @@ func (n *Node) Attach(ctx context.Context, id string, out RentOutput) (api.RentR
 		res.Downloads = r.downloadAll(ctx, peer.ID(l.Provider), id, f.rec.Downloads, out)
 	}
 	return res, nil
+}
+
+// noteProvider writes the rental's provider note, for exec and
+// port-forward; a note that cannot be written costs those, not the
+// rental.
+func (f *Follow) noteProvider() {
+	p := peer.ID(f.Lease.Provider)
+	note := ProviderNote{Provider: p.String(), Addrs: []string{}}
+	if f.R.AddrsOf != nil {
+		for _, a := range f.R.AddrsOf(p) {
+			note.Addrs = append(note.Addrs, a.String())
+		}
+	}
+	path := filepath.Join(f.R.LogsDir, f.Lease.Id+ProviderSuffix)
+	if _, err := os.Stat(path); err == nil && len(note.Addrs) == 0 {
+		return // a follow resumed before the provider's addresses are known
+	}
+	b, _ := json.Marshal(note)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		f.R.Log.Warn("provider note not kept: exec and port-forward will not find the lease", "err", err)
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		f.R.Log.Warn("provider note not kept: exec and port-forward will not find the lease", "err", err)
+	}
+}
+
+// ProviderSuffix names the note a rental keeps beside its output: which
+// provider runs the lease, and where it was reached.
+const ProviderSuffix = ".provider"
+
+// ProviderNote is that note.
+type ProviderNote struct {
+	Provider string   `json:"provider"`
+	Addrs    []string `json:"addrs"`
 }

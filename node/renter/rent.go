@@ -1,4 +1,4 @@
-package node
+package renter
 
 import (
 	"context"
@@ -10,28 +10,39 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
-	"github.com/idlegrid/idlegrid/node/book"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
-	"github.com/idlegrid/idlegrid/node/trust"
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
+// Sentinel errors of a rental.
+var (
+	// ErrNoProvider is returned by Rent when no candidate took the lease.
+	ErrNoProvider = errors.New("no provider took the lease")
+	// ErrNotAttestable is a candidate whose offer names no attestation:
+	// its GPUs are listed by hand (provider.gpus), not read through NVML.
+	// A rental that skips attestation (RentRequest.SkipAttest) leases
+	// from such a provider.
+	ErrNotAttestable = errors.New("its offer is not attestable (GPUs listed by hand, not read through NVML)")
+)
+
 // Renter defaults.
 const (
-	// maxRentCandidates is how many candidates a pool is assembled from.
-	maxRentCandidates = 64
+	// MaxRentCandidates is how many candidates a pool is assembled from.
+	MaxRentCandidates = 64
 	// maxWalk bounds the issuers one rental walks, far above what a book
 	// holds: the try time, not a count, ends a walk.
 	maxWalk = 1 << 16
@@ -135,36 +146,59 @@ func (e *NoProviderError) Error() string {
 		return ErrNoProvider.Error() + ": " + e.Why
 	}
 	last := e.Attempts[len(e.Attempts)-1]
-	return fmt.Sprintf("%v: %d candidates tried; last, %s at %s: %v", ErrNoProvider, len(e.Attempts), short(last.Provider), last.Stage, last.Err)
+	return fmt.Sprintf("%v: %d candidates tried; last, %s at %s: %v", ErrNoProvider, len(e.Attempts), Short(last.Provider), last.Stage, last.Err)
 }
 
 // Unwrap makes every NoProviderError an ErrNoProvider.
 func (e *NoProviderError) Unwrap() error { return ErrNoProvider }
 
-// renter rents for this node: it gathers offers, challenges and leases
+// learnCandidates is how many of the best candidates a rental asks for
+// their receipts before it ranks them.
+const learnCandidates = 8
+
+// Book is the renter's view of the node's book (node/book's Market).
+type Book interface {
+	// Snapshot is the book as it stands, immutable.
+	Snapshot() *market.Snapshot
+	// MatcherFor is the matcher that weighs a request as it asks.
+	MatcherFor(api.BidRequest) *market.Matcher
+	// Synced counts the book syncs completed; SyncPeers are the peers a
+	// book can be synced from now.
+	Synced() int64
+	SyncPeers() []peer.ID
+}
+
+// Attester is the renter's view of trust (node/trust's Challenger): a
+// provider's attestation, challenged now and judged against the offer
+// this node's book holds; err only when no answer came.
+type Attester interface {
+	Attest(ctx context.Context, p peer.ID) (attest.Verdict, error)
+}
+
+// Renter rents for this node: it gathers offers, challenges and leases
 // from providers, follows their jobs to the receipts, and after a restart
 // follows again the leases it had not seen end.
-type renter struct {
-	id         peer.ID
-	key        crypto.PrivKey
-	net        dealer
-	market     *book.Market
-	challenger *trust.Challenger
-	store      records.Store
-	logsDir    string
-	clock      clock.Clock
-	log        *slog.Logger
-	ended      func(*records.Lease, *pb.Receipt)
-	observe    func(p peer.ID, good bool, weight float64, what string) // counts for reputation; may be nil
-	// learnFor asks providers for their receipts and reports whether the
+type Renter struct {
+	Id         peer.ID
+	Key        crypto.PrivKey
+	Net        Dealer
+	Market     Book
+	Challenger Attester
+	Store      records.Store
+	LogsDir    string
+	Clock      clock.Clock
+	Log        *slog.Logger
+	Ended      func(*records.Lease, *pb.Receipt)
+	Observe    func(p peer.ID, good bool, weight float64, what string) // counts for reputation; may be nil
+	// LearnFor asks providers for their receipts and reports whether the
 	// scores changed; may be nil.
-	learnFor func(ctx context.Context, providers []peer.ID) bool
-	// measureFor measures the RTT to the providers this node has not, and
+	LearnFor func(ctx context.Context, providers []peer.ID) bool
+	// MeasureFor measures the RTT to the providers this node has not, and
 	// reports whether it measured any; may be nil.
-	measureFor func(ctx context.Context, providers []peer.ID) bool
-	// addrsOf is where the node knows p listens; may be nil.
-	addrsOf func(p peer.ID) []ma.Multiaddr
-	swarm   p2p.Swarm
+	MeasureFor func(ctx context.Context, providers []peer.ID) bool
+	// AddrsOf is where the node knows p listens; may be nil.
+	AddrsOf func(p peer.ID) []ma.Multiaddr
+	Swarm   p2p.Swarm
 	failed  failures // providers that lately could not be reached or attested
 	// vouched are the attestation hashes this node verified, by issuer.
 	vouched vouchedHashes
@@ -181,11 +215,11 @@ type renter struct {
 	users   sync.WaitGroup // rentals and resumed follows
 	// following holds the follow of each lease followed again (resumed
 	// or attached), so that one lease has one follow; under mu.
-	following map[string]*follow
+	following map[string]*Follow
 }
 
-// start resumes the rentals a previous run left.
-func (r *renter) start(ctx context.Context) {
+// Start resumes the rentals a previous run left.
+func (r *Renter) Start(ctx context.Context) {
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	if done, err := r.use(); err == nil {
 		go func() {
@@ -195,9 +229,9 @@ func (r *renter) start(ctx context.Context) {
 	}
 }
 
-// stop ends the rentals in flight (their leases run on; a restart follows
+// Stop ends the rentals in flight (their leases run on; a restart follows
 // them again) and waits for them.
-func (r *renter) stop() {
+func (r *Renter) Stop() {
 	r.mu.Lock()
 	r.closing = true
 	r.mu.Unlock()
@@ -207,34 +241,20 @@ func (r *renter) stop() {
 
 // use registers a rental; done must be called when it is finished. It
 // fails once the renter is stopping.
-func (r *renter) use() (done func(), err error) {
+func (r *Renter) use() (done func(), err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing || r.ctx == nil {
-		return nil, ErrClosed
+		return nil, owner.ErrClosed
 	}
 	r.users.Add(1)
 	return r.users.Done, nil
 }
 
-// Rent does the whole rental: it gathers offers until some fit, ranks
-// them, challenges the best provider's attestation, proposes a lease and
-// moves on to the next candidate on a refusal; then it follows the job,
-// streaming its output, verifying its telemetry, and countersigns the
-// receipt when it agrees with what it verified. Cancelling ctx cancels
-// the lease and still waits for the receipt. A node closing meanwhile
-// returns ErrClosed and leaves the lease running: the node follows it
-// again when it restarts. When no provider takes the lease the error is
-// a *NoProviderError.
-func (n *Node) Rent(ctx context.Context, req api.RentRequest, out RentOutput) (api.RentResult, error) {
-	if n.renter == nil {
-		return api.RentResult{Tried: []api.Attempt{}}, ErrClosed
-	}
-	return n.renter.rent(ctx, req, out)
-}
-
-func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) (api.RentResult, error) {
-	t0 := r.clock.Now()
+// Rent does the whole rental (node.Node.Rent): gather, rank, attest,
+// propose, then follow the job to its receipt.
+func (r *Renter) Rent(ctx context.Context, req api.RentRequest, out RentOutput) (api.RentResult, error) {
+	t0 := r.Clock.Now()
 	out.last = new(string)
 	res := api.RentResult{Tried: []api.Attempt{}}
 	done, err := r.use()
@@ -248,7 +268,7 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 		return res, err
 	}
 	err = r.gather(ctx, b, req, out)
-	res.Timings.Discover = r.clock.Since(t0)
+	res.Timings.Discover = r.Clock.Since(t0)
 	if err != nil {
 		return res, err
 	}
@@ -274,7 +294,7 @@ func (r *renter) rent(ctx context.Context, req api.RentRequest, out RentOutput) 
 // image named once), sends a local Docker image as the rental's image,
 // and builds the bid. drop forgets the image it saved; it is never nil,
 // and is for the caller to defer whatever the error.
-func (r *renter) validate(ctx context.Context, req api.RentRequest, out *RentOutput, now time.Time) (b *pb.Bid, _ api.RentRequest, drop func(), err error) {
+func (r *Renter) validate(ctx context.Context, req api.RentRequest, out *RentOutput, now time.Time) (b *pb.Bid, _ api.RentRequest, drop func(), err error) {
 	drop = func() {}
 	if req.MaxPairRTTMillis < 0 || req.MaxPairRTTMillis > 60_000 {
 		return nil, req, drop, fault.Invalidf("max_pair_rtt_ms: %d: want 0 (one provider) to 60000", req.MaxPairRTTMillis)
@@ -298,7 +318,7 @@ func (r *renter) validate(ctx context.Context, req api.RentRequest, out *RentOut
 		drop = func() { r.dropLocal(local) }
 		req.Image = local.ID
 	}
-	if b, err = BuildBid(req.BidRequest, r.id, r.swarm, now); err != nil {
+	if b, err = BuildBid(req.BidRequest, r.Id, r.Swarm, now); err != nil {
 		return nil, req, drop, err
 	}
 	if b.Image == "" {
@@ -311,7 +331,7 @@ func (r *renter) validate(ctx context.Context, req api.RentRequest, out *RentOut
 // within the request's time to try, and follows the first lease a
 // provider takes to its receipt; with none, the error is a
 // *NoProviderError naming each attempt.
-func (r *renter) attempt(ctx context.Context, b *pb.Bid, req api.RentRequest, packed []transfer.Packed, out RentOutput, res api.RentResult, t0 time.Time) (api.RentResult, error) {
+func (r *Renter) attempt(ctx context.Context, b *pb.Bid, req api.RentRequest, packed []transfer.Packed, out RentOutput, res api.RentResult, t0 time.Time) (api.RentResult, error) {
 	tries := req.Candidates
 	if tries <= 0 || tries > maxWalk {
 		tries = maxWalk
@@ -320,17 +340,17 @@ func (r *renter) attempt(ctx context.Context, b *pb.Bid, req api.RentRequest, pa
 	if tryFor <= 0 {
 		tryFor = defaultTryFor
 	}
-	tm := r.clock.Now()
-	cands := r.candidates(ctx, r.market.MatcherFor(req.BidRequest), b, tries, tm, out)
-	res.Timings.Match = r.clock.Since(tm)
-	left := func() time.Duration { return tryFor - (r.clock.Since(tm) - res.Timings.Pull) }
+	tm := r.Clock.Now()
+	cands := r.Candidates(ctx, r.Market.MatcherFor(req.BidRequest), b, tries, tm, out)
+	res.Timings.Match = r.Clock.Since(tm)
+	left := func() time.Duration { return tryFor - (r.Clock.Since(tm) - res.Timings.Pull) }
 	var tried []Attempt
 	failed := func(at Attempt) {
 		r.failedAt(at)
 		tried = append(tried, at)
 		res.Tried = append(res.Tried, attemptView(at))
 	}
-	f, c := r.walk(ctx, cands, tryFor, left, out, failed, func(actx context.Context, c market.Candidate, located <-chan error) (*follow, Attempt) {
+	f, c := r.walk(ctx, cands, tryFor, left, out, failed, func(actx context.Context, c market.Candidate, located <-chan error) (*Follow, Attempt) {
 		f, at := r.try(actx, ctx, b, c, located, req, packed, out, &res.Timings)
 		if f == nil {
 			failed(at)
@@ -343,7 +363,7 @@ func (r *renter) attempt(ctx context.Context, b *pb.Bid, req api.RentRequest, pa
 		}
 		res.Lease, res.Receipt, res.Relayed, res.Detached = views.Lease(f.rec), f.receipt, f.relayed, f.left
 		if !f.left {
-			res.Downloads = r.downloadAll(ctx, c.Issuer, f.lease.Id, f.rec.Downloads, out)
+			res.Downloads = r.downloadAll(ctx, c.Issuer, f.Lease.Id, f.rec.Downloads, out)
 		}
 		if !f.firstOutput.IsZero() {
 			res.Timings.Start, res.Timings.FirstOutput = f.firstOutput.Sub(f.accepted), f.firstOutput.Sub(t0)
@@ -356,15 +376,15 @@ func (r *renter) attempt(ctx context.Context, b *pb.Bid, req api.RentRequest, pa
 	return res, &NoProviderError{Attempts: tried}
 }
 
-// candidates matches b against the book with mt, keeps the best offer of
+// Candidates matches b against the book with mt, keeps the best offer of
 // each issuer, at most tries, and orders them by evidence (byEvidence):
 // those this node can reach and has attested first, those that failed
 // lately last, each part in the matcher's order. Before
 // that it asks the best few providers it has not asked lately for their
 // receipts, and matches again if their scores changed.
-func (r *renter) candidates(ctx context.Context, mt *market.Matcher, b *pb.Bid, tries int, now time.Time, out RentOutput) []market.Candidate {
+func (r *Renter) Candidates(ctx context.Context, mt *market.Matcher, b *pb.Bid, tries int, now time.Time, out RentOutput) []market.Candidate {
 	match := func() []market.Candidate {
-		matched := mt.Match(r.market.Snapshot(), b, now, tries*maxOffersPerIssuer).Candidates
+		matched := mt.Match(r.Market.Snapshot(), b, now, tries*maxOffersPerIssuer).Candidates
 		return r.byEvidence(bestPerIssuer(matched, tries), now)
 	}
 	cands := match()
@@ -375,13 +395,13 @@ func (r *renter) candidates(ctx context.Context, mt *market.Matcher, b *pb.Bid, 
 		}
 		return ps
 	}
-	if r.learnFor != nil && len(cands) > 0 && r.learnFor(ctx, best(trust.LearnCandidates)) {
+	if r.LearnFor != nil && len(cands) > 0 && r.LearnFor(ctx, best(learnCandidates)) {
 		out.say("learned the receipts of providers in the running; ranking again")
 		cands = match()
 	}
 	// A renter that has measured none of the best (a fresh one) ranks
 	// them by an RTT it does not know: it measures them first.
-	if r.measureFor != nil && len(cands) > 0 && r.measureFor(ctx, best(measureCandidates)) {
+	if r.MeasureFor != nil && len(cands) > 0 && r.MeasureFor(ctx, best(measureCandidates)) {
 		out.say("measured the RTT to providers in the running; ranking again")
 		cands = match()
 	}
@@ -412,14 +432,14 @@ func bestPerIssuer(cands []market.Candidate, n int) []market.Candidate {
 // try attests and leases from candidate c once located says it was
 // located; it returns the follow of the lease it got, or the attempt
 // that failed.
-func (r *renter) try(ctx, long context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, packed []transfer.Packed, out RentOutput, t *api.RentTimings) (*follow, Attempt) {
+func (r *Renter) try(ctx, long context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, packed []transfer.Packed, out RentOutput, t *api.RentTimings) (*Follow, Attempt) {
 	return r.tryAt(ctx, long, b, c, located, req, packed, out, t, time.Time{})
 }
 
 // tryAt is try for a lease that starts at start (zero: as soon as the
 // offer allows). The provider readies the image within long, which
 // outlasts the attempt's ctx: a pull may take minutes.
-func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, packed []transfer.Packed, out RentOutput, t *api.RentTimings, start time.Time) (*follow, Attempt) {
+func (r *Renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate, located <-chan error, req api.RentRequest, packed []transfer.Packed, out RentOutput, t *api.RentTimings, start time.Time) (*Follow, Attempt) {
 	at := Attempt{Provider: c.Issuer}
 	select {
 	case at.Err = <-located:
@@ -428,41 +448,41 @@ func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 	}
 	if at.Err != nil {
 		at.Stage = StageLocate
-		out.say("%s: not reachable: %v; trying the next", short(c.Issuer), at.Err)
+		out.say("%s: not reachable: %v; trying the next", Short(c.Issuer), at.Err)
 		return nil, at
 	}
 	if !req.SkipAttest && len(c.Offer.GetAttestationHash()) == 0 {
 		// GPUs listed by hand, not read through NVML: nothing to attest,
 		// and no failure of the provider's.
 		at.Stage, at.Err = StageAttest, ErrNotAttestable
-		out.say("%s: %v; trying the next", short(c.Issuer), at.Err)
+		out.say("%s: %v; trying the next", Short(c.Issuer), at.Err)
 		return nil, at
 	}
 	if !req.SkipAttest {
-		ta := r.clock.Now()
-		v, err := r.challenger.Challenge(ctx, c.Issuer)
-		t.Attest += r.clock.Since(ta)
+		ta := r.Clock.Now()
+		v, err := r.Challenger.Attest(ctx, c.Issuer)
+		t.Attest += r.Clock.Since(ta)
 		if err == nil {
 			err = v.Problem()
 		}
 		if err != nil {
 			at.Stage, at.Err = StageAttest, err
-			out.say("%s: attestation refused: %v; trying the next", short(c.Issuer), err)
+			out.say("%s: attestation refused: %v; trying the next", Short(c.Issuer), err)
 			return nil, at
 		}
 		if v.Coverage == attest.CoverageFull {
 			r.vouched.add(c.Issuer, c.Offer.GetAttestationHash())
 		}
-		out.say("%s: attestation verified (%s)", short(c.Issuer), v.OfferLine())
+		out.say("%s: attestation verified (%s)", Short(c.Issuer), v.OfferLine())
 	}
 	if err := r.readyImage(long, c.Issuer, b.Image, out, t); err != nil {
 		at.Stage, at.Err = StageImage, err
-		out.say("%s: image not ready: %v; trying the next", short(c.Issuer), err)
+		out.say("%s: image not ready: %v; trying the next", Short(c.Issuer), err)
 		return nil, at
 	}
 	if err := r.upload(long, c.Issuer, packed, out, t); err != nil {
 		at.Stage, at.Err = StageUpload, err
-		out.say("%s: %v; trying the next", short(c.Issuer), err)
+		out.say("%s: %v; trying the next", Short(c.Issuer), err)
 		return nil, at
 	}
 	if ctx.Err() != nil && long.Err() == nil {
@@ -471,7 +491,7 @@ func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 		ctx, cancel = context.WithTimeout(long, attemptLimit)
 		defer cancel()
 	}
-	tn := r.clock.Now()
+	tn := r.Clock.Now()
 	var cs *pb.CoSigned
 	var l *pb.Lease
 	var err error
@@ -480,18 +500,18 @@ func (r *renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 	} else {
 		cs, l, err = r.proposeAt(ctx, b, c, req, inputsOf(packed), start)
 	}
-	t.Negotiate += r.clock.Since(tn)
+	t.Negotiate += r.Clock.Since(tn)
 	if err != nil {
 		at.Stage, at.Err = StageNegotiate, err
-		out.say("%s: lease refused: %v; trying the next", short(c.Issuer), err)
+		out.say("%s: lease refused: %v; trying the next", Short(c.Issuer), err)
 		return nil, at
 	}
-	out.say("lease %s accepted by %s: %d × %s at %s/GPU-hour for %s", l.Id, short(c.Issuer), l.GpuCount, market.TierName(l.Tier), market.FormatPrice(l.PriceMicros), secs(l.DurationSeconds))
+	out.say("lease %s accepted by %s: %d × %s at %s/GPU-hour for %s", l.Id, Short(c.Issuer), l.GpuCount, market.TierName(l.Tier), market.FormatPrice(l.PriceMicros), secs(l.DurationSeconds))
 	if out.Leased != nil {
 		out.Leased(l.Id)
 	}
 	f := newFollow(r, l, cs, nil, out)
-	f.accepted, f.detachAtStart = r.clock.Now(), req.Detach
+	f.accepted, f.detachAtStart = r.Clock.Now(), req.Detach
 	for _, d := range req.Downloads {
 		f.downloads = append(f.downloads, records.Download{Path: d.Path, Local: d.Local})
 	}
@@ -508,13 +528,13 @@ func isRefusal(err error) bool {
 // failedAt remembers a failed attempt: a provider that could not be
 // reached, attested or answer ranks behind the rest for failMemory, and
 // one that could not be reached counts against its reputation.
-func (r *renter) failedAt(at Attempt) {
+func (r *Renter) failedAt(at Attempt) {
 	var tooBig *p2p.UploadRefusedError // a refused upload is no failure of the provider's
 	if (at.Stage != StageNegotiate || !isRefusal(at.Err)) && !errors.Is(at.Err, ErrNotAttestable) && !errors.As(at.Err, &tooBig) {
-		r.failed.add(at.Provider, r.clock.Now())
+		r.failed.add(at.Provider, r.Clock.Now())
 	}
-	if at.Stage == StageLocate && r.observe != nil { // an attestation counts on its own
-		r.observe(at.Provider, false, reputation.WeightUnreachable, "not reachable: "+at.Err.Error())
+	if at.Stage == StageLocate && r.Observe != nil { // an attestation counts on its own
+		r.Observe(at.Provider, false, reputation.WeightUnreachable, "not reachable: "+at.Err.Error())
 	}
 }
 
@@ -564,9 +584,25 @@ func attemptView(a Attempt) api.Attempt {
 	return v
 }
 
-func short(p peer.ID) string {
+// Short is the last 8 characters of p, as a rental's progress names a
+// peer.
+func Short(p peer.ID) string {
 	s := p.String()
 	return s[max(0, len(s)-8):]
 }
 
 func secs(s uint64) string { return (time.Duration(s) * time.Second).String() }
+
+// Dealer is the renter's view: find providers, challenge them, lease
+// from them and follow their jobs.
+type Dealer interface {
+	Locate(ctx context.Context, p peer.ID) error
+	Relocate(ctx context.Context, p peer.ID)
+	Challenge(ctx context.Context, p peer.ID) (p2p.Answer, error)
+	RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRequest) (*pb.LeaseReply, error)
+	AttachJob(ctx context.Context, p peer.ID, att *pb.JobAttach) (network.Stream, error)
+	ReadyImage(ctx context.Context, p peer.ID, ref string, deadline time.Duration, progress func(*pb.ImageProgress)) (*pb.ImageReady, error)
+	SendImage(ctx context.Context, p peer.ID, id string, up *pb.ImageUpload, deadline time.Duration, write func(w io.Writer, have int) error) (*pb.ImageReady, error)
+	Upload(ctx context.Context, p peer.ID, sum []byte, size int64, open func(offset int64) (io.ReadCloser, error)) (int64, error)
+	Download(ctx context.Context, p peer.ID, lease string, index int, offset int64, w io.Writer) (int64, []byte, error)
+}

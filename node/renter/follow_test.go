@@ -1,4 +1,4 @@
-package node
+package renter
 
 import (
 	"context"
@@ -66,11 +66,11 @@ func TestABeatStampedAheadIsRefusedAndCountsAgainstItsProvider(t *testing.T) {
 	}
 	var observed []seen
 	store := records.Store{D: dssync.MutexWrap(ds.NewMapDatastore()), Clock: clk}
-	r := &renter{clock: clk, ctx: context.Background(), store: store, observe: func(p peer.ID, good bool, w float64, what string) {
+	r := &Renter{Clock: clk, ctx: context.Background(), Store: store, Observe: func(p peer.ID, good bool, w float64, what string) {
 		observed = append(observed, seen{p, good, w, what})
 	}}
 	var said []string
-	f := &follow{r: r, lease: lease, rec: &records.Lease{ID: lease.Id, Role: records.Renter, State: records.Active}, out: RentOutput{Progress: func(l string) { said = append(said, l) }}}
+	f := &Follow{R: r, Lease: lease, rec: &records.Lease{ID: lease.Id, Role: records.Renter, State: records.Active}, out: RentOutput{Progress: func(l string) { said = append(said, l) }}}
 	f.beats = attest.NewFollower(prov.ID(), "", lease.Id, f.term())
 	clk.Advance(10 * time.Minute)
 	s, err := rent.NewStream(context.Background(), prov.ID(), "/test/job")

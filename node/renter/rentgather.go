@@ -1,45 +1,46 @@
-package node
+package renter
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 )
 
 // gather waits until the book holds offers that fit b, saying how many
 // it holds, or until the gather time runs out.
-func (r *renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out RentOutput) error {
+func (r *Renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out RentOutput) error {
 	wait := time.Duration(req.GatherMillis) * time.Millisecond
 	if wait <= 0 {
 		wait = defaultGather
 	}
-	deadline := r.clock.Now().Add(wait)
-	tick := r.clock.NewTicker(100 * time.Millisecond)
+	deadline := r.Clock.Now().Add(wait)
+	tick := r.Clock.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	lastSaid := time.Time{}
 	for {
-		now := r.clock.Now()
-		snap := r.market.Snapshot()
-		if c := r.market.MatcherFor(req.BidRequest).Match(snap, b, now, 1).Candidates; len(c) > 0 {
+		now := r.Clock.Now()
+		snap := r.Market.Snapshot()
+		if c := r.Market.MatcherFor(req.BidRequest).Match(snap, b, now, 1).Candidates; len(c) > 0 {
 			synced := r.awaitSyncs(ctx)
-			out.say("gathering offers: %d in the book, some fit (%d book syncs)", r.market.Snapshot().Len(), synced)
+			out.say("gathering offers: %d in the book, some fit (%d book syncs)", r.Market.Snapshot().Len(), synced)
 			return nil
 		}
 		if now.After(deadline) {
-			return &NoProviderError{Why: fmt.Sprintf("nothing fits after %s: %s", wait, r.market.MatcherFor(req.BidRequest).Explain(snap, b, now).String())}
+			return &NoProviderError{Why: fmt.Sprintf("nothing fits after %s: %s", wait, r.Market.MatcherFor(req.BidRequest).Explain(snap, b, now).String())}
 		}
 		if now.Sub(lastSaid) >= time.Second {
-			out.status("gathering offers: %d in the book, none fits yet: %s", snap.Len(), r.market.MatcherFor(req.BidRequest).Explain(snap, b, now).String())
+			out.status("gathering offers: %d in the book, none fits yet: %s", snap.Len(), r.Market.MatcherFor(req.BidRequest).Explain(snap, b, now).String())
 			lastSaid = now
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-r.ctx.Done():
-			return ErrClosed
+			return owner.ErrClosed
 		case <-tick.C():
 		}
 	}
@@ -50,14 +51,14 @@ func (r *renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out
 // fewer: a book filled by one sync holds the first offers to arrive, not
 // the nearest or the cheapest. Syncs are network events, so it waits in
 // real time whatever the node's clock. It returns the syncs done.
-func (r *renter) awaitSyncs(ctx context.Context) int64 {
-	want := int64(min(gatherSyncs, len(r.market.Net.SyncPeers())))
+func (r *Renter) awaitSyncs(ctx context.Context) int64 {
+	want := int64(min(gatherSyncs, len(r.Market.SyncPeers())))
 	give := time.NewTimer(gatherSettle)
 	defer give.Stop()
 	look := time.NewTicker(50 * time.Millisecond)
 	defer look.Stop()
 	for {
-		if synced := r.market.BooksSynced.Load(); synced >= want {
+		if synced := r.Market.Synced(); synced >= want {
 			return synced
 		}
 		select {
@@ -67,6 +68,6 @@ func (r *renter) awaitSyncs(ctx context.Context) int64 {
 		case <-look.C:
 			continue
 		}
-		return r.market.BooksSynced.Load()
+		return r.Market.Synced()
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package renter
 
 import (
 	"bytes"
@@ -39,7 +39,7 @@ const (
 
 // byEvidence orders cands by what this node knows of their issuers, each
 // class in the matcher's order.
-func (r *renter) byEvidence(cands []market.Candidate, now time.Time) []market.Candidate {
+func (r *Renter) byEvidence(cands []market.Candidate, now time.Time) []market.Candidate {
 	class := make(map[peer.ID]evidence, len(cands))
 	for _, c := range cands {
 		class[c.Issuer] = r.evidenceOf(c, now)
@@ -50,7 +50,7 @@ func (r *renter) byEvidence(cands []market.Candidate, now time.Time) []market.Ca
 }
 
 // evidenceOf classes one candidate.
-func (r *renter) evidenceOf(c market.Candidate, now time.Time) evidence {
+func (r *Renter) evidenceOf(c market.Candidate, now time.Time) evidence {
 	switch {
 	case r.failed.lately(c.Issuer, now):
 		return evFailed
@@ -62,7 +62,7 @@ func (r *renter) evidenceOf(c market.Candidate, now time.Time) evidence {
 
 // located reports whether this node knows where p listens: locating it
 // needs no lookup.
-func (r *renter) located(p peer.ID) bool { return r.addrsOf != nil && len(r.addrsOf(p)) > 0 }
+func (r *Renter) located(p peer.ID) bool { return r.AddrsOf != nil && len(r.AddrsOf(p)) > 0 }
 
 // maxVouched bounds the issuers whose verified attestation hash a renter
 // remembers.
@@ -115,7 +115,7 @@ func (v *vouchedHashes) holds(p peer.ID, hash []byte) bool {
 // up for less than locatePatience. Each that could not be found goes to
 // missed, and counts on one status line: there may be thousands. try gets
 // the attempt's context and a channel holding the lookup's outcome.
-func (r *renter) walk(ctx context.Context, cands []market.Candidate, tryFor time.Duration, left func() time.Duration, out RentOutput, missed func(Attempt), try func(context.Context, market.Candidate, <-chan error) (*follow, Attempt)) (*follow, market.Candidate) {
+func (r *Renter) walk(ctx context.Context, cands []market.Candidate, tryFor time.Duration, left func() time.Duration, out RentOutput, missed func(Attempt), try func(context.Context, market.Candidate, <-chan error) (*Follow, Attempt)) (*Follow, market.Candidate) {
 	w := newWalkState(cands, r.located)
 	results := make(chan lookup, locateAhead) // never more in flight: sends never block
 	var wg sync.WaitGroup
@@ -123,12 +123,12 @@ func (r *renter) walk(ctx context.Context, cands []market.Candidate, tryFor time
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	tried, notFound := 0, 0
-	attempt := func(i int, err error) *follow {
+	attempt := func(i int, err error) *Follow {
 		tried++
 		if err != nil {
 			notFound++
 			missed(Attempt{Provider: cands[i].Issuer, Stage: StageLocate, Err: err})
-			out.status("%d of %d candidates not found (lately %s: %v); looking up the rest", notFound, len(cands), short(cands[i].Issuer), err)
+			out.status("%d of %d candidates not found (lately %s: %v); looking up the rest", notFound, len(cands), Short(cands[i].Issuer), err)
 			return nil
 		}
 		outcome := make(chan error, 1)
@@ -145,7 +145,7 @@ func (r *renter) walk(ctx context.Context, cands []market.Candidate, tryFor time
 				defer wg.Done()
 				fctx, cancel := context.WithTimeout(lctx, locateLimit)
 				defer cancel()
-				results <- lookup{i, r.net.Locate(fctx, cands[i].Issuer)}
+				results <- lookup{i, r.Net.Locate(fctx, cands[i].Issuer)}
 			}()
 		}
 		if left() <= 0 {

@@ -1,4 +1,4 @@
-package node
+package renter
 
 import (
 	"bytes"
@@ -72,31 +72,31 @@ func inputsOf(packed []transfer.Packed) []*pb.Input {
 // upload stages the packed uploads at provider p, before a lease: each
 // resumed where a broken stream left the provider's copy, up to
 // uploadTries streams. A provider's refusal is an *p2p.UploadRefusedError.
-func (r *renter) upload(ctx context.Context, p peer.ID, packed []transfer.Packed, out RentOutput, t *api.RentTimings) error {
-	begin := r.clock.Now()
-	defer func() { t.Upload += r.clock.Since(begin) }()
+func (r *Renter) upload(ctx context.Context, p peer.ID, packed []transfer.Packed, out RentOutput, t *api.RentTimings) error {
+	begin := r.Clock.Now()
+	defer func() { t.Upload += r.Clock.Since(begin) }()
 	for _, pk := range packed {
-		had, err := uploadResuming(ctx, r.clock, pk, func(open func(int64) (io.ReadCloser, error)) (int64, error) {
-			return r.net.Upload(ctx, p, pk.Sum, pk.Size, open)
-		}, func(format string, a ...any) { out.status("%s: %s", short(p), fmt.Sprintf(format, a...)) }, out.say)
+		had, err := UploadResuming(ctx, r.Clock, pk, func(open func(int64) (io.ReadCloser, error)) (int64, error) {
+			return r.Net.Upload(ctx, p, pk.Sum, pk.Size, open)
+		}, func(format string, a ...any) { out.status("%s: %s", Short(p), fmt.Sprintf(format, a...)) }, out.say)
 		switch {
 		case err != nil:
 			return fmt.Errorf("upload %s: %w", pk.Dest, err)
 		case had == pk.Size:
-			out.say("%s: %s was there already (%s)", short(p), pk.Dest, views.FormatBytes(uint64(pk.Size)))
+			out.say("%s: %s was there already (%s)", Short(p), pk.Dest, views.FormatBytes(uint64(pk.Size)))
 		default:
-			out.say("%s: uploaded %s (%s, from byte %d); the upload is not billed", short(p), pk.Dest, views.FormatBytes(uint64(pk.Size)), had)
+			out.say("%s: uploaded %s (%s, from byte %d); the upload is not billed", Short(p), pk.Dest, views.FormatBytes(uint64(pk.Size)), had)
 		}
 	}
 	return nil
 }
 
-// uploadResuming sends the packed tar with send, which makes one stream
+// UploadResuming sends the packed tar with send, which makes one stream
 // of it from where the provider's copy ends; a stream that breaks is
 // resumed, up to uploadTries, and a refusal ends it. It returns how much
 // of the tar the provider held before the last stream. status gets the
 // bytes sent now and then, say each resume.
-func uploadResuming(ctx context.Context, clk clock.Clock, pk transfer.Packed, send func(open func(int64) (io.ReadCloser, error)) (int64, error), status, say func(string, ...any)) (int64, error) {
+func UploadResuming(ctx context.Context, clk clock.Clock, pk transfer.Packed, send func(open func(int64) (io.ReadCloser, error)) (int64, error), status, say func(string, ...any)) (int64, error) {
 	var sent atomic.Int64
 	open := func(offset int64) (io.ReadCloser, error) {
 		f, err := pk.Open(offset)
@@ -165,7 +165,7 @@ func checkDownloads(ds []api.Download) error {
 
 // downloadAll fetches each of a rental's downloads from provider p once
 // its job ended; one that fails says why in its view.
-func (r *renter) downloadAll(ctx context.Context, p peer.ID, lease string, ds []records.Download, out RentOutput) []api.DownloadView {
+func (r *Renter) downloadAll(ctx context.Context, p peer.ID, lease string, ds []records.Download, out RentOutput) []api.DownloadView {
 	var got []api.DownloadView
 	for i, d := range ds {
 		n, err := r.download(ctx, p, lease, i, d, out)
@@ -182,19 +182,19 @@ func (r *renter) downloadAll(ctx context.Context, p peer.ID, lease string, ds []
 }
 
 // download fetches output i of lease from provider p into d.Local.
-func (r *renter) download(ctx context.Context, p peer.ID, lease string, i int, d records.Download, out RentOutput) (int64, error) {
-	return downloadResuming(ctx, r.clock, d.Path, d.Local, nil, func(offset int64, w io.Writer) (int64, []byte, error) {
-		return r.net.Download(ctx, p, lease, i, offset, w)
+func (r *Renter) download(ctx context.Context, p peer.ID, lease string, i int, d records.Download, out RentOutput) (int64, error) {
+	return DownloadResuming(ctx, r.Clock, d.Path, d.Local, nil, func(offset int64, w io.Writer) (int64, []byte, error) {
+		return r.Net.Download(ctx, p, lease, i, offset, w)
 	}, out.say)
 }
 
-// downloadResuming fetches the tar of remote with fetch, which makes one
+// DownloadResuming fetches the tar of remote with fetch, which makes one
 // stream of it from an offset, into a part file beside local, resuming a
 // stream that broke (up to uploadTries) and ending at a refusal. It
 // checks the whole tar's SHA-256 against the provider's and unpacks it at
 // local (refusing entries that would leave it), noting each file's
 // SHA-256 in sums (nil: not noted). It returns the tar's size.
-func downloadResuming(ctx context.Context, clk clock.Clock, remote, local string, sums map[string]string, fetch func(offset int64, w io.Writer) (int64, []byte, error), say func(string, ...any)) (int64, error) {
+func DownloadResuming(ctx context.Context, clk clock.Clock, remote, local string, sums map[string]string, fetch func(offset int64, w io.Writer) (int64, []byte, error), say func(string, ...any)) (int64, error) {
 	part := local + ".idlegrid-download.tar"
 	defer os.Remove(part)
 	var size int64

@@ -1,4 +1,4 @@
-package node
+package renter
 
 import (
 	"context"
@@ -99,18 +99,18 @@ func withinPair(pool []market.Candidate, c market.Candidate, maxPair time.Durati
 type poolMember struct {
 	c      market.Candidate
 	rank   int
-	follow *follow
+	follow *Follow
 	flush  func() // writes out the last lines of its output
 	at     Attempt
 	timing api.RentTimings // its own, merged once all are done
 }
 
 // rentPool leases a micro-pool for req and runs the job on every member.
-func (r *renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, packed []transfer.Packed, out RentOutput, res *api.RentResult, t0 time.Time) error {
+func (r *Renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, packed []transfer.Packed, out RentOutput, res *api.RentResult, t0 time.Time) error {
 	maxPair := time.Duration(req.MaxPairRTTMillis) * time.Millisecond
-	tm := r.clock.Now()
-	cands := r.candidates(ctx, r.market.MatcherFor(req.BidRequest), b, maxRentCandidates, tm, out)
-	res.Timings.Match = r.clock.Since(tm)
+	tm := r.Clock.Now()
+	cands := r.Candidates(ctx, r.Market.MatcherFor(req.BidRequest), b, MaxRentCandidates, tm, out)
+	res.Timings.Match = r.Clock.Since(tm)
 	chosen, err := assemblePool(cands, b.GetGpu().GetCount(), b.GetGpu().GetMinPerProvider(), maxPair)
 	if err != nil {
 		return &NoProviderError{Why: err.Error()}
@@ -119,7 +119,7 @@ func (r *renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, p
 	var names []string
 	for i, c := range chosen {
 		members[i] = &poolMember{c: c, rank: i}
-		names = append(names, fmt.Sprintf("%s (%d)", short(c.Issuer), c.GPUs))
+		names = append(names, fmt.Sprintf("%s (%d)", Short(c.Issuer), c.GPUs))
 	}
 	out.say("pool of %d GPUs from %d providers, each pair within %s: %s", b.GetGpu().GetCount(), len(chosen), maxPair, strings.Join(names, ", "))
 	tryFor := time.Duration(req.TryMillis) * time.Millisecond
@@ -130,7 +130,7 @@ func (r *renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, p
 	defer cancel()
 	// Every member is located first: each job is told where the others are.
 	located := make([]error, len(members))
-	r.eachMember(members, func(m *poolMember) { located[m.rank] = r.net.Locate(pctx, m.c.Issuer) })
+	r.eachMember(members, func(m *poolMember) { located[m.rank] = r.Net.Locate(pctx, m.c.Issuer) })
 	for _, m := range members {
 		if located[m.rank] != nil {
 			m.at = Attempt{Provider: m.c.Issuer, Stage: StageLocate, Err: located[m.rank]}
@@ -138,7 +138,7 @@ func (r *renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, p
 	}
 	// One start for all: poolLead ahead, or the latest of the members'
 	// earliest starts.
-	start := r.clock.Now().Add(poolLead)
+	start := r.Clock.Now().Add(poolLead)
 	for _, m := range members {
 		if m.c.Start.After(start) {
 			start = m.c.Start
@@ -175,7 +175,7 @@ func (r *renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, p
 			wctx, cancel := context.WithTimeout(ctx, cancelWait)
 			defer cancel()
 			if err := m.follow.run(wctx); err != nil {
-				r.log.Warn("withdrawn pool lease not followed to its receipt", "lease", m.follow.lease.Id, "err", err)
+				r.Log.Warn("withdrawn pool lease not followed to its receipt", "lease", m.follow.Lease.Id, "err", err)
 			}
 			m.flush()
 		})
@@ -208,7 +208,7 @@ func (r *renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, p
 }
 
 // eachMember runs do for every member at once and waits.
-func (r *renter) eachMember(members []*poolMember, do func(*poolMember)) {
+func (r *Renter) eachMember(members []*poolMember, do func(*poolMember)) {
 	var wg sync.WaitGroup
 	for _, m := range members {
 		wg.Add(1)
@@ -239,14 +239,14 @@ func attemptsOf(ms []*poolMember) []Attempt {
 }
 
 // poolEnv is the environment every member's job gets, its rank aside.
-func (r *renter) poolEnv(members []*poolMember, gpus uint32) []string {
+func (r *Renter) poolEnv(members []*poolMember, gpus uint32) []string {
 	var peers, addrs []string
 	for _, m := range members {
 		peers = append(peers, m.c.Issuer.String())
-		addrs = append(addrs, hostIP(r.addrsOf(m.c.Issuer)))
+		addrs = append(addrs, hostIP(r.AddrsOf(m.c.Issuer)))
 	}
 	return []string{
-		EnvPoolID + "=" + newID("pool-"),
+		EnvPoolID + "=" + NewID("pool-"),
 		fmt.Sprintf("%s=%d", EnvPoolSize, len(members)),
 		fmt.Sprintf("%s=%d", EnvPoolGPUs, gpus),
 		EnvPoolPeers + "=" + strings.Join(peers, ","),

@@ -1,4 +1,4 @@
-package node
+package renter
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 // *market.RejectError). A provider that names a later start at which the
 // lease fits (after preempting bronze leases with notice) is asked once
 // more, for that start, if the bid allows it.
-func (r *renter) propose(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, inputs []*pb.Input) (*pb.CoSigned, *pb.Lease, error) {
+func (r *Renter) propose(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, inputs []*pb.Input) (*pb.CoSigned, *pb.Lease, error) {
 	start := c.Start
-	if now := r.clock.Now(); now.After(start) {
+	if now := r.Clock.Now(); now.After(start) {
 		start = now
 	}
 	cs, l, err := r.proposeAt(ctx, b, c, req, inputs, start)
@@ -35,16 +35,16 @@ func (r *renter) propose(ctx context.Context, b *pb.Bid, c market.Candidate, req
 
 // proposeAt proposes a lease for c starting at start and stores the
 // countersigned lease.
-func (r *renter) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, inputs []*pb.Input, start time.Time) (*pb.CoSigned, *pb.Lease, error) {
-	l, err := market.NewLease(market.LeaseTerms{ID: newID("lease-"), Renter: r.id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env, Inputs: inputs, Outputs: outputsOf(req.Downloads)}, r.clock.Now(), r.swarm.Limits())
+func (r *Renter) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, inputs []*pb.Input, start time.Time) (*pb.CoSigned, *pb.Lease, error) {
+	l, err := market.NewLease(market.LeaseTerms{ID: NewID("lease-"), Renter: r.Id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env, Inputs: inputs, Outputs: outputsOf(req.Downloads)}, r.Clock.Now(), r.Swarm.Limits())
 	if err != nil {
 		return nil, nil, err
 	}
-	cs, err := market.NewCoSigned(r.key, market.Renter, l)
+	cs, err := market.NewCoSigned(r.Key, market.Renter, l)
 	if err != nil {
 		return nil, nil, err
 	}
-	reply, err := r.net.RequestLease(ctx, c.Issuer, &pb.LeaseRequest{Kind: &pb.LeaseRequest_Propose{Propose: cs}})
+	reply, err := r.Net.RequestLease(ctx, c.Issuer, &pb.LeaseRequest{Kind: &pb.LeaseRequest_Propose{Propose: cs}})
 	switch {
 	case err != nil:
 		return nil, nil, err
@@ -58,7 +58,7 @@ func (r *renter) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, r
 	}
 	raw, _ := proto.Marshal(reply.Lease)
 	rec := &records.Lease{ID: l.Id, Role: records.Renter, State: records.Accepted, Lease: raw, EndMs: market.LeaseEnd(l).UnixMilli()}
-	if err := r.store.Put(ctx, rec, nil); err != nil {
+	if err := r.Store.Put(ctx, rec, nil); err != nil {
 		return nil, nil, fmt.Errorf("lease store: %w", err)
 	}
 	return reply.Lease, l, nil
