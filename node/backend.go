@@ -7,12 +7,17 @@ import (
 	"strconv"
 	"time"
 
+	"path/filepath"
+	"sync"
+
+	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/views"
 	ds "github.com/ipfs/go-datastore"
@@ -223,4 +228,115 @@ func (n *Node) Reputation(ctx context.Context, p string) (api.ReputationView, er
 		v.Path = append(v.Path, q.String())
 	}
 	return v, nil
+}
+
+// Lease shows one of this node's leases.
+func (n *Node) Lease(ctx context.Context, id string) (api.LeaseView, error) {
+	rec, err := n.leaseRecord(ctx, id)
+	if err != nil {
+		return api.LeaseView{}, err
+	}
+	return views.Lease(rec), nil
+}
+
+// leaseRecord reads lease id's record; one not held is a BadRequest.
+func (n *Node) leaseRecord(ctx context.Context, id string) (*records.Lease, error) {
+	rec, err := n.leaseStore().Get(ctx, id)
+	if errors.Is(err, ds.ErrNotFound) {
+		return nil, fault.NotFoundf("no lease %q here", id)
+	}
+	return rec, err
+}
+
+// LeaseLogs names the files this renter keeps lease id's output in.
+func (n *Node) LeaseLogs(ctx context.Context, id string) (api.LeaseLogs, error) {
+	rec, err := n.leaseRecord(ctx, id)
+	if err != nil {
+		return api.LeaseLogs{}, err
+	}
+	if rec.Role != records.Renter {
+		return api.LeaseLogs{}, fault.Invalidf("lease %s is sold by this node: its output goes to the renter", id)
+	}
+	dir := filepath.Join(n.repo.Path, repo.LogsDir)
+	return api.LeaseLogs{Stdout: renter.LogFile(dir, id, "stdout"), Stderr: renter.LogFile(dir, id, "stderr")}, nil
+}
+
+// marketCache keeps the last market summary: every dashboard open, and
+// each of its reloads when the book changed, asks for the same one, which
+// costs a walk of the whole book. It is kept for one book snapshot and
+// at most marketFresh (the RTTs and scores in it move on their own).
+type marketCache struct {
+	mu   sync.Mutex
+	snap *market.Snapshot
+	key  string
+	at   time.Time
+	sum  api.MarketSummary
+}
+
+// marketFresh bounds how long a cached summary is served.
+const marketFresh = 2 * time.Second
+
+// Market sums up the offers q selects: per model, a price histogram and
+// the cheapest limit of them (10 when limit is 0).
+func (n *Node) Market(q api.OfferQuery, limit int) (api.MarketSummary, error) {
+	snap, now := n.market.Snapshot(), n.clock.Now()
+	key := fmt.Sprintf("%+v/%d", q, limit)
+	c := &n.marketCache
+	c.mu.Lock()
+	if c.snap == snap && c.key == key && now.Sub(c.at) < marketFresh {
+		sum := c.sum
+		c.mu.Unlock()
+		return sum, nil
+	}
+	c.mu.Unlock()
+	sum, err := views.Market(snap, q, limit, n.reputation.Scores(), n.rtts())
+	if err == nil {
+		c.mu.Lock()
+		c.snap, c.key, c.at, c.sum = snap, key, now, sum
+		c.mu.Unlock()
+	}
+	return sum, err
+}
+
+// GPUs reads a provider's GPUs now, with the lease each is assigned to,
+// and its offer as published.
+func (n *Node) GPUs(ctx context.Context) (api.GPUsStatus, error) {
+	st := api.GPUsStatus{GPUs: []api.GPUReading{}, ReadAt: n.clock.Now().UTC()}
+	if n.provider == nil {
+		return st, fault.Unavailablef("this node sells no GPUs (provider.enabled is false)")
+	}
+	if o, ok := n.provider.OwnOffer(); ok {
+		v := views.Offer(o, n.reputation.Scores())
+		st.Offer = &v
+	}
+	src := n.provider.Source()
+	if src == nil {
+		st.Source, st.Unavailable = "static", "provider.gpu_source is static: the GPUs are as provider.gpus lists them, with no readings"
+		return st, nil
+	}
+	inv, err := src.Inventory(ctx)
+	if err != nil {
+		return st, err
+	}
+	st.Source, st.Driver, st.Unavailable = inv.Source, inv.DriverVersion, inv.Unavailable
+	leased := map[string]string{}
+	if recs, err := n.leaseStore().All(ctx); err == nil {
+		for _, r := range recs {
+			if r.Role == records.Provider && !records.Ended(r.State) {
+				for _, uuid := range r.GPUs {
+					leased[uuid] = r.ID
+				}
+			}
+		}
+	}
+	for _, g := range inv.GPUs {
+		st.GPUs = append(st.GPUs, gpuReading(g, leased[g.UUID]))
+	}
+	return st, nil
+}
+
+func gpuReading(g attest.GPU, lease string) api.GPUReading {
+	return api.GPUReading{Index: g.Index, UUID: g.UUID, Name: g.Name, Model: attest.ModelOf(g.Name, g.PCIDeviceID),
+		MemoryMiB: g.MemoryBytes >> 20, MemoryUsedMiB: g.MemoryUsedBytes >> 20, UtilizationPct: g.UtilizationPct,
+		TemperatureC: g.TemperatureC, PowerWatts: g.PowerDrawWatts, PowerLimit: g.PowerLimitWatts, Lease: lease}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/views"
 )
 
 // BenchmarkMarketSummary times GET /v1/market's work over a book of 10,000
@@ -23,7 +24,7 @@ func BenchmarkMarketSummary(b *testing.B) {
 	})
 	b.Run("summary", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := n.market1(snap, api.OfferQuery{}, 50); err != nil {
+			if _, err := views.Market(snap, api.OfferQuery{}, 50, n.reputation.Scores(), n.rtts()); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -41,7 +42,7 @@ func BenchmarkEventTick(b *testing.B) {
 	var ref float64
 	b.Run("reference-summary", func(b *testing.B) {
 		for b.Loop() {
-			n.market1(snap, api.OfferQuery{}, 20)
+			views.Market(snap, api.OfferQuery{}, 20, n.reputation.Scores(), n.rtts())
 		}
 		ref = nsPerOp(b)
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/renter"
 )
 
 // A renter extends its running lease from a process of its own (a
@@ -35,7 +36,7 @@ func TestARenterExtendsItsRunningLease(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	link, err := DialLease(ctx, renter.repo, id)
+	link, err := dialLease(ctx, renter.repo, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +85,11 @@ func TestARenterExtendsItsRunningLease(t *testing.T) {
 }
 
 // resend sends ext to the lease's provider again, as an extension request.
-func resend(t *testing.T, l *LeaseLink, ext *pb.CoSigned) *pb.LeaseReply {
+func resend(t *testing.T, l *renter.LeaseLink, ext *pb.CoSigned) *pb.LeaseReply {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	reply, err := l.request(ctx, &pb.LeaseRequest{Kind: &pb.LeaseRequest_Extend{Extend: ext}})
+	reply, err := l.Request(ctx, &pb.LeaseRequest{Kind: &pb.LeaseRequest_Extend{Extend: ext}})
 	if err != nil {
 		t.Fatal(err)
 	}

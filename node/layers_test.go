@@ -49,7 +49,8 @@ var layers = map[string][]string{
 	"node/book":                  {"market/...", "attest", "p2p", "internal/...", "node/api", "node/clock"},
 	"node/trust":                 {"market/...", "attest/...", "p2p", "internal/...", "node/clock", "node/metrics", "node/offer", "node/records"},
 	"node/lease":                 {"market/...", "attest/...", "p2p", "internal/...", "node/clock", "node/config", "node/executor", "node/jobstream", "node/metrics", "node/offer", "node/records", "node/transfer", "node/views"},
-	"node/renter":                {"market/...", "attest", "p2p", "internal/...", "node/api", "node/clock", "node/config", "node/executor", "node/fault", "node/records", "node/transfer", "node/views"}, // book and trust through its own interfaces
+	"node/renter":                {"market/...", "attest", "p2p", "internal/...", "node/api", "node/clock", "node/config", "node/executor", "node/fault", "node/records", "node/repo", "node/transfer", "node/views"}, // book and trust through its own interfaces
+	"node/swarm":                 {"market/...", "p2p", "node/clock", "node/offer"},
 	"node/provider":              {"market/...", "attest", "p2p", "node/clock", "node/config", "node/metrics", "node/offer"},
 	"node/doctor":                {"attest", "node/api", "node/config", "node/executor", "node/repo"},
 	"node":                       {"market/...", "attest/...", "p2p", "node/...", "internal/..."},

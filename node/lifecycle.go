@@ -16,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/repo"
+	"github.com/idlegrid/idlegrid/node/swarm"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/ipfs/go-datastore/namespace"
@@ -106,7 +107,7 @@ func (n *Node) startHost(context.Context) (func() error, error) {
 	}
 	r := n.cfg.Resources
 	nat := natConfig(n.cfg.NAT, n.opts.Light)
-	nat.Vouch = n.relayVouch.allows
+	nat.Vouch = n.relayVouch.Allows
 	n.host, err = p2p.NewHost(p2p.HostConfig{
 		Identity: n.key, Swarm: n.swarm, ListenAddrs: listen, AnnounceAddrs: announce, AllowList: n.allow,
 		ConnLow: n.cfg.Network.ConnLow, ConnHigh: n.cfg.Network.ConnHigh, ConnGrace: n.cfg.Network.ConnGrace.Std(),
@@ -206,7 +207,7 @@ func (n *Node) startGossip(context.Context) (func() error, error) {
 		return nil, err
 	}
 	n.gossip = g
-	n.link = &swarmLink{host: n.host, swarm: n.swarm, gossip: g, disc: n.disc, clock: n.clock}
+	n.link = &swarm.Link{Host: n.host, Swarm: n.swarm, Gossip: g, Disc: n.disc, Clock: n.clock}
 	// The topics close once the market's readers have cancelled their
 	// subscriptions (it stops first); the router stops with its context.
 	return func() error { err := g.Close(); cancel(); return err }, nil

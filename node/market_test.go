@@ -22,6 +22,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/repo"
+	"github.com/idlegrid/idlegrid/node/swarm"
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
@@ -182,8 +183,8 @@ func TestAQuoteToABidderThatIsNowhereGivesUp(t *testing.T) {
 	start := time.Now()
 	err = prov.link.SendQuote(context.Background(), nowhere, []byte("quote"))
 	took := time.Since(start)
-	if err == nil || took > 2*quoteLocateWait {
-		t.Errorf("a quote to a bidder that is nowhere: %v after %s; want an error within %s", err, took.Round(time.Millisecond), 2*quoteLocateWait)
+	if err == nil || took > 2*swarm.QuoteLocateWait {
+		t.Errorf("a quote to a bidder that is nowhere: %v after %s; want an error within %s", err, took.Round(time.Millisecond), 2*swarm.QuoteLocateWait)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
+	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/geo"
 	"github.com/idlegrid/idlegrid/node/book"
@@ -24,6 +25,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/repo"
+	"github.com/idlegrid/idlegrid/node/swarm"
 	"github.com/idlegrid/idlegrid/node/trust"
 	"github.com/idlegrid/idlegrid/p2p"
 	pebbleds "github.com/ipfs/go-ds-pebble"
@@ -108,11 +110,11 @@ type Node struct {
 	store       *pebbleds.Datastore
 	disc        *p2p.Discovery
 	gossip      *p2p.Gossip
-	link        *swarmLink
+	link        *swarm.Link
 	market      *book.Market
 	reputation  *trust.Reputation
 	challenger  *trust.Challenger
-	relayVouch  relayVouch // whom this node's relay reserves for
+	relayVouch  swarm.RelayVouch // whom this node's relay reserves for
 	renter      *renter.Renter
 	provider    *provider.Provider // nil unless a provider
 	rentals     rentals            // started through the API
@@ -135,11 +137,7 @@ func New(r *repo.Repo, cfg config.Config, opts Options) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	key, err := r.Identity()
-	if err != nil {
-		return nil, err
-	}
-	psk, err := r.SwarmKey(cfg)
+	key, psk, err := r.Keys(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -301,3 +299,11 @@ func strs[T fmt.Stringer](xs []T) []string {
 // APIToken is the token the node's API asks for changes (the repository's
 // api.token).
 func (n *Node) APIToken() (string, error) { return n.repo.APIToken() }
+
+// Sentinel errors of package node.
+var (
+	// ErrAPIListen is returned when the local API port cannot be bound.
+	ErrAPIListen = errors.New("cannot start the local API")
+	// ErrClosed is returned by calls on a node that is closing.
+	ErrClosed = owner.ErrClosed
+)

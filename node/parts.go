@@ -18,9 +18,19 @@ import (
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/repo"
+	"github.com/idlegrid/idlegrid/node/swarm"
 	"github.com/idlegrid/idlegrid/node/trust"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// The node's link is each component's way to the swarm.
+var (
+	_ provider.Publisher = (*swarm.Link)(nil)
+	_ book.Syncer        = (*swarm.Link)(nil)
+	_ renter.Dealer      = (*swarm.Link)(nil)
+	_ trust.ReceiptNet   = (*swarm.Link)(nil)
+	_ trust.ChallengeNet = (*swarm.Link)(nil)
 )
 
 // buildParts builds the market side, the challenger, the renter and, on
@@ -36,7 +46,7 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 		Net: n.link, Store: n.store, Rel: n.reputation, Rtt: n.rtts(), Clock: n.clock, Log: n.opts.Logger.With("subsystem", LogP2P), Limits: n.limits,
 	})
 	n.market.Received = n.metrics.Received
-	n.relayVouch.set(n.market.Snapshot, n.reputation.Scores)
+	n.relayVouch.Set(n.market.Snapshot, n.reputation.Scores)
 	n.challenger = &trust.Challenger{Self: n.id, Swarm: n.swarm.Tag(), Net: n.link, Book: n.market.Snapshot, Roots: n.ccRoots, Clock: n.clock, Observe: n.reputation.Observe, Dispute: n.reputation.Dispute,
 		Report: func(ctx context.Context, ev []byte) error { return n.link.Publish(ctx, p2p.TopicEvidence, ev) }, Metrics: n.metrics}
 	n.renter = &renter.Renter{

@@ -17,3 +17,6 @@ const (
 	reattachEvery     = renter.ReattachEvery
 	maxRentCandidates = renter.MaxRentCandidates
 )
+
+// dialLease is renter.DialLease.
+var dialLease = renter.DialLease

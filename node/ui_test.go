@@ -19,6 +19,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/offer"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -506,16 +507,16 @@ func TestMarketSummaryAgreesWithTheListing(t *testing.T) {
 }
 
 func TestPriceHistogram(t *testing.T) {
-	if h := priceHistogram(nil); len(h.Counts) != 0 {
+	if h := views.PriceHistogram(nil); len(h.Counts) != 0 {
 		t.Errorf("no prices: %+v", h)
 	}
 	// One price sits in the middle of a chart of cents.
-	h := priceHistogram([]uint64{2_000_000, 2_000_000})
+	h := views.PriceHistogram([]uint64{2_000_000, 2_000_000})
 	if h.From != 1.80 || h.Width != 0.01 || h.Counts[20] != 2 {
 		t.Errorf("one price: from %v width %v, counts %v", h.From, h.Width, h.Counts)
 	}
 	// Near zero, the chart starts at zero.
-	if h := priceHistogram([]uint64{50_000}); h.From != 0 || h.Counts[5] != 1 {
+	if h := views.PriceHistogram([]uint64{50_000}); h.From != 0 || h.Counts[5] != 1 {
 		t.Errorf("5 cents: from %v, counts %v", h.From, h.Counts)
 	}
 	// A spread from 0.50 to 4.49 and one absurd price: 40 bins of about
@@ -525,7 +526,7 @@ func TestPriceHistogram(t *testing.T) {
 		prices = append(prices, uint64(500_000+c*10_000))
 	}
 	prices = append(prices, 1_000_000_000)
-	h = priceHistogram(prices)
+	h = views.PriceHistogram(prices)
 	total := 0
 	for _, c := range h.Counts {
 		total += c

@@ -13,7 +13,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/market/pb"
-	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/spf13/cobra"
 )
@@ -109,10 +109,10 @@ func (e *env) say(format string, a ...any) {
 }
 
 // verify compares each file's SHA-256 in the container with sums.
-func (e *env) verify(link *node.LeaseLink, lease, dir, name string, sums map[string]string) error {
+func (e *env) verify(link *renter.LeaseLink, lease, dir, name string, sums map[string]string) error {
 	var out, stderr bytes.Buffer
 	code, err := link.Exec(e.ctx, &pb.ExecRequest{Argv: []string{"sh", "-c", `cd "$1" && find "$2" -type f -exec sha256sum {} +`, "sh", dir, name}},
-		node.ExecIO{Stdout: &out, Stderr: &stderr})
+		renter.ExecIO{Stdout: &out, Stderr: &stderr})
 	if err := execFailed("sha256sum", code, err, &stderr); err != nil {
 		return err
 	}

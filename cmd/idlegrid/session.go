@@ -14,7 +14,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/market/pb"
-	"github.com/idlegrid/idlegrid/node"
+	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -22,12 +22,12 @@ import (
 
 // dialLease opens a link to the provider of one of the repository's
 // rentals.
-func (e *env) dialLease(leaseID string) (*node.LeaseLink, error) {
+func (e *env) dialLease(leaseID string) (*renter.LeaseLink, error) {
 	r, err := repo.Open(e.repoPath())
 	if err != nil {
 		return nil, err
 	}
-	return node.DialLease(e.ctx, r, leaseID)
+	return renter.DialLease(e.ctx, r, leaseID)
 }
 
 func newExecCmd(e *env) *cobra.Command {
@@ -57,7 +57,7 @@ rent used. It exits with the command's exit code.`,
 			}
 			defer link.Close()
 			req := &pb.ExecRequest{Argv: args[1:], Tty: tty}
-			eio := node.ExecIO{Stdout: e.stdout, Stderr: e.stderr}
+			eio := renter.ExecIO{Stdout: e.stdout, Stderr: e.stderr}
 			if interactive {
 				eio.Stdin = os.Stdin
 			}

@@ -76,7 +76,7 @@ func (r *Renter) upload(ctx context.Context, p peer.ID, packed []transfer.Packed
 	begin := r.Clock.Now()
 	defer func() { t.Upload += r.Clock.Since(begin) }()
 	for _, pk := range packed {
-		had, err := UploadResuming(ctx, r.Clock, pk, func(open func(int64) (io.ReadCloser, error)) (int64, error) {
+		had, err := uploadResuming(ctx, r.Clock, pk, func(open func(int64) (io.ReadCloser, error)) (int64, error) {
 			return r.Net.Upload(ctx, p, pk.Sum, pk.Size, open)
 		}, func(format string, a ...any) { out.status("%s: %s", Short(p), fmt.Sprintf(format, a...)) }, out.say)
 		switch {
@@ -91,12 +91,12 @@ func (r *Renter) upload(ctx context.Context, p peer.ID, packed []transfer.Packed
 	return nil
 }
 
-// UploadResuming sends the packed tar with send, which makes one stream
+// uploadResuming sends the packed tar with send, which makes one stream
 // of it from where the provider's copy ends; a stream that breaks is
 // resumed, up to uploadTries, and a refusal ends it. It returns how much
 // of the tar the provider held before the last stream. status gets the
 // bytes sent now and then, say each resume.
-func UploadResuming(ctx context.Context, clk clock.Clock, pk transfer.Packed, send func(open func(int64) (io.ReadCloser, error)) (int64, error), status, say func(string, ...any)) (int64, error) {
+func uploadResuming(ctx context.Context, clk clock.Clock, pk transfer.Packed, send func(open func(int64) (io.ReadCloser, error)) (int64, error), status, say func(string, ...any)) (int64, error) {
 	var sent atomic.Int64
 	open := func(offset int64) (io.ReadCloser, error) {
 		f, err := pk.Open(offset)
@@ -183,18 +183,18 @@ func (r *Renter) downloadAll(ctx context.Context, p peer.ID, lease string, ds []
 
 // download fetches output i of lease from provider p into d.Local.
 func (r *Renter) download(ctx context.Context, p peer.ID, lease string, i int, d records.Download, out RentOutput) (int64, error) {
-	return DownloadResuming(ctx, r.Clock, d.Path, d.Local, nil, func(offset int64, w io.Writer) (int64, []byte, error) {
+	return downloadResuming(ctx, r.Clock, d.Path, d.Local, nil, func(offset int64, w io.Writer) (int64, []byte, error) {
 		return r.Net.Download(ctx, p, lease, i, offset, w)
 	}, out.say)
 }
 
-// DownloadResuming fetches the tar of remote with fetch, which makes one
+// downloadResuming fetches the tar of remote with fetch, which makes one
 // stream of it from an offset, into a part file beside local, resuming a
 // stream that broke (up to uploadTries) and ending at a refusal. It
 // checks the whole tar's SHA-256 against the provider's and unpacks it at
 // local (refusing entries that would leave it), noting each file's
 // SHA-256 in sums (nil: not noted). It returns the tar's size.
-func DownloadResuming(ctx context.Context, clk clock.Clock, remote, local string, sums map[string]string, fetch func(offset int64, w io.Writer) (int64, []byte, error), say func(string, ...any)) (int64, error) {
+func downloadResuming(ctx context.Context, clk clock.Clock, remote, local string, sums map[string]string, fetch func(offset int64, w io.Writer) (int64, []byte, error), say func(string, ...any)) (int64, error) {
 	part := local + ".idlegrid-download.tar"
 	defer os.Remove(part)
 	var size int64

@@ -328,6 +328,20 @@ func CheckSwarmName(name string) error { return p2p.ValidateSwarmName(name) }
 // IsPublicSwarm reports whether name is the open swarm's.
 func IsPublicSwarm(name string) bool { return name == p2p.PublicSwarm }
 
+// Keys reads the node's identity key and, for a private swarm, the
+// swarm's key (nil for the public swarm).
+func (r *Repo) Keys(cfg config.Config) (crypto.PrivKey, pnet.PSK, error) {
+	key, err := r.Identity()
+	if err != nil {
+		return nil, nil, err
+	}
+	psk, err := r.SwarmKey(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, psk, nil
+}
+
 // SwarmKey reads the PSK named by the config, or nil for the public swarm.
 func (r *Repo) SwarmKey(cfg config.Config) (pnet.PSK, error) {
 	if cfg.Swarm.KeyFile == "" {

@@ -1,4 +1,4 @@
-package node
+package swarm
 
 import (
 	"sync/atomic"
@@ -9,7 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// relayVouch decides whom this node's relay reserves a slot for
+// RelayVouch decides whom this node's relay reserves a slot for
 // (p2p.NATConfig.Vouch). A reservation holds one of a bounded pool of
 // slots for an hour and a fresh key costs nothing, so serving the swarm's
 // protocols is not enough: a peer must have proved something that cost
@@ -19,7 +19,7 @@ import (
 // receipts (leases it took part in). The host asks from its first
 // connection and the book is built after it, so the sources arrive by
 // set; until then the relay vouches for no one.
-type relayVouch struct {
+type RelayVouch struct {
 	src atomic.Pointer[vouchSources]
 }
 
@@ -28,14 +28,14 @@ type vouchSources struct {
 	scores func() *reputation.Scores
 }
 
-// set gives the vouch its sources; either may be nil.
-func (v *relayVouch) set(book func() *market.Snapshot, scores func() *reputation.Scores) {
+// Set gives the vouch its sources; either may be nil.
+func (v *RelayVouch) Set(book func() *market.Snapshot, scores func() *reputation.Scores) {
 	v.src.Store(&vouchSources{book: book, scores: scores})
 }
 
-// allows reports whether the relay may reserve a slot for p. It reads an
+// Allows reports whether the relay may reserve a slot for p. It reads an
 // immutable snapshot and the current scores: no I/O, no lock.
-func (v *relayVouch) allows(p peer.ID) bool {
+func (v *RelayVouch) Allows(p peer.ID) bool {
 	s := v.src.Load()
 	if s == nil {
 		return false

@@ -1,4 +1,4 @@
-package node
+package renter
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
-	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -44,14 +43,14 @@ func DialLease(ctx context.Context, r *repo.Repo, leaseID string) (*LeaseLink, e
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(filepath.Join(r.Path, repo.LogsDir, leaseID+renter.ProviderSuffix))
+	b, err := os.ReadFile(filepath.Join(r.Path, repo.LogsDir, leaseID+ProviderSuffix))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no rental %s made from %s (see `idlegrid leases`); exec and port-forward reach the leases `idlegrid rent` made from this repository", leaseID, r.Path)
 	}
 	if err != nil {
 		return nil, err
 	}
-	var note renter.ProviderNote
+	var note ProviderNote
 	if err := json.Unmarshal(b, &note); err != nil {
 		return nil, fmt.Errorf("lease %s: provider note: %w", leaseID, err)
 	}
@@ -65,11 +64,7 @@ func DialLease(ctx context.Context, r *repo.Repo, leaseID string) (*LeaseLink, e
 			addrs = append(addrs, a)
 		}
 	}
-	key, err := r.Identity()
-	if err != nil {
-		return nil, err
-	}
-	psk, err := r.SwarmKey(cfg)
+	key, psk, err := r.Keys(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +155,7 @@ func (l *LeaseLink) Extend(ctx context.Context, add time.Duration) (market.Term,
 	if err != nil {
 		return market.Term{}, err
 	}
-	reply, err := l.request(ctx, &pb.LeaseRequest{Kind: &pb.LeaseRequest_TermsLeaseId{TermsLeaseId: l.leaseID}})
+	reply, err := l.Request(ctx, &pb.LeaseRequest{Kind: &pb.LeaseRequest_TermsLeaseId{TermsLeaseId: l.leaseID}})
 	if err != nil {
 		return market.Term{}, err
 	}
@@ -181,7 +176,7 @@ func (l *LeaseLink) Extend(ctx context.Context, add time.Duration) (market.Term,
 	if err != nil {
 		return market.Term{}, err
 	}
-	if reply, err = l.request(ctx, &pb.LeaseRequest{Kind: &pb.LeaseRequest_Extend{Extend: cs}}); err != nil {
+	if reply, err = l.Request(ctx, &pb.LeaseRequest{Kind: &pb.LeaseRequest_Extend{Extend: cs}}); err != nil {
 		return market.Term{}, err
 	}
 	if reply.Extension == nil {
@@ -193,8 +188,8 @@ func (l *LeaseLink) Extend(ctx context.Context, add time.Duration) (market.Term,
 	return t.Extend(reply.Extension, market.Renter, market.Provider)
 }
 
-// request sends a lease request to the lease's provider.
-func (l *LeaseLink) request(ctx context.Context, req *pb.LeaseRequest) (*pb.LeaseReply, error) {
+// Request sends a lease request to the lease's provider.
+func (l *LeaseLink) Request(ctx context.Context, req *pb.LeaseRequest) (*pb.LeaseReply, error) {
 	return p2p.RequestLease(ctx, l.h, l.sw, l.provider, req)
 }
 
@@ -211,7 +206,7 @@ func (l *LeaseLink) CopyIn(ctx context.Context, local, remote string, say func(s
 		return pk, err
 	}
 	defer pk.Remove()
-	if _, err := renter.UploadResuming(ctx, clock.Or(nil), pk, func(open func(int64) (io.ReadCloser, error)) (int64, error) {
+	if _, err := uploadResuming(ctx, clock.Or(nil), pk, func(open func(int64) (io.ReadCloser, error)) (int64, error) {
 		return p2p.Upload(ctx, l.h, l.sw, l.provider, pk.Sum, pk.Size, open)
 	}, func(string, ...any) {}, say); err != nil {
 		return pk, fmt.Errorf("upload %s: %w", remote, err)
@@ -232,7 +227,7 @@ func (l *LeaseLink) CopyOut(ctx context.Context, remote, local string, sums map[
 	if err := p2p.SessionWork(ctx, l.h, l.sw, l.provider, &pb.SessionRequest{LeaseId: l.leaseID, Kind: &pb.SessionRequest_Pack{Pack: &pb.PackRequest{Path: remote, Index: uint32(index)}}}, cpWork); err != nil {
 		return 0, fmt.Errorf("pack %s: %w", remote, err)
 	}
-	return renter.DownloadResuming(ctx, clock.Or(nil), remote, local, sums, func(offset int64, w io.Writer) (int64, []byte, error) {
+	return downloadResuming(ctx, clock.Or(nil), remote, local, sums, func(offset int64, w io.Writer) (int64, []byte, error) {
 		return p2p.Download(ctx, l.h, l.sw, l.provider, l.leaseID, index, offset, w)
 	}, say)
 }

@@ -1,0 +1,158 @@
+package views
+
+import (
+	"bytes"
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/gpus"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/market/reputation"
+	"github.com/idlegrid/idlegrid/node/api"
+)
+
+// histogramBins is how many bins the market's price histogram has.
+const histogramBins = 40
+
+// pricedOffer is an offer of the book with its price per GPU-hour.
+type pricedOffer struct {
+	o     *pb.Offer
+	price uint64
+}
+
+// Market sums up the offers of snap that q selects: their count, the
+// most common currency, per model (in the catalog's names) the offers,
+// GPUs, providers and prices of those in that currency, a histogram of
+// their prices, and the cheapest limit (10 when 0) as views, with
+// scores and rtts.
+func Market(snap *market.Snapshot, q api.OfferQuery, limit int, scores *reputation.Scores, rtts market.RTTs) (api.MarketSummary, error) {
+	f, err := OfferFilter(q)
+	if err != nil {
+		return api.MarketSummary{}, err
+	}
+	var hits []pricedOffer
+	snap.EachOffer(f, func(o *pb.Offer, price uint64) { hits = append(hits, pricedOffer{o, price}) })
+	sum := api.MarketSummary{Offers: len(hits), Cheapest: []api.OfferView{}, Currency: commonCurrency(hits)}
+	var all []uint64
+	sum.Models, all = modelSummaries(hits, sum.Currency)
+	sum.Priced = len(all)
+	sum.Histogram = PriceHistogram(all)
+	if limit == 0 {
+		limit = 10
+	}
+	for _, h := range cheapest(hits, limit) {
+		v := Offer(h.o, scores)
+		v.RTTMillis, v.RTTSource = RTT(market.RTTOf(rtts, h.o))
+		sum.Cheapest = append(sum.Cheapest, v)
+	}
+	return sum, nil
+}
+
+// commonCurrency is the currency most of hits are priced in; of two as
+// common, the first by name.
+func commonCurrency(hits []pricedOffer) string {
+	currencies := map[string]int{}
+	for _, h := range hits {
+		currencies[h.o.Currency]++
+	}
+	var common string
+	for c, k := range currencies {
+		if k > currencies[common] || k == currencies[common] && c < common {
+			common = c
+		}
+	}
+	return common
+}
+
+// modelSummaries sums up, per model of the first GPU group (the
+// catalog's name for each spelling met), the hits priced in currency,
+// most offers first; all is every one of their prices.
+func modelSummaries(hits []pricedOffer, currency string) (out []api.ModelSummary, all []uint64) {
+	type model struct {
+		prices    []uint64
+		gpus      int
+		providers map[string]bool
+	}
+	models := map[string]*model{}
+	canonical := map[string]string{}
+	cat := gpus.Default()
+	for _, h := range hits {
+		o := h.o
+		if o.Currency != currency || len(o.Gpus) == 0 {
+			continue
+		}
+		all = append(all, h.price)
+		name, ok := canonical[o.Gpus[0].Model]
+		if !ok {
+			name = cat.Canonical(o.Gpus[0].Model)
+			canonical[o.Gpus[0].Model] = name
+		}
+		m := models[name]
+		if m == nil {
+			m = &model{providers: map[string]bool{}}
+			models[name] = m
+		}
+		m.prices = append(m.prices, h.price)
+		for _, g := range o.Gpus {
+			m.gpus += int(g.Count)
+		}
+		m.providers[string(o.Header.GetIssuer())] = true
+	}
+	out = []api.ModelSummary{}
+	for name, m := range models {
+		slices.Sort(m.prices)
+		out = append(out, api.ModelSummary{Model: name, Offers: len(m.prices), GPUs: m.gpus, Providers: len(m.providers),
+			Min: market.FormatPrice(m.prices[0]), Median: market.FormatPrice(market.Percentile(m.prices, 50)), P90: market.FormatPrice(market.Percentile(m.prices, 90))})
+	}
+	slices.SortFunc(out, func(a, b api.ModelSummary) int { return cmp.Or(b.Offers-a.Offers, cmp.Compare(a.Model, b.Model)) })
+	return out, all
+}
+
+// cheapest is the cheapest limit of hits, as FindOffers orders them
+// (price, then issuer and ID), without sorting every offer: the least
+// price of the rest bounds which can still be among them.
+func cheapest(hits []pricedOffer, limit int) []pricedOffer {
+	byPrice := func(a, b pricedOffer) int {
+		return cmp.Or(cmp.Compare(a.price, b.price), bytes.Compare(a.o.Header.GetIssuer(), b.o.Header.GetIssuer()), strings.Compare(a.o.Header.GetId(), b.o.Header.GetId()))
+	}
+	var out []pricedOffer
+	for _, h := range hits {
+		if len(out) == limit && byPrice(h, out[limit-1]) >= 0 {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(out, h, byPrice)
+		out = slices.Insert(out, i, h)
+		if len(out) > limit {
+			out = out[:limit]
+		}
+	}
+	return out
+}
+
+// PriceHistogram bins prices (micros) into histogramBins equal bins from
+// the least to the 99th percentile, the last bin taking the rest, so one
+// absurd price cannot squash the chart. A bin is a cent at least; prices
+// that span fewer cents than there are bins sit in the middle.
+func PriceHistogram(prices []uint64) api.PriceHistogram {
+	h := api.PriceHistogram{Counts: []int{}}
+	if len(prices) == 0 {
+		return h
+	}
+	slices.Sort(prices)
+	lo, hi := prices[0], market.Percentile(prices, 99)
+	// In micros, whole cents: a bin is a cent at least.
+	width := max((hi-lo+histogramBins-1)/histogramBins, 10_000)
+	width = (width + 9_999) / 10_000 * 10_000
+	from := lo / 10_000 * 10_000
+	if span := width * histogramBins; hi-lo < span/2 {
+		from = (lo + (hi-lo)/2 - min(lo+(hi-lo)/2, span/2)) / 10_000 * 10_000
+	}
+	h.From, h.Width = float64(from)/1e6, float64(width)/1e6
+	h.Counts = make([]int, histogramBins)
+	for _, p := range prices {
+		h.Counts[min(int((p-from)/width), histogramBins-1)]++
+	}
+	return h
+}
