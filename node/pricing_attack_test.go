@@ -82,12 +82,18 @@ func TestMadeUpOffersDoNotWalkAMarketFollowersPrice(t *testing.T) {
 		}
 		return true
 	}
-	// Gossip brings the real offers; one it lost (a validation timed out
-	// on a loaded machine) the node's periodic resync brings, which runs
-	// on the node's clock, held still here, so the test runs it itself.
+	// Gossip brings the real offers. One it lost the node's periodic
+	// resync brings, from a random peer each time; it runs on the node's
+	// clock, held still here, so the test runs it itself, from each peer
+	// in turn. A held clock also refills no budget: an offer that found
+	// the strangers' budget spent by the made-up ones (a busy machine
+	// delays what spends it and what refills it alike) stays out until a
+	// sync brings it.
 	if !waitUntil(10*time.Second, holdsReal) {
-		t.Logf("gossip did not bring every real offer within 10s; syncing the follower's book from boot, as its resync would. %s", realOffersAt(follower, boot, real))
-		follower.market.FetchBook(t.Context(), boot.id)
+		t.Logf("gossip did not bring every real offer within 10s; syncing the follower's book from each of its peers, as its resync would. %s", realOffersAt(follower, boot, real))
+		for _, p := range append([]*Node{boot}, real...) {
+			follower.market.FetchBook(t.Context(), p.id)
+		}
 	}
 	if !waitUntil(10*time.Second, holdsReal) {
 		t.Fatalf("after gossip and a book sync: the follower's book lacks a real offer. %s", realOffersAt(follower, boot, real))
@@ -137,6 +143,6 @@ func realOffersAt(follower, boot *Node, real []*Node) string {
 		fmt.Fprintf(&b, "%s: published %v, at boot %v, at the follower %v, connected to the follower %v, in boot's offers mesh %v; ",
 			n.id, published, atBoot, atFollower, len(follower.host.Network().ConnsToPeer(n.id)) > 0, slices.Contains(boot.gossip.Mesh(p2p.TopicOffers), n.id))
 	}
-	fmt.Fprintf(&b, "the follower in boot's offers mesh %v; the follower's verdicts: %s", slices.Contains(boot.gossip.Mesh(p2p.TopicOffers), follower.id), nonZeroVerdicts(follower))
+	fmt.Fprintf(&b, "the follower in boot's offers mesh %v; the follower's verdicts: %s; boot's: %s", slices.Contains(boot.gossip.Mesh(p2p.TopicOffers), follower.id), nonZeroVerdicts(follower), nonZeroVerdicts(boot))
 	return b.String()
 }
