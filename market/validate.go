@@ -191,6 +191,17 @@ func (l Limits) ValidateOffer(o *pb.Offer, now time.Time) error {
 	if o.Withdrawn {
 		return nil // a withdrawal needs only a valid header
 	}
+	if err := l.offerGPUs(o); err != nil {
+		return err
+	}
+	if err := l.offerPrices(o); err != nil {
+		return err
+	}
+	return l.offerTerms(o)
+}
+
+// offerGPUs checks an offer's GPU groups.
+func (l Limits) offerGPUs(o *pb.Offer) error {
 	if len(o.Gpus) == 0 || len(o.Gpus) > l.MaxGPUGroups {
 		return invalid("gpus", "%d groups; want 1 to %d", len(o.Gpus), l.MaxGPUGroups)
 	}
@@ -210,6 +221,12 @@ func (l Limits) ValidateOffer(o *pb.Offer, now time.Time) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// offerPrices checks where an offer is and what it asks: region,
+// currency, its price and tier prices.
+func (l Limits) offerPrices(o *pb.Offer) error {
 	if o.Region == nil || !countryCode.MatchString(o.Region.Country) {
 		return invalid("region.country", "%q; want an ISO 3166 code such as DE", clip(o.Region.GetCountry()))
 	}
@@ -230,6 +247,13 @@ func (l Limits) ValidateOffer(o *pb.Offer, now time.Time) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// offerTerms checks what an offer's leases may be: durations, how far
+// ahead they start, GPU steps, windows, tiers, workloads and images, and
+// its attestation hash and coordinate.
+func (l Limits) offerTerms(o *pb.Offer) error {
 	if err := l.durations(o.MinDurationSeconds, o.MaxDurationSeconds); err != nil {
 		return err
 	}

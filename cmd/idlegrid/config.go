@@ -11,6 +11,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// newConfigCmd is 'idlegrid config' with its show, get and set
+// subcommands. It is long for their help texts and arguments, which a
+// reader looks for in one place; what they do is in the repo and config
+// packages.
 func newConfigCmd(e *env) *cobra.Command {
 	c := parentCmd("config", "Show, read or change the repository's config.toml")
 	show := &cobra.Command{

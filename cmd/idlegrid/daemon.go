@@ -18,6 +18,9 @@ import (
 // shutdownLimit is how long the daemon may take to stop after a signal.
 const shutdownLimit = 5 * time.Second
 
+// newDaemonCmd is 'idlegrid daemon'. It is long for its help text, its
+// flags and the daemon's loop of signals (SIGHUP reloads, SIGINT and
+// SIGTERM stop within shutdownLimit), which read best in one place.
 func newDaemonCmd(e *env) *cobra.Command {
 	var (
 		light     bool

@@ -17,6 +17,8 @@ import (
 	"golang.org/x/term"
 )
 
+// newDevstackCmd is 'idlegrid devstack'. It is long for its help text
+// and flags; the swarm it runs is devstack's own type.
 func newDevstackCmd(e *env) *cobra.Command {
 	var (
 		nodes    int

@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// newInitCmd is 'idlegrid init'. It is long for its help text and its
+// flags' checks, each naming the flag, its value and what is allowed.
 func newInitCmd(e *env) *cobra.Command {
 	var (
 		o       repo.InitOptions

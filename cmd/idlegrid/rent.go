@@ -18,16 +18,7 @@ import (
 )
 
 func newRentCmd(e *env) *cobra.Command {
-	var (
-		req       api.RentRequest
-		gpu       string
-		bootstrap []string
-		gather    time.Duration
-		tryFor    time.Duration
-		maxPair   time.Duration
-		uploads   []string
-		downloads []string
-	)
+	var rf rentFlags
 	c := &cobra.Command{
 		Use:   "rent [flags] -- [CMD ARGS...]",
 		Short: "Rent GPUs and run a container on them: match, attest, lease, run, pay",
@@ -83,107 +74,132 @@ line, before anything was rented.`,
   idlegrid rent --bootstrap /ip4/127.0.0.1/tcp/4001/p2p/12D3KooW… --gpu H100 \
       --image idlegrid-test/busybox:1 -- sh -c 'nvidia-smi || echo "$IDLEGRID_GPUS"'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case req.Image == "" && req.ImageFromDocker == "":
-				return usagef("--image: name the container image to run (or --image-from-docker, one of this machine's)")
-			case req.Image != "" && req.ImageFromDocker != "":
-				return usagef("--image %s and --image-from-docker %s: name one", req.Image, req.ImageFromDocker)
-			}
-			if gather <= 0 || gather > 10*time.Minute {
-				return usagef("--gather %s: want more than 0 and at most 10m", gather)
-			}
-			if tryFor <= 0 || tryFor > 30*time.Minute {
-				return usagef("--try-for %s: want more than 0 and at most 30m", tryFor)
-			}
-			if req.Candidates < 0 || req.Candidates > 65536 {
-				return usagef("--candidates %d: want 0 (as many as --try-for allows) to 65536", req.Candidates)
-			}
-			if maxPair < 0 || maxPair > time.Minute {
-				return usagef("--max-pair-rtt %s: want 0 (one provider) to 1m", maxPair)
-			}
-			for _, u := range uploads {
-				i := strings.LastIndex(u, ":/workspace")
-				if i <= 0 {
-					return usagef("--upload %q: want LOCAL:/workspace/PATH, such as ./data:/workspace/data", u)
-				}
-				req.Uploads = append(req.Uploads, api.Upload{Local: u[:i], Path: u[i+1:]})
-			}
-			for _, d := range downloads {
-				remote, local, ok := strings.Cut(d, ":")
-				if !ok || local == "" || !strings.HasPrefix(remote, "/workspace") {
-					return usagef("--download %q: want /workspace/PATH:LOCAL, such as /workspace/out:./out", d)
-				}
-				req.Downloads = append(req.Downloads, api.Download{Path: remote, Local: local})
-			}
-			if req.Detach {
-				if maxPair > 0 {
-					return usagef("--detach with --max-pair-rtt: a micro-pool is followed to its end; rent it without --detach")
-				}
-				if _, err := repo.Open(e.repoPath()); errors.Is(err, repo.ErrNoRepo) {
-					return usagef("--detach: no repository at %s to keep the lease in, for 'idlegrid attach' to follow it later; create one with 'idlegrid init --profile renter'", e.repoPath())
-				}
-			}
-			req.GPUs, req.Command, req.GatherMillis, req.TryMillis = splitGPUs(gpu), args, int(gather.Milliseconds()), int(tryFor.Milliseconds())
-			req.MaxPairRTTMillis = int(maxPair.Milliseconds())
-			n, done, err := e.lightNode(bootstrap)
+			req, err := rf.request(e, args)
 			if err != nil {
 				return err
 			}
-			defer done()
-			lines := newProgressLines(e.stderr)
-			progress, status := lines.step, lines.status
-			if e.asJSON {
-				progress, status = func(string) {}, func(string) {}
-			}
-			// With --json, stdout holds the result alone: the job's output
-			// goes to stderr (and to the repository's logs/, as always).
-			jobOut := e.stdout
-			if e.asJSON {
-				jobOut = e.stderr
-			}
-			res, err := n.Rent(e.ctx, req, node.RentOutput{Stdout: jobOut, Stderr: e.stderr, Progress: progress, Status: status})
-			lines.end()
-			if err != nil {
-				printTried(progress, res.Tried)
-				return rentFailed(err)
-			}
-			if e.asJSON {
-				if err := e.printJSON(res); err != nil || res.Detached {
-					return err
-				}
-				return rentEnded(e.ctx, res)
-			}
-			if res.Detached {
-				fmt.Fprintln(e.stdout, res.Lease.ID)
-				fmt.Fprintf(e.stderr, "idlegrid: lease %s runs on, detached; follow it with: idlegrid attach %s\n", res.Lease.ID, res.Lease.ID)
-				return nil
-			}
-			printEnd(e, res)
-			t := res.Timings
-			path := "direct"
-			if res.Relayed {
-				path = "through a relay"
-			}
-			fmt.Fprintf(e.stderr, "idlegrid: first output after %s (discover %s, match %s, attest %s, image %s, negotiate %s, start %s); output came %s\n",
-				ms(t.FirstOutput), ms(t.Discover), ms(t.Match), ms(t.Attest), ms(t.Pull), ms(t.Negotiate), ms(t.Start), path)
-			return rentEnded(e.ctx, res)
+			return runRent(e, req, rf.bootstrap)
 		},
 	}
-	bidFlags(c, &req.BidRequest, &gpu)
+	bidFlags(c, &rf.req.BidRequest, &rf.gpu)
 	f := c.Flags()
-	f.BoolVarP(&req.Detach, "detach", "d", false, "return once the job runs, printing the lease ID; 'idlegrid attach LEASE' follows it again")
-	f.StringArrayVar(&req.Env, "env", nil, "KEY=VALUE for the job's environment (repeatable)")
-	f.StringArrayVar(&downloads, "download", nil, "/workspace/PATH:LOCAL: a file or folder the provider packs once the job's command ended, before the container goes, downloaded after the receipt into LOCAL (which must not exist), checked by SHA-256, resumed if the stream breaks (repeatable, up to 8)")
-	f.StringArrayVar(&uploads, "upload", nil, "LOCAL:/workspace/PATH: a file or folder the provider puts in the container before the job starts, uploaded before the lease (not billed), checked by SHA-256, resumed if the stream breaks (repeatable, up to 8)")
-	f.StringArrayVar(&bootstrap, "bootstrap", nil, "bootstrap peer multiaddr, replacing network.bootstrap (repeatable)")
-	f.DurationVar(&gather, "gather", 15*time.Second, "how long to wait for fitting offers")
-	f.IntVar(&req.Candidates, "candidates", 0, "providers to try at most, best first; 0: as many as --try-for allows")
-	f.DurationVar(&tryFor, "try-for", time.Minute, "how long to spend reaching, attesting and proposing to providers before giving up")
-	f.BoolVar(&req.SkipAttest, "no-attest", false, "lease without challenging the provider's attestation")
-	f.StringVar(&req.ImageFromDocker, "image-from-docker", "", "instead of --image, an image of this machine's Docker engine (one you built): sent to the provider without the layers it has, before the lease")
-	f.DurationVar(&maxPair, "max-pair-rtt", 0, "take --count GPUs from several providers (a micro-pool) whose every pair is estimated within this RTT, a lease each, all or nothing; the job finds its ranks in IDLEGRID_POOL_* (0: one provider)")
+	f.BoolVarP(&rf.req.Detach, "detach", "d", false, "return once the job runs, printing the lease ID; 'idlegrid attach LEASE' follows it again")
+	f.StringArrayVar(&rf.req.Env, "env", nil, "KEY=VALUE for the job's environment (repeatable)")
+	f.StringArrayVar(&rf.downloads, "download", nil, "/workspace/PATH:LOCAL: a file or folder the provider packs once the job's command ended, before the container goes, downloaded after the receipt into LOCAL (which must not exist), checked by SHA-256, resumed if the stream breaks (repeatable, up to 8)")
+	f.StringArrayVar(&rf.uploads, "upload", nil, "LOCAL:/workspace/PATH: a file or folder the provider puts in the container before the job starts, uploaded before the lease (not billed), checked by SHA-256, resumed if the stream breaks (repeatable, up to 8)")
+	f.StringArrayVar(&rf.bootstrap, "bootstrap", nil, "bootstrap peer multiaddr, replacing network.bootstrap (repeatable)")
+	f.DurationVar(&rf.gather, "gather", 15*time.Second, "how long to wait for fitting offers")
+	f.IntVar(&rf.req.Candidates, "candidates", 0, "providers to try at most, best first; 0: as many as --try-for allows")
+	f.DurationVar(&rf.tryFor, "try-for", time.Minute, "how long to spend reaching, attesting and proposing to providers before giving up")
+	f.BoolVar(&rf.req.SkipAttest, "no-attest", false, "lease without challenging the provider's attestation")
+	f.StringVar(&rf.req.ImageFromDocker, "image-from-docker", "", "instead of --image, an image of this machine's Docker engine (one you built): sent to the provider without the layers it has, before the lease")
+	f.DurationVar(&rf.maxPair, "max-pair-rtt", 0, "take --count GPUs from several providers (a micro-pool) whose every pair is estimated within this RTT, a lease each, all or nothing; the job finds its ranks in IDLEGRID_POOL_* (0: one provider)")
 	addJSONFlag(c, e)
 	return c
+}
+
+// rentFlags are rent's flags, read into a request by request.
+type rentFlags struct {
+	req                     api.RentRequest
+	gpu                     string
+	bootstrap               []string
+	gather, tryFor, maxPair time.Duration
+	uploads, downloads      []string
+}
+
+// request checks the flags and makes the rental's request of them and
+// the job's command, args.
+func (f *rentFlags) request(e *env, args []string) (api.RentRequest, error) {
+	switch {
+	case f.req.Image == "" && f.req.ImageFromDocker == "":
+		return api.RentRequest{}, usagef("--image: name the container image to run (or --image-from-docker, one of this machine's)")
+	case f.req.Image != "" && f.req.ImageFromDocker != "":
+		return api.RentRequest{}, usagef("--image %s and --image-from-docker %s: name one", f.req.Image, f.req.ImageFromDocker)
+	}
+	if f.gather <= 0 || f.gather > 10*time.Minute {
+		return api.RentRequest{}, usagef("--gather %s: want more than 0 and at most 10m", f.gather)
+	}
+	if f.tryFor <= 0 || f.tryFor > 30*time.Minute {
+		return api.RentRequest{}, usagef("--try-for %s: want more than 0 and at most 30m", f.tryFor)
+	}
+	if f.req.Candidates < 0 || f.req.Candidates > 65536 {
+		return api.RentRequest{}, usagef("--candidates %d: want 0 (as many as --try-for allows) to 65536", f.req.Candidates)
+	}
+	if f.maxPair < 0 || f.maxPair > time.Minute {
+		return api.RentRequest{}, usagef("--max-pair-rtt %s: want 0 (one provider) to 1m", f.maxPair)
+	}
+	for _, u := range f.uploads {
+		i := strings.LastIndex(u, ":/workspace")
+		if i <= 0 {
+			return api.RentRequest{}, usagef("--upload %q: want LOCAL:/workspace/PATH, such as ./data:/workspace/data", u)
+		}
+		f.req.Uploads = append(f.req.Uploads, api.Upload{Local: u[:i], Path: u[i+1:]})
+	}
+	for _, d := range f.downloads {
+		remote, local, ok := strings.Cut(d, ":")
+		if !ok || local == "" || !strings.HasPrefix(remote, "/workspace") {
+			return api.RentRequest{}, usagef("--download %q: want /workspace/PATH:LOCAL, such as /workspace/out:./out", d)
+		}
+		f.req.Downloads = append(f.req.Downloads, api.Download{Path: remote, Local: local})
+	}
+	if f.req.Detach {
+		if f.maxPair > 0 {
+			return api.RentRequest{}, usagef("--detach with --max-pair-rtt: a micro-pool is followed to its end; rent it without --detach")
+		}
+		if _, err := repo.Open(e.repoPath()); errors.Is(err, repo.ErrNoRepo) {
+			return api.RentRequest{}, usagef("--detach: no repository at %s to keep the lease in, for 'idlegrid attach' to follow it later; create one with 'idlegrid init --profile renter'", e.repoPath())
+		}
+	}
+	f.req.GPUs, f.req.Command, f.req.GatherMillis, f.req.TryMillis = splitGPUs(f.gpu), args, int(f.gather.Milliseconds()), int(f.tryFor.Milliseconds())
+	f.req.MaxPairRTTMillis = int(f.maxPair.Milliseconds())
+	return f.req, nil
+}
+
+// runRent rents as req asks, joining the swarm through bootstrap (or
+// the repository's network.bootstrap), and prints what came of it.
+func runRent(e *env, req api.RentRequest, bootstrap []string) error {
+	n, done, err := e.lightNode(bootstrap)
+	if err != nil {
+		return err
+	}
+	defer done()
+	lines := newProgressLines(e.stderr)
+	progress, status := lines.step, lines.status
+	if e.asJSON {
+		progress, status = func(string) {}, func(string) {}
+	}
+	// With --json, stdout holds the result alone: the job's output
+	// goes to stderr (and to the repository's logs/, as always).
+	jobOut := e.stdout
+	if e.asJSON {
+		jobOut = e.stderr
+	}
+	res, err := n.Rent(e.ctx, req, node.RentOutput{Stdout: jobOut, Stderr: e.stderr, Progress: progress, Status: status})
+	lines.end()
+	if err != nil {
+		printTried(progress, res.Tried)
+		return rentFailed(err)
+	}
+	if e.asJSON {
+		if err := e.printJSON(res); err != nil || res.Detached {
+			return err
+		}
+		return rentEnded(e.ctx, res)
+	}
+	if res.Detached {
+		fmt.Fprintln(e.stdout, res.Lease.ID)
+		fmt.Fprintf(e.stderr, "idlegrid: lease %s runs on, detached; follow it with: idlegrid attach %s\n", res.Lease.ID, res.Lease.ID)
+		return nil
+	}
+	printEnd(e, res)
+	t := res.Timings
+	path := "direct"
+	if res.Relayed {
+		path = "through a relay"
+	}
+	fmt.Fprintf(e.stderr, "idlegrid: first output after %s (discover %s, match %s, attest %s, image %s, negotiate %s, start %s); output came %s\n",
+		ms(t.FirstOutput), ms(t.Discover), ms(t.Match), ms(t.Attest), ms(t.Pull), ms(t.Negotiate), ms(t.Start), path)
+	return rentEnded(e.ctx, res)
 }
 
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }

@@ -177,6 +177,17 @@ func ParseComputeCapability(s string) (uint32, error) {
 }
 
 func (p *ProviderConfig) validate() error {
+	for _, check := range []func() error{p.validateTerms, p.validateWindows, p.validateMachine, p.validateGPUs} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateTerms checks what a lease is sold on: currency, prices, tiers,
+// durations and the limits per renter.
+func (p *ProviderConfig) validateTerms() error {
 	if !currencyCodeRE.MatchString(p.Currency) {
 		return FieldErr("provider.currency", p.Currency, "a currency code such as USD")
 	}
@@ -217,6 +228,11 @@ func (p *ProviderConfig) validate() error {
 	if p.MinRenterScore < 0 || p.MinRenterScore > 1 {
 		return FieldErr("provider.min_renter_score", p.MinRenterScore, "0 to 1")
 	}
+	return nil
+}
+
+// validateWindows checks the weekly calendar and the pricing policy.
+func (p *ProviderConfig) validateWindows() error {
 	var prevEnd uint32
 	for i, w := range p.Weekly {
 		span, err := ParseWeekly(w)
@@ -231,6 +247,13 @@ func (p *ProviderConfig) validate() error {
 	if _, _, err := p.Pricing.MarketPolicy(); err != nil {
 		return err
 	}
+	return nil
+}
+
+// validateMachine checks where the provider is and what its host is:
+// country, the offer's lifetime, power and thermal caps, the host's
+// resources and their sharing, and how its GPUs are read and watched.
+func (p *ProviderConfig) validateMachine() error {
 	if !countryCodeRE.MatchString(p.Country) {
 		return FieldErr("provider.country", p.Country, "an ISO 3166 country code such as DE")
 	}
@@ -266,6 +289,11 @@ func (p *ProviderConfig) validate() error {
 	if err := durRange("provider.watch_interval", p.WatchInterval, time.Second, 10*time.Minute); err != nil {
 		return err
 	}
+	return nil
+}
+
+// validateGPUs checks the GPUs listed by hand.
+func (p *ProviderConfig) validateGPUs() error {
 	if p.Enabled && p.GPUSource == "static" && len(p.GPUs) == 0 {
 		return FieldErr("provider.gpus", "[]", "at least one [[provider.gpus]] group when provider.enabled is true and gpu_source is static")
 	}

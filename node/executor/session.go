@@ -133,12 +133,16 @@ func (d *Docker) Exec(ctx context.Context, leaseID string, spec ExecSpec) (int, 
 	if err != nil {
 		return -1, fmt.Errorf("exec in lease %s: output: %w", leaseID, err)
 	}
-	// The output ended with the command; the engine records its code a
-	// moment later.
+	return d.execCode(ctx, leaseID, created.ID)
+}
+
+// execCode is the exit code of exec execID in lease leaseID, whose output
+// ended with its command: the engine records the code a moment later.
+func (d *Docker) execCode(ctx context.Context, leaseID, execID string) (int, error) {
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	for {
-		info, err := d.cli.ContainerExecInspect(ictx, created.ID)
+		info, err := d.cli.ContainerExecInspect(ictx, execID)
 		if err != nil {
 			return -1, d.engineErr("exec in lease "+leaseID, err)
 		}

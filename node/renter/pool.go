@@ -107,13 +107,38 @@ type poolMember struct {
 
 // rentPool leases a micro-pool for req and runs the job on every member.
 func (r *Renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, packed []transfer.Packed, out RentOutput, res *api.RentResult, t0 time.Time) error {
+	members, err := r.choosePool(ctx, b, req, out, res)
+	if err != nil {
+		return err
+	}
+	tryFor := time.Duration(req.TryMillis) * time.Millisecond
+	if tryFor <= 0 {
+		tryFor = defaultTryFor
+	}
+	pctx, cancel := context.WithTimeout(ctx, min(tryFor, poolLead))
+	defer cancel()
+	start := r.leasePool(pctx, b, req, members, packed, out, res)
+	if failed := poolFailed(members); len(failed) > 0 {
+		r.withdrawPool(ctx, members)
+		for _, m := range failed {
+			res.Tried = append(res.Tried, attemptView(m.at))
+		}
+		return &NoProviderError{Attempts: attemptsOf(failed), Why: "a pool member failed"}
+	}
+	out.say("pool leased: %d leases starting at %s", len(members), start.Format(time.TimeOnly))
+	return r.followPool(ctx, b, members, res, t0)
+}
+
+// choosePool ranks the candidates for b and takes the pool of them
+// whose every pair is within the request's bound.
+func (r *Renter) choosePool(ctx context.Context, b *pb.Bid, req api.RentRequest, out RentOutput, res *api.RentResult) ([]*poolMember, error) {
 	maxPair := time.Duration(req.MaxPairRTTMillis) * time.Millisecond
 	tm := r.Clock.Now()
 	cands := r.Candidates(ctx, r.Market.MatcherFor(req.BidRequest), b, MaxRentCandidates, tm, out)
 	res.Timings.Match = r.Clock.Since(tm)
 	chosen, err := assemblePool(cands, b.GetGpu().GetCount(), b.GetGpu().GetMinPerProvider(), maxPair)
 	if err != nil {
-		return &NoProviderError{Why: err.Error()}
+		return nil, &NoProviderError{Why: err.Error()}
 	}
 	members := make([]*poolMember, len(chosen))
 	var names []string
@@ -122,13 +147,14 @@ func (r *Renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, p
 		names = append(names, fmt.Sprintf("%s (%d)", Short(c.Issuer), c.GPUs))
 	}
 	out.say("pool of %d GPUs from %d providers, each pair within %s: %s", b.GetGpu().GetCount(), len(chosen), maxPair, strings.Join(names, ", "))
-	tryFor := time.Duration(req.TryMillis) * time.Millisecond
-	if tryFor <= 0 {
-		tryFor = defaultTryFor
-	}
-	pctx, cancel := context.WithTimeout(ctx, min(tryFor, poolLead))
-	defer cancel()
-	// Every member is located first: each job is told where the others are.
+	return members, nil
+}
+
+// leasePool locates every member first (each job is told where the
+// others are), then, if all were found, leases from all at once for one
+// start: poolLead ahead, or the latest of the members' earliest starts,
+// which it returns. A member that failed says so in its attempt.
+func (r *Renter) leasePool(pctx context.Context, b *pb.Bid, req api.RentRequest, members []*poolMember, packed []transfer.Packed, out RentOutput, res *api.RentResult) time.Time {
 	located := make([]error, len(members))
 	r.eachMember(members, func(m *poolMember) { located[m.rank] = r.Net.Locate(pctx, m.c.Issuer) })
 	for _, m := range members {
@@ -136,55 +162,57 @@ func (r *Renter) rentPool(ctx context.Context, b *pb.Bid, req api.RentRequest, p
 			m.at = Attempt{Provider: m.c.Issuer, Stage: StageLocate, Err: located[m.rank]}
 		}
 	}
-	// One start for all: poolLead ahead, or the latest of the members'
-	// earliest starts.
 	start := r.Clock.Now().Add(poolLead)
 	for _, m := range members {
 		if m.c.Start.After(start) {
 			start = m.c.Start
 		}
 	}
+	if len(poolFailed(members)) > 0 {
+		return start
+	}
 	env := r.poolEnv(members, b.GetGpu().GetCount())
 	var outMu sync.Mutex // one member's line at a time, on every writer
-	if failed := poolFailed(members); len(failed) == 0 {
-		r.eachMember(members, func(m *poolMember) {
-			memberReq := req
-			memberReq.Env = append(append(slices.Clone(req.Env), env...), fmt.Sprintf("%s=%d", EnvPoolRank, m.rank))
-			done := make(chan error, 1)
-			done <- nil // located above
-			o, flush := rankOutput(out, m.rank, &outMu)
-			m.flush = flush
-			m.follow, m.at = r.tryAt(pctx, pctx, b, m.c, done, memberReq, packed, o, &m.timing, start)
-		})
-		// The members were leased at once: the pool took as long as its
-		// slowest.
-		for _, m := range members {
-			res.Timings.Attest = max(res.Timings.Attest, m.timing.Attest)
-			res.Timings.Negotiate = max(res.Timings.Negotiate, m.timing.Negotiate)
-		}
+	r.eachMember(members, func(m *poolMember) {
+		memberReq := req
+		memberReq.Env = append(append(slices.Clone(req.Env), env...), fmt.Sprintf("%s=%d", EnvPoolRank, m.rank))
+		done := make(chan error, 1)
+		done <- nil // located above
+		o, flush := rankOutput(out, m.rank, &outMu)
+		m.flush = flush
+		m.follow, m.at = r.tryAt(pctx, pctx, b, m.c, done, memberReq, packed, o, &m.timing, start)
+	})
+	// The members were leased at once: the pool took as long as its
+	// slowest.
+	for _, m := range members {
+		res.Timings.Attest = max(res.Timings.Attest, m.timing.Attest)
+		res.Timings.Negotiate = max(res.Timings.Negotiate, m.timing.Negotiate)
 	}
-	if failed := poolFailed(members); len(failed) > 0 {
-		// All or nothing: withdraw what was accepted, before its start,
-		// and follow each to its receipt (nothing owed) so that both
-		// sides' records end.
-		r.eachMember(members, func(m *poolMember) {
-			if m.follow == nil {
-				return
-			}
-			m.follow.cancel()
-			wctx, cancel := context.WithTimeout(ctx, cancelWait)
-			defer cancel()
-			if err := m.follow.run(wctx); err != nil {
-				r.Log.Warn("withdrawn pool lease not followed to its receipt", "lease", m.follow.Lease.Id, "err", err)
-			}
-			m.flush()
-		})
-		for _, m := range failed {
-			res.Tried = append(res.Tried, attemptView(m.at))
+	return start
+}
+
+// withdrawPool is all or nothing: it withdraws each member's lease that
+// was accepted, before its start, and follows it to its receipt (nothing
+// owed) so that both sides' records end.
+func (r *Renter) withdrawPool(ctx context.Context, members []*poolMember) {
+	r.eachMember(members, func(m *poolMember) {
+		if m.follow == nil {
+			return
 		}
-		return &NoProviderError{Attempts: attemptsOf(failed), Why: "a pool member failed"}
-	}
-	out.say("pool leased: %d leases starting at %s", len(members), start.Format(time.TimeOnly))
+		m.follow.cancel()
+		wctx, cancel := context.WithTimeout(ctx, cancelWait)
+		defer cancel()
+		if err := m.follow.run(wctx); err != nil {
+			r.Log.Warn("withdrawn pool lease not followed to its receipt", "lease", m.follow.Lease.Id, "err", err)
+		}
+		m.flush()
+	})
+}
+
+// followPool follows every member's job to its receipt and sums the pool
+// up in res: each member by rank, the first's lease and receipt, the
+// amount, and the timings of the first member's output.
+func (r *Renter) followPool(ctx context.Context, b *pb.Bid, members []*poolMember, res *api.RentResult, t0 time.Time) error {
 	errs := make([]error, len(members))
 	r.eachMember(members, func(m *poolMember) {
 		errs[m.rank] = m.follow.run(ctx)

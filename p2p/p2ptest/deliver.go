@@ -49,27 +49,8 @@ func (s *Swarm) Deliver(ctx context.Context, kind string, from []int, gap time.D
 			}
 		}()
 	}
-	sent := make([]time.Time, len(from))
-	published := make(chan error, 1)
-	go func() {
-		for k, i := range from {
-			if k > 0 {
-				select {
-				case <-time.After(gap):
-				case <-rctx.Done():
-					published <- rctx.Err()
-					return
-				}
-			}
-			sent[k] = time.Now()
-			if err := s.Nodes[i].Gossip.Topic(kind).Publish(rctx, payloads[k]); err != nil {
-				published <- fmt.Errorf("deliver: node %d: publish: %w", i, err)
-				return
-			}
-		}
-		published <- nil
-	}()
-	if err := <-published; err != nil {
+	sent, err := s.publishEach(rctx, kind, from, payloads, gap)
+	if err != nil {
 		return nil, err
 	}
 	got := make([][]time.Time, len(from))
@@ -96,4 +77,24 @@ func (s *Swarm) Deliver(ctx context.Context, kind string, from []int, gap time.D
 		}
 	}
 	return delays, nil
+}
+
+// publishEach publishes payloads[k] from node from[k], gap apart, and
+// returns when each was sent.
+func (s *Swarm) publishEach(ctx context.Context, kind string, from []int, payloads [][]byte, gap time.Duration) ([]time.Time, error) {
+	sent := make([]time.Time, len(from))
+	for k, i := range from {
+		if k > 0 {
+			select {
+			case <-time.After(gap):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		sent[k] = time.Now()
+		if err := s.Nodes[i].Gossip.Topic(kind).Publish(ctx, payloads[k]); err != nil {
+			return nil, fmt.Errorf("deliver: node %d: publish: %w", i, err)
+		}
+	}
+	return sent, nil
 }

@@ -32,121 +32,171 @@ type Fixture struct {
 
 // Run runs the suite against f.API, each method in a subtest of its own.
 func Run(t *testing.T, f Fixture) {
-	ctx := context.Background()
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) { c.check(t, context.Background(), f) })
+	}
+}
+
+// checks are the suite: a check of each method of api.Node, in turn.
+var checks = []struct {
+	name  string
+	check func(*testing.T, context.Context, Fixture)
+}{
+	{"Status", checkStatus},
+	{"Peers", checkPeers},
+	{"Offers", checkOffers},
+	{"Market", checkMarket},
+	{"Match", checkMatch},
+	{"PlaceBid", checkPlaceBid},
+	{"Attest", checkAttest},
+	{"Leases", checkLeases},
+	{"CancelLease", checkCancelLease},
+	{"Receipts", checkReceipts},
+	{"Ledger", checkLedger},
+	{"Reputation", checkReputation},
+	{"GPUs", checkGPUs},
+	{"Rentals", checkRentals},
+}
+
+func checkStatus(t *testing.T, ctx context.Context, f Fixture) {
 	a := f.API
-	t.Run("Status", func(t *testing.T) {
-		st, err := a.Status(ctx)
-		if err != nil || st.PeerID != f.Self || st.Provider || st.Leases.Ended < 1 {
-			t.Errorf("Status: %s, provider %v, %d leases ended, %v; want %s, a renter with a lease ended", st.PeerID, st.Provider, st.Leases.Ended, err, f.Self)
+	st, err := a.Status(ctx)
+	if err != nil || st.PeerID != f.Self || st.Provider || st.Leases.Ended < 1 {
+		t.Errorf("Status: %s, provider %v, %d leases ended, %v; want %s, a renter with a lease ended", st.PeerID, st.Provider, st.Leases.Ended, err, f.Self)
+	}
+}
+
+func checkPeers(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	ps, err := a.Peers(ctx)
+	if err != nil || !slices.ContainsFunc(ps, func(p api.Peer) bool { return p.ID == f.Provider }) {
+		t.Errorf("Peers: %d, %v; want the provider among them", len(ps), err)
+	}
+}
+
+func checkOffers(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	offers, err := a.Offers(ctx, api.OfferQuery{})
+	if err != nil || !slices.ContainsFunc(offers, func(o api.OfferView) bool { return o.Provider == f.Provider }) {
+		t.Errorf("Offers: %d, %v; want the provider's among them", len(offers), err)
+	}
+	_, err = a.Offers(ctx, api.OfferQuery{Sort: "colour"})
+	isKind(t, "Offers sorted by colour", err, fault.ErrInvalid, "sort")
+}
+
+func checkMarket(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	m, err := a.Market(ctx, api.OfferQuery{}, 1)
+	if err != nil || m.Offers < 1 || len(m.Cheapest) != 1 {
+		t.Errorf("Market: %d offers, %d cheapest, %v; want the provider's offer, 1 cheapest", m.Offers, len(m.Cheapest), err)
+	}
+	_, err = a.Market(ctx, api.OfferQuery{MaxPrice: "free"}, 1)
+	isKind(t, "Market below a price of free", err, fault.ErrInvalid, "max_price")
+}
+
+func checkMatch(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	res, err := a.Match(ctx, f.Bid)
+	if err != nil || !slices.ContainsFunc(res.Candidates, func(c api.CandidateView) bool { return c.Offer.Provider == f.Provider }) {
+		t.Errorf("Match: %d candidates, %v; want the provider's offer", len(res.Candidates), err)
+	}
+	bad := f.Bid
+	bad.Count = 0
+	_, err = a.Match(ctx, bad)
+	isKind(t, "Match of 0 GPUs", err, fault.ErrInvalid, "count 0")
+}
+
+func checkPlaceBid(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	// A quote is a gossiped bid and a stream back: on a loaded
+	// machine one may miss its wait, so the suite asks three times.
+	req := f.Bid
+	req.WaitMillis = 3_000
+	var quoted bool
+	for try := 0; try < 3 && !quoted; try++ {
+		res, err := a.PlaceBid(ctx, req)
+		if err != nil {
+			t.Fatalf("PlaceBid: %v", err)
 		}
-	})
-	t.Run("Peers", func(t *testing.T) {
-		ps, err := a.Peers(ctx)
-		if err != nil || !slices.ContainsFunc(ps, func(p api.Peer) bool { return p.ID == f.Provider }) {
-			t.Errorf("Peers: %d, %v; want the provider among them", len(ps), err)
-		}
-	})
-	t.Run("Offers", func(t *testing.T) {
-		offers, err := a.Offers(ctx, api.OfferQuery{})
-		if err != nil || !slices.ContainsFunc(offers, func(o api.OfferView) bool { return o.Provider == f.Provider }) {
-			t.Errorf("Offers: %d, %v; want the provider's among them", len(offers), err)
-		}
-		_, err = a.Offers(ctx, api.OfferQuery{Sort: "colour"})
-		isKind(t, "Offers sorted by colour", err, fault.ErrInvalid, "sort")
-	})
-	t.Run("Market", func(t *testing.T) {
-		m, err := a.Market(ctx, api.OfferQuery{}, 1)
-		if err != nil || m.Offers < 1 || len(m.Cheapest) != 1 {
-			t.Errorf("Market: %d offers, %d cheapest, %v; want the provider's offer, 1 cheapest", m.Offers, len(m.Cheapest), err)
-		}
-		_, err = a.Market(ctx, api.OfferQuery{MaxPrice: "free"}, 1)
-		isKind(t, "Market below a price of free", err, fault.ErrInvalid, "max_price")
-	})
-	t.Run("Match", func(t *testing.T) {
-		res, err := a.Match(ctx, f.Bid)
-		if err != nil || !slices.ContainsFunc(res.Candidates, func(c api.CandidateView) bool { return c.Offer.Provider == f.Provider }) {
-			t.Errorf("Match: %d candidates, %v; want the provider's offer", len(res.Candidates), err)
-		}
-		bad := f.Bid
-		bad.Count = 0
-		_, err = a.Match(ctx, bad)
-		isKind(t, "Match of 0 GPUs", err, fault.ErrInvalid, "count 0")
-	})
-	t.Run("PlaceBid", func(t *testing.T) {
-		// A quote is a gossiped bid and a stream back: on a loaded
-		// machine one may miss its wait, so the suite asks three times.
-		req := f.Bid
-		req.WaitMillis = 3_000
-		var quoted bool
-		for try := 0; try < 3 && !quoted; try++ {
-			res, err := a.PlaceBid(ctx, req)
-			if err != nil {
-				t.Fatalf("PlaceBid: %v", err)
-			}
-			quoted = slices.ContainsFunc(res.Quotes, func(q api.QuoteView) bool { return q.Provider == f.Provider })
-		}
-		if !quoted {
-			t.Error("PlaceBid: no quote from the provider in three bids")
-		}
-		req.WaitMillis = -1
-		_, err := a.PlaceBid(ctx, req)
-		isKind(t, "PlaceBid waiting -1 ms", err, fault.ErrInvalid, "wait_ms")
-	})
-	t.Run("Attest", func(t *testing.T) {
-		_, err := a.Attest(ctx, api.AttestRequest{Peer: "not-a-peer"})
-		isKind(t, "Attest of not-a-peer", err, fault.ErrInvalid, "not a peer ID")
-	})
-	t.Run("Leases", func(t *testing.T) {
-		ls, err := a.Leases(ctx)
-		if err != nil || !slices.ContainsFunc(ls, func(l api.LeaseView) bool { return l.ID == f.Lease && l.Ended }) {
-			t.Errorf("Leases: %d, %v; want %s among them, ended", len(ls), err, f.Lease)
-		}
-		l, err := a.Lease(ctx, f.Lease)
-		if err != nil || l.ID != f.Lease || l.Role != "renter" || l.Provider != f.Provider {
-			t.Errorf("Lease %s: %s as %s from %s, %v", f.Lease, l.ID, l.Role, l.Provider, err)
-		}
-		_, err = a.Lease(ctx, "lease-none")
-		isKind(t, "Lease lease-none", err, fault.ErrNotFound, "lease-none")
-	})
-	t.Run("CancelLease", func(t *testing.T) {
-		_, err := a.CancelLease(ctx, "lease-none")
-		isKind(t, "CancelLease lease-none", err, fault.ErrNotFound, "lease-none")
-		_, err = a.CancelLease(ctx, f.Lease)
-		isKind(t, "CancelLease of an ended lease", err, fault.ErrConflict, "already ended")
-	})
-	t.Run("Receipts", func(t *testing.T) {
-		rs, err := a.Receipts(ctx)
-		if err != nil || !slices.ContainsFunc(rs, func(r api.ReceiptView) bool { return r.LeaseID == f.Lease && r.Provider == f.Provider }) {
-			t.Errorf("Receipts: %d, %v; want the lease's", len(rs), err)
-		}
-	})
-	t.Run("Ledger", func(t *testing.T) {
-		es, err := a.Ledger(ctx)
-		if err != nil || !slices.ContainsFunc(es, func(e api.LedgerEntry) bool { return e.Peer == f.Provider && e.Receipts >= 1 }) {
-			t.Errorf("Ledger: %+v, %v; want the provider's balance", es, err)
-		}
-	})
-	t.Run("Reputation", func(t *testing.T) {
-		v, err := a.Reputation(ctx, f.Provider)
-		if err != nil || v.Peer != f.Provider {
-			t.Errorf("Reputation of the provider: %+v, %v", v, err)
-		}
-		_, err = a.Reputation(ctx, "not-a-peer")
-		isKind(t, "Reputation of not-a-peer", err, fault.ErrInvalid, "not a peer ID")
-	})
-	t.Run("GPUs", func(t *testing.T) {
-		_, err := a.GPUs(ctx)
-		isKind(t, "GPUs of a node that sells none", err, fault.ErrUnavailable, "sells no GPUs")
-	})
-	t.Run("Rentals", func(t *testing.T) {
-		if _, err := a.Rentals(ctx); err != nil {
-			t.Errorf("Rentals: %v", err)
-		}
-		none := api.RentRequest{BidRequest: f.Bid}
-		none.Image = ""
-		_, err := a.StartRental(ctx, none)
-		isKind(t, "StartRental with no image", err, fault.ErrInvalid, "image")
-	})
+		quoted = slices.ContainsFunc(res.Quotes, func(q api.QuoteView) bool { return q.Provider == f.Provider })
+	}
+	if !quoted {
+		t.Error("PlaceBid: no quote from the provider in three bids")
+	}
+	req.WaitMillis = -1
+	_, err := a.PlaceBid(ctx, req)
+	isKind(t, "PlaceBid waiting -1 ms", err, fault.ErrInvalid, "wait_ms")
+}
+
+func checkAttest(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	_, err := a.Attest(ctx, api.AttestRequest{Peer: "not-a-peer"})
+	isKind(t, "Attest of not-a-peer", err, fault.ErrInvalid, "not a peer ID")
+}
+
+func checkLeases(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	ls, err := a.Leases(ctx)
+	if err != nil || !slices.ContainsFunc(ls, func(l api.LeaseView) bool { return l.ID == f.Lease && l.Ended }) {
+		t.Errorf("Leases: %d, %v; want %s among them, ended", len(ls), err, f.Lease)
+	}
+	l, err := a.Lease(ctx, f.Lease)
+	if err != nil || l.ID != f.Lease || l.Role != "renter" || l.Provider != f.Provider {
+		t.Errorf("Lease %s: %s as %s from %s, %v", f.Lease, l.ID, l.Role, l.Provider, err)
+	}
+	_, err = a.Lease(ctx, "lease-none")
+	isKind(t, "Lease lease-none", err, fault.ErrNotFound, "lease-none")
+}
+
+func checkCancelLease(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	_, err := a.CancelLease(ctx, "lease-none")
+	isKind(t, "CancelLease lease-none", err, fault.ErrNotFound, "lease-none")
+	_, err = a.CancelLease(ctx, f.Lease)
+	isKind(t, "CancelLease of an ended lease", err, fault.ErrConflict, "already ended")
+}
+
+func checkReceipts(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	rs, err := a.Receipts(ctx)
+	if err != nil || !slices.ContainsFunc(rs, func(r api.ReceiptView) bool { return r.LeaseID == f.Lease && r.Provider == f.Provider }) {
+		t.Errorf("Receipts: %d, %v; want the lease's", len(rs), err)
+	}
+}
+
+func checkLedger(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	es, err := a.Ledger(ctx)
+	if err != nil || !slices.ContainsFunc(es, func(e api.LedgerEntry) bool { return e.Peer == f.Provider && e.Receipts >= 1 }) {
+		t.Errorf("Ledger: %+v, %v; want the provider's balance", es, err)
+	}
+}
+
+func checkReputation(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	v, err := a.Reputation(ctx, f.Provider)
+	if err != nil || v.Peer != f.Provider {
+		t.Errorf("Reputation of the provider: %+v, %v", v, err)
+	}
+	_, err = a.Reputation(ctx, "not-a-peer")
+	isKind(t, "Reputation of not-a-peer", err, fault.ErrInvalid, "not a peer ID")
+}
+
+func checkGPUs(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	_, err := a.GPUs(ctx)
+	isKind(t, "GPUs of a node that sells none", err, fault.ErrUnavailable, "sells no GPUs")
+}
+
+func checkRentals(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	if _, err := a.Rentals(ctx); err != nil {
+		t.Errorf("Rentals: %v", err)
+	}
+	none := api.RentRequest{BidRequest: f.Bid}
+	none.Image = ""
+	_, err := a.StartRental(ctx, none)
+	isKind(t, "StartRental with no image", err, fault.ErrInvalid, "image")
 }
 
 // isKind fails t unless err is of kind and says want.
