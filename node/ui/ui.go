@@ -6,6 +6,8 @@
 // Its one library, uPlot 1.6.32 (MIT, vendor/uplot/LICENSE), draws the
 // charts; it is vendored as published on npm (dist/uPlot.iife.min.js and
 // dist/uPlot.min.css), so the page needs no network but the node's.
+//
+// ui imports only the standard library.
 package ui
 
 import (

@@ -5,6 +5,9 @@
 // a container test that silently skips proves nothing. On a machine that
 // cannot run Docker, IDLEGRID_NO_DOCKER=1 turns the failure into a skip
 // with a message; CI never sets it.
+//
+// executortest imports node/executor and the Docker client; only tests
+// import it.
 package executortest
 
 import (
