@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,11 +18,9 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
-	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
-	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
@@ -525,107 +522,4 @@ func (r *Renter) claim(f *Follow) (release func(), ok bool) {
 			delete(r.following, f.Lease.Id)
 		}
 	}, true
-}
-
-// Attach follows a lease this node rented and has not seen end (one left
-// running by rent's Detach, or by a rent that was killed) from where its
-// kept output ends: output, telemetry and at the end the receipt, as
-// Rent does. The end of ctx leaves the lease running (detached again)
-// rather than cancelling it. A lease already ended gets its result at
-// once. A follow this node runs of the lease already (resumed after a
-// restart) hands the lease over.
-func (r *Renter) Attach(ctx context.Context, id string, out RentOutput) (api.RentResult, error) {
-	res := api.RentResult{Tried: []api.Attempt{}}
-	done, err := r.use()
-	if err != nil {
-		return res, err
-	}
-	defer done()
-	rec, err := r.Store.Get(ctx, id)
-	switch {
-	case errors.Is(err, ds.ErrNotFound) || err == nil && rec.Role != records.Renter:
-		return res, fault.NotFoundf("lease %q: not one this node rented", id)
-	case err != nil:
-		return res, err
-	}
-	l, cs, err := rec.Open()
-	if err != nil {
-		return res, err
-	}
-	out.last = new(string)
-	f := newFollow(r, l, cs, nil, out)
-	f.detachOnCancel = true
-	for {
-		release, ok := r.claim(f)
-		if ok {
-			defer release()
-			break
-		}
-		r.mu.Lock()
-		other := r.following[id]
-		r.mu.Unlock()
-		if other != nil {
-			other.leaveNow()
-			select {
-			case <-other.done:
-			case <-ctx.Done():
-				return res, ctx.Err()
-			}
-		}
-	}
-	// Read again: a follow that handed the lease over wrote it last.
-	if f.rec, err = r.Store.Get(ctx, id); err != nil {
-		return res, err
-	}
-	if records.Ended(f.rec.State) {
-		res.Lease = views.Lease(f.rec)
-		if rc, rcs, err := f.rec.OpenReceipt(); err == nil && rc != nil {
-			res.Receipt = views.Receipt(rc, rcs)
-		}
-		return res, nil
-	}
-	if err := f.run(ctx); err != nil {
-		return res, err
-	}
-	res.Lease, res.Receipt, res.Relayed, res.Detached = views.Lease(f.rec), f.receipt, f.relayed, f.left
-	if !f.left {
-		res.Downloads = r.downloadAll(ctx, peer.ID(l.Provider), id, f.rec.Downloads, out)
-	}
-	return res, nil
-}
-
-// noteProvider writes the rental's provider note, for exec and
-// port-forward; a note that cannot be written costs those, not the
-// rental.
-func (f *Follow) noteProvider() {
-	p := peer.ID(f.Lease.Provider)
-	note := ProviderNote{Provider: p.String(), Addrs: []string{}}
-	if f.R.AddrsOf != nil {
-		for _, a := range f.R.AddrsOf(p) {
-			note.Addrs = append(note.Addrs, a.String())
-		}
-	}
-	path := filepath.Join(f.R.LogsDir, f.Lease.Id+ProviderSuffix)
-	if _, err := os.Stat(path); err == nil && len(note.Addrs) == 0 {
-		return // a follow resumed before the provider's addresses are known
-	}
-	b, _ := json.Marshal(note)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		f.R.Log.Warn("provider note not kept: exec and port-forward will not find the lease", "err", err)
-		return
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		f.R.Log.Warn("provider note not kept: exec and port-forward will not find the lease", "err", err)
-	}
-}
-
-// ProviderSuffix names the note a rental keeps beside its output: which
-// provider runs the lease, and where it was reached.
-const ProviderSuffix = ".provider"
-
-// ProviderNote is that note.
-type ProviderNote struct {
-	Provider string   `json:"provider"`
-	Addrs    []string `json:"addrs"`
 }

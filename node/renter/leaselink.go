@@ -231,3 +231,39 @@ func (l *LeaseLink) CopyOut(ctx context.Context, remote, local string, sums map[
 		return p2p.Download(ctx, l.h, l.sw, l.provider, l.leaseID, index, offset, w)
 	}, say)
 }
+
+// noteProvider writes the rental's provider note, for exec and
+// port-forward; a note that cannot be written costs those, not the
+// rental.
+func (f *Follow) noteProvider() {
+	p := peer.ID(f.Lease.Provider)
+	note := ProviderNote{Provider: p.String(), Addrs: []string{}}
+	if f.R.AddrsOf != nil {
+		for _, a := range f.R.AddrsOf(p) {
+			note.Addrs = append(note.Addrs, a.String())
+		}
+	}
+	path := filepath.Join(f.R.LogsDir, f.Lease.Id+ProviderSuffix)
+	if _, err := os.Stat(path); err == nil && len(note.Addrs) == 0 {
+		return // a follow resumed before the provider's addresses are known
+	}
+	b, _ := json.Marshal(note)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		f.R.Log.Warn("provider note not kept: exec and port-forward will not find the lease", "err", err)
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		f.R.Log.Warn("provider note not kept: exec and port-forward will not find the lease", "err", err)
+	}
+}
+
+// ProviderSuffix names the note a rental keeps beside its output: which
+// provider runs the lease, and where it was reached.
+const ProviderSuffix = ".provider"
+
+// ProviderNote is that note.
+type ProviderNote struct {
+	Provider string   `json:"provider"`
+	Addrs    []string `json:"addrs"`
+}

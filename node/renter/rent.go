@@ -13,7 +13,6 @@ import (
 	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
-	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor"
@@ -23,7 +22,6 @@ import (
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 )
@@ -155,25 +153,6 @@ func (e *NoProviderError) Unwrap() error { return ErrNoProvider }
 // learnCandidates is how many of the best candidates a rental asks for
 // their receipts before it ranks them.
 const learnCandidates = 8
-
-// Book is the renter's view of the node's book (node/book's Market).
-type Book interface {
-	// Snapshot is the book as it stands, immutable.
-	Snapshot() *market.Snapshot
-	// MatcherFor is the matcher that weighs a request as it asks.
-	MatcherFor(api.BidRequest) *market.Matcher
-	// Synced counts the book syncs completed; SyncPeers are the peers a
-	// book can be synced from now.
-	Synced() int64
-	SyncPeers() []peer.ID
-}
-
-// Attester is the renter's view of trust (node/trust's Challenger): a
-// provider's attestation, challenged now and judged against the offer
-// this node's book holds; err only when no answer came.
-type Attester interface {
-	Attest(ctx context.Context, p peer.ID) (attest.Verdict, error)
-}
 
 // Renter rents for this node: it gathers offers, challenges and leases
 // from providers, follows their jobs to the receipts, and after a restart
@@ -518,62 +497,6 @@ func (r *Renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 	return f, at
 }
 
-// isRefusal reports whether err is a provider's refusal of a lease: an
-// answer, unlike a provider that could not be reached.
-func isRefusal(err error) bool {
-	var re *market.RejectError
-	return errors.As(err, &re)
-}
-
-// failedAt remembers a failed attempt: a provider that could not be
-// reached, attested or answer ranks behind the rest for failMemory, and
-// one that could not be reached counts against its reputation.
-func (r *Renter) failedAt(at Attempt) {
-	var tooBig *p2p.UploadRefusedError // a refused upload is no failure of the provider's
-	if (at.Stage != StageNegotiate || !isRefusal(at.Err)) && !errors.Is(at.Err, ErrNotAttestable) && !errors.As(at.Err, &tooBig) {
-		r.failed.add(at.Provider, r.Clock.Now())
-	}
-	if at.Stage == StageLocate && r.Observe != nil { // an attestation counts on its own
-		r.Observe(at.Provider, false, reputation.WeightUnreachable, "not reachable: "+at.Err.Error())
-	}
-}
-
-// failures remembers the providers a rental could not reach, attest or
-// get an answer from, for failMemory: later rentals try them last. It
-// holds at most maxFailures, dropping the oldest.
-type failures struct {
-	mu sync.Mutex // guards at: no I/O under it
-	at map[peer.ID]time.Time
-}
-
-const maxFailures = 4096
-
-func (f *failures) add(p peer.ID, now time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.at == nil {
-		f.at = map[peer.ID]time.Time{}
-	}
-	f.at[p] = now
-	if len(f.at) > maxFailures {
-		oldest, when := peer.ID(""), now
-		for q, t := range f.at {
-			if t.Before(when) || now.Sub(t) >= failMemory {
-				oldest, when = q, t
-			}
-		}
-		delete(f.at, oldest)
-	}
-}
-
-// lately reports whether p failed within failMemory of now.
-func (f *failures) lately(p peer.ID, now time.Time) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t, ok := f.at[p]
-	return ok && now.Sub(t) < failMemory
-}
-
 // attemptView shows an attempt in the API.
 func attemptView(a Attempt) api.Attempt {
 	v := api.Attempt{Provider: a.Provider.String(), Stage: string(a.Stage), Reason: a.Err.Error()}
@@ -592,17 +515,3 @@ func Short(p peer.ID) string {
 }
 
 func secs(s uint64) string { return (time.Duration(s) * time.Second).String() }
-
-// Dealer is the renter's view: find providers, challenge them, lease
-// from them and follow their jobs.
-type Dealer interface {
-	Locate(ctx context.Context, p peer.ID) error
-	Relocate(ctx context.Context, p peer.ID)
-	Challenge(ctx context.Context, p peer.ID) (p2p.Answer, error)
-	RequestLease(ctx context.Context, p peer.ID, req *pb.LeaseRequest) (*pb.LeaseReply, error)
-	AttachJob(ctx context.Context, p peer.ID, att *pb.JobAttach) (network.Stream, error)
-	ReadyImage(ctx context.Context, p peer.ID, ref string, deadline time.Duration, progress func(*pb.ImageProgress)) (*pb.ImageReady, error)
-	SendImage(ctx context.Context, p peer.ID, id string, up *pb.ImageUpload, deadline time.Duration, write func(w io.Writer, have int) error) (*pb.ImageReady, error)
-	Upload(ctx context.Context, p peer.ID, sum []byte, size int64, open func(offset int64) (io.ReadCloser, error)) (int64, error)
-	Download(ctx context.Context, p peer.ID, lease string, index int, offset int64, w io.Writer) (int64, []byte, error)
-}
