@@ -400,16 +400,7 @@ func TestTheRelayServesItsSwarmWithinItsLimits(t *testing.T) {
 	if err := stranger.Connect(ctx, relayInfo); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if ok, _ := stranger.Peerstore().SupportsProtocols(relay.ID(), proto.ProtoIDv2Hop); len(ok) > 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the relay never served circuit relay v2")
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	waitServes(ctx, t, stranger, relay.ID(), proto.ProtoIDv2Hop)
 	if _, err := client.Reserve(ctx, stranger, relayInfo); err == nil {
 		t.Error("a host outside the swarm got a reservation")
 	}
@@ -418,14 +409,13 @@ func TestTheRelayServesItsSwarmWithinItsLimits(t *testing.T) {
 	vouched.add(member.ID())
 	echo := sw.Protocol("/idlegrid/echo/1.0.0")
 	member.SetStreamHandler(echo, func(s network.Stream) { io.Copy(s, s); s.Close() })
-	if err := member.Connect(ctx, relayInfo); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Reserve(ctx, member, relayInfo); err != nil {
+	if err := reserve(ctx, t, member, relay, echo); err != nil {
 		t.Fatalf("a swarm peer's reservation: %v", err)
 	}
 	renter := mk(p2p.NATConfig{Reachability: p2p.ReachPrivate})
 	renter.SetStreamHandler(echo, func(s network.Stream) { s.Close() })
+	// The relay opens a circuit between two peers of its swarm only.
+	known(ctx, t, renter, relay, echo)
 	circuit := ma.StringCast("/p2p/" + relay.ID().String() + "/p2p-circuit")
 	if err := renter.Connect(ctx, peer.AddrInfo{ID: member.ID(), Addrs: []ma.Multiaddr{relay.Addrs()[0].Encapsulate(circuit)}}); err != nil {
 		t.Fatalf("connect through the relay: %v", err)

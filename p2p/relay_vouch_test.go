@@ -52,34 +52,67 @@ func relayFor(t *testing.T, sw p2p.Swarm, lim p2p.RelayLimits, vouch func(peer.I
 	return mk(p2p.NATConfig{Reachability: p2p.ReachPublic, RelayService: true, Relay: lim, Vouch: vouch}), mk
 }
 
-// reserve connects h to the relay, waits until h knows it relays and the
-// relay knows h serves the swarm's echo protocol, and asks for a
-// reservation. The second wait is for the relay's evidence, not for
-// time: identify answers from a snapshot of h's protocols that h updates
-// as an event of its own, so a handler set just before the connection
-// may reach the relay only with identify's push after it, and a relay
-// asked before judges a peer that serves nothing of the swarm. A daemon
-// sets its handlers at its start, long before AutoRelay asks.
+// reserve connects h to the relay so that the relay knows h serves the
+// swarm's echo protocol (see known), waits until h knows it relays, and
+// asks for a reservation.
 func reserve(ctx context.Context, t *testing.T, h, relay host.Host, echo protocol.ID) error {
 	t.Helper()
-	ai := peer.AddrInfo{ID: relay.ID(), Addrs: relay.Addrs()}
-	if err := h.Connect(ctx, ai); err != nil {
-		t.Fatal(err)
-	}
+	known(ctx, t, h, relay, echo)
+	waitServes(ctx, t, h, relay.ID(), proto.ProtoIDv2Hop)
+	_, err := client.Reserve(ctx, h, peer.AddrInfo{ID: relay.ID(), Addrs: relay.Addrs()})
+	return err
+}
+
+// known connects h to to and returns once to has learned through
+// identify that h serves id; it waits for that evidence, not for time.
+// Identify answers from a snapshot of h's protocols that h updates as an
+// event of its own. A handler set just before the connection reaches to
+// with identify's push after its answer, and to may take the two in
+// either order: taken last, the older answer leaves to unaware of id for
+// the connection's life. So a connection after which to has not learned
+// it within a second is closed and made again, with h's snapshot by then
+// up to date. A daemon sets its handlers at its start, long before it
+// dials; a test that sets one and dials at once meets the race.
+func known(ctx context.Context, t *testing.T, h, to host.Host, id protocol.ID) {
+	t.Helper()
 	for {
-		relays, _ := h.Peerstore().SupportsProtocols(relay.ID(), proto.ProtoIDv2Hop)
-		serves, _ := relay.Peerstore().SupportsProtocols(h.ID(), echo)
-		if len(relays) > 0 && len(serves) > 0 {
-			break
+		if err := h.Connect(ctx, peer.AddrInfo{ID: to.ID(), Addrs: to.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+		try, cancel := context.WithTimeout(ctx, time.Second)
+		ok := servesBy(try, to, h.ID(), id)
+		cancel()
+		if ok {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s never learned that %s serves %s", to.ID(), h.ID(), id)
+		}
+		h.Network().ClosePeer(to.ID())
+	}
+}
+
+// waitServes waits until h has learned, through identify, that p serves
+// id.
+func waitServes(ctx context.Context, t *testing.T, h host.Host, p peer.ID, id protocol.ID) {
+	t.Helper()
+	if !servesBy(ctx, h, p, id) {
+		t.Fatalf("%s never learned that %s serves %s", h.ID(), p, id)
+	}
+}
+
+// servesBy says whether h learns before ctx ends that p serves id.
+func servesBy(ctx context.Context, h host.Host, p peer.ID, id protocol.ID) bool {
+	for {
+		if ok, _ := h.Peerstore().SupportsProtocols(p, id); len(ok) > 0 {
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the relay serves circuit relay v2: %v; the relay knows %s serves %s: %v", len(relays) > 0, h.ID(), echo, len(serves) > 0)
+			return false
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	_, err := client.Reserve(ctx, h, ai)
-	return err
 }
 
 // TestFreshKeysThatServeTheSwarmGetNoRelayReservation: keys cost nothing,
