@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,15 +17,42 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 )
 
+// binary is cmd/idlegrid as the process tests run it, built by the
+// first that asks (a link of the whole daemon takes seconds, and tens on
+// a loaded machine) and removed by TestMain.
+var binary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
 // buildBinary compiles cmd/idlegrid once for the process tests.
 func buildBinary(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "idlegrid")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	binary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "idlegrid-bin-")
+		if err != nil {
+			binary.err = err
+			return
+		}
+		binary.dir, binary.path = dir, filepath.Join(dir, "idlegrid")
+		if out, err := exec.Command("go", "build", "-o", binary.path, ".").CombinedOutput(); err != nil {
+			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
 	}
-	return bin
+	return binary.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary.dir != "" {
+		os.RemoveAll(binary.dir)
+	}
+	os.Exit(code)
 }
 
 // cli runs the binary to completion and returns stdout.
