@@ -27,7 +27,7 @@ func Compute(in Inputs, now time.Time, cfg Config) *Scores {
 	}
 	c.trustGraph(recs)
 	provVotes, renVotes := c.votes(recs)
-	c.score(c.tally(provVotes), c.tally(renVotes))
+	c.score(c.tally(provVotes), c.tally(renVotes), c.attested())
 	return c.s
 }
 
@@ -124,11 +124,35 @@ func (c *computing) votes(recs []rec) (provVotes, renVotes []vote) {
 		}
 	}
 	for _, o := range c.in.Observations {
-		if o.Peer != c.in.Self {
-			provVotes = append(provVotes, vote{pairKey(c.id(o.Peer), 0), max(o.Weight, 0) * c.decay(o.At, c.cfg.HalfLife), o.Good, false})
+		if o.Peer != c.in.Self && !o.Good {
+			provVotes = append(provVotes, vote{pairKey(c.id(o.Peer), 0), max(o.Weight, 0) * c.decay(o.At, c.cfg.HalfLife), false, false})
 		}
 	}
 	return provVotes, renVotes
+}
+
+// attested is what each provider's passed challenges are worth: in each
+// AttestWindow the best of them, decayed, and all of them together at
+// most AttestCap. A key that passes a challenge and declines the lease
+// costs its owner nothing, so how often it did says nothing of service.
+func (c *computing) attested() map[int32]float64 {
+	type slot struct {
+		who    int32
+		window int64
+	}
+	best := map[slot]float64{}
+	for _, o := range c.in.Observations {
+		if o.Peer == c.in.Self || !o.Good {
+			continue
+		}
+		k := slot{c.id(o.Peer), o.At.UnixNano() / int64(c.cfg.AttestWindow)}
+		best[k] = max(best[k], max(o.Weight, 0)*c.decay(o.At, c.cfg.HalfLife))
+	}
+	out := map[int32]float64{}
+	for k, v := range best {
+		out[k.who] = min(c.cfg.AttestCap, out[k.who]+v)
+	}
+	return out
 }
 
 // tally counts the votes: each by the trust of the party that vouches by
@@ -173,9 +197,10 @@ func (c *computing) tally(votes []vote) map[int32]*Score {
 }
 
 // score gives every peer but this node its scores from the tallies: its
-// reliability as a provider, shrunk above the prior by the disputes it
-// is in, and its score as a renter.
-func (c *computing) score(asProvider, asRenter map[int32]*Score) {
+// reliability as a provider, with its passed challenges when a trusted
+// renter co-signed a lease it served, shrunk above the prior by the
+// disputes it is in, and its score as a renter.
+func (c *computing) score(asProvider, asRenter map[int32]*Score, attested map[int32]float64) {
 	s, cfg, n := c.s, c.cfg, len(c.s.ids)
 	shrink := make([]float64, n)
 	disputes := make([]int, n)
@@ -197,6 +222,9 @@ func (c *computing) score(asProvider, asRenter map[int32]*Score) {
 		if v := asProvider[int32(i)]; v != nil {
 			*sc = *v
 			sc.Trusted = min(sc.Trusted, sc.Receipts)
+		}
+		if sc.Trusted > 0 {
+			sc.Good += attested[int32(i)] // this node's own: its trust is 1
 		}
 		sc.Trust, sc.Disputes = s.trust[i], disputes[i]
 		sc.Reliability = score(sc.Good, sc.Bad)

@@ -89,7 +89,9 @@ type Observation struct {
 // Weights of what a node sees of a peer outside any receipt (an
 // Observation's Weight), in receipts: a failed attestation counts as a
 // failed lease; a peer that could not be reached or attested during a
-// rental, or that passed an attestation, as a quarter of one.
+// rental, or that passed an attestation, as a quarter of one. A good
+// observation is a passed attestation, and counts as Config.AttestWindow
+// says.
 const (
 	WeightAttestFailed = 1
 	WeightMistimed     = 1 // a telemetry beat stamped out of its lease's term
@@ -141,6 +143,14 @@ type Config struct {
 	// Iterations bounds the power iteration (50); it stops earlier once
 	// the trust vector moves less than 1e-9.
 	Iterations int
+	// AttestWindow is how often a passed challenge counts for a provider
+	// (once a day): within one window, however many it passed count as
+	// one. All of them together count for at most AttestCap receipts'
+	// worth (1), and only for a provider that has served a lease a
+	// trusted renter co-signed: a passed challenge is evidence of
+	// hardware, not of service.
+	AttestWindow time.Duration
+	AttestCap    float64
 }
 
 // DefaultConfig returns the defaults.
@@ -150,6 +160,7 @@ func DefaultConfig() Config {
 		Prior: 0.6, PriorWeight: 1, PairCap: 3,
 		DisputeShrink: 0.25, MaxShrink: 0.5, DisputeHalfLife: 24 * time.Hour,
 		TrustedAt: 0.05, Iterations: 50,
+		AttestWindow: 24 * time.Hour, AttestCap: 1,
 	}
 }
 
@@ -158,7 +169,7 @@ func (c Config) withDefaults() Config {
 	for _, f := range []struct{ v, def *float64 }{
 		{&c.Continue, &d.Continue}, {&c.SelfShare, &d.SelfShare}, {&c.Prior, &d.Prior},
 		{&c.PriorWeight, &d.PriorWeight}, {&c.PairCap, &d.PairCap}, {&c.DisputeShrink, &d.DisputeShrink},
-		{&c.MaxShrink, &d.MaxShrink}, {&c.TrustedAt, &d.TrustedAt},
+		{&c.MaxShrink, &d.MaxShrink}, {&c.TrustedAt, &d.TrustedAt}, {&c.AttestCap, &d.AttestCap},
 	} {
 		if *f.v <= 0 {
 			*f.v = *f.def
@@ -169,6 +180,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DisputeHalfLife <= 0 {
 		c.DisputeHalfLife = d.DisputeHalfLife
+	}
+	if c.AttestWindow <= 0 {
+		c.AttestWindow = d.AttestWindow
 	}
 	if c.Iterations <= 0 {
 		c.Iterations = d.Iterations
