@@ -13,7 +13,8 @@ import (
 )
 
 // A receipt a peer hands over counts only if both parties signed it, in
-// this swarm, and it names the peer asked about; one naming this node is
+// this swarm, it names the peer asked about, and its dates hold (it ends
+// by now, and meters no more than its span); one naming this node is
 // left to its own records.
 func TestOpenLearnedRefusesWhatItCannotCheck(t *testing.T) {
 	key := func() (crypto.PrivKey, peer.ID) {
@@ -46,9 +47,13 @@ func TestOpenLearnedRefusesWhatItCannotCheck(t *testing.T) {
 			Outcome: pb.Outcome_OUTCOME_COMPLETED, EndUnixMs: time.Now().UnixMilli(), MeteredSeconds: 3600, Swarm: swarm}
 	}
 	good := sign(receipt("lab-1"), true)
-	if l, err := openLearned(good, prov, self, "lab-1"); err != nil || l.rc.Provider != prov || l.rc.Kind != reputation.Good || l.rc.Hours != 1 || !l.rc.CoSigned {
+	if l, err := openLearned(good, prov, self, "lab-1", time.Now()); err != nil || l.rc.Provider != prov || l.rc.Kind != reputation.Good || l.rc.Hours != 1 || !l.rc.CoSigned {
 		t.Fatalf("a good receipt: %+v, %v", l.rc, err)
 	}
+	ahead := receipt("lab-1")
+	ahead.EndUnixMs = time.Now().AddDate(10, 0, 0).UnixMilli()
+	overMetered := receipt("lab-1")
+	overMetered.StartUnixMs = overMetered.EndUnixMs - 600_000 // ten minutes, metering an hour
 	forged := append([]byte(nil), good...)
 	forged[len(forged)-1] ^= 1
 	for name, c := range map[string]struct {
@@ -62,8 +67,10 @@ func TestOpenLearnedRefusesWhatItCannotCheck(t *testing.T) {
 		"not of the peer asked about":   {good, stranger, self},
 		"this node's own":               {good, prov, renter},
 		"garbage":                       {[]byte("not a receipt"), prov, self},
+		"dated ten years ahead":         {sign(ahead, true), prov, self},
+		"metering more than its span":   {sign(overMetered, true), prov, self},
 	} {
-		if l, err := openLearned(c.env, c.subject, c.self, "lab-1"); err == nil {
+		if l, err := openLearned(c.env, c.subject, c.self, "lab-1", time.Now()); err == nil {
 			t.Errorf("%s: learned %+v", name, l.rc)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid/internal/fanout"
@@ -22,19 +21,19 @@ import (
 // Receipts learned from peers: others' co-signed receipts, which a node
 // that never dealt with a provider counts by the trust of the renters
 // that signed them. They are stored under learnedPrefix by the hash of
-// their body, at most maxLearnedPerPeer naming any one peer and
-// maxLearned in all, the oldest (by the lease's end) going first.
+// their body, within the bounds of learnedCache.
 var learnedPrefix = ds.NewKey("/reputation/receipts")
 
 const (
-	maxLearnedPerPeer = 256
-	maxLearned        = 100_000
 	// LearnEvery is how often the node asks a few providers in its book
 	// for their receipts; learnAgain how long it waits before asking one
 	// again, and learnPerRound how many it asks at a time.
 	LearnEvery    = 30 * time.Second
 	learnAgain    = 30 * time.Minute
 	learnPerRound = 8
+	// receiptSkew is how far past this node's clock a learned receipt
+	// may end: its signers' clocks may run that much ahead.
+	receiptSkew = time.Minute
 )
 
 // learned is one receipt learned from a peer.
@@ -50,11 +49,12 @@ type ReceiptNet interface {
 }
 
 // openLearned verifies a receipt a peer handed over: both parties signed
-// it, it names subject, it was made in this swarm, and this node is not a
-// party (its own records say what it saw). It returns the receipt as it
-// counts and as it is kept, under the hash of its body. ErrNotForUs is
-// not a fault of the sender's.
-func openLearned(env []byte, subject, self peer.ID, swarm string) (learned, error) {
+// it, it names subject, it was made in this swarm, this node is not a
+// party (its own records say what it saw), and its dates hold: it ends
+// no later than receiptSkew past now, and meters no more than its span.
+// It returns the receipt as it counts and as it is kept, under the hash
+// of its body. ErrNotForUs is not a fault of the sender's.
+func openLearned(env []byte, subject, self peer.ID, swarm string, now time.Time) (learned, error) {
 	if len(env) > p2p.MaxReceiptSize {
 		return learned{}, fmt.Errorf("receipt of %d bytes", len(env))
 	}
@@ -74,6 +74,11 @@ func openLearned(env []byte, subject, self peer.ID, swarm string) (learned, erro
 		return learned{}, fmt.Errorf("a receipt of %s and %s, not of %s", renter, provider, subject)
 	case renter == self || provider == self:
 		return learned{}, errNotForUs
+	case rc.EndUnixMs > now.Add(receiptSkew).UnixMilli():
+		return learned{}, fmt.Errorf("a receipt ending %s, after this node's clock (%s) by more than %s",
+			time.UnixMilli(rc.EndUnixMs).UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), receiptSkew)
+	case rc.MeteredSeconds > uint64(max(0, rc.EndUnixMs-rc.StartUnixMs)/1000)+uint64(receiptSkew.Seconds()):
+		return learned{}, fmt.Errorf("a receipt metering %d s between a start and an end %d s apart", rc.MeteredSeconds, max(0, rc.EndUnixMs-rc.StartUnixMs)/1000)
 	}
 	key := learnedPrefix.ChildString(hex.EncodeToString(market.BodyHash(cs)))
 	return learned{key: key, env: env, rc: counted(rc, true)}, nil
@@ -91,8 +96,9 @@ var errNotForUs = errors.New("a receipt of this node's own")
 // kept that it did not hold.
 func (r *Reputation) learn(ctx context.Context, subject peer.ID, envs [][]byte) int {
 	var fresh []learned
+	now := r.clock.Now()
 	for _, env := range envs {
-		l, err := openLearned(env, subject, r.self, r.swarm)
+		l, err := openLearned(env, subject, r.self, r.swarm, now)
 		if err != nil {
 			if !errors.Is(err, errNotForUs) {
 				r.log.Debug("receipt refused", "from", subject, "err", err)
@@ -101,18 +107,34 @@ func (r *Reputation) learn(ctx context.Context, subject peer.ID, envs [][]byte) 
 		}
 		fresh = append(fresh, l)
 	}
+	return r.keep(ctx, fresh)
+}
+
+// keep holds the verified receipts in fresh, within the cache's bounds,
+// and saves what it holds of them; it returns how many it did not hold.
+func (r *Reputation) keep(ctx context.Context, fresh []learned) int {
+	sc := r.cur.Load()
 	r.mu.Lock()
 	var added []learned
 	var gone []ds.Key
 	for _, l := range fresh {
-		if _, held := r.known[l.key]; held {
+		if r.known.has(l.key) {
 			continue
 		}
-		r.known[l.key] = l
 		added = append(added, l)
+		gone = append(gone, r.known.add(l, max(sc.Of(l.rc.Renter).Trust, sc.Of(l.rc.Provider).Trust))...)
 	}
-	gone = r.evict()
 	r.mu.Unlock()
+	r.save(ctx, added, gone)
+	if len(added) > len(gone) {
+		r.Poke()
+	}
+	return len(added)
+}
+
+// save saves the receipts added and deletes those gone, which may hold
+// some of added.
+func (r *Reputation) save(ctx context.Context, added []learned, gone []ds.Key) {
 	for _, l := range added {
 		if slices.Contains(gone, l.key) {
 			continue
@@ -124,10 +146,6 @@ func (r *Reputation) learn(ctx context.Context, subject peer.ID, envs [][]byte) 
 	for _, k := range gone {
 		r.saved.Delete(ctx, k)
 	}
-	if len(added) > 0 {
-		r.Poke()
-	}
-	return len(added)
 }
 
 // bodyOf is a marshalled CoSigned's body; nil if it does not decode.
@@ -137,35 +155,6 @@ func bodyOf(env []byte) []byte {
 		return nil
 	}
 	return cs.Body
-}
-
-// evict drops learned receipts past the caps, oldest first, and returns
-// their keys. The caller holds r.mu.
-func (r *Reputation) evict() []ds.Key {
-	perPeer := map[peer.ID]int{}
-	all := make([]learned, 0, len(r.known))
-	for _, l := range r.known {
-		all = append(all, l)
-	}
-	slices.SortFunc(all, func(a, b learned) int { // newest first
-		if c := b.rc.At.Compare(a.rc.At); c != 0 {
-			return c
-		}
-		return strings.Compare(a.key.String(), b.key.String())
-	})
-	var gone []ds.Key
-	kept := 0
-	for _, l := range all {
-		if kept >= maxLearned || perPeer[l.rc.Renter] >= maxLearnedPerPeer || perPeer[l.rc.Provider] >= maxLearnedPerPeer {
-			gone = append(gone, l.key)
-			delete(r.known, l.key)
-			continue
-		}
-		perPeer[l.rc.Renter]++
-		perPeer[l.rc.Provider]++
-		kept++
-	}
-	return gone
 }
 
 // loadLearned reads the receipts a previous run learned, checking each
@@ -189,7 +178,8 @@ func (r *Reputation) loadLearned(ctx context.Context) error {
 			bad = append(bad, ds.NewKey(e.Key))
 			continue
 		}
-		r.known[ds.NewKey(e.Key)] = learned{key: ds.NewKey(e.Key), env: env, rc: rc}
+		// Held as anchored until the first recompute ranks them.
+		r.known.add(learned{key: ds.NewKey(e.Key), env: env, rc: rc}, 1)
 	}
 	r.mu.Unlock()
 	for _, k := range bad {
@@ -236,11 +226,11 @@ func (r *Reputation) ReceiptsOf(ctx context.Context, subject peer.ID) ([][]byte,
 		}
 	}
 	r.mu.Lock()
-	for _, l := range r.known {
+	r.known.each(func(l learned) {
 		if l.rc.Renter == subject || l.rc.Provider == subject {
 			out = append(out, held{l.env, l.rc.At})
 		}
-	}
+	})
 	r.mu.Unlock()
 	slices.SortFunc(out, func(a, b held) int { return b.at.Compare(a.at) })
 	envs := make([][]byte, 0, min(len(out), p2p.MaxReceiptsReply))

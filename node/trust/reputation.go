@@ -46,7 +46,7 @@ type Reputation struct {
 	obs   []noted
 	keys  []ds.Key // of obs, in the same order
 	seq   uint64
-	known map[ds.Key]learned    // receipts learned from peers
+	known *learnedCache         // receipts learned from peers
 	asked map[peer.ID]time.Time // when each provider was last asked for them
 }
 
@@ -95,7 +95,7 @@ const (
 func New(d Deps) *Reputation {
 	r := &Reputation{
 		self: d.Self, swarm: d.Swarm, seeds: d.Seeds, store: d.Store, saved: d.Saved, net: d.Net, providers: d.Providers,
-		clock: d.Clock, log: d.Log, kick: make(chan struct{}, 1), asked: map[peer.ID]time.Time{}, known: map[ds.Key]learned{},
+		clock: d.Clock, log: d.Log, kick: make(chan struct{}, 1), asked: map[peer.ID]time.Time{}, known: newLearnedCache(),
 	}
 	r.cur.Store(reputation.Compute(reputation.Inputs{Self: d.Self, Seeds: d.Seeds}, d.Clock.Now(), reputation.Config{}))
 	return r
@@ -251,11 +251,14 @@ func (r *Reputation) recompute(ctx context.Context) error {
 			in.Observations = append(in.Observations, o.Observation)
 		}
 	}
-	for _, l := range r.known {
-		in.Receipts = append(in.Receipts, l.rc)
-	}
+	r.known.each(func(l learned) { in.Receipts = append(in.Receipts, l.rc) })
 	r.mu.Unlock()
-	r.cur.Store(reputation.Compute(in, r.clock.Now(), reputation.Config{}))
+	sc := reputation.Compute(in, r.clock.Now(), reputation.Config{})
+	r.cur.Store(sc)
+	r.mu.Lock()
+	gone := r.known.anchor(func(p peer.ID) float64 { return sc.Of(p).Trust })
+	r.mu.Unlock()
+	r.save(ctx, nil, gone)
 	return nil
 }
 
