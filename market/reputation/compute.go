@@ -102,10 +102,21 @@ func (c *computing) trustGraph(recs []rec) {
 		weights = append(weights, min(sum, cfg.PairCap))
 	})
 	s.g = newGraph(n, ends, weights)
-	s.mass = s.g.personalised(restart(s, c.in, cfg), cfg)
+	r := restart(s, c.in, cfg)
+	s.mass = s.g.personalised(r, cfg)
+	var roots []int
+	for i, x := range r {
+		if x > 0 {
+			roots = append(roots, i)
+		}
+	}
+	s.bridge = s.g.bridges(roots)
 	s.trust = make([]float64, n)
 	for i, x := range s.mass {
 		s.trust[i] = min(1, x/s.mass[0]) // relative to this node's own
+		if s.bridge[i] >= 0 {
+			s.trust[i] *= 1 - cfg.BridgeDecay
+		}
 	}
 }
 
@@ -227,9 +238,15 @@ func (c *computing) score(asProvider, asRenter map[int32]*Score, attested map[in
 			sc.Good += attested[int32(i)] // this node's own: its trust is 1
 		}
 		sc.Trust, sc.Disputes = s.trust[i], disputes[i]
+		if b := s.bridge[i]; b >= 0 {
+			sc.Bridge = s.ids[b]
+		}
 		sc.Reliability = score(sc.Good, sc.Bad)
 		if surplus := sc.Reliability - cfg.Prior; surplus > 0 {
 			sc.Reliability -= surplus * min(shrink[i], cfg.MaxShrink)
+		}
+		if surplus := sc.Reliability - cfg.Prior; surplus > 0 && s.bridge[i] >= 0 {
+			sc.Reliability -= surplus * cfg.BridgeDecay
 		}
 		sc.AsRenter = cfg.Prior
 		if v := asRenter[int32(i)]; v != nil {

@@ -151,6 +151,13 @@ type Config struct {
 	// hardware, not of service.
 	AttestWindow time.Duration
 	AttestCap    float64
+	// BridgeDecay is what connectivity decay takes (all of it: 1) of a
+	// peer's trust and of its reliability above the prior when all the
+	// trust that reaches it crossed one other peer (see graph.bridges):
+	// one peer's word is not a reputation. A region of keys behind a
+	// single lease with this node then neither votes nor rises above a
+	// provider with no history.
+	BridgeDecay float64
 }
 
 // DefaultConfig returns the defaults.
@@ -160,7 +167,7 @@ func DefaultConfig() Config {
 		Prior: 0.6, PriorWeight: 1, PairCap: 3,
 		DisputeShrink: 0.25, MaxShrink: 0.5, DisputeHalfLife: 24 * time.Hour,
 		TrustedAt: 0.05, Iterations: 50,
-		AttestWindow: 24 * time.Hour, AttestCap: 1,
+		AttestWindow: 24 * time.Hour, AttestCap: 1, BridgeDecay: 1,
 	}
 }
 
@@ -170,6 +177,7 @@ func (c Config) withDefaults() Config {
 		{&c.Continue, &d.Continue}, {&c.SelfShare, &d.SelfShare}, {&c.Prior, &d.Prior},
 		{&c.PriorWeight, &d.PriorWeight}, {&c.PairCap, &d.PairCap}, {&c.DisputeShrink, &d.DisputeShrink},
 		{&c.MaxShrink, &d.MaxShrink}, {&c.TrustedAt, &d.TrustedAt}, {&c.AttestCap, &d.AttestCap},
+		{&c.BridgeDecay, &d.BridgeDecay},
 	} {
 		if *f.v <= 0 {
 			*f.v = *f.def
@@ -188,6 +196,7 @@ func (c Config) withDefaults() Config {
 		c.Iterations = d.Iterations
 	}
 	c.Continue = min(c.Continue, 0.95)
+	c.BridgeDecay = min(c.BridgeDecay, 1)
 	return c
 }
 
@@ -207,20 +216,24 @@ type Score struct {
 	Failures int
 	// Disputes counts the UUID disputes it is party to.
 	Disputes int
+	// Bridge is the one peer all the trust that reaches it crossed, when
+	// there is one: its Trust is then decayed by Config.BridgeDecay.
+	Bridge peer.ID
 	// Good and Bad are the weighted votes behind Reliability.
 	Good, Bad float64
 }
 
 // Scores is the outcome of Compute: immutable, safe for concurrent use.
 type Scores struct {
-	self  peer.ID
-	prior float64
-	ids   []peer.ID
-	index map[peer.ID]int
-	mass  []float64 // personalised trust: the walk's stationary share, summing to 1
-	trust []float64 // mass relative to this node's own, at most 1
-	by    map[peer.ID]*Score
-	g     graph
+	self   peer.ID
+	prior  float64
+	ids    []peer.ID
+	index  map[peer.ID]int
+	mass   []float64 // personalised trust: the walk's stationary share, summing to 1
+	trust  []float64 // mass relative to this node's own, at most 1, after connectivity decay
+	bridge []int32   // see graph.bridges
+	by     map[peer.ID]*Score
+	g      graph
 }
 
 // Of returns p's score; an unknown peer has the prior and no trust.
@@ -261,7 +274,7 @@ func (s *Scores) Each(f func(peer.ID, Score)) {
 // no trust reaches p.
 func (s *Scores) Path(p peer.ID) []peer.ID {
 	i, ok := s.index[p]
-	if !ok || s.trust[i] == 0 {
+	if !ok || s.mass[i] == 0 {
 		return nil
 	}
 	path := []peer.ID{p}
@@ -272,8 +285,8 @@ func (s *Scores) Path(p peer.ID) []peer.ID {
 		}
 		best, bestFlow := -1, 0.0
 		for k := s.g.off[i]; k < s.g.off[i+1]; k++ {
-			if to := int(s.g.to[k]); !seen[to] && s.trust[to]*s.g.w[k] > bestFlow {
-				best, bestFlow = to, s.trust[to]*s.g.w[k]
+			if to := int(s.g.to[k]); !seen[to] && s.mass[to]*s.g.w[k]/s.g.deg[to] > bestFlow {
+				best, bestFlow = to, s.mass[to]*s.g.w[k]/s.g.deg[to]
 			}
 		}
 		if best < 0 {

@@ -2,6 +2,7 @@ package reputation
 
 import (
 	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -25,7 +26,8 @@ func TestPassedChallengesAreEvidenceOfHardwareNotOfService(t *testing.T) {
 	for seed := range uint64(4) {
 		r := rand.New(rand.NewPCG(seed, 28))
 		in := Inputs{Self: "me", Seeds: []peer.ID{"h10", "h11"}, Receipts: world(r, 160, 40, 2000)}
-		trusted := trustedRenters(Compute(in, now, cfg), 3)
+		// This node (a renter of the world) and the two it trusts most.
+		trusted := append([]peer.ID{"me"}, mostTrusted(Compute(in, now, cfg), 2, cfg.TrustedAt)...)
 		for _, ren := range trusted {
 			in.Receipts = append(in.Receipts, good(string(ren), "honest", 1, time.Hour))
 		}
@@ -57,12 +59,12 @@ func TestPassedChallengesAreEvidenceOfHardwareNotOfService(t *testing.T) {
 	}
 }
 
-// trustedRenters are this node ("me", a renter of the world) and the
-// n−1 renters ("h…") s trusts most, each trusted.
-func trustedRenters(s *Scores, n int) []peer.ID {
+// mostTrusted are the n renters ("h…") s trusts most, each trusted
+// above least (fewer if fewer are).
+func mostTrusted(s *Scores, n int, least float64) []peer.ID {
 	var out []peer.ID
 	s.Each(func(p peer.ID, sc Score) {
-		if strings.HasPrefix(string(p), "h") && sc.Trust >= DefaultConfig().TrustedAt {
+		if strings.HasPrefix(string(p), "h") && sc.Trust > least {
 			out = append(out, p)
 		}
 	})
@@ -72,5 +74,71 @@ func trustedRenters(s *Scores, n int) []peer.ID {
 		}
 		return cmp.Compare(a, b)
 	})
-	return append([]peer.ID{"me"}, out[:min(n-1, len(out))]...)
+	return out[:min(n, len(out))]
+}
+
+// Issue 28's one bridge: with one lease between this node and an
+// attacker, keys this node never dealt with ranked first, their trust
+// flowing through that single edge; and an attacker who rented 3 GPU-
+// hours from a light renter's only provider ranked eighth. Connectivity
+// decay now discounts what crossed one bridge. In a 200-peer world, seen
+// by a heavy renter (a fifth of the receipts are its own) and by a light
+// one (two leases), with a Sybil region of 10 or 1,000 keys behind one
+// lease of this node at s0 or one rental of s0 at this node's provider,
+// no Sybil key but s0 rises above the prior, nor to an honest provider
+// with 5 receipts from the 5 renters this node trusts most, which does.
+func TestTrustThatCrossedOneBridgeIsDecayed(t *testing.T) {
+	cfg := DefaultConfig()
+	for seed := range uint64(3) {
+		r := rand.New(rand.NewPCG(seed, 5))
+		heavy := world(r, 160, 40, 2000)
+		var light []Receipt
+		for _, x := range heavy {
+			if x.Renter != "me" {
+				light = append(light, x)
+			}
+		}
+		light = append(light, good("me", "p1", 2, time.Hour), good("me", "p2", 2, 2*time.Hour))
+		for _, view := range []struct {
+			name  string
+			recs  []Receipt
+			seeds []peer.ID
+		}{{"heavy", heavy, nil}, {"light", light, nil}, {"light, seeded", light, []peer.ID{"h10", "h11"}}} {
+			trusted := mostTrusted(Compute(Inputs{Self: "me", Seeds: view.seeds, Receipts: view.recs}, now, cfg), 5, 0)
+			for _, edge := range []Receipt{good("me", "s0", 3, time.Hour), good("s0", "p1", 3, time.Hour)} {
+				for _, n := range []int{10, 1000} {
+					in := Inputs{Self: "me", Seeds: view.seeds, Receipts: append(slices.Clone(view.recs), edge)}
+					for range n * 10 {
+						a, b := r.IntN(n), r.IntN(n)
+						if a == b {
+							b = (b + 1) % n
+						}
+						in.Receipts = append(in.Receipts, good(fmt.Sprint("s", a), fmt.Sprint("s", b), 8, 0))
+					}
+					for i := range 5 {
+						in.Receipts = append(in.Receipts, good(string(trusted[i]), "newcomer", 1, time.Duration(i)*time.Hour))
+					}
+					s := Compute(in, now, cfg)
+					honest := s.Reliability("newcomer")
+					above, best := 0, 0.0
+					s.Each(func(p peer.ID, sc Score) {
+						if isSybil(p) && p != "s0" {
+							best = max(best, sc.Reliability)
+							if sc.Reliability >= honest || sc.Reliability > cfg.Prior {
+								above++
+							}
+						}
+					})
+					if above > 0 || honest <= cfg.Prior {
+						t.Errorf("seed %d, %s renter, edge %s→%s, %d keys: %d Sybil keys above the prior or at or above the honest provider's %.4f (best %.4f)",
+							seed, view.name, string(edge.Renter), string(edge.Provider), n, above, honest, best)
+					}
+					if seed == 0 {
+						t.Logf("%s renter, edge %s→%s, %d keys: honest provider %.4f, best Sybil key %.4f, s0 %.4f (bridge of s1: %q)",
+							view.name, string(edge.Renter), string(edge.Provider), n, honest, best, s.Reliability("s0"), string(s.Of("s1").Bridge))
+					}
+				}
+			}
+		}
+	}
 }

@@ -224,6 +224,9 @@ func Basis(sc reputation.Score) string {
 			parts = append(parts, plural(sc.Disputes, "dispute"))
 		}
 	}
+	if sc.Bridge != "" {
+		parts = append(parts, "all its trust through "+sc.Bridge.String()+", so none counts")
+	}
 	return fmt.Sprintf("%.2f: %s", sc.Reliability, strings.Join(parts, ", "))
 }
 
