@@ -142,3 +142,127 @@ func TestTrustThatCrossedOneBridgeIsDecayed(t *testing.T) {
 		}
 	}
 }
+
+// Issue 28's Sybil region, on a world of 200 peers (160 renters, 40
+// providers, 2,000 receipts): a region of 10 or 1,000 keys with 10,000
+// receipts among themselves, joined by 1, 5 or 20 attack edges (honest
+// renters who each leased once from a Sybil provider). Its share of
+// trust stays within what crosses its attack edges, grows with the edges
+// and not with the keys (1,000 keys hold at most 1.6 times what 10 do),
+// and no Sybil key that served no honest renter outranks an honest
+// newcomer with 5 receipts from the renters this node trusts most.
+func TestASybilRegionGainsWithAttackEdgesNotKeys(t *testing.T) {
+	cfg := DefaultConfig()
+	for seed := range uint64(3) {
+		r := rand.New(rand.NewPCG(seed, 200))
+		honest := world(r, 160, 40, 2000)
+		trusted := mostTrusted(Compute(Inputs{Self: "me", Receipts: honest}, now, cfg), 5, 0)
+		for _, k := range []int{1, 5, 20} {
+			var attack []string
+			for i := range k {
+				attack = append(attack, fmt.Sprint("h", 100+i))
+			}
+			var shares []float64
+			for _, n := range []int{10, 1000} {
+				in := Inputs{Self: "me", Receipts: append(slices.Clone(honest), sybils(r, n, 10_000, attack)...)}
+				for _, ren := range trusted {
+					in.Receipts = append(in.Receipts, good(string(ren), "newcomer", 1, time.Hour))
+				}
+				s := Compute(in, now, cfg)
+				share := s.Share(isSybil)
+				shares = append(shares, share)
+				bound := 0.0
+				for _, h := range attack {
+					i := s.index[id(h)]
+					bound += cfg.Continue * s.mass[i] * min(1, cfg.PairCap) / s.g.deg[i]
+				}
+				bound /= 1 - cfg.Continue
+				if share > bound*1.000001 {
+					t.Errorf("seed %d, %d edges, %d keys: share %.5f above the bound %.5f", seed, k, n, share, bound)
+				}
+				newcomer, best := s.Reliability("newcomer"), 0.0
+				s.Each(func(p peer.ID, sc Score) {
+					i := -1
+					if isSybil(p) {
+						fmt.Sscanf(string(p), "s%d", &i)
+					}
+					if i >= k { // s0 … s(k−1) served an honest renter each: the attack edges
+						best = max(best, sc.Reliability)
+					}
+				})
+				if best >= newcomer {
+					t.Errorf("seed %d, %d edges, %d keys: a Sybil key that served no honest renter at %.4f, the honest newcomer at %.4f", seed, k, n, best, newcomer)
+				}
+				if seed == 0 {
+					t.Logf("%d edges, %d keys: share %.5f (bound %.5f), best Sybil key %.4f, newcomer %.4f", k, n, share, bound, best, newcomer)
+				}
+			}
+			if shares[1] > shares[0]*1.6+1e-4 {
+				t.Errorf("seed %d, %d edges: the share grew from %.5f (10 keys) to %.5f (1,000 keys)", seed, k, shares[0], shares[1])
+			}
+		}
+	}
+}
+
+// Whitewashing: a provider that failed its renters starts over under a
+// new key. On a 200-peer world, the new key is never above an honest
+// newcomer with no history (the prior): bare, with 20 receipts from ten
+// renter keys of its own, or with 3 from its old key, whose vote for the
+// key it is the only bridge to counts for nothing.
+func TestAWhitewashedKeyIsNeverAboveAnHonestNewcomer(t *testing.T) {
+	cfg := DefaultConfig()
+	r := rand.New(rand.NewPCG(1, 28))
+	base := world(r, 160, 40, 2000)
+	// The old key failed 7 of 12 leases with renters of the world.
+	for i := range 12 {
+		k := Good
+		if i < 7 {
+			k = ProviderFault
+		}
+		base = append(base, Receipt{Renter: id(fmt.Sprint("h", i)), Provider: "old", Kind: k, Hours: 1, At: now.Add(-time.Duration(i) * time.Hour), CoSigned: true})
+	}
+	own := slices.Clone(base)
+	for i := range 20 {
+		own = append(own, good(fmt.Sprint("fake", i%10), "new", 4, time.Duration(i)*time.Minute))
+	}
+	fromOld := slices.Clone(base)
+	for i := range 3 {
+		fromOld = append(fromOld, good("old", "new", 4, time.Duration(i)*time.Hour))
+	}
+	for name, recs := range map[string][]Receipt{"bare": base, "its own renters": own, "its old key": fromOld} {
+		s := Compute(Inputs{Self: "me", Receipts: recs}, now, cfg)
+		if old := s.Reliability("old"); old >= cfg.Prior {
+			t.Fatalf("%s: the old key at %.4f, want below the prior", name, old)
+		}
+		if got, newcomer := s.Reliability("new"), s.Reliability("newcomer"); got > newcomer {
+			t.Errorf("%s: the new key at %.4f, above an honest newcomer at %.4f (%+v)", name, got, newcomer, s.Of("new"))
+		}
+	}
+}
+
+// Slander: Sybil keys cannot lower an honest provider below the prior.
+// On a 200-peer world with a region of 1,000 Sybil keys joined by 5
+// attack edges, each key hands over a failure receipt against an honest
+// provider and against a newcomer, signed by itself alone (a provider
+// never co-signs a failure it did not cause), and the region's keys
+// co-sign disputes of none: the honest provider keeps its standing and
+// the newcomer its prior.
+func TestSybilsCannotSlanderAnHonestProvider(t *testing.T) {
+	cfg := DefaultConfig()
+	r := rand.New(rand.NewPCG(2, 28))
+	honest := world(r, 160, 40, 2000)
+	recs := append(slices.Clone(honest), sybils(r, 1000, 10_000, []string{"h1", "h2", "h3", "h4", "h5"})...)
+	before := Compute(Inputs{Self: "me", Receipts: recs}, now, cfg)
+	for i := range 1000 {
+		for _, victim := range []string{"p5", "newcomer"} {
+			recs = append(recs, Receipt{Renter: id(fmt.Sprint("s", i)), Provider: id(victim), Kind: ProviderFault, Hours: 1, At: now, CoSigned: false})
+		}
+	}
+	after := Compute(Inputs{Self: "me", Receipts: recs}, now, cfg)
+	if b, a := before.Reliability("p5"), after.Reliability("p5"); a < b || a < cfg.Prior {
+		t.Errorf("the honest provider: %.4f before the slander, %.4f after", b, a)
+	}
+	if got := after.Reliability("newcomer"); got < cfg.Prior {
+		t.Errorf("the newcomer slandered to %.4f, below the prior", got)
+	}
+}
