@@ -2,6 +2,7 @@ package trust
 
 import (
 	"cmp"
+	"container/heap"
 	"slices"
 
 	ds "github.com/ipfs/go-datastore"
@@ -23,13 +24,15 @@ const (
 
 // learnedCache holds the learned receipts within those bounds. Adding
 // costs what the receipt's two peers' entries cost to scan (at most
-// maxLearnedPerPeer each), not what the whole cache does; anchor, after
-// each recompute, is the one pass over all of it. Its owner guards it.
+// maxLearnedPerPeer each) and a heap's logarithm, not what the whole
+// cache does; anchor, after each recompute, is the one pass over all of
+// it. Its owner guards it.
 type learnedCache struct {
 	all    map[ds.Key]*cached
 	naming map[peer.ID]map[ds.Key]struct{}
 	loose  []ds.Key // loose receipts in the order learned; holds keys since gone or anchored, skipped
 	nLoose int      // loose receipts held
+	ranked ranking  // the anchored receipts, last-ranked first; holds some since gone, skipped
 	seq    uint64
 }
 
@@ -38,6 +41,21 @@ type cached struct {
 	learned
 	seq   uint64  // when learned: the cache's count at the time
 	trust float64 // this node's trust in its better-trusted party when last anchored; 0: loose
+	gone  bool
+}
+
+// ranking is a heap of cached receipts, the one ranked last on top.
+type ranking []*cached
+
+func (h ranking) Len() int           { return len(h) }
+func (h ranking) Less(i, j int) bool { return below(h[i], h[j]) }
+func (h ranking) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *ranking) Push(x any)        { *h = append(*h, x.(*cached)) }
+func (h *ranking) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func newLearnedCache() *learnedCache {
@@ -79,6 +97,8 @@ func (c *learnedCache) add(l learned, trust float64) []ds.Key {
 	if trust == 0 {
 		c.loose = append(c.loose, l.key)
 		c.nLoose++
+	} else {
+		heap.Push(&c.ranked, e)
 	}
 	var gone []ds.Key
 	for _, p := range []peer.ID{l.rc.Renter, l.rc.Provider} {
@@ -95,14 +115,10 @@ func (c *learnedCache) add(l learned, trust float64) []ds.Key {
 	for c.nLoose > maxLoose || (len(c.all) > maxLearned && c.nLoose > 0) {
 		gone = append(gone, c.drop(c.oldestLoose()))
 	}
-	if len(c.all) > maxLearned { // anchored receipts alone fill it: the one pass
-		var last *cached
-		for _, x := range c.all {
-			if last == nil || below(x, last) {
-				last = x
-			}
+	for len(c.all) > maxLearned { // anchored receipts alone fill it
+		if x := heap.Pop(&c.ranked).(*cached); !x.gone {
+			gone = append(gone, c.drop(x.key))
 		}
-		gone = append(gone, c.drop(last.key))
 	}
 	return gone
 }
@@ -121,6 +137,7 @@ func (c *learnedCache) oldestLoose() ds.Key {
 // drop forgets k and returns it.
 func (c *learnedCache) drop(k ds.Key) ds.Key {
 	e := c.all[k]
+	e.gone = true
 	delete(c.all, k)
 	for _, p := range []peer.ID{e.rc.Renter, e.rc.Provider} {
 		delete(c.naming[p], k)
@@ -139,11 +156,15 @@ func (c *learnedCache) drop(k ds.Key) ds.Key {
 // then evicts: receipts whose parties lost all trust are loose again.
 func (c *learnedCache) anchor(trust func(peer.ID) float64) []ds.Key {
 	var loose []*cached
+	c.ranked = c.ranked[:0]
 	for _, e := range c.all {
 		if e.trust = max(trust(e.rc.Renter), trust(e.rc.Provider)); e.trust == 0 {
 			loose = append(loose, e)
+		} else {
+			c.ranked = append(c.ranked, e)
 		}
 	}
+	heap.Init(&c.ranked)
 	slices.SortFunc(loose, func(a, b *cached) int { return cmp.Compare(a.seq, b.seq) })
 	c.loose, c.nLoose = c.loose[:0], len(loose)
 	for _, e := range loose {

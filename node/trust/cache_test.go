@@ -230,3 +230,40 @@ func TestOnePeersReceiptsAreBounded(t *testing.T) {
 		t.Errorf("the loose receipts learned first should go first")
 	}
 }
+
+// A cache full of anchored receipts makes room by the one ranked last:
+// the least trusted, then the first learned.
+func TestAFullCacheEvictsTheLeastTrusted(t *testing.T) {
+	c := newLearnedCache()
+	l := func(i int) learned {
+		return learned{key: learnedPrefix.ChildString(fmt.Sprint(i)), rc: reputation.Receipt{Renter: peer.ID(fmt.Sprint("r", i)), Provider: peer.ID(fmt.Sprint("p", i))}}
+	}
+	for i := range maxLearned {
+		trust := 0.5
+		if i%1000 == 7 {
+			trust = 0.1 // a hundred of the least trusted
+		}
+		if gone := c.add(l(i), trust); len(gone) > 0 {
+			t.Fatalf("below the bound, add %d evicted %v", i, gone)
+		}
+	}
+	var gone []ds.Key
+	for i := range 150 {
+		gone = append(gone, c.add(l(maxLearned+i), 0.9)...)
+	}
+	if len(gone) != 150 || c.len() != maxLearned {
+		t.Fatalf("150 added to a full cache: %d evicted, %d held", len(gone), c.len())
+	}
+	for i, k := range gone {
+		want := 7 + 1000*i // the least trusted first, in the order learned …
+		if i >= 100 {
+			want = i - 100 // … then the first learned of the rest, 7 gone
+			if want >= 7 {
+				want++
+			}
+		}
+		if k != l(want).key {
+			t.Fatalf("eviction %d: %s, want %s", i, k, l(want).key)
+		}
+	}
+}
