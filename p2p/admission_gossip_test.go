@@ -18,14 +18,14 @@ import (
 // duplicates the mesh sends. Three nodes, all in one mesh: node 0
 // publishes, node 2 gets a copy from node 0 (flood publishing) and one
 // from node 1 (its mesh relay), and refuses whichever comes first. Over
-// QUIC (a public swarm's hosts dial it first) and TCP (a private swarm's
-// only transport).
+// QUIC (a public swarm's hosts listening on it alone) and TCP (a private
+// swarm's only transport).
 func TestARefusedCopyLeavesTheMessageToTheNextRelay(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts []p2ptest.Option
 	}{
-		{"quic", nil},
+		{"quic", []p2ptest.Option{p2ptest.WithQUIC()}},
 		{"tcp", []p2ptest.Option{p2ptest.WithSwarm(privateSwarm(t))}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -88,7 +88,14 @@ type config struct {
 	near, random  int
 	pingAll       bool // WithLocality's pinger samples every peer every round
 	traffic       bool
+	quicOnly      bool
 }
+
+// WithQUIC has NewLoopback's hosts of a public swarm listen on QUIC
+// alone, so that every connection is QUIC. Hosts that listen on both
+// dial QUIC first and TCP a moment later, and on a loaded machine the
+// TCP dial may win: a test about QUIC asks for it.
+func WithQUIC() Option { return func(c *config) { c.quicOnly = true } }
 
 // WithLatency maps node i to row offset+i of m and gives every mocknet link
 // the RTT of its two rows (the mean of both directions where m is not
@@ -301,7 +308,10 @@ func newLoopbackHost(cfg config) (host.Host, error) {
 		return nil, fmt.Errorf("identity: %w", err)
 	}
 	listen := []ma.Multiaddr{ma.StringCast("/ip4/127.0.0.1/tcp/0")}
-	if !swarm.Private() {
+	switch {
+	case cfg.quicOnly && !swarm.Private():
+		listen = []ma.Multiaddr{ma.StringCast("/ip4/127.0.0.1/udp/0/quic-v1")}
+	case !swarm.Private():
 		listen = append(listen, ma.StringCast("/ip4/127.0.0.1/udp/0/quic-v1"))
 	}
 	return p2p.NewHost(p2p.HostConfig{
