@@ -91,6 +91,20 @@ func sybils(r *rand.Rand, n, receipts int, attack []string) []Receipt {
 
 func isSybil(p peer.ID) bool { return strings.HasPrefix(string(p), "s") }
 
+// sybilBound is the most trust a Sybil region joined by the attack edges
+// (one receipt each, from the renters in attack) can hold in s: whatever
+// enters it crosses an attack edge and stays at most 1/(1−c) steps on
+// average, so the flow over the edges of one receipt's worth out of each
+// attacker's total, times 1/(1−c).
+func sybilBound(s *Scores, cfg Config, attack []string) float64 {
+	bound := 0.0
+	for _, h := range attack {
+		i := s.index[id(h)]
+		bound += cfg.Continue * s.mass[i] * min(1, cfg.PairCap) / s.g.deg[i]
+	}
+	return bound / (1 - cfg.Continue)
+}
+
 // The Sybil bound (issue 12): a region of Sybil keys joined to the honest
 // region by k attack edges gains a share of trust bounded by those edges,
 // which does not grow with its number of keys or of receipts among
@@ -116,16 +130,7 @@ func TestSybilsGainABoundedShare(t *testing.T) {
 				s := Compute(in, now, cfg)
 				share := s.Share(isSybil)
 				shares = append(shares, share)
-				// Whatever enters the region crosses an attack edge and
-				// stays at most 1/(1−c) steps on average: the flow over k
-				// edges of one receipt's worth out of each attacker's
-				// total.
-				bound := 0.0
-				for _, h := range attack {
-					i := s.index[id(h)]
-					bound += cfg.Continue * s.mass[i] * min(1, cfg.PairCap) / s.g.deg[i]
-				}
-				bound /= 1 - cfg.Continue
+				bound := sybilBound(s, cfg, attack)
 				if share > bound*1.000001 {
 					t.Errorf("seed %d, k %d, %d sybils: share %.5f above the bound %.5f", seed, k, n, share, bound)
 				}

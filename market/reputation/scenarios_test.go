@@ -171,12 +171,7 @@ func TestASybilRegionGainsWithAttackEdgesNotKeys(t *testing.T) {
 				s := Compute(in, now, cfg)
 				share := s.Share(isSybil)
 				shares = append(shares, share)
-				bound := 0.0
-				for _, h := range attack {
-					i := s.index[id(h)]
-					bound += cfg.Continue * s.mass[i] * min(1, cfg.PairCap) / s.g.deg[i]
-				}
-				bound /= 1 - cfg.Continue
+				bound := sybilBound(s, cfg, attack)
 				if share > bound*1.000001 {
 					t.Errorf("seed %d, %d edges, %d keys: share %.5f above the bound %.5f", seed, k, n, share, bound)
 				}

@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"slices"
 
+	"github.com/idlegrid/idlegrid/market/reputation"
 	ds "github.com/ipfs/go-datastore"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -151,6 +152,17 @@ func (c *learnedCache) drop(k ds.Key) ds.Key {
 	return k
 }
 
+// partyTrust is a receipt's rank: trust (this node's in a peer) in its
+// better-trusted party.
+func partyTrust(rc reputation.Receipt, trust func(peer.ID) float64) float64 {
+	return max(trust(rc.Renter), trust(rc.Provider))
+}
+
+// trustIn is this node's trust in a peer as sc says.
+func trustIn(sc *reputation.Scores) func(peer.ID) float64 {
+	return func(p peer.ID) float64 { return sc.Of(p).Trust }
+}
+
 // anchor ranks every receipt again by trust (this node's trust in a
 // peer, as just computed), and returns the keys the loose pool's bound
 // then evicts: receipts whose parties lost all trust are loose again.
@@ -158,7 +170,7 @@ func (c *learnedCache) anchor(trust func(peer.ID) float64) []ds.Key {
 	var loose []*cached
 	c.ranked = c.ranked[:0]
 	for _, e := range c.all {
-		if e.trust = max(trust(e.rc.Renter), trust(e.rc.Provider)); e.trust == 0 {
+		if e.trust = partyTrust(e.rc, trust); e.trust == 0 {
 			loose = append(loose, e)
 		} else {
 			c.ranked = append(c.ranked, e)

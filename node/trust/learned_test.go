@@ -9,7 +9,6 @@ import (
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"google.golang.org/protobuf/proto"
 )
 
 // A receipt a peer hands over counts only if both parties signed it, in
@@ -30,17 +29,10 @@ func TestOpenLearnedRefusesWhatItCannotCheck(t *testing.T) {
 	_, self := key()
 	_, stranger := key()
 	sign := func(rc *pb.Receipt, both bool) []byte {
-		cs, err := market.NewCoSigned(provKey, market.Provider, rc)
-		if err != nil {
-			t.Fatal(err)
+		if !both {
+			return signReceipt(t, nil, provKey, rc)
 		}
-		if both {
-			if err := market.CoSign[*pb.Receipt](renterKey, market.Renter, cs); err != nil {
-				t.Fatal(err)
-			}
-		}
-		b, _ := proto.Marshal(cs)
-		return b
+		return signReceipt(t, renterKey, provKey, rc)
 	}
 	receipt := func(swarm string) *pb.Receipt {
 		return &pb.Receipt{Version: market.Version, LeaseId: "lease-1", Renter: []byte(renter), Provider: []byte(prov),

@@ -67,6 +67,7 @@ func openLearned(env []byte, subject, self peer.ID, swarm string, now time.Time)
 		return learned{}, err
 	}
 	renter, provider := peer.ID(rc.Renter), peer.ID(rc.Provider)
+	span := max(0, rc.EndUnixMs-rc.StartUnixMs) / 1000 // seconds
 	switch {
 	case rc.Swarm != swarm:
 		return learned{}, fmt.Errorf("a receipt of swarm %q", rc.Swarm)
@@ -77,8 +78,8 @@ func openLearned(env []byte, subject, self peer.ID, swarm string, now time.Time)
 	case rc.EndUnixMs > now.Add(receiptSkew).UnixMilli():
 		return learned{}, fmt.Errorf("a receipt ending %s, after this node's clock (%s) by more than %s",
 			time.UnixMilli(rc.EndUnixMs).UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), receiptSkew)
-	case rc.MeteredSeconds > uint64(max(0, rc.EndUnixMs-rc.StartUnixMs)/1000)+uint64(receiptSkew.Seconds()):
-		return learned{}, fmt.Errorf("a receipt metering %d s between a start and an end %d s apart", rc.MeteredSeconds, max(0, rc.EndUnixMs-rc.StartUnixMs)/1000)
+	case rc.MeteredSeconds > uint64(span)+uint64(receiptSkew.Seconds()):
+		return learned{}, fmt.Errorf("a receipt metering %d s between a start and an end %d s apart", rc.MeteredSeconds, span)
 	}
 	key := learnedPrefix.ChildString(hex.EncodeToString(market.BodyHash(cs)))
 	return learned{key: key, env: env, rc: counted(rc, true)}, nil
@@ -113,7 +114,7 @@ func (r *Reputation) learn(ctx context.Context, subject peer.ID, envs [][]byte) 
 // keep holds the verified receipts in fresh, within the cache's bounds,
 // and saves what it holds of them; it returns how many it did not hold.
 func (r *Reputation) keep(ctx context.Context, fresh []learned) int {
-	sc := r.cur.Load()
+	trust := trustIn(r.cur.Load())
 	r.mu.Lock()
 	var added []learned
 	var gone []ds.Key
@@ -122,12 +123,12 @@ func (r *Reputation) keep(ctx context.Context, fresh []learned) int {
 			continue
 		}
 		added = append(added, l)
-		gone = append(gone, r.known.add(l, max(sc.Of(l.rc.Renter).Trust, sc.Of(l.rc.Provider).Trust))...)
+		gone = append(gone, r.known.add(l, partyTrust(l.rc, trust))...)
 	}
 	r.mu.Unlock()
 	r.save(ctx, added, gone)
-	if len(added) > len(gone) {
-		r.Poke()
+	if len(added) > 0 {
+		r.Poke() // and the recompute anchors what trust now reaches
 	}
 	return len(added)
 }
@@ -135,8 +136,12 @@ func (r *Reputation) keep(ctx context.Context, fresh []learned) int {
 // save saves the receipts added and deletes those gone, which may hold
 // some of added.
 func (r *Reputation) save(ctx context.Context, added []learned, gone []ds.Key) {
+	dropped := make(map[ds.Key]bool, len(gone))
+	for _, k := range gone {
+		dropped[k] = true
+	}
 	for _, l := range added {
-		if slices.Contains(gone, l.key) {
+		if dropped[l.key] {
 			continue
 		}
 		if err := r.saved.Put(ctx, l.key, l.env); err != nil {

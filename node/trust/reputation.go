@@ -256,7 +256,7 @@ func (r *Reputation) recompute(ctx context.Context) error {
 	sc := reputation.Compute(in, r.clock.Now(), reputation.Config{})
 	r.cur.Store(sc)
 	r.mu.Lock()
-	gone := r.known.anchor(func(p peer.ID) float64 { return sc.Of(p).Trust })
+	gone := r.known.anchor(trustIn(sc))
 	r.mu.Unlock()
 	r.save(ctx, nil, gone)
 	return nil
