@@ -45,7 +45,10 @@ type Provider struct {
 	matcher *market.Matcher
 	bids    *bidQueue     // to quote, by the peer that relayed each
 	quoting chan struct{} // bounds the quotes being sent at once
-	wg      sync.WaitGroup
+	// locating bounds, within quoting, the quotes that look their bidder
+	// up first; located signals (1-buffered) that one of those ended.
+	locating, located chan struct{}
+	wg                sync.WaitGroup
 	// standing is the signed standing attestation the current offer names
 	// by hash; challengers get it with their fresh document.
 	standing atomic.Pointer[[]byte]
@@ -98,15 +101,22 @@ type Deps struct {
 }
 
 // maxQuoting bounds the quotes a provider sends at once; bids beyond it
-// go unanswered rather than queue up behind slow renters.
-const maxQuoting = 16
+// wait in their lanes, and go unanswered when their lane is full, rather
+// than queue up behind slow renters. maxLocating bounds those of them
+// that look their bidder up first, so that the rest are always free for
+// bidders this node is connected to.
+const (
+	maxQuoting  = 16
+	maxLocating = maxQuoting / 2
+)
 
 // New is a provider of d, which publishes nothing until Start.
 func New(d Deps) *Provider {
 	p := &Provider{
 		id: d.ID, swarm: d.Swarm, key: d.Key, wake: make(chan struct{}, 1), source: d.Source, store: d.Store, net: d.Net, clock: d.Clock, log: d.Log,
 		coord: d.Coord, relayOnly: d.RelayOnly, book: d.Book, pricesFrom: d.PricesFrom, verifyMarket: d.VerifyMarket, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
-		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting), metrics: d.Metrics,
+		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting),
+		locating: make(chan struct{}, maxLocating), located: make(chan struct{}, 1), metrics: d.Metrics,
 	}
 	p.cfgNow.Store(&d.Cfg)
 	return p
@@ -446,5 +456,10 @@ type Publisher interface {
 	Publish(ctx context.Context, kind string, data []byte) error
 	PublishFlushed(ctx context.Context, kind string, data []byte) error
 	AwaitMesh(ctx context.Context, kind string, wait time.Duration)
+	// SendQuote delivers a quote to a bidder, looking it up first if
+	// this node is not connected to it.
 	SendQuote(ctx context.Context, to peer.ID, env []byte) error
+	// Connected says whether this node is connected to p now. It must do
+	// no I/O: the quoting loop asks it under a lock.
+	Connected(p peer.ID) bool
 }

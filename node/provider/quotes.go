@@ -33,30 +33,60 @@ func (p *Provider) OnBid(_ context.Context, from peer.ID, b *pb.Bid) {
 	}
 }
 
-// quoteLoop answers the queued bids, at most maxQuoting at once.
+// quoteLoop answers the queued bids, at most maxQuoting at once, of
+// which at most maxLocating look their bidder up first.
+//
+// A bid costs its issuer nothing, and the quote of one this node is not
+// connected to holds its slot for a DHT lookup of up to
+// swarm.QuoteLocateWait; a flood of free keys' bids would hold every
+// slot so, and a connected renter's bid would wait behind them past its
+// renter's patience. So a bid whose bidder is connected is quoted in its
+// lane's turn whatever the lookups hold; a bid that needs a lookup while
+// none is free keeps its lane's place at the front of the turn, and gets
+// the next lookup that frees ahead of the lanes behind it: it is delayed,
+// never dropped, so an honest renter that is not connected is quoted in
+// turn through a flood of lookups too.
 func (p *Provider) quoteLoop(ctx context.Context) {
 	defer p.wg.Done()
 	var sending sync.WaitGroup
 	defer sending.Wait()
 	for {
-		b, ok := p.bids.pop()
+		canLocate := len(p.locating) < cap(p.locating) // only this loop takes a lookup slot
+		lookup := false
+		b, ok := p.bids.pop(func(b *pb.Bid) bool {
+			lookup = !p.net.Connected(market.Issuer(b))
+			return canLocate || !lookup
+		})
 		if !ok {
 			select {
 			case <-p.bids.ready:
-				continue
+			case <-p.located:
 			case <-ctx.Done():
 				return
 			}
+			continue
 		}
 		select {
 		case p.quoting <- struct{}{}:
 		case <-ctx.Done():
 			return
 		}
+		if lookup {
+			p.locating <- struct{}{} // free: canLocate, and no one else takes one
+		}
 		sending.Add(1)
 		go func() {
 			defer sending.Done()
-			defer func() { <-p.quoting }()
+			defer func() {
+				<-p.quoting
+				if lookup {
+					<-p.locating
+					select {
+					case p.located <- struct{}{}:
+					default:
+					}
+				}
+			}()
 			p.answer(ctx, b)
 		}()
 	}
@@ -109,25 +139,33 @@ func (q *bidQueue) push(from peer.ID, b *pb.Bid) bool {
 	return true
 }
 
-// pop takes the oldest bid of the lane whose turn it is, and sends that
-// lane to the back of the turn; false when no bid waits.
-func (q *bidQueue) pop() (*pb.Bid, bool) {
+// pop takes the oldest bid of the first lane in turn whose oldest bid
+// ready accepts, and sends that lane to the back of the turn; the lanes it
+// passed over keep their places ahead. False when no bid waits that ready
+// accepts. ready is called under the queue's lock: it must do no I/O.
+func (q *bidQueue) pop(ready func(*pb.Bid) bool) (*pb.Bid, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.turn) == 0 {
-		return nil, false
+	for i, lane := range q.turn {
+		waiting := q.by[lane]
+		b := waiting[0]
+		if !ready(b) {
+			continue
+		}
+		if i == 0 {
+			q.turn = q.turn[1:]
+		} else {
+			q.turn = append(q.turn[:i], q.turn[i+1:]...)
+		}
+		if len(waiting) == 1 {
+			delete(q.by, lane)
+		} else {
+			q.by[lane] = waiting[1:]
+			q.turn = append(q.turn, lane)
+		}
+		return b, true
 	}
-	lane := q.turn[0]
-	q.turn = q.turn[1:]
-	waiting := q.by[lane]
-	b := waiting[0]
-	if len(waiting) == 1 {
-		delete(q.by, lane)
-	} else {
-		q.by[lane] = waiting[1:]
-		q.turn = append(q.turn, lane)
-	}
-	return b, true
+	return nil, false
 }
 
 // answer quotes a bid that this provider's own offer fits, and sends the

@@ -85,7 +85,7 @@ const QuoteLocateWait = 2 * time.Second
 // table. The DHT finds it all the same (a peer connected to it answers
 // for it).
 func (l *Link) SendQuote(ctx context.Context, to peer.ID, env []byte) error {
-	if len(l.Host.Network().ConnsToPeer(to)) == 0 {
+	if !l.Connected(to) {
 		lctx, cancel := context.WithTimeout(ctx, QuoteLocateWait)
 		err := l.Disc.Locate(lctx, to)
 		cancel()
@@ -95,6 +95,10 @@ func (l *Link) SendQuote(ctx context.Context, to peer.ID, env []byte) error {
 	}
 	return p2p.SendQuote(ctx, l.Host, l.Swarm, to, env)
 }
+
+// Connected says whether this node has a connection to p, relayed or
+// direct, now.
+func (l *Link) Connected(p peer.ID) bool { return len(l.Host.Network().ConnsToPeer(p)) > 0 }
 
 // FetchEvidence asks p for the evidence it recorded.
 func (l *Link) FetchEvidence(ctx context.Context, p peer.ID, each func([]byte)) (int, error) {
