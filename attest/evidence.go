@@ -8,6 +8,8 @@ import (
 
 	"github.com/idlegrid/idlegrid/attest/pb"
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/chain"
+	mpb "github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
 	"google.golang.org/protobuf/proto"
@@ -26,6 +28,20 @@ func NewEvidence(docA, docB []byte) ([]byte, error) {
 	return proto.Marshal(&pb.Evidence{Version: 1, DocumentA: docA, DocumentB: docB})
 }
 
+// NewChainEvidence is the evidence of a conflict in a peer's chain of
+// lease records: its two blocks.
+func NewChainEvidence(c *chain.Conflict) ([]byte, error) {
+	a, err := proto.Marshal(c.A)
+	if err != nil {
+		return nil, err
+	}
+	b, err := proto.Marshal(c.B)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(&pb.Evidence{Version: 1, BlockA: a, BlockB: b})
+}
+
 // VerifyEvidence checks evidence and returns the offenders it proves.
 // Evidence must prove, never merely accuse: a key costs nothing, so a
 // document anyone can sign is no claim against anyone else. It proves
@@ -35,7 +51,10 @@ func NewEvidence(docA, docB []byte) ([]byte, error) {
 //     each carry a CC report that verifies against roots over the nonce
 //     bound to that document's issuer and challenge, made by one GPU
 //     certificate's key: both, since one GPU answered for both machines
-//     (no peer can make another's GPU sign a nonce bound to itself).
+//     (no peer can make another's GPU sign a nonce bound to itself);
+//   - two blocks of one peer's chain of lease records, in swarm, that
+//     cannot both be true (chain.Prove: a fork, a broken link, a lease
+//     closed twice): that peer, which rewrote or doubled its own record.
 //
 // Two peers naming one GPU UUID prove nothing by themselves: a UUID is a
 // string anyone can write. With roots nil, evidence across two peers
@@ -50,6 +69,9 @@ func VerifyEvidence(data []byte, swarm string, roots *x509.CertPool) ([]peer.ID,
 	var ev pb.Evidence
 	if err := market.Unmarshal(data, &ev); err != nil || ev.Version != 1 {
 		return nil, fmt.Errorf("%w: malformed", ErrNoEvidence)
+	}
+	if len(ev.BlockA) > 0 || len(ev.BlockB) > 0 {
+		return chainEvidence(&ev, swarm)
 	}
 	a, err := openDocument(ev.DocumentA)
 	if err != nil {
@@ -83,6 +105,22 @@ func VerifyEvidence(data []byte, swarm string, roots *x509.CertPool) ([]peer.ID,
 		}
 	}
 	return nil, fmt.Errorf("%w: no GPU certificate answered for both peers; a UUID two peers name proves nothing by itself", ErrNoEvidence)
+}
+
+// chainEvidence checks evidence of two blocks of one chain.
+func chainEvidence(ev *pb.Evidence, swarm string) ([]peer.ID, error) {
+	if len(ev.DocumentA) > 0 || len(ev.DocumentB) > 0 {
+		return nil, fmt.Errorf("%w: both documents and chain blocks", ErrNoEvidence)
+	}
+	var a, b mpb.SignedBlock
+	if market.Unmarshal(ev.BlockA, &a) != nil || market.Unmarshal(ev.BlockB, &b) != nil {
+		return nil, fmt.Errorf("%w: a chain block is malformed", ErrNoEvidence)
+	}
+	who, _, err := chain.Prove(&a, &b, swarm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoEvidence, err)
+	}
+	return []peer.ID{who}, nil
 }
 
 // ccKeys are the public keys (DER) of the GPU certificates whose CC

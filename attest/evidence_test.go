@@ -10,8 +10,12 @@ import (
 
 	"github.com/idlegrid/idlegrid/attest/attesttest"
 	"github.com/idlegrid/idlegrid/attest/pb"
+	"github.com/idlegrid/idlegrid/market/chain"
+	"github.com/idlegrid/idlegrid/market/chain/chaintest"
+	mpb "github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 )
 
 // signedDoc is key's document of the GPUs named, made at, answering a
@@ -146,4 +150,45 @@ func FuzzVerifyEvidence(f *testing.F) {
 			t.Fatalf("evidence with %d offenders", len(offenders))
 		}
 	})
+}
+
+// Two blocks of one peer's chain of lease records that cannot both be
+// true prove that peer lied, as strongly as two documents do; two that
+// agree, two peers' blocks, or blocks of another swarm prove nothing.
+func TestChainEvidenceProvesARewrittenRecord(t *testing.T) {
+	renter, provider := chaintest.NewParty(t), chaintest.NewParty(t)
+	l, cs := chaintest.Lease(t, "l", renter, provider, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	failed := provider.Propose(t, chaintest.Receipt(l, cs, 10*time.Minute, mpb.Outcome_OUTCOME_FAILED), cs)
+	agreed := renter.Agree(t, failed)
+	rewritten := chaintest.Resign(t, provider.Key, failed, func(b *mpb.Block) {
+		rc := failed.Receipt()
+		rc.Outcome = mpb.Outcome_OUTCOME_COMPLETED
+		b.Receipt, _ = proto.MarshalOptions{Deterministic: true}.Marshal(rc)
+	})
+	ev, err := NewChainEvidence(chain.Against(failed, rewritten))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := VerifyEvidence(ev, chaintest.Swarm, nil); err != nil || !slices.Equal(got, []peer.ID{provider.ID}) {
+		t.Errorf("a fork in the provider's chain proves %v (%v), want the provider", got, err)
+	}
+	if _, err := VerifyEvidence(ev, "elsewhere", nil); !errors.Is(err, ErrNoEvidence) {
+		t.Errorf("a fork shown in another swarm: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		a, b *chain.Block
+	}{{"a proposal and its agreement", failed, agreed}, {"one block twice", failed, failed}} {
+		ev, err := NewChainEvidence(&chain.Conflict{A: c.a.Signed, B: c.b.Signed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := VerifyEvidence(ev, chaintest.Swarm, nil); !errors.Is(err, ErrNoEvidence) {
+			t.Errorf("%s proves %v (%v)", c.name, got, err)
+		}
+	}
+	mixed, _ := proto.Marshal(&pb.Evidence{Version: 1, DocumentA: []byte("doc"), BlockA: []byte("a"), BlockB: []byte("b")})
+	if _, err := VerifyEvidence(mixed, chaintest.Swarm, nil); !errors.Is(err, ErrNoEvidence) {
+		t.Errorf("documents and blocks in one piece of evidence: %v", err)
+	}
 }

@@ -67,9 +67,9 @@ func domainOf[M CoSignable]() string {
 	return ReceiptDomain
 }
 
-// signedBytes is what a party signs: the domain, length-prefixed, then the
+// SignedBytes is what a party signs: the domain, length-prefixed, then the
 // body, as libp2p's envelopes do.
-func signedBytes(domain string, body []byte) []byte {
+func SignedBytes(domain string, body []byte) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(domain)))
 	b = append(b, domain...)
 	b = binary.AppendUvarint(b, uint64(len(body)))
@@ -110,7 +110,7 @@ func CoSign[M CoSignable](key crypto.PrivKey, as Party, cs *pb.CoSigned) error {
 			return err
 		}
 	}
-	sig, err := key.Sign(signedBytes(domainOf[M](), cs.Body))
+	sig, err := key.Sign(SignedBytes(domainOf[M](), cs.Body))
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func verifyParty[M CoSignable](m M, p Party, domain string, body, sig []byte) er
 	if err != nil {
 		return fmt.Errorf("%w: %s %q has no embedded key: %v", ErrCoSigner, p, id, err)
 	}
-	ok, err := pub.Verify(signedBytes(domain, body), sig)
+	ok, err := pub.Verify(SignedBytes(domain, body), sig)
 	if err != nil || !ok {
 		return fmt.Errorf("%w: %s's", ErrCoSignature, p)
 	}

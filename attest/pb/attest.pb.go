@@ -547,8 +547,13 @@ type Evidence struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Version uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	// Two signed attestation envelopes (Document) that cannot both be true.
-	DocumentA     []byte `protobuf:"bytes,2,opt,name=document_a,json=documentA,proto3" json:"document_a,omitempty"`
-	DocumentB     []byte `protobuf:"bytes,3,opt,name=document_b,json=documentB,proto3" json:"document_b,omitempty"`
+	DocumentA []byte `protobuf:"bytes,2,opt,name=document_a,json=documentA,proto3" json:"document_a,omitempty"`
+	DocumentB []byte `protobuf:"bytes,3,opt,name=document_b,json=documentB,proto3" json:"document_b,omitempty"`
+	// Or two blocks (market SignedBlock) of one peer's chain of lease
+	// records that cannot both be true: a fork, a broken link, or one lease
+	// closed twice.
+	BlockA        []byte `protobuf:"bytes,4,opt,name=block_a,json=blockA,proto3" json:"block_a,omitempty"`
+	BlockB        []byte `protobuf:"bytes,5,opt,name=block_b,json=blockB,proto3" json:"block_b,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -600,6 +605,20 @@ func (x *Evidence) GetDocumentA() []byte {
 func (x *Evidence) GetDocumentB() []byte {
 	if x != nil {
 		return x.DocumentB
+	}
+	return nil
+}
+
+func (x *Evidence) GetBlockA() []byte {
+	if x != nil {
+		return x.BlockA
+	}
+	return nil
+}
+
+func (x *Evidence) GetBlockB() []byte {
+	if x != nil {
+		return x.BlockB
 	}
 	return nil
 }
@@ -659,13 +678,15 @@ const file_attest_proto_rawDesc = "" +
 	"\aunix_ms\x18\x05 \x01(\x03R\x06unixMs\x121\n" +
 	"\x04gpus\x18\x06 \x03(\v2\x1d.idlegrid.attest.v1.GPUSampleR\x04gpus\x12\x1b\n" +
 	"\tprev_hash\x18\a \x01(\fR\bprevHash\x12\x14\n" +
-	"\x05swarm\x18\b \x01(\tR\x05swarm\"b\n" +
+	"\x05swarm\x18\b \x01(\tR\x05swarm\"\x94\x01\n" +
 	"\bEvidence\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x1d\n" +
 	"\n" +
 	"document_a\x18\x02 \x01(\fR\tdocumentA\x12\x1d\n" +
 	"\n" +
-	"document_b\x18\x03 \x01(\fR\tdocumentBB(Z&github.com/idlegrid/idlegrid/attest/pbb\x06proto3"
+	"document_b\x18\x03 \x01(\fR\tdocumentB\x12\x17\n" +
+	"\ablock_a\x18\x04 \x01(\fR\x06blockA\x12\x17\n" +
+	"\ablock_b\x18\x05 \x01(\fR\x06blockBB(Z&github.com/idlegrid/idlegrid/attest/pbb\x06proto3"
 
 var (
 	file_attest_proto_rawDescOnce sync.Once

@@ -3923,6 +3923,206 @@ func (*ExecOutput_ExitCode) isExecOutput_Kind() {}
 
 func (*ExecOutput_Error) isExecOutput_Kind() {}
 
+// Block is one record in its owner's chain (TrustChain's shape): the
+// owner's seq-th block, naming the block before it by hash, signed by the
+// owner alone (SignedBlock). A proposal (link_seq 0) carries the receipt
+// its owner proposes for a lease, with the lease co-signed by both parties
+// so anyone can check the receipt's dates against its term; the
+// counterparty completes the record with an agreement in its own chain,
+// which names the proposal by its seq and hash (so by the proposer's head)
+// over its own previous block (its own head), and carries the very same
+// receipt. A proposal no agreement completes is a half-signed record: it
+// stays in its owner's chain, visible to anyone who reads it.
+type Block struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The chain's owner; it signs the block.
+	Owner []byte `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// 1 for an owner's first block, then 2, …
+	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// SHA-256 of the owner's block seq-1's body; empty at seq 1.
+	Prev []byte `protobuf:"bytes,4,opt,name=prev,proto3" json:"prev,omitempty"`
+	// The other party of the lease.
+	Counterparty []byte `protobuf:"bytes,5,opt,name=counterparty,proto3" json:"counterparty,omitempty"`
+	// In an agreement, the proposal's seq in the counterparty's chain and
+	// the SHA-256 of its body; 0 and empty in a proposal.
+	LinkSeq  uint64 `protobuf:"varint,6,opt,name=link_seq,json=linkSeq,proto3" json:"link_seq,omitempty"`
+	LinkHash []byte `protobuf:"bytes,7,opt,name=link_hash,json=linkHash,proto3" json:"link_hash,omitempty"`
+	// The receipt's body (deterministic Receipt) that the record closes its
+	// lease with.
+	Receipt []byte `protobuf:"bytes,8,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	// In a proposal: the lease, co-signed by both, and the co-signed
+	// extension that set its term, if one did.
+	Lease     *CoSigned `protobuf:"bytes,9,opt,name=lease,proto3" json:"lease,omitempty"`
+	Extension *CoSigned `protobuf:"bytes,10,opt,name=extension,proto3" json:"extension,omitempty"`
+	// The swarm of the lease (its receipt's), so a chain shown in another
+	// swarm counts for nothing there.
+	Swarm         string `protobuf:"bytes,11,opt,name=swarm,proto3" json:"swarm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Block) Reset() {
+	*x = Block{}
+	mi := &file_market_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Block) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Block) ProtoMessage() {}
+
+func (x *Block) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Block.ProtoReflect.Descriptor instead.
+func (*Block) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *Block) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Block) GetOwner() []byte {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
+}
+
+func (x *Block) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Block) GetPrev() []byte {
+	if x != nil {
+		return x.Prev
+	}
+	return nil
+}
+
+func (x *Block) GetCounterparty() []byte {
+	if x != nil {
+		return x.Counterparty
+	}
+	return nil
+}
+
+func (x *Block) GetLinkSeq() uint64 {
+	if x != nil {
+		return x.LinkSeq
+	}
+	return 0
+}
+
+func (x *Block) GetLinkHash() []byte {
+	if x != nil {
+		return x.LinkHash
+	}
+	return nil
+}
+
+func (x *Block) GetReceipt() []byte {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
+func (x *Block) GetLease() *CoSigned {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+func (x *Block) GetExtension() *CoSigned {
+	if x != nil {
+		return x.Extension
+	}
+	return nil
+}
+
+func (x *Block) GetSwarm() string {
+	if x != nil {
+		return x.Swarm
+	}
+	return ""
+}
+
+// SignedBlock is a Block's deterministic body and its owner's signature
+// over it, under the chain's own domain.
+type SignedBlock struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Body          []byte                 `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	Signature     []byte                 `protobuf:"bytes,2,opt,name=signature,proto3" json:"signature,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignedBlock) Reset() {
+	*x = SignedBlock{}
+	mi := &file_market_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignedBlock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignedBlock) ProtoMessage() {}
+
+func (x *SignedBlock) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignedBlock.ProtoReflect.Descriptor instead.
+func (*SignedBlock) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *SignedBlock) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *SignedBlock) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
 var File_market_proto protoreflect.FileDescriptor
 
 const file_market_proto_rawDesc = "" +
@@ -4229,7 +4429,23 @@ const file_market_proto_rawDesc = "" +
 	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12\x1d\n" +
 	"\texit_code\x18\x03 \x01(\x05H\x00R\bexitCode\x12\x16\n" +
 	"\x05error\x18\x04 \x01(\tH\x00R\x05errorB\x06\n" +
-	"\x04kind*M\n" +
+	"\x04kind\"\xd9\x02\n" +
+	"\x05Block\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\fR\x05owner\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04prev\x18\x04 \x01(\fR\x04prev\x12\"\n" +
+	"\fcounterparty\x18\x05 \x01(\fR\fcounterparty\x12\x19\n" +
+	"\blink_seq\x18\x06 \x01(\x04R\alinkSeq\x12\x1b\n" +
+	"\tlink_hash\x18\a \x01(\fR\blinkHash\x12\x18\n" +
+	"\areceipt\x18\b \x01(\fR\areceipt\x122\n" +
+	"\x05lease\x18\t \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\x05lease\x12:\n" +
+	"\textension\x18\n" +
+	" \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\textension\x12\x14\n" +
+	"\x05swarm\x18\v \x01(\tR\x05swarm\"?\n" +
+	"\vSignedBlock\x12\x12\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body\x12\x1c\n" +
+	"\tsignature\x18\x02 \x01(\fR\tsignature*M\n" +
 	"\x04Tier\x12\x14\n" +
 	"\x10TIER_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tTIER_GOLD\x10\x01\x12\x0f\n" +
@@ -4272,7 +4488,7 @@ func file_market_proto_rawDescGZIP() []byte {
 }
 
 var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_market_proto_goTypes = []any{
 	(Tier)(0),                 // 0: idlegrid.market.v1.Tier
 	(Outcome)(0),              // 1: idlegrid.market.v1.Outcome
@@ -4317,6 +4533,8 @@ var file_market_proto_goTypes = []any{
 	(*ExecInput)(nil),         // 40: idlegrid.market.v1.ExecInput
 	(*WindowSize)(nil),        // 41: idlegrid.market.v1.WindowSize
 	(*ExecOutput)(nil),        // 42: idlegrid.market.v1.ExecOutput
+	(*Block)(nil),             // 43: idlegrid.market.v1.Block
+	(*SignedBlock)(nil),       // 44: idlegrid.market.v1.SignedBlock
 }
 var file_market_proto_depIdxs = []int32{
 	0,  // 0: idlegrid.market.v1.TierPrice.tier:type_name -> idlegrid.market.v1.Tier
@@ -4355,11 +4573,13 @@ var file_market_proto_depIdxs = []int32{
 	16, // 33: idlegrid.market.v1.SessionRequest.unpack:type_name -> idlegrid.market.v1.Input
 	37, // 34: idlegrid.market.v1.SessionRequest.pack:type_name -> idlegrid.market.v1.PackRequest
 	41, // 35: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	22, // 36: idlegrid.market.v1.Block.lease:type_name -> idlegrid.market.v1.CoSigned
+	22, // 37: idlegrid.market.v1.Block.extension:type_name -> idlegrid.market.v1.CoSigned
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_market_proto_init() }
@@ -4413,7 +4633,7 @@ func file_market_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
