@@ -22,6 +22,7 @@ const (
 	LeaseDomain     = "idlegrid-lease"
 	ReceiptDomain   = "idlegrid-receipt"
 	ExtensionDomain = "idlegrid-extension"
+	TermDomain      = "idlegrid-term"
 )
 
 // Party is one side of a lease.
@@ -47,10 +48,10 @@ var (
 	ErrUnsigned    = errors.New("a party's signature is missing")
 )
 
-// CoSignable is a wire type both parties sign: a Lease, a Receipt or an
-// Extension.
+// CoSignable is a wire type both parties sign: a Lease, a Receipt, an
+// Extension or a lease's Term.
 type CoSignable interface {
-	*pb.Lease | *pb.Receipt | *pb.Extension
+	*pb.Lease | *pb.Receipt | *pb.Extension | *pb.Term
 	proto.Message
 	GetRenter() []byte
 	GetProvider() []byte
@@ -63,6 +64,8 @@ func domainOf[M CoSignable]() string {
 		return LeaseDomain
 	case *pb.Extension:
 		return ExtensionDomain
+	case *pb.Term:
+		return TermDomain
 	}
 	return ReceiptDomain
 }
@@ -101,12 +104,8 @@ func CoSign[M CoSignable](key crypto.PrivKey, as Party, cs *pb.CoSigned) error {
 	if want := partyID(m, as); id != want {
 		return fmt.Errorf("%w: key is %s, %s is %s", ErrCoSigner, id, as, want)
 	}
-	other := Renter
-	if as == Renter {
-		other = Provider
-	}
-	if sig := signatureOf(cs, other); len(sig) > 0 {
-		if err := verifyParty(m, other, domainOf[M](), cs.Body, sig); err != nil {
+	if sig := signatureOf(cs, other(as)); len(sig) > 0 {
+		if err := verifyParty(m, other(as), domainOf[M](), cs.Body, sig); err != nil {
 			return err
 		}
 	}
@@ -119,7 +118,65 @@ func CoSign[M CoSignable](key crypto.PrivKey, as Party, cs *pb.CoSigned) error {
 	} else {
 		cs.ProviderSignature = sig
 	}
+	if l, ok := any(m).(*pb.Lease); ok {
+		return coSignTerm(key, as, l, cs)
+	}
 	return nil
+}
+
+// TermOf is the term of lease l, co-signed as cs: what its records are
+// checked against.
+func TermOf(l *pb.Lease, cs *pb.CoSigned) *pb.Term {
+	return &pb.Term{Version: Version, LeaseId: l.Id, LeaseHash: BodyHash(cs), Renter: l.Renter, Provider: l.Provider,
+		StartUnixMs: l.StartUnixMs, DurationSeconds: l.DurationSeconds, Swarm: l.Bid.GetHeader().GetSwarm()}
+}
+
+// coSignTerm signs, as party, the term of lease l beside the lease in
+// cs: the term's document is made by the first to sign, and must be the
+// lease's own when the other party has signed.
+func coSignTerm(key crypto.PrivKey, as Party, l *pb.Lease, cs *pb.CoSigned) error {
+	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(TermOf(l, cs))
+	if err != nil {
+		return err
+	}
+	switch {
+	case cs.Term == nil && len(signatureOf(cs, other(as))) > 0:
+		return invalid("term", "lease %s is signed by its %s without its term", clip(l.Id), other(as))
+	case cs.Term == nil:
+		cs.Term = &pb.CoSigned{Body: body}
+	case !bytes.Equal(cs.Term.Body, body):
+		return invalid("term", "not lease %s's", clip(l.Id))
+	}
+	return CoSign[*pb.Term](key, as, cs.Term)
+}
+
+// other is the other side of a lease than p.
+func other(p Party) Party {
+	if p == Renter {
+		return Provider
+	}
+	return Renter
+}
+
+// SignedTerm is the term co-signed beside the lease co-signed as cs,
+// checked: the lease's own, signed by both parties. A lease co-signed
+// before terms were has none.
+func SignedTerm(cs *pb.CoSigned) (*pb.CoSigned, error) {
+	l, err := OpenCoSigned[*pb.Lease](cs, Renter, Provider)
+	if err != nil {
+		return nil, err
+	}
+	if cs.Term == nil {
+		return nil, invalid("term", "lease %s was co-signed without its term", clip(l.Id))
+	}
+	t, err := OpenCoSigned[*pb.Term](cs.Term, Renter, Provider)
+	if err != nil {
+		return nil, err
+	}
+	if !proto.Equal(t, TermOf(l, cs)) {
+		return nil, invalid("term", "not lease %s's", clip(l.Id))
+	}
+	return cs.Term, nil
 }
 
 // OpenCoSigned decodes cs's body and verifies the signatures of the

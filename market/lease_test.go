@@ -2,6 +2,7 @@ package market
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +75,56 @@ func TestLeaseCoSigning(t *testing.T) {
 	}
 	if _, err := OpenCoSigned[*pb.Lease](&pb.CoSigned{Body: make([]byte, MaxCoSignedSize+1)}); err == nil {
 		t.Error("an oversized body was opened")
+	}
+}
+
+// A lease's term is co-signed beside it, by the same two signatures'
+// makers: a record shows the term both signed without the lease's
+// workload. A provider refuses to countersign a lease whose term the
+// renter left out or made other than the lease's.
+func TestALeasesTermIsCoSignedBesideIt(t *testing.T) {
+	rk, pk, renter, provider := leaseParties(t)
+	l := sampleLease(renter, provider)
+	cs, err := NewCoSigned(rk, Renter, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SignedTerm(cs); !errors.Is(err, ErrUnsigned) {
+		t.Errorf("the term of a lease only its renter signed: %v", err)
+	}
+	proposal := proto.Clone(cs).(*pb.CoSigned)
+	if err := CoSign[*pb.Lease](pk, Provider, cs); err != nil {
+		t.Fatal(err)
+	}
+	term, err := SignedTerm(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := OpenCoSigned[*pb.Term](term, Renter, Provider)
+	if err != nil || got.StartUnixMs != l.StartUnixMs || got.DurationSeconds != l.DurationSeconds || string(got.LeaseHash) != string(BodyHash(cs)) {
+		t.Errorf("the term: %v (%v)", got, err)
+	}
+	if term.Body == nil || strings.Contains(string(term.Body), "echo") {
+		t.Error("the term carries the lease's workload")
+	}
+
+	noTerm := proto.Clone(proposal).(*pb.CoSigned)
+	noTerm.Term = nil
+	if err := CoSign[*pb.Lease](pk, Provider, noTerm); !errors.Is(err, ErrInvalid) {
+		t.Errorf("countersigning a lease whose renter signed no term: %v", err)
+	}
+	longer := proto.Clone(proposal).(*pb.CoSigned)
+	lt := TermOf(l, proposal)
+	lt.DurationSeconds *= 10
+	longer.Term, err = NewCoSigned(rk, Renter, lt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CoSign[*pb.Lease](pk, Provider, longer); !errors.Is(err, ErrInvalid) {
+		t.Errorf("countersigning a lease whose term the renter made ten times longer: %v", err)
+	}
+	if _, err := SignedTerm(longer); err == nil {
+		t.Error("a term other than the lease's passed as its term")
 	}
 }
 

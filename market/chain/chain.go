@@ -13,8 +13,9 @@
 // owner closing one lease on different receipts (a re-dating) each prove,
 // by the owner's own signatures, that the owner lied; and a block names
 // every block before it, so a chain served with one missing is seen to
-// be. A proposal carries its lease co-signed by both parties, so its
-// receipt's dates are checked against the term both signed.
+// be. A proposal carries its lease's term co-signed by both parties (not
+// the lease, whose workload stays between them), so its receipt's dates
+// are checked against the term both signed.
 //
 // Like package market, it has no network, no clock and no randomness of
 // its own.
@@ -89,14 +90,18 @@ func bad(format string, a ...any) error {
 }
 
 // Propose makes the block after head (nil: the chain's first) in the
-// chain of key's peer that proposes the receipt rc, co-signed by both in
-// rcs or signed by key's peer alone, for the lease co-signed in lease,
-// with the extension that set its term (nil: none). key's peer must be a
-// party to the lease.
+// chain of key's peer that proposes the receipt rc for the lease
+// co-signed in lease, with the extension that set its term (nil: none).
+// The block carries the lease's term (market.SignedTerm), not the lease.
+// key's peer must be a party to the lease.
 func Propose(key crypto.PrivKey, head *Block, rc *pb.Receipt, lease, ext *pb.CoSigned) (*Block, error) {
 	self, err := peer.IDFromPrivateKey(key)
 	if err != nil {
 		return nil, err
+	}
+	term, err := market.SignedTerm(lease)
+	if err != nil {
+		return nil, bad("lease %s: %v", rc.LeaseId, err)
 	}
 	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(rc)
 	if err != nil {
@@ -106,7 +111,7 @@ func Propose(key crypto.PrivKey, head *Block, rc *pb.Receipt, lease, ext *pb.CoS
 	if other == self {
 		other = peer.ID(rc.Provider)
 	}
-	b := &pb.Block{Version: market.Version, Owner: []byte(self), Counterparty: []byte(other), Receipt: body, Lease: lease, Extension: ext, Swarm: rc.Swarm}
+	b := &pb.Block{Version: market.Version, Owner: []byte(self), Counterparty: []byte(other), Receipt: body, Term: term, Extension: ext, Swarm: rc.Swarm}
 	return sign(key, head, b)
 }
 
@@ -152,9 +157,9 @@ func signedBytes(body []byte) []byte {
 }
 
 // Open checks a signed block: its size, its owner's signature, its fields,
-// and, in a proposal, its receipt against its lease co-signed by both
-// parties (the same lease, parties, start and swarm, and the extension
-// that set the term when the receipt names one). Dates against a clock
+// and, in a proposal, its receipt against its lease's term co-signed by
+// both parties (the same lease, parties and swarm, and the extension that
+// set the term when the receipt names one). Dates against a clock
 // are CheckDates's.
 func Open(sb *pb.SignedBlock) (*Block, error) {
 	if sb == nil || len(sb.Body) == 0 {
@@ -202,15 +207,15 @@ func (b *Block) check() error {
 		return bad("block %d's receipt is between %s and %s, not its owner and counterparty", b.Seq, peer.ID(rc.Renter), peer.ID(rc.Provider))
 	}
 	if !b.Proposal() {
-		if len(b.LinkHash) != sha256.Size || b.Lease != nil || b.Extension != nil {
-			return bad("agreement %d links by a %d-byte hash and carries a lease or an extension", b.Seq, len(b.LinkHash))
+		if len(b.LinkHash) != sha256.Size || b.Term != nil || b.Extension != nil {
+			return bad("agreement %d links by a %d-byte hash and carries a term or an extension", b.Seq, len(b.LinkHash))
 		}
 		return nil
 	}
 	if len(b.LinkHash) != 0 {
 		return bad("proposal %d links to a block", b.Seq)
 	}
-	_, err := b.term(rc)
+	_, _, err := b.term(rc)
 	return err
 }
 
@@ -220,32 +225,39 @@ func parties(rc *pb.Receipt, a, b peer.ID) bool {
 	return (r == a && p == b) || (r == b && p == a)
 }
 
-// term is the term of a proposal's lease that its receipt closes, checked
-// against the receipt.
-func (b *Block) term(rc *pb.Receipt) (market.Term, error) {
-	l, err := market.OpenCoSigned[*pb.Lease](b.Lease, market.Renter, market.Provider)
+// term is the start and duration of the lease a proposal's receipt
+// closes: its term co-signed by both parties, and the extension that set
+// it when the receipt names one, checked against the receipt.
+func (b *Block) term(rc *pb.Receipt) (start time.Time, duration uint64, err error) {
+	t, err := market.OpenCoSigned[*pb.Term](b.Term, market.Renter, market.Provider)
 	if err != nil {
-		return market.Term{}, bad("proposal %d's lease: %v", b.Seq, err)
+		return start, 0, bad("proposal %d's term: %v", b.Seq, err)
 	}
-	t := market.LeaseTerm(l, b.Lease)
+	start, duration = time.UnixMilli(t.StartUnixMs), t.DurationSeconds
 	switch {
-	case l.Id != rc.LeaseId || !bytes.Equal(market.BodyHash(b.Lease), rc.LeaseHash):
-		return t, bad("proposal %d's receipt closes another lease than the one it carries", b.Seq)
-	case !bytes.Equal(l.Renter, rc.Renter) || !bytes.Equal(l.Provider, rc.Provider):
-		return t, bad("proposal %d's receipt names other parties than its lease", b.Seq)
-	case l.Bid.GetHeader().GetSwarm() != rc.Swarm:
-		return t, bad("proposal %d's receipt is of swarm %q, its lease of %q", b.Seq, rc.Swarm, l.Bid.GetHeader().GetSwarm())
+	case t.LeaseId != rc.LeaseId || !bytes.Equal(t.LeaseHash, rc.LeaseHash):
+		return start, 0, bad("proposal %d's receipt closes another lease than its term's", b.Seq)
+	case !bytes.Equal(t.Renter, rc.Renter) || !bytes.Equal(t.Provider, rc.Provider):
+		return start, 0, bad("proposal %d's receipt names other parties than its term", b.Seq)
+	case t.Swarm != rc.Swarm:
+		return start, 0, bad("proposal %d's receipt is of swarm %q, its term of %q", b.Seq, rc.Swarm, t.Swarm)
 	case len(rc.ExtensionHash) == 0 && b.Extension != nil:
-		return t, bad("proposal %d carries an extension its receipt does not name", b.Seq)
+		return start, 0, bad("proposal %d carries an extension its receipt does not name", b.Seq)
 	case len(rc.ExtensionHash) == 0:
-		return t, nil
+		return start, duration, nil
 	case !bytes.Equal(market.BodyHash(b.Extension), rc.ExtensionHash):
-		return t, bad("proposal %d does not carry the extension its receipt names", b.Seq)
+		return start, 0, bad("proposal %d does not carry the extension its receipt names", b.Seq)
 	}
-	if t, err = t.Apply(b.Extension, market.Renter, market.Provider); err != nil {
-		return t, bad("proposal %d's extension: %v", b.Seq, err)
+	e, err := market.OpenCoSigned[*pb.Extension](b.Extension, market.Renter, market.Provider)
+	switch {
+	case err != nil:
+		return start, 0, bad("proposal %d's extension: %v", b.Seq, err)
+	case !bytes.Equal(e.LeaseHash, t.LeaseHash) || !bytes.Equal(e.Renter, t.Renter) || !bytes.Equal(e.Provider, t.Provider):
+		return start, 0, bad("proposal %d's extension is of another lease", b.Seq)
+	case e.DurationSeconds <= duration || e.DurationSeconds > market.MaxTermSeconds:
+		return start, 0, bad("proposal %d's extension sets %d s; want more than the lease's %d and at most %d", b.Seq, e.DurationSeconds, duration, market.MaxTermSeconds)
 	}
-	return t, nil
+	return start, e.DurationSeconds, nil
 }
 
 // CheckDates checks a proposal's receipt's dates: it starts when its
@@ -257,22 +269,23 @@ func CheckDates(b *Block, now time.Time, skew time.Duration) error {
 		return nil
 	}
 	rc := b.Receipt()
-	t, err := b.term(rc)
+	start, duration, err := b.term(rc)
 	if err != nil {
 		return err
 	}
-	start, end := time.UnixMilli(rc.StartUnixMs), time.UnixMilli(rc.EndUnixMs)
+	termEnd := start.Add(time.Duration(duration) * time.Second)
+	from, end := time.UnixMilli(rc.StartUnixMs), time.UnixMilli(rc.EndUnixMs)
 	switch {
-	case rc.StartUnixMs != t.Lease.StartUnixMs:
-		return fmt.Errorf("%w: %s's block %d: the receipt starts at %s, its lease at %s", ErrDates, b.Owner(), b.Seq, start.UTC(), time.UnixMilli(t.Lease.StartUnixMs).UTC())
-	case end.Before(start):
+	case !from.Equal(start):
+		return fmt.Errorf("%w: %s's block %d: the receipt starts at %s, its lease at %s", ErrDates, b.Owner(), b.Seq, from.UTC(), start.UTC())
+	case end.Before(from):
 		return fmt.Errorf("%w: %s's block %d: the receipt ends at %s, before it starts", ErrDates, b.Owner(), b.Seq, end.UTC())
-	case end.After(t.End().Add(skew)):
-		return fmt.Errorf("%w: %s's block %d: the receipt ends at %s, past its term's end %s", ErrDates, b.Owner(), b.Seq, end.UTC(), t.End().UTC())
+	case end.After(termEnd.Add(skew)):
+		return fmt.Errorf("%w: %s's block %d: the receipt ends at %s, past its term's end %s", ErrDates, b.Owner(), b.Seq, end.UTC(), termEnd.UTC())
 	case end.After(now.Add(skew)):
 		return fmt.Errorf("%w: %s's block %d: the receipt ends at %s, in the future", ErrDates, b.Owner(), b.Seq, end.UTC())
-	case rc.MeteredSeconds > t.Lease.DurationSeconds:
-		return fmt.Errorf("%w: %s's block %d: %d seconds metered in a term of %d", ErrDates, b.Owner(), b.Seq, rc.MeteredSeconds, t.Lease.DurationSeconds)
+	case rc.MeteredSeconds > duration:
+		return fmt.Errorf("%w: %s's block %d: %d seconds metered in a term of %d", ErrDates, b.Owner(), b.Seq, rc.MeteredSeconds, duration)
 	}
 	return nil
 }

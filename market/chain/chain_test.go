@@ -230,6 +230,42 @@ func TestABlocksDatesAreCheckedAgainstItsLease(t *testing.T) {
 	}
 }
 
+// An extended lease's record carries the extension that set its term,
+// and its receipt may end within the extended term, not past it.
+func TestAnExtendedLeasesRecordCarriesItsExtension(t *testing.T) {
+	renter, provider := chaintest.NewParty(t), chaintest.NewParty(t)
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	l, cs := chaintest.Lease(t, "l", renter, provider, start)
+	ext, err := market.NewCoSigned(renter.Key, market.Renter, market.LeaseTerm(l, cs).NewExtension(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := market.CoSign[*pb.Extension](provider.Key, market.Provider, ext); err != nil {
+		t.Fatal(err)
+	}
+	term, err := market.LeaseTerm(l, cs).Extend(ext, market.Renter, market.Provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := start.Add(90 * time.Minute) // past the lease's hour, within the extended two
+	rc := market.NewReceipt(term.Lease, cs, market.ReceiptTerms{Outcome: pb.Outcome_OUTCOME_COMPLETED, End: end, LastBeat: end, ExtensionHash: term.ExtensionHash()})
+	b, err := chain.Propose(provider.Key, nil, rc, cs, ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chain.CheckDates(b, end, time.Minute); err != nil {
+		t.Errorf("a receipt within its extended term: %v", err)
+	}
+	if _, err := chain.Propose(provider.Key, nil, rc, cs, nil); !errors.Is(err, chain.ErrBlock) {
+		t.Errorf("a receipt naming an extension its record does not carry: %v", err)
+	}
+	late := proto.Clone(rc).(*pb.Receipt)
+	late.EndUnixMs = start.Add(3 * time.Hour).UnixMilli()
+	if b, err := chain.Propose(provider.Key, nil, late, cs, ext); err != nil || !errors.Is(chain.CheckDates(b, start.Add(4*time.Hour), time.Minute), chain.ErrDates) {
+		t.Errorf("a receipt past its extended term: %v", err)
+	}
+}
+
 // Open never panics on what a peer sends.
 func FuzzOpen(f *testing.F) {
 	renter, provider := chaintest.NewParty(f), chaintest.NewParty(f)

@@ -2039,8 +2039,12 @@ type CoSigned struct {
 	Body              []byte                 `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
 	RenterSignature   []byte                 `protobuf:"bytes,2,opt,name=renter_signature,json=renterSignature,proto3" json:"renter_signature,omitempty"`
 	ProviderSignature []byte                 `protobuf:"bytes,3,opt,name=provider_signature,json=providerSignature,proto3" json:"provider_signature,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// For a Lease: its Term, co-signed by the same parties at the same
+	// time, so a record can show the term both signed without the lease's
+	// workload (its command and environment stay between the two parties).
+	Term          *CoSigned `protobuf:"bytes,4,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CoSigned) Reset() {
@@ -2094,6 +2098,117 @@ func (x *CoSigned) GetProviderSignature() []byte {
 	return nil
 }
 
+func (x *CoSigned) GetTerm() *CoSigned {
+	if x != nil {
+		return x.Term
+	}
+	return nil
+}
+
+// Term is what a lease's records are checked against, and nothing else
+// of it: its parties, start and duration, and its hash.
+type Term struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	LeaseId string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// SHA-256 of the co-signed lease's body.
+	LeaseHash       []byte `protobuf:"bytes,3,opt,name=lease_hash,json=leaseHash,proto3" json:"lease_hash,omitempty"`
+	Renter          []byte `protobuf:"bytes,4,opt,name=renter,proto3" json:"renter,omitempty"`
+	Provider        []byte `protobuf:"bytes,5,opt,name=provider,proto3" json:"provider,omitempty"`
+	StartUnixMs     int64  `protobuf:"varint,6,opt,name=start_unix_ms,json=startUnixMs,proto3" json:"start_unix_ms,omitempty"`
+	DurationSeconds uint64 `protobuf:"varint,7,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"`
+	// The lease's swarm (its bid's header.swarm).
+	Swarm         string `protobuf:"bytes,8,opt,name=swarm,proto3" json:"swarm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Term) Reset() {
+	*x = Term{}
+	mi := &file_market_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Term) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Term) ProtoMessage() {}
+
+func (x *Term) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Term.ProtoReflect.Descriptor instead.
+func (*Term) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Term) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Term) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *Term) GetLeaseHash() []byte {
+	if x != nil {
+		return x.LeaseHash
+	}
+	return nil
+}
+
+func (x *Term) GetRenter() []byte {
+	if x != nil {
+		return x.Renter
+	}
+	return nil
+}
+
+func (x *Term) GetProvider() []byte {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+func (x *Term) GetStartUnixMs() int64 {
+	if x != nil {
+		return x.StartUnixMs
+	}
+	return 0
+}
+
+func (x *Term) GetDurationSeconds() uint64 {
+	if x != nil {
+		return x.DurationSeconds
+	}
+	return 0
+}
+
+func (x *Term) GetSwarm() string {
+	if x != nil {
+		return x.Swarm
+	}
+	return ""
+}
+
 // Receipt is what a lease cost, co-signed at its end.
 type Receipt struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -2128,7 +2243,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_market_proto_msgTypes[20]
+	mi := &file_market_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2255,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[20]
+	mi := &file_market_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2268,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{20}
+	return file_market_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Receipt) GetVersion() uint32 {
@@ -2298,7 +2413,7 @@ type Extension struct {
 
 func (x *Extension) Reset() {
 	*x = Extension{}
-	mi := &file_market_proto_msgTypes[21]
+	mi := &file_market_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2425,7 @@ func (x *Extension) String() string {
 func (*Extension) ProtoMessage() {}
 
 func (x *Extension) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[21]
+	mi := &file_market_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2438,7 @@ func (x *Extension) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Extension.ProtoReflect.Descriptor instead.
 func (*Extension) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{21}
+	return file_market_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Extension) GetVersion() uint32 {
@@ -2393,7 +2508,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_market_proto_msgTypes[22]
+	mi := &file_market_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2520,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[22]
+	mi := &file_market_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2533,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{22}
+	return file_market_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LeaseRequest) GetKind() isLeaseRequest_Kind {
@@ -2533,7 +2648,7 @@ type LeaseReply struct {
 
 func (x *LeaseReply) Reset() {
 	*x = LeaseReply{}
-	mi := &file_market_proto_msgTypes[23]
+	mi := &file_market_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +2660,7 @@ func (x *LeaseReply) String() string {
 func (*LeaseReply) ProtoMessage() {}
 
 func (x *LeaseReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[23]
+	mi := &file_market_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +2673,7 @@ func (x *LeaseReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseReply.ProtoReflect.Descriptor instead.
 func (*LeaseReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{23}
+	return file_market_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LeaseReply) GetLease() *CoSigned {
@@ -2612,7 +2727,7 @@ type JobAttach struct {
 
 func (x *JobAttach) Reset() {
 	*x = JobAttach{}
-	mi := &file_market_proto_msgTypes[24]
+	mi := &file_market_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2739,7 @@ func (x *JobAttach) String() string {
 func (*JobAttach) ProtoMessage() {}
 
 func (x *JobAttach) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[24]
+	mi := &file_market_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2752,7 @@ func (x *JobAttach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttach.ProtoReflect.Descriptor instead.
 func (*JobAttach) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{24}
+	return file_market_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *JobAttach) GetLeaseId() string {
@@ -2684,7 +2799,7 @@ type JobFrame struct {
 
 func (x *JobFrame) Reset() {
 	*x = JobFrame{}
-	mi := &file_market_proto_msgTypes[25]
+	mi := &file_market_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +2811,7 @@ func (x *JobFrame) String() string {
 func (*JobFrame) ProtoMessage() {}
 
 func (x *JobFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[25]
+	mi := &file_market_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +2824,7 @@ func (x *JobFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFrame.ProtoReflect.Descriptor instead.
 func (*JobFrame) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{25}
+	return file_market_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JobFrame) GetKind() isJobFrame_Kind {
@@ -2852,7 +2967,7 @@ type ReceiptReply struct {
 
 func (x *ReceiptReply) Reset() {
 	*x = ReceiptReply{}
-	mi := &file_market_proto_msgTypes[26]
+	mi := &file_market_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +2979,7 @@ func (x *ReceiptReply) String() string {
 func (*ReceiptReply) ProtoMessage() {}
 
 func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[26]
+	mi := &file_market_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +2992,7 @@ func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptReply.ProtoReflect.Descriptor instead.
 func (*ReceiptReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{26}
+	return file_market_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReceiptReply) GetReceipt() *CoSigned {
@@ -2913,7 +3028,7 @@ type ImageRequest struct {
 
 func (x *ImageRequest) Reset() {
 	*x = ImageRequest{}
-	mi := &file_market_proto_msgTypes[27]
+	mi := &file_market_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3040,7 @@ func (x *ImageRequest) String() string {
 func (*ImageRequest) ProtoMessage() {}
 
 func (x *ImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[27]
+	mi := &file_market_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3053,7 @@ func (x *ImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRequest.ProtoReflect.Descriptor instead.
 func (*ImageRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{27}
+	return file_market_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ImageRequest) GetRef() string {
@@ -2967,7 +3082,7 @@ type ImageUpload struct {
 
 func (x *ImageUpload) Reset() {
 	*x = ImageUpload{}
-	mi := &file_market_proto_msgTypes[28]
+	mi := &file_market_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3094,7 @@ func (x *ImageUpload) String() string {
 func (*ImageUpload) ProtoMessage() {}
 
 func (x *ImageUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[28]
+	mi := &file_market_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3107,7 @@ func (x *ImageUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageUpload.ProtoReflect.Descriptor instead.
 func (*ImageUpload) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{28}
+	return file_market_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ImageUpload) GetDiffIds() []string {
@@ -3028,7 +3143,7 @@ type ImageChunk struct {
 
 func (x *ImageChunk) Reset() {
 	*x = ImageChunk{}
-	mi := &file_market_proto_msgTypes[29]
+	mi := &file_market_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3040,7 +3155,7 @@ func (x *ImageChunk) String() string {
 func (*ImageChunk) ProtoMessage() {}
 
 func (x *ImageChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[29]
+	mi := &file_market_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3053,7 +3168,7 @@ func (x *ImageChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageChunk.ProtoReflect.Descriptor instead.
 func (*ImageChunk) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{29}
+	return file_market_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ImageChunk) GetData() []byte {
@@ -3080,7 +3195,7 @@ type ImageFrame struct {
 
 func (x *ImageFrame) Reset() {
 	*x = ImageFrame{}
-	mi := &file_market_proto_msgTypes[30]
+	mi := &file_market_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +3207,7 @@ func (x *ImageFrame) String() string {
 func (*ImageFrame) ProtoMessage() {}
 
 func (x *ImageFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[30]
+	mi := &file_market_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +3220,7 @@ func (x *ImageFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageFrame.ProtoReflect.Descriptor instead.
 func (*ImageFrame) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{30}
+	return file_market_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ImageFrame) GetKind() isImageFrame_Kind {
@@ -3198,7 +3313,7 @@ type ImageProgress struct {
 
 func (x *ImageProgress) Reset() {
 	*x = ImageProgress{}
-	mi := &file_market_proto_msgTypes[31]
+	mi := &file_market_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3325,7 @@ func (x *ImageProgress) String() string {
 func (*ImageProgress) ProtoMessage() {}
 
 func (x *ImageProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[31]
+	mi := &file_market_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3338,7 @@ func (x *ImageProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageProgress.ProtoReflect.Descriptor instead.
 func (*ImageProgress) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{31}
+	return file_market_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ImageProgress) GetDoneBytes() uint64 {
@@ -3268,7 +3383,7 @@ type ImageReady struct {
 
 func (x *ImageReady) Reset() {
 	*x = ImageReady{}
-	mi := &file_market_proto_msgTypes[32]
+	mi := &file_market_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3395,7 @@ func (x *ImageReady) String() string {
 func (*ImageReady) ProtoMessage() {}
 
 func (x *ImageReady) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[32]
+	mi := &file_market_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3408,7 @@ func (x *ImageReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageReady.ProtoReflect.Descriptor instead.
 func (*ImageReady) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{32}
+	return file_market_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ImageReady) GetId() string {
@@ -3351,7 +3466,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_market_proto_msgTypes[33]
+	mi := &file_market_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3363,7 +3478,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[33]
+	mi := &file_market_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3376,7 +3491,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{33}
+	return file_market_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SessionRequest) GetLeaseId() string {
@@ -3490,7 +3605,7 @@ type PackRequest struct {
 
 func (x *PackRequest) Reset() {
 	*x = PackRequest{}
-	mi := &file_market_proto_msgTypes[34]
+	mi := &file_market_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3502,7 +3617,7 @@ func (x *PackRequest) String() string {
 func (*PackRequest) ProtoMessage() {}
 
 func (x *PackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[34]
+	mi := &file_market_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3515,7 +3630,7 @@ func (x *PackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PackRequest.ProtoReflect.Descriptor instead.
 func (*PackRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{34}
+	return file_market_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PackRequest) GetPath() string {
@@ -3546,7 +3661,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_market_proto_msgTypes[35]
+	mi := &file_market_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3558,7 +3673,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[35]
+	mi := &file_market_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3571,7 +3686,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{35}
+	return file_market_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ExecRequest) GetArgv() []string {
@@ -3621,7 +3736,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_market_proto_msgTypes[36]
+	mi := &file_market_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3633,7 +3748,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[36]
+	mi := &file_market_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3646,7 +3761,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{36}
+	return file_market_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SessionReply) GetRefused() string {
@@ -3671,7 +3786,7 @@ type ExecInput struct {
 
 func (x *ExecInput) Reset() {
 	*x = ExecInput{}
-	mi := &file_market_proto_msgTypes[37]
+	mi := &file_market_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3683,7 +3798,7 @@ func (x *ExecInput) String() string {
 func (*ExecInput) ProtoMessage() {}
 
 func (x *ExecInput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[37]
+	mi := &file_market_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3696,7 +3811,7 @@ func (x *ExecInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
 func (*ExecInput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{37}
+	return file_market_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExecInput) GetKind() isExecInput_Kind {
@@ -3765,7 +3880,7 @@ type WindowSize struct {
 
 func (x *WindowSize) Reset() {
 	*x = WindowSize{}
-	mi := &file_market_proto_msgTypes[38]
+	mi := &file_market_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3777,7 +3892,7 @@ func (x *WindowSize) String() string {
 func (*WindowSize) ProtoMessage() {}
 
 func (x *WindowSize) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[38]
+	mi := &file_market_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3790,7 +3905,7 @@ func (x *WindowSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
 func (*WindowSize) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{38}
+	return file_market_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WindowSize) GetRows() uint32 {
@@ -3824,7 +3939,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_market_proto_msgTypes[39]
+	mi := &file_market_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3836,7 +3951,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[39]
+	mi := &file_market_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3849,7 +3964,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{39}
+	return file_market_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ExecOutput) GetKind() isExecOutput_Kind {
@@ -3926,8 +4041,8 @@ func (*ExecOutput_Error) isExecOutput_Kind() {}
 // Block is one record in its owner's chain (TrustChain's shape): the
 // owner's seq-th block, naming the block before it by hash, signed by the
 // owner alone (SignedBlock). A proposal (link_seq 0) carries the receipt
-// its owner proposes for a lease, with the lease co-signed by both parties
-// so anyone can check the receipt's dates against its term; the
+// its owner proposes for a lease, with the lease's term co-signed by both
+// parties so anyone can check the receipt's dates against it; the
 // counterparty completes the record with an agreement in its own chain,
 // which names the proposal by its seq and hash (so by the proposer's head)
 // over its own previous block (its own head), and carries the very same
@@ -3951,9 +4066,9 @@ type Block struct {
 	// The receipt's body (deterministic Receipt) that the record closes its
 	// lease with.
 	Receipt []byte `protobuf:"bytes,8,opt,name=receipt,proto3" json:"receipt,omitempty"`
-	// In a proposal: the lease, co-signed by both, and the co-signed
-	// extension that set its term, if one did.
-	Lease     *CoSigned `protobuf:"bytes,9,opt,name=lease,proto3" json:"lease,omitempty"`
+	// In a proposal: the lease's Term, co-signed by both, and the
+	// co-signed extension that set its term, if one did.
+	Term      *CoSigned `protobuf:"bytes,9,opt,name=term,proto3" json:"term,omitempty"`
 	Extension *CoSigned `protobuf:"bytes,10,opt,name=extension,proto3" json:"extension,omitempty"`
 	// The swarm of the lease (its receipt's), so a chain shown in another
 	// swarm counts for nothing there.
@@ -3964,7 +4079,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_market_proto_msgTypes[40]
+	mi := &file_market_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3976,7 +4091,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[40]
+	mi := &file_market_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3989,7 +4104,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{40}
+	return file_market_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Block) GetVersion() uint32 {
@@ -4048,9 +4163,9 @@ func (x *Block) GetReceipt() []byte {
 	return nil
 }
 
-func (x *Block) GetLease() *CoSigned {
+func (x *Block) GetTerm() *CoSigned {
 	if x != nil {
-		return x.Lease
+		return x.Term
 	}
 	return nil
 }
@@ -4081,7 +4196,7 @@ type SignedBlock struct {
 
 func (x *SignedBlock) Reset() {
 	*x = SignedBlock{}
-	mi := &file_market_proto_msgTypes[41]
+	mi := &file_market_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4093,7 +4208,7 @@ func (x *SignedBlock) String() string {
 func (*SignedBlock) ProtoMessage() {}
 
 func (x *SignedBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[41]
+	mi := &file_market_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4106,7 +4221,7 @@ func (x *SignedBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignedBlock.ProtoReflect.Descriptor instead.
 func (*SignedBlock) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{41}
+	return file_market_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SignedBlock) GetBody() []byte {
@@ -4296,11 +4411,22 @@ const file_market_proto_rawDesc = "" +
 	"\bcurrency\x18\f \x01(\tR\bcurrency\x12!\n" +
 	"\fprice_micros\x18\r \x01(\x04R\vpriceMicros\x128\n" +
 	"\bworkload\x18\x0e \x01(\v2\x1c.idlegrid.market.v1.WorkloadR\bworkload\x12&\n" +
-	"\x0fcreated_unix_ms\x18\x0f \x01(\x03R\rcreatedUnixMs\"x\n" +
+	"\x0fcreated_unix_ms\x18\x0f \x01(\x03R\rcreatedUnixMs\"\xaa\x01\n" +
 	"\bCoSigned\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12)\n" +
 	"\x10renter_signature\x18\x02 \x01(\fR\x0frenterSignature\x12-\n" +
-	"\x12provider_signature\x18\x03 \x01(\fR\x11providerSignature\"\xa1\x04\n" +
+	"\x12provider_signature\x18\x03 \x01(\fR\x11providerSignature\x120\n" +
+	"\x04term\x18\x04 \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\x04term\"\xf3\x01\n" +
+	"\x04Term\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1d\n" +
+	"\n" +
+	"lease_hash\x18\x03 \x01(\fR\tleaseHash\x12\x16\n" +
+	"\x06renter\x18\x04 \x01(\fR\x06renter\x12\x1a\n" +
+	"\bprovider\x18\x05 \x01(\fR\bprovider\x12\"\n" +
+	"\rstart_unix_ms\x18\x06 \x01(\x03R\vstartUnixMs\x12)\n" +
+	"\x10duration_seconds\x18\a \x01(\x04R\x0fdurationSeconds\x12\x14\n" +
+	"\x05swarm\x18\b \x01(\tR\x05swarm\"\xa1\x04\n" +
 	"\aReceipt\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1d\n" +
@@ -4429,7 +4555,7 @@ const file_market_proto_rawDesc = "" +
 	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12\x1d\n" +
 	"\texit_code\x18\x03 \x01(\x05H\x00R\bexitCode\x12\x16\n" +
 	"\x05error\x18\x04 \x01(\tH\x00R\x05errorB\x06\n" +
-	"\x04kind\"\xd9\x02\n" +
+	"\x04kind\"\xd7\x02\n" +
 	"\x05Block\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\fR\x05owner\x12\x10\n" +
@@ -4438,8 +4564,8 @@ const file_market_proto_rawDesc = "" +
 	"\fcounterparty\x18\x05 \x01(\fR\fcounterparty\x12\x19\n" +
 	"\blink_seq\x18\x06 \x01(\x04R\alinkSeq\x12\x1b\n" +
 	"\tlink_hash\x18\a \x01(\fR\blinkHash\x12\x18\n" +
-	"\areceipt\x18\b \x01(\fR\areceipt\x122\n" +
-	"\x05lease\x18\t \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\x05lease\x12:\n" +
+	"\areceipt\x18\b \x01(\fR\areceipt\x120\n" +
+	"\x04term\x18\t \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\x04term\x12:\n" +
 	"\textension\x18\n" +
 	" \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\textension\x12\x14\n" +
 	"\x05swarm\x18\v \x01(\tR\x05swarm\"?\n" +
@@ -4488,7 +4614,7 @@ func file_market_proto_rawDescGZIP() []byte {
 }
 
 var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_market_proto_goTypes = []any{
 	(Tier)(0),                 // 0: idlegrid.market.v1.Tier
 	(Outcome)(0),              // 1: idlegrid.market.v1.Outcome
@@ -4513,28 +4639,29 @@ var file_market_proto_goTypes = []any{
 	(*DownloadReply)(nil),     // 20: idlegrid.market.v1.DownloadReply
 	(*Lease)(nil),             // 21: idlegrid.market.v1.Lease
 	(*CoSigned)(nil),          // 22: idlegrid.market.v1.CoSigned
-	(*Receipt)(nil),           // 23: idlegrid.market.v1.Receipt
-	(*Extension)(nil),         // 24: idlegrid.market.v1.Extension
-	(*LeaseRequest)(nil),      // 25: idlegrid.market.v1.LeaseRequest
-	(*LeaseReply)(nil),        // 26: idlegrid.market.v1.LeaseReply
-	(*JobAttach)(nil),         // 27: idlegrid.market.v1.JobAttach
-	(*JobFrame)(nil),          // 28: idlegrid.market.v1.JobFrame
-	(*ReceiptReply)(nil),      // 29: idlegrid.market.v1.ReceiptReply
-	(*ImageRequest)(nil),      // 30: idlegrid.market.v1.ImageRequest
-	(*ImageUpload)(nil),       // 31: idlegrid.market.v1.ImageUpload
-	(*ImageChunk)(nil),        // 32: idlegrid.market.v1.ImageChunk
-	(*ImageFrame)(nil),        // 33: idlegrid.market.v1.ImageFrame
-	(*ImageProgress)(nil),     // 34: idlegrid.market.v1.ImageProgress
-	(*ImageReady)(nil),        // 35: idlegrid.market.v1.ImageReady
-	(*SessionRequest)(nil),    // 36: idlegrid.market.v1.SessionRequest
-	(*PackRequest)(nil),       // 37: idlegrid.market.v1.PackRequest
-	(*ExecRequest)(nil),       // 38: idlegrid.market.v1.ExecRequest
-	(*SessionReply)(nil),      // 39: idlegrid.market.v1.SessionReply
-	(*ExecInput)(nil),         // 40: idlegrid.market.v1.ExecInput
-	(*WindowSize)(nil),        // 41: idlegrid.market.v1.WindowSize
-	(*ExecOutput)(nil),        // 42: idlegrid.market.v1.ExecOutput
-	(*Block)(nil),             // 43: idlegrid.market.v1.Block
-	(*SignedBlock)(nil),       // 44: idlegrid.market.v1.SignedBlock
+	(*Term)(nil),              // 23: idlegrid.market.v1.Term
+	(*Receipt)(nil),           // 24: idlegrid.market.v1.Receipt
+	(*Extension)(nil),         // 25: idlegrid.market.v1.Extension
+	(*LeaseRequest)(nil),      // 26: idlegrid.market.v1.LeaseRequest
+	(*LeaseReply)(nil),        // 27: idlegrid.market.v1.LeaseReply
+	(*JobAttach)(nil),         // 28: idlegrid.market.v1.JobAttach
+	(*JobFrame)(nil),          // 29: idlegrid.market.v1.JobFrame
+	(*ReceiptReply)(nil),      // 30: idlegrid.market.v1.ReceiptReply
+	(*ImageRequest)(nil),      // 31: idlegrid.market.v1.ImageRequest
+	(*ImageUpload)(nil),       // 32: idlegrid.market.v1.ImageUpload
+	(*ImageChunk)(nil),        // 33: idlegrid.market.v1.ImageChunk
+	(*ImageFrame)(nil),        // 34: idlegrid.market.v1.ImageFrame
+	(*ImageProgress)(nil),     // 35: idlegrid.market.v1.ImageProgress
+	(*ImageReady)(nil),        // 36: idlegrid.market.v1.ImageReady
+	(*SessionRequest)(nil),    // 37: idlegrid.market.v1.SessionRequest
+	(*PackRequest)(nil),       // 38: idlegrid.market.v1.PackRequest
+	(*ExecRequest)(nil),       // 39: idlegrid.market.v1.ExecRequest
+	(*SessionReply)(nil),      // 40: idlegrid.market.v1.SessionReply
+	(*ExecInput)(nil),         // 41: idlegrid.market.v1.ExecInput
+	(*WindowSize)(nil),        // 42: idlegrid.market.v1.WindowSize
+	(*ExecOutput)(nil),        // 43: idlegrid.market.v1.ExecOutput
+	(*Block)(nil),             // 44: idlegrid.market.v1.Block
+	(*SignedBlock)(nil),       // 45: idlegrid.market.v1.SignedBlock
 }
 var file_market_proto_depIdxs = []int32{
 	0,  // 0: idlegrid.market.v1.TierPrice.tier:type_name -> idlegrid.market.v1.Tier
@@ -4557,29 +4684,30 @@ var file_market_proto_depIdxs = []int32{
 	13, // 17: idlegrid.market.v1.Lease.bid:type_name -> idlegrid.market.v1.Bid
 	0,  // 18: idlegrid.market.v1.Lease.tier:type_name -> idlegrid.market.v1.Tier
 	15, // 19: idlegrid.market.v1.Lease.workload:type_name -> idlegrid.market.v1.Workload
-	1,  // 20: idlegrid.market.v1.Receipt.outcome:type_name -> idlegrid.market.v1.Outcome
-	22, // 21: idlegrid.market.v1.LeaseRequest.propose:type_name -> idlegrid.market.v1.CoSigned
-	22, // 22: idlegrid.market.v1.LeaseRequest.extend:type_name -> idlegrid.market.v1.CoSigned
-	22, // 23: idlegrid.market.v1.LeaseReply.lease:type_name -> idlegrid.market.v1.CoSigned
-	2,  // 24: idlegrid.market.v1.LeaseReply.code:type_name -> idlegrid.market.v1.RejectCode
-	22, // 25: idlegrid.market.v1.LeaseReply.extension:type_name -> idlegrid.market.v1.CoSigned
-	22, // 26: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
-	22, // 27: idlegrid.market.v1.JobFrame.extension:type_name -> idlegrid.market.v1.CoSigned
-	22, // 28: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
-	31, // 29: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
-	34, // 30: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
-	35, // 31: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
-	38, // 32: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
-	16, // 33: idlegrid.market.v1.SessionRequest.unpack:type_name -> idlegrid.market.v1.Input
-	37, // 34: idlegrid.market.v1.SessionRequest.pack:type_name -> idlegrid.market.v1.PackRequest
-	41, // 35: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
-	22, // 36: idlegrid.market.v1.Block.lease:type_name -> idlegrid.market.v1.CoSigned
-	22, // 37: idlegrid.market.v1.Block.extension:type_name -> idlegrid.market.v1.CoSigned
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	22, // 20: idlegrid.market.v1.CoSigned.term:type_name -> idlegrid.market.v1.CoSigned
+	1,  // 21: idlegrid.market.v1.Receipt.outcome:type_name -> idlegrid.market.v1.Outcome
+	22, // 22: idlegrid.market.v1.LeaseRequest.propose:type_name -> idlegrid.market.v1.CoSigned
+	22, // 23: idlegrid.market.v1.LeaseRequest.extend:type_name -> idlegrid.market.v1.CoSigned
+	22, // 24: idlegrid.market.v1.LeaseReply.lease:type_name -> idlegrid.market.v1.CoSigned
+	2,  // 25: idlegrid.market.v1.LeaseReply.code:type_name -> idlegrid.market.v1.RejectCode
+	22, // 26: idlegrid.market.v1.LeaseReply.extension:type_name -> idlegrid.market.v1.CoSigned
+	22, // 27: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
+	22, // 28: idlegrid.market.v1.JobFrame.extension:type_name -> idlegrid.market.v1.CoSigned
+	22, // 29: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
+	32, // 30: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
+	35, // 31: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
+	36, // 32: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
+	39, // 33: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
+	16, // 34: idlegrid.market.v1.SessionRequest.unpack:type_name -> idlegrid.market.v1.Input
+	38, // 35: idlegrid.market.v1.SessionRequest.pack:type_name -> idlegrid.market.v1.PackRequest
+	42, // 36: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
+	22, // 37: idlegrid.market.v1.Block.term:type_name -> idlegrid.market.v1.CoSigned
+	22, // 38: idlegrid.market.v1.Block.extension:type_name -> idlegrid.market.v1.CoSigned
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_market_proto_init() }
@@ -4587,14 +4715,14 @@ func file_market_proto_init() {
 	if File_market_proto != nil {
 		return
 	}
-	file_market_proto_msgTypes[22].OneofWrappers = []any{
+	file_market_proto_msgTypes[23].OneofWrappers = []any{
 		(*LeaseRequest_Propose)(nil),
 		(*LeaseRequest_CancelLeaseId)(nil),
 		(*LeaseRequest_DetachLeaseId)(nil),
 		(*LeaseRequest_Extend)(nil),
 		(*LeaseRequest_TermsLeaseId)(nil),
 	}
-	file_market_proto_msgTypes[25].OneofWrappers = []any{
+	file_market_proto_msgTypes[26].OneofWrappers = []any{
 		(*JobFrame_Stdout)(nil),
 		(*JobFrame_Stderr)(nil),
 		(*JobFrame_Heartbeat)(nil),
@@ -4603,25 +4731,25 @@ func file_market_proto_init() {
 		(*JobFrame_Started)(nil),
 		(*JobFrame_Extension)(nil),
 	}
-	file_market_proto_msgTypes[30].OneofWrappers = []any{
+	file_market_proto_msgTypes[31].OneofWrappers = []any{
 		(*ImageFrame_Progress)(nil),
 		(*ImageFrame_Ready)(nil),
 		(*ImageFrame_Refused)(nil),
 		(*ImageFrame_NeedFrom)(nil),
 	}
-	file_market_proto_msgTypes[33].OneofWrappers = []any{
+	file_market_proto_msgTypes[34].OneofWrappers = []any{
 		(*SessionRequest_Exec)(nil),
 		(*SessionRequest_ForwardPort)(nil),
 		(*SessionRequest_Watch)(nil),
 		(*SessionRequest_Unpack)(nil),
 		(*SessionRequest_Pack)(nil),
 	}
-	file_market_proto_msgTypes[37].OneofWrappers = []any{
+	file_market_proto_msgTypes[38].OneofWrappers = []any{
 		(*ExecInput_Stdin)(nil),
 		(*ExecInput_StdinClosed)(nil),
 		(*ExecInput_Resize)(nil),
 	}
-	file_market_proto_msgTypes[39].OneofWrappers = []any{
+	file_market_proto_msgTypes[40].OneofWrappers = []any{
 		(*ExecOutput_Stdout)(nil),
 		(*ExecOutput_Stderr)(nil),
 		(*ExecOutput_ExitCode)(nil),
@@ -4633,7 +4761,7 @@ func file_market_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
