@@ -223,6 +223,14 @@ func testProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 	if rc.MeteredSeconds > 5 {
 		t.Errorf("metered %d s for a job the provider ran a few seconds", rc.MeteredSeconds)
 	}
+	// And keeps the failure in its chain, half-signed: a proposal of its
+	// own receipt that no agreement completes, which whoever reads the
+	// renter's chain sees.
+	if raw, err := renter.records.Range(context.Background(), 1, 10); err != nil || len(raw) != 1 {
+		t.Errorf("the renter's chain: %d records (%v)", len(raw), err)
+	} else if b, _ := renter.records.Head(context.Background()); !b.Proposal() || b.Receipt().Outcome != pb.Outcome_OUTCOME_FAILED || b.Counterparty() != prov.id {
+		t.Errorf("the renter's record: proposal %v, %v against %s", b.Proposal(), b.Receipt().Outcome, b.Counterparty())
+	}
 	// And counts it against the provider, on its own receipt: the provider
 	// now ranks below one with no history (issue 12).
 	waitFor(t, 10*time.Second, "the renter scores the vanished provider below the prior", func() bool {

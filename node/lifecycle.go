@@ -228,6 +228,7 @@ func (n *Node) startReputation(ctx context.Context) (func() error, error) {
 	}
 	ctx, cancel := context.WithCancel(n.base)
 	p2p.ServeReceipts(n.server(ctx), n.reputation.ReceiptsOf)
+	p2p.ServeChain(n.server(ctx), n.records.Range)
 	done := make(chan struct{})
 	go func() { defer close(done); n.reputation.Run(ctx) }()
 	return func() error { cancel(); <-done; return nil }, nil

@@ -27,6 +27,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/swarm"
 	"github.com/idlegrid/idlegrid/node/trust"
+	"github.com/idlegrid/idlegrid/node/trustchain"
 	"github.com/idlegrid/idlegrid/p2p"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -113,6 +114,7 @@ type Node struct {
 	link        *swarm.Link
 	market      *book.Market
 	reputation  *trust.Reputation
+	records     *trustchain.Keeper // this node's chain of lease records
 	challenger  *trust.Challenger
 	relayVouch  swarm.RelayVouch // whom this node's relay reserves for
 	renter      *renter.Renter

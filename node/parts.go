@@ -20,6 +20,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/swarm"
 	"github.com/idlegrid/idlegrid/node/trust"
+	"github.com/idlegrid/idlegrid/node/trustchain"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -35,8 +36,13 @@ var (
 
 // buildParts builds the market side, the challenger, the renter and, on
 // a provider, the provider, and wires them together. It starts nothing.
-func (n *Node) buildParts(context.Context) (func() error, error) {
+func (n *Node) buildParts(ctx context.Context) (func() error, error) {
 	log := n.opts.Logger.With("subsystem", LogNode)
+	records, err := trustchain.Open(ctx, n.key, n.store)
+	if err != nil {
+		return nil, fmt.Errorf("lease records: %w", err)
+	}
+	n.records = records
 	n.reputation = trust.New(trust.Deps{
 		Self: n.id, Swarm: n.swarm.Tag(), Seeds: n.trustSeeds(), Store: n.leaseStore(), Saved: n.store, Net: n.link,
 		Providers: func() []peer.ID { return n.market.Providers() }, Clock: n.clock, Log: log,
@@ -52,14 +58,13 @@ func (n *Node) buildParts(context.Context) (func() error, error) {
 	n.renter = &renter.Renter{
 		Id: n.id, Swarm: n.swarm, Key: n.key, Net: n.link, Market: n.market, Challenger: n.challenger, Store: n.leaseStore(),
 		LogsDir: filepath.Join(n.repo.Path, repo.LogsDir), Clock: n.clock, Log: log, Ended: n.leaseEnded, Observe: n.reputation.Observe,
-		LearnFor: n.reputation.LearnFor, MeasureFor: n.measure, AddrsOf: n.host.Peerstore().Addrs,
+		LearnFor: n.reputation.LearnFor, MeasureFor: n.measure, AddrsOf: n.host.Peerstore().Addrs, Records: n.records,
 	}
 	if !n.cfg.Provider.Enabled {
 		return nil, nil
 	}
 	source := n.opts.GPUSource
 	if source == nil {
-		var err error
 		if source, err = provider.SourceOf(n.cfg.Provider, n.id.String()); err != nil {
 			return nil, fmt.Errorf("provider.gpu_source: %w", err)
 		}
@@ -159,6 +164,7 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 		StageDir:    filepath.Join(n.repo.Path, repo.StagingDir),
 		Signed:      func() { n.reputation.Poke() },
 		Metrics:     n.metrics,
+		Records:     n.records,
 	}, inv)
 	if err != nil {
 		closeExecutor(exec)

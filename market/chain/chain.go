@@ -39,9 +39,10 @@ import (
 // a signature over anything else.
 const Domain = "idlegrid-chain-block"
 
-// MaxBlockSize bounds a signed block: a receipt, a lease and an
-// extension, each a co-signed document's size at most, and the rest.
-const MaxBlockSize = 3*market.MaxCoSignedSize + 4<<10
+// MaxBlockSize bounds a signed block: a receipt, a term and an
+// extension, each of a few hundred bytes, and room to spare (a receipt
+// over p2p's 4 KiB is served to no one anyway).
+const MaxBlockSize = 16 << 10
 
 // Errors of blocks and chains.
 var (

@@ -2792,7 +2792,10 @@ type JobFrame struct {
 	// For stdout and stderr: where the frame's bytes begin in that stream
 	// of the job's output, so a renter that gets them twice (a replay after
 	// a re-attach) keeps them once and one that misses some knows.
-	Offset        uint64 `protobuf:"varint,7,opt,name=offset,proto3" json:"offset,omitempty"`
+	Offset uint64 `protobuf:"varint,7,opt,name=offset,proto3" json:"offset,omitempty"`
+	// With a receipt: the provider's proposal of it in its chain, for the
+	// renter to complete with its agreement.
+	Record        *SignedBlock `protobuf:"bytes,9,opt,name=record,proto3" json:"record,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2904,6 +2907,13 @@ func (x *JobFrame) GetOffset() uint64 {
 	return 0
 }
 
+func (x *JobFrame) GetRecord() *SignedBlock {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
 type isJobFrame_Kind interface {
 	isJobFrame_Kind()
 }
@@ -2958,9 +2968,12 @@ func (*JobFrame_Extension) isJobFrame_Kind() {}
 // ReceiptReply travels renter → provider after a receipt frame: the
 // receipt countersigned, or why the renter will not sign it.
 type ReceiptReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Receipt       *CoSigned              `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
-	Refusal       string                 `protobuf:"bytes,2,opt,name=refusal,proto3" json:"refusal,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Receipt *CoSigned              `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	Refusal string                 `protobuf:"bytes,2,opt,name=refusal,proto3" json:"refusal,omitempty"`
+	// With the receipt countersigned: the renter's agreement in its chain,
+	// completing the provider's proposal.
+	Agreement     *SignedBlock `protobuf:"bytes,3,opt,name=agreement,proto3" json:"agreement,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3007,6 +3020,13 @@ func (x *ReceiptReply) GetRefusal() string {
 		return x.Refusal
 	}
 	return ""
+}
+
+func (x *ReceiptReply) GetAgreement() *SignedBlock {
+	if x != nil {
+		return x.Agreement
+	}
+	return nil
 }
 
 // ImageRequest travels renter → provider on /idlegrid/image/1.0.0 before
@@ -4238,6 +4258,61 @@ func (x *SignedBlock) GetSignature() []byte {
 	return nil
 }
 
+// ChainEntry is one block of a peer's chain as it serves it, with the
+// counterparty's block that completes it or that it completes, when the
+// peer holds one.
+type ChainEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Block         *SignedBlock           `protobuf:"bytes,1,opt,name=block,proto3" json:"block,omitempty"`
+	Link          *SignedBlock           `protobuf:"bytes,2,opt,name=link,proto3" json:"link,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChainEntry) Reset() {
+	*x = ChainEntry{}
+	mi := &file_market_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChainEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChainEntry) ProtoMessage() {}
+
+func (x *ChainEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChainEntry.ProtoReflect.Descriptor instead.
+func (*ChainEntry) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ChainEntry) GetBlock() *SignedBlock {
+	if x != nil {
+		return x.Block
+	}
+	return nil
+}
+
+func (x *ChainEntry) GetLink() *SignedBlock {
+	if x != nil {
+		return x.Link
+	}
+	return nil
+}
+
 var File_market_proto protoreflect.FileDescriptor
 
 const file_market_proto_rawDesc = "" +
@@ -4473,7 +4548,7 @@ const file_market_proto_rawDesc = "" +
 	"\tJobAttach\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12#\n" +
 	"\rstdout_offset\x18\x02 \x01(\x04R\fstdoutOffset\x12#\n" +
-	"\rstderr_offset\x18\x03 \x01(\x04R\fstderrOffset\"\xac\x02\n" +
+	"\rstderr_offset\x18\x03 \x01(\x04R\fstderrOffset\"\xe5\x02\n" +
 	"\bJobFrame\x12\x18\n" +
 	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
 	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12\x1e\n" +
@@ -4482,11 +4557,13 @@ const file_market_proto_rawDesc = "" +
 	"\areceipt\x18\x05 \x01(\v2\x1c.idlegrid.market.v1.CoSignedH\x00R\areceipt\x12\x1a\n" +
 	"\astarted\x18\x06 \x01(\tH\x00R\astarted\x12<\n" +
 	"\textension\x18\b \x01(\v2\x1c.idlegrid.market.v1.CoSignedH\x00R\textension\x12\x16\n" +
-	"\x06offset\x18\a \x01(\x04R\x06offsetB\x06\n" +
-	"\x04kind\"`\n" +
+	"\x06offset\x18\a \x01(\x04R\x06offset\x127\n" +
+	"\x06record\x18\t \x01(\v2\x1f.idlegrid.market.v1.SignedBlockR\x06recordB\x06\n" +
+	"\x04kind\"\x9f\x01\n" +
 	"\fReceiptReply\x126\n" +
 	"\areceipt\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\areceipt\x12\x18\n" +
-	"\arefusal\x18\x02 \x01(\tR\arefusal\"Y\n" +
+	"\arefusal\x18\x02 \x01(\tR\arefusal\x12=\n" +
+	"\tagreement\x18\x03 \x01(\v2\x1f.idlegrid.market.v1.SignedBlockR\tagreement\"Y\n" +
 	"\fImageRequest\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\tR\x03ref\x127\n" +
 	"\x06upload\x18\x02 \x01(\v2\x1f.idlegrid.market.v1.ImageUploadR\x06upload\"[\n" +
@@ -4571,7 +4648,11 @@ const file_market_proto_rawDesc = "" +
 	"\x05swarm\x18\v \x01(\tR\x05swarm\"?\n" +
 	"\vSignedBlock\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12\x1c\n" +
-	"\tsignature\x18\x02 \x01(\fR\tsignature*M\n" +
+	"\tsignature\x18\x02 \x01(\fR\tsignature\"x\n" +
+	"\n" +
+	"ChainEntry\x125\n" +
+	"\x05block\x18\x01 \x01(\v2\x1f.idlegrid.market.v1.SignedBlockR\x05block\x123\n" +
+	"\x04link\x18\x02 \x01(\v2\x1f.idlegrid.market.v1.SignedBlockR\x04link*M\n" +
 	"\x04Tier\x12\x14\n" +
 	"\x10TIER_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tTIER_GOLD\x10\x01\x12\x0f\n" +
@@ -4614,7 +4695,7 @@ func file_market_proto_rawDescGZIP() []byte {
 }
 
 var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_market_proto_goTypes = []any{
 	(Tier)(0),                 // 0: idlegrid.market.v1.Tier
 	(Outcome)(0),              // 1: idlegrid.market.v1.Outcome
@@ -4662,6 +4743,7 @@ var file_market_proto_goTypes = []any{
 	(*ExecOutput)(nil),        // 43: idlegrid.market.v1.ExecOutput
 	(*Block)(nil),             // 44: idlegrid.market.v1.Block
 	(*SignedBlock)(nil),       // 45: idlegrid.market.v1.SignedBlock
+	(*ChainEntry)(nil),        // 46: idlegrid.market.v1.ChainEntry
 }
 var file_market_proto_depIdxs = []int32{
 	0,  // 0: idlegrid.market.v1.TierPrice.tier:type_name -> idlegrid.market.v1.Tier
@@ -4693,21 +4775,25 @@ var file_market_proto_depIdxs = []int32{
 	22, // 26: idlegrid.market.v1.LeaseReply.extension:type_name -> idlegrid.market.v1.CoSigned
 	22, // 27: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
 	22, // 28: idlegrid.market.v1.JobFrame.extension:type_name -> idlegrid.market.v1.CoSigned
-	22, // 29: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
-	32, // 30: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
-	35, // 31: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
-	36, // 32: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
-	39, // 33: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
-	16, // 34: idlegrid.market.v1.SessionRequest.unpack:type_name -> idlegrid.market.v1.Input
-	38, // 35: idlegrid.market.v1.SessionRequest.pack:type_name -> idlegrid.market.v1.PackRequest
-	42, // 36: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
-	22, // 37: idlegrid.market.v1.Block.term:type_name -> idlegrid.market.v1.CoSigned
-	22, // 38: idlegrid.market.v1.Block.extension:type_name -> idlegrid.market.v1.CoSigned
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	45, // 29: idlegrid.market.v1.JobFrame.record:type_name -> idlegrid.market.v1.SignedBlock
+	22, // 30: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
+	45, // 31: idlegrid.market.v1.ReceiptReply.agreement:type_name -> idlegrid.market.v1.SignedBlock
+	32, // 32: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
+	35, // 33: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
+	36, // 34: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
+	39, // 35: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
+	16, // 36: idlegrid.market.v1.SessionRequest.unpack:type_name -> idlegrid.market.v1.Input
+	38, // 37: idlegrid.market.v1.SessionRequest.pack:type_name -> idlegrid.market.v1.PackRequest
+	42, // 38: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
+	22, // 39: idlegrid.market.v1.Block.term:type_name -> idlegrid.market.v1.CoSigned
+	22, // 40: idlegrid.market.v1.Block.extension:type_name -> idlegrid.market.v1.CoSigned
+	45, // 41: idlegrid.market.v1.ChainEntry.block:type_name -> idlegrid.market.v1.SignedBlock
+	45, // 42: idlegrid.market.v1.ChainEntry.link:type_name -> idlegrid.market.v1.SignedBlock
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_market_proto_init() }
@@ -4761,7 +4847,7 @@ func file_market_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

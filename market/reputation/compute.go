@@ -69,18 +69,24 @@ type rec struct {
 }
 
 // usableReceipts are the receipts that count, each once. Another's
-// receipt counts only co-signed; this node's own record of a lease one
-// side signed counts for this node.
+// receipt counts co-signed, or half-signed as its proposer's complaint;
+// this node's own record of a lease one side signed counts for this node.
 func (c *computing) usableReceipts() []rec {
 	in := c.in
 	recs := make([]rec, 0, len(in.Receipts))
 	for _, r := range in.Receipts {
-		if r.Renter == r.Provider || !(r.CoSigned || r.Renter == in.Self || r.Provider == in.Self) {
+		if r.Renter == r.Provider || !(r.CoSigned || r.Renter == in.Self || r.Provider == in.Self || complaint(r)) {
 			continue
 		}
 		recs = append(recs, rec{c.id(r.Renter), c.id(r.Provider), r.Kind, receiptValue(r) * c.decay(r.At, c.cfg.HalfLife), r.CoSigned})
 	}
 	return recs
+}
+
+// complaint says whether r is a half-signed record that counts: its
+// proposer's complaint of the other party.
+func complaint(r Receipt) bool {
+	return (r.Proposer == r.Renter && r.Kind == ProviderFault) || (r.Proposer == r.Provider && r.Kind == RenterFault)
 }
 
 // trustGraph builds the graph, one undirected edge per pair of parties

@@ -74,6 +74,15 @@ type Receipt struct {
 	// record of a lease signed by one side (the provider vanished, the
 	// renter never countersigned) counts only when this node is that side.
 	CoSigned bool
+	// Proposer is, for another's record that one side signed alone in
+	// its chain over the lease's term both signed (a half-signed record:
+	// the other never completed it), that side. It counts as that side's
+	// complaint, and only so: a renter's of a ProviderFault, a provider's
+	// of a RenterFault, weighed by the trust in the one complaining, as a
+	// co-signed receipt's vote is; it makes no edge of the trust graph.
+	// A provider cannot hide a lease it failed from those who ask the
+	// renter, and a key cannot complain of a lease that never was.
+	Proposer peer.ID
 }
 
 // Observation is what this node saw of a peer outside any receipt: an

@@ -260,4 +260,52 @@ func TestSybilsCannotSlanderAnHonestProvider(t *testing.T) {
 	if got := after.Reliability("newcomer"); got < cfg.Prior {
 		t.Errorf("the newcomer slandered to %.4f, below the prior", got)
 	}
+	// The same keys, each having leased from the honest provider once (a
+	// term it co-signed), complain of it in their chains: half-signed
+	// records, each counted by its complainer's trust, which the region
+	// holds only through its 5 attack edges.
+	chained := slices.Clone(recs[:len(recs)-2000]) // the bare claims above left out
+	for i := range 1000 {
+		s := id(fmt.Sprint("s", i))
+		chained = append(chained, Receipt{Renter: s, Provider: "p5", Kind: ProviderFault, Hours: 1, At: now, Proposer: s})
+	}
+	b, a := before.Reliability("p5"), Compute(Inputs{Self: "me", Receipts: chained}, now, cfg).Reliability("p5")
+	if a < cfg.Prior {
+		t.Errorf("the honest provider: %.4f before, %.4f after 1,000 Sybil keys' chained complaints; want at least the prior", b, a)
+	}
+	t.Logf("the honest provider: %.4f before, %.4f after 1,000 Sybil keys' chained complaints", b, a)
+}
+
+// Hidden failures: a provider that failed 7 of 12 leases and signed none
+// of the failures scored 0.606–0.612 on the receipts it co-signed, above
+// every honest newcomer (0.600). The renters who suffered the failures
+// hold them in their chains, half-signed over terms the provider signed;
+// read from those chains, they leave the provider below the newcomer, and
+// below where it stands with its failures co-signed no lower than that.
+func TestHiddenFailuresAreSeenFromTheRentersWhoSufferedThem(t *testing.T) {
+	cfg := DefaultConfig()
+	for seed := range uint64(4) {
+		r := rand.New(rand.NewPCG(seed, 2028))
+		base := world(r, 160, 40, 2000)
+		hidden, chained := slices.Clone(base), slices.Clone(base)
+		for i := range 12 {
+			ren := id(fmt.Sprint("h", i))
+			if i < 7 {
+				chained = append(chained, Receipt{Renter: ren, Provider: "hider", Kind: ProviderFault, Hours: 0.2, At: now.Add(-time.Duration(i) * time.Hour), Proposer: ren})
+				continue
+			}
+			rc := good(string(ren), "hider", 1, time.Duration(i)*time.Hour)
+			hidden, chained = append(hidden, rc), append(chained, rc)
+		}
+		before, after := Compute(Inputs{Self: "me", Receipts: hidden}, now, cfg), Compute(Inputs{Self: "me", Receipts: chained}, now, cfg)
+		if got := before.Reliability("hider"); seed == 0 {
+			t.Logf("the hider: %.4f with its failures hidden, %.4f read from its renters' chains; a newcomer %.4f", got, after.Reliability("hider"), after.Reliability("newcomer"))
+		}
+		if got, newcomer := after.Reliability("hider"), after.Reliability("newcomer"); got >= newcomer || got >= cfg.Prior {
+			t.Errorf("seed %d: the hider at %.4f with its renters' chains read; want below a newcomer's %.4f", seed, got, newcomer)
+		}
+		if sc := after.Of("hider"); sc.Failures != 7 {
+			t.Errorf("seed %d: the hider's failures read: %+v", seed, sc)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/chain"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/jobstream"
 	"github.com/idlegrid/idlegrid/node/records"
@@ -32,6 +33,15 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 		}
 	}
 	rc := market.NewReceipt(term.Lease, ll.cs, terms)
+	// The record first, in this provider's chain: a restart between the
+	// two finds it and closes the lease on it, never on a second record.
+	if lo.records != nil {
+		if b, err := lo.records.Propose(context.WithoutCancel(lo.ctx), rc, ll.cs, term.Extension); err != nil {
+			lo.log.Error("lease record not made", "lease", l.Id, "err", err)
+		} else {
+			rc = b.Receipt()
+		}
+	}
 	rcs, err := market.NewCoSigned(lo.key, market.Provider, rc)
 	if err != nil {
 		lo.log.Error("receipt not signed", "lease", l.Id, "err", err)
@@ -86,17 +96,53 @@ func (lo *Owner) collectSignature(ctx context.Context, rec *records.Lease, feed 
 	if err := proto.Unmarshal(rec.Receipt, rcs); err != nil || len(rcs.RenterSignature) > 0 {
 		return
 	}
-	feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Receipt{Receipt: rcs}})
+	record := lo.recordOf(ctx, rcs)
+	frame := &pb.JobFrame{Kind: &pb.JobFrame_Receipt{Receipt: rcs}}
+	if record != nil {
+		frame.Record = record.Signed
+	}
+	feed.Send(frame)
 	signed := false
 	select {
 	case reply := <-feed.Replies():
 		signed = lo.keepCountersigned(rec, rcs, reply)
+		if signed && record != nil {
+			lo.keepAgreement(ctx, record, reply.Agreement)
+		}
 	case <-lo.clock.After(receiptWait):
 		lo.log.Info("receipt kept with the provider's signature only: the renter did not countersign", "lease", rec.ID)
 	case <-ctx.Done():
 	}
 	if signed {
 		lo.Do(context.WithoutCancel(ctx), func(st *State) { delete(st.unsigned, rec.ID) })
+	}
+}
+
+// recordOf is this provider's record in its chain of the lease the
+// receipt rcs closes; nil for none.
+func (lo *Owner) recordOf(ctx context.Context, rcs *pb.CoSigned) *chain.Block {
+	rc, err := market.OpenCoSigned[*pb.Receipt](rcs)
+	if lo.records == nil || err != nil {
+		return nil
+	}
+	b, err := lo.records.Of(ctx, rc.LeaseHash)
+	if err != nil {
+		lo.log.Warn("lease record not found", "lease", rc.LeaseId, "err", err)
+		return nil
+	}
+	return b
+}
+
+// keepAgreement keeps the renter's agreement that completes this
+// provider's record of a lease; a renter that sent none leaves the record
+// half-signed, as its chain shows.
+func (lo *Owner) keepAgreement(ctx context.Context, record *chain.Block, agreement *pb.SignedBlock) {
+	if agreement == nil {
+		lo.log.Info("lease record left half-signed: the renter sent no agreement", "seq", record.Seq)
+		return
+	}
+	if err := lo.records.Completed(context.WithoutCancel(ctx), record, agreement); err != nil {
+		lo.log.Warn("renter's agreement refused", "seq", record.Seq, "err", err)
 	}
 }
 

@@ -58,6 +58,7 @@ type Owner struct {
 	ended          func(*records.Lease, *pb.Receipt) // counts an end; may be nil
 	signed         func()                            // a countersigned receipt stored; may be nil
 	metrics        *metrics.Metrics                  // counts the executor's failures; may be nil
+	records        Records                           // this provider's chain of lease records; nil: none
 	Slots          map[string]int                    // GPUs per model; fixed
 	nLive          atomic.Int64
 	images         *imagePulls     // readies images for renters; nil without a Puller

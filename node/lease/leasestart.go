@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/chain"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
@@ -52,6 +53,22 @@ type Deps struct {
 	Signed func()
 	// Metrics counts the executor's failures; may be nil.
 	Metrics *metrics.Metrics
+	// Records is this provider's chain of lease records; nil: none kept.
+	Records Records
+}
+
+// Records is this provider's chain of lease records (node/trustchain):
+// the lease owner proposes a record as each lease ends and keeps the
+// renter's agreement that completes it.
+type Records interface {
+	// Propose records rc in the chain, or returns the lease's record
+	// made before.
+	Propose(ctx context.Context, rc *pb.Receipt, lease, ext *pb.CoSigned) (*chain.Block, error)
+	// Of is the record of the lease whose co-signed body hashes to
+	// leaseHash.
+	Of(ctx context.Context, leaseHash []byte) (*chain.Block, error)
+	// Completed keeps the counterparty's agreement to proposal.
+	Completed(ctx context.Context, proposal *chain.Block, agreement *pb.SignedBlock) error
 }
 
 // New builds the calendars from the provider's GPUs, as inv
@@ -61,7 +78,7 @@ func New(d Deps, inv *attest.Inventory) (*Owner, *State, error) {
 	lo := &Owner{
 		id: d.Id, key: d.Key, limits: d.Limits, jobs: d.Jobs, notice: d.Provider.BronzeNotice.Std(), perRenter: d.Provider.RenterLeases, Exec: d.Exec, store: d.Store,
 		minRenterScore: d.Provider.MinRenterScore, renterScore: d.RenterScore,
-		clock: d.Clock, log: d.Log, offer: d.Offer, source: d.Source, ended: d.Ended, signed: d.Signed, metrics: d.Metrics,
+		clock: d.Clock, log: d.Log, offer: d.Offer, source: d.Source, ended: d.Ended, signed: d.Signed, metrics: d.Metrics, records: d.Records,
 		matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil), Slots: map[string]int{},
 		own: owner.New[*State](),
 	}

@@ -277,7 +277,7 @@ func (f *Follow) read(ctx context.Context, s network.Stream) (done bool, err err
 				return true, f.leaveRunning()
 			}
 		case *pb.JobFrame_Receipt:
-			return true, f.settle(s, k.Receipt)
+			return true, f.settle(s, k.Receipt, fr.Record)
 		}
 	}
 }
@@ -368,9 +368,11 @@ func (f *Follow) sendCancel() {
 
 // settle checks the provider's receipt against what this renter verified:
 // the lease, the telemetry chain's root and beats, and the amount metered
-// from the last verified beat. Agreed, it countersigns and sends it back;
-// otherwise it refuses and keeps a receipt of its own.
-func (f *Follow) settle(s network.Stream, rcs *pb.CoSigned) error {
+// from the last verified beat. Agreed, it countersigns and sends it back,
+// with its agreement to the provider's record of it (record) in its
+// chain; otherwise it refuses and keeps a receipt, and a record, of its
+// own.
+func (f *Follow) settle(s network.Stream, rcs *pb.CoSigned, record *pb.SignedBlock) error {
 	rc, err := market.OpenCoSigned[*pb.Receipt](rcs, market.Provider)
 	if err == nil {
 		err = f.check(rc)
@@ -384,7 +386,15 @@ func (f *Follow) settle(s network.Stream, rcs *pb.CoSigned) error {
 	if err := market.CoSign[*pb.Receipt](f.R.Key, market.Renter, rcs); err != nil {
 		return err
 	}
-	if err := p2p.WriteMsg(s, &pb.ReceiptReply{Receipt: rcs}); err != nil {
+	reply := &pb.ReceiptReply{Receipt: rcs}
+	if f.R.Records != nil && record != nil {
+		if a, err := f.R.Records.Agree(context.Background(), record, rcs.Body); err != nil {
+			f.R.Log.Warn("provider's lease record not agreed to", "lease", f.Lease.Id, "err", err)
+		} else {
+			reply.Agreement = a.Signed
+		}
+	}
+	if err := p2p.WriteMsg(s, reply); err != nil {
 		f.out.say("countersigned receipt not delivered: %v", err)
 	}
 	// Close, never reset, a stream with the countersignature in it: a
@@ -435,6 +445,15 @@ func (f *Follow) providerGone() error {
 func (f *Follow) own(outcome pb.Outcome, note string) error {
 	rc := market.NewReceipt(f.Lease, f.cs, market.ReceiptTerms{Outcome: outcome, End: f.R.Clock.Now(),
 		Beats: f.beats.Beats(), Root: f.beats.Root(), LastBeat: f.last(), ExitCode: -1, Note: note, ExtensionHash: f.tm.ExtensionHash()})
+	if f.R.Records != nil {
+		// The record first, in this renter's chain, as the provider's own
+		// is made: a lease gets one record of this renter's.
+		if b, err := f.R.Records.Propose(context.Background(), rc, f.cs, f.tm.Extension); err != nil {
+			f.R.Log.Warn("lease record not made", "lease", f.Lease.Id, "err", err)
+		} else {
+			rc = b.Receipt()
+		}
+	}
 	rcs, err := market.NewCoSigned(f.R.Key, market.Renter, rc)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/chain"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
@@ -178,6 +179,8 @@ type Renter struct {
 	// AddrsOf is where the node knows p listens; may be nil.
 	AddrsOf func(p peer.ID) []ma.Multiaddr
 	Swarm   p2p.Swarm
+	// Records is this renter's chain of lease records; nil: none kept.
+	Records Records
 	failed  failures // providers that lately could not be reached or attested
 	// vouched are the attestation hashes this node verified, by issuer.
 	vouched vouchedHashes
@@ -195,6 +198,17 @@ type Renter struct {
 	// following holds the follow of each lease followed again (resumed
 	// or attached), so that one lease has one follow; under mu.
 	following map[string]*Follow
+}
+
+// Records is this renter's chain of lease records (node/trustchain): it
+// agrees to a provider's record of a lease it countersigned, and records
+// a lease it closed itself.
+type Records interface {
+	// Propose records rc in the chain, or returns the lease's record
+	// made before.
+	Propose(ctx context.Context, rc *pb.Receipt, lease, ext *pb.CoSigned) (*chain.Block, error)
+	// Agree completes proposal, of the receipt whose body is receipt.
+	Agree(ctx context.Context, proposal *pb.SignedBlock, receipt []byte) (*chain.Block, error)
 }
 
 // Start resumes the rentals a previous run left.

@@ -1,0 +1,272 @@
+// Package trustchain keeps this node's chain of lease records
+// (market/chain): the block it proposes when a lease it is party to ends,
+// the agreement it makes to a counterparty's proposal, and beside each the
+// counterparty's block that completes it or that it completes. It serves
+// the chain to whoever asks, whole from any seq.
+//
+// A block signed is a promise: a second block at its seq, or a second
+// record of its lease, is proof against this node (a fork). So a block is
+// stored before it is handed to anyone, appends are made one at a time,
+// each on the stored head, and a lease gets one record however often its
+// end is handled (a restart between the record and the lease's own end
+// finds the record and reuses it).
+//
+// It may import market/..., p2p and internal/...; the lease owner and the
+// renter reach it through their own interfaces.
+package trustchain
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/idlegrid/idlegrid/market/chain"
+	"github.com/idlegrid/idlegrid/market/pb"
+	ds "github.com/ipfs/go-datastore"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
+)
+
+// Keys of the chain in the node's datastore.
+var (
+	headKey     = ds.NewKey("/chain/head")
+	blockPrefix = ds.NewKey("/chain/block")
+	linkPrefix  = ds.NewKey("/chain/link")
+	leasePrefix = ds.NewKey("/chain/lease")
+)
+
+func seqKey(prefix ds.Key, seq uint64) ds.Key {
+	return prefix.ChildString(fmt.Sprintf("%020d", seq))
+}
+
+// leaseKey indexes a record by its lease's hash: lease IDs are chosen by
+// renters, and two renters may choose one.
+func leaseKey(leaseHash []byte) ds.Key { return leasePrefix.ChildString(hex.EncodeToString(leaseHash)) }
+
+// ErrClosed is a lease this node already closed with a record of its own
+// other than the one it is asked to agree to: it keeps one record per
+// lease, and the two parties' records then disagree, visibly.
+var ErrClosed = errors.New("lease already closed in this node's chain")
+
+// Keeper is this node's chain.
+type Keeper struct {
+	self  peer.ID
+	key   crypto.PrivKey
+	store ds.Batching
+	// turn is held by the one append under way, across the write of its
+	// block: the next is made on the head stored, never on one that a
+	// crash could lose after it was sent. ctx bounds the wait for it.
+	turn chan struct{}
+	head *chain.Block // guarded by turn
+}
+
+// Open is the chain of key's peer kept in store, at its stored head.
+func Open(ctx context.Context, key crypto.PrivKey, store ds.Batching) (*Keeper, error) {
+	self, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	k := &Keeper{self: self, key: key, store: store, turn: make(chan struct{}, 1)}
+	raw, err := store.Get(ctx, headKey)
+	switch {
+	case errors.Is(err, ds.ErrNotFound):
+		return k, nil
+	case err != nil:
+		return nil, fmt.Errorf("chain head: %w", err)
+	}
+	seq, err := strconv.ParseUint(string(raw), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("chain head %q: %w", raw, err)
+	}
+	if k.head, err = k.block(ctx, seq); err != nil {
+		return nil, fmt.Errorf("chain head %d: %w", seq, err)
+	}
+	return k, nil
+}
+
+// block is this node's block seq, opened.
+func (k *Keeper) block(ctx context.Context, seq uint64) (*chain.Block, error) {
+	return k.stored(ctx, seqKey(blockPrefix, seq))
+}
+
+func (k *Keeper) stored(ctx context.Context, key ds.Key) (*chain.Block, error) {
+	raw, err := k.store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	sb := new(pb.SignedBlock)
+	if err := proto.Unmarshal(raw, sb); err != nil {
+		return nil, err
+	}
+	return chain.Open(sb)
+}
+
+// Head is the last block of this node's chain; nil while it is empty.
+func (k *Keeper) Head(ctx context.Context) (*chain.Block, error) {
+	if err := k.take(ctx); err != nil {
+		return nil, err
+	}
+	defer k.give()
+	return k.head, nil
+}
+
+func (k *Keeper) take(ctx context.Context) error {
+	select {
+	case k.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (k *Keeper) give() { <-k.turn }
+
+// Of is this node's record of the lease whose co-signed body hashes to
+// leaseHash; ds.ErrNotFound for none.
+func (k *Keeper) Of(ctx context.Context, leaseHash []byte) (*chain.Block, error) {
+	raw, err := k.store.Get(ctx, leaseKey(leaseHash))
+	if err != nil {
+		return nil, err
+	}
+	seq, err := strconv.ParseUint(string(raw), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("chain index %q: %w", raw, err)
+	}
+	return k.block(ctx, seq)
+}
+
+// Propose records rc, this node's receipt of the lease co-signed as
+// lease (with the extension that set its term; nil: none), as a proposal
+// in this node's chain, for the counterparty to complete. A lease this
+// node has a record of already gets that record back, whatever rc says:
+// one lease, one record.
+func (k *Keeper) Propose(ctx context.Context, rc *pb.Receipt, lease, ext *pb.CoSigned) (*chain.Block, error) {
+	return k.append(ctx, rc.LeaseHash, func() (*chain.Block, error) {
+		return chain.Propose(k.key, k.head, rc, lease, ext)
+	}, nil)
+}
+
+// Agree completes proposal, a counterparty's proposal to this node of the
+// receipt whose body is receipt (the one this node countersigned), with
+// an agreement in this node's chain, stored with the proposal beside it.
+// A lease this node closed already with another record is ErrClosed.
+func (k *Keeper) Agree(ctx context.Context, proposal *pb.SignedBlock, receipt []byte) (*chain.Block, error) {
+	p, err := chain.Open(proposal)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !p.Proposal() || p.Counterparty() != k.self:
+		return nil, fmt.Errorf("%w: %s's block %d is no proposal to this node", chain.ErrBlock, p.Owner(), p.Seq)
+	case string(p.Block.Receipt) != string(receipt):
+		return nil, fmt.Errorf("%w: %s's proposal %d is of another receipt than the one countersigned", chain.ErrBlock, p.Owner(), p.Seq)
+	}
+	b, err := k.append(ctx, p.Receipt().LeaseHash, func() (*chain.Block, error) {
+		return chain.Agree(k.key, k.head, p)
+	}, p)
+	if err == nil && !chain.Completes(b, p) {
+		return nil, fmt.Errorf("%w: lease %s: this node's record %d", ErrClosed, p.Receipt().LeaseId, b.Seq)
+	}
+	return b, err
+}
+
+// Completed keeps agreement, the counterparty's completion of this node's
+// proposal, beside it.
+func (k *Keeper) Completed(ctx context.Context, proposal *chain.Block, agreement *pb.SignedBlock) error {
+	a, err := chain.Open(agreement)
+	if err != nil {
+		return err
+	}
+	if !chain.Completes(a, proposal) {
+		return fmt.Errorf("%w: %s's block %d does not complete this node's proposal %d", chain.ErrBlock, a.Owner(), a.Seq, proposal.Seq)
+	}
+	return k.store.Put(ctx, seqKey(linkPrefix, proposal.Seq), marshal(a.Signed))
+}
+
+// append adds the block build makes on the head, with link beside it (nil:
+// none), unless the lease hashing to leaseHash has a record already: then
+// that record is returned.
+func (k *Keeper) append(ctx context.Context, leaseHash []byte, build func() (*chain.Block, error), link *chain.Block) (*chain.Block, error) {
+	if err := k.take(ctx); err != nil {
+		return nil, err
+	}
+	defer k.give()
+	switch had, err := k.Of(ctx, leaseHash); {
+	case err == nil:
+		return had, nil
+	case !errors.Is(err, ds.ErrNotFound):
+		return nil, err
+	}
+	b, err := build()
+	if err != nil {
+		return nil, err
+	}
+	batch, err := k.store.Batch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seq := strconv.FormatUint(b.Seq, 10)
+	puts := []struct {
+		key ds.Key
+		val []byte
+	}{{seqKey(blockPrefix, b.Seq), marshal(b.Signed)}, {leaseKey(leaseHash), []byte(seq)}, {headKey, []byte(seq)}}
+	if link != nil {
+		puts = append(puts, struct {
+			key ds.Key
+			val []byte
+		}{seqKey(linkPrefix, b.Seq), marshal(link.Signed)})
+	}
+	for _, p := range puts {
+		if err := batch.Put(ctx, p.key, p.val); err != nil {
+			return nil, err
+		}
+	}
+	if err := batch.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("chain block %d: %w", b.Seq, err)
+	}
+	if err := k.store.Sync(ctx, blockPrefix); err != nil {
+		return nil, fmt.Errorf("chain block %d: %w", b.Seq, err)
+	}
+	k.head = b
+	return b, nil
+}
+
+func marshal(sb *pb.SignedBlock) []byte {
+	raw, _ := proto.Marshal(sb)
+	return raw
+}
+
+// Range is this node's chain from seq from on, at most limit blocks, each
+// as a marshalled ChainEntry with the counterparty's block beside it when
+// this node holds one.
+func (k *Keeper) Range(ctx context.Context, from uint64, limit int) ([][]byte, error) {
+	var out [][]byte
+	for seq := max(from, 1); len(out) < limit; seq++ {
+		b, err := k.store.Get(ctx, seqKey(blockPrefix, seq))
+		if errors.Is(err, ds.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return out, err
+		}
+		e := &pb.ChainEntry{Block: new(pb.SignedBlock)}
+		if err := proto.Unmarshal(b, e.Block); err != nil {
+			return out, err
+		}
+		if l, err := k.store.Get(ctx, seqKey(linkPrefix, seq)); err == nil {
+			e.Link = new(pb.SignedBlock)
+			if proto.Unmarshal(l, e.Link) != nil {
+				e.Link = nil
+			}
+		}
+		raw, err := proto.Marshal(e)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, raw)
+	}
+	return out, nil
+}
