@@ -46,6 +46,7 @@ func (n *Node) buildParts(ctx context.Context) (func() error, error) {
 	n.reputation = trust.New(trust.Deps{
 		Self: n.id, Swarm: n.swarm.Tag(), Seeds: n.trustSeeds(), Store: n.leaseStore(), Saved: n.store, Net: n.link,
 		Providers: func() []peer.ID { return n.market.Providers() }, Clock: n.clock, Log: log,
+		Report: func(ctx context.Context, ev []byte) error { return n.link.Publish(ctx, p2p.TopicEvidence, ev) },
 	})
 	n.market = book.New(book.Deps{
 		Self: n.id, Roots: n.ccRoots, Book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, Known: n.vouchedFor, Sources: n.isBootstrap,

@@ -46,6 +46,8 @@ type learned struct {
 // ReceiptNet is what learning receipts needs of the network.
 type ReceiptNet interface {
 	FetchReceipts(ctx context.Context, p, subject peer.ID, each func([]byte)) (int, error)
+	// FetchChain reads p's chain of lease records from seq from on.
+	FetchChain(ctx context.Context, p peer.ID, from uint64, each func([]byte)) (int, error)
 }
 
 // openLearned verifies a receipt a peer handed over: both parties signed
@@ -162,10 +164,19 @@ func bodyOf(env []byte) []byte {
 	return cs.Body
 }
 
-// loadLearned reads the receipts a previous run learned, checking each
-// again; one that does not verify is dropped.
+// loadLearned reads the receipts and complaints a previous run learned,
+// checking each again; one that does not verify is dropped.
 func (r *Reputation) loadLearned(ctx context.Context) error {
-	res, err := r.saved.Query(ctx, query.Query{Prefix: learnedPrefix.String()})
+	if err := r.loadPrefix(ctx, learnedPrefix, openLearnedAny); err != nil {
+		return err
+	}
+	return r.loadPrefix(ctx, complaintPrefix, openComplaint)
+}
+
+// loadPrefix reads what was learned and stored under prefix, each opened
+// by open.
+func (r *Reputation) loadPrefix(ctx context.Context, prefix ds.Key, open func(env []byte, self peer.ID, swarm string) (reputation.Receipt, error)) error {
+	res, err := r.saved.Query(ctx, query.Query{Prefix: prefix.String()})
 	if err != nil {
 		return err
 	}
@@ -178,7 +189,7 @@ func (r *Reputation) loadLearned(ctx context.Context) error {
 			return e.Error
 		}
 		env := e.Value
-		rc, err := openLearnedAny(env, r.self, r.swarm)
+		rc, err := open(env, r.self, r.swarm)
 		if err != nil {
 			bad = append(bad, ds.NewKey(e.Key))
 			continue
@@ -291,14 +302,15 @@ func (r *Reputation) due(p peer.ID) bool {
 // long ago are forgotten.
 const maxAsked = 10_000
 
-// learnFrom asks p for the receipts it holds of itself and keeps those
-// that verify; it reports how many it did not hold.
+// learnFrom asks p for the receipts it holds of itself, and reads its
+// chain and its latest counterparties' for the complaints of it they
+// hold; it keeps those that verify and reports how many it did not hold.
 func (r *Reputation) learnFrom(ctx context.Context, p peer.ID) int {
 	var envs [][]byte
 	if _, err := r.net.FetchReceipts(ctx, p, p, func(env []byte) { envs = append(envs, env) }); err != nil {
 		r.log.Debug("receipts not fetched", "peer", p, "err", err)
 	}
-	return r.learn(ctx, p, envs)
+	return r.learn(ctx, p, envs) + r.learnChains(ctx, p)
 }
 
 // LearnNow asks provider p for its receipts at once, if it is due, and

@@ -35,6 +35,7 @@ type Reputation struct {
 	store     records.Store
 	saved     ds.Datastore // observations and learned receipts
 	net       ReceiptNet   // nil: learns nothing
+	report    func(ctx context.Context, ev []byte) error
 	providers func() []peer.ID
 	clock     clock.Clock
 	log       *slog.Logger
@@ -52,12 +53,15 @@ type Reputation struct {
 
 // Deps are what the reputation side is built from.
 type Deps struct {
-	Self      peer.ID
-	Swarm     string
-	Seeds     []peer.ID
-	Store     records.Store
-	Saved     ds.Datastore
-	Net       ReceiptNet
+	Self  peer.ID
+	Swarm string
+	Seeds []peer.ID
+	Store records.Store
+	Saved ds.Datastore
+	Net   ReceiptNet
+	// Report hands evidence of a peer's rewritten chain on (gossips it);
+	// nil: none is.
+	Report    func(ctx context.Context, ev []byte) error
 	Providers func() []peer.ID // the providers in the book
 	Clock     clock.Clock
 	Log       *slog.Logger
@@ -94,7 +98,7 @@ const (
 // New is the reputation side of d, counting nothing until Load and Run.
 func New(d Deps) *Reputation {
 	r := &Reputation{
-		self: d.Self, swarm: d.Swarm, seeds: d.Seeds, store: d.Store, saved: d.Saved, net: d.Net, providers: d.Providers,
+		self: d.Self, swarm: d.Swarm, seeds: d.Seeds, store: d.Store, saved: d.Saved, net: d.Net, report: d.Report, providers: d.Providers,
 		clock: d.Clock, log: d.Log, kick: make(chan struct{}, 1), asked: map[peer.ID]time.Time{}, known: newLearnedCache(),
 	}
 	r.cur.Store(reputation.Compute(reputation.Inputs{Self: d.Self, Seeds: d.Seeds}, d.Clock.Now(), reputation.Config{}))
