@@ -51,14 +51,14 @@ func poolSwarm(t *testing.T, net testNet, prices, executors []string) (renter *N
 }
 
 // A micro-pool on real hosts with the executor: 16 H100s from providers
-// of 8 whose pair RTT is under 10 ms. The rental leases from two
+// of 8 whose pair RTT is within a bound. The rental leases from two
 // providers, starts the job on both with the pool in its environment, and
 // ends with a receipt each, both signed, and a summary of the two.
 //   - mocknet, on a small matrix of the test's own so that which pair is
 //     near is known: the cheapest provider is 80 ms from the others, and
-//     the pool is the near pair;
-//   - loopback (libp2p over TCP, every pair well within the bound): the
-//     two cheapest.
+//     the pool, within 10 ms, is the near pair;
+//   - loopback (libp2p over TCP, every pair well within a bound of a
+//     second): the two cheapest.
 func TestAMicroPoolRunsItsJobOnEveryMember(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
@@ -75,29 +75,32 @@ func TestAMicroPoolRunsItsJobOnEveryMember(t *testing.T) {
 		}, 1)
 		renter, provs := poolSwarm(t, ms, prices, nil)
 		waitPair(t, renter, provs, provs[0], provs[2], 10*time.Millisecond)
-		rentPool(t, renter, image, []*Node{provs[0], provs[2]}, func(p peer.ID) string {
+		rentPool(t, renter, image, 10, []*Node{provs[0], provs[2]}, func(p peer.ID) string {
 			r, _ := ms.row(p)
 			return p2ptest.MockAddr(r).String()
 		})
 	})
 	t.Run("loopback", func(t *testing.T) {
 		t.Parallel()
+		// Loopback's RTTs are the machine's scheduling: well under a
+		// millisecond idle, tens of them beside a loaded CI run. The
+		// bound is a second, which every pair is within however busy.
 		renter, provs := poolSwarm(t, loopback{}, prices, nil)
-		waitPair(t, renter, provs, provs[0], provs[1], 10*time.Millisecond)
-		rentPool(t, renter, image, []*Node{provs[0], provs[1]}, func(peer.ID) string { return "/ip4/127.0.0.1/" })
+		waitPair(t, renter, provs, provs[0], provs[1], time.Second)
+		rentPool(t, renter, image, 1000, []*Node{provs[0], provs[1]}, func(peer.ID) string { return "/ip4/127.0.0.1/" })
 	})
 }
 
-// rentPool rents 16 H100s within 10 ms pairs, the job printing its pool,
+// rentPool rents 16 H100s within pairs of maxPairMs, the job printing its pool,
 // and checks the pool is want (in either order), each member's output,
 // receipts, summary and common start; addr is a member's address as a
 // multiaddr whose IP the job must see.
-func rentPool(t *testing.T, renter *Node, image string, want []*Node, addr func(peer.ID) string) {
+func rentPool(t *testing.T, renter *Node, image string, maxPairMs int, want []*Node, addr func(peer.ID) string) {
 	t.Helper()
 	var stdout, stderr executortest.Buffer
 	var progress []string
 	req := rentRequest(image, "sh", "-c", `echo "rank $IDLEGRID_POOL_RANK of $IDLEGRID_POOL_SIZE, $IDLEGRID_POOL_GPUS GPUs: $IDLEGRID_POOL_PEERS at $IDLEGRID_POOL_ADDRS"`)
-	req.Count, req.MaxPairRTTMillis, req.SkipAttest = 16, 10, true
+	req.Count, req.MaxPairRTTMillis, req.SkipAttest = 16, maxPairMs, true
 	res, err := renter.Rent(context.Background(), req, RentOutput{Stdout: &stdout, Stderr: &stderr, Progress: func(s string) { progress = append(progress, s) }})
 	if err != nil {
 		t.Fatalf("rent: %v\n%s", err, strings.Join(progress, "\n"))
@@ -189,16 +192,32 @@ func TestAPoolMemberThatRefusesReleasesTheOthers(t *testing.T) {
 func waitPair(t *testing.T, renter *Node, provs []*Node, a, b *Node, bound time.Duration) {
 	t.Helper()
 	start := time.Now()
+	var state []string
+	defer func() {
+		if t.Failed() {
+			t.Logf("the offers last seen: %s", strings.Join(state, "; "))
+		}
+	}()
 	waitFor(t, 120*time.Second, "every offer in the renter's book settled, the near pair's within the bound", func() bool {
+		state = state[:0]
+		settled := true
 		for _, p := range provs {
 			o, ok := renter.market.Snapshot().Offer(p.id, offer.ProviderOfferID)
-			if !ok || o.Coordinate == nil || o.Coordinate.Error > p2p.EstimateMaxError {
-				return false
+			if !ok || o.Coordinate == nil {
+				state = append(state, fmt.Sprintf("%s: no coordinate", p.id.ShortString()))
+				settled = false
+				continue
 			}
+			state = append(state, fmt.Sprintf("%s: error %.2f", p.id.ShortString(), o.Coordinate.Error))
+			settled = settled && o.Coordinate.Error <= p2p.EstimateMaxError
+		}
+		if !settled {
+			return false
 		}
 		oa, _ := renter.market.Snapshot().Offer(a.id, offer.ProviderOfferID)
 		ob, _ := renter.market.Snapshot().Offer(b.id, offer.ProviderOfferID)
 		d, err := p2p.PairRTT(oa.Coordinate, ob.Coordinate)
+		state = append(state, fmt.Sprintf("the pair %s (%v)", d, err))
 		return err == nil && d < bound
 	})
 	t.Logf("offers ready after %s", time.Since(start).Round(time.Second))
