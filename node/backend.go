@@ -222,7 +222,7 @@ func (n *Node) Reputation(ctx context.Context, p string) (api.ReputationView, er
 	v := api.ReputationView{
 		Peer: id.String(), Reliability: sc.Reliability, AsRenter: sc.AsRenter, Trust: sc.Trust,
 		Receipts: sc.Receipts, Trusted: sc.Trusted, Failures: sc.Failures, Disputes: sc.Disputes,
-		Good: sc.Good, Bad: sc.Bad, Basis: views.Basis(sc), Path: []string{},
+		Good: sc.Good, Bad: sc.Bad, Basis: views.Basis(sc), Path: []string{}, Seeds: n.seeds.views(),
 	}
 	for _, q := range s.Path(id) {
 		v.Path = append(v.Path, q.String())

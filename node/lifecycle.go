@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -229,9 +230,12 @@ func (n *Node) startReputation(ctx context.Context) (func() error, error) {
 	ctx, cancel := context.WithCancel(n.base)
 	p2p.ServeReceipts(n.server(ctx), n.reputation.ReceiptsOf)
 	p2p.ServeChain(n.server(ctx), n.records.Range)
-	done := make(chan struct{})
-	go func() { defer close(done); n.reputation.Run(ctx) }()
-	return func() error { cancel(); <-done; return nil }, nil
+	p2p.ServeSeeds(n.server(ctx), n.configuredSeeds)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); n.reputation.Run(ctx) }()
+	go func() { defer wg.Done(); n.inheritSeeds(ctx) }()
+	return func() error { cancel(); wg.Wait(); return nil }, nil
 }
 
 func (n *Node) startMarket(ctx context.Context) (func() error, error) {

@@ -115,6 +115,7 @@ type Node struct {
 	market      *book.Market
 	reputation  *trust.Reputation
 	records     *trustchain.Keeper // this node's chain of lease records
+	seeds       seedSet            // trust seeds, and where each came from
 	challenger  *trust.Challenger
 	relayVouch  swarm.RelayVouch // whom this node's relay reserves for
 	renter      *renter.Renter

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
@@ -43,6 +42,7 @@ func (n *Node) buildParts(ctx context.Context) (func() error, error) {
 		return nil, fmt.Errorf("lease records: %w", err)
 	}
 	n.records = records
+	n.seeds.set(n.baseSeeds())
 	n.reputation = trust.New(trust.Deps{
 		Self: n.id, Swarm: n.swarm.Tag(), Seeds: n.trustSeeds(), Store: n.leaseStore(), Saved: n.store, Net: n.link,
 		Providers: func() []peer.ID { return n.market.Providers() }, Clock: n.clock, Log: log,
@@ -74,30 +74,6 @@ func (n *Node) buildParts(ctx context.Context) (func() error, error) {
 		Coord: n.coords.Own, RelayOnly: n.relayOnly, Book: n.market.Snapshot, PricesFrom: n.pricesFrom, VerifyMarket: n.newPriceVerifier().Verify, Metrics: n.metrics})
 	n.market.OnBid = n.provider.OnBid
 	return nil, nil
-}
-
-// trustSeeds are the peers whose view of the swarm this node adopts in
-// its reputation scores: reputation.seeds, else its bootstrap peers and,
-// in a private swarm, its allow-list.
-func (n *Node) trustSeeds() []peer.ID {
-	var seeds []peer.ID
-	for _, s := range n.cfg.Reputation.Seeds {
-		if p, err := peer.Decode(s); err == nil { // Validate checked them
-			seeds = append(seeds, p)
-		}
-	}
-	if len(seeds) > 0 {
-		return seeds
-	}
-	for _, ai := range n.bootstrap {
-		seeds = append(seeds, ai.ID)
-	}
-	for _, p := range n.allow {
-		if !slices.Contains(seeds, p) {
-			seeds = append(seeds, p)
-		}
-	}
-	return seeds
 }
 
 // leaseEnded counts an ended lease and has the scores recomputed.

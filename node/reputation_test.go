@@ -418,3 +418,41 @@ func seededRenter(t *testing.T, net testNet, name string, boot, seed *Node, o Op
 		c.Reputation.Seeds = []string{seed.id.String()}
 	})), net.on(o))
 }
+
+// Seeds that see something (issue 28): a bootstrap peer leases nothing,
+// so a new renter whose only seed is its bootstrap peer ranks every
+// provider at the prior, a tie. A new renter that chose no seeds adopts
+// those its bootstrap peer's operator chose, and ranks: the provider with
+// three completed leases through the chosen seed stands above the prior.
+// `idlegrid reputation` shows each seed and where it came from.
+func TestANewRenterAdoptsTheSeedsItsBootstrapPeersOperatorChose(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, nil)
+	rentCompleted(t, renter, image, 3)
+	entry := startNode(t, testRepo(t, "entry", both(bootstrapFrom(prov), func(c *config.Config) {
+		c.Reputation.Seeds = []string{renter.id.String()}
+	})), Options{})
+	bare := startNode(t, testRepo(t, "bare", bootstrapFrom(prov)), Options{})
+	newcomer := startNode(t, testRepo(t, "newcomer", bootstrapFrom(entry)), Options{Light: true})
+	plain := startNode(t, testRepo(t, "plain", bootstrapFrom(bare)), Options{Light: true})
+	waitFor(t, 15*time.Second, "the provider's offer in both new renters' books", func() bool {
+		return offeredGPUs(newcomer, prov) == 8 && offeredGPUs(plain, prov) == 8
+	})
+	waitFor(t, 15*time.Second, "the newcomer adopts the seed its bootstrap peer's operator chose", func() bool {
+		return slices.Contains(newcomer.reputation.Seeds(), renter.id)
+	})
+	prior := reputation.DefaultConfig().Prior
+	v, err := newcomer.Reputation(context.Background(), prov.id.String())
+	if err != nil || v.Receipts != 3 || v.Reliability <= prior {
+		t.Errorf("the newcomer's view of the provider: %+v (%v); want its 3 receipts above the prior %.2f", v, err, prior)
+	}
+	want := []api.SeedView{{Peer: entry.id.String(), From: SeedBootstrap}, {Peer: renter.id.String(), From: SeedInherited + entry.id.String()}}
+	if !slices.Equal(v.Seeds, want) {
+		t.Errorf("the newcomer's seeds %+v, want %+v", v.Seeds, want)
+	}
+	p, err := plain.Reputation(context.Background(), prov.id.String())
+	if err != nil || p.Reliability != prior || !slices.Equal(p.Seeds, []api.SeedView{{Peer: bare.id.String(), From: SeedBootstrap}}) {
+		t.Errorf("a renter whose bootstrap peer's operator chose no seeds: %+v (%v); want the prior, seeded by its bootstrap peer alone", p, err)
+	}
+}

@@ -66,7 +66,7 @@ func newResourceManager(l Limits, reg prometheus.Registerer) (network.ResourceMa
 
 // servedLimits are the limits of every protocol this package serves.
 func servedLimits() []StreamLimits {
-	return []StreamLimits{QuoteLimits, LeaseLimits, JobLimits, AttestLimits, BookLimits, ReceiptLimits, EvidenceLimits, ChainLimits}
+	return []StreamLimits{QuoteLimits, LeaseLimits, JobLimits, AttestLimits, BookLimits, ReceiptLimits, EvidenceLimits, ChainLimits, SeedLimits}
 }
 
 // addServedLimits gives each served protocol's service scope its limits:

@@ -18,11 +18,16 @@ the matcher weighs, and what a bid's min_reliability filters on), its score
 as a renter, and what they rest on.
 
 Scores are this node's own. Trust flows from this node and its seeds
-(reputation.seeds; by default its bootstrap peers and, in a private swarm,
-its allow-list) through the graph of co-signed receipts, decaying per hop
-and with age; a provider's reliability is the vote of its receipts, each
-weighed by the trust of the renter that co-signed it, against a prior of
-0.60 for a provider with no history. The path shows how trust reached PEER.
+through the graph of co-signed receipts, decaying per hop and with age; a
+provider's reliability is the vote of its receipts, each weighed by the
+trust of the renter that co-signed it, against a prior of 0.60 for a
+provider with no history. The path shows how trust reached PEER.
+
+The seeds are reputation.seeds when set. Otherwise they are the bootstrap
+peers, in a private swarm its allow-list, and the seeds the bootstrap
+peers' operators chose (asked at start and hourly): a bootstrap peer
+leases nothing, so trust from it alone reaches no one. Each seed is shown
+with where it came from.
 
 A provider in the book that the daemon has not asked in the last 30
 minutes is first asked for the receipts it holds of itself (up to 5 s).`,
@@ -42,13 +47,23 @@ minutes is first asked for the receipts it holds of itself (up to 5 s).`,
 				v.Peer, v.Basis, v.AsRenter, v.Trust, v.Good, v.Bad)
 			if len(v.Path) == 0 {
 				fmt.Fprintln(e.stdout, "  path:          no trust reaches it yet")
-				return nil
+			} else {
+				hops := make([]string, len(v.Path))
+				for i, p := range v.Path {
+					hops[i] = short(p)
+				}
+				fmt.Fprintf(e.stdout, "  path:          %s\n", strings.Join(hops, " → "))
 			}
-			hops := make([]string, len(v.Path))
-			for i, p := range v.Path {
-				hops[i] = short(p)
+			if len(v.Seeds) == 0 {
+				fmt.Fprintln(e.stdout, "  seeds:         none: trust flows from this node alone")
 			}
-			fmt.Fprintf(e.stdout, "  path:          %s\n", strings.Join(hops, " → "))
+			for i, s := range v.Seeds {
+				label := ""
+				if i == 0 {
+					label = "seeds:"
+				}
+				fmt.Fprintf(e.stdout, "  %-14s %s (%s)\n", label, short(s.Peer), s.From)
+			}
 			return nil
 		},
 	}

@@ -84,6 +84,17 @@ type ReputationView struct {
 	// Path is how trust reached the peer: from this node (or a seed) over
 	// the counterparties that carried the most of it; empty when none did.
 	Path []string `json:"path"`
+	// Seeds are the peers whose view this node adopts, trust flowing from
+	// them as from itself, and where each came from.
+	Seeds []SeedView `json:"seeds"`
+}
+
+// SeedView is one of a node's trust seeds.
+type SeedView struct {
+	Peer string `json:"peer"`
+	// From is where the node got it: reputation.seeds, a bootstrap peer,
+	// the swarm's allow-list, or a bootstrap peer's operator's choice.
+	From string `json:"from"`
 }
 
 // BidRequest is a renter's job needs, for POST /v1/match and /v1/bids.

@@ -43,7 +43,7 @@ type Config struct {
 
 // ReputationConfig holds whose view of the swarm this node adopts.
 type ReputationConfig struct {
-	Seeds []string `toml:"seeds" comment:"peer IDs whose view of the swarm this node adopts: trust flows from them and from this node through the receipts; empty: the bootstrap peers and the swarm's allow-list"`
+	Seeds []string `toml:"seeds" comment:"peer IDs whose view of the swarm this node adopts: trust flows from them and from this node through the receipts; empty: the bootstrap peers, the swarm's allow-list, and the seeds the bootstrap peers' operators chose"`
 }
 
 // AttestConfig holds what a verifier trusts.

@@ -43,7 +43,7 @@ type Reputation struct {
 	cur  atomic.Pointer[reputation.Scores]
 	kick chan struct{} // 1-buffered: something new to count
 
-	mu    sync.Mutex // guards obs, keys, seq, known and asked; held for no I/O
+	mu    sync.Mutex // guards seeds, obs, keys, seq, known and asked; held for no I/O
 	obs   []noted
 	keys  []ds.Key // of obs, in the same order
 	seq   uint64
@@ -103,6 +103,22 @@ func New(d Deps) *Reputation {
 	}
 	r.cur.Store(reputation.Compute(reputation.Inputs{Self: d.Self, Seeds: d.Seeds}, d.Clock.Now(), reputation.Config{}))
 	return r
+}
+
+// SetSeeds makes seeds the peers whose view this node adopts, from the
+// next recompute on, which it asks for.
+func (r *Reputation) SetSeeds(seeds []peer.ID) {
+	r.mu.Lock()
+	r.seeds = slices.Clone(seeds)
+	r.mu.Unlock()
+	r.Poke()
+}
+
+// Seeds are the peers whose view this node adopts now.
+func (r *Reputation) Seeds() []peer.ID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.seeds)
 }
 
 // Load reads the observations and receipts a previous run saved; one
@@ -241,13 +257,14 @@ func (r *Reputation) recompute(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	in := reputation.Inputs{Self: r.self, Seeds: r.seeds}
+	in := reputation.Inputs{Self: r.self}
 	for _, rec := range recs {
 		if rc, ok := receiptOf(rec); ok {
 			in.Receipts = append(in.Receipts, rc)
 		}
 	}
 	r.mu.Lock()
+	in.Seeds = r.seeds
 	for _, o := range r.obs {
 		if o.with != "" {
 			in.Disputes = append(in.Disputes, reputation.Dispute{A: o.Peer, B: o.with, At: o.At})
