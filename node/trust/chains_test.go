@@ -74,7 +74,7 @@ func TestAHiddenFailureIsLearnedFromTheRentersChain(t *testing.T) {
 	var reported [][]byte
 	d := dssync.MutexWrap(ds.NewMapDatastore())
 	r := New(Deps{Self: "me", Swarm: chaintest.Swarm, Seeds: []peer.ID{wronged.ID, other.ID}, Store: records.Store{D: d}, Saved: d, Net: net,
-		Report: func(_ context.Context, ev []byte) error { reported = append(reported, ev); return nil },
+		Report:    func(_ context.Context, ev []byte) error { reported = append(reported, ev); return nil },
 		Providers: func() []peer.ID { return nil }, Clock: clock.System(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if got := r.learnFrom(ctx, prov.ID); got != 1 {
 		t.Fatalf("learned %d complaints of the provider, want its renter's 1 (asked %v)", got, net.asked)
@@ -110,7 +110,7 @@ func TestAHiddenFailureIsLearnedFromTheRentersChain(t *testing.T) {
 	net.chains[wronged.ID][0] = &pb.ChainEntry{Block: rewritten.Signed}
 	fresh := New(Deps{Self: "me", Swarm: chaintest.Swarm, Seeds: []peer.ID{wronged.ID, other.ID}, Store: records.Store{D: dssync.MutexWrap(ds.NewMapDatastore())},
 		Saved: dssync.MutexWrap(ds.NewMapDatastore()), Net: net,
-		Report: func(_ context.Context, ev []byte) error { reported = append(reported, ev); return nil },
+		Report:    func(_ context.Context, ev []byte) error { reported = append(reported, ev); return nil },
 		Providers: func() []peer.ID { return nil }, Clock: clock.System(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if got := fresh.learnFrom(ctx, prov.ID); got != 0 {
 		t.Errorf("learned %d complaints from a rewritten chain", got)
