@@ -50,9 +50,9 @@ func TestTheChainIsOneRecordPerLeaseAcrossRestarts(t *testing.T) {
 		leases = append(leases, ended{chaintest.Receipt(l, cs, 10*time.Minute, pb.Outcome_OUTCOME_COMPLETED), cs})
 	}
 	var wg sync.WaitGroup
-	blocks := make([]*chain.Block, len(leases))
+	twice := make([][2]*chain.Block, len(leases))
 	for i, e := range leases {
-		for range 2 { // each lease's end recorded twice, at once
+		for j := range 2 { // each lease's end recorded twice, at once
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -61,11 +61,18 @@ func TestTheChainIsOneRecordPerLeaseAcrossRestarts(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				blocks[i] = b
+				twice[i][j] = b
 			}()
 		}
 	}
 	wg.Wait()
+	blocks := make([]*chain.Block, len(leases))
+	for i, bs := range twice {
+		if bs[0] == nil || bs[1] == nil || !proto.Equal(bs[0].Signed, bs[1].Signed) {
+			t.Fatalf("lease %d's end recorded twice at once: two records, or none", i)
+		}
+		blocks[i] = bs[0]
+	}
 	check := func(k *Keeper, want int) []*chain.Block {
 		t.Helper()
 		raw, err := k.Range(ctx, 1, 100)
