@@ -39,11 +39,13 @@ func BenchmarkVerify(b *testing.B) {
 			pub.Verify(blk.Term.Body, blk.Term.ProviderSignature)
 		}
 	}
-	ref := testing.Benchmark(func(b *testing.B) {
-		for range b.N {
-			raw()
-		}
-	})
+	// The reference, timed in the same run: as many raw passes as the
+	// benchmark makes of the chain.
+	t0 := time.Now()
+	for range b.N {
+		raw()
+	}
+	refPer := float64(time.Since(t0).Nanoseconds()) / float64(b.N) / 64
 	b.ResetTimer()
 	for range b.N {
 		if _, err := chain.Verify(prov.ID, chaintest.Swarm, 1, signed); err != nil {
@@ -51,7 +53,6 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	}
 	per := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / 64
-	refPer := float64(ref.NsPerOp()) / 64
 	b.ReportMetric(per/1e3, "µs/block")
 	b.ReportMetric(per/refPer, "x-raw-verifies")
 	b.ReportMetric(float64(size)/64, "bytes/block")
