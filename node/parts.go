@@ -44,7 +44,7 @@ func (n *Node) buildParts(ctx context.Context) (func() error, error) {
 	n.records = records
 	n.seeds.set(n.baseSeeds())
 	n.reputation = trust.New(trust.Deps{
-		Self: n.id, Swarm: n.swarm.Tag(), Seeds: n.trustSeeds(), Store: n.leaseStore(), Saved: n.store, Net: n.link,
+		Self: n.id, Swarm: n.swarm.Tag(), Seeds: n.seeds.ids(), Store: n.leaseStore(), Saved: n.store, Net: n.link,
 		Providers: func() []peer.ID { return n.market.Providers() }, Clock: n.clock, Log: log,
 		Report: func(ctx context.Context, ev []byte) error { return n.link.Publish(ctx, p2p.TopicEvidence, ev) },
 	})

@@ -30,22 +30,54 @@ const (
 	inheritRetry = time.Minute
 )
 
-// seedSet holds this node's trust seeds and where each came from.
-type seedSet struct {
-	mu    sync.Mutex // guards seeds; held for no I/O
-	seeds []api.SeedView
+// seed is a trust seed and where this node got it.
+type seed struct {
+	id   peer.ID
+	from string
 }
 
-func (s *seedSet) set(seeds []api.SeedView) {
+// seedSet holds this node's trust seeds.
+type seedSet struct {
+	mu    sync.Mutex // guards seeds; held for no I/O
+	seeds []seed
+}
+
+func (s *seedSet) set(seeds []seed) {
 	s.mu.Lock()
 	s.seeds = seeds
 	s.mu.Unlock()
 }
 
-func (s *seedSet) views() []api.SeedView {
+func (s *seedSet) get() []seed {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.seeds)
+	return s.seeds
+}
+
+// views are the seeds as the API shows them.
+func (s *seedSet) views() []api.SeedView {
+	var out []api.SeedView
+	for _, sd := range s.get() {
+		out = append(out, api.SeedView{Peer: sd.id.String(), From: sd.from})
+	}
+	return out
+}
+
+// ids are the seeds' peer IDs.
+func (s *seedSet) ids() []peer.ID {
+	var out []peer.ID
+	for _, sd := range s.get() {
+		out = append(out, sd.id)
+	}
+	return out
+}
+
+// addSeed appends p, from from, to seeds unless it is there.
+func addSeed(seeds []seed, p peer.ID, from string) []seed {
+	if slices.ContainsFunc(seeds, func(s seed) bool { return s.id == p }) {
+		return seeds
+	}
+	return append(seeds, seed{p, from})
 }
 
 // configuredSeeds are the seeds reputation.seeds names: what this node
@@ -63,35 +95,19 @@ func (n *Node) configuredSeeds() []peer.ID {
 // baseSeeds are the peers whose view of the swarm this node adopts in its
 // reputation scores before it asks anyone: reputation.seeds, else its
 // bootstrap peers and, in a private swarm, its allow-list.
-func (n *Node) baseSeeds() []api.SeedView {
-	var out []api.SeedView
-	add := func(p peer.ID, from string) {
-		if !slices.ContainsFunc(out, func(s api.SeedView) bool { return s.Peer == p.String() }) {
-			out = append(out, api.SeedView{Peer: p.String(), From: from})
-		}
-	}
+func (n *Node) baseSeeds() []seed {
+	var out []seed
 	for _, p := range n.configuredSeeds() {
-		add(p, SeedConfigured)
+		out = addSeed(out, p, SeedConfigured)
 	}
 	if len(out) > 0 {
 		return out
 	}
 	for _, ai := range n.bootstrap {
-		add(ai.ID, SeedBootstrap)
+		out = addSeed(out, ai.ID, SeedBootstrap)
 	}
 	for _, p := range n.allow {
-		add(p, SeedAllowList)
-	}
-	return out
-}
-
-// trustSeeds are the peer IDs of the seeds held now.
-func (n *Node) trustSeeds() []peer.ID {
-	var out []peer.ID
-	for _, s := range n.seeds.views() {
-		if p, err := peer.Decode(s.Peer); err == nil {
-			out = append(out, p)
-		}
+		out = addSeed(out, p, SeedAllowList)
 	}
 	return out
 }
@@ -150,12 +166,12 @@ func (n *Node) askSeeds(ctx context.Context) bool {
 			if len(seeds) == most {
 				break
 			}
-			if p != n.id && !slices.ContainsFunc(seeds, func(s api.SeedView) bool { return s.Peer == p.String() }) {
-				seeds = append(seeds, api.SeedView{Peer: p.String(), From: SeedInherited + b.String()})
+			if p != n.id {
+				seeds = addSeed(seeds, p, SeedInherited+b.String())
 			}
 		}
 	}
 	n.seeds.set(seeds)
-	n.reputation.SetSeeds(n.trustSeeds())
+	n.reputation.SetSeeds(n.seeds.ids())
 	return true
 }

@@ -52,12 +52,7 @@ type ChainSource func(ctx context.Context, from uint64, limit int) ([][]byte, er
 // ServeChain answers ChainProtocol with what source returns.
 func ServeChain(sv Server, source ChainSource) {
 	sv.Serve(ChainProtocol, ChainLimits, func(ctx context.Context, _ peer.ID, s network.Stream) error {
-		br := byteReader{s}
-		from, err := binary.ReadUvarint(br)
-		if err != nil {
-			return fmt.Errorf("chain request: %w", err)
-		}
-		want, err := binary.ReadUvarint(br)
+		from, want, err := readChainRequest(s)
 		if err != nil {
 			return fmt.Errorf("chain request: %w", err)
 		}
@@ -79,6 +74,16 @@ func ServeChain(sv Server, source ChainSource) {
 		}
 		return nil
 	})
+}
+
+// readChainRequest reads the first seq asked and the most entries taken.
+func readChainRequest(r io.Reader) (from, want uint64, err error) {
+	br := byteReader{r}
+	if from, err = binary.ReadUvarint(br); err != nil {
+		return 0, 0, err
+	}
+	want, err = binary.ReadUvarint(br)
+	return from, want, err
 }
 
 // FetchChain asks p for its chain from seq from on and calls each with

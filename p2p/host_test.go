@@ -53,6 +53,28 @@ func connect(a, b host.Host) error {
 	return a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()})
 }
 
+// connectOver dials b from a over transport ("tcp" or "quic-v1") alone,
+// and checks the connection is over it.
+func connectOver(t *testing.T, a, b host.Host, transport string) {
+	t.Helper()
+	var addrs []ma.Multiaddr
+	for _, addr := range b.Addrs() {
+		if strings.Contains(addr.String(), "/"+transport) {
+			addrs = append(addrs, addr)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: addrs}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range a.Network().ConnsToPeer(b.ID()) {
+		if !strings.Contains(c.RemoteMultiaddr().String(), "/"+transport) {
+			t.Fatalf("connected over %s, not %s", c.RemoteMultiaddr(), transport)
+		}
+	}
+}
+
 func TestPrivateSwarmAdmitsOnlyKeyHolders(t *testing.T) {
 	key, _ := GenerateSwarmKey()
 	other, _ := GenerateSwarmKey()

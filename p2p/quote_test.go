@@ -3,13 +3,11 @@ package p2p
 import (
 	"bytes"
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/libp2p/go-libp2p/core/peer"
-	ma "github.com/multiformats/go-multiaddr"
 )
 
 // SendQuote returns nil exactly when the renter read the quote, over QUIC
@@ -20,17 +18,9 @@ func TestSendQuoteSaysWhetherTheRenterReadIt(t *testing.T) {
 	for _, transport := range []string{"quic-v1", "tcp"} {
 		t.Run(transport, func(t *testing.T) {
 			provider, renter := newTestHost(t, nil, nil), newTestHost(t, nil, nil)
-			var addrs []ma.Multiaddr
-			for _, a := range renter.Addrs() {
-				if strings.Contains(a.String(), "/"+transport) {
-					addrs = append(addrs, a)
-				}
-			}
+			connectOver(t, provider, renter, transport)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := provider.Connect(ctx, peer.AddrInfo{ID: renter.ID(), Addrs: addrs}); err != nil {
-				t.Fatal(err)
-			}
 			got := make(chan []byte, 1)
 			ServeQuotes(Server{Host: renter, Ctx: context.Background()}, func(_ peer.ID, env []byte) { got <- env })
 			quote := []byte("a signed quote")

@@ -28,21 +28,25 @@ func TestSeedsExchangeHoldsItsCaps(t *testing.T) {
 		{"too many seeds", MaxSeedsReply + 5, 16, 0, "more than 32 seeds"}, // 16 bytes of 'x' are no peer ID
 		{"what is no peer ID", 10, 40, 0, ""},
 	})
-	t.Run("served", func(t *testing.T) {
-		a, b := newTestHost(t, nil, nil), newTestHost(t, nil, nil)
-		if err := connect(a, b); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		var seeds []peer.ID
-		for range MaxSeedsReply + 8 {
-			seeds = append(seeds, test.RandPeerIDFatal(t))
-		}
-		ServeSeeds(Server{Host: b, Ctx: ctx}, func() []peer.ID { return seeds })
-		got, err := FetchSeeds(ctx, a, Swarm{}, b.ID())
-		if err != nil || fmt.Sprint(got) != fmt.Sprint(seeds[:MaxSeedsReply]) {
-			t.Errorf("fetched %d seeds (%v), want the first %d served", len(got), err, MaxSeedsReply)
-		}
-	})
+	for _, transport := range []string{"tcp", "quic-v1"} {
+		t.Run("served over "+transport, func(t *testing.T) {
+			testSeedsServed(t, transport)
+		})
+	}
+}
+
+func testSeedsServed(t *testing.T, transport string) {
+	a, b := newTestHost(t, nil, nil), newTestHost(t, nil, nil)
+	connectOver(t, a, b, transport)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var seeds []peer.ID
+	for range MaxSeedsReply + 8 {
+		seeds = append(seeds, test.RandPeerIDFatal(t))
+	}
+	ServeSeeds(Server{Host: b, Ctx: ctx}, func() []peer.ID { return seeds })
+	got, err := FetchSeeds(ctx, a, Swarm{}, b.ID())
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(seeds[:MaxSeedsReply]) {
+		t.Errorf("fetched %d seeds (%v), want the first %d served", len(got), err, MaxSeedsReply)
+	}
 }

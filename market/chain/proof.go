@@ -50,6 +50,15 @@ func (c *Conflict) Error() string {
 // conflict is the contradiction between a and b, two opened blocks of
 // one owner, or nil for none.
 func conflict(a, b *Block) *Conflict {
+	if c := rewrite(a, b); c != nil || a.Owner() != b.Owner() || bytes.Equal(a.Hash, b.Hash) || !sameLease(a, b) {
+		return c
+	}
+	return &Conflict{Kind: TwoRecords, Owner: a.Owner(), A: a.Signed, B: b.Signed}
+}
+
+// rewrite is the fork or broken link that a and b, two opened blocks of
+// one owner, show, or nil for none.
+func rewrite(a, b *Block) *Conflict {
 	if a.Owner() != b.Owner() || bytes.Equal(a.Hash, b.Hash) {
 		return nil
 	}
@@ -62,8 +71,6 @@ func conflict(a, b *Block) *Conflict {
 		c.Kind = Fork
 	case b.Seq == a.Seq+1 && !bytes.Equal(b.Prev, a.Hash):
 		c.Kind = BrokenLink
-	case sameLease(a, b):
-		c.Kind = TwoRecords
 	default:
 		return nil
 	}
@@ -125,7 +132,7 @@ func Verify(owner peer.ID, swarm string, from uint64, blocks []*pb.SignedBlock) 
 		}
 		if i > 0 {
 			last := out[i-1]
-			if c := conflict(last, b); c != nil && c.Kind != TwoRecords {
+			if c := rewrite(last, b); c != nil {
 				return out, c
 			}
 			if b.Seq != last.Seq+1 {

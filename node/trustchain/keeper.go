@@ -208,19 +208,13 @@ func (k *Keeper) append(ctx context.Context, leaseHash []byte, build func() (*ch
 	if err != nil {
 		return nil, err
 	}
-	seq := strconv.FormatUint(b.Seq, 10)
-	puts := []struct {
-		key ds.Key
-		val []byte
-	}{{seqKey(blockPrefix, b.Seq), marshal(b.Signed)}, {leaseKey(leaseHash), []byte(seq)}, {headKey, []byte(seq)}}
+	seq := []byte(strconv.FormatUint(b.Seq, 10))
+	puts := map[ds.Key][]byte{seqKey(blockPrefix, b.Seq): marshal(b.Signed), leaseKey(leaseHash): seq, headKey: seq}
 	if link != nil {
-		puts = append(puts, struct {
-			key ds.Key
-			val []byte
-		}{seqKey(linkPrefix, b.Seq), marshal(link.Signed)})
+		puts[seqKey(linkPrefix, b.Seq)] = marshal(link.Signed)
 	}
-	for _, p := range puts {
-		if err := batch.Put(ctx, p.key, p.val); err != nil {
+	for k, v := range puts {
+		if err := batch.Put(ctx, k, v); err != nil {
 			return nil, err
 		}
 	}
