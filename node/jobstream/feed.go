@@ -21,9 +21,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 )
 
-// Bounds of what a provider keeps for a renter that is not attached.
+// Bounds of what a provider keeps for a renter that may not have it.
 const (
-	MaxBacklogBytes = 1 << 20 // output kept while detached, newest first
+	// MaxBacklogBytes bounds the job's output a feed keeps, the newest:
+	// all of it, written or not, since a frame written to a stream the
+	// renter then drops unread is not the renter's.
+	MaxBacklogBytes = 1 << 20
 	OutputChunk     = 64 << 10
 	// FrameDeadline is how long a renter's stream may take to accept a
 	// frame before the feed drops it.
@@ -34,9 +37,11 @@ const (
 // stream is attached; one that re-attaches gets the term's last extension
 // and the last beat again (its
 // follower accepts the beats it missed as a gap: the last one vouches for
-// the chain) and the output written while it was away that it has not
-// got (the last MiB; Detach says from where, for the caller to send the
-// rest from elsewhere). Output frames carry their offset in their stream.
+// the chain) and the output it has not got, of the last MiB the feed keeps
+// whether it was written or not (Detach says from where, for the caller
+// to send the rest from elsewhere), and the notices it missed. Output
+// frames carry their offset in their stream, which tells the feed what a
+// renter holds.
 // A stream that cannot take a frame within FrameDeadline is dropped.
 //
 // One goroutine, started by Start, owns the stream, the backlog and the
@@ -60,10 +65,12 @@ type Feed struct {
 	detachedAt atomic.Int64
 
 	// Owned by the run goroutine.
-	s            network.Stream
-	release      chan struct{} // closed when the feed lets go of s
-	lastBeat     []byte
-	lastExt      *pb.JobFrame // the last extension of the lease's term
+	s        network.Stream
+	release  chan struct{} // closed when the feed lets go of s
+	lastBeat []byte
+	lastExt  *pb.JobFrame // the last extension of the lease's term
+	// backlog is the newest output (MaxBacklogBytes), written or not,
+	// and the notices no renter took, in the order sent.
 	backlog      []*pb.JobFrame
 	backlogBytes int
 	// sent is where each stream's output the owner has taken ends.
@@ -184,14 +191,23 @@ func (f *Feed) attachNow(a attachment) {
 	if f.lastBeat != nil && !f.write(&pb.JobFrame{Kind: &pb.JobFrame_Heartbeat{Heartbeat: f.lastBeat}}) {
 		return
 	}
+	// Output stays, for a renter that drops this stream unread; a notice
+	// written is the renter's.
 	have := [2]int64{a.have.Stdout, a.have.Stderr}
-	for len(f.backlog) > 0 {
-		if fr := past(f.backlog[0], have); fr != nil && !f.write(fr) {
+	kept := f.backlog[:0]
+	for i, fr := range f.backlog {
+		if p := past(fr, have); p != nil && !f.write(p) {
+			f.backlog = append(kept, f.backlog[i:]...)
 			return
 		}
-		f.backlogBytes -= frameSize(f.backlog[0])
-		f.backlog = f.backlog[1:]
+		if _, _, ok := output(fr); ok {
+			kept = append(kept, fr)
+		} else {
+			f.backlogBytes -= frameSize(fr)
+		}
 	}
+	clear(f.backlog[len(kept):])
+	f.backlog = kept
 	go f.readReplies(a.s)
 }
 
@@ -242,7 +258,7 @@ func outputFrame(stderr bool, at int64, b []byte) *pb.JobFrame {
 
 // Detach lets go of the attached stream, if any, and returns where the
 // output the feed still holds begins, for each stream (where it is sent
-// up to, when the backlog holds none of it): a renter that re-attaches
+// up to, when the feed holds none of it): a renter that re-attaches
 // holding less gets the part before that from elsewhere (the engine's
 // log), then attaches.
 func (f *Feed) Detach() records.Offsets {
@@ -266,8 +282,9 @@ func (f *Feed) keptFrom() records.Offsets {
 	return records.Offsets{Stdout: from[0], Stderr: from[1]}
 }
 
-// Undelivered is the output the feed holds for a renter that is away:
-// the backlog's, each stream's bytes one run from its first offset.
+// Undelivered is the output the feed holds for a renter that may not
+// have it (the last MiB, written or not), each stream's bytes one run
+// from its first offset.
 func (f *Feed) Undelivered() *records.Output {
 	r := make(chan records.Output, 1)
 	select {
@@ -335,7 +352,8 @@ func (f *Feed) deliver(fr *pb.JobFrame) {
 	if i, b, ok := output(fr); ok {
 		f.sent[i] = max(f.sent[i], int64(fr.Offset)+int64(len(b)))
 	}
-	if f.s != nil && f.write(fr) {
+	_, _, isOutput := output(fr)
+	if f.s != nil && f.write(fr) && !isOutput {
 		return
 	}
 	if n := frameSize(fr); n > 0 {

@@ -145,9 +145,9 @@ func errs(at int64, b string) *pb.JobFrame { return outputFrame(true, at, []byte
 
 // Output frames carry their offsets. A renter that re-attaches holding
 // part of the output gets only what follows it; Detach says where the
-// backlog begins (for the rest to come from the engine's log), and
-// Undelivered is the backlog as one run per stream, which Hold puts back
-// in a feed of its own.
+// output the feed keeps begins (for the rest to come from the engine's
+// log), delivered or not, and Undelivered is that output as one run per
+// stream, which Hold puts back in a feed of its own.
 func TestFeedSendsTheOutputPastWhatTheRenterHolds(t *testing.T) {
 	provider, frames, _ := pair(t)
 	f := New(nil, nil, records.Offsets{Stdout: 100, Stderr: 7})
@@ -172,9 +172,11 @@ func TestFeedSendsTheOutputPastWhatTheRenterHolds(t *testing.T) {
 	f.Attach(open(t, provider), records.Offsets{Stdout: 102, Stderr: 9})
 	stderr.Write([]byte("z"))
 	expect(t, frames, out(102, "c"), out(103, "defg"), errs(9, "z"))
-	if got := f.Detach(); got != (records.Offsets{Stdout: 107, Stderr: 10}) {
-		t.Errorf("after delivering all: the backlog begins at %+v, want where the output ends", got)
+	if got := f.Detach(); got != (records.Offsets{Stdout: 100, Stderr: 7}) {
+		t.Errorf("after delivering all: the output kept begins at %+v, want still stdout 100 and stderr 7", got)
 	}
+	f.Attach(open(t, provider), records.Offsets{Stdout: 106, Stderr: 9})
+	expect(t, frames, out(106, "g"), errs(9, "z"))
 
 	g := New(nil, nil, records.Offsets{})
 	g.Hold(kept, nil)
@@ -182,6 +184,74 @@ func TestFeedSendsTheOutputPastWhatTheRenterHolds(t *testing.T) {
 	defer g.Close()
 	g.Attach(open(t, provider), records.Offsets{Stdout: 105})
 	expect(t, frames, out(105, "fg"), errs(7, "xy"))
+}
+
+// Output written to a stream its renter then drops unread is not the
+// renter's: a renter that comes back holding none of it gets it again,
+// from the feed or, once the job ended, from what Undelivered kept. A
+// notice written is not sent again.
+func TestFeedKeepsOutputARenterDroppedUnread(t *testing.T) {
+	mn, err := mocknet.FullMeshConnected(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mn.Close() })
+	provider, renter := mn.Hosts()[0], mn.Hosts()[1]
+	unread := make(chan network.Stream, 1)
+	renter.SetStreamHandler(testProto, func(s network.Stream) { unread <- s })
+	f := New(nil, nil, records.Offsets{})
+	f.Start()
+	defer f.Close()
+	f.Attach(open(t, provider), records.Offsets{})
+	f.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: "taken"}})
+	f.Writer(false).Write([]byte("a\n"))
+	if got := f.Offsets(); got.Stdout != 2 {
+		t.Fatalf("offsets %+v after writing a\\n", got)
+	}
+	(<-unread).Reset() // the renter leaves without reading
+	f.Writer(false).Write([]byte("b\n"))
+	if kept := f.Undelivered(); kept.At.Stdout != 0 || string(kept.Stdout) != "a\nb\n" {
+		t.Errorf("kept %q from %d after a stream dropped unread, want \"a\\nb\\n\" from 0", kept.Stdout, kept.At.Stdout)
+	}
+
+	provider2, frames, _ := pair(t)
+	g := New(nil, nil, records.Offsets{})
+	g.Hold(f.Undelivered(), nil)
+	g.Start()
+	defer g.Close()
+	g.Attach(open(t, provider2), records.Offsets{})
+	expect(t, frames, out(0, "a\nb\n"))
+}
+
+// The output a feed keeps is the newest MaxBacklogBytes, however much the
+// job writes and whether a renter takes it or not.
+func TestFeedKeepsAtMostTheLastMiB(t *testing.T) {
+	provider, frames, _ := pair(t)
+	go func() {
+		for range frames {
+		}
+	}()
+	f := New(nil, nil, records.Offsets{})
+	f.Start()
+	defer f.Close()
+	w := f.Writer(false)
+	chunk := make([]byte, OutputChunk)
+	total := 0
+	for i := range 2 * MaxBacklogBytes / OutputChunk {
+		if i == MaxBacklogBytes/OutputChunk {
+			f.Attach(open(t, provider), records.Offsets{}) // half written detached, half attached
+		}
+		chunk[0] = byte(i)
+		w.Write(chunk)
+		total += len(chunk)
+	}
+	kept := f.Undelivered()
+	if len(kept.Stdout) > MaxBacklogBytes || len(kept.Stdout) == 0 {
+		t.Fatalf("kept %d bytes of %d, want at most %d and some", len(kept.Stdout), total, MaxBacklogBytes)
+	}
+	if end := kept.At.Stdout + int64(len(kept.Stdout)); end != int64(total) {
+		t.Errorf("kept output ends at %d, want the newest, to %d", end, total)
+	}
 }
 
 // Direct sends output straight to a stream, with offsets, in chunks.

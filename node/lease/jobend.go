@@ -50,8 +50,8 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 	rec := ll.rec
 	rec.End(rc, rcs)
 	ll.stamp()
-	// What a renter away at the end has not got waits for it with the
-	// receipt.
+	// What the renter may not have got waits for it with the receipt,
+	// until it countersigns.
 	if o := ll.Feed.Undelivered(); o != nil && len(o.Stdout)+len(o.Stderr) > 0 {
 		rec.Undelivered = o
 	}

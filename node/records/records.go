@@ -93,8 +93,9 @@ type Lease struct {
 	// idlegrid attach after a detach).
 	Downloads []Download `json:"downloads,omitempty"`
 	// Undelivered is, on the provider of an ended lease, the output its
-	// renter had not got when the job ended (the last MiB at most), kept
-	// for the renter to attach for until it countersigns the receipt.
+	// renter may not have got when the job ended (the last MiB, written
+	// to it or not: a renter may drop a stream unread), kept for the
+	// renter to attach for until it countersigns the receipt.
 	Undelivered *Output `json:"undelivered,omitempty"`
 }
 
