@@ -21,7 +21,7 @@ type chainEntry struct{ block, link *chain.Block }
 func servedChain(t *testing.T, asker, of *Node) []chainEntry {
 	t.Helper()
 	var signed, links []*pb.SignedBlock
-	_, err := p2p.FetchChain(context.Background(), asker.host, asker.swarm, of.id, 1, func(raw []byte) {
+	_, err := p2p.FetchChain(context.Background(), asker.host, asker.swarm, of.id, p2p.ChainQuery{From: 1}, func(raw []byte) {
 		e := new(pb.ChainEntry)
 		if err := proto.Unmarshal(raw, e); err != nil {
 			t.Errorf("a chain entry: %v", err)

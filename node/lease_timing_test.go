@@ -226,7 +226,7 @@ func testProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 	// And keeps the failure in its chain, half-signed: a proposal of its
 	// own receipt that no agreement completes, which whoever reads the
 	// renter's chain sees.
-	if raw, err := renter.records.Range(context.Background(), 1, 10); err != nil || len(raw) != 1 {
+	if raw, err := renter.records.Range(context.Background(), 1, 10, ""); err != nil || len(raw) != 1 {
 		t.Errorf("the renter's chain: %d records (%v)", len(raw), err)
 	} else if b, _ := renter.records.Head(context.Background()); !b.Proposal() || b.Receipt().Outcome != pb.Outcome_OUTCOME_FAILED || b.Counterparty() != prov.id {
 		t.Errorf("the renter's record: proposal %v, %v against %s", b.Proposal(), b.Receipt().Outcome, b.Counterparty())

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -229,7 +230,9 @@ func (n *Node) startReputation(ctx context.Context) (func() error, error) {
 	}
 	ctx, cancel := context.WithCancel(n.base)
 	p2p.ServeReceipts(n.server(ctx), n.reputation.ReceiptsOf)
-	p2p.ServeChain(n.server(ctx), n.records.Range)
+	p2p.ServeChain(n.server(ctx), func(ctx context.Context, q p2p.ChainQuery) ([][]byte, error) {
+		return n.records.Range(ctx, q.From, cmp.Or(q.Want, p2p.MaxChainReply), q.About)
+	})
 	p2p.ServeSeeds(n.server(ctx), n.configuredSeeds)
 	var wg sync.WaitGroup
 	wg.Add(2)

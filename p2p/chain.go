@@ -3,6 +3,7 @@ package p2p
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -16,13 +17,17 @@ import (
 )
 
 // ChainProtocol hands a peer this node's chain of lease records
-// (market/chain), whole from any seq: the asking peer sends the first
-// seq it wants and the most blocks it will take (unsigned varints); the
-// server answers with its blocks from that seq on, in order, none left
-// out, each length-prefixed (protobuf ChainEntry: the block, and the
+// (market/chain), whole from any seq: the asking peer sends a ChainQuery
+// (the first seq it wants, the most blocks it will take, both unsigned
+// varints, and optionally a counterparty: a varint length and its peer
+// ID); the server answers with its blocks from that seq on, in order,
+// each length-prefixed (protobuf ChainEntry: the block, and the
 // counterparty's block beside it when the server holds one), then
-// closes. The asker checks every signature and link (chain.Verify): a
-// chain served with a block missing or rewritten shows it.
+// closes. Unfiltered, none is left out: the asker checks every signature
+// and link (chain.Verify), and a chain served with a block missing or
+// rewritten shows it. Seq 0 asks for the newest blocks; a counterparty
+// asks only for the blocks of leases with it (each checked on its own:
+// what a filtered answer leaves out cannot be seen).
 const ChainProtocol protocol.ID = "/idlegrid/chain/1.0.0"
 
 // Limits of one chain exchange, served and read alike.
@@ -45,18 +50,27 @@ var ChainLimits = StreamLimits{
 	Request: requestDeadline, Deadline: ChainDeadline, PerPeer: 2, Rate: Rate{2, 20},
 }
 
-// ChainSource returns this node's chain from seq from on, at most limit
-// entries (marshalled ChainEntry), in order.
-type ChainSource func(ctx context.Context, from uint64, limit int) ([][]byte, error)
+// ChainQuery is what a chain request asks for: blocks from seq From on
+// (0: the newest), at most Want, and with About set only those of leases
+// with that peer.
+type ChainQuery struct {
+	From  uint64
+	Want  int
+	About peer.ID
+}
+
+// ChainSource returns this node's chain as q asks, at most
+// min(q.Want, MaxChainReply) entries (marshalled ChainEntry), in order.
+type ChainSource func(ctx context.Context, q ChainQuery) ([][]byte, error)
 
 // ServeChain answers ChainProtocol with what source returns.
 func ServeChain(sv Server, source ChainSource) {
 	sv.Serve(ChainProtocol, ChainLimits, func(ctx context.Context, _ peer.ID, s network.Stream) error {
-		from, want, err := readChainRequest(s)
+		q, err := readChainRequest(s)
 		if err != nil {
 			return fmt.Errorf("chain request: %w", err)
 		}
-		entries, err := source(ctx, from, int(min(want, MaxChainReply)))
+		entries, err := source(ctx, q)
 		if err != nil {
 			return err
 		}
@@ -76,25 +90,46 @@ func ServeChain(sv Server, source ChainSource) {
 	})
 }
 
-// readChainRequest reads the first seq asked and the most entries taken.
-func readChainRequest(r io.Reader) (from, want uint64, err error) {
+// readChainRequest reads a ChainQuery, Want capped at MaxChainReply; a
+// request that ends after Want asks about no one.
+func readChainRequest(r io.Reader) (ChainQuery, error) {
 	br := byteReader{r}
-	if from, err = binary.ReadUvarint(br); err != nil {
-		return 0, 0, err
+	from, err := binary.ReadUvarint(br)
+	if err != nil {
+		return ChainQuery{}, err
 	}
-	want, err = binary.ReadUvarint(br)
-	return from, want, err
+	want, err := binary.ReadUvarint(br)
+	if err != nil {
+		return ChainQuery{}, err
+	}
+	q := ChainQuery{From: from, Want: int(min(want, MaxChainReply))}
+	switch about, err := readPeerID(r, true); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return ChainQuery{}, fmt.Errorf("about: %w", err)
+	default:
+		q.About = about
+	}
+	return q, nil
 }
 
-// FetchChain asks p for its chain from seq from on and calls each with
-// every entry as it arrives, unverified: the caller checks the blocks
-// (chain.Verify). It reads at most MaxChainReply entries of at most
-// MaxChainEntrySize bytes each, MaxChainBytes in all.
-func FetchChain(ctx context.Context, h host.Host, sw Swarm, p peer.ID, from uint64, each func([]byte)) (int, error) {
-	req := binary.AppendUvarint(nil, from)
-	req = binary.AppendUvarint(req, MaxChainReply)
+// FetchChain asks p for its chain as q asks (Want 0 or past
+// MaxChainReply: MaxChainReply) and calls each with every entry as it
+// arrives, unverified: the caller checks the blocks (chain.Verify, or
+// chain.Open for a filtered answer). It reads at most MaxChainReply
+// entries of at most MaxChainEntrySize bytes each, MaxChainBytes in all.
+func FetchChain(ctx context.Context, h host.Host, sw Swarm, p peer.ID, q ChainQuery, each func([]byte)) (int, error) {
+	want := q.Want
+	if want <= 0 || want > MaxChainReply {
+		want = MaxChainReply
+	}
+	req := binary.AppendUvarint(nil, q.From)
+	req = binary.AppendUvarint(req, uint64(want))
+	if q.About != "" {
+		req = appendPeerID(req, q.About)
+	}
 	n, err := exchange(ctx, h, sw, p, ChainProtocol, ChainDeadline, req, func(r io.Reader) (int, error) {
-		return readCapped(r, MaxChainEntrySize, MaxChainReply, MaxChainBytes, "chain entries", each)
+		return readCapped(r, MaxChainEntrySize, want, MaxChainBytes, "chain entries", each)
 	})
 	if err != nil {
 		return n, fmt.Errorf("chain of %s: %w", p, err)

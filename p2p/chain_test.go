@@ -15,9 +15,9 @@ import (
 // MaxChainReply entries, and ends its answer before an entry it may not
 // send rather than leave a hole in it.
 func TestChainExchangeHoldsItsCaps(t *testing.T) {
-	readRequest := func(s network.Stream) error { _, _, err := readChainRequest(s); return err }
+	readRequest := func(s network.Stream) error { _, err := readChainRequest(s); return err }
 	fetch := func(ctx context.Context, a host.Host, b peer.ID, each func([]byte)) (int, error) {
-		return FetchChain(ctx, a, Swarm{}, b, 1, each)
+		return FetchChain(ctx, a, Swarm{}, b, ChainQuery{From: 1}, each)
 	}
 	checkCaps(t, ChainProtocol, readRequest, fetch, []capCase{
 		{"an oversized entry", 3, MaxChainEntrySize + 1, 0, "message"},
@@ -35,25 +35,50 @@ func testChainServed(t *testing.T, transport string) {
 	connectOver(t, a, b, transport)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var asked uint64
-	var limit int
-	ServeChain(Server{Host: b, Ctx: ctx}, func(_ context.Context, from uint64, n int) ([][]byte, error) {
-		asked, limit = from, n
-		out := make([][]byte, n)
+	var asked ChainQuery
+	ServeChain(Server{Host: b, Ctx: ctx}, func(_ context.Context, q ChainQuery) ([][]byte, error) {
+		asked = q
+		out := make([][]byte, q.Want)
 		for i := range out {
 			out[i] = []byte{byte(i)}
 		}
-		out[10] = bytes.Repeat([]byte{'x'}, MaxChainEntrySize+1) // ends the answer
+		out[min(10, len(out)-1)] = bytes.Repeat([]byte{'x'}, MaxChainEntrySize+1) // ends the answer
 		return out, nil
 	})
 	var got [][]byte
-	n, err := FetchChain(ctx, a, Swarm{}, b.ID(), 7, func(e []byte) { got = append(got, e) })
-	if err != nil || n != 10 || asked != 7 || limit != MaxChainReply {
-		t.Errorf("served %d entries (%v) from %d, at most %d; want 10 from 7, at most %d", n, err, asked, limit, MaxChainReply)
+	n, err := FetchChain(ctx, a, Swarm{}, b.ID(), ChainQuery{From: 7}, func(e []byte) { got = append(got, e) })
+	if err != nil || n != 10 || asked != (ChainQuery{From: 7, Want: MaxChainReply}) {
+		t.Errorf("served %d entries (%v) for %+v; want 10 for seq 7 on, at most %d, about no one", n, err, asked, MaxChainReply)
 	}
 	for i, e := range got {
 		if len(e) != 1 || e[0] != byte(i) {
 			t.Fatalf("entry %d is %v: not in order", i, e)
+		}
+	}
+	// The newest few, of leases with one peer.
+	q := ChainQuery{Want: 5, About: a.ID()}
+	if n, err := FetchChain(ctx, a, Swarm{}, b.ID(), q, func([]byte) {}); err != nil || n != 4 || asked != q {
+		t.Errorf("asked %+v, served %+v: %d entries (%v)", q, asked, n, err)
+	}
+}
+
+// A chain request's counterparty must be a peer ID, of at most 128 bytes.
+func TestChainRequestsNameAPeer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  []byte
+		ok   bool
+	}{
+		{"none", []byte{1, 64}, true},
+		{"none, said", []byte{1, 64, 0}, true},
+		{"a peer", appendPeerID([]byte{0, 16}, "\x00\x04idid"), true},
+		{"not a peer ID", append([]byte{1, 64, 3}, "abc"...), false},
+		{"too long", append([]byte{1, 64, 200, 1}, bytes.Repeat([]byte{0}, 200)...), false},
+		{"cut short", []byte{1, 64, 9, 1}, false},
+	} {
+		q, err := readChainRequest(bytes.NewReader(tc.req))
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %+v, %v", tc.name, q, err)
 		}
 	}
 }

@@ -71,24 +71,37 @@ func ServeReceipts(sv Server, source ReceiptSource) {
 // readReceiptsRequest reads a subject and a count, refusing a subject
 // that is not a peer ID.
 func readReceiptsRequest(r io.Reader) (peer.ID, uint64, error) {
-	br := byteReader{r}
-	n, err := binary.ReadUvarint(br)
-	if err != nil {
-		return "", 0, err
-	}
-	if n == 0 || n > 128 {
-		return "", 0, fmt.Errorf("subject of %d bytes", n)
-	}
-	raw := make([]byte, n)
-	if _, err := io.ReadFull(r, raw); err != nil {
-		return "", 0, err
-	}
-	subject, err := peer.IDFromBytes(raw)
+	subject, err := readPeerID(r, false)
 	if err != nil {
 		return "", 0, fmt.Errorf("subject: %w", err)
 	}
-	want, err := binary.ReadUvarint(br)
+	want, err := binary.ReadUvarint(byteReader{r})
 	return subject, want, err
+}
+
+// readPeerID reads a peer ID as a request carries it: its length (an
+// unsigned varint, at most 128) and its bytes. With none, a length of 0
+// is "" rather than an error.
+func readPeerID(r io.Reader, none bool) (peer.ID, error) {
+	n, err := binary.ReadUvarint(byteReader{r})
+	switch {
+	case err != nil:
+		return "", err
+	case n == 0 && none:
+		return "", nil
+	case n == 0 || n > 128:
+		return "", fmt.Errorf("peer ID of %d bytes", n)
+	}
+	raw := make([]byte, n)
+	if _, err := io.ReadFull(r, raw); err != nil {
+		return "", err
+	}
+	return peer.IDFromBytes(raw)
+}
+
+// appendPeerID appends p as readPeerID reads it.
+func appendPeerID(b []byte, p peer.ID) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(p))), p...)
 }
 
 // FetchReceipts asks p for the receipts it holds that name subject and
@@ -96,8 +109,7 @@ func readReceiptsRequest(r io.Reader) (peer.ID, uint64, error) {
 // both signatures. It reads at most MaxReceiptsReply receipts of at most
 // MaxReceiptSize bytes each.
 func FetchReceipts(ctx context.Context, h host.Host, sw Swarm, p, subject peer.ID, each func([]byte)) (int, error) {
-	req := binary.AppendUvarint(nil, uint64(len(subject)))
-	req = append(req, subject...)
+	req := appendPeerID(nil, subject)
 	req = binary.AppendUvarint(req, MaxReceiptsReply)
 	n, err := exchange(ctx, h, sw, p, ReceiptsProtocol, ReceiptsDeadline, req, func(r io.Reader) (int, error) {
 		return readReceipts(r, each)

@@ -110,9 +110,9 @@ func (l *Link) FetchReceipts(ctx context.Context, p, subject peer.ID, each func(
 	return p2p.FetchReceipts(ctx, l.Host, l.Swarm, p, subject, each)
 }
 
-// FetchChain reads p's chain of lease records from seq from on.
-func (l *Link) FetchChain(ctx context.Context, p peer.ID, from uint64, each func([]byte)) (int, error) {
-	return p2p.FetchChain(ctx, l.Host, l.Swarm, p, from, each)
+// FetchChain reads p's chain of lease records as q asks.
+func (l *Link) FetchChain(ctx context.Context, p peer.ID, q p2p.ChainQuery, each func([]byte)) (int, error) {
+	return p2p.FetchChain(ctx, l.Host, l.Swarm, p, q, each)
 }
 
 // FetchBook syncs p's book.

@@ -29,8 +29,12 @@ var complaintPrefix = ds.NewKey("/reputation/complaints")
 
 // Bounds of reading chains when learning about a provider.
 const (
-	// chainPages is how many answers of a chain (p2p.MaxChainReply
-	// blocks each) one reading takes at most.
+	// chainRecent is how many of a provider's newest blocks one
+	// learning about it reads, for the counterparties it dealt with last.
+	chainRecent = 16
+	// chainPages is how many answers (p2p.MaxChainReply blocks each) of
+	// a counterparty's blocks of leases with the provider one learning
+	// reads at most.
 	chainPages = 4
 	// chainCounterparties is how many of a provider's counterparties'
 	// chains one learning about it reads.
@@ -44,28 +48,27 @@ type entry struct {
 	completed bool
 }
 
-// readChain reads q's chain from its first block, at most chainPages
-// answers, checked whole (chain.Verify): the blocks before the first
-// fault it finds. A fault two of q's blocks prove is reported as
-// evidence against q.
-func (r *Reputation) readChain(ctx context.Context, q peer.ID) []entry {
-	var signed []*pb.SignedBlock
-	var links []*pb.SignedBlock
-	for range chainPages {
-		n, err := r.net.FetchChain(ctx, q, uint64(len(signed))+1, func(raw []byte) {
-			e := new(pb.ChainEntry)
-			if market.Unmarshal(raw, e) == nil && e.Block != nil {
-				signed, links = append(signed, e.Block), append(links, e.Link)
-			}
-		})
-		if err != nil {
-			r.log.Debug("chain not read", "peer", q, "err", err)
+// readRecent reads q's newest chainRecent blocks, checked as one run of
+// its chain (chain.Verify): the blocks before the first fault it finds.
+// A fault two of q's blocks prove is reported as evidence against q.
+func (r *Reputation) readRecent(ctx context.Context, q peer.ID) []entry {
+	var signed, links []*pb.SignedBlock
+	_, err := r.net.FetchChain(ctx, q, p2p.ChainQuery{Want: chainRecent}, func(raw []byte) {
+		if e := new(pb.ChainEntry); market.Unmarshal(raw, e) == nil && e.Block != nil {
+			signed, links = append(signed, e.Block), append(links, e.Link)
 		}
-		if err != nil || n < p2p.MaxChainReply {
-			break
-		}
+	})
+	if err != nil {
+		r.log.Debug("chain not read", "peer", q, "err", err)
 	}
-	blocks, err := chain.Verify(q, r.swarm, 1, signed)
+	if len(signed) == 0 {
+		return nil
+	}
+	first, err := chain.Open(signed[0])
+	if err != nil {
+		return nil
+	}
+	blocks, err := chain.Verify(q, r.swarm, first.Seq, signed)
 	if err != nil {
 		r.log.Debug("chain refused", "peer", q, "err", err)
 		var c *chain.Conflict
@@ -75,13 +78,64 @@ func (r *Reputation) readChain(ctx context.Context, q peer.ID) []entry {
 	}
 	out := make([]entry, len(blocks))
 	for i, b := range blocks {
-		out[i].b = b
-		if links[i] != nil {
-			l, err := chain.Open(links[i])
-			out[i].completed = err == nil && (chain.Completes(l, b) || chain.Completes(b, l))
+		out[i] = entry{b: b, completed: completedBy(b, links[i])}
+	}
+	return out
+}
+
+// readAbout reads q's blocks of leases with p, at most chainPages
+// answers, each block checked on its own (q's, of this swarm, with p)
+// and against the others read: two of them that prove q rewrote its
+// chain (a fork, a broken link between neighbours, two records of one
+// lease) are reported as evidence against q, and nothing of q's is
+// learned.
+func (r *Reputation) readAbout(ctx context.Context, q, p peer.ID) []entry {
+	var out []entry
+	bySeq, byLease := map[uint64]*chain.Block{}, map[string]*chain.Block{}
+	var found *chain.Conflict
+	from := uint64(1)
+	for range chainPages {
+		n, err := r.net.FetchChain(ctx, q, p2p.ChainQuery{From: from, About: p}, func(raw []byte) {
+			e := new(pb.ChainEntry)
+			if found != nil || market.Unmarshal(raw, e) != nil || e.Block == nil {
+				return
+			}
+			b, err := chain.Open(e.Block)
+			if err != nil || b.Owner() != q || b.Swarm != r.swarm || b.Counterparty() != p {
+				return
+			}
+			rc := b.Receipt()
+			lease := rc.LeaseId + "\x00" + string(rc.LeaseHash)
+			for _, other := range []*chain.Block{bySeq[b.Seq], bySeq[b.Seq-1], bySeq[b.Seq+1], byLease[lease]} {
+				if other != nil && found == nil {
+					found = chain.Against(other, b)
+				}
+			}
+			bySeq[b.Seq], byLease[lease] = b, b
+			out, from = append(out, entry{b: b, completed: completedBy(b, e.Link)}), max(from, b.Seq+1)
+		})
+		if err != nil {
+			r.log.Debug("chain not read", "peer", q, "about", p, "err", err)
+		}
+		if found != nil {
+			r.reportConflict(ctx, found)
+			return nil
+		}
+		if err != nil || n < p2p.MaxChainReply {
+			break
 		}
 	}
 	return out
+}
+
+// completedBy reports whether link, the block served beside b, completes
+// it or is the proposal b completes.
+func completedBy(b *chain.Block, link *pb.SignedBlock) bool {
+	if link == nil {
+		return false
+	}
+	l, err := chain.Open(link)
+	return err == nil && (chain.Completes(l, b) || chain.Completes(b, l))
 }
 
 // reportConflict hands evidence of a conflict in a peer's chain on.
@@ -100,13 +154,13 @@ func (r *Reputation) reportConflict(ctx context.Context, c *chain.Conflict) {
 	r.log.Info("chain evidence reported", "peer", c.Owner, "kind", c.Kind.String())
 }
 
-// learnChains reads p's chain and the chains of up to
-// chainCounterparties of the peers its chain shows it dealt with, latest
-// first, and keeps the complaints of p they hold: its failures that its
-// renters recorded and it never signed. It returns how many it did not
-// hold.
+// learnChains reads p's newest blocks and, in the chains of up to
+// chainCounterparties of the peers they show it dealt with, latest
+// first, the blocks of leases with p, and keeps the complaints of p they
+// hold: its failures that its renters recorded and it never signed. It
+// returns how many it did not hold.
 func (r *Reputation) learnChains(ctx context.Context, p peer.ID) int {
-	mine := r.readChain(ctx, p)
+	mine := r.readRecent(ctx, p)
 	var asked []peer.ID
 	for i := len(mine) - 1; i >= 0 && len(asked) < chainCounterparties; i-- {
 		if q := mine[i].b.Counterparty(); q != r.self && !slices.Contains(asked, q) {
@@ -116,7 +170,7 @@ func (r *Reputation) learnChains(ctx context.Context, p peer.ID) int {
 	now := r.clock.Now()
 	var fresh []learned
 	for _, q := range asked {
-		for _, e := range r.readChain(ctx, q) {
+		for _, e := range r.readAbout(ctx, q, p) {
 			if l, ok := complaintOf(e, p, r.self, now); ok {
 				fresh = append(fresh, l)
 			}

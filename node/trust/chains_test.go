@@ -1,6 +1,7 @@
 package trust
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/records"
+	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	dssync "github.com/ipfs/go-datastore/sync"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -30,10 +32,22 @@ func (n *chainNet) FetchReceipts(context.Context, peer.ID, peer.ID, func([]byte)
 	return 0, nil
 }
 
-func (n *chainNet) FetchChain(_ context.Context, p peer.ID, from uint64, each func([]byte)) (int, error) {
+func (n *chainNet) FetchChain(_ context.Context, p peer.ID, q p2p.ChainQuery, each func([]byte)) (int, error) {
 	n.asked = append(n.asked, p)
+	want := cmp.Or(q.Want, p2p.MaxChainReply)
+	var picked []*pb.ChainEntry
+	for _, e := range n.chains[p] {
+		b, err := chain.Open(e.Block)
+		if err != nil || b.Seq < q.From || q.About != "" && b.Counterparty() != q.About {
+			continue
+		}
+		picked = append(picked, e)
+	}
+	if q.From == 0 {
+		picked = picked[max(0, len(picked)-want):]
+	}
 	sent := 0
-	for _, e := range n.chains[p][min(int(from)-1, len(n.chains[p])):] {
+	for _, e := range picked[:min(want, len(picked))] {
 		raw, _ := proto.Marshal(e)
 		each(raw)
 		sent++

@@ -46,8 +46,8 @@ type learned struct {
 // ReceiptNet is what learning receipts needs of the network.
 type ReceiptNet interface {
 	FetchReceipts(ctx context.Context, p, subject peer.ID, each func([]byte)) (int, error)
-	// FetchChain reads p's chain of lease records from seq from on.
-	FetchChain(ctx context.Context, p peer.ID, from uint64, each func([]byte)) (int, error)
+	// FetchChain reads p's chain of lease records as q asks.
+	FetchChain(ctx context.Context, p peer.ID, q p2p.ChainQuery, each func([]byte)) (int, error)
 }
 
 // openLearned verifies a receipt a peer handed over: both parties signed

@@ -11,8 +11,9 @@
 // end is handled (a restart between the record and the lease's own end
 // finds the record and reuses it).
 //
-// It may import market/..., p2p and internal/...; the lease owner and the
-// renter reach it through their own interfaces.
+// It imports market/... only (besides libp2p's core and go-datastore);
+// the lease owner and the renter reach it through their own interfaces,
+// the node serves it on p2p's chain protocol.
 package trustchain
 
 import (
@@ -20,11 +21,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/idlegrid/idlegrid/market/chain"
 	"github.com/idlegrid/idlegrid/market/pb"
 	ds "github.com/ipfs/go-datastore"
+	"github.com/ipfs/go-datastore/query"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
@@ -36,6 +39,8 @@ var (
 	blockPrefix = ds.NewKey("/chain/block")
 	linkPrefix  = ds.NewKey("/chain/link")
 	leasePrefix = ds.NewKey("/chain/lease")
+	// withPrefix indexes the blocks by counterparty: /chain/with/<peer>/<seq>.
+	withPrefix = ds.NewKey("/chain/with")
 )
 
 func seqKey(prefix ds.Key, seq uint64) ds.Key {
@@ -45,6 +50,8 @@ func seqKey(prefix ds.Key, seq uint64) ds.Key {
 // leaseKey indexes a record by its lease's hash: lease IDs are chosen by
 // renters, and two renters may choose one.
 func leaseKey(leaseHash []byte) ds.Key { return leasePrefix.ChildString(hex.EncodeToString(leaseHash)) }
+
+func withKey(p peer.ID) ds.Key { return withPrefix.ChildString(p.String()) }
 
 // ErrClosed is a lease this node already closed with a record of its own
 // other than the one it is asked to agree to: it keeps one record per
@@ -209,7 +216,8 @@ func (k *Keeper) append(ctx context.Context, leaseHash []byte, build func() (*ch
 		return nil, err
 	}
 	seq := []byte(strconv.FormatUint(b.Seq, 10))
-	puts := map[ds.Key][]byte{seqKey(blockPrefix, b.Seq): marshal(b.Signed), leaseKey(leaseHash): seq, headKey: seq}
+	puts := map[ds.Key][]byte{seqKey(blockPrefix, b.Seq): marshal(b.Signed), leaseKey(leaseHash): seq, headKey: seq,
+		seqKey(withKey(b.Counterparty()), b.Seq): {}}
 	if link != nil {
 		puts[seqKey(linkPrefix, b.Seq)] = marshal(link.Signed)
 	}
@@ -233,34 +241,104 @@ func marshal(sb *pb.SignedBlock) []byte {
 	return raw
 }
 
-// Range is this node's chain from seq from on, at most limit blocks, each
-// as a marshalled ChainEntry with the counterparty's block beside it when
-// this node holds one.
-func (k *Keeper) Range(ctx context.Context, from uint64, limit int) ([][]byte, error) {
-	var out [][]byte
-	for seq := max(from, 1); len(out) < limit; seq++ {
-		b, err := k.store.Get(ctx, seqKey(blockPrefix, seq))
+// Range is this node's chain from seq from on (0: its newest blocks),
+// only the blocks of leases with about when it is set, at most limit
+// blocks, in order, each as a marshalled ChainEntry with the
+// counterparty's block beside it when this node holds one.
+func (k *Keeper) Range(ctx context.Context, from uint64, limit int, about peer.ID) ([][]byte, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	seqs, err := k.seqs(ctx, from, limit, about)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, 0, len(seqs))
+	for _, seq := range seqs {
+		e, err := k.entry(ctx, seq)
 		if errors.Is(err, ds.ErrNotFound) {
 			break
 		}
 		if err != nil {
 			return out, err
 		}
-		e := &pb.ChainEntry{Block: new(pb.SignedBlock)}
-		if err := proto.Unmarshal(b, e.Block); err != nil {
-			return out, err
-		}
-		if l, err := k.store.Get(ctx, seqKey(linkPrefix, seq)); err == nil {
-			e.Link = new(pb.SignedBlock)
-			if proto.Unmarshal(l, e.Link) != nil {
-				e.Link = nil
-			}
-		}
-		raw, err := proto.Marshal(e)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, raw)
+		out = append(out, e)
 	}
 	return out, nil
+}
+
+// seqs are the seqs of the blocks Range is asked for, in order.
+func (k *Keeper) seqs(ctx context.Context, from uint64, limit int, about peer.ID) ([]uint64, error) {
+	if about == "" {
+		if from == 0 {
+			head, err := k.headSeq(ctx)
+			if err != nil {
+				return nil, err
+			}
+			from = max(head, uint64(limit)) - uint64(limit) + 1
+		}
+		seqs := make([]uint64, limit)
+		for i := range seqs {
+			seqs[i] = from + uint64(i)
+		}
+		return seqs, nil
+	}
+	order := query.Order(query.OrderByKey{})
+	if from == 0 {
+		order = query.OrderByKeyDescending{}
+	}
+	res, err := k.store.Query(ctx, query.Query{Prefix: withKey(about).String(), KeysOnly: true, Orders: []query.Order{order}})
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	var seqs []uint64
+	for e := range res.Next() {
+		if e.Error != nil {
+			return nil, e.Error
+		}
+		seq, err := strconv.ParseUint(ds.RawKey(e.Key).Name(), 10, 64)
+		if err != nil || seq < from {
+			continue
+		}
+		if seqs = append(seqs, seq); len(seqs) == limit {
+			break
+		}
+	}
+	if from == 0 {
+		slices.Reverse(seqs)
+	}
+	return seqs, nil
+}
+
+// headSeq is the stored head's seq; 0 for an empty chain.
+func (k *Keeper) headSeq(ctx context.Context) (uint64, error) {
+	raw, err := k.store.Get(ctx, headKey)
+	if errors.Is(err, ds.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(string(raw), 10, 64)
+}
+
+// entry is block seq as a marshalled ChainEntry, with the counterparty's
+// block beside it when this node holds one.
+func (k *Keeper) entry(ctx context.Context, seq uint64) ([]byte, error) {
+	b, err := k.store.Get(ctx, seqKey(blockPrefix, seq))
+	if err != nil {
+		return nil, err
+	}
+	e := &pb.ChainEntry{Block: new(pb.SignedBlock)}
+	if err := proto.Unmarshal(b, e.Block); err != nil {
+		return nil, err
+	}
+	if l, err := k.store.Get(ctx, seqKey(linkPrefix, seq)); err == nil {
+		e.Link = new(pb.SignedBlock)
+		if proto.Unmarshal(l, e.Link) != nil {
+			e.Link = nil
+		}
+	}
+	return proto.Marshal(e)
 }

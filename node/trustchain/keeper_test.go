@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/chain/chaintest"
 	"github.com/idlegrid/idlegrid/market/pb"
 	pebbleds "github.com/ipfs/go-ds-pebble"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -75,7 +77,7 @@ func TestTheChainIsOneRecordPerLeaseAcrossRestarts(t *testing.T) {
 	}
 	check := func(k *Keeper, want int) []*chain.Block {
 		t.Helper()
-		raw, err := k.Range(ctx, 1, 100)
+		raw, err := k.Range(ctx, 1, 100, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +170,7 @@ func TestAProposalIsCompletedAndServedWithItsAgreement(t *testing.T) {
 		k          *Keeper
 		mine, link *chain.Block
 	}{{pk, p, a}, {rk, a, p}} {
-		raw, err := c.k.Range(ctx, 1, 10)
+		raw, err := c.k.Range(ctx, 1, 10, "")
 		if err != nil || len(raw) != 1 {
 			t.Fatalf("served %d entries (%v)", len(raw), err)
 		}
@@ -190,5 +192,70 @@ func TestAProposalIsCompletedAndServedWithItsAgreement(t *testing.T) {
 	}
 	if _, err := rk.Agree(ctx, late.Signed, late.Block.Receipt); !errors.Is(err, ErrClosed) {
 		t.Errorf("the renter agreed to a second record of a lease it closed: %v", err)
+	}
+}
+
+// A chain is served from a seq or its newest blocks, and, for one
+// counterparty, only the blocks of leases with it, from a seq or the
+// newest; none past the limit.
+func TestRangeServesTheNewestAndOneCounterpartysBlocks(t *testing.T) {
+	ctx := context.Background()
+	provider, a, b := chaintest.NewParty(t), chaintest.NewParty(t), chaintest.NewParty(t)
+	k, err := Open(ctx, provider.Key, openStore(t, filepath.Join(t.TempDir(), "ds")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for i := range 10 { // a's leases are blocks 1, 4, 7 and 10
+		ren := b
+		if i%3 == 0 {
+			ren = a
+		}
+		l, cs := chaintest.Lease(t, "lease", ren, provider, start.Add(time.Duration(i)*time.Hour))
+		if _, err := k.Propose(ctx, chaintest.Receipt(l, cs, 10*time.Minute, pb.Outcome_OUTCOME_COMPLETED), cs, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type query struct {
+		from  uint64
+		limit int
+		about peer.ID
+	}
+	seqs := func(q query) []uint64 {
+		t.Helper()
+		raw, err := k.Range(ctx, q.from, q.limit, q.about)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint64
+		for _, r := range raw {
+			e := new(pb.ChainEntry)
+			if err := proto.Unmarshal(r, e); err != nil {
+				t.Fatal(err)
+			}
+			bl, err := chain.Open(e.Block)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, bl.Seq)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		q    query
+		want []uint64
+	}{
+		{query{8, 64, ""}, []uint64{8, 9, 10}},
+		{query{0, 3, ""}, []uint64{8, 9, 10}},
+		{query{0, 30, ""}, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
+		{query{1, 0, ""}, nil},
+		{query{2, 64, a.ID}, []uint64{4, 7, 10}},
+		{query{1, 2, a.ID}, []uint64{1, 4}},
+		{query{0, 2, a.ID}, []uint64{7, 10}},
+		{query{0, 64, chaintest.NewParty(t).ID}, nil},
+	} {
+		if got := seqs(tc.q); !slices.Equal(got, tc.want) {
+			t.Errorf("%+v: blocks %v, want %v", tc.q, got, tc.want)
+		}
 	}
 }
