@@ -15,6 +15,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/chain"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/clock"
@@ -25,6 +26,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/views"
+	"google.golang.org/protobuf/proto"
 )
 
 // The lease-timing tests run their swarm on one fake clock and jump over
@@ -223,6 +225,20 @@ func testProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 	if rc.MeteredSeconds > 5 {
 		t.Errorf("metered %d s for a job the provider ran a few seconds", rc.MeteredSeconds)
 	}
+	// The lease settles for settleFor, in case the provider comes back:
+	// no record in the renter's chain yet, nothing in its ledger.
+	if rec, err := renter.leaseStore().Get(context.Background(), d.res.Lease.ID); err != nil || rec.State != views.LeaseSettling || d.res.Lease.SettleBy.IsZero() {
+		t.Errorf("the renter's lease after its provider vanished: %+v (%v), rent's view %+v", rec, err, d.res.Lease)
+	}
+	if raw, _ := renter.records.Range(context.Background(), 1, 10, ""); len(raw) != 0 {
+		t.Errorf("the renter's chain holds %d records while the lease settles", len(raw))
+	}
+	clk.Advance(settleFor)
+	waitFor(t, 30*time.Second, "the renter's own receipt stands once settleFor passed", func() bool {
+		clk.Advance(settleEvery)
+		rec, err := renter.leaseStore().Get(context.Background(), d.res.Lease.ID)
+		return err == nil && rec.State == views.LeaseFailed
+	})
 	// And keeps the failure in its chain, half-signed: a proposal of its
 	// own receipt that no agreement completes, which whoever reads the
 	// renter's chain sees.
@@ -461,5 +477,94 @@ func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {
 	kept, _ := os.ReadFile(filepath.Join(renterRepo.Path, repo.LogsDir, id+".stdout"))
 	if !strings.Contains(string(kept), "after") {
 		t.Errorf("kept output %q lacks what the job printed after the restart", kept)
+	}
+}
+
+// A provider outage longer than the re-attach window (its daemon down a
+// while, its container running on): the renter gives the lease up and
+// holds it settling, with a receipt of its own and no record yet. The
+// provider comes back; the renter's settler reaches it, cancels the lease
+// and countersigns the provider's receipt, which counts the beats signed
+// while the renter was away (the last one, replayed, vouches for them).
+// Both sides end with one receipt, the same, and one record: the
+// provider's proposal, and the renter's agreement to it. So too when the
+// provider's jobs.renter_grace cancels the lease before the renter comes
+// (1 s: whichever is first; the renter then settles the ended lease).
+func TestAProviderOutageEndsWithOneRecordBothSidesHold(t *testing.T) {
+	t.Parallel()
+	for _, grace := range []time.Duration{time.Hour, time.Second} {
+		t.Run(fmt.Sprint("renter_grace=", grace), func(t *testing.T) {
+			t.Parallel()
+			testAProviderOutageEndsWithOneRecord(t, grace)
+		})
+	}
+}
+
+func testAProviderOutageEndsWithOneRecord(t *testing.T, renterGrace time.Duration) {
+	image := executortest.BusyboxImage(t)
+	clk := clock.NewFake()
+	provRepo, prov, renter := restartableProvider(t, clk, renterGrace)
+	var out executortest.Buffer
+	progress, lost, _ := watchFor("lost the job stream")
+	done := rentAsync(context.Background(), renter, rentRequest(image, "sh", "-c", "echo up; sleep 600"), RentOutput{Stdout: &out, Stderr: &out, Progress: progress})
+	out.WaitFor(t, "up", firstOutputWait)
+	id := activeLease(t, prov).ID
+	waitFor(t, 10*time.Second, "a few verified beats", func() bool {
+		clk.Advance(prov.cfg.Jobs.HeartbeatInterval.Std())
+		rec, err := renter.leaseStore().Get(context.Background(), id)
+		return err == nil && rec.Beats >= 3
+	})
+
+	prov.Close() // the daemon goes down; the job runs on
+	await(t, lost, 20*time.Second, "the renter notices its job stream is gone")
+	clk.Advance(reattachFor + reattachEvery)
+	d := await(t, done, 30*time.Second, "the rent ends")
+	if d.err != nil || d.res.Lease.State != views.LeaseSettling || len(d.res.Receipt.SignedBy) != 1 {
+		t.Fatalf("rent with the provider gone: %v, lease %s, receipt signed by %v", d.err, d.res.Lease.State, d.res.Receipt.SignedBy)
+	}
+	gone, _ := renter.leaseStore().Get(context.Background(), id)
+
+	prov = startNode(t, provRepo, Options{Clock: clk})
+	var rec *records.Lease
+	// A settle period at a time, then real time for the exchange: the
+	// provider waits receiptWait on the same clock for the countersigned
+	// receipt.
+	settled := func() bool {
+		rec, _ = renter.leaseStore().Get(context.Background(), id)
+		return rec != nil && LeaseEnded(rec.State)
+	}
+	for i := 0; !settled(); i++ {
+		if i == 4 {
+			t.Fatalf("the renter did not settle the lease with its provider, back, in %d settle periods: %s", i, rec.State)
+		}
+		clk.Advance(settleEvery)
+		waitUntil(10*time.Second, settled)
+	}
+	if !waitUntil(10*time.Second, func() bool { return len(storedReceipt(t, prov, id).RenterSignature) > 0 }) {
+		p, _ := prov.leaseStore().Get(context.Background(), id)
+		t.Fatalf("the provider stores no countersigned receipt: renter's lease %s %q (%d beats), provider's %s %q (%d beats)", rec.State, rec.Note, rec.Beats, p.State, p.Note, p.Beats)
+	}
+	mine, theirs := storedReceipt(t, renter, id), storedReceipt(t, prov, id)
+	if !proto.Equal(mine, theirs) || len(mine.ProviderSignature) == 0 || len(mine.RenterSignature) == 0 {
+		t.Errorf("the two sides keep different receipts:\nrenter   %v\nprovider %v", mine, theirs)
+	}
+	rc, err := market.OpenCoSigned[*pb.Receipt](mine, market.Renter, market.Provider)
+	if err != nil || rc.Beats <= gone.Beats || rec.State != views.LeaseCancelled {
+		t.Errorf("settled receipt: %v, %d beats (the renter had verified %d when it gave up), lease %s", err, rc.GetBeats(), gone.Beats, rec.State)
+	}
+
+	proposal, err := prov.records.Of(context.Background(), rc.LeaseHash)
+	if err != nil {
+		t.Fatalf("the provider's record of the lease: %v", err)
+	}
+	agreement, err := renter.records.Of(context.Background(), rc.LeaseHash)
+	if err != nil {
+		t.Fatalf("the renter's record of the lease: %v", err)
+	}
+	if !proposal.Proposal() || !chain.Completes(agreement, proposal) {
+		t.Errorf("records: the provider's is a proposal %v, the renter's completes it %v", proposal.Proposal(), chain.Completes(agreement, proposal))
+	}
+	if raw, err := renter.records.Range(context.Background(), 1, 10, ""); err != nil || len(raw) != 1 {
+		t.Errorf("the renter's chain holds %d records (%v), want the one agreement", len(raw), err)
 	}
 }

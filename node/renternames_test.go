@@ -15,6 +15,8 @@ const (
 	stageNegotiate    = renter.StageNegotiate
 	reattachFor       = renter.ReattachFor
 	reattachEvery     = renter.ReattachEvery
+	settleFor         = renter.SettleFor
+	settleEvery       = renter.SettleEvery
 	maxRentCandidates = renter.MaxRentCandidates
 )
 

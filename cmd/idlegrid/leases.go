@@ -44,8 +44,11 @@ func newLeasesCmd(e *env) *cobra.Command {
 		Short: "List this node's leases, as renter and as provider",
 		Long: `List every lease of this repository: the ones rented (role renter) and, on a
 provider, the ones sold (role provider), with their state: accepted, active,
-completed, preempted, failed or cancelled. Through the daemon when one runs,
-else from the repository itself.`,
+settling, completed, preempted, failed or cancelled. A renter's lease is
+settling when its provider was gone: the renter holds a receipt of its own
+for the telemetry it verified, and settles the lease with the provider if it
+is back within 15 minutes (one receipt both sign); after that its own receipt
+stands. Through the daemon when one runs, else from the repository itself.`,
 		Example: `  idlegrid leases
   idlegrid leases --json`,
 		Args: cobra.NoArgs,

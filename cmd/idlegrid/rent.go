@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/repo"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/spf13/cobra"
 )
 
@@ -280,6 +281,10 @@ func printEnd(e *env, res api.RentResult) {
 		if r.Note != "" {
 			fmt.Fprintf(e.stderr, "idlegrid: %s\n", r.Note)
 		}
+	}
+	if l := res.Lease; l.State == views.LeaseSettling {
+		fmt.Fprintf(e.stderr, "idlegrid: lease %s is settling: this receipt, the renter's own, stands unless its provider is back by %s ('idlegrid leases' shows when it settled)\n",
+			l.ID, l.SettleBy.Local().Format(time.DateTime))
 	}
 	if s := res.PoolSummary; s != nil {
 		fmt.Fprintf(e.stderr, "idlegrid: pool of %d GPUs from %d providers: %s %s in all\n", s.GPUs, s.Providers, s.Amount, s.Currency)

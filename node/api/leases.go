@@ -147,6 +147,10 @@ type LeaseView struct {
 	Image    string    `json:"image"`
 	Beats    uint64    `json:"beats"`
 	Note     string    `json:"note,omitempty"`
+	// SettleBy is, for a settling lease (its provider was gone), until
+	// when the renter tries to settle it with its provider; after that
+	// the renter's own receipt stands.
+	SettleBy time.Time `json:"settle_by,omitzero"`
 }
 
 // ReceiptView is one receipt as `idlegrid receipts` shows it.

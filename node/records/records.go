@@ -14,10 +14,13 @@ import (
 )
 
 // Lease states. A lease is accepted (countersigned, not yet running),
-// active (its job runs), or ended in one of the terminal states.
+// active (its job runs), settling (on the renter, whose provider was
+// gone: it holds a receipt of its own and settles with the provider if
+// it is back in time), or ended in one of the terminal states.
 const (
 	Accepted  = "accepted"
 	Active    = "active"
+	Settling  = "settling"
 	Completed = "completed"
 	Preempted = "preempted"
 	Failed    = "failed"
@@ -97,6 +100,11 @@ type Lease struct {
 	// to it or not: a renter may drop a stream unread), kept for the
 	// renter to attach for until it countersigns the receipt.
 	Undelivered *Output `json:"undelivered,omitempty"`
+	// Provisional is, on the renter of a settling lease, the receipt it
+	// made when its provider was gone (protobuf Receipt, unsigned): the
+	// lease's end if the provider is not back by SettleByMs to settle it.
+	Provisional []byte `json:"provisional,omitempty"`
+	SettleByMs  int64  `json:"settle_by_ms,omitempty"`
 }
 
 // Download is one of a lease's outputs, by its path in the container,
@@ -149,4 +157,5 @@ func (r *Lease) OpenReceipt() (*pb.Receipt, *pb.CoSigned, error) {
 func (r *Lease) End(rc *pb.Receipt, rcs *pb.CoSigned) {
 	r.State, r.Note, r.EndMs = StateOf(rc.Outcome), rc.Note, rc.EndUnixMs
 	r.Receipt = marshal(rcs)
+	r.Provisional, r.SettleByMs = nil, 0
 }

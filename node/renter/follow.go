@@ -37,6 +37,19 @@ const ReattachFor = 10 * time.Second
 // reattachEvery is the pause between attempts to re-attach.
 const ReattachEvery = 500 * time.Millisecond
 
+// SettleFor is how long a renter whose provider was gone keeps the lease
+// settling: the provider back within it (a restart, a network outage)
+// settles the lease with the renter, one receipt and one record both
+// sign; past it, the renter's own receipt stands.
+const SettleFor = 15 * time.Minute
+
+// SettleEvery is how often the renter tries to reach the providers of
+// its settling leases.
+const SettleEvery = 20 * time.Second
+
+// errNotBack: a settling lease's provider was not reached.
+var errNotBack = errors.New("the provider is not back")
+
 // beatSkew is how far a telemetry beat's stamp may lie past the lease's
 // term or ahead of the renter's clock: the clocks of two machines differ.
 const beatSkew = 30 * time.Second
@@ -82,6 +95,10 @@ type Follow struct {
 	tm market.Term
 	// downloads go into the record of a lease just accepted.
 	downloads []records.Download
+	// settling: the follow of a settling lease, by the settler. It tries
+	// one attach, and cancels the lease once attached: its renter gave
+	// it up when the provider was gone.
+	settling bool
 }
 
 // newFollow is a follow of lease l, from rec when it follows it again
@@ -204,6 +221,10 @@ func (f *Follow) run(ctx context.Context) error {
 		if f.R.ctx.Err() != nil {
 			f.persist()
 			return owner.ErrClosed
+		}
+		if f.settling {
+			f.persist()
+			return errNotBack
 		}
 		if lost.IsZero() {
 			lost = clk.Now()
@@ -434,17 +455,60 @@ func (f *Follow) last() time.Time {
 	return f.beats.Last()
 }
 
-// providerGone ends the lease without the provider: a receipt of the
-// renter's own, for the time its verified beats cover.
+// providerGone ends the follow without the provider: the renter makes
+// a receipt of its own, for the time its verified beats cover, and keeps
+// the lease settling. Should the provider be back by the lease's
+// SettleByMs (SettleFor from the first time it was gone), the settler
+// attaches again and the lease ends with one receipt and one record
+// both sides sign; otherwise this receipt stands, in a record of the
+// renter's own.
 func (f *Follow) providerGone() error {
-	f.out.say("the provider is gone; paying only for verified telemetry")
-	return f.own(pb.Outcome_OUTCOME_FAILED, "the provider vanished")
+	by := f.R.Clock.Now().Add(SettleFor)
+	if f.rec.SettleByMs > 0 {
+		by = time.UnixMilli(f.rec.SettleByMs)
+	}
+	f.out.say("the provider is gone; paying only for verified telemetry, unless it is back by %s to settle the lease", by.UTC().Format(time.RFC3339))
+	rc := f.ownReceipt(pb.Outcome_OUTCOME_FAILED, "the provider vanished")
+	rcs, err := market.NewCoSigned(f.R.Key, market.Renter, rc)
+	if err != nil {
+		return err
+	}
+	raw, err := proto.Marshal(rc)
+	if err != nil {
+		return err
+	}
+	f.rec.State, f.rec.Note, f.rec.Provisional, f.rec.SettleByMs = records.Settling, rc.Note, raw, by.UnixMilli()
+	f.rec.Beats, f.rec.Root, f.rec.LastBeat = f.beats.Beats(), f.beats.Root(), f.last().UnixMilli()
+	f.receipt, f.amount = views.Receipt(rc, rcs), rc.AmountMicros
+	return f.R.Store.Put(context.Background(), f.rec, nil)
+}
+
+// settleAlone ends a settling lease whose provider did not come back in
+// time with the receipt the renter made when it was gone.
+func (f *Follow) settleAlone() error {
+	rc := new(pb.Receipt)
+	if err := proto.Unmarshal(f.rec.Provisional, rc); err != nil {
+		return fmt.Errorf("lease %s: provisional receipt: %w", f.Lease.Id, err)
+	}
+	f.out.say("the provider was not back by %s: the renter's own receipt stands", time.UnixMilli(f.rec.SettleByMs).UTC().Format(time.RFC3339))
+	return f.closeAlone(rc)
 }
 
 // own records a receipt signed by the renter alone.
 func (f *Follow) own(outcome pb.Outcome, note string) error {
-	rc := market.NewReceipt(f.Lease, f.cs, market.ReceiptTerms{Outcome: outcome, End: f.R.Clock.Now(),
+	return f.closeAlone(f.ownReceipt(outcome, note))
+}
+
+// ownReceipt is the receipt this renter makes of the lease, for the
+// beats it verified, ending now.
+func (f *Follow) ownReceipt(outcome pb.Outcome, note string) *pb.Receipt {
+	return market.NewReceipt(f.Lease, f.cs, market.ReceiptTerms{Outcome: outcome, End: f.R.Clock.Now(),
 		Beats: f.beats.Beats(), Root: f.beats.Root(), LastBeat: f.last(), ExitCode: -1, Note: note, ExtensionHash: f.tm.ExtensionHash()})
+}
+
+// closeAlone ends the lease with rc, signed by the renter alone, and
+// recorded in its chain.
+func (f *Follow) closeAlone(rc *pb.Receipt) error {
 	if f.R.Records != nil {
 		// The record first, in this renter's chain, as the provider's own
 		// is made: a lease gets one record of this renter's.
@@ -487,25 +551,36 @@ func (f *Follow) persist() {
 // and had not seen end, but for those the renter detached from ('idlegrid
 // attach' follows those): a lease still running is followed to its
 // receipt (its output kept under logs/), an ended one gets the receipt
-// its provider kept, and one whose provider is gone ends with a receipt
-// of the renter's own for the beats it verified. Nothing is cancelled.
+// its provider kept, and one whose provider is gone settles (see
+// providerGone). Nothing is cancelled. Settling leases are the
+// settler's.
 func (r *Renter) resume(ctx context.Context) {
+	r.followStored(ctx, "resumed rental", func(rec *records.Lease) bool {
+		return !records.Ended(rec.State) && !rec.Detached && rec.State != records.Settling
+	}, func(f *Follow, _ *records.Lease) error { return f.run(context.Background()) })
+}
+
+// followStored runs do, in a goroutine of its own, with a follow of each
+// lease this renter rented that pick accepts and no follow holds (its
+// output kept under logs/ only, its progress logged, as what), and waits
+// for them all.
+func (r *Renter) followStored(ctx context.Context, what string, pick func(*records.Lease) bool, do func(*Follow, *records.Lease) error) {
 	recs, err := r.Store.All(ctx)
 	if err != nil {
-		r.Log.Warn("rentals not resumed", "err", err)
+		r.Log.Warn(what+": leases not read", "err", err)
 		return
 	}
 	var wg sync.WaitGroup
 	for _, rec := range recs {
-		if rec.Role != records.Renter || records.Ended(rec.State) || rec.Detached {
+		if rec.Role != records.Renter || !pick(rec) {
 			continue
 		}
 		l, cs, err := rec.Open()
 		if err != nil {
-			r.Log.Warn("stored rental unreadable; left as it is", "lease", rec.ID, "err", err)
+			r.Log.Warn(what+": stored lease unreadable; left as it is", "lease", rec.ID, "err", err)
 			continue
 		}
-		progress := func(line string) { r.Log.Info("resumed rental: "+line, "lease", l.Id) }
+		progress := func(line string) { r.Log.Info(what+": "+line, "lease", l.Id) }
 		f := newFollow(r, l, cs, rec, RentOutput{Stdout: io.Discard, Stderr: io.Discard, Progress: progress})
 		release, ok := r.claim(f)
 		if !ok {
@@ -515,8 +590,8 @@ func (r *Renter) resume(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			defer release()
-			if err := f.run(context.Background()); err != nil && !errors.Is(err, owner.ErrClosed) {
-				r.Log.Warn("resumed rental", "lease", l.Id, "err", err)
+			if err := do(f, rec); err != nil && !errors.Is(err, owner.ErrClosed) {
+				r.Log.Warn(what, "lease", l.Id, "err", err)
 			}
 		}()
 	}

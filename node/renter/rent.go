@@ -211,14 +211,17 @@ type Records interface {
 	Agree(ctx context.Context, proposal *pb.SignedBlock, receipt []byte) (*chain.Block, error)
 }
 
-// Start resumes the rentals a previous run left.
+// Start resumes the rentals a previous run left, and settles, as their
+// providers come back, the leases whose providers were gone.
 func (r *Renter) Start(ctx context.Context) {
 	r.ctx, r.cancel = context.WithCancel(ctx)
-	if done, err := r.use(); err == nil {
-		go func() {
-			defer done()
-			r.resume(r.ctx)
-		}()
+	for _, run := range []func(context.Context){r.resume, r.settleLoop} {
+		if done, err := r.use(); err == nil {
+			go func() {
+				defer done()
+				run(r.ctx)
+			}()
+		}
 	}
 }
 

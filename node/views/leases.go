@@ -15,10 +15,12 @@ import (
 )
 
 // Lease states (see records): a lease is accepted (countersigned, not
-// yet running), active (its job runs), or ended in one of the others.
+// yet running), active (its job runs), settling (its renter's provider
+// was gone), or ended in one of the others.
 const (
 	LeaseAccepted  = records.Accepted
 	LeaseActive    = records.Active
+	LeaseSettling  = records.Settling
 	LeaseCompleted = records.Completed
 	LeasePreempted = records.Preempted
 	LeaseFailed    = records.Failed
@@ -28,6 +30,9 @@ const (
 // Lease shows a lease record.
 func Lease(r *records.Lease) api.LeaseView {
 	v := api.LeaseView{ID: r.ID, Role: r.Role, State: r.State, Ended: records.Ended(r.State), Assigned: r.GPUs, Beats: r.Beats, Note: r.Note, End: time.UnixMilli(r.EndMs).UTC()}
+	if r.SettleByMs > 0 {
+		v.SettleBy = time.UnixMilli(r.SettleByMs).UTC()
+	}
 	l, _, err := r.Open()
 	if err != nil {
 		v.Note = "unreadable lease: " + err.Error()
