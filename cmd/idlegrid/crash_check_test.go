@@ -171,7 +171,7 @@ func (c *crashTest) recoveries() map[string]int {
 // and that the renters' records agree with the provider's.
 func (c *crashTest) settle(seed int64) {
 	t := c.t
-	killed := c.waitRents()
+	killed, own := c.waitRents()
 	later := c.cancelUnstarted()
 	ls := c.waitEnded(30*time.Second+later, seed)
 	states := map[string]int{}
@@ -184,7 +184,7 @@ func (c *crashTest) settle(seed int64) {
 	receipts := c.checkReceipts(c.prov, ls, "provider")
 	c.d.stop(t)
 	for _, repo := range c.renters {
-		c.checkRenter(repo, killed[repo], receipts, seed)
+		c.checkRenter(repo, killed[repo], own[repo], receipts, seed)
 	}
 }
 
@@ -205,7 +205,7 @@ func (c *crashTest) cancelUnstarted() (later time.Duration) {
 			i := slices.IndexFunc(mine, func(m api.LeaseView) bool { return m.ID == id })
 			switch {
 			case i < 0:
-			case node.LeaseEnded(mine[i].State):
+			case node.LeaseEnded(mine[i].State) || mine[i].State == views.LeaseSettling:
 				t.Logf("lease %s starts in %s; its renter gave up on it: %s %s", id, time.Until(l.Start).Round(time.Second), mine[i].State, mine[i].Note)
 				later = max(later, time.Until(l.Start))
 			default:
@@ -269,12 +269,14 @@ func (c *crashTest) logOf(id string) string {
 }
 
 // waitRents waits for every rent to exit and returns how many were
-// killed, by renter repository. One not killed exits with its job's code
-// and a receipt both signed, with exitProviderLost and a receipt of its
-// own, or with exitNoProvider (or 1) and the reason it got no lease.
-func (c *crashTest) waitRents() map[string]int {
+// killed, and how many kept a receipt of their own, by renter repository.
+// One not killed exits with its job's code and a receipt both signed,
+// with exitProviderLost and a receipt of its own (the lease settling), or
+// with exitNoProvider (or 1) and the reason it got no lease.
+func (c *crashTest) waitRents() (killed, own map[string]int) {
 	t := c.t
-	outcomes, killed := map[string]int{}, map[string]int{}
+	outcomes := map[string]int{}
+	killed, own = map[string]int{}, map[string]int{}
 	for _, p := range c.all {
 		code := p.wait(t, 40*time.Second)
 		lines := strings.Split(strings.TrimSpace(p.stderr.String()), "\n")
@@ -286,6 +288,7 @@ func (c *crashTest) waitRents() map[string]int {
 			outcomes["receipt both signed"]++
 		case code == exitProviderLost && receiptAny.MatchString(p.stderr.String()):
 			outcomes["receipt the renter alone signed"]++
+			own[p.repo]++
 			t.Logf("rent of round %d kept a receipt of its own:\n%s", p.round, strings.Join(lines[max(len(lines)-6, 0):], "\n"))
 		case code == exitNoProvider || code == exitFailure || code == exitNothingFits: // nothing fits: the provider was down through the gather
 			outcomes["no lease"]++
@@ -299,7 +302,7 @@ func (c *crashTest) waitRents() map[string]int {
 		}
 	}
 	t.Logf("rents: %v", outcomes)
-	return killed
+	return killed, own
 }
 
 // bothSigned reports whether a rent's stderr holds a receipt both parties
@@ -316,21 +319,28 @@ var receiptAny = regexp.MustCompile(`idlegrid: lease lease-[0-9a-f]+ [a-z]+: \d+
 // checkRenter asserts what a renter's records promise, read from its
 // repository once no rent holds it: the provider knows each of its
 // leases; a receipt both signed is the one the provider holds; the ledger
-// settled each receipt once; and only a killed rent leaves its lease open.
-func (c *crashTest) checkRenter(repo string, killed int, provider map[string]api.ReceiptView, seed int64) {
+// settled each receipt once; only a killed rent leaves its lease open,
+// and only a rent that kept a receipt of its own leaves it settling.
+func (c *crashTest) checkRenter(repo string, killed, own int, provider map[string]api.ReceiptView, seed int64) {
 	t, name := c.t, filepath.Base(repo)
 	ls := mustJSON[[]api.LeaseView](t, c.bin, "leases", "--json", "--repo", repo)
-	open := 0
+	open, settling := 0, 0
 	for _, l := range ls {
 		if _, ok := c.seen[l.ID]; !ok {
 			t.Errorf("lease %s, recorded by %s, lost by the provider (seed %d)", l.ID, name, seed)
 		}
-		if !node.LeaseEnded(l.State) {
+		switch {
+		case l.State == views.LeaseSettling:
+			settling++
+		case !node.LeaseEnded(l.State):
 			open++
 		}
 	}
 	if open > killed {
 		t.Errorf("%s: %d leases still open in its records, but only %d of its rents were killed", name, open, killed)
+	}
+	if settling > own {
+		t.Errorf("%s: %d leases settling in its records, but only %d of its rents kept a receipt of their own", name, settling, own)
 	}
 	var closed []api.LeaseView
 	for _, l := range ls {

@@ -8,18 +8,20 @@ import (
 	"github.com/idlegrid/idlegrid/node/records"
 )
 
-// settleLoop tries, every SettleEvery, to settle the leases this renter
-// holds settling (their provider was gone), until ctx ends.
+// settleLoop tries at once, and then every SettleEvery, to settle the
+// leases this renter holds settling (their provider was gone), until ctx
+// ends: a rent that left one settling and exited has it settled by the
+// next node of its repository (the daemon, another rent).
 func (r *Renter) settleLoop(ctx context.Context) {
 	t := r.Clock.NewTicker(SettleEvery)
 	defer t.Stop()
 	for {
+		r.settleAll(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
 		}
-		r.settleAll(ctx)
 	}
 }
 
