@@ -9,8 +9,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// BenchmarkCompute recomputes every score of a swarm of 1,000 providers
-// and 5,000 renters from 100,000 receipts, beside a plain pass over the
+// BenchmarkCompute recomputes every score of a swarm of 10,000 peers
+// (2,000 providers and 8,000 renters) from 100,000 receipts, beside a plain pass over the
 // same receipts that sums each provider's hours (the least any ranking
 // from receipts must do), and reports the ratio.
 //
@@ -19,7 +19,7 @@ func BenchmarkCompute(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 7))
 	var receipts []Receipt
 	for i := range 100_000 {
-		ren := fmt.Sprint("r", r.IntN(5000))
+		ren := fmt.Sprint("r", r.IntN(8000))
 		if i%50 == 0 {
 			ren = "me"
 		}
@@ -27,7 +27,7 @@ func BenchmarkCompute(b *testing.B) {
 		if r.IntN(20) == 0 {
 			k = ProviderFault
 		}
-		receipts = append(receipts, Receipt{Renter: peer.ID(ren), Provider: peer.ID(fmt.Sprint("p", r.IntN(1000))), Kind: k,
+		receipts = append(receipts, Receipt{Renter: peer.ID(ren), Provider: peer.ID(fmt.Sprint("p", r.IntN(2000))), Kind: k,
 			Hours: r.Float64() * 8, At: now.Add(-time.Duration(r.IntN(90*24)) * time.Hour), CoSigned: true})
 	}
 	in := Inputs{Self: "me", Seeds: []peer.ID{"r1", "r2", "r3"}, Receipts: receipts}
