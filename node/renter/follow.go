@@ -37,6 +37,16 @@ const ReattachFor = 10 * time.Second
 // reattachEvery is the pause between attempts to re-attach.
 const ReattachEvery = 500 * time.Millisecond
 
+// ResumeAttachFor is how long a follow resumed after this renter's own
+// restart tries to attach the first time before it counts the provider
+// gone: the provider's default jobs.renter_grace, for which it waits for
+// its renter.
+const ResumeAttachFor = 30 * time.Second
+
+// relocateWait bounds one lookup of a provider that could not be
+// attached to; a DHT lookup takes seconds on a busy machine.
+const relocateWait = 3 * time.Second
+
 // SettleFor is how long a renter whose provider was gone keeps the lease
 // settling: the provider back within it (a restart, a network outage)
 // settles the lease with the renter, one receipt and one record both
@@ -95,6 +105,9 @@ type Follow struct {
 	tm market.Term
 	// downloads go into the record of a lease just accepted.
 	downloads []records.Download
+	// resumed: a follow resumed after this renter's restart; attached:
+	// an attach of this follow succeeded.
+	resumed, attached bool
 	// settling: the follow of a settling lease, by the settler. It tries
 	// one attach, and cancels the lease once attached: its renter gave
 	// it up when the provider was gone.
@@ -212,7 +225,7 @@ func (f *Follow) run(ctx context.Context) error {
 		att := &pb.JobAttach{LeaseId: f.Lease.Id, StdoutOffset: uint64(f.have[0]), StderrOffset: uint64(f.have[1])}
 		s, err := f.R.Net.AttachJob(context.WithoutCancel(ctx), provider, att)
 		if err == nil {
-			lost = time.Time{}
+			lost, f.attached = time.Time{}, true
 			f.relayed = s.Conn().Stat().Limited
 			if done, err := f.read(ctx, s); done {
 				return err
@@ -222,19 +235,26 @@ func (f *Follow) run(ctx context.Context) error {
 			f.persist()
 			return owner.ErrClosed
 		}
+		// A follow after this renter's restart waits longer for its
+		// first attach: the node may know none of the provider's
+		// addresses yet, and its lookups wait on its bootstrap.
+		window := ReattachFor
+		if f.resumed && !f.attached {
+			window = ResumeAttachFor
+		}
+		if lost.IsZero() && !f.settling {
+			lost = clk.Now()
+			f.out.say("lost the job stream; re-attaching for up to %s", window)
+		}
+		// It may be back on another address, or this node may know none.
+		find, cancel := context.WithTimeout(context.WithoutCancel(ctx), relocateWait)
+		f.R.Net.Relocate(find, provider)
+		cancel()
 		if f.settling {
 			f.persist()
 			return errNotBack
 		}
-		if lost.IsZero() {
-			lost = clk.Now()
-			f.out.say("lost the job stream; re-attaching for up to %s", ReattachFor)
-		} else {
-			find, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			f.R.Net.Relocate(find, provider) // it may be back on another address
-			cancel()
-		}
-		if clk.Since(lost) > ReattachFor {
+		if clk.Since(lost) > window {
 			return f.providerGone()
 		}
 		if ctx.Err() != nil {
@@ -557,7 +577,10 @@ func (f *Follow) persist() {
 func (r *Renter) resume(ctx context.Context) {
 	r.followStored(ctx, "resumed rental", func(rec *records.Lease) bool {
 		return !records.Ended(rec.State) && !rec.Detached && rec.State != records.Settling
-	}, func(f *Follow, _ *records.Lease) error { return f.run(context.Background()) })
+	}, func(f *Follow, _ *records.Lease) error {
+		f.resumed = true
+		return f.run(context.Background())
+	})
 }
 
 // followStored runs do, in a goroutine of its own, with a follow of each
