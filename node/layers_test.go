@@ -53,6 +53,8 @@ var layers = map[string][]string{
 	"node/renter":                {"market/...", "attest", "p2p", "internal/...", "node/api", "node/clock", "node/config", "node/executor", "node/fault", "node/records", "node/repo", "node/transfer", "node/views"}, // book and trust through its own interfaces
 	"node/swarm":                 {"market/...", "p2p", "node/clock", "node/offer"},
 	"node/provider":              {"market/...", "attest", "p2p", "node/clock", "node/config", "node/metrics", "node/offer"},
+	"node/pay":                   {"market/...", "node/clock", "node/config", "node/records"}, // vouchers and channels, whatever the chain
+	"node/pay/evm":               {"node/pay"},                                                // the channel contract on an EVM chain
 	"node/doctor":                {"attest", "node/api", "node/config", "node/executor", "node/repo"},
 	"node":                       {"market/...", "attest/...", "p2p", "node/...", "internal/..."},
 	"cmd/...":                    {"market/...", "attest/...", "node/..."}, // never p2p: it calls node
