@@ -265,6 +265,8 @@ var feasibilityChecks = [...]feasCheck{
 	{"live", func(*bidPlan) string { return "expired or withdrawn" }, fitsLive},
 	// Prices in different currencies cannot be compared at all.
 	{"currency", func(p *bidPlan) string { return "currency not " + p.bid.GetCurrency() }, fitsCurrency},
+	// Nor can a renter pay a provider that does not take its money.
+	{"settlement", kindSettlement, fitsSettlement},
 	// The tier fixes which price applies, so it precedes the price.
 	{"tier", func(p *bidPlan) string { return TierName(p.bid.GetTier()) + " tier not offered" }, fitsTier},
 	// A bronze lease can be preempted; only a bid that accepts it may take one.

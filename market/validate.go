@@ -285,6 +285,9 @@ func (l Limits) offerTerms(o *pb.Offer) error {
 			return err
 		}
 	}
+	if err := offerSettlements(o); err != nil {
+		return err
+	}
 	if len(o.AttestationHash) > 64 {
 		return invalid("attestation_hash", "%d bytes; limit 64", len(o.AttestationHash))
 	}
@@ -438,6 +441,11 @@ func (l Limits) ValidateBid(b *pb.Bid, now time.Time) error {
 	}
 	if err := l.str("workload_class", b.WorkloadClass); err != nil {
 		return err
+	}
+	if b.Settlement != nil {
+		if err := checkSettlement("settlement", b.Settlement, false); err != nil {
+			return err
+		}
 	}
 	return l.str("image", b.Image)
 }

@@ -82,6 +82,61 @@ func (Tier) EnumDescriptor() ([]byte, []int) {
 	return file_market_proto_rawDescGZIP(), []int{0}
 }
 
+// SettlementKind is how a lease is paid.
+type SettlementKind int32
+
+const (
+	// Each side books the co-signed receipt in its own ledger; nothing
+	// moves. The default, and the only kind before payment channels.
+	SettlementKind_SETTLEMENT_LEDGER SettlementKind = 0
+	// Nothing is paid or booked: a private swarm of one organisation.
+	SettlementKind_SETTLEMENT_NONE SettlementKind = 1
+	// A payment channel on an EVM chain: the renter signs a cumulative
+	// voucher with each telemetry beat it verifies.
+	SettlementKind_SETTLEMENT_EVM SettlementKind = 2
+)
+
+// Enum value maps for SettlementKind.
+var (
+	SettlementKind_name = map[int32]string{
+		0: "SETTLEMENT_LEDGER",
+		1: "SETTLEMENT_NONE",
+		2: "SETTLEMENT_EVM",
+	}
+	SettlementKind_value = map[string]int32{
+		"SETTLEMENT_LEDGER": 0,
+		"SETTLEMENT_NONE":   1,
+		"SETTLEMENT_EVM":    2,
+	}
+)
+
+func (x SettlementKind) Enum() *SettlementKind {
+	p := new(SettlementKind)
+	*p = x
+	return p
+}
+
+func (x SettlementKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SettlementKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_market_proto_enumTypes[1].Descriptor()
+}
+
+func (SettlementKind) Type() protoreflect.EnumType {
+	return &file_market_proto_enumTypes[1]
+}
+
+func (x SettlementKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SettlementKind.Descriptor instead.
+func (SettlementKind) EnumDescriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{1}
+}
+
 // Outcome is how a lease ended.
 type Outcome int32
 
@@ -126,11 +181,11 @@ func (x Outcome) String() string {
 }
 
 func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_market_proto_enumTypes[1].Descriptor()
+	return file_market_proto_enumTypes[2].Descriptor()
 }
 
 func (Outcome) Type() protoreflect.EnumType {
-	return &file_market_proto_enumTypes[1]
+	return &file_market_proto_enumTypes[2]
 }
 
 func (x Outcome) Number() protoreflect.EnumNumber {
@@ -139,7 +194,7 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{1}
+	return file_market_proto_rawDescGZIP(), []int{2}
 }
 
 // RejectCode says why a provider refused a lease.
@@ -212,11 +267,11 @@ func (x RejectCode) String() string {
 }
 
 func (RejectCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_market_proto_enumTypes[2].Descriptor()
+	return file_market_proto_enumTypes[3].Descriptor()
 }
 
 func (RejectCode) Type() protoreflect.EnumType {
-	return &file_market_proto_enumTypes[2]
+	return &file_market_proto_enumTypes[3]
 }
 
 func (x RejectCode) Number() protoreflect.EnumNumber {
@@ -225,7 +280,7 @@ func (x RejectCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RejectCode.Descriptor instead.
 func (RejectCode) EnumDescriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{2}
+	return file_market_proto_rawDescGZIP(), []int{3}
 }
 
 // Header opens every market message.
@@ -833,8 +888,12 @@ type Offer struct {
 	// How the GPUs divide among leases: a lease takes a multiple of
 	// gpu_step of them (0 or 1: any count; 2: pairs), or, with gpus_whole,
 	// every GPU of the offer.
-	GpuStep       uint32 `protobuf:"varint,25,opt,name=gpu_step,json=gpuStep,proto3" json:"gpu_step,omitempty"`
-	GpusWhole     bool   `protobuf:"varint,26,opt,name=gpus_whole,json=gpusWhole,proto3" json:"gpus_whole,omitempty"`
+	GpuStep   uint32 `protobuf:"varint,25,opt,name=gpu_step,json=gpuStep,proto3" json:"gpu_step,omitempty"`
+	GpusWhole bool   `protobuf:"varint,26,opt,name=gpus_whole,json=gpusWhole,proto3" json:"gpus_whole,omitempty"`
+	// How the provider takes payment, each way it accepts; none listed:
+	// the local ledger alone (SETTLEMENT_LEDGER), as before payment
+	// channels.
+	Settlements   []*Settlement `protobuf:"bytes,27,rep,name=settlements,proto3" json:"settlements,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1051,6 +1110,102 @@ func (x *Offer) GetGpusWhole() bool {
 	return false
 }
 
+func (x *Offer) GetSettlements() []*Settlement {
+	if x != nil {
+		return x.Settlements
+	}
+	return nil
+}
+
+// Settlement is one way to pay: for SETTLEMENT_EVM, the chain, the
+// channel contract and the ERC-20 token, with the token's base units per
+// micro-unit of the offer's currency.
+type Settlement struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Kind    SettlementKind         `protobuf:"varint,1,opt,name=kind,proto3,enum=idlegrid.market.v1.SettlementKind" json:"kind,omitempty"`
+	ChainId uint64                 `protobuf:"varint,2,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	// 20-byte addresses.
+	Contract      []byte `protobuf:"bytes,3,opt,name=contract,proto3" json:"contract,omitempty"`
+	Token         []byte `protobuf:"bytes,4,opt,name=token,proto3" json:"token,omitempty"`
+	UnitsPerMicro uint64 `protobuf:"varint,5,opt,name=units_per_micro,json=unitsPerMicro,proto3" json:"units_per_micro,omitempty"`
+	// In an offer: the provider's wallet address, where a channel pays.
+	Payee         []byte `protobuf:"bytes,6,opt,name=payee,proto3" json:"payee,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Settlement) Reset() {
+	*x = Settlement{}
+	mi := &file_market_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Settlement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Settlement) ProtoMessage() {}
+
+func (x *Settlement) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Settlement.ProtoReflect.Descriptor instead.
+func (*Settlement) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Settlement) GetKind() SettlementKind {
+	if x != nil {
+		return x.Kind
+	}
+	return SettlementKind_SETTLEMENT_LEDGER
+}
+
+func (x *Settlement) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
+func (x *Settlement) GetContract() []byte {
+	if x != nil {
+		return x.Contract
+	}
+	return nil
+}
+
+func (x *Settlement) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *Settlement) GetUnitsPerMicro() uint64 {
+	if x != nil {
+		return x.UnitsPerMicro
+	}
+	return 0
+}
+
+func (x *Settlement) GetPayee() []byte {
+	if x != nil {
+		return x.Payee
+	}
+	return nil
+}
+
 // GPURequirement is what a bid needs of GPUs.
 type GPURequirement struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1074,7 +1229,7 @@ type GPURequirement struct {
 
 func (x *GPURequirement) Reset() {
 	*x = GPURequirement{}
-	mi := &file_market_proto_msgTypes[9]
+	mi := &file_market_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1241,7 @@ func (x *GPURequirement) String() string {
 func (*GPURequirement) ProtoMessage() {}
 
 func (x *GPURequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[9]
+	mi := &file_market_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1254,7 @@ func (x *GPURequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GPURequirement.ProtoReflect.Descriptor instead.
 func (*GPURequirement) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{9}
+	return file_market_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GPURequirement) GetModels() []string {
@@ -1172,13 +1327,17 @@ type Bid struct {
 	PreemptionOk           bool   `protobuf:"varint,14,opt,name=preemption_ok,json=preemptionOk,proto3" json:"preemption_ok,omitempty"`
 	WorkloadClass          string `protobuf:"bytes,15,opt,name=workload_class,json=workloadClass,proto3" json:"workload_class,omitempty"`
 	Image                  string `protobuf:"bytes,16,opt,name=image,proto3" json:"image,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// How the renter pays; unset: the ledger. An offer fits only if it
+	// accepts the same kind (for SETTLEMENT_EVM: chain, contract, token and
+	// units); the payee is the offer's.
+	Settlement    *Settlement `protobuf:"bytes,17,opt,name=settlement,proto3" json:"settlement,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Bid) Reset() {
 	*x = Bid{}
-	mi := &file_market_proto_msgTypes[10]
+	mi := &file_market_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1349,7 @@ func (x *Bid) String() string {
 func (*Bid) ProtoMessage() {}
 
 func (x *Bid) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[10]
+	mi := &file_market_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1362,7 @@ func (x *Bid) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bid.ProtoReflect.Descriptor instead.
 func (*Bid) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{10}
+	return file_market_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Bid) GetHeader() *Header {
@@ -1318,6 +1477,13 @@ func (x *Bid) GetImage() string {
 	return ""
 }
 
+func (x *Bid) GetSettlement() *Settlement {
+	if x != nil {
+		return x.Settlement
+	}
+	return nil
+}
+
 // Quote is a provider's signed, short-lived price for one bid.
 type Quote struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -1338,7 +1504,7 @@ type Quote struct {
 
 func (x *Quote) Reset() {
 	*x = Quote{}
-	mi := &file_market_proto_msgTypes[11]
+	mi := &file_market_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1516,7 @@ func (x *Quote) String() string {
 func (*Quote) ProtoMessage() {}
 
 func (x *Quote) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[11]
+	mi := &file_market_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1529,7 @@ func (x *Quote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quote.ProtoReflect.Descriptor instead.
 func (*Quote) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{11}
+	return file_market_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Quote) GetHeader() *Header {
@@ -1471,7 +1637,7 @@ type Workload struct {
 
 func (x *Workload) Reset() {
 	*x = Workload{}
-	mi := &file_market_proto_msgTypes[12]
+	mi := &file_market_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1649,7 @@ func (x *Workload) String() string {
 func (*Workload) ProtoMessage() {}
 
 func (x *Workload) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[12]
+	mi := &file_market_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1662,7 @@ func (x *Workload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workload.ProtoReflect.Descriptor instead.
 func (*Workload) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{12}
+	return file_market_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Workload) GetImage() string {
@@ -1575,7 +1741,7 @@ type Input struct {
 
 func (x *Input) Reset() {
 	*x = Input{}
-	mi := &file_market_proto_msgTypes[13]
+	mi := &file_market_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1753,7 @@ func (x *Input) String() string {
 func (*Input) ProtoMessage() {}
 
 func (x *Input) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[13]
+	mi := &file_market_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1766,7 @@ func (x *Input) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Input.ProtoReflect.Descriptor instead.
 func (*Input) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{13}
+	return file_market_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Input) GetSha256() []byte {
@@ -1641,7 +1807,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_market_proto_msgTypes[14]
+	mi := &file_market_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1819,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[14]
+	mi := &file_market_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1832,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{14}
+	return file_market_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UploadRequest) GetSha256() []byte {
@@ -1694,7 +1860,7 @@ type UploadReply struct {
 
 func (x *UploadReply) Reset() {
 	*x = UploadReply{}
-	mi := &file_market_proto_msgTypes[15]
+	mi := &file_market_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +1872,7 @@ func (x *UploadReply) String() string {
 func (*UploadReply) ProtoMessage() {}
 
 func (x *UploadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[15]
+	mi := &file_market_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +1885,7 @@ func (x *UploadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadReply.ProtoReflect.Descriptor instead.
 func (*UploadReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{15}
+	return file_market_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UploadReply) GetHave() uint64 {
@@ -1760,7 +1926,7 @@ type DownloadRequest struct {
 
 func (x *DownloadRequest) Reset() {
 	*x = DownloadRequest{}
-	mi := &file_market_proto_msgTypes[16]
+	mi := &file_market_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1938,7 @@ func (x *DownloadRequest) String() string {
 func (*DownloadRequest) ProtoMessage() {}
 
 func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[16]
+	mi := &file_market_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1951,7 @@ func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadRequest.ProtoReflect.Descriptor instead.
 func (*DownloadRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{16}
+	return file_market_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DownloadRequest) GetLeaseId() string {
@@ -1820,7 +1986,7 @@ type DownloadReply struct {
 
 func (x *DownloadReply) Reset() {
 	*x = DownloadReply{}
-	mi := &file_market_proto_msgTypes[17]
+	mi := &file_market_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +1998,7 @@ func (x *DownloadReply) String() string {
 func (*DownloadReply) ProtoMessage() {}
 
 func (x *DownloadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[17]
+	mi := &file_market_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +2011,7 @@ func (x *DownloadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadReply.ProtoReflect.Descriptor instead.
 func (*DownloadReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{17}
+	return file_market_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DownloadReply) GetSize() uint64 {
@@ -1892,13 +2058,15 @@ type Lease struct {
 	PriceMicros   uint64    `protobuf:"varint,13,opt,name=price_micros,json=priceMicros,proto3" json:"price_micros,omitempty"`
 	Workload      *Workload `protobuf:"bytes,14,opt,name=workload,proto3" json:"workload,omitempty"`
 	CreatedUnixMs int64     `protobuf:"varint,15,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	// How the lease is paid; unset: the ledger.
+	Payment       *LeasePayment `protobuf:"bytes,16,opt,name=payment,proto3" json:"payment,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_market_proto_msgTypes[18]
+	mi := &file_market_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2078,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[18]
+	mi := &file_market_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2091,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{18}
+	return file_market_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Lease) GetVersion() uint32 {
@@ -2031,6 +2199,178 @@ func (x *Lease) GetCreatedUnixMs() int64 {
 	return 0
 }
 
+func (x *Lease) GetPayment() *LeasePayment {
+	if x != nil {
+		return x.Payment
+	}
+	return nil
+}
+
+// LeasePayment is a lease's payment channel, co-signed with the lease.
+type LeasePayment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The settlement both accept, with the provider's payee.
+	Settlement *Settlement `protobuf:"bytes,1,opt,name=settlement,proto3" json:"settlement,omitempty"`
+	// The channel's ID in the contract (32 bytes).
+	Channel []byte `protobuf:"bytes,2,opt,name=channel,proto3" json:"channel,omitempty"`
+	// The renter's wallet address, which signs the vouchers.
+	Payer []byte `protobuf:"bytes,3,opt,name=payer,proto3" json:"payer,omitempty"`
+	// What the channel owed the provider in all before this lease (the
+	// amount of the last voucher of the channel the two agree on), big-
+	// endian: the lease's vouchers are this plus what the lease has cost.
+	Base          []byte `protobuf:"bytes,4,opt,name=base,proto3" json:"base,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeasePayment) Reset() {
+	*x = LeasePayment{}
+	mi := &file_market_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeasePayment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeasePayment) ProtoMessage() {}
+
+func (x *LeasePayment) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeasePayment.ProtoReflect.Descriptor instead.
+func (*LeasePayment) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *LeasePayment) GetSettlement() *Settlement {
+	if x != nil {
+		return x.Settlement
+	}
+	return nil
+}
+
+func (x *LeasePayment) GetChannel() []byte {
+	if x != nil {
+		return x.Channel
+	}
+	return nil
+}
+
+func (x *LeasePayment) GetPayer() []byte {
+	if x != nil {
+		return x.Payer
+	}
+	return nil
+}
+
+func (x *LeasePayment) GetBase() []byte {
+	if x != nil {
+		return x.Base
+	}
+	return nil
+}
+
+// Voucher is a renter's signed promise on a payment channel, sent with
+// each telemetry beat it verifies: the channel owes the provider amount in
+// all (big-endian, at most 32 bytes) as of nonce, signed by the payer
+// under EIP-712 with the chain's ID and the contract's address.
+type Voucher struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Channel   []byte                 `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	Amount    []byte                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	Nonce     uint64                 `protobuf:"varint,3,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Signature []byte                 `protobuf:"bytes,4,opt,name=signature,proto3" json:"signature,omitempty"`
+	// The lease it pays for, and the metered time it pays up to (ms from
+	// the lease's start to the beat verified).
+	LeaseId       string `protobuf:"bytes,5,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	MeteredMs     uint64 `protobuf:"varint,6,opt,name=metered_ms,json=meteredMs,proto3" json:"metered_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Voucher) Reset() {
+	*x = Voucher{}
+	mi := &file_market_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Voucher) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Voucher) ProtoMessage() {}
+
+func (x *Voucher) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Voucher.ProtoReflect.Descriptor instead.
+func (*Voucher) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Voucher) GetChannel() []byte {
+	if x != nil {
+		return x.Channel
+	}
+	return nil
+}
+
+func (x *Voucher) GetAmount() []byte {
+	if x != nil {
+		return x.Amount
+	}
+	return nil
+}
+
+func (x *Voucher) GetNonce() uint64 {
+	if x != nil {
+		return x.Nonce
+	}
+	return 0
+}
+
+func (x *Voucher) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *Voucher) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *Voucher) GetMeteredMs() uint64 {
+	if x != nil {
+		return x.MeteredMs
+	}
+	return 0
+}
+
 // CoSigned is a body (a Lease or a Receipt, deterministic protobuf) with
 // both parties' signatures over the same bytes, each under the type's own
 // domain. A signature still missing is empty.
@@ -2049,7 +2389,7 @@ type CoSigned struct {
 
 func (x *CoSigned) Reset() {
 	*x = CoSigned{}
-	mi := &file_market_proto_msgTypes[19]
+	mi := &file_market_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2061,7 +2401,7 @@ func (x *CoSigned) String() string {
 func (*CoSigned) ProtoMessage() {}
 
 func (x *CoSigned) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[19]
+	mi := &file_market_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2074,7 +2414,7 @@ func (x *CoSigned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoSigned.ProtoReflect.Descriptor instead.
 func (*CoSigned) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{19}
+	return file_market_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CoSigned) GetBody() []byte {
@@ -2125,7 +2465,7 @@ type Term struct {
 
 func (x *Term) Reset() {
 	*x = Term{}
-	mi := &file_market_proto_msgTypes[20]
+	mi := &file_market_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2477,7 @@ func (x *Term) String() string {
 func (*Term) ProtoMessage() {}
 
 func (x *Term) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[20]
+	mi := &file_market_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2490,7 @@ func (x *Term) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Term.ProtoReflect.Descriptor instead.
 func (*Term) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{20}
+	return file_market_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Term) GetVersion() uint32 {
@@ -2237,13 +2577,16 @@ type Receipt struct {
 	// SHA-256 of the co-signed extension's body that set the lease's term,
 	// when one did (metered_seconds then counts within its duration).
 	ExtensionHash []byte `protobuf:"bytes,17,opt,name=extension_hash,json=extensionHash,proto3" json:"extension_hash,omitempty"`
+	// For a lease paid by a channel: the last voucher the provider took for
+	// it, which pays amount_micros (its amount less the lease's base).
+	Voucher       *Voucher `protobuf:"bytes,18,opt,name=voucher,proto3" json:"voucher,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_market_proto_msgTypes[21]
+	mi := &file_market_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2598,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[21]
+	mi := &file_market_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2611,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{21}
+	return file_market_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Receipt) GetVersion() uint32 {
@@ -2390,6 +2733,13 @@ func (x *Receipt) GetExtensionHash() []byte {
 	return nil
 }
 
+func (x *Receipt) GetVoucher() *Voucher {
+	if x != nil {
+		return x.Voucher
+	}
+	return nil
+}
+
 // Extension moves a running lease's end later. The renter signs it, the
 // provider countersigns it when its calendar and its longest lease allow;
 // each names the one before it by seq, so the last co-signed one sets the
@@ -2413,7 +2763,7 @@ type Extension struct {
 
 func (x *Extension) Reset() {
 	*x = Extension{}
-	mi := &file_market_proto_msgTypes[22]
+	mi := &file_market_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2775,7 @@ func (x *Extension) String() string {
 func (*Extension) ProtoMessage() {}
 
 func (x *Extension) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[22]
+	mi := &file_market_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2788,7 @@ func (x *Extension) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Extension.ProtoReflect.Descriptor instead.
 func (*Extension) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{22}
+	return file_market_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Extension) GetVersion() uint32 {
@@ -2508,7 +2858,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_market_proto_msgTypes[23]
+	mi := &file_market_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2870,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[23]
+	mi := &file_market_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2883,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{23}
+	return file_market_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LeaseRequest) GetKind() isLeaseRequest_Kind {
@@ -2648,7 +2998,7 @@ type LeaseReply struct {
 
 func (x *LeaseReply) Reset() {
 	*x = LeaseReply{}
-	mi := &file_market_proto_msgTypes[24]
+	mi := &file_market_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2660,7 +3010,7 @@ func (x *LeaseReply) String() string {
 func (*LeaseReply) ProtoMessage() {}
 
 func (x *LeaseReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[24]
+	mi := &file_market_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2673,7 +3023,7 @@ func (x *LeaseReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseReply.ProtoReflect.Descriptor instead.
 func (*LeaseReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{24}
+	return file_market_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LeaseReply) GetLease() *CoSigned {
@@ -2727,7 +3077,7 @@ type JobAttach struct {
 
 func (x *JobAttach) Reset() {
 	*x = JobAttach{}
-	mi := &file_market_proto_msgTypes[25]
+	mi := &file_market_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +3089,7 @@ func (x *JobAttach) String() string {
 func (*JobAttach) ProtoMessage() {}
 
 func (x *JobAttach) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[25]
+	mi := &file_market_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +3102,7 @@ func (x *JobAttach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttach.ProtoReflect.Descriptor instead.
 func (*JobAttach) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{25}
+	return file_market_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *JobAttach) GetLeaseId() string {
@@ -2802,7 +3152,7 @@ type JobFrame struct {
 
 func (x *JobFrame) Reset() {
 	*x = JobFrame{}
-	mi := &file_market_proto_msgTypes[26]
+	mi := &file_market_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2814,7 +3164,7 @@ func (x *JobFrame) String() string {
 func (*JobFrame) ProtoMessage() {}
 
 func (x *JobFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[26]
+	mi := &file_market_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2827,7 +3177,7 @@ func (x *JobFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFrame.ProtoReflect.Descriptor instead.
 func (*JobFrame) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{26}
+	return file_market_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JobFrame) GetKind() isJobFrame_Kind {
@@ -2973,14 +3323,17 @@ type ReceiptReply struct {
 	Refusal string                 `protobuf:"bytes,2,opt,name=refusal,proto3" json:"refusal,omitempty"`
 	// With the receipt countersigned: the renter's agreement in its chain,
 	// completing the provider's proposal.
-	Agreement     *SignedBlock `protobuf:"bytes,3,opt,name=agreement,proto3" json:"agreement,omitempty"`
+	Agreement *SignedBlock `protobuf:"bytes,3,opt,name=agreement,proto3" json:"agreement,omitempty"`
+	// Before the receipt, with each verified beat of a lease paid by a
+	// channel: the next voucher.
+	Voucher       *Voucher `protobuf:"bytes,4,opt,name=voucher,proto3" json:"voucher,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReceiptReply) Reset() {
 	*x = ReceiptReply{}
-	mi := &file_market_proto_msgTypes[27]
+	mi := &file_market_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2992,7 +3345,7 @@ func (x *ReceiptReply) String() string {
 func (*ReceiptReply) ProtoMessage() {}
 
 func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[27]
+	mi := &file_market_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3005,7 +3358,7 @@ func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptReply.ProtoReflect.Descriptor instead.
 func (*ReceiptReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{27}
+	return file_market_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReceiptReply) GetReceipt() *CoSigned {
@@ -3029,6 +3382,13 @@ func (x *ReceiptReply) GetAgreement() *SignedBlock {
 	return nil
 }
 
+func (x *ReceiptReply) GetVoucher() *Voucher {
+	if x != nil {
+		return x.Voucher
+	}
+	return nil
+}
+
 // ImageRequest travels renter → provider on /idlegrid/image/1.0.0 before
 // a lease is proposed: make this image present, pulling it if the
 // provider's rules allow. The time a pull takes is before the lease and
@@ -3048,7 +3408,7 @@ type ImageRequest struct {
 
 func (x *ImageRequest) Reset() {
 	*x = ImageRequest{}
-	mi := &file_market_proto_msgTypes[28]
+	mi := &file_market_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3060,7 +3420,7 @@ func (x *ImageRequest) String() string {
 func (*ImageRequest) ProtoMessage() {}
 
 func (x *ImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[28]
+	mi := &file_market_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3073,7 +3433,7 @@ func (x *ImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRequest.ProtoReflect.Descriptor instead.
 func (*ImageRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{28}
+	return file_market_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ImageRequest) GetRef() string {
@@ -3102,7 +3462,7 @@ type ImageUpload struct {
 
 func (x *ImageUpload) Reset() {
 	*x = ImageUpload{}
-	mi := &file_market_proto_msgTypes[29]
+	mi := &file_market_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3114,7 +3474,7 @@ func (x *ImageUpload) String() string {
 func (*ImageUpload) ProtoMessage() {}
 
 func (x *ImageUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[29]
+	mi := &file_market_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3127,7 +3487,7 @@ func (x *ImageUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageUpload.ProtoReflect.Descriptor instead.
 func (*ImageUpload) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{29}
+	return file_market_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ImageUpload) GetDiffIds() []string {
@@ -3163,7 +3523,7 @@ type ImageChunk struct {
 
 func (x *ImageChunk) Reset() {
 	*x = ImageChunk{}
-	mi := &file_market_proto_msgTypes[30]
+	mi := &file_market_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3175,7 +3535,7 @@ func (x *ImageChunk) String() string {
 func (*ImageChunk) ProtoMessage() {}
 
 func (x *ImageChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[30]
+	mi := &file_market_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3188,7 +3548,7 @@ func (x *ImageChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageChunk.ProtoReflect.Descriptor instead.
 func (*ImageChunk) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{30}
+	return file_market_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ImageChunk) GetData() []byte {
@@ -3215,7 +3575,7 @@ type ImageFrame struct {
 
 func (x *ImageFrame) Reset() {
 	*x = ImageFrame{}
-	mi := &file_market_proto_msgTypes[31]
+	mi := &file_market_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3227,7 +3587,7 @@ func (x *ImageFrame) String() string {
 func (*ImageFrame) ProtoMessage() {}
 
 func (x *ImageFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[31]
+	mi := &file_market_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3240,7 +3600,7 @@ func (x *ImageFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageFrame.ProtoReflect.Descriptor instead.
 func (*ImageFrame) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{31}
+	return file_market_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ImageFrame) GetKind() isImageFrame_Kind {
@@ -3333,7 +3693,7 @@ type ImageProgress struct {
 
 func (x *ImageProgress) Reset() {
 	*x = ImageProgress{}
-	mi := &file_market_proto_msgTypes[32]
+	mi := &file_market_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3345,7 +3705,7 @@ func (x *ImageProgress) String() string {
 func (*ImageProgress) ProtoMessage() {}
 
 func (x *ImageProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[32]
+	mi := &file_market_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3358,7 +3718,7 @@ func (x *ImageProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageProgress.ProtoReflect.Descriptor instead.
 func (*ImageProgress) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{32}
+	return file_market_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ImageProgress) GetDoneBytes() uint64 {
@@ -3403,7 +3763,7 @@ type ImageReady struct {
 
 func (x *ImageReady) Reset() {
 	*x = ImageReady{}
-	mi := &file_market_proto_msgTypes[33]
+	mi := &file_market_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3415,7 +3775,7 @@ func (x *ImageReady) String() string {
 func (*ImageReady) ProtoMessage() {}
 
 func (x *ImageReady) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[33]
+	mi := &file_market_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3428,7 +3788,7 @@ func (x *ImageReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageReady.ProtoReflect.Descriptor instead.
 func (*ImageReady) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{33}
+	return file_market_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ImageReady) GetId() string {
@@ -3486,7 +3846,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_market_proto_msgTypes[34]
+	mi := &file_market_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3498,7 +3858,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[34]
+	mi := &file_market_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3511,7 +3871,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{34}
+	return file_market_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SessionRequest) GetLeaseId() string {
@@ -3625,7 +3985,7 @@ type PackRequest struct {
 
 func (x *PackRequest) Reset() {
 	*x = PackRequest{}
-	mi := &file_market_proto_msgTypes[35]
+	mi := &file_market_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3637,7 +3997,7 @@ func (x *PackRequest) String() string {
 func (*PackRequest) ProtoMessage() {}
 
 func (x *PackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[35]
+	mi := &file_market_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3650,7 +4010,7 @@ func (x *PackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PackRequest.ProtoReflect.Descriptor instead.
 func (*PackRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{35}
+	return file_market_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PackRequest) GetPath() string {
@@ -3681,7 +4041,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_market_proto_msgTypes[36]
+	mi := &file_market_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3693,7 +4053,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[36]
+	mi := &file_market_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3706,7 +4066,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{36}
+	return file_market_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExecRequest) GetArgv() []string {
@@ -3756,7 +4116,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_market_proto_msgTypes[37]
+	mi := &file_market_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3768,7 +4128,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[37]
+	mi := &file_market_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3781,7 +4141,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{37}
+	return file_market_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SessionReply) GetRefused() string {
@@ -3806,7 +4166,7 @@ type ExecInput struct {
 
 func (x *ExecInput) Reset() {
 	*x = ExecInput{}
-	mi := &file_market_proto_msgTypes[38]
+	mi := &file_market_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3818,7 +4178,7 @@ func (x *ExecInput) String() string {
 func (*ExecInput) ProtoMessage() {}
 
 func (x *ExecInput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[38]
+	mi := &file_market_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3831,7 +4191,7 @@ func (x *ExecInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
 func (*ExecInput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{38}
+	return file_market_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ExecInput) GetKind() isExecInput_Kind {
@@ -3900,7 +4260,7 @@ type WindowSize struct {
 
 func (x *WindowSize) Reset() {
 	*x = WindowSize{}
-	mi := &file_market_proto_msgTypes[39]
+	mi := &file_market_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3912,7 +4272,7 @@ func (x *WindowSize) String() string {
 func (*WindowSize) ProtoMessage() {}
 
 func (x *WindowSize) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[39]
+	mi := &file_market_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3925,7 +4285,7 @@ func (x *WindowSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
 func (*WindowSize) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{39}
+	return file_market_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WindowSize) GetRows() uint32 {
@@ -3959,7 +4319,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_market_proto_msgTypes[40]
+	mi := &file_market_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3971,7 +4331,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[40]
+	mi := &file_market_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3984,7 +4344,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{40}
+	return file_market_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ExecOutput) GetKind() isExecOutput_Kind {
@@ -4099,7 +4459,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_market_proto_msgTypes[41]
+	mi := &file_market_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4111,7 +4471,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[41]
+	mi := &file_market_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4124,7 +4484,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{41}
+	return file_market_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Block) GetVersion() uint32 {
@@ -4216,7 +4576,7 @@ type SignedBlock struct {
 
 func (x *SignedBlock) Reset() {
 	*x = SignedBlock{}
-	mi := &file_market_proto_msgTypes[42]
+	mi := &file_market_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4228,7 +4588,7 @@ func (x *SignedBlock) String() string {
 func (*SignedBlock) ProtoMessage() {}
 
 func (x *SignedBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[42]
+	mi := &file_market_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4241,7 +4601,7 @@ func (x *SignedBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignedBlock.ProtoReflect.Descriptor instead.
 func (*SignedBlock) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{42}
+	return file_market_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SignedBlock) GetBody() []byte {
@@ -4271,7 +4631,7 @@ type ChainEntry struct {
 
 func (x *ChainEntry) Reset() {
 	*x = ChainEntry{}
-	mi := &file_market_proto_msgTypes[43]
+	mi := &file_market_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4283,7 +4643,7 @@ func (x *ChainEntry) String() string {
 func (*ChainEntry) ProtoMessage() {}
 
 func (x *ChainEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[43]
+	mi := &file_market_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4296,7 +4656,7 @@ func (x *ChainEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChainEntry.ProtoReflect.Descriptor instead.
 func (*ChainEntry) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{43}
+	return file_market_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ChainEntry) GetBlock() *SignedBlock {
@@ -4361,7 +4721,7 @@ const file_market_proto_rawDesc = "" +
 	"\fstart_minute\x18\x01 \x01(\rR\vstartMinute\x12\x1d\n" +
 	"\n" +
 	"end_minute\x18\x02 \x01(\rR\tendMinute\x12!\n" +
-	"\ffloor_micros\x18\x03 \x01(\x04R\vfloorMicros\"\x8e\t\n" +
+	"\ffloor_micros\x18\x03 \x01(\x04R\vfloorMicros\"\xd0\t\n" +
 	"\x05Offer\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.idlegrid.market.v1.HeaderR\x06header\x120\n" +
 	"\x04gpus\x18\x02 \x03(\v2\x1c.idlegrid.market.v1.GPUGroupR\x04gpus\x120\n" +
@@ -4397,7 +4757,16 @@ const file_market_proto_rawDesc = "" +
 	"host_whole\x18\x18 \x01(\bR\thostWhole\x12\x19\n" +
 	"\bgpu_step\x18\x19 \x01(\rR\agpuStep\x12\x1d\n" +
 	"\n" +
-	"gpus_whole\x18\x1a \x01(\bR\tgpusWhole\"\xfd\x01\n" +
+	"gpus_whole\x18\x1a \x01(\bR\tgpusWhole\x12@\n" +
+	"\vsettlements\x18\x1b \x03(\v2\x1e.idlegrid.market.v1.SettlementR\vsettlements\"\xcf\x01\n" +
+	"\n" +
+	"Settlement\x126\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\".idlegrid.market.v1.SettlementKindR\x04kind\x12\x19\n" +
+	"\bchain_id\x18\x02 \x01(\x04R\achainId\x12\x1a\n" +
+	"\bcontract\x18\x03 \x01(\fR\bcontract\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\fR\x05token\x12&\n" +
+	"\x0funits_per_micro\x18\x05 \x01(\x04R\runitsPerMicro\x12\x14\n" +
+	"\x05payee\x18\x06 \x01(\fR\x05payee\"\xfd\x01\n" +
 	"\x0eGPURequirement\x12\x16\n" +
 	"\x06models\x18\x01 \x03(\tR\x06models\x12$\n" +
 	"\x0emin_vram_bytes\x18\x02 \x01(\x04R\fminVramBytes\x124\n" +
@@ -4406,7 +4775,7 @@ const file_market_proto_rawDesc = "" +
 	"\x10min_per_provider\x18\x05 \x01(\rR\x0eminPerProvider\x12\x1f\n" +
 	"\vform_factor\x18\x06 \x01(\tR\n" +
 	"formFactor\x12\x16\n" +
-	"\x06nvlink\x18\a \x01(\bR\x06nvlink\"\xb7\x05\n" +
+	"\x06nvlink\x18\a \x01(\bR\x06nvlink\"\xf7\x05\n" +
 	"\x03Bid\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.idlegrid.market.v1.HeaderR\x06header\x124\n" +
 	"\x03gpu\x18\x02 \x01(\v2\".idlegrid.market.v1.GPURequirementR\x03gpu\x127\n" +
@@ -4425,7 +4794,10 @@ const file_market_proto_rawDesc = "" +
 	"\x18min_reliability_permille\x18\r \x01(\rR\x16minReliabilityPermille\x12#\n" +
 	"\rpreemption_ok\x18\x0e \x01(\bR\fpreemptionOk\x12%\n" +
 	"\x0eworkload_class\x18\x0f \x01(\tR\rworkloadClass\x12\x14\n" +
-	"\x05image\x18\x10 \x01(\tR\x05image\"\xf5\x02\n" +
+	"\x05image\x18\x10 \x01(\tR\x05image\x12>\n" +
+	"\n" +
+	"settlement\x18\x11 \x01(\v2\x1e.idlegrid.market.v1.SettlementR\n" +
+	"settlement\"\xf5\x02\n" +
 	"\x05Quote\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.idlegrid.market.v1.HeaderR\x06header\x12\x1d\n" +
 	"\n" +
@@ -4469,7 +4841,7 @@ const file_market_proto_rawDesc = "" +
 	"\rDownloadReply\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\x04R\x04size\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\fR\x06sha256\x12\x18\n" +
-	"\arefusal\x18\x03 \x01(\tR\arefusal\"\x83\x04\n" +
+	"\arefusal\x18\x03 \x01(\tR\arefusal\"\xbf\x04\n" +
 	"\x05Lease\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
@@ -4486,7 +4858,23 @@ const file_market_proto_rawDesc = "" +
 	"\bcurrency\x18\f \x01(\tR\bcurrency\x12!\n" +
 	"\fprice_micros\x18\r \x01(\x04R\vpriceMicros\x128\n" +
 	"\bworkload\x18\x0e \x01(\v2\x1c.idlegrid.market.v1.WorkloadR\bworkload\x12&\n" +
-	"\x0fcreated_unix_ms\x18\x0f \x01(\x03R\rcreatedUnixMs\"\xaa\x01\n" +
+	"\x0fcreated_unix_ms\x18\x0f \x01(\x03R\rcreatedUnixMs\x12:\n" +
+	"\apayment\x18\x10 \x01(\v2 .idlegrid.market.v1.LeasePaymentR\apayment\"\x92\x01\n" +
+	"\fLeasePayment\x12>\n" +
+	"\n" +
+	"settlement\x18\x01 \x01(\v2\x1e.idlegrid.market.v1.SettlementR\n" +
+	"settlement\x12\x18\n" +
+	"\achannel\x18\x02 \x01(\fR\achannel\x12\x14\n" +
+	"\x05payer\x18\x03 \x01(\fR\x05payer\x12\x12\n" +
+	"\x04base\x18\x04 \x01(\fR\x04base\"\xa9\x01\n" +
+	"\aVoucher\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\fR\achannel\x12\x16\n" +
+	"\x06amount\x18\x02 \x01(\fR\x06amount\x12\x14\n" +
+	"\x05nonce\x18\x03 \x01(\x04R\x05nonce\x12\x1c\n" +
+	"\tsignature\x18\x04 \x01(\fR\tsignature\x12\x19\n" +
+	"\blease_id\x18\x05 \x01(\tR\aleaseId\x12\x1d\n" +
+	"\n" +
+	"metered_ms\x18\x06 \x01(\x04R\tmeteredMs\"\xaa\x01\n" +
 	"\bCoSigned\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12)\n" +
 	"\x10renter_signature\x18\x02 \x01(\fR\x0frenterSignature\x12-\n" +
@@ -4501,7 +4889,7 @@ const file_market_proto_rawDesc = "" +
 	"\bprovider\x18\x05 \x01(\fR\bprovider\x12\"\n" +
 	"\rstart_unix_ms\x18\x06 \x01(\x03R\vstartUnixMs\x12)\n" +
 	"\x10duration_seconds\x18\a \x01(\x04R\x0fdurationSeconds\x12\x14\n" +
-	"\x05swarm\x18\b \x01(\tR\x05swarm\"\xa1\x04\n" +
+	"\x05swarm\x18\b \x01(\tR\x05swarm\"\xd8\x04\n" +
 	"\aReceipt\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1d\n" +
@@ -4521,7 +4909,8 @@ const file_market_proto_rawDesc = "" +
 	"\texit_code\x18\x0e \x01(\x05R\bexitCode\x12\x12\n" +
 	"\x04note\x18\x0f \x01(\tR\x04note\x12\x14\n" +
 	"\x05swarm\x18\x10 \x01(\tR\x05swarm\x12%\n" +
-	"\x0eextension_hash\x18\x11 \x01(\fR\rextensionHash\"\xd0\x01\n" +
+	"\x0eextension_hash\x18\x11 \x01(\fR\rextensionHash\x125\n" +
+	"\avoucher\x18\x12 \x01(\v2\x1b.idlegrid.market.v1.VoucherR\avoucher\"\xd0\x01\n" +
 	"\tExtension\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1d\n" +
@@ -4559,11 +4948,12 @@ const file_market_proto_rawDesc = "" +
 	"\textension\x18\b \x01(\v2\x1c.idlegrid.market.v1.CoSignedH\x00R\textension\x12\x16\n" +
 	"\x06offset\x18\a \x01(\x04R\x06offset\x127\n" +
 	"\x06record\x18\t \x01(\v2\x1f.idlegrid.market.v1.SignedBlockR\x06recordB\x06\n" +
-	"\x04kind\"\x9f\x01\n" +
+	"\x04kind\"\xd6\x01\n" +
 	"\fReceiptReply\x126\n" +
 	"\areceipt\x18\x01 \x01(\v2\x1c.idlegrid.market.v1.CoSignedR\areceipt\x12\x18\n" +
 	"\arefusal\x18\x02 \x01(\tR\arefusal\x12=\n" +
-	"\tagreement\x18\x03 \x01(\v2\x1f.idlegrid.market.v1.SignedBlockR\tagreement\"Y\n" +
+	"\tagreement\x18\x03 \x01(\v2\x1f.idlegrid.market.v1.SignedBlockR\tagreement\x125\n" +
+	"\avoucher\x18\x04 \x01(\v2\x1b.idlegrid.market.v1.VoucherR\avoucher\"Y\n" +
 	"\fImageRequest\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\tR\x03ref\x127\n" +
 	"\x06upload\x18\x02 \x01(\v2\x1f.idlegrid.market.v1.ImageUploadR\x06upload\"[\n" +
@@ -4657,7 +5047,11 @@ const file_market_proto_rawDesc = "" +
 	"\x10TIER_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tTIER_GOLD\x10\x01\x12\x0f\n" +
 	"\vTIER_SILVER\x10\x02\x12\x0f\n" +
-	"\vTIER_BRONZE\x10\x03*{\n" +
+	"\vTIER_BRONZE\x10\x03*P\n" +
+	"\x0eSettlementKind\x12\x15\n" +
+	"\x11SETTLEMENT_LEDGER\x10\x00\x12\x13\n" +
+	"\x0fSETTLEMENT_NONE\x10\x01\x12\x12\n" +
+	"\x0eSETTLEMENT_EVM\x10\x02*{\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11OUTCOME_COMPLETED\x10\x01\x12\x15\n" +
@@ -4694,106 +5088,117 @@ func file_market_proto_rawDescGZIP() []byte {
 	return file_market_proto_rawDescData
 }
 
-var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_market_proto_goTypes = []any{
 	(Tier)(0),                 // 0: idlegrid.market.v1.Tier
-	(Outcome)(0),              // 1: idlegrid.market.v1.Outcome
-	(RejectCode)(0),           // 2: idlegrid.market.v1.RejectCode
-	(*Header)(nil),            // 3: idlegrid.market.v1.Header
-	(*GPUGroup)(nil),          // 4: idlegrid.market.v1.GPUGroup
-	(*HostSpec)(nil),          // 5: idlegrid.market.v1.HostSpec
-	(*Region)(nil),            // 6: idlegrid.market.v1.Region
-	(*NetworkCoordinate)(nil), // 7: idlegrid.market.v1.NetworkCoordinate
-	(*TierPrice)(nil),         // 8: idlegrid.market.v1.TierPrice
-	(*Interval)(nil),          // 9: idlegrid.market.v1.Interval
-	(*WeeklyWindow)(nil),      // 10: idlegrid.market.v1.WeeklyWindow
-	(*Offer)(nil),             // 11: idlegrid.market.v1.Offer
-	(*GPURequirement)(nil),    // 12: idlegrid.market.v1.GPURequirement
-	(*Bid)(nil),               // 13: idlegrid.market.v1.Bid
-	(*Quote)(nil),             // 14: idlegrid.market.v1.Quote
-	(*Workload)(nil),          // 15: idlegrid.market.v1.Workload
-	(*Input)(nil),             // 16: idlegrid.market.v1.Input
-	(*UploadRequest)(nil),     // 17: idlegrid.market.v1.UploadRequest
-	(*UploadReply)(nil),       // 18: idlegrid.market.v1.UploadReply
-	(*DownloadRequest)(nil),   // 19: idlegrid.market.v1.DownloadRequest
-	(*DownloadReply)(nil),     // 20: idlegrid.market.v1.DownloadReply
-	(*Lease)(nil),             // 21: idlegrid.market.v1.Lease
-	(*CoSigned)(nil),          // 22: idlegrid.market.v1.CoSigned
-	(*Term)(nil),              // 23: idlegrid.market.v1.Term
-	(*Receipt)(nil),           // 24: idlegrid.market.v1.Receipt
-	(*Extension)(nil),         // 25: idlegrid.market.v1.Extension
-	(*LeaseRequest)(nil),      // 26: idlegrid.market.v1.LeaseRequest
-	(*LeaseReply)(nil),        // 27: idlegrid.market.v1.LeaseReply
-	(*JobAttach)(nil),         // 28: idlegrid.market.v1.JobAttach
-	(*JobFrame)(nil),          // 29: idlegrid.market.v1.JobFrame
-	(*ReceiptReply)(nil),      // 30: idlegrid.market.v1.ReceiptReply
-	(*ImageRequest)(nil),      // 31: idlegrid.market.v1.ImageRequest
-	(*ImageUpload)(nil),       // 32: idlegrid.market.v1.ImageUpload
-	(*ImageChunk)(nil),        // 33: idlegrid.market.v1.ImageChunk
-	(*ImageFrame)(nil),        // 34: idlegrid.market.v1.ImageFrame
-	(*ImageProgress)(nil),     // 35: idlegrid.market.v1.ImageProgress
-	(*ImageReady)(nil),        // 36: idlegrid.market.v1.ImageReady
-	(*SessionRequest)(nil),    // 37: idlegrid.market.v1.SessionRequest
-	(*PackRequest)(nil),       // 38: idlegrid.market.v1.PackRequest
-	(*ExecRequest)(nil),       // 39: idlegrid.market.v1.ExecRequest
-	(*SessionReply)(nil),      // 40: idlegrid.market.v1.SessionReply
-	(*ExecInput)(nil),         // 41: idlegrid.market.v1.ExecInput
-	(*WindowSize)(nil),        // 42: idlegrid.market.v1.WindowSize
-	(*ExecOutput)(nil),        // 43: idlegrid.market.v1.ExecOutput
-	(*Block)(nil),             // 44: idlegrid.market.v1.Block
-	(*SignedBlock)(nil),       // 45: idlegrid.market.v1.SignedBlock
-	(*ChainEntry)(nil),        // 46: idlegrid.market.v1.ChainEntry
+	(SettlementKind)(0),       // 1: idlegrid.market.v1.SettlementKind
+	(Outcome)(0),              // 2: idlegrid.market.v1.Outcome
+	(RejectCode)(0),           // 3: idlegrid.market.v1.RejectCode
+	(*Header)(nil),            // 4: idlegrid.market.v1.Header
+	(*GPUGroup)(nil),          // 5: idlegrid.market.v1.GPUGroup
+	(*HostSpec)(nil),          // 6: idlegrid.market.v1.HostSpec
+	(*Region)(nil),            // 7: idlegrid.market.v1.Region
+	(*NetworkCoordinate)(nil), // 8: idlegrid.market.v1.NetworkCoordinate
+	(*TierPrice)(nil),         // 9: idlegrid.market.v1.TierPrice
+	(*Interval)(nil),          // 10: idlegrid.market.v1.Interval
+	(*WeeklyWindow)(nil),      // 11: idlegrid.market.v1.WeeklyWindow
+	(*Offer)(nil),             // 12: idlegrid.market.v1.Offer
+	(*Settlement)(nil),        // 13: idlegrid.market.v1.Settlement
+	(*GPURequirement)(nil),    // 14: idlegrid.market.v1.GPURequirement
+	(*Bid)(nil),               // 15: idlegrid.market.v1.Bid
+	(*Quote)(nil),             // 16: idlegrid.market.v1.Quote
+	(*Workload)(nil),          // 17: idlegrid.market.v1.Workload
+	(*Input)(nil),             // 18: idlegrid.market.v1.Input
+	(*UploadRequest)(nil),     // 19: idlegrid.market.v1.UploadRequest
+	(*UploadReply)(nil),       // 20: idlegrid.market.v1.UploadReply
+	(*DownloadRequest)(nil),   // 21: idlegrid.market.v1.DownloadRequest
+	(*DownloadReply)(nil),     // 22: idlegrid.market.v1.DownloadReply
+	(*Lease)(nil),             // 23: idlegrid.market.v1.Lease
+	(*LeasePayment)(nil),      // 24: idlegrid.market.v1.LeasePayment
+	(*Voucher)(nil),           // 25: idlegrid.market.v1.Voucher
+	(*CoSigned)(nil),          // 26: idlegrid.market.v1.CoSigned
+	(*Term)(nil),              // 27: idlegrid.market.v1.Term
+	(*Receipt)(nil),           // 28: idlegrid.market.v1.Receipt
+	(*Extension)(nil),         // 29: idlegrid.market.v1.Extension
+	(*LeaseRequest)(nil),      // 30: idlegrid.market.v1.LeaseRequest
+	(*LeaseReply)(nil),        // 31: idlegrid.market.v1.LeaseReply
+	(*JobAttach)(nil),         // 32: idlegrid.market.v1.JobAttach
+	(*JobFrame)(nil),          // 33: idlegrid.market.v1.JobFrame
+	(*ReceiptReply)(nil),      // 34: idlegrid.market.v1.ReceiptReply
+	(*ImageRequest)(nil),      // 35: idlegrid.market.v1.ImageRequest
+	(*ImageUpload)(nil),       // 36: idlegrid.market.v1.ImageUpload
+	(*ImageChunk)(nil),        // 37: idlegrid.market.v1.ImageChunk
+	(*ImageFrame)(nil),        // 38: idlegrid.market.v1.ImageFrame
+	(*ImageProgress)(nil),     // 39: idlegrid.market.v1.ImageProgress
+	(*ImageReady)(nil),        // 40: idlegrid.market.v1.ImageReady
+	(*SessionRequest)(nil),    // 41: idlegrid.market.v1.SessionRequest
+	(*PackRequest)(nil),       // 42: idlegrid.market.v1.PackRequest
+	(*ExecRequest)(nil),       // 43: idlegrid.market.v1.ExecRequest
+	(*SessionReply)(nil),      // 44: idlegrid.market.v1.SessionReply
+	(*ExecInput)(nil),         // 45: idlegrid.market.v1.ExecInput
+	(*WindowSize)(nil),        // 46: idlegrid.market.v1.WindowSize
+	(*ExecOutput)(nil),        // 47: idlegrid.market.v1.ExecOutput
+	(*Block)(nil),             // 48: idlegrid.market.v1.Block
+	(*SignedBlock)(nil),       // 49: idlegrid.market.v1.SignedBlock
+	(*ChainEntry)(nil),        // 50: idlegrid.market.v1.ChainEntry
 }
 var file_market_proto_depIdxs = []int32{
 	0,  // 0: idlegrid.market.v1.TierPrice.tier:type_name -> idlegrid.market.v1.Tier
-	3,  // 1: idlegrid.market.v1.Offer.header:type_name -> idlegrid.market.v1.Header
-	4,  // 2: idlegrid.market.v1.Offer.gpus:type_name -> idlegrid.market.v1.GPUGroup
-	5,  // 3: idlegrid.market.v1.Offer.host:type_name -> idlegrid.market.v1.HostSpec
-	6,  // 4: idlegrid.market.v1.Offer.region:type_name -> idlegrid.market.v1.Region
-	7,  // 5: idlegrid.market.v1.Offer.coordinate:type_name -> idlegrid.market.v1.NetworkCoordinate
-	8,  // 6: idlegrid.market.v1.Offer.tier_prices:type_name -> idlegrid.market.v1.TierPrice
-	9,  // 7: idlegrid.market.v1.Offer.windows:type_name -> idlegrid.market.v1.Interval
-	10, // 8: idlegrid.market.v1.Offer.weekly:type_name -> idlegrid.market.v1.WeeklyWindow
+	4,  // 1: idlegrid.market.v1.Offer.header:type_name -> idlegrid.market.v1.Header
+	5,  // 2: idlegrid.market.v1.Offer.gpus:type_name -> idlegrid.market.v1.GPUGroup
+	6,  // 3: idlegrid.market.v1.Offer.host:type_name -> idlegrid.market.v1.HostSpec
+	7,  // 4: idlegrid.market.v1.Offer.region:type_name -> idlegrid.market.v1.Region
+	8,  // 5: idlegrid.market.v1.Offer.coordinate:type_name -> idlegrid.market.v1.NetworkCoordinate
+	9,  // 6: idlegrid.market.v1.Offer.tier_prices:type_name -> idlegrid.market.v1.TierPrice
+	10, // 7: idlegrid.market.v1.Offer.windows:type_name -> idlegrid.market.v1.Interval
+	11, // 8: idlegrid.market.v1.Offer.weekly:type_name -> idlegrid.market.v1.WeeklyWindow
 	0,  // 9: idlegrid.market.v1.Offer.tiers:type_name -> idlegrid.market.v1.Tier
-	3,  // 10: idlegrid.market.v1.Bid.header:type_name -> idlegrid.market.v1.Header
-	12, // 11: idlegrid.market.v1.Bid.gpu:type_name -> idlegrid.market.v1.GPURequirement
-	5,  // 12: idlegrid.market.v1.Bid.host_min:type_name -> idlegrid.market.v1.HostSpec
-	0,  // 13: idlegrid.market.v1.Bid.tier:type_name -> idlegrid.market.v1.Tier
-	3,  // 14: idlegrid.market.v1.Quote.header:type_name -> idlegrid.market.v1.Header
-	0,  // 15: idlegrid.market.v1.Quote.tier:type_name -> idlegrid.market.v1.Tier
-	16, // 16: idlegrid.market.v1.Workload.inputs:type_name -> idlegrid.market.v1.Input
-	13, // 17: idlegrid.market.v1.Lease.bid:type_name -> idlegrid.market.v1.Bid
-	0,  // 18: idlegrid.market.v1.Lease.tier:type_name -> idlegrid.market.v1.Tier
-	15, // 19: idlegrid.market.v1.Lease.workload:type_name -> idlegrid.market.v1.Workload
-	22, // 20: idlegrid.market.v1.CoSigned.term:type_name -> idlegrid.market.v1.CoSigned
-	1,  // 21: idlegrid.market.v1.Receipt.outcome:type_name -> idlegrid.market.v1.Outcome
-	22, // 22: idlegrid.market.v1.LeaseRequest.propose:type_name -> idlegrid.market.v1.CoSigned
-	22, // 23: idlegrid.market.v1.LeaseRequest.extend:type_name -> idlegrid.market.v1.CoSigned
-	22, // 24: idlegrid.market.v1.LeaseReply.lease:type_name -> idlegrid.market.v1.CoSigned
-	2,  // 25: idlegrid.market.v1.LeaseReply.code:type_name -> idlegrid.market.v1.RejectCode
-	22, // 26: idlegrid.market.v1.LeaseReply.extension:type_name -> idlegrid.market.v1.CoSigned
-	22, // 27: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
-	22, // 28: idlegrid.market.v1.JobFrame.extension:type_name -> idlegrid.market.v1.CoSigned
-	45, // 29: idlegrid.market.v1.JobFrame.record:type_name -> idlegrid.market.v1.SignedBlock
-	22, // 30: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
-	45, // 31: idlegrid.market.v1.ReceiptReply.agreement:type_name -> idlegrid.market.v1.SignedBlock
-	32, // 32: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
-	35, // 33: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
-	36, // 34: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
-	39, // 35: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
-	16, // 36: idlegrid.market.v1.SessionRequest.unpack:type_name -> idlegrid.market.v1.Input
-	38, // 37: idlegrid.market.v1.SessionRequest.pack:type_name -> idlegrid.market.v1.PackRequest
-	42, // 38: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
-	22, // 39: idlegrid.market.v1.Block.term:type_name -> idlegrid.market.v1.CoSigned
-	22, // 40: idlegrid.market.v1.Block.extension:type_name -> idlegrid.market.v1.CoSigned
-	45, // 41: idlegrid.market.v1.ChainEntry.block:type_name -> idlegrid.market.v1.SignedBlock
-	45, // 42: idlegrid.market.v1.ChainEntry.link:type_name -> idlegrid.market.v1.SignedBlock
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	13, // 10: idlegrid.market.v1.Offer.settlements:type_name -> idlegrid.market.v1.Settlement
+	1,  // 11: idlegrid.market.v1.Settlement.kind:type_name -> idlegrid.market.v1.SettlementKind
+	4,  // 12: idlegrid.market.v1.Bid.header:type_name -> idlegrid.market.v1.Header
+	14, // 13: idlegrid.market.v1.Bid.gpu:type_name -> idlegrid.market.v1.GPURequirement
+	6,  // 14: idlegrid.market.v1.Bid.host_min:type_name -> idlegrid.market.v1.HostSpec
+	0,  // 15: idlegrid.market.v1.Bid.tier:type_name -> idlegrid.market.v1.Tier
+	13, // 16: idlegrid.market.v1.Bid.settlement:type_name -> idlegrid.market.v1.Settlement
+	4,  // 17: idlegrid.market.v1.Quote.header:type_name -> idlegrid.market.v1.Header
+	0,  // 18: idlegrid.market.v1.Quote.tier:type_name -> idlegrid.market.v1.Tier
+	18, // 19: idlegrid.market.v1.Workload.inputs:type_name -> idlegrid.market.v1.Input
+	15, // 20: idlegrid.market.v1.Lease.bid:type_name -> idlegrid.market.v1.Bid
+	0,  // 21: idlegrid.market.v1.Lease.tier:type_name -> idlegrid.market.v1.Tier
+	17, // 22: idlegrid.market.v1.Lease.workload:type_name -> idlegrid.market.v1.Workload
+	24, // 23: idlegrid.market.v1.Lease.payment:type_name -> idlegrid.market.v1.LeasePayment
+	13, // 24: idlegrid.market.v1.LeasePayment.settlement:type_name -> idlegrid.market.v1.Settlement
+	26, // 25: idlegrid.market.v1.CoSigned.term:type_name -> idlegrid.market.v1.CoSigned
+	2,  // 26: idlegrid.market.v1.Receipt.outcome:type_name -> idlegrid.market.v1.Outcome
+	25, // 27: idlegrid.market.v1.Receipt.voucher:type_name -> idlegrid.market.v1.Voucher
+	26, // 28: idlegrid.market.v1.LeaseRequest.propose:type_name -> idlegrid.market.v1.CoSigned
+	26, // 29: idlegrid.market.v1.LeaseRequest.extend:type_name -> idlegrid.market.v1.CoSigned
+	26, // 30: idlegrid.market.v1.LeaseReply.lease:type_name -> idlegrid.market.v1.CoSigned
+	3,  // 31: idlegrid.market.v1.LeaseReply.code:type_name -> idlegrid.market.v1.RejectCode
+	26, // 32: idlegrid.market.v1.LeaseReply.extension:type_name -> idlegrid.market.v1.CoSigned
+	26, // 33: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
+	26, // 34: idlegrid.market.v1.JobFrame.extension:type_name -> idlegrid.market.v1.CoSigned
+	49, // 35: idlegrid.market.v1.JobFrame.record:type_name -> idlegrid.market.v1.SignedBlock
+	26, // 36: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
+	49, // 37: idlegrid.market.v1.ReceiptReply.agreement:type_name -> idlegrid.market.v1.SignedBlock
+	25, // 38: idlegrid.market.v1.ReceiptReply.voucher:type_name -> idlegrid.market.v1.Voucher
+	36, // 39: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
+	39, // 40: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
+	40, // 41: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
+	43, // 42: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
+	18, // 43: idlegrid.market.v1.SessionRequest.unpack:type_name -> idlegrid.market.v1.Input
+	42, // 44: idlegrid.market.v1.SessionRequest.pack:type_name -> idlegrid.market.v1.PackRequest
+	46, // 45: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
+	26, // 46: idlegrid.market.v1.Block.term:type_name -> idlegrid.market.v1.CoSigned
+	26, // 47: idlegrid.market.v1.Block.extension:type_name -> idlegrid.market.v1.CoSigned
+	49, // 48: idlegrid.market.v1.ChainEntry.block:type_name -> idlegrid.market.v1.SignedBlock
+	49, // 49: idlegrid.market.v1.ChainEntry.link:type_name -> idlegrid.market.v1.SignedBlock
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_market_proto_init() }
@@ -4801,14 +5206,14 @@ func file_market_proto_init() {
 	if File_market_proto != nil {
 		return
 	}
-	file_market_proto_msgTypes[23].OneofWrappers = []any{
+	file_market_proto_msgTypes[26].OneofWrappers = []any{
 		(*LeaseRequest_Propose)(nil),
 		(*LeaseRequest_CancelLeaseId)(nil),
 		(*LeaseRequest_DetachLeaseId)(nil),
 		(*LeaseRequest_Extend)(nil),
 		(*LeaseRequest_TermsLeaseId)(nil),
 	}
-	file_market_proto_msgTypes[26].OneofWrappers = []any{
+	file_market_proto_msgTypes[29].OneofWrappers = []any{
 		(*JobFrame_Stdout)(nil),
 		(*JobFrame_Stderr)(nil),
 		(*JobFrame_Heartbeat)(nil),
@@ -4817,25 +5222,25 @@ func file_market_proto_init() {
 		(*JobFrame_Started)(nil),
 		(*JobFrame_Extension)(nil),
 	}
-	file_market_proto_msgTypes[31].OneofWrappers = []any{
+	file_market_proto_msgTypes[34].OneofWrappers = []any{
 		(*ImageFrame_Progress)(nil),
 		(*ImageFrame_Ready)(nil),
 		(*ImageFrame_Refused)(nil),
 		(*ImageFrame_NeedFrom)(nil),
 	}
-	file_market_proto_msgTypes[34].OneofWrappers = []any{
+	file_market_proto_msgTypes[37].OneofWrappers = []any{
 		(*SessionRequest_Exec)(nil),
 		(*SessionRequest_ForwardPort)(nil),
 		(*SessionRequest_Watch)(nil),
 		(*SessionRequest_Unpack)(nil),
 		(*SessionRequest_Pack)(nil),
 	}
-	file_market_proto_msgTypes[38].OneofWrappers = []any{
+	file_market_proto_msgTypes[41].OneofWrappers = []any{
 		(*ExecInput_Stdin)(nil),
 		(*ExecInput_StdinClosed)(nil),
 		(*ExecInput_Resize)(nil),
 	}
-	file_market_proto_msgTypes[40].OneofWrappers = []any{
+	file_market_proto_msgTypes[43].OneofWrappers = []any{
 		(*ExecOutput_Stdout)(nil),
 		(*ExecOutput_Stderr)(nil),
 		(*ExecOutput_ExitCode)(nil),
@@ -4846,8 +5251,8 @@ func file_market_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   44,
+			NumEnums:      4,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,129 @@
+package market
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/idlegrid/idlegrid/market/pb"
+)
+
+// MaxSettlements is the most ways to pay one offer lists.
+const MaxSettlements = 4
+
+// SettlementName is a settlement kind as config and the CLI spell it.
+func SettlementName(k pb.SettlementKind) string {
+	switch k {
+	case pb.SettlementKind_SETTLEMENT_LEDGER:
+		return "ledger"
+	case pb.SettlementKind_SETTLEMENT_NONE:
+		return "none"
+	case pb.SettlementKind_SETTLEMENT_EVM:
+		return "evm"
+	}
+	return fmt.Sprintf("kind %d", int32(k))
+}
+
+// ParseSettlement is the kind SettlementName spells s.
+func ParseSettlement(s string) (pb.SettlementKind, error) {
+	for _, k := range []pb.SettlementKind{pb.SettlementKind_SETTLEMENT_NONE, pb.SettlementKind_SETTLEMENT_LEDGER, pb.SettlementKind_SETTLEMENT_EVM} {
+		if s == SettlementName(k) {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("settlement kind %q: want none, ledger or evm", clip(s))
+}
+
+// ShowSettlement is s in a line: "ledger", or "evm (chain 1337, token
+// 0x…, contract 0x…)".
+func ShowSettlement(s *pb.Settlement) string {
+	if s.GetKind() != pb.SettlementKind_SETTLEMENT_EVM {
+		return SettlementName(s.GetKind())
+	}
+	return fmt.Sprintf("evm (chain %d, token 0x%x, contract 0x%x)", s.GetChainId(), s.GetToken(), s.GetContract())
+}
+
+// checkSettlement checks one way to pay, as field names it.
+func checkSettlement(field string, s *pb.Settlement, payee bool) error {
+	switch s.GetKind() {
+	case pb.SettlementKind_SETTLEMENT_LEDGER, pb.SettlementKind_SETTLEMENT_NONE:
+		if s.GetChainId() != 0 || len(s.GetContract())+len(s.GetToken())+len(s.GetPayee()) != 0 || s.GetUnitsPerMicro() != 0 {
+			return invalid(field, "%s takes no chain, contract, token, units or payee", SettlementName(s.GetKind()))
+		}
+		return nil
+	case pb.SettlementKind_SETTLEMENT_EVM:
+	default:
+		return invalid(field+".kind", "%d; want ledger, none or evm", int32(s.GetKind()))
+	}
+	for _, a := range []struct {
+		name string
+		v    []byte
+		want bool
+	}{{"contract", s.GetContract(), true}, {"token", s.GetToken(), true}, {"payee", s.GetPayee(), payee}} {
+		if a.want && len(a.v) != 20 || !a.want && len(a.v) != 0 {
+			return invalid(field+"."+a.name, "%d bytes; want %s", len(a.v), map[bool]string{true: "a 20-byte address", false: "none"}[a.want])
+		}
+	}
+	if s.GetChainId() == 0 {
+		return invalid(field+".chain_id", "0; want the chain's ID")
+	}
+	if u := s.GetUnitsPerMicro(); u == 0 || u > 1e12 {
+		return invalid(field+".units_per_micro", "%d; want 1 to 10^12 (a token of 6 to 18 decimals)", u)
+	}
+	return nil
+}
+
+// offerSettlements checks the ways to pay an offer lists.
+func offerSettlements(o *pb.Offer) error {
+	if n := len(o.Settlements); n > MaxSettlements {
+		return invalid("settlements", "%d; limit %d", n, MaxSettlements)
+	}
+	for i, s := range o.Settlements {
+		if err := checkSettlement(indexed("settlements", i), s, s.GetKind() == pb.SettlementKind_SETTLEMENT_EVM); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Accepted is the way to pay in o that fits what bid pays with (the
+// provider's payee set), or nil when o takes none of it. An offer that
+// lists none takes the ledger; a bid that names none pays by it.
+func Accepted(o *pb.Offer, bid *pb.Settlement) *pb.Settlement {
+	if len(o.GetSettlements()) == 0 {
+		if bid.GetKind() == pb.SettlementKind_SETTLEMENT_LEDGER {
+			return &pb.Settlement{}
+		}
+		return nil
+	}
+	for _, s := range o.GetSettlements() {
+		if SameSettlement(s, bid) {
+			return s
+		}
+	}
+	return nil
+}
+
+// SameSettlement says whether a and b are one way to pay, payee aside.
+func SameSettlement(a, b *pb.Settlement) bool {
+	return a.GetKind() == b.GetKind() && a.GetChainId() == b.GetChainId() && a.GetUnitsPerMicro() == b.GetUnitsPerMicro() &&
+		bytes.Equal(a.GetContract(), b.GetContract()) && bytes.Equal(a.GetToken(), b.GetToken())
+}
+
+func kindSettlement(p *bidPlan) string {
+	return "does not take " + ShowSettlement(p.bid.GetSettlement())
+}
+
+func fitsSettlement(c *evalCtx) bool {
+	if Accepted(c.o, c.p.bid.GetSettlement()) == nil {
+		var takes []string
+		for _, s := range c.o.GetSettlements() {
+			takes = append(takes, ShowSettlement(s))
+		}
+		if len(takes) == 0 {
+			takes = []string{"ledger"}
+		}
+		return c.explain && c.failf("takes %s; bid pays with %s", strings.Join(takes, ", "), ShowSettlement(c.p.bid.GetSettlement()))
+	}
+	return true
+}
