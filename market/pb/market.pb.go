@@ -2218,7 +2218,10 @@ type LeasePayment struct {
 	// What the channel owed the provider in all before this lease (the
 	// amount of the last voucher of the channel the two agree on), big-
 	// endian: the lease's vouchers are this plus what the lease has cost.
-	Base          []byte `protobuf:"bytes,4,opt,name=base,proto3" json:"base,omitempty"`
+	Base []byte `protobuf:"bytes,4,opt,name=base,proto3" json:"base,omitempty"`
+	// The nonce of that voucher (0: none yet): the lease's k-th voucher,
+	// paying for its k-th verified beat, has nonce + k.
+	Nonce         uint64 `protobuf:"varint,5,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2279,6 +2282,13 @@ func (x *LeasePayment) GetBase() []byte {
 		return x.Base
 	}
 	return nil
+}
+
+func (x *LeasePayment) GetNonce() uint64 {
+	if x != nil {
+		return x.Nonce
+	}
+	return 0
 }
 
 // Voucher is a renter's signed promise on a payment channel, sent with
@@ -4859,14 +4869,15 @@ const file_market_proto_rawDesc = "" +
 	"\fprice_micros\x18\r \x01(\x04R\vpriceMicros\x128\n" +
 	"\bworkload\x18\x0e \x01(\v2\x1c.idlegrid.market.v1.WorkloadR\bworkload\x12&\n" +
 	"\x0fcreated_unix_ms\x18\x0f \x01(\x03R\rcreatedUnixMs\x12:\n" +
-	"\apayment\x18\x10 \x01(\v2 .idlegrid.market.v1.LeasePaymentR\apayment\"\x92\x01\n" +
+	"\apayment\x18\x10 \x01(\v2 .idlegrid.market.v1.LeasePaymentR\apayment\"\xa8\x01\n" +
 	"\fLeasePayment\x12>\n" +
 	"\n" +
 	"settlement\x18\x01 \x01(\v2\x1e.idlegrid.market.v1.SettlementR\n" +
 	"settlement\x12\x18\n" +
 	"\achannel\x18\x02 \x01(\fR\achannel\x12\x14\n" +
 	"\x05payer\x18\x03 \x01(\fR\x05payer\x12\x12\n" +
-	"\x04base\x18\x04 \x01(\fR\x04base\"\xa9\x01\n" +
+	"\x04base\x18\x04 \x01(\fR\x04base\x12\x14\n" +
+	"\x05nonce\x18\x05 \x01(\x04R\x05nonce\"\xa9\x01\n" +
 	"\aVoucher\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\fR\achannel\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\fR\x06amount\x12\x14\n" +

@@ -1,0 +1,194 @@
+package pay
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+)
+
+// Bounds of a voucher on the wire: anything larger is refused before its
+// signature is checked.
+const (
+	MaxAmountBytes = 32
+	ChannelLen     = 32
+	AddressLen     = 20
+)
+
+// Terms are what a lease's vouchers must be: its co-signed payment, held
+// to the lease's price and metering. Both sides build them from the same
+// co-signed lease, so the renter's vouchers and the provider's checks
+// compute one amount for each beat.
+type Terms struct {
+	Lease   *pb.Lease // the lease, extended where an extension set its term
+	Domain  Domain
+	Channel common.Hash
+	Payer   common.Address
+	Payee   common.Address
+	Base    *big.Int // the channel's amount before this lease
+	Nonce   uint64   // the channel's nonce before this lease
+	Units   uint64   // token base units per micro-unit
+}
+
+// TermsOf reads the payment of a lease paid by a channel; an error names
+// the field that is wrong.
+func TermsOf(l *pb.Lease) (Terms, error) {
+	p := l.GetPayment()
+	s := p.GetSettlement()
+	if s.GetKind() != pb.SettlementKind_SETTLEMENT_EVM {
+		return Terms{}, fmt.Errorf("lease %s is not paid by a channel (settlement %s)", l.GetId(), market.SettlementName(s.GetKind()))
+	}
+	switch {
+	case len(p.GetChannel()) != ChannelLen:
+		return Terms{}, fmt.Errorf("payment.channel: %d bytes; want %d", len(p.GetChannel()), ChannelLen)
+	case len(p.GetPayer()) != AddressLen:
+		return Terms{}, fmt.Errorf("payment.payer: %d bytes; want %d", len(p.GetPayer()), AddressLen)
+	case len(s.GetPayee()) != AddressLen:
+		return Terms{}, fmt.Errorf("payment.settlement.payee: %d bytes; want %d", len(s.GetPayee()), AddressLen)
+	case len(s.GetContract()) != AddressLen:
+		return Terms{}, fmt.Errorf("payment.settlement.contract: %d bytes; want %d", len(s.GetContract()), AddressLen)
+	case s.GetChainId() == 0:
+		return Terms{}, errors.New("payment.settlement.chain_id: 0; want the chain's ID")
+	case s.GetUnitsPerMicro() == 0:
+		return Terms{}, errors.New("payment.settlement.units_per_micro: 0; want 1 or more")
+	case len(p.GetBase()) > MaxAmountBytes:
+		return Terms{}, fmt.Errorf("payment.base: %d bytes; limit %d", len(p.GetBase()), MaxAmountBytes)
+	}
+	return Terms{
+		Lease:   l,
+		Domain:  NewDomain(new(big.Int).SetUint64(s.GetChainId()), common.BytesToAddress(s.GetContract())),
+		Channel: common.BytesToHash(p.GetChannel()),
+		Payer:   common.BytesToAddress(p.GetPayer()),
+		Payee:   common.BytesToAddress(s.GetPayee()),
+		Base:    new(big.Int).SetBytes(p.GetBase()),
+		Nonce:   p.GetNonce(),
+		Units:   s.GetUnitsPerMicro(),
+	}, nil
+}
+
+// Owed is what the channel owes in all once the lease has run metered
+// (from its start to a verified beat): the base plus what the receipt
+// would say for that beat (market.Meter: whole seconds within the term,
+// the price rounded up to the micro-unit), in token units.
+func (t Terms) Owed(metered time.Duration) *big.Int {
+	_, micros := market.Meter(t.Lease, time.UnixMilli(t.Lease.GetStartUnixMs()).Add(metered))
+	owed := new(big.Int).SetUint64(micros)
+	owed.Mul(owed, new(big.Int).SetUint64(t.Units))
+	return owed.Add(owed, t.Base)
+}
+
+// Payer signs a lease's vouchers, one per verified beat: the k-th
+// verified beat's voucher has nonce Terms.Nonce+k and pays Owed of that
+// beat, so a renter that restarts and verifies the same beat again signs
+// the same voucher, never a second one with the same nonce.
+type Payer struct {
+	Terms
+	Key *ecdsa.PrivateKey
+}
+
+// Voucher is the signed voucher for the beats-th verified beat, metered
+// from the lease's start.
+func (p Payer) Voucher(beats uint64, metered time.Duration) (*pb.Voucher, error) {
+	if metered < 0 {
+		metered = 0
+	}
+	v := Voucher{Channel: p.Channel, Amount: p.Owed(metered), Nonce: p.Nonce + beats}
+	sig, err := Sign(p.Key, p.Domain, v)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.Voucher{Channel: v.Channel.Bytes(), Amount: v.Amount.Bytes(), Nonce: v.Nonce, Signature: sig,
+		LeaseId: p.Lease.GetId(), MeteredMs: uint64(metered.Milliseconds())}, nil
+}
+
+// Tab is the provider's side of a lease's vouchers: the last one it took
+// and what the channel holds.
+type Tab struct {
+	Terms
+	// Deposit is what the channel was funded with, as last read from the
+	// chain; nil: not known (no cover check).
+	Deposit *big.Int
+	// Last is the latest voucher taken (nil: none yet).
+	Last *pb.Voucher
+}
+
+// ErrVoucher wraps every reason a voucher is refused.
+var ErrVoucher = errors.New("voucher refused")
+
+func refuse(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrVoucher, fmt.Sprintf(format, a...))
+}
+
+// Take checks v against the lease and, if it is the next voucher, keeps
+// it. sent is the metered time of the latest beat the provider sent: a
+// voucher may not claim to pay for a beat it was never given. The
+// signature is checked before anything else of v is believed; then its
+// lease, channel, nonce and amount, which must be exactly Owed for its
+// metered time: no less (underpaying) and no more (an overpayment the
+// renter never agreed to, which a provider could not claim either).
+func (t *Tab) Take(v *pb.Voucher, sent time.Duration) error {
+	if len(v.GetChannel()) != ChannelLen || len(v.GetAmount()) > MaxAmountBytes || len(v.GetSignature()) != SignatureLen || len(v.GetLeaseId()) > 128 {
+		return refuse("malformed: channel %d bytes, amount %d bytes, signature %d bytes, lease ID %d bytes", len(v.GetChannel()), len(v.GetAmount()), len(v.GetSignature()), len(v.GetLeaseId()))
+	}
+	ev := Voucher{Channel: common.BytesToHash(v.GetChannel()), Amount: new(big.Int).SetBytes(v.GetAmount()), Nonce: v.GetNonce()}
+	if err := Verify(t.Domain, ev, v.GetSignature(), t.Payer); err != nil {
+		return refuse("%v", err)
+	}
+	metered := time.Duration(min(v.GetMeteredMs(), 1<<62/uint64(time.Millisecond))) * time.Millisecond
+	switch {
+	case v.GetLeaseId() != t.Lease.GetId():
+		return refuse("for lease %q, not %s", v.GetLeaseId(), t.Lease.GetId())
+	case ev.Channel != t.Channel:
+		return refuse("on channel %s, not the lease's %s", ev.Channel, t.Channel)
+	case ev.Nonce <= t.lastNonce():
+		return refuse("nonce %d is not past %d", ev.Nonce, t.lastNonce())
+	case metered > sent:
+		return refuse("pays for %s metered; the last beat sent is at %s", metered, sent)
+	case t.Last != nil && metered < time.Duration(t.Last.GetMeteredMs())*time.Millisecond:
+		return refuse("pays for %s metered, less than the last voucher's %d ms", metered, t.Last.GetMeteredMs())
+	}
+	if want := t.Owed(metered); ev.Amount.Cmp(want) != 0 {
+		return refuse("amount %s for %s metered; the lease owes %s", ev.Amount, metered, want)
+	}
+	t.Last = v
+	return nil
+}
+
+func (t *Tab) lastNonce() uint64 {
+	if t.Last == nil {
+		return t.Nonce
+	}
+	return t.Last.GetNonce()
+}
+
+// Paid is the metered time the last voucher taken pays for.
+func (t *Tab) Paid() time.Duration {
+	return time.Duration(t.Last.GetMeteredMs()) * time.Millisecond
+}
+
+// Covers says whether the channel's deposit covers the lease up to
+// metered (the next beat): false when the channel would owe more than it
+// holds, so the job stops before the provider serves what cannot be paid.
+func (t *Tab) Covers(metered time.Duration) bool {
+	return t.Deposit == nil || t.Owed(metered).Cmp(t.Deposit) <= 0
+}
+
+// Amount is the last voucher's amount (the base with none).
+func (t *Tab) Amount() *big.Int {
+	if t.Last == nil {
+		return new(big.Int).Set(t.Base)
+	}
+	return new(big.Int).SetBytes(t.Last.GetAmount())
+}
+
+// SameVoucher says whether a and b are the same signed voucher.
+func SameVoucher(a, b *pb.Voucher) bool {
+	return bytes.Equal(a.GetSignature(), b.GetSignature()) && bytes.Equal(a.GetChannel(), b.GetChannel()) &&
+		bytes.Equal(a.GetAmount(), b.GetAmount()) && a.GetNonce() == b.GetNonce()
+}
