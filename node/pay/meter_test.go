@@ -104,7 +104,11 @@ func TestATabTakesOnlyTheNextExactVoucher(t *testing.T) {
 		{"an overpayment", resign(second, p.Key, func(v *Voucher, _ *pb.Voucher) { v.Amount.Add(v.Amount, big.NewInt(1)) }), 10 * time.Second, "the lease owes 15000"},
 		{"a decreasing amount", resign(second, p.Key, func(v *Voucher, w *pb.Voucher) { v.Amount.SetInt64(7000); w.MeteredMs = 2000 }), 10 * time.Second, "less than the last voucher's 5000 ms"},
 		{"a stranger's signature", resign(second, stranger, func(*Voucher, *pb.Voucher) {}), 10 * time.Second, "not the channel's renter"},
-		{"an amount changed after signing", func() *pb.Voucher { v := proto.Clone(second).(*pb.Voucher); v.Amount = big.NewInt(99_999).Bytes(); return v }(), 10 * time.Second, "not the channel's renter"},
+		{"an amount changed after signing", func() *pb.Voucher {
+			v := proto.Clone(second).(*pb.Voucher)
+			v.Amount = big.NewInt(99_999).Bytes()
+			return v
+		}(), 10 * time.Second, "not the channel's renter"},
 		{"another channel's", resign(second, p.Key, func(v *Voucher, _ *pb.Voucher) { v.Channel[0] ^= 1 }), 10 * time.Second, "on channel"},
 		{"another lease's", func() *pb.Voucher { v := proto.Clone(second).(*pb.Voucher); v.LeaseId = "lease-2"; return v }(), 10 * time.Second, `for lease "lease-2"`},
 		{"a truncated signature", func() *pb.Voucher { v := proto.Clone(second).(*pb.Voucher); v.Signature = v.Signature[:64]; return v }(), 10 * time.Second, "malformed"},
