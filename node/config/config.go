@@ -39,6 +39,7 @@ type Config struct {
 	Jobs       JobsConfig       `toml:"jobs" comment:"how a provider runs and meters leased workloads"`
 	Attest     AttestConfig     `toml:"attest" comment:"how this node verifies other providers' attestations"`
 	Reputation ReputationConfig `toml:"reputation" comment:"how this node rates its peers from the receipts it can verify"`
+	Settlement SettlementConfig `toml:"settlement" comment:"how leases are paid"`
 }
 
 // ReputationConfig holds whose view of the swarm this node adopts.
@@ -145,6 +146,7 @@ func DefaultConfig(profile string) Config {
 		Profile:    profile,
 		Swarm:      SwarmConfig{Name: p2p.PublicSwarm, AllowList: []string{}},
 		Reputation: ReputationConfig{Seeds: []string{}},
+		Settlement: DefaultSettlement(),
 		Network: NetworkConfig{
 			Listen:       ListenAddrs("0.0.0.0", port, true),
 			Announce:     []string{},
@@ -245,6 +247,7 @@ func (c *Config) Validate() error {
 		c.Provider.validate,
 		c.validateJobs,
 		c.validateReputation,
+		c.validateSettlement,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +193,59 @@ func TestConfigSet(t *testing.T) {
 		if _, err := c.Set(tc.key, tc.value); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Set(%s, %s) = %v, want an error containing %q", tc.key, tc.value, err, tc.want)
 		}
+	}
+}
+
+func TestSettlementDefaultsAndChecks(t *testing.T) {
+	c := DefaultConfig(ProfileProvider)
+	if c.Settlement.Kind != SettleLedger {
+		t.Fatalf("default settlement %q, want ledger", c.Settlement.Kind)
+	}
+	data, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A config written before [settlement] existed still loads, as the ledger.
+	old := regexp.MustCompile(`(?s)\n# how leases are paid\n\[settlement\].*`).ReplaceAll(data, nil)
+	if bytes.Contains(old, []byte("[settlement")) {
+		t.Fatalf("the test did not cut [settlement] out:\n%s", old)
+	}
+	got, err := ParseConfig(old)
+	if err != nil || got.Settlement.Kind != SettleLedger {
+		t.Fatalf("a config without [settlement]: %v, kind %q", err, got.Settlement.Kind)
+	}
+	evm := func(f func(*EVMConfig)) Config {
+		c := DefaultConfig(ProfileRenter)
+		c.Settlement.Kind = SettleEVM
+		c.Settlement.EVM.RPCURL, c.Settlement.EVM.ChainID = "http://127.0.0.1:8545", 1337
+		c.Settlement.EVM.Contract, c.Settlement.EVM.Token = "0x5FbDB2315678afecb367f032d93F642f64180aa3", "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512"
+		if f != nil {
+			f(&c.Settlement.EVM)
+		}
+		return c
+	}
+	if c := evm(nil); c.Validate() != nil {
+		t.Fatalf("a good evm settlement: %v", c.Validate())
+	}
+	for _, tc := range []struct {
+		f    func(*EVMConfig)
+		want string
+	}{
+		{func(e *EVMConfig) { e.RPCURL = "127.0.0.1:8545" }, "settlement.evm.rpc_url"},
+		{func(e *EVMConfig) { e.ChainID = 0 }, "settlement.evm.chain_id"},
+		{func(e *EVMConfig) { e.Contract = "0x5FbDB" }, "settlement.evm.contract"},
+		{func(e *EVMConfig) { e.Token = "" }, "settlement.evm.token"},
+		{func(e *EVMConfig) { e.UnitsPerMicro = 0 }, "settlement.evm.units_per_micro"},
+		{func(e *EVMConfig) { e.Deposit = -1 }, "settlement.evm.deposit"},
+		{func(e *EVMConfig) { e.RedeemAt = 0 }, "settlement.evm.redeem_at_percent"},
+	} {
+		c := evm(tc.f)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want an error naming %s", err, tc.want)
+		}
+	}
+	c.Settlement.Kind = "paypal"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "settlement.kind") {
+		t.Errorf("kind paypal: %v", err)
 	}
 }

@@ -34,6 +34,11 @@ func ParseConfig(data []byte) (Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return Config{}, explainTOML(err)
 	}
+	// A repository made before [settlement] existed pays by the ledger,
+	// as it did.
+	if c.Settlement == (SettlementConfig{}) {
+		c.Settlement = DefaultSettlement()
+	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
 	}

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"bytes"
+	"crypto/ecdsa"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	ethcrypto "github.com/ethereum/go-ethereum/crypto"
 	"github.com/idlegrid/idlegrid/internal/atomicfile"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
@@ -29,6 +31,9 @@ import (
 const (
 	ConfigFile   = "config.toml"
 	IdentityFile = "identity.key"
+	// WalletFile is the node's secp256k1 wallet key (hex), which signs
+	// vouchers and chain transactions: never the libp2p identity.
+	WalletFile = "wallet.key"
 	SwarmKeyFile = "swarm.key"
 	DatastoreDir = "datastore"
 	LockFile     = "repo.lock"
@@ -131,7 +136,7 @@ func Init(path string, o InitOptions) (*Repo, error) {
 		if created {
 			os.RemoveAll(path)
 		} else {
-			for _, f := range []string{ConfigFile, IdentityFile, SwarmKeyFile, DatastoreDir} {
+			for _, f := range []string{ConfigFile, IdentityFile, WalletFile, SwarmKeyFile, DatastoreDir} {
 				os.RemoveAll(r.File(f))
 			}
 		}
@@ -167,6 +172,9 @@ func (r *Repo) populate(cfg config.Config, swarmKey []byte) error {
 		return fmt.Errorf("encode identity: %w", err)
 	}
 	if err := atomicfile.Write(r.File(IdentityFile), raw, 0o600); err != nil {
+		return err
+	}
+	if _, err := r.Wallet(); err != nil {
 		return err
 	}
 	if len(swarmKey) > 0 {
@@ -295,6 +303,39 @@ func (r *Repo) APIToken() (string, error) {
 		return "", fmt.Errorf("api token: %s holds %d characters, want at least 32; delete it and a new one is made", p, len(token))
 	}
 	return token, nil
+}
+
+// Wallet is the node's wallet key, from wallet.key (mode 0600), made
+// the first time it is asked for (init makes it; a repository from
+// before wallets gets one on first use). A key file others may read is
+// refused, as the identity would be.
+func (r *Repo) Wallet() (*ecdsa.PrivateKey, error) {
+	p := r.File(WalletFile)
+	fi, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		key, err := ethcrypto.GenerateKey()
+		if err != nil {
+			return nil, fmt.Errorf("wallet: %w", err)
+		}
+		if err := atomicfile.Write(p, []byte(hex.EncodeToString(ethcrypto.FromECDSA(key))+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("wallet: %w", err)
+		}
+		return key, nil
+	case err != nil:
+		return nil, fmt.Errorf("wallet: %w", err)
+	case fi.Mode().Perm()&0o077 != 0:
+		return nil, fmt.Errorf("wallet: %s has mode %04o and may be read by others: run `chmod 600 %s`", p, fi.Mode().Perm(), p)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("wallet: %w", err)
+	}
+	key, err := ethcrypto.HexToECDSA(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("wallet: %s is not a hex secp256k1 private key (%v); restore it from a backup: the channels it opened pay only to it", p, err)
+	}
+	return key, nil
 }
 
 // PeerID is the peer ID of the repository's identity key.

@@ -1,12 +1,14 @@
 package repo
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	ethcrypto "github.com/ethereum/go-ethereum/crypto"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -174,5 +176,45 @@ func TestDefaultRepoPath(t *testing.T) {
 	env[EnvRepo] = "/srv/ig"
 	if got := DefaultRepoPath(func(k string) string { return env[k] }); got != "/srv/ig" {
 		t.Errorf("with $IDLEGRID_PATH = %s", got)
+	}
+}
+
+func TestInitMakesAWalletKeyOnlyItsOwnerReads(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "repo")
+	r, err := Init(dir, InitOptions{Profile: config.ProfileRenter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(r.File(WalletFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("wallet.key mode %04o, want 0600", fi.Mode().Perm())
+	}
+	a, err := r.Wallet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.Wallet()
+	if err != nil || !a.Equal(b) {
+		t.Fatalf("the wallet changed between reads (%v)", err)
+	}
+	id, _ := r.Identity()
+	if raw, _ := id.Raw(); bytes.Contains(raw, ethcrypto.FromECDSA(a)) {
+		t.Fatal("the wallet key is the identity key")
+	}
+	if err := os.Chmod(r.File(WalletFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Wallet(); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a wallet others may read: %v", err)
+	}
+	os.Chmod(r.File(WalletFile), 0o600)
+	if err := os.WriteFile(r.File(WalletFile), []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Wallet(); err == nil || !strings.Contains(err.Error(), "not a hex secp256k1 private key") {
+		t.Fatalf("a broken wallet file: %v", err)
 	}
 }
