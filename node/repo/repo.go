@@ -33,7 +33,7 @@ const (
 	IdentityFile = "identity.key"
 	// WalletFile is the node's secp256k1 wallet key (hex), which signs
 	// vouchers and chain transactions: never the libp2p identity.
-	WalletFile = "wallet.key"
+	WalletFile   = "wallet.key"
 	SwarmKeyFile = "swarm.key"
 	DatastoreDir = "datastore"
 	LockFile     = "repo.lock"
