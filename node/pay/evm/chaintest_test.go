@@ -51,7 +51,7 @@ func newTestChain(t testing.TB) *testChain {
 		alloc[crypto.PubkeyToAddress(key.PublicKey)] = types.Account{Balance: new(big.Int).Lsh(big.NewInt(1), 100)}
 	}
 	c.renterAddr, c.providerAddr = crypto.PubkeyToAddress(c.renter.PublicKey), crypto.PubkeyToAddress(c.provider.PublicKey)
-	c.sim = simulated.NewBackend(alloc)
+	c.sim = simulated.NewBackend(alloc, OsakaRules)
 	t.Cleanup(func() { c.sim.Close() })
 	id, err := c.sim.Client().ChainID(context.Background())
 	if err != nil {
