@@ -41,7 +41,9 @@ func rentMany(t testing.TB, c *testChain, n int) (txs int, paid int64) {
 	ctx := context.Background()
 	renter, provider := c.chains(t)
 	// The renter's wallet of a fresh test chain has approved nothing.
-	c.must(c.send(c.renter, "approve", func(o *bind.TransactOpts) (*types.Transaction, error) { return c.token.Approve(o, c.channelsAddr, big.NewInt(0)) }))
+	c.must(c.send(c.renter, "approve", func(o *bind.TransactOpts) (*types.Transaction, error) {
+		return c.token.Approve(o, c.channelsAddr, big.NewInt(0))
+	}))
 	before := c.balance(c.providerAddr)
 	id, err := renter.Open(ctx, c.providerAddr, big.NewInt(int64(n)*60_000))
 	if err != nil {
