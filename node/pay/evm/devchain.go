@@ -1,0 +1,152 @@
+package evm
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"fmt"
+	"math/big"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/accounts/abi/bind"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/eth/ethconfig"
+	"github.com/ethereum/go-ethereum/ethclient/simulated"
+	"github.com/ethereum/go-ethereum/node"
+)
+
+// DevChain is a development chain in this process: go-ethereum's
+// simulated backend (a real EVM) serving JSON-RPC on loopback, mining a
+// block every BlockEvery, with the channel contract and a test token
+// deployed. Nothing leaves the machine. The devstack and process-level
+// tests run on it.
+type DevChain struct {
+	RPCURL   string
+	ChainID  uint64
+	Contract common.Address
+	Token    common.Address
+
+	sim      *simulated.Backend
+	deployer *ecdsa.PrivateKey
+	token    *TestToken
+	mu       sync.Mutex // one transaction of the deployer's at a time
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// BlockEvery is how often a DevChain mines.
+const BlockEvery = 250 * time.Millisecond
+
+// DevChallenge is a DevChain contract's challenge period: short, so a
+// renter's close in the devstack ends within a demo.
+const DevChallenge = 60 // seconds
+
+// StartDevChain starts a development chain whose accounts fund holds
+// gas money from the start.
+func StartDevChain(fund ...common.Address) (*DevChain, error) {
+	deployer, err := crypto.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	alloc := types.GenesisAlloc{crypto.PubkeyToAddress(deployer.PublicKey): {Balance: ether(1_000_000)}}
+	for _, a := range fund {
+		alloc[a] = types.Account{Balance: ether(1000)}
+	}
+	// The node takes a port number, not a listener: a free one is picked
+	// and, should another process take it first, another.
+	var sim *simulated.Backend
+	var port int
+	for try := 0; sim == nil; try++ {
+		if sim, port, err = serveSim(alloc); err != nil && try == 2 {
+			return nil, fmt.Errorf("development chain: %w", err)
+		}
+	}
+	d := &DevChain{RPCURL: "http://127.0.0.1:" + strconv.Itoa(port), ChainID: 1337, sim: sim, deployer: deployer, stop: make(chan struct{}), done: make(chan struct{})}
+	client := sim.Client()
+	o, _ := bind.NewKeyedTransactorWithChainID(deployer, big.NewInt(1337))
+	var tx1, tx2 *types.Transaction
+	if d.Token, tx1, d.token, err = DeployTestToken(o, client); err == nil {
+		d.Contract, tx2, _, err = DeployPaymentChannels(o, client, DevChallenge)
+	}
+	if err != nil {
+		sim.Close()
+		return nil, fmt.Errorf("deploy on the development chain: %w", err)
+	}
+	sim.Commit()
+	for _, tx := range []*types.Transaction{tx1, tx2} {
+		if _, err := bind.WaitDeployed(context.Background(), client, tx); err != nil {
+			sim.Close()
+			return nil, fmt.Errorf("deploy on the development chain: %w", err)
+		}
+	}
+	go d.mine()
+	return d, nil
+}
+
+// serveSim starts a simulated chain serving JSON-RPC on a free loopback
+// port (the backend panics where its node does not start).
+func serveSim(alloc types.GenesisAlloc) (sim *simulated.Backend, port int, err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, 0, err
+	}
+	port = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	defer func() {
+		if r := recover(); r != nil {
+			sim, err = nil, fmt.Errorf("port %d: %v", port, r)
+		}
+	}()
+	return simulated.NewBackend(alloc, OsakaRules, func(n *node.Config, _ *ethconfig.Config) {
+		n.HTTPHost, n.HTTPPort, n.HTTPModules = "127.0.0.1", port, []string{"eth", "net", "web3"}
+	}), port, nil
+}
+
+func (d *DevChain) mine() {
+	defer close(d.done)
+	t := time.NewTicker(BlockEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			d.sim.Commit()
+		case <-d.stop:
+			return
+		}
+	}
+}
+
+// Mint gives to amount of the test token (base units).
+func (d *DevChain) Mint(ctx context.Context, to common.Address, amount *big.Int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	o, _ := bind.NewKeyedTransactorWithChainID(d.deployer, big.NewInt(int64(d.ChainID)))
+	o.Context = ctx
+	tx, err := d.token.Mint(o, to, amount)
+	if err != nil {
+		return err
+	}
+	r, err := bind.WaitMined(ctx, d.sim.Client(), tx)
+	if err != nil {
+		return err
+	}
+	if r.Status != types.ReceiptStatusSuccessful {
+		return fmt.Errorf("mint to %s reverted", to)
+	}
+	return nil
+}
+
+// Close stops mining and the chain.
+func (d *DevChain) Close() error {
+	close(d.stop)
+	<-d.done
+	return d.sim.Close()
+}
+
+func ether(n int64) *big.Int {
+	return new(big.Int).Mul(big.NewInt(n), new(big.Int).Exp(big.NewInt(10), big.NewInt(18), nil))
+}
