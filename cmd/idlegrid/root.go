@@ -123,6 +123,7 @@ Start here:
 		newIDCmd(e), newWaitCmd(e), newExecCmd(e), newPortForwardCmd(e), newCpCmd(e), newStatusCmd(e), newPeersCmd(e), newDevstackCmd(e), newVersionCmd(e),
 		newOffersCmd(e), newQuoteCmd(e), newBidCmd(e), newGPUsCmd(e), newAttestCmd(e),
 		newRentCmd(e), newAttachCmd(e), newExtendCmd(e), newLeasesCmd(e), newLogsCmd(e), newCancelCmd(e), newReceiptsCmd(e), newLedgerCmd(e), newReputationCmd(e), newDoctorCmd(e), newUICmd(e),
+		newWalletCmd(e), newChannelCmd(e),
 	)
 	return root
 }

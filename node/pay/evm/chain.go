@@ -146,6 +146,27 @@ func (c *Chain) Channel(ctx context.Context, id common.Hash) (Channel, error) {
 	return ch, nil
 }
 
+// ChannelsOf lists the channels a opened as a renter or is paid by as a
+// provider, oldest first, from the contract's Opened events.
+func (c *Chain) ChannelsOf(ctx context.Context, a common.Address) ([]common.Hash, error) {
+	var ids []common.Hash
+	for _, q := range [][2][]common.Address{{{a}, nil}, {nil, {a}}} {
+		it, err := c.channels.FilterOpened(&bind.FilterOpts{Context: ctx}, nil, q[0], q[1])
+		if err != nil {
+			return nil, err
+		}
+		for it.Next() {
+			ids = append(ids, it.Event.Id)
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
 // LiveChannel is the open channel from renter to provider in the
 // chain's token; ok false when there is none.
 func (c *Chain) LiveChannel(ctx context.Context, renter, provider common.Address) (id common.Hash, ok bool, err error) {
