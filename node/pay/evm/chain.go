@@ -260,7 +260,9 @@ func (c *Chain) send(ctx context.Context, what string, f func(*bind.TransactOpts
 	if c.Mine != nil {
 		c.Mine()
 	}
-	r, err := bind.WaitMined(ctx, c.B, tx)
+	wait, cancel := context.WithTimeout(ctx, MineWait)
+	defer cancel()
+	r, err := waitMined(wait, c.B, tx.Hash())
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -269,6 +271,31 @@ func (c *Chain) send(ctx context.Context, what string, f func(*bind.TransactOpts
 	}
 	c.LastGas.Store(r.GasUsed)
 	return nil
+}
+
+// MineWait is how long send waits for a transaction to be mined.
+const MineWait = 5 * time.Minute
+
+// waitMined polls for a transaction's receipt from 50 ms on, doubling to
+// a second: a loopback chain answers in a block (bind.WaitMined polls
+// once a second). Any error is taken for "not yet" (a node right after a
+// block may say its index is in progress) until ctx ends.
+func waitMined(ctx context.Context, b Backend, h common.Hash) (*types.Receipt, error) {
+	every := 50 * time.Millisecond
+	for {
+		r, err := b.TransactionReceipt(ctx, h)
+		if err == nil {
+			return r, nil
+		}
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("transaction %s not mined: %w (last: %v)", h, ctx.Err(), err)
+		case <-t.C:
+		}
+		every = min(2*every, time.Second)
+	}
 }
 
 // ErrRefused is a call the contract refused; its text names the error.

@@ -130,7 +130,7 @@ func (d *DevChain) Mint(ctx context.Context, to common.Address, amount *big.Int)
 	if err != nil {
 		return err
 	}
-	r, err := bind.WaitMined(ctx, d.sim.Client(), tx)
+	r, err := waitMined(ctx, d.sim.Client(), tx.Hash())
 	if err != nil {
 		return err
 	}
