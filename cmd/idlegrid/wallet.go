@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"io"
@@ -26,12 +27,27 @@ func (e *env) chainOf() (*evm.Chain, config.Config, error) {
 	if err != nil {
 		return nil, cfg, err
 	}
+	ch, err := e.dialChain(cfg, key)
+	return ch, cfg, err
+}
+
+// channelArg reads a command's CHANNEL_ID and dials the chain.
+func (e *env) channelArg(args []string) (*evm.Chain, config.Config, common.Hash, error) {
+	id, err := channelID(args[0])
+	if err != nil {
+		return nil, config.Config{}, id, err
+	}
+	ch, cfg, err := e.chainOf()
+	return ch, cfg, id, err
+}
+
+// dialChain dials the chain of cfg's [settlement.evm] for key.
+func (e *env) dialChain(cfg config.Config, key *ecdsa.PrivateKey) (*evm.Chain, error) {
 	s := cfg.Settlement
 	if s.Kind != config.SettleEVM {
-		return nil, cfg, fmt.Errorf("settlement.kind is %q: channels need \"evm\" and [settlement.evm]'s rpc_url, chain_id, contract and token (`idlegrid config set settlement.kind evm`, …)", s.Kind)
+		return nil, fmt.Errorf("settlement.kind is %q: channels need \"evm\" and [settlement.evm]'s rpc_url, chain_id, contract and token (`idlegrid config set settlement.kind evm`, …)", s.Kind)
 	}
-	ch, err := evm.Dial(e.ctx, s.EVM.RPCURL, s.EVM.ChainID, common.HexToAddress(s.EVM.Contract), common.HexToAddress(s.EVM.Token), key)
-	return ch, cfg, err
+	return evm.Dial(e.ctx, s.EVM.RPCURL, s.EVM.ChainID, common.HexToAddress(s.EVM.Contract), common.HexToAddress(s.EVM.Token), key)
 }
 
 type walletView struct {
@@ -67,7 +83,7 @@ Back wallet.key up: the channels it opened pay back only to it.`,
 			}
 			v := walletView{Address: crypto.PubkeyToAddress(key.PublicKey).Hex(), Kind: cfg.Settlement.Kind}
 			if cfg.Settlement.Kind == config.SettleEVM {
-				ch, _, err := e.chainOf()
+				ch, err := e.dialChain(cfg, key)
 				if err != nil {
 					return err
 				}
@@ -189,11 +205,7 @@ period (in which the provider may still redeem its latest voucher), and
 		Short: "Add to a channel's deposit",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			id, err := channelID(args[0])
-			if err != nil {
-				return err
-			}
-			ch, cfg, err := e.chainOf()
+			ch, cfg, id, err := e.channelArg(args)
 			if err != nil {
 				return err
 			}
@@ -213,11 +225,7 @@ period (in which the provider may still redeem its latest voucher), and
 		Short: "A renter's close: start the challenge period, or, after it, take back the rest",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			id, err := channelID(args[0])
-			if err != nil {
-				return err
-			}
-			ch, cfg, err := e.chainOf()
+			ch, cfg, id, err := e.channelArg(args)
 			if err != nil {
 				return err
 			}

@@ -1,7 +1,6 @@
 package pay
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
@@ -185,10 +184,4 @@ func (t *Tab) Amount() *big.Int {
 		return new(big.Int).Set(t.Base)
 	}
 	return new(big.Int).SetBytes(t.Last.GetAmount())
-}
-
-// SameVoucher says whether a and b are the same signed voucher.
-func SameVoucher(a, b *pb.Voucher) bool {
-	return bytes.Equal(a.GetSignature(), b.GetSignature()) && bytes.Equal(a.GetChannel(), b.GetChannel()) &&
-		bytes.Equal(a.GetAmount(), b.GetAmount()) && a.GetNonce() == b.GetNonce()
 }

@@ -56,7 +56,7 @@ func TestVouchersPayExactlyWhatTheReceiptWillSay(t *testing.T) {
 	// The same beat signs the same voucher: a restarted renter never
 	// signs two amounts with one nonce.
 	again, _ := p.Voucher(3, 10*time.Second)
-	if !SameVoucher(v, again) {
+	if !sameVoucher(v, again) {
 		t.Fatal("the same beat's voucher differs when signed again")
 	}
 }
@@ -154,4 +154,10 @@ func TestTermsOfAMalformedPaymentNameTheField(t *testing.T) {
 			t.Errorf("got %v, want %q", err, c.want)
 		}
 	}
+}
+
+// sameVoucher says whether a and b are the same signed voucher.
+func sameVoucher(a, b *pb.Voucher) bool {
+	return bytes.Equal(a.GetSignature(), b.GetSignature()) && bytes.Equal(a.GetChannel(), b.GetChannel()) &&
+		bytes.Equal(a.GetAmount(), b.GetAmount()) && a.GetNonce() == b.GetNonce()
 }

@@ -302,12 +302,26 @@ func waitMined(ctx context.Context, b Backend, h common.Hash) (*types.Receipt, e
 var ErrRefused = errors.New("the channel contract refused")
 
 func (c *Chain) named(err error) error {
-	data, ok := ethclient.RevertErrorData(err)
-	if !ok || len(data) < 4 {
-		return err
-	}
-	if e, err2 := c.abi.ErrorByID([4]byte(data[:4])); err2 == nil {
-		return fmt.Errorf("%w: %s", ErrRefused, e.Name)
+	if name, ok := revertName(err, c.abi); ok {
+		return fmt.Errorf("%w: %s", ErrRefused, name)
 	}
 	return err
+}
+
+// revertName is the custom error of the first of abis that a reverted
+// call's data names.
+func revertName(err error, abis ...*abi.ABI) (string, bool) {
+	data, ok := ethclient.RevertErrorData(err)
+	if !ok || len(data) < 4 {
+		return "", false
+	}
+	for _, a := range abis {
+		if a == nil {
+			continue
+		}
+		if e, err := a.ErrorByID([4]byte(data[:4])); err == nil {
+			return e.Name, true
+		}
+	}
+	return "", false
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/idlegrid/idlegrid/node/pay"
 )
@@ -31,7 +30,6 @@ type testChain struct {
 	channelsAddr             common.Address
 	domain                   pay.Domain
 	channelsABI              *abi.ABI
-	gas                      map[string]uint64 // gas of the last transaction of each method
 	chainID                  *big.Int
 	renterAddr, providerAddr common.Address
 }
@@ -40,7 +38,7 @@ const testChallenge = 3600 // seconds
 
 func newTestChain(t testing.TB) *testChain {
 	t.Helper()
-	c := &testChain{t: t, gas: map[string]uint64{}}
+	c := &testChain{t: t}
 	alloc := types.GenesisAlloc{}
 	for _, k := range []**ecdsa.PrivateKey{&c.renter, &c.provider, &c.other} {
 		key, err := crypto.GenerateKey()
@@ -116,8 +114,7 @@ func (c *testChain) send(k *ecdsa.PrivateKey, method string, f func(*bind.Transa
 	if err != nil {
 		return c.named(err)
 	}
-	r := c.mined(method, tx, nil)
-	c.gas[method] = r.GasUsed
+	c.mined(method, tx, nil)
 	return nil
 }
 
@@ -127,17 +124,8 @@ type revert struct{ name string }
 func (r revert) Error() string { return "reverted: " + r.name }
 
 func (c *testChain) named(err error) error {
-	data, ok := ethclient.RevertErrorData(err)
-	if !ok || len(data) < 4 {
-		return err
-	}
-	for _, abis := range []*abi.ABI{c.channelsABI, mustABI(TestTokenMetaData)} {
-		if abis == nil {
-			continue
-		}
-		if e, err := abis.ErrorByID([4]byte(data[:4])); err == nil {
-			return revert{e.Name}
-		}
+	if name, ok := revertName(err, c.channelsABI, mustABI(TestTokenMetaData)); ok {
+		return revert{name}
 	}
 	return err
 }
