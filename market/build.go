@@ -51,6 +51,8 @@ type BidSpec struct {
 	PreemptionOK           bool
 	WorkloadClass          string
 	Image                  string
+	// Settlement is what the bid pays with; nil: the ledger.
+	Settlement *pb.Settlement
 }
 
 // NewBid makes bid id of issuer for spec at now, valid for BidTTL, and
@@ -73,6 +75,7 @@ func NewBid(issuer peer.ID, id string, spec BidSpec, now time.Time, l Limits) (*
 		PreemptionOk:           spec.PreemptionOK || spec.Tier == pb.Tier_TIER_BRONZE,
 		WorkloadClass:          spec.WorkloadClass,
 		Image:                  spec.Image,
+		Settlement:             spec.Settlement,
 	}
 	if err := l.ValidateBid(b, now); err != nil {
 		return nil, err
@@ -132,6 +135,9 @@ type LeaseTerms struct {
 	// Outputs the paths it packs once the job's command ended.
 	Inputs  []*pb.Input
 	Outputs []string
+	// Payment is the channel that pays the lease, where its bid pays by
+	// one (evm); nil otherwise.
+	Payment *pb.LeasePayment
 }
 
 // NewLease makes the lease t describes, created at now, and checks it
@@ -143,7 +149,7 @@ func NewLease(t LeaseTerms, now time.Time, l Limits) (*pb.Lease, error) {
 		OfferId: c.Offer.GetHeader().GetId(), OfferSeq: c.Offer.GetHeader().GetSeq(), Bid: b, Tier: b.GetTier(), GpuCount: c.GPUs,
 		StartUnixMs: t.Start.UnixMilli(), DurationSeconds: b.GetDurationSeconds(), Currency: b.GetCurrency(), PriceMicros: c.PriceMicros,
 		Workload:      &pb.Workload{Image: b.GetImage(), Command: t.Command, Env: t.Env, WorkloadClass: b.GetWorkloadClass(), Inputs: t.Inputs, Outputs: t.Outputs},
-		CreatedUnixMs: now.UnixMilli(),
+		CreatedUnixMs: now.UnixMilli(), Payment: t.Payment,
 	}
 	if err := l.ValidateLease(m); err != nil {
 		return nil, err
@@ -166,6 +172,10 @@ type ReceiptTerms struct {
 	// ExtensionHash names the co-signed extension that set the term (the
 	// lease given to NewReceipt is then Extended's); nil for none.
 	ExtensionHash []byte
+	// Voucher names, for a lease paid by a channel, the voucher that pays
+	// the receipt's amount, unsigned (node/pay's Terms.Named): both sides
+	// compute it from the lease and the beats they agree on.
+	Voucher *pb.Voucher
 }
 
 // NewReceipt is the receipt of lease l, co-signed as ls, ending on terms
@@ -181,6 +191,6 @@ func NewReceipt(l *pb.Lease, ls *pb.CoSigned, t ReceiptTerms) *pb.Receipt {
 		Version: Version, LeaseId: l.Id, LeaseHash: BodyHash(ls), Renter: l.Renter, Provider: l.Provider,
 		Outcome: outcome, StartUnixMs: l.StartUnixMs, EndUnixMs: t.End.UnixMilli(), MeteredSeconds: seconds,
 		Beats: t.Beats, TelemetryRoot: t.Root, Currency: l.Currency, AmountMicros: amount, ExitCode: t.ExitCode, Note: t.Note,
-		Swarm: l.Bid.GetHeader().GetSwarm(), ExtensionHash: t.ExtensionHash,
+		Swarm: l.Bid.GetHeader().GetSwarm(), ExtensionHash: t.ExtensionHash, Voucher: t.Voucher,
 	}
 }

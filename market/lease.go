@@ -319,7 +319,10 @@ func (l Limits) ValidateLease(m *pb.Lease) error {
 	if err := ValidateInputs(m.Workload.Inputs); err != nil {
 		return err
 	}
-	return ValidateOutputs(m.Workload.Outputs)
+	if err := ValidateOutputs(m.Workload.Outputs); err != nil {
+		return err
+	}
+	return leasePayment(m)
 }
 
 // MaxInputs bounds the tars of data a lease puts in its container, and

@@ -130,6 +130,9 @@ func AdmitLease(m *Matcher, o *pb.Offer, l *pb.Lease, now time.Time) (string, er
 	if c.GPUs != l.GpuCount && Take(o, l.GpuCount, l.GpuCount) != l.GpuCount {
 		return "", Reject(pb.RejectCode_REJECT_DOES_NOT_FIT, "%d GPUs: this offer sells %s", l.GpuCount, division(o))
 	}
+	if err := admitPayment(o, l); err != nil {
+		return "", err
+	}
 	if l.PriceMicros < c.PriceMicros {
 		return "", Reject(pb.RejectCode_REJECT_PRICE, "price %s below this provider's %s per GPU-hour", FormatPrice(l.PriceMicros), FormatPrice(c.PriceMicros))
 	}

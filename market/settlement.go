@@ -127,3 +127,49 @@ func fitsSettlement(c *evalCtx) bool {
 	}
 	return true
 }
+
+// Sizes of a lease's payment on a channel.
+const (
+	channelIDLen = 32
+	addressLen   = 20
+	maxAmountLen = 32
+)
+
+// leasePayment checks a lease's payment: a lease whose bid pays by
+// channel (evm) names the channel, the payer and where the channel
+// stood before it (base and nonce); any other names none.
+func leasePayment(m *pb.Lease) error {
+	p, kind := m.GetPayment(), m.GetBid().GetSettlement().GetKind()
+	if kind != pb.SettlementKind_SETTLEMENT_EVM {
+		if p != nil {
+			return invalid("payment", "set, but the bid pays by %s", SettlementName(kind))
+		}
+		return nil
+	}
+	switch {
+	case p == nil:
+		return invalid("payment", "missing; the bid pays by channel (evm)")
+	case !SameSettlement(p.GetSettlement(), m.GetBid().GetSettlement()):
+		return invalid("payment.settlement", "%s; the bid pays with %s", ShowSettlement(p.GetSettlement()), ShowSettlement(m.GetBid().GetSettlement()))
+	case len(p.GetChannel()) != channelIDLen:
+		return invalid("payment.channel", "%d bytes; want %d", len(p.GetChannel()), channelIDLen)
+	case len(p.GetPayer()) != addressLen:
+		return invalid("payment.payer", "%d bytes; want a %d-byte address", len(p.GetPayer()), addressLen)
+	case len(p.GetBase()) > maxAmountLen:
+		return invalid("payment.base", "%d bytes; limit %d", len(p.GetBase()), maxAmountLen)
+	}
+	return checkSettlement("payment.settlement", p.GetSettlement(), true)
+}
+
+// admitPayment checks that a lease pays this offer the way it accepts,
+// to its payee.
+func admitPayment(o *pb.Offer, l *pb.Lease) error {
+	if l.GetPayment() == nil {
+		return nil
+	}
+	s := Accepted(o, l.GetBid().GetSettlement())
+	if s == nil || !bytes.Equal(s.GetPayee(), l.GetPayment().GetSettlement().GetPayee()) {
+		return Reject(pb.RejectCode_REJECT_DOES_NOT_FIT, "payment.settlement: %s to payee 0x%x is not what this offer takes", ShowSettlement(l.GetPayment().GetSettlement()), l.GetPayment().GetSettlement().GetPayee())
+	}
+	return nil
+}

@@ -49,8 +49,8 @@ var layers = map[string][]string{
 	"node/metrics":               {"market/pb", "node/records", "p2p"},
 	"node/book":                  {"market/...", "attest", "p2p", "internal/...", "node/api", "node/clock"},
 	"node/trust":                 {"market/...", "attest/...", "p2p", "internal/...", "node/clock", "node/metrics", "node/offer", "node/records"},
-	"node/lease":                 {"market/...", "attest/...", "p2p", "internal/...", "node/clock", "node/config", "node/executor", "node/jobstream", "node/metrics", "node/offer", "node/records", "node/transfer", "node/views"},
-	"node/renter":                {"market/...", "attest", "p2p", "internal/...", "node/api", "node/clock", "node/config", "node/executor", "node/fault", "node/records", "node/repo", "node/transfer", "node/views"}, // book and trust through its own interfaces
+	"node/lease":                 {"market/...", "attest/...", "p2p", "internal/...", "node/clock", "node/config", "node/executor", "node/jobstream", "node/metrics", "node/offer", "node/pay", "node/records", "node/transfer", "node/views"},
+	"node/renter":                {"market/...", "attest", "p2p", "internal/...", "node/api", "node/clock", "node/config", "node/executor", "node/fault", "node/pay", "node/records", "node/repo", "node/transfer", "node/views"}, // book and trust through its own interfaces
 	"node/swarm":                 {"market/...", "p2p", "node/clock", "node/offer"},
 	"node/provider":              {"market/...", "attest", "p2p", "node/clock", "node/config", "node/metrics", "node/offer"},
 	"node/pay":                   {"market/...", "node/clock", "node/config", "node/records"}, // vouchers and channels, whatever the chain

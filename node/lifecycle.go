@@ -51,6 +51,7 @@ func (n *Node) steps() []step {
 		{"datastore", n.openStore},        // everything below may read and write it
 		{"discovery", n.startDiscovery},   // the DHT keeps its records in the datastore
 		{"gossip", n.startGossip},         // topics before anyone publishes or reads
+		{"wallet", n.openWallet},          // the chain a node pays on, before a bid names it
 		{"parts", n.buildParts},           // wired together before any starts
 		{"reputation", n.startReputation}, // scores before the matcher weighs them
 		{"market", n.startMarket},         // the book before the renter reads it and the provider quotes from it

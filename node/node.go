@@ -21,6 +21,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/lease"
 	"github.com/idlegrid/idlegrid/node/metrics"
+	"github.com/idlegrid/idlegrid/node/pay"
 	"github.com/idlegrid/idlegrid/node/provider"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/renter"
@@ -115,6 +116,7 @@ type Node struct {
 	market      *book.Market
 	reputation  *trust.Reputation
 	records     *trustchain.Keeper // this node's chain of lease records
+	wallet      *pay.Wallet        // pays and is paid by channel (settlement evm); nil: not
 	seeds       seedSet            // trust seeds, and where each came from
 	challenger  *trust.Challenger
 	relayVouch  swarm.RelayVouch // whom this node's relay reserves for
@@ -276,7 +278,11 @@ func (n *Node) Addrs() []string {
 // leaseStore is the node's store of leases, settling through
 // Options.Settlement (default: the local ledger).
 func (n *Node) leaseStore() records.Store {
-	return records.Store{D: n.store, Settle: n.opts.Settlement, Clock: n.clock}
+	settle := n.opts.Settlement
+	if settle == nil && n.cfg.Settlement.Kind == config.SettleNone {
+		settle = noLedger{}
+	}
+	return records.Store{D: n.store, Settle: settle, Clock: n.clock}
 }
 
 func multiaddrs(ss []string) ([]ma.Multiaddr, error) {

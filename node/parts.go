@@ -59,7 +59,7 @@ func (n *Node) buildParts(ctx context.Context) (func() error, error) {
 	n.renter = &renter.Renter{
 		Id: n.id, Swarm: n.swarm, Key: n.key, Net: n.link, Market: n.market, Challenger: n.challenger, Store: n.leaseStore(),
 		LogsDir: filepath.Join(n.repo.Path, repo.LogsDir), Clock: n.clock, Log: log, Ended: n.leaseEnded, Observe: n.reputation.Observe,
-		LearnFor: n.reputation.LearnFor, MeasureFor: n.measure, AddrsOf: n.host.Peerstore().Addrs, Records: n.records,
+		LearnFor: n.reputation.LearnFor, MeasureFor: n.measure, AddrsOf: n.host.Peerstore().Addrs, Records: n.records, Wallet: n.wallet,
 	}
 	if !n.cfg.Provider.Enabled {
 		return nil, nil
@@ -71,7 +71,7 @@ func (n *Node) buildParts(ctx context.Context) (func() error, error) {
 		}
 	}
 	n.provider = provider.New(provider.Deps{ID: n.id, Swarm: n.swarm.Tag(), Key: n.key, Cfg: n.cfg.Provider, Source: source, Store: n.store, Net: n.link, Clock: n.clock, Log: log,
-		Coord: n.coords.Own, RelayOnly: n.relayOnly, Book: n.market.Snapshot, PricesFrom: n.pricesFrom, VerifyMarket: n.newPriceVerifier().Verify, Metrics: n.metrics})
+		Coord: n.coords.Own, RelayOnly: n.relayOnly, Book: n.market.Snapshot, PricesFrom: n.pricesFrom, VerifyMarket: n.newPriceVerifier().Verify, Metrics: n.metrics, Settlements: n.settlements()})
 	n.market.OnBid = n.provider.OnBid
 	return nil, nil
 }
@@ -142,6 +142,7 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 		Signed:      func() { n.reputation.Poke() },
 		Metrics:     n.metrics,
 		Records:     n.records,
+		Wallet:      n.wallet,
 	}, inv)
 	if err != nil {
 		closeExecutor(exec)
@@ -153,6 +154,11 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 	// it), but the streams that serve them end with it.
 	sctx, scancel := context.WithCancel(n.base)
 	lo.Start(n.base, st, n.server(sctx))
+	if n.wallet != nil { // redeems this provider's vouchers
+		redeeming := make(chan struct{})
+		go func() { defer close(redeeming); n.wallet.Redeem(sctx, n.leaseStore().All) }()
+		return func() error { scancel(); <-redeeming; lo.Stop(); return nil }, nil
+	}
 	return func() error { scancel(); lo.Stop(); return nil }, nil
 }
 

@@ -143,7 +143,7 @@ func (n *Node) Rentals() []api.RentalView {
 // publishing anything; when nothing fits it explains why.
 func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, error) {
 	now := n.clock.Now()
-	b, err := renter.BuildBid(req, n.id, n.swarm, now)
+	b, err := renter.BuildBid(req, n.id, n.swarm, now, n.pays())
 	if err != nil {
 		return api.MatchResult{}, err
 	}
@@ -191,7 +191,7 @@ func (n *Node) PlaceBid(ctx context.Context, req api.BidRequest) (api.BidResult,
 		return api.BidResult{}, fault.Fieldf("wait_ms", req.WaitMillis, "at most %d", renter.MaxBidWait.Milliseconds())
 	}
 	start := n.clock.Now()
-	b, err := renter.BuildBid(req, n.id, n.swarm, start)
+	b, err := renter.BuildBid(req, n.id, n.swarm, start, n.pays())
 	if err != nil {
 		return api.BidResult{}, err
 	}

@@ -2587,8 +2587,10 @@ type Receipt struct {
 	// SHA-256 of the co-signed extension's body that set the lease's term,
 	// when one did (metered_seconds then counts within its duration).
 	ExtensionHash []byte `protobuf:"bytes,17,opt,name=extension_hash,json=extensionHash,proto3" json:"extension_hash,omitempty"`
-	// For a lease paid by a channel: the last voucher the provider took for
-	// it, which pays amount_micros (its amount less the lease's base).
+	// For a lease paid by a channel: the voucher that pays amount_micros
+	// (its amount less the lease's base, in token units), without its
+	// signature: both sides compute it from the lease and the beats they
+	// agree on, and the provider holds it signed with its lease record.
 	Voucher       *Voucher `protobuf:"bytes,18,opt,name=voucher,proto3" json:"voucher,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -55,8 +55,11 @@ type Feed struct {
 	closing sync.Once
 	done    chan struct{} // closed when the owner returns
 	replies chan *pb.ReceiptReply
-	detach  chan chan records.Offsets
-	kept    chan chan records.Output
+	// vouchers holds the newest voucher the renter sent, not yet taken:
+	// each pays for all before it, so an older one is dropped.
+	vouchers chan *pb.Voucher
+	detach   chan chan records.Offsets
+	kept     chan chan records.Output
 	// next is where the next output of each stream begins: written by
 	// Writer's writers, one per stream.
 	next [2]atomic.Int64
@@ -92,7 +95,7 @@ type attachment struct {
 func New(clk clock.Clock, lastBeat []byte, from records.Offsets) *Feed {
 	f := &Feed{
 		clock: clock.Or(clk), in: make(chan *pb.JobFrame, 16), attach: make(chan attachment),
-		quit: make(chan struct{}), done: make(chan struct{}), replies: make(chan *pb.ReceiptReply, 1),
+		quit: make(chan struct{}), done: make(chan struct{}), replies: make(chan *pb.ReceiptReply, 1), vouchers: make(chan *pb.Voucher, 1),
 		detach: make(chan chan records.Offsets), kept: make(chan chan records.Output),
 		lastBeat: lastBeat, sent: [2]int64{from.Stdout, from.Stderr},
 	}
@@ -315,12 +318,20 @@ func (f *Feed) Offsets() records.Offsets {
 	return records.Offsets{Stdout: f.next[0].Load(), Stderr: f.next[1].Load()}
 }
 
-// readReplies hands the renter's receipt replies on s to Replies.
+// readReplies hands the renter's replies on s to Replies (answers to
+// the receipt) and Vouchers (a voucher alone: the renter's payment for a
+// beat it verified).
 func (f *Feed) readReplies(s network.Stream) {
 	for {
 		r := new(pb.ReceiptReply)
 		if err := p2p.ReadMsg(s, p2p.MaxLeaseMessage, r); err != nil {
 			return
+		}
+		if r.Receipt == nil && r.Refusal == "" {
+			if r.Voucher != nil {
+				f.keepVoucher(r.Voucher)
+			}
+			continue
 		}
 		select {
 		case f.replies <- r:
@@ -328,6 +339,26 @@ func (f *Feed) readReplies(s network.Stream) {
 		}
 	}
 }
+
+// keepVoucher makes v the voucher waiting to be taken, in place of an
+// older one not taken yet.
+func (f *Feed) keepVoucher(v *pb.Voucher) {
+	for {
+		select {
+		case f.vouchers <- v:
+			return
+		default:
+		}
+		select {
+		case <-f.vouchers:
+		default:
+		}
+	}
+}
+
+// Vouchers delivers the renter's vouchers, the newest when several came
+// between two reads.
+func (f *Feed) Vouchers() <-chan *pb.Voucher { return f.vouchers }
 
 // Replies delivers the renter's answers to the receipt frame.
 func (f *Feed) Replies() <-chan *pb.ReceiptReply { return f.replies }

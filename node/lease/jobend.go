@@ -8,6 +8,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/chain"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/jobstream"
+	"github.com/idlegrid/idlegrid/node/pay"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
@@ -31,6 +32,10 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 		if r.chain.Beats() > 0 {
 			terms.LastBeat = r.chain.Last()
 		}
+	}
+	if r.tab != nil {
+		r.tab.Lease = term.Lease
+		terms.Voucher = r.tab.Named(terms.Beats, r.sent())
 	}
 	rc := market.NewReceipt(term.Lease, ll.cs, terms)
 	// The record first, in this provider's chain: a restart between the
@@ -105,6 +110,12 @@ func (lo *Owner) collectSignature(ctx context.Context, rec *records.Lease, feed 
 	signed := false
 	select {
 	case reply := <-feed.Replies():
+		if reply.Voucher == nil {
+			select { // the last beat's voucher, sent alone before the reply
+			case reply.Voucher = <-feed.Vouchers():
+			default:
+			}
+		}
 		signed = lo.keepCountersigned(rec, rcs, reply)
 		if signed && record != nil {
 			lo.keepAgreement(ctx, record, reply.Agreement)
@@ -164,6 +175,7 @@ func (lo *Owner) keepCountersigned(rec *records.Lease, rcs *pb.CoSigned, reply *
 	}
 	rec.Receipt, _ = proto.Marshal(reply.Receipt)
 	rec.Undelivered = nil // the renter attached for it: delivered
+	lo.takeFinal(rec, reply.Voucher)
 	if err := lo.store.Put(context.WithoutCancel(lo.ctx), rec, nil); err != nil {
 		lo.log.Error("co-signed receipt not persisted", "lease", rec.ID, "err", err)
 		return false
@@ -173,4 +185,35 @@ func (lo *Owner) keepCountersigned(rec *records.Lease, rcs *pb.CoSigned, reply *
 		lo.signed()
 	}
 	return true
+}
+
+// takeFinal takes into an ended lease's record the voucher the renter
+// sent with its countersignature (or just before it): the one that pays
+// the last beat, which the receipt names. Refused, the record keeps the
+// voucher it had.
+func (lo *Owner) takeFinal(rec *records.Lease, v *pb.Voucher) {
+	if v == nil {
+		return
+	}
+	l, cs, err := rec.Open()
+	if err != nil || l.GetPayment() == nil {
+		return
+	}
+	t, err := records.Term(l, cs, rec)
+	if err != nil {
+		return
+	}
+	tab, err := pay.TabOf(t.Lease, rec.Voucher)
+	if err != nil || tab.Same(v) {
+		return
+	}
+	sent := time.Duration(0)
+	if rec.Beats > 0 {
+		sent = pay.Metered(t.Lease, time.UnixMilli(rec.LastBeat))
+	}
+	if err := tab.Take(v, sent); err != nil {
+		lo.log.Warn("final voucher refused", "lease", rec.ID, "err", err)
+		return
+	}
+	rec.Voucher, _ = proto.Marshal(v)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"os"
 	"path"
 	"runtime"
@@ -19,8 +20,10 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/metrics"
+	"github.com/idlegrid/idlegrid/node/pay"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 )
 
 // spec is what the executor runs for l on the GPUs assigned. A lease may
@@ -117,6 +120,10 @@ type run struct {
 	chain   *attest.Chain
 	exited  chan int // exit code, once the job has exited
 	pending *stopRequest
+	// tab is what the renter paid of a lease paid by a channel (nil:
+	// not paid by one); refused counts the vouchers refused.
+	tab     *pay.Tab
+	refused int
 }
 
 // runLease waits for the lease's start, starts (or adopts) its job,
@@ -130,6 +137,13 @@ func (lo *Owner) runLease(ll *liveLease, adopted executor.Job, lost string) {
 	var err error
 	if r.chain, err = attest.ResumeChain(lo.key, lo.limits.Swarm, ll.lease.Id, ll.rec.Beats, ll.rec.Root, time.UnixMilli(ll.rec.LastBeat)); err != nil {
 		lost = "telemetry: " + err.Error()
+	}
+	if ll.lease.GetPayment() != nil && lost == "" {
+		if r.tab, err = pay.TabOf(ll.term.Load().Lease, ll.rec.Voucher); err != nil {
+			lost = "payment: " + err.Error()
+		} else {
+			r.readDeposit()
+		}
 	}
 	if lost != "" {
 		r.finish(pb.Outcome_OUTCOME_FAILED, lost, -1)
@@ -232,6 +246,10 @@ func (r *run) loop() {
 			r.finish(outcome, note, code)
 			return
 		case now := <-tick.C():
+			if why := r.unpaid(now); why != "" {
+				r.stopJob(stopRequest{outcome: pb.Outcome_OUTCOME_CANCELLED, note: why, unpaid: true})
+				return
+			}
 			r.beat()
 			if away := ll.Feed.DetachedFor(now); away > lo.jobs.RenterGrace.Std() && !ll.detached.Load() {
 				r.stopJob(stopRequest{outcome: pb.Outcome_OUTCOME_CANCELLED, note: fmt.Sprintf("the renter was gone for %s", away.Round(time.Second))})
@@ -247,6 +265,11 @@ func (r *run) loop() {
 		case done := <-ll.extended:
 			r.extended(end)
 			close(done)
+		case v := <-ll.Feed.Vouchers():
+			if why := r.take(v); why != "" {
+				r.stopJob(stopRequest{outcome: pb.Outcome_OUTCOME_CANCELLED, note: why, unpaid: true})
+				return
+			}
 		case s := <-ll.stop:
 			if !r.notice(s, end) {
 				r.stopJob(s)
@@ -280,6 +303,9 @@ func (r *run) notice(s stopRequest, end interface{ Reset(time.Duration) bool }) 
 // beat and ends the lease with s's outcome.
 func (r *run) stopJob(s stopRequest) {
 	grace := r.lo.jobs.StopGrace.Std()
+	if s.unpaid {
+		grace = 0
+	}
 	r.ll.Feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: fmt.Sprintf("%s: stopping the job (SIGTERM, then SIGKILL after %s)", s.note, grace)}})
 	// The engine keeps real time: this deadline is the network's clock.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.lo.ctx), grace+30*time.Second)
@@ -293,7 +319,9 @@ func (r *run) stopJob(s stopRequest) {
 	case code = <-r.exited:
 	case <-ctx.Done():
 	}
-	r.beat()
+	if !s.unpaid {
+		r.beat()
+	}
 	r.finish(s.outcome, s.note, code)
 }
 
@@ -361,4 +389,85 @@ func (r *run) persist() {
 	if err := r.lo.store.Put(context.WithoutCancel(r.lo.ctx), rec, nil); err != nil {
 		r.lo.log.Error("lease not persisted", "lease", rec.ID, "err", err)
 	}
+}
+
+// MaxRefusedVouchers is how many vouchers a lease's renter may send that
+// are refused (forged, replayed, for other terms) before its job is
+// stopped: each costs a signature check.
+const MaxRefusedVouchers = 8
+
+// sent is the lease's metered time at the last beat sent (0 with none).
+func (r *run) sent() time.Duration {
+	if r.chain.Beats() == 0 {
+		return 0
+	}
+	return pay.Metered(r.tab.Lease, r.chain.Last())
+}
+
+// take takes a voucher the renter sent (pay.Tab.Take) and persists it
+// with the lease record; a renter whose vouchers keep being refused is
+// told why its job stops.
+func (r *run) take(v *pb.Voucher) (stop string) {
+	if r.tab == nil {
+		return ""
+	}
+	r.tab.Lease = r.ll.term.Load().Lease
+	if r.tab.Same(v) {
+		return ""
+	}
+	if err := r.tab.Take(v, r.sent()); err != nil {
+		r.refused++
+		r.lo.log.Warn("voucher refused", "lease", r.ll.lease.Id, "err", err)
+		if r.refused >= MaxRefusedVouchers {
+			return fmt.Sprintf("unpaid: the renter sent %d vouchers this provider refused; the last: %v", r.refused, err)
+		}
+		return ""
+	}
+	r.ll.rec.Voucher, _ = proto.Marshal(v)
+	r.persist()
+	if w := r.lo.wallet; w != nil && r.tab.Deposit != nil && w.RedeemAt > 0 {
+		if near := new(big.Int).Mul(r.tab.Amount(), big.NewInt(100)); near.Cmp(new(big.Int).Mul(r.tab.Deposit, big.NewInt(int64(w.RedeemAt)))) >= 0 {
+			w.Nudge()
+		}
+	}
+	return ""
+}
+
+// unpaid says why the job must stop now for its payment, at a tick: the
+// renter has not paid for the last beat sent (it had a beat's interval
+// to), or the channel cannot cover the next beat (its deposit is read
+// again first: the renter may have topped it up). Empty: go on.
+func (r *run) unpaid(now time.Time) string {
+	if r.tab == nil {
+		return ""
+	}
+	t := r.tab
+	t.Lease = r.ll.term.Load().Lease
+	if owed := t.Owed(r.sent()); t.Amount().Cmp(owed) < 0 {
+		return fmt.Sprintf("unpaid: the renter's vouchers pay %s of the %s owed at the last beat (%s metered)", t.Amount(), owed, r.sent())
+	}
+	next := pay.Metered(t.Lease, now) + r.lo.jobs.HeartbeatInterval.Std()
+	if !t.Covers(next) {
+		r.readDeposit()
+		if !t.Covers(next) {
+			return fmt.Sprintf("unpaid: the channel's deposit %s does not cover the next beat (%s owed by then); the renter may top it up", t.Deposit, t.Owed(next))
+		}
+	}
+	return ""
+}
+
+// readDeposit reads the channel's deposit from the chain into the tab;
+// on failure it stays as it was (unknown at first: no cover check).
+func (r *run) readDeposit() {
+	if r.lo.wallet == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.lo.ctx, chainWait)
+	defer cancel()
+	ch, err := r.lo.wallet.Chain.Channel(ctx, r.tab.Channel)
+	if err != nil {
+		r.lo.log.Warn("channel not read", "lease", r.ll.lease.Id, "err", err)
+		return
+	}
+	r.tab.Deposit = ch.Deposit
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market"
@@ -17,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/metrics"
+	"github.com/idlegrid/idlegrid/node/pay"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
 	ds "github.com/ipfs/go-datastore"
@@ -59,6 +61,7 @@ type Owner struct {
 	signed         func()                            // a countersigned receipt stored; may be nil
 	metrics        *metrics.Metrics                  // counts the executor's failures; may be nil
 	records        Records                           // this provider's chain of lease records; nil: none
+	wallet         *pay.Wallet                       // takes leases paid by a channel; nil: none
 	Slots          map[string]int                    // GPUs per model; fixed
 	nLive          atomic.Int64
 	images         *imagePulls     // readies images for renters; nil without a Puller
@@ -100,6 +103,7 @@ const unsignedMemory = 24 * time.Hour
 type admission struct {
 	renter  peer.ID
 	body    []byte
+	channel string // the payment channel; empty: none
 	settled chan struct{}
 }
 
@@ -201,6 +205,9 @@ func (lo *Owner) check(ctx context.Context, l *pb.Lease) (string, error) {
 	if err := lo.checkRenter(l, now); err != nil {
 		return "", err
 	}
+	if err := lo.checkPayment(ctx, l); err != nil {
+		return "", err
+	}
 	if lo.Exec == nil {
 		return "", market.Reject(pb.RejectCode_REJECT_INTERNAL, "this provider runs no jobs (jobs.executor = none)")
 	}
@@ -293,6 +300,10 @@ func (lo *Owner) reserve(ctx context.Context, l *pb.Lease, cs *pb.CoSigned, mode
 			return
 		}
 		now := lo.clock.Now()
+		if other := st.paying(channelOf(l)); other != "" {
+			err = market.Reject(pb.RejectCode_REJECT_RENTER_LIMIT, "payment.channel 0x%x pays lease %s here now; a channel pays one lease at a time", l.GetPayment().GetChannel(), other)
+			return
+		}
 		if open, unsigned := st.heldBy(peer.ID(l.Renter), now); open+unsigned >= lo.perRenter {
 			err = market.Reject(pb.RejectCode_REJECT_RENTER_LIMIT, "renter %s holds %d open leases here and left %d receipts unsigned in the last %s; this provider allows %d", peer.ID(l.Renter), open, unsigned, unsignedMemory, lo.perRenter)
 			return
@@ -315,7 +326,7 @@ func (lo *Owner) reserve(ctx context.Context, l *pb.Lease, cs *pb.CoSigned, mode
 			err = lo.refusal(cal, r, aerr, now)
 			return
 		}
-		st.admitting[l.Id] = &admission{renter: peer.ID(l.Renter), body: cs.Body, settled: make(chan struct{})}
+		st.admitting[l.Id] = &admission{renter: peer.ID(l.Renter), body: cs.Body, channel: channelOf(l), settled: make(chan struct{})}
 		res = reservation{model: model, start: r.Start, decision: d}
 	})
 	if derr != nil {
@@ -456,3 +467,51 @@ func (lo *Owner) StopLease(ctx context.Context, id, note string, renter peer.ID)
 
 // LiveCount is how many leases are supervised now.
 func (lo *Owner) LiveCount() int { return int(lo.nLive.Load()) }
+
+// channelOf is the channel that pays l; empty for none.
+func channelOf(l *pb.Lease) string { return string(l.GetPayment().GetChannel()) }
+
+// paying is the lease, live or being admitted, that channel pays; empty
+// for none (or no channel).
+func (st *State) paying(channel string) string {
+	if channel == "" {
+		return ""
+	}
+	for id, ll := range st.Live {
+		if channelOf(ll.lease) == channel {
+			return id
+		}
+	}
+	for id, a := range st.admitting {
+		if a.channel == channel {
+			return id
+		}
+	}
+	return ""
+}
+
+// chainWait bounds one read of the chain while a lease is admitted.
+const chainWait = 10 * time.Second
+
+// checkPayment admits the payment of a lease paid by a channel: this
+// provider takes channels, and the chain and its own records agree with
+// where the lease says the channel stands (pay.Wallet.Admit).
+func (lo *Owner) checkPayment(ctx context.Context, l *pb.Lease) error {
+	p := l.GetPayment()
+	if p == nil {
+		return nil
+	}
+	if lo.wallet == nil {
+		return market.Reject(pb.RejectCode_REJECT_DOES_NOT_FIT, "payment: %v", pay.ErrNoWallet)
+	}
+	recs, err := lo.store.All(ctx)
+	if err != nil {
+		return market.Reject(pb.RejectCode_REJECT_INTERNAL, "lease store: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, chainWait)
+	defer cancel()
+	if _, err := lo.wallet.Admit(ctx, l, pay.Tip(recs, common.BytesToHash(p.GetChannel()))); err != nil {
+		return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "%v", err)
+	}
+	return nil
+}

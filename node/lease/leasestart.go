@@ -21,6 +21,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/jobstream"
 	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/offer"
+	"github.com/idlegrid/idlegrid/node/pay"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -55,6 +56,9 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	// Records is this provider's chain of lease records; nil: none kept.
 	Records Records
+	// Wallet takes the leases paid by a channel (settlement evm); nil:
+	// such leases are refused.
+	Wallet *pay.Wallet
 }
 
 // Records is this provider's chain of lease records (node/trustchain):
@@ -78,7 +82,7 @@ func New(d Deps, inv *attest.Inventory) (*Owner, *State, error) {
 	lo := &Owner{
 		id: d.Id, key: d.Key, limits: d.Limits, jobs: d.Jobs, notice: d.Provider.BronzeNotice.Std(), perRenter: d.Provider.RenterLeases, Exec: d.Exec, store: d.Store,
 		minRenterScore: d.Provider.MinRenterScore, renterScore: d.RenterScore,
-		clock: d.Clock, log: d.Log, offer: d.Offer, source: d.Source, ended: d.Ended, signed: d.Signed, metrics: d.Metrics, records: d.Records,
+		clock: d.Clock, log: d.Log, offer: d.Offer, source: d.Source, ended: d.Ended, signed: d.Signed, metrics: d.Metrics, records: d.Records, wallet: d.Wallet,
 		matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil), Slots: map[string]int{},
 		own: owner.New[*State](),
 	}
@@ -202,6 +206,10 @@ type stopRequest struct {
 	outcome pb.Outcome
 	note    string
 	at      time.Time
+	// unpaid: the renter's payment fell behind; the job is killed with no
+	// grace and no last beat, so the receipt counts no more than the
+	// beat the renter did not pay.
+	unpaid bool
 }
 
 // newLive is the live state of a lease about to be supervised.

@@ -1,6 +1,7 @@
 package pay
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
@@ -94,16 +95,32 @@ type Payer struct {
 // Voucher is the signed voucher for the beats-th verified beat, metered
 // from the lease's start.
 func (p Payer) Voucher(beats uint64, metered time.Duration) (*pb.Voucher, error) {
-	if metered < 0 {
-		metered = 0
-	}
-	v := Voucher{Channel: p.Channel, Amount: p.Owed(metered), Nonce: p.Nonce + beats}
-	sig, err := Sign(p.Key, p.Domain, v)
+	v := p.Named(beats, metered)
+	sig, err := Sign(p.Key, p.Domain, Voucher{Channel: p.Channel, Amount: new(big.Int).SetBytes(v.Amount), Nonce: v.Nonce})
 	if err != nil {
 		return nil, err
 	}
-	return &pb.Voucher{Channel: v.Channel.Bytes(), Amount: v.Amount.Bytes(), Nonce: v.Nonce, Signature: sig,
-		LeaseId: p.Lease.GetId(), MeteredMs: uint64(metered.Milliseconds())}, nil
+	v.Signature = sig
+	return v, nil
+}
+
+// Named is the voucher that pays the beats-th beat of the lease, metered
+// from its start, without its signature: what a receipt names, which
+// both sides compute alike from the co-signed lease and the beats they
+// agree on.
+func (t Terms) Named(beats uint64, metered time.Duration) *pb.Voucher {
+	metered = max(metered, 0).Truncate(time.Millisecond)
+	return &pb.Voucher{Channel: t.Channel.Bytes(), Amount: t.Owed(metered).Bytes(), Nonce: t.Nonce + beats,
+		LeaseId: t.Lease.GetId(), MeteredMs: uint64(metered.Milliseconds())}
+}
+
+// Metered is the lease's metered time at a beat taken at beat (ms from
+// the lease's start; 0 before it or with no beat).
+func Metered(l *pb.Lease, beat time.Time) time.Duration {
+	if beat.IsZero() {
+		return 0
+	}
+	return max(time.Duration(beat.UnixMilli()-l.GetStartUnixMs())*time.Millisecond, 0)
 }
 
 // Tab is the provider's side of a lease's vouchers: the last one it took
@@ -149,8 +166,10 @@ func (t *Tab) Take(v *pb.Voucher, sent time.Duration) error {
 		return refuse("nonce %d is not past %d", ev.Nonce, t.lastNonce())
 	case metered > sent:
 		return refuse("pays for %s metered; the last beat sent is at %s", metered, sent)
-	case t.Last != nil && metered < time.Duration(t.Last.GetMeteredMs())*time.Millisecond:
-		return refuse("pays for %s metered, less than the last voucher's %d ms", metered, t.Last.GetMeteredMs())
+	case t.Last != nil && metered <= t.Paid():
+		// Each voucher pays a later beat than the last: a renter cannot
+		// make the provider verify and store vouchers faster than beats.
+		return refuse("pays for %s metered, not past the last voucher's %s", metered, t.Paid())
 	}
 	if want := t.Owed(metered); ev.Amount.Cmp(want) != 0 {
 		return refuse("amount %s for %s metered; the lease owes %s", ev.Amount, metered, want)
@@ -166,9 +185,20 @@ func (t *Tab) lastNonce() uint64 {
 	return t.Last.GetNonce()
 }
 
-// Paid is the metered time the last voucher taken pays for.
+// Paid is the metered time the last voucher taken pays for (0 with
+// none).
 func (t *Tab) Paid() time.Duration {
-	return time.Duration(t.Last.GetMeteredMs()) * time.Millisecond
+	return time.Duration(min(t.Last.GetMeteredMs(), 1<<62/uint64(time.Millisecond))) * time.Millisecond
+}
+
+// Same says whether v is the last voucher taken, sent again (a renter
+// that re-attached or restarted signs the same voucher for the same
+// beat): not refused, and nothing to take.
+func (t *Tab) Same(v *pb.Voucher) bool {
+	l := t.Last
+	return l != nil && v.GetNonce() == l.GetNonce() && bytes.Equal(v.GetSignature(), l.GetSignature()) &&
+		bytes.Equal(v.GetChannel(), l.GetChannel()) && bytes.Equal(v.GetAmount(), l.GetAmount()) &&
+		v.GetLeaseId() == l.GetLeaseId() && v.GetMeteredMs() == l.GetMeteredMs()
 }
 
 // Covers says whether the channel's deposit covers the lease up to

@@ -102,7 +102,7 @@ func TestATabTakesOnlyTheNextExactVoucher(t *testing.T) {
 		{"a beat not yet sent", second, 9 * time.Second, "the last beat sent is at 9s"},
 		{"an underpayment", resign(second, p.Key, func(v *Voucher, _ *pb.Voucher) { v.Amount.Sub(v.Amount, big.NewInt(1)) }), 10 * time.Second, "amount 14999 for 10s metered; the lease owes 15000"},
 		{"an overpayment", resign(second, p.Key, func(v *Voucher, _ *pb.Voucher) { v.Amount.Add(v.Amount, big.NewInt(1)) }), 10 * time.Second, "the lease owes 15000"},
-		{"a decreasing amount", resign(second, p.Key, func(v *Voucher, w *pb.Voucher) { v.Amount.SetInt64(7000); w.MeteredMs = 2000 }), 10 * time.Second, "less than the last voucher's 5000 ms"},
+		{"a decreasing amount", resign(second, p.Key, func(v *Voucher, w *pb.Voucher) { v.Amount.SetInt64(7000); w.MeteredMs = 2000 }), 10 * time.Second, "not past the last voucher's 5s"},
 		{"a stranger's signature", resign(second, stranger, func(*Voucher, *pb.Voucher) {}), 10 * time.Second, "not the channel's renter"},
 		{"an amount changed after signing", func() *pb.Voucher {
 			v := proto.Clone(second).(*pb.Voucher)

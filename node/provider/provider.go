@@ -31,20 +31,22 @@ import (
 // and selling; the own book (this node's offer only) and the standing
 // attestation are read by the quotes, the challenges and the lease owner.
 type Provider struct {
-	id      peer.ID
-	swarm   string
-	key     crypto.PrivKey
-	cfgNow  atomic.Pointer[config.ProviderConfig] // swapped by reconfigure
-	wake    chan struct{}                         // a reconfigure for the loop
-	source  attest.GPUSource                      // nil: the static provider.gpus
-	store   ds.Datastore
-	net     Publisher
-	clock   clock.Clock
-	log     *slog.Logger
-	own     *market.Book // holds only this node's offer, for quoting and admission
-	matcher *market.Matcher
-	bids    *bidQueue     // to quote, by the peer that relayed each
-	quoting chan struct{} // bounds the quotes being sent at once
+	id    peer.ID
+	swarm string
+	key   crypto.PrivKey
+	// settlements are the ways to pay the offers list; fixed.
+	settlements []*pb.Settlement
+	cfgNow      atomic.Pointer[config.ProviderConfig] // swapped by reconfigure
+	wake        chan struct{}                         // a reconfigure for the loop
+	source      attest.GPUSource                      // nil: the static provider.gpus
+	store       ds.Datastore
+	net         Publisher
+	clock       clock.Clock
+	log         *slog.Logger
+	own         *market.Book // holds only this node's offer, for quoting and admission
+	matcher     *market.Matcher
+	bids        *bidQueue     // to quote, by the peer that relayed each
+	quoting     chan struct{} // bounds the quotes being sent at once
 	// locating bounds, within quoting, the quotes that look their bidder
 	// up first; located signals (1-buffered) that one of those ended.
 	locating, located chan struct{}
@@ -98,6 +100,8 @@ type Deps struct {
 	VerifyMarket func(ctx context.Context, o *pb.Offer)
 	// Metrics counts offers, quotes and attestations; nil: none.
 	Metrics *metrics.Metrics
+	// Settlements are the ways to pay the offers list (nil: the ledger).
+	Settlements []*pb.Settlement
 }
 
 // maxQuoting bounds the quotes a provider sends at once; bids beyond it
@@ -116,7 +120,7 @@ func New(d Deps) *Provider {
 		id: d.ID, swarm: d.Swarm, key: d.Key, wake: make(chan struct{}, 1), source: d.Source, store: d.Store, net: d.Net, clock: d.Clock, log: d.Log,
 		coord: d.Coord, relayOnly: d.RelayOnly, book: d.Book, pricesFrom: d.PricesFrom, verifyMarket: d.VerifyMarket, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
 		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting),
-		locating: make(chan struct{}, maxLocating), located: make(chan struct{}, 1), metrics: d.Metrics,
+		locating: make(chan struct{}, maxLocating), located: make(chan struct{}, 1), metrics: d.Metrics, settlements: d.Settlements,
 	}
 	p.cfgNow.Store(&d.Cfg)
 	return p
@@ -333,6 +337,7 @@ func (p *Provider) buildOffer(ctx context.Context, gpus []config.GPUConfig, inv 
 	pr := offer.Price(o, cfg, snap, p.current, p.id, now, p.pricesFrom)
 	p.pricing.Store(&pr)
 	o.Header.Swarm = p.swarm
+	o.Settlements = p.settlements
 	o.Coordinate = p.coordNow()
 	o.RelayOnly = p.relayOnly != nil && p.relayOnly()
 	if inv != nil {

@@ -105,6 +105,12 @@ type Lease struct {
 	// lease's end if the provider is not back by SettleByMs to settle it.
 	Provisional []byte `json:"provisional,omitempty"`
 	SettleByMs  int64  `json:"settle_by_ms,omitempty"`
+	// Voucher is, for a lease paid by a channel, the latest voucher
+	// (protobuf Voucher, signed): the last one the renter signed, or the
+	// provider took. Written in the batch of the lease's progress, so a
+	// restart loses none, and the next lease on the channel begins where
+	// it ends.
+	Voucher []byte `json:"voucher,omitempty"`
 }
 
 // Download is one of a lease's outputs, by its path in the container,

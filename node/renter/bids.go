@@ -29,11 +29,12 @@ const (
 // BuildBid turns an API bid request into a wire bid issued by issuer at
 // now. Mistakes in the request come back as api.BadRequest naming the
 // field; the bid's rules are market.NewBid's.
-func BuildBid(req api.BidRequest, issuer peer.ID, sw p2p.Swarm, now time.Time) (*pb.Bid, error) {
+func BuildBid(req api.BidRequest, issuer peer.ID, sw p2p.Swarm, now time.Time, pays *pb.Settlement) (*pb.Bid, error) {
 	spec, err := bidSpec(req)
 	if err != nil {
 		return nil, fault.Invalid(err)
 	}
+	spec.Settlement = pays
 	b, err := market.NewBid(issuer, NewID("bid-"), spec, now, sw.Limits())
 	if err != nil {
 		return nil, fault.Invalid(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/pay"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -112,6 +113,9 @@ type Follow struct {
 	// one attach, and cancels the lease once attached: its renter gave
 	// it up when the provider was gone.
 	settling bool
+	// payer signs the vouchers of a lease paid by a channel; nil for one
+	// that is not.
+	payer *pay.Payer
 }
 
 // newFollow is a follow of lease l, from rec when it follows it again
@@ -213,6 +217,7 @@ func (f *Follow) run(ctx context.Context) error {
 		f.beats = attest.ResumeFollower(provider, f.R.Swarm.Tag(), f.Lease.Id, f.term(), f.rec.Beats, f.rec.Root, time.UnixMilli(f.rec.LastBeat))
 	}
 	defer f.keepLogs()()
+	f.startPaying()
 	clk := f.R.Clock
 	lost := time.Time{}
 	for {
@@ -303,6 +308,8 @@ func (f *Follow) read(ctx context.Context, s network.Stream) (done bool, err err
 			if err := f.beats.Add(k.Heartbeat); err != nil {
 				f.out.say("telemetry beat refused: %v", err)
 				f.mistimed(err)
+			} else if f.payer != nil {
+				f.pay(s)
 			} else if f.beats.Beats()%10 == 1 {
 				f.persist()
 			}
@@ -427,7 +434,7 @@ func (f *Follow) settle(s network.Stream, rcs *pb.CoSigned, record *pb.SignedBlo
 	if err := market.CoSign[*pb.Receipt](f.R.Key, market.Renter, rcs); err != nil {
 		return err
 	}
-	reply := &pb.ReceiptReply{Receipt: rcs}
+	reply := &pb.ReceiptReply{Receipt: rcs, Voucher: f.voucher()}
 	if f.R.Records != nil && record != nil {
 		if a, err := f.R.Records.Agree(context.Background(), record, rcs.Body); err != nil {
 			f.R.Log.Warn("provider's lease record not agreed to", "lease", f.Lease.Id, "err", err)
@@ -449,7 +456,7 @@ func (f *Follow) settle(s network.Stream, rcs *pb.CoSigned, record *pb.SignedBlo
 // outcome, end, exit code and note: the same builder, so the same bytes.
 func (f *Follow) check(rc *pb.Receipt) error {
 	mine := market.NewReceipt(f.Lease, f.cs, market.ReceiptTerms{Outcome: rc.Outcome, End: time.UnixMilli(rc.EndUnixMs),
-		Beats: f.beats.Beats(), Root: f.beats.Root(), LastBeat: f.last(), ExitCode: rc.ExitCode, Note: rc.Note, ExtensionHash: f.tm.ExtensionHash()})
+		Beats: f.beats.Beats(), Root: f.beats.Root(), LastBeat: f.last(), ExitCode: rc.ExitCode, Note: rc.Note, ExtensionHash: f.tm.ExtensionHash(), Voucher: f.named()})
 	switch {
 	case rc.LeaseId != mine.LeaseId || !bytes.Equal(rc.LeaseHash, mine.LeaseHash):
 		return errors.New("the receipt names another lease")
@@ -461,6 +468,8 @@ func (f *Follow) check(rc *pb.Receipt) error {
 		return fmt.Errorf("telemetry: the receipt says %d beats, %d verified here", rc.Beats, mine.Beats)
 	case rc.MeteredSeconds != mine.MeteredSeconds || rc.AmountMicros != mine.AmountMicros || rc.Currency != mine.Currency:
 		return fmt.Errorf("amount: the receipt says %d s for %s, verified here %d s for %s", rc.MeteredSeconds, market.FormatPrice(rc.AmountMicros), mine.MeteredSeconds, market.FormatPrice(mine.AmountMicros))
+	case !proto.Equal(rc.Voucher, mine.Voucher):
+		return fmt.Errorf("voucher: the receipt names amount %x at nonce %d, the last beat verified here is paid by %x at nonce %d", rc.GetVoucher().GetAmount(), rc.GetVoucher().GetNonce(), mine.GetVoucher().GetAmount(), mine.GetVoucher().GetNonce())
 	case !proto.Equal(rc, mine):
 		return errors.New("the receipt's terms differ from the lease's")
 	}
@@ -523,7 +532,7 @@ func (f *Follow) own(outcome pb.Outcome, note string) error {
 // beats it verified, ending now.
 func (f *Follow) ownReceipt(outcome pb.Outcome, note string) *pb.Receipt {
 	return market.NewReceipt(f.Lease, f.cs, market.ReceiptTerms{Outcome: outcome, End: f.R.Clock.Now(),
-		Beats: f.beats.Beats(), Root: f.beats.Root(), LastBeat: f.last(), ExitCode: -1, Note: note, ExtensionHash: f.tm.ExtensionHash()})
+		Beats: f.beats.Beats(), Root: f.beats.Root(), LastBeat: f.last(), ExitCode: -1, Note: note, ExtensionHash: f.tm.ExtensionHash(), Voucher: f.named()})
 }
 
 // closeAlone ends the lease with rc, signed by the renter alone, and

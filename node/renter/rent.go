@@ -18,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/fault"
+	"github.com/idlegrid/idlegrid/node/pay"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/node/views"
@@ -181,7 +182,10 @@ type Renter struct {
 	Swarm   p2p.Swarm
 	// Records is this renter's chain of lease records; nil: none kept.
 	Records Records
-	failed  failures // providers that lately could not be reached or attested
+	// Wallet pays leases by channel (settlement evm): its bids say so and
+	// it signs a voucher for each beat verified; nil: the ledger.
+	Wallet *pay.Wallet
+	failed failures // providers that lately could not be reached or attested
 	// vouched are the attestation hashes this node verified, by issuer.
 	vouched vouchedHashes
 	// locals are the images of this machine's engine that rentals send,
@@ -314,8 +318,11 @@ func (r *Renter) validate(ctx context.Context, req api.RentRequest, out *RentOut
 		drop = func() { r.dropLocal(local) }
 		req.Image = local.ID
 	}
-	if b, err = BuildBid(req.BidRequest, r.Id, r.Swarm, now); err != nil {
+	if b, err = BuildBid(req.BidRequest, r.Id, r.Swarm, now, r.pays()); err != nil {
 		return nil, req, drop, err
+	}
+	if req.Detach && r.Wallet != nil {
+		return nil, req, drop, fault.Invalidf("detach: a lease paid by a channel (settlement evm) is paid per verified beat, and its provider stops the job when the vouchers stop; rent it without detaching")
 	}
 	if b.Image == "" {
 		return nil, req, drop, fault.Invalid(errors.New("image: empty; name the container image to run"))

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/pay"
 	"github.com/idlegrid/idlegrid/node/records"
 	"google.golang.org/protobuf/proto"
 )
@@ -36,7 +38,11 @@ func (r *Renter) propose(ctx context.Context, b *pb.Bid, c market.Candidate, req
 // proposeAt proposes a lease for c starting at start and stores the
 // countersigned lease.
 func (r *Renter) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, req api.RentRequest, inputs []*pb.Input, start time.Time) (*pb.CoSigned, *pb.Lease, error) {
-	l, err := market.NewLease(market.LeaseTerms{ID: NewID("lease-"), Renter: r.Id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env, Inputs: inputs, Outputs: outputsOf(req.Downloads)}, r.Clock.Now(), r.Swarm.Limits())
+	payment, err := r.payment(ctx, b, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := market.NewLease(market.LeaseTerms{ID: NewID("lease-"), Renter: r.Id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env, Inputs: inputs, Outputs: outputsOf(req.Downloads), Payment: payment}, r.Clock.Now(), r.Swarm.Limits())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -62,4 +68,31 @@ func (r *Renter) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, r
 		return nil, nil, fmt.Errorf("lease store: %w", err)
 	}
 	return reply.Lease, l, nil
+}
+
+// pays is what this renter's bids pay with: its wallet's settlement, or
+// nil (the ledger).
+func (r *Renter) pays() *pb.Settlement {
+	if r.Wallet == nil {
+		return nil
+	}
+	return r.Wallet.Pays()
+}
+
+// payment is the channel that pays a lease of bid b with candidate c,
+// where b pays by channel: the live one to c's payee (opened if there is
+// none), from where the last voucher this renter signed on it left it.
+func (r *Renter) payment(ctx context.Context, b *pb.Bid, c market.Candidate) (*pb.LeasePayment, error) {
+	if b.GetSettlement().GetKind() != pb.SettlementKind_SETTLEMENT_EVM {
+		return nil, nil
+	}
+	s := market.Accepted(c.Offer, b.GetSettlement())
+	if r.Wallet == nil || s == nil {
+		return nil, fmt.Errorf("payment: %s is not taken by offer %s, or this node has no wallet", market.ShowSettlement(b.GetSettlement()), c.Offer.GetHeader().GetId())
+	}
+	recs, err := r.Store.All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lease store: %w", err)
+	}
+	return r.Wallet.Payment(ctx, s, func(id common.Hash) *pb.Voucher { return pay.Tip(recs, id) })
 }

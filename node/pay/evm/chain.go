@@ -121,14 +121,9 @@ func (c *Chain) BalancesOf(ctx context.Context, a common.Address) (Balances, err
 }
 
 // Channel is a channel's state on chain.
-type Channel struct {
-	ID                      common.Hash
-	Renter, Provider, Token common.Address
-	Deposit, Paid           *big.Int
-	Nonce                   uint64
-	ClosesAt                time.Time // zero: no close started
-	Finished                bool
-}
+type Channel = pay.Channel
+
+var _ pay.Chain = (*Chain)(nil)
 
 // Channel reads channel id; an ID the contract never saw is an error.
 func (c *Chain) Channel(ctx context.Context, id common.Hash) (Channel, error) {
@@ -324,4 +319,12 @@ func revertName(err error, abis ...*abi.ABI) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// Disconnect closes the connection to the chain, where the backend has
+// one.
+func (c *Chain) Disconnect() {
+	if cl, ok := c.B.(interface{ Close() }); ok {
+		cl.Close()
+	}
 }
