@@ -20,7 +20,7 @@ var idlegridFamilies = []string{
 	"idlegrid_offers_held", "idlegrid_bids_held", "idlegrid_offers_published_total", "idlegrid_quotes_sent_total", "idlegrid_bids_unquoted_total",
 	"idlegrid_attestations_served_total", "idlegrid_attestation_challenges_total",
 	"idlegrid_gpus_offered", "idlegrid_gpus_leased", "idlegrid_leases_running", "idlegrid_leases_ended_total", "idlegrid_lease_metered_seconds_total",
-	"idlegrid_earnings_total", "idlegrid_spending_total", "idlegrid_executor_errors_total",
+	"idlegrid_earnings_total", "idlegrid_spending_total", "idlegrid_executor_errors_total", "idlegrid_vouchers_total",
 	"idlegrid_reputation_reliability", "idlegrid_coordinate_error", "idlegrid_coordinate_outliers_total",
 }
 

@@ -16,10 +16,15 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/lease"
+	"github.com/idlegrid/idlegrid/node/metrics"
+	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/pay"
 	"github.com/idlegrid/idlegrid/node/pay/evm"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/repo"
+	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -281,4 +286,176 @@ func mustRecord(t *testing.T, n *Node, id string) *records.Lease {
 		t.Fatal(err)
 	}
 	return rec
+}
+
+// TestAProviderRefusesForgedVouchersOnTheJobStream is a renter that
+// speaks the job stream itself: it pays each beat honestly, and between
+// its payments sends the vouchers a cheating renter would. Each is
+// refused, none is kept, and the eighth refused stops the job.
+func TestAProviderRefusesForgedVouchersOnTheJobStream(t *testing.T) {
+	t.Parallel()
+	executortest.BusyboxImage(t)
+	_, prov, renter := paidSwarm(t)
+	ctx := context.Background()
+	waitFor(t, 30*time.Second, "the provider's offer in the renter's book", func() bool {
+		_, ok := renter.market.Snapshot().Offer(prov.id, offer.ProviderOfferID)
+		return ok
+	})
+	o, _ := renter.market.Snapshot().Offer(prov.id, offer.ProviderOfferID)
+	payment, err := renter.wallet.Payment(ctx, market.Accepted(o, renter.wallet.Pays()), func(common.Hash) *pb.Voucher { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := signedLease(t, renter, prov, func(l *pb.Lease) {
+		l.Bid.Settlement, l.Payment = renter.wallet.Pays(), payment
+		l.Workload.Command = []string{"sleep", "600"}
+	})
+	if reply := proposeCS(t, renter, prov, cs); reply.Lease == nil {
+		t.Fatalf("paid lease refused: %v", market.RejectOf(reply))
+	}
+	l := new(pb.Lease)
+	if err := proto.Unmarshal(cs.Body, l); err != nil {
+		t.Fatal(err)
+	}
+	terms, err := pay.TermsOf(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	honest := pay.Payer{Terms: terms, Key: renter.wallet.Key}
+	s, err := renter.link.AttachJob(ctx, prov.id, &pb.JobAttach{LeaseId: l.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	type beat struct {
+		n       uint64
+		metered time.Duration
+	}
+	beats := make(chan beat, 256)
+	go func() {
+		f := attest.NewFollower(prov.id, renter.swarm.Tag(), l.Id, attest.Term{Start: time.UnixMilli(l.StartUnixMs), End: market.LeaseEnd(l), Now: time.Now, Skew: 30 * time.Second})
+		for {
+			fr := new(pb.JobFrame)
+			if err := p2p.ReadMsg(s, p2p.MaxJobFrame, fr); err != nil {
+				close(beats)
+				return
+			}
+			if hb := fr.GetHeartbeat(); hb != nil && f.Add(hb) == nil {
+				beats <- beat{f.Beats(), pay.Metered(l, f.Last())}
+			}
+		}
+	}()
+	next := func() beat { // the newest beat, waiting for one to come
+		b, ok := <-beats
+		for more := true; more && ok; {
+			select {
+			case nb, open := <-beats:
+				if !open {
+					more = false
+					break
+				}
+				b = nb
+			default:
+				more = false
+			}
+		}
+		if !ok {
+			t.Fatal("the job stream ended")
+		}
+		return b
+	}
+	count := func(result string) float64 { return testutil.ToFloat64(prov.metrics.Vouchers.WithLabelValues(result)) }
+	send := func(v *pb.Voucher) {
+		if err := p2p.WriteMsg(s, &pb.ReceiptReply{Voucher: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var paid []*pb.Voucher
+	payHonestly := func(b beat) {
+		v, err := honest.Voucher(b.n, b.metered)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := count(metrics.VoucherTaken) + 1
+		send(v)
+		waitFor(t, 10*time.Second, "the provider takes the honest voucher", func() bool { return count(metrics.VoucherTaken) == want })
+		paid = append(paid, v)
+	}
+	signed := func(p pay.Payer, b beat, edit func(*pay.Voucher, *pb.Voucher)) *pb.Voucher {
+		wv := p.Named(b.n, b.metered)
+		v := pay.Voucher{Channel: common.BytesToHash(wv.Channel), Amount: new(big.Int).SetBytes(wv.Amount), Nonce: wv.Nonce}
+		if edit != nil {
+			edit(&v, wv)
+		}
+		sig, err := pay.Sign(p.Key, p.Domain, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wv.Channel, wv.Amount, wv.Nonce, wv.Signature = v.Channel.Bytes(), v.Amount.Bytes(), v.Nonce, sig
+		return wv
+	}
+	other, _ := crypto.GenerateKey()
+	withKey := honest
+	withKey.Key = other
+	otherChain, otherContract := honest, honest
+	otherChain.Domain = pay.NewDomain(big.NewInt(1), honest.Domain.Contract)
+	otherContract.Domain = pay.NewDomain(honest.Domain.ChainID, common.HexToAddress("0x00000000000000000000000000000000000000c0"))
+	hostile := []struct {
+		what string
+		make func(beat) *pb.Voucher
+	}{
+		{"signed by another key", func(b beat) *pb.Voucher { return signed(withKey, b, nil) }},
+		{"for another lease", func(b beat) *pb.Voucher {
+			v := signed(honest, b, nil)
+			v.LeaseId = "lease-other"
+			return v
+		}},
+		{"on another channel", func(b beat) *pb.Voucher {
+			return signed(honest, b, func(v *pay.Voucher, _ *pb.Voucher) { v.Channel = common.HexToHash("0xcc") })
+		}},
+		{"for another chain", func(b beat) *pb.Voucher { return signed(otherChain, b, nil) }},
+		{"for another contract", func(b beat) *pb.Voucher { return signed(otherContract, b, nil) }},
+		{"a decreasing amount", func(b beat) *pb.Voucher {
+			return signed(honest, b, func(v *pay.Voucher, _ *pb.Voucher) {
+				v.Amount = new(big.Int).Sub(new(big.Int).SetBytes(paid[len(paid)-1].Amount), big.NewInt(1))
+			})
+		}},
+		{"an overpayment", func(b beat) *pb.Voucher {
+			return signed(honest, b, func(v *pay.Voucher, _ *pb.Voucher) { v.Amount.Add(v.Amount, big.NewInt(1_000_000)) })
+		}},
+		{"a replay of the first voucher", func(beat) *pb.Voucher { return paid[0] }},
+	}
+	if lease.MaxRefusedVouchers != len(hostile) {
+		t.Fatalf("the test sends %d hostile vouchers; the provider stops at %d", len(hostile), lease.MaxRefusedVouchers)
+	}
+	payHonestly(next())
+	// Two hostile vouchers a beat, then the beat paid: the renter never
+	// falls a beat behind, whatever the machine's load.
+	for i := 0; i < len(hostile); {
+		b := next()
+		for k := 0; k < 2 && i < len(hostile); k, i = k+1, i+1 {
+			want := count(metrics.VoucherRefused) + 1
+			send(hostile[i].make(b))
+			waitFor(t, 10*time.Second, "the provider refuses a voucher "+hostile[i].what, func() bool { return count(metrics.VoucherRefused) == want })
+			if kept := storedVoucher(t, prov, l.Id); !proto.Equal(kept, paid[len(paid)-1]) {
+				t.Fatalf("after a voucher %s the provider keeps %v, not the last honest one", hostile[i].what, kept)
+			}
+		}
+		if i < len(hostile) {
+			payHonestly(b)
+		}
+	}
+	waitFor(t, 30*time.Second, "the provider ends the lease", func() bool { return records.Ended(mustRecord(t, prov, l.Id).State) })
+	rc, p := paidOf(t, prov, l.Id)
+	if !strings.Contains(rc.Note, "8 vouchers this provider refused") {
+		t.Errorf("the lease ended with %q", rc.Note)
+	}
+	if kept := storedVoucher(t, prov, l.Id); !proto.Equal(kept, paid[len(paid)-1]) {
+		t.Errorf("the provider keeps %v, not the last honest voucher", kept)
+	}
+	got := new(big.Int).Sub(new(big.Int).SetBytes(paid[len(paid)-1].Amount), new(big.Int).SetBytes(p.Base)).Uint64()
+	perSecond := float64(l.PriceMicros) * float64(l.GpuCount) / 3600
+	if beat := uint64(perSecond*(paidBeat.Seconds()+1)) + 1; rc.AmountMicros < got || rc.AmountMicros-got > beat {
+		t.Errorf("exposure %d micros (receipt %d, paid %d); one beat is %d", rc.AmountMicros-got, rc.AmountMicros, got, beat)
+	}
 }

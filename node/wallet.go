@@ -67,3 +67,27 @@ func (n *Node) settlements() []*pb.Settlement {
 type noLedger struct{}
 
 func (noLedger) Settle(context.Context, ds.Batch, string, *pb.Receipt) error { return nil }
+
+// Redeem redeems now, on a provider paid by channel, the latest voucher
+// of each channel that pays more than the chain has: what its daemon does
+// on its schedule (settlement.evm.redeem_every). It returns how many it
+// redeemed; a node with no wallet redeems none.
+func (n *Node) Redeem(ctx context.Context) (int, error) {
+	if n.wallet == nil {
+		return 0, nil
+	}
+	recs, err := n.leaseStore().All(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return n.wallet.RedeemDue(ctx, recs, true), nil
+}
+
+// WalletAddress is the node's wallet address with settlement evm; zero
+// otherwise.
+func (n *Node) WalletAddress() common.Address {
+	if n.wallet == nil {
+		return common.Address{}
+	}
+	return n.wallet.Address()
+}

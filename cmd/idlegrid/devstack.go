@@ -12,6 +12,7 @@ import (
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/pay/evm"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -25,6 +26,7 @@ func newDevstackCmd(e *env) *cobra.Command {
 		duration time.Duration
 		keep     bool
 		demo     bool
+		settle   string
 	)
 	c := &cobra.Command{
 		Use:   "devstack",
@@ -44,7 +46,16 @@ a tiny busybox image, idlegrid-test/busybox:1, from the host's static
 busybox); with no engine, the devstack makes its swarm private and runs jobs
 as plain processes, and says so. devstack prints the 'idlegrid rent' command
 that rents from it; --demo runs one such rental itself and prints its
-receipt. devstack makes its own repositories and ignores --repo.`,
+receipt. devstack makes its own repositories and ignores --repo.
+
+Leases are paid by channel (settlement evm) on a development chain that
+devstack runs in this process: go-ethereum's simulated backend, a real
+EVM serving JSON-RPC on loopback, with the channel contract and a test
+token deployed, every node's wallet given gas and the renter's 100 of the
+token. The renter signs a voucher with each telemetry beat it verifies;
+with --demo the provider then redeems them and its balance is printed.
+--settlement ledger runs no chain (receipts are booked in each node's
+ledger). Nothing leaves the machine.`,
 		Example: `  idlegrid devstack
   idlegrid devstack --demo
   idlegrid devstack --nodes 10
@@ -56,6 +67,9 @@ receipt. devstack makes its own repositories and ignores --repo.`,
 			}
 			if demo && nodes < 2 {
 				return usagef("--demo needs a provider: --nodes 2 or more")
+			}
+			if settle != config.SettleEVM && settle != config.SettleLedger {
+				return usagef("--settlement %q: want evm (a development chain pays the leases) or ledger (no chain)", settle)
 			}
 			if duration < 0 {
 				return usagef("--duration %s: want a positive duration, or 0 to run until Ctrl-C", duration)
@@ -81,10 +95,15 @@ receipt. devstack makes its own repositories and ignores --repo.`,
 			if err := s.chooseJobs(ctx); err != nil {
 				return err
 			}
+			if settle == config.SettleEVM {
+				if err := s.startChain(); err != nil {
+					return err
+				}
+			}
 			if err := s.start(ctx, nodes); err != nil {
 				return err
 			}
-			if err := s.makeRenter(); err != nil {
+			if err := s.makeRenter(ctx); err != nil {
 				return err
 			}
 			if demo {
@@ -106,7 +125,8 @@ receipt. devstack makes its own repositories and ignores --repo.`,
 	f.IntVar(&nodes, "nodes", 5, "how many nodes to run (1 to 100)")
 	f.DurationVar(&duration, "duration", 0, "stop after this long, counted after the demo with --demo (default: run until Ctrl-C)")
 	f.BoolVar(&keep, "keep", false, "keep the nodes' repositories when done")
-	f.BoolVar(&demo, "demo", false, "also rent from the devstack: run a job on a provider's fake GPUs and print its receipt")
+	f.BoolVar(&demo, "demo", false, "also rent from the devstack: run a job on a provider's fake GPUs and print its receipt (and, paid by channel, the provider's redeemed balance)")
+	f.StringVar(&settle, "settlement", config.SettleEVM, "how the devstack's leases are paid: evm (payment channels on a development chain in this process) or ledger (no chain)")
 	return c
 }
 
@@ -125,6 +145,8 @@ type devstack struct {
 	executor string
 	image    string
 	swarmKey []byte
+	// chain pays the leases (settlement evm); nil: the ledger.
+	chain *evm.DevChain
 }
 
 func (s *devstack) start(ctx context.Context, n int) error {
@@ -170,6 +192,9 @@ func (s *devstack) startNode(ctx context.Context, i int, bootstrap []string) (*n
 	if i > 0 {
 		cfg.Provider = devProvider(i - 1)
 	}
+	if err := s.settle(ctx, r, &cfg, nil); err != nil {
+		return nil, err
+	}
 	if err := config.WriteConfig(r.ConfigPath(), cfg); err != nil {
 		return nil, err
 	}
@@ -187,6 +212,11 @@ func (s *devstack) startNode(ctx context.Context, i int, bootstrap []string) (*n
 }
 
 func (s *devstack) close() {
+	defer func() {
+		if s.chain != nil {
+			s.chain.Close()
+		}
+	}()
 	var wg sync.WaitGroup
 	for _, n := range s.nodes {
 		if n == nil {

@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/big"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/pay/evm"
 	"github.com/idlegrid/idlegrid/node/repo"
 )
 
@@ -48,11 +52,22 @@ func (s *devstack) initOptions(profile string, bootstrap []string) repo.InitOpti
 	return o
 }
 
-// makeRenter creates the renter repository the printed rent command uses.
-func (s *devstack) makeRenter() error {
+// makeRenter creates the renter repository the printed rent command
+// uses; paid by channel, its wallet holds renterFunds of the token.
+func (s *devstack) makeRenter(ctx context.Context) error {
 	s.renter = filepath.Join(s.dir, "renter")
-	_, err := repo.Init(s.renter, s.initOptions(config.ProfileRenter, []string{s.boot}))
-	return err
+	r, err := repo.Init(s.renter, s.initOptions(config.ProfileRenter, []string{s.boot}))
+	if err != nil || s.chain == nil {
+		return err
+	}
+	cfg, err := r.Config()
+	if err != nil {
+		return err
+	}
+	if err := s.settle(ctx, r, &cfg, renterFunds); err != nil {
+		return err
+	}
+	return config.WriteConfig(r.ConfigPath(), cfg)
 }
 
 // rentCommand is the command that rents from this devstack.
@@ -105,8 +120,79 @@ func (s *devstack) demo(ctx context.Context) error {
 	if rc.Note != "" {
 		fmt.Fprintf(s.e.stdout, "demo: %s\n", rc.Note)
 	}
+	if v := rc.Voucher; v != nil {
+		fmt.Fprintf(s.e.stdout, "demo: paid by voucher %d on channel %s: it owes the provider %s token units in all\n", v.Nonce, v.Channel, v.Amount)
+	}
 	t := res.Timings
 	fmt.Fprintf(s.e.stdout, "demo: first output %s after asking (discover %s, match %s, attest %s, negotiate %s, start %s)\n",
 		ms(t.FirstOutput), ms(t.Discover), ms(t.Match), ms(t.Attest), ms(t.Negotiate), ms(t.Start))
+	return s.redeemDemo(ctx, res.Lease.Provider)
+}
+
+// redeemDemo has the demo's provider redeem its vouchers now, as it does
+// on its schedule, and prints what it was paid on chain.
+func (s *devstack) redeemDemo(ctx context.Context, provider string) error {
+	if s.chain == nil {
+		return nil
+	}
+	var p *node.Node
+	s.mu.Lock()
+	for _, n := range s.nodes {
+		if n != nil && n.Status().PeerID == provider {
+			p = n
+		}
+	}
+	s.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("provider %s is not one of the devstack's nodes", provider)
+	}
+	// The renter's last voucher comes with its countersignature.
+	var n int
+	var err error
+	for wait := time.Now().Add(10 * time.Second); n == 0 && err == nil && time.Now().Before(wait); time.Sleep(200 * time.Millisecond) {
+		n, err = p.Redeem(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	addr := p.WalletAddress()
+	bal, err := s.chain.TokenBalance(ctx, addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.e.stdout, "demo: the provider redeemed its vouchers on %d channel(s): wallet %s now holds %s USD of the test token on chain %d\n",
+		n, addr.Hex(), market.FormatPrice(bal.Uint64()), s.chain.ChainID)
 	return nil
+}
+
+// renterFunds is what the devstack's renter holds of the test token: 100
+// of the currency, in base units (a 6-decimal token, one per micro).
+var renterFunds = big.NewInt(100_000_000)
+
+// startChain starts the development chain that pays the devstack's
+// leases.
+func (s *devstack) startChain() error {
+	c, err := evm.StartDevChain()
+	if err != nil {
+		return err
+	}
+	s.chain = c
+	fmt.Fprintf(s.e.stdout, "devstack: leases are paid by channel on a development chain in this process (chain %d at %s, contract %s, token %s)\n", c.ChainID, c.RPCURL, c.Contract.Hex(), c.Token.Hex())
+	return nil
+}
+
+// settle points cfg at the devstack's chain and funds r's wallet with gas
+// and mint of the token (nil: none); with no chain it changes nothing.
+func (s *devstack) settle(ctx context.Context, r *repo.Repo, cfg *config.Config, mint *big.Int) error {
+	if s.chain == nil {
+		return nil
+	}
+	e := &cfg.Settlement.EVM
+	cfg.Settlement.Kind = config.SettleEVM
+	e.RPCURL, e.ChainID, e.Contract, e.Token = s.chain.RPCURL, s.chain.ChainID, s.chain.Contract.Hex(), s.chain.Token.Hex()
+	key, err := r.Wallet()
+	if err != nil {
+		return err
+	}
+	return s.chain.Fund(ctx, mint, crypto.PubkeyToAddress(key.PublicKey))
 }

@@ -411,10 +411,17 @@ func TestDevstackDemoRentsAndPrintsAReceipt(t *testing.T) {
 			if r.code != 0 {
 				t.Fatalf("devstack --demo: %+v", r)
 			}
-			for _, want := range []string{c.says, "idlegrid rent --repo ", "hello from GPU-", "step 3\n", "completed", "signed by renter and provider", "Rent:        idlegrid rent --repo "} {
+			for _, want := range []string{c.says, "idlegrid rent --repo ", "hello from GPU-", "step 3\n", "completed", "signed by renter and provider", "Rent:        idlegrid rent --repo ",
+				"leases are paid by channel on a development chain", "demo: paid by voucher ", "demo: the provider redeemed its vouchers on 1 channel(s)"} {
 				if !strings.Contains(r.stdout, want) {
 					t.Errorf("no %q in:\n%s", want, r.stdout)
 				}
+			}
+			// The provider is paid what the receipt says, on chain.
+			amount := regexp.MustCompile(`receipt for lease \S+: completed, \d+ s metered, ([0-9.]+) USD`).FindStringSubmatch(r.stdout)
+			held := regexp.MustCompile(`now holds ([0-9.]+) USD of the test token`).FindStringSubmatch(r.stdout)
+			if amount == nil || held == nil || amount[1] != held[1] || amount[1] == "0" {
+				t.Errorf("the receipt says %v, the provider holds %v, in:\n%s", amount, held, r.stdout)
 			}
 		})
 	}

@@ -281,6 +281,9 @@ func printEnd(e *env, res api.RentResult) {
 		if r.Note != "" {
 			fmt.Fprintf(e.stderr, "idlegrid: %s\n", r.Note)
 		}
+		if v := r.Voucher; v != nil {
+			fmt.Fprintf(e.stderr, "idlegrid: paid by voucher %d on channel %s: it owes the provider %s token units in all\n", v.Nonce, v.Channel, v.Amount)
+		}
 	}
 	if l := res.Lease; l.State == views.LeaseSettling {
 		fmt.Fprintf(e.stderr, "idlegrid: lease %s is settling: this receipt, the renter's own, stands unless its provider is back by %s ('idlegrid leases' shows when it settled)\n",

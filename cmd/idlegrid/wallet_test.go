@@ -11,14 +11,18 @@ import (
 	"github.com/idlegrid/idlegrid/node/pay/evm"
 )
 
-// evmRepo is a repository whose settlement is evm on d.
+// evmRepo makes dir's settlement evm on d.
 func evmRepo(t *testing.T, d *evm.DevChain, dir string) {
 	t.Helper()
-	setConfig(t, dir, "settlement.evm.rpc_url", d.RPCURL)
-	setConfig(t, dir, "settlement.evm.chain_id", strconv.FormatUint(d.ChainID, 10))
-	setConfig(t, dir, "settlement.evm.contract", d.Contract.Hex())
-	setConfig(t, dir, "settlement.evm.token", d.Token.Hex())
-	setConfig(t, dir, "settlement.kind", "evm")
+	for _, kv := range evmSettings(d) {
+		setConfig(t, dir, kv[0], kv[1])
+	}
+}
+
+// evmSettings are the settings of settlement evm on d.
+func evmSettings(d *evm.DevChain) [][2]string {
+	return [][2]string{{"settlement.evm.rpc_url", d.RPCURL}, {"settlement.evm.chain_id", strconv.FormatUint(d.ChainID, 10)},
+		{"settlement.evm.contract", d.Contract.Hex()}, {"settlement.evm.token", d.Token.Hex()}, {"settlement.kind", "evm"}}
 }
 
 func jsonOf[T any](t *testing.T, r result) T {

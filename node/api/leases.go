@@ -151,6 +151,10 @@ type LeaseView struct {
 	// when the renter tries to settle it with its provider; after that
 	// the renter's own receipt stands.
 	SettleBy time.Time `json:"settle_by,omitzero"`
+	// Voucher is, for a lease paid by a channel, the latest voucher this
+	// node holds of it: the last its renter signed (renter), or took
+	// (provider).
+	Voucher *VoucherView `json:"voucher,omitempty"`
 }
 
 // ReceiptView is one receipt as `idlegrid receipts` shows it.
@@ -174,6 +178,18 @@ type ReceiptView struct {
 	// SignedBy lists the parties whose signatures verify: a receipt both
 	// signed is settled; one signed by one side is that side's claim.
 	SignedBy []string `json:"signed_by"`
+	// Voucher is, for a lease paid by a channel, the voucher that pays
+	// the receipt; nil for one that is not.
+	Voucher *VoucherView `json:"voucher,omitempty"`
+}
+
+// VoucherView is the voucher a receipt names: on channel (hex), what the
+// channel owes the provider in all (token base units, decimal) as of
+// nonce.
+type VoucherView struct {
+	Channel string `json:"channel"`
+	Amount  string `json:"amount_units"`
+	Nonce   uint64 `json:"nonce"`
 }
 
 // LedgerEntry is the local ledger's balance with one counterparty.

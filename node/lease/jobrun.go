@@ -416,6 +416,7 @@ func (r *run) take(v *pb.Voucher) (stop string) {
 		return ""
 	}
 	if err := r.tab.Take(v, r.sent()); err != nil {
+		r.lo.metrics.Voucher(metrics.VoucherRefused)
 		r.refused++
 		r.lo.log.Warn("voucher refused", "lease", r.ll.lease.Id, "err", err)
 		if r.refused >= MaxRefusedVouchers {
@@ -423,6 +424,7 @@ func (r *run) take(v *pb.Voucher) (stop string) {
 		}
 		return ""
 	}
+	r.lo.metrics.Voucher(metrics.VoucherTaken)
 	r.ll.rec.Voucher, _ = proto.Marshal(v)
 	r.persist()
 	if w := r.lo.wallet; w != nil && r.tab.Deposit != nil && w.RedeemAt > 0 {

@@ -47,6 +47,9 @@ type Metrics struct {
 	// challenges counts the attestation challenges this node made of
 	// providers, by outcome.
 	challenges *prometheus.CounterVec
+	// Vouchers counts the vouchers this provider's leases' renters sent,
+	// by whether it took them.
+	Vouchers *prometheus.CounterVec
 }
 
 // Label values of the node's own metrics.
@@ -75,6 +78,9 @@ const (
 	ExecAdopt  = "adopt"  // adopting a job after a restart
 	ExecPull   = "pull"   // pulling an image for a renter (not a refusal)
 	ExecLoad   = "load"   // loading an image a renter sent (not a refusal)
+	// vouchers result
+	VoucherTaken   = "taken"   // checked and kept: it pays a later beat
+	VoucherRefused = "refused" // forged, for other terms, or claiming what was not sent
 )
 
 var endedStates = []string{records.Completed, records.Preempted, records.Failed, records.Cancelled}
@@ -118,6 +124,8 @@ func New(info Info, readers ...prometheus.Collector) *Metrics {
 		executorErrors: counterVec("idlegrid_executor_errors_total",
 			"Failures of this provider's executor (the container engine), by operation; refusals under the provider's rules are not errors.", "op",
 			ExecCheck, ExecStart, ExecStop, ExecRemove, ExecAdopt, ExecPull, ExecLoad),
+		Vouchers: counterVec("idlegrid_vouchers_total",
+			"Vouchers the renters of this provider's channel-paid leases sent, by whether it took them.", "result", VoucherTaken, VoucherRefused),
 		challenges: counterVec("idlegrid_attestation_challenges_total",
 			"Attestation challenges this node made of providers, by outcome.", "result", ChallengeVerified, ChallengeFailed, ChallengeUncovered, ChallengeUnanswered),
 	}
@@ -136,7 +144,7 @@ func New(info Info, readers ...prometheus.Collector) *Metrics {
 	})
 	infoGauge.Set(1)
 	m.Reg.MustRegister(m.GossipReceived, m.leasesEnded, m.leaseSeconds, m.earned, m.spent, m.offersPublished, m.QuotesSent, m.BidsUnquoted,
-		m.attestServed, m.executorErrors, m.challenges, infoGauge)
+		m.attestServed, m.executorErrors, m.challenges, m.Vouchers, infoGauge)
 	m.Reg.MustRegister(readers...)
 	return m
 }
@@ -212,6 +220,13 @@ func (m *Metrics) AttestationServed(err error) {
 func (m *Metrics) Challenged(result string) {
 	if m != nil {
 		m.challenges.WithLabelValues(result).Inc()
+	}
+}
+
+// Voucher counts a voucher a renter sent, by result (a Voucher… value).
+func (m *Metrics) Voucher(result string) {
+	if m != nil {
+		m.Vouchers.WithLabelValues(result).Inc()
 	}
 }
 

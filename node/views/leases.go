@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"math/big"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 )
 
 // Lease states (see records): a lease is accepted (countersigned, not
@@ -41,7 +43,18 @@ func Lease(r *records.Lease) api.LeaseView {
 	v.Renter, v.Provider = peer.ID(l.Renter).String(), peer.ID(l.Provider).String()
 	v.Tier, v.GPUs, v.Price, v.Currency = market.TierName(l.Tier), l.GpuCount, market.FormatPrice(l.PriceMicros), l.Currency
 	v.Start, v.Image = time.UnixMilli(l.StartUnixMs).UTC(), l.Workload.GetImage()
+	if len(r.Voucher) > 0 {
+		pv := new(pb.Voucher)
+		if proto.Unmarshal(r.Voucher, pv) == nil {
+			v.Voucher = voucherView(pv)
+		}
+	}
 	return v
+}
+
+// voucherView shows a voucher.
+func voucherView(pv *pb.Voucher) *api.VoucherView {
+	return &api.VoucherView{Channel: "0x" + hex.EncodeToString(pv.Channel), Amount: new(big.Int).SetBytes(pv.Amount).String(), Nonce: pv.Nonce}
 }
 
 // Receipt shows a receipt and which signatures on it verify.
@@ -58,6 +71,9 @@ func Receipt(rc *pb.Receipt, cs *pb.CoSigned) api.ReceiptView {
 		if _, err := market.OpenCoSigned[*pb.Receipt](cs, p); err == nil {
 			v.SignedBy = append(v.SignedBy, p.String())
 		}
+	}
+	if pv := rc.GetVoucher(); pv != nil {
+		v.Voucher = voucherView(pv)
 	}
 	return v
 }

@@ -140,6 +140,62 @@ func (d *DevChain) Mint(ctx context.Context, to common.Address, amount *big.Int)
 	return nil
 }
 
+// Fund gives each of to 10 of the chain's coin, for gas, and mint of
+// the test token (base units; nil: none), and waits until they hold it.
+func (d *DevChain) Fund(ctx context.Context, mint *big.Int, to ...common.Address) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	client := d.sim.Client()
+	from := crypto.PubkeyToAddress(d.deployer.PublicKey)
+	nonce, err := client.PendingNonceAt(ctx, from)
+	if err != nil {
+		return err
+	}
+	tip, err := client.SuggestGasTipCap(ctx)
+	if err != nil {
+		return err
+	}
+	head, err := client.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return err
+	}
+	feeCap := new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2)))
+	signer := types.LatestSignerForChainID(new(big.Int).SetUint64(d.ChainID))
+	var sent []common.Hash
+	for _, a := range to {
+		tx, err := types.SignNewTx(d.deployer, signer, &types.DynamicFeeTx{ChainID: new(big.Int).SetUint64(d.ChainID), Nonce: nonce, GasTipCap: tip, GasFeeCap: feeCap, Gas: 21_000, To: &a, Value: ether(10)})
+		if err != nil {
+			return err
+		}
+		if err := client.SendTransaction(ctx, tx); err != nil {
+			return fmt.Errorf("fund %s: %w", a, err)
+		}
+		nonce++
+		sent = append(sent, tx.Hash())
+		if mint == nil {
+			continue
+		}
+		o, _ := bind.NewKeyedTransactorWithChainID(d.deployer, new(big.Int).SetUint64(d.ChainID))
+		o.Context, o.Nonce = ctx, new(big.Int).SetUint64(nonce)
+		mtx, err := d.token.Mint(o, a, mint)
+		if err != nil {
+			return fmt.Errorf("mint to %s: %w", a, err)
+		}
+		nonce++
+		sent = append(sent, mtx.Hash())
+	}
+	for _, h := range sent {
+		r, err := waitMined(ctx, client, h)
+		if err != nil {
+			return err
+		}
+		if r.Status != types.ReceiptStatusSuccessful {
+			return fmt.Errorf("funding transaction %s reverted", h)
+		}
+	}
+	return nil
+}
+
 // Close stops mining and the chain.
 func (d *DevChain) Close() error {
 	close(d.stop)
@@ -149,4 +205,9 @@ func (d *DevChain) Close() error {
 
 func ether(n int64) *big.Int {
 	return new(big.Int).Mul(big.NewInt(n), new(big.Int).Exp(big.NewInt(10), big.NewInt(18), nil))
+}
+
+// TokenBalance is what a holds of the test token, in base units.
+func (d *DevChain) TokenBalance(ctx context.Context, a common.Address) (*big.Int, error) {
+	return d.token.BalanceOf(&bind.CallOpts{Context: ctx}, a)
 }

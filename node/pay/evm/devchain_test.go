@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/idlegrid/idlegrid/node/pay"
 )
@@ -52,5 +53,35 @@ func TestADevChainServesJSONRPCAndMinesByItself(t *testing.T) {
 		if err != nil || b.Token.Int64() != want {
 			t.Fatalf("%s holds %v (%v), want %d", who.Address(), b.Token, err, want)
 		}
+	}
+}
+
+func TestADevChainFundsAccountsMadeAfterItStarted(t *testing.T) {
+	d, err := StartDevChain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	k1, _ := crypto.GenerateKey()
+	k2, _ := crypto.GenerateKey()
+	a1, a2 := crypto.PubkeyToAddress(k1.PublicKey), crypto.PubkeyToAddress(k2.PublicKey)
+	if err := d.Fund(ctx, big.NewInt(7_000_000), a1, a2); err != nil {
+		t.Fatal(err)
+	}
+	c1, err := Dial(ctx, d.RPCURL, d.ChainID, d.Contract, d.Token, k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []common.Address{a1, a2} {
+		b, err := c1.BalancesOf(ctx, a)
+		if err != nil || b.Token.Int64() != 7_000_000 || b.Coin.Cmp(ether(10)) != 0 {
+			t.Fatalf("%s holds %+v (%v), want 10 coins and 7,000,000 of the token", a, b, err)
+		}
+	}
+	// The coin pays for the gas of an opening.
+	if _, err := c1.Open(ctx, a2, big.NewInt(1_000_000)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/pay/evm"
+)
+
+// TestASIGKILLedRenterLeavesItsProviderAtMostABeatUnpaid rents from a
+// provider daemon paid by channel, on a development chain, and SIGKILLs
+// the `idlegrid rent` process once it has paid a few beats, three times.
+// The provider stops each job at its next beat: what its receipt says the
+// renter owes beyond the latest voucher it took (its exposure) is at most
+// one beat's price. The next rent takes the same channel up where the
+// killed one left it.
+func TestASIGKILLedRenterLeavesItsProviderAtMostABeatUnpaid(t *testing.T) {
+	chain, err := evm.StartDevChain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chain.Close()
+	image, bin := executortest.BusyboxImage(t), buildBinary(t)
+	prov, _, pid, _ := restartableProvider(t, bin, executortest.Docker(t), append(evmSettings(chain), [2]string{"jobs.heartbeat_interval", "1s"}, [2]string{"jobs.renter_grace", "30s"})...)
+	renter := renterRepo(t, bin, "renter")
+	evmRepo(t, chain, renter)
+	pa := jsonOf[walletView](t, runCLI(t, "wallet", "--json", "--repo", prov))
+	ra := jsonOf[walletView](t, runCLI(t, "wallet", "--json", "--repo", renter))
+	if err := chain.Fund(t.Context(), nil, common.HexToAddress(pa.Address)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chain.Fund(t.Context(), big.NewInt(100_000_000), common.HexToAddress(ra.Address)); err != nil {
+		t.Fatal(err)
+	}
+
+	const rounds = 3
+	beatMicros := int64(0)
+	var worst int64
+	var channel string
+	for round := range rounds {
+		r := startRent(t, bin, renter, pid.Addrs[0], rental{image, "1", 1}, "sh", "-c", "echo up; sleep 300")
+		r.round = round
+		waitOutput(t, r, "up\n", 60*time.Second)
+		// Three beats paid, then the renter dies without a word.
+		paid := waitJSON(t, 30*time.Second, "the provider takes three vouchers", bin, func(ls []api.LeaseView) bool {
+			l := live(ls)
+			return l != nil && l.Voucher != nil && l.Beats >= 3
+		}, "leases", "--json", "--repo", prov)
+		lease := *live(paid)
+		if err := r.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-r.done
+		ended := waitJSON(t, 60*time.Second, "the provider ends the lease", bin, func(rs []api.ReceiptView) bool {
+			return receiptOf(rs, lease.ID) != nil
+		}, "receipts", "--json", "--repo", prov)
+		rc := receiptOf(ended, lease.ID)
+		held := waitJSON(t, 10*time.Second, "the lease's record", bin, func(ls []api.LeaseView) bool { return leaseOf(ls, lease.ID) != nil }, "leases", "--json", "--repo", prov)
+		v := leaseOf(held, lease.ID).Voucher
+		if rc.Voucher == nil || v == nil {
+			t.Fatalf("round %d: the receipt names voucher %+v, the provider holds %+v", round, rc.Voucher, v)
+		}
+		if channel == "" {
+			channel = v.Channel
+		} else if v.Channel != channel {
+			t.Errorf("round %d is paid by channel %s, the first by %s", round, v.Channel, channel)
+		}
+		owed, _ := new(big.Int).SetString(rc.Voucher.Amount, 10)
+		got, _ := new(big.Int).SetString(v.Amount, 10)
+		exposure := new(big.Int).Sub(owed, got).Int64() // token units: one per micro
+		// One beat: a second's interval, rounded up to the second as
+		// metering does, at the lease's price for its GPUs.
+		price, err := market.ParsePrice(lease.Price)
+		if err != nil {
+			t.Fatal(err)
+		}
+		beatMicros = int64(price*uint64(lease.GPUs)*2/3600) + 1
+		if exposure < 0 || exposure > beatMicros {
+			t.Errorf("round %d: exposure %d micros (receipt names %s, provider holds %s); one beat is %d; the lease ended with %q", round, exposure, owed, got, beatMicros, rc.Note)
+		}
+		worst = max(worst, exposure)
+		t.Logf("round %d: %s, exposure %d micros of %s owed (one beat %d)", round, rc.Note, exposure, rc.Amount, beatMicros)
+	}
+	t.Logf("worst exposure %d micros in %d SIGKILLs; one beat is %d", worst, rounds, beatMicros)
+}
+
+// live is the lease in ls that has not ended; nil with none.
+func live(ls []api.LeaseView) *api.LeaseView {
+	for i := range ls {
+		if !ls[i].Ended {
+			return &ls[i]
+		}
+	}
+	return nil
+}
+
+func leaseOf(ls []api.LeaseView, id string) *api.LeaseView {
+	for i := range ls {
+		if ls[i].ID == id {
+			return &ls[i]
+		}
+	}
+	return nil
+}
+
+func receiptOf(rs []api.ReceiptView, id string) *api.ReceiptView {
+	for i := range rs {
+		if rs[i].LeaseID == id {
+			return &rs[i]
+		}
+	}
+	return nil
+}
