@@ -7,7 +7,9 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/pay"
 	"github.com/idlegrid/idlegrid/node/pay/evm"
 	ds "github.com/ipfs/go-datastore"
@@ -70,17 +72,17 @@ func (noLedger) Settle(context.Context, ds.Batch, string, *pb.Receipt) error { r
 
 // Redeem redeems now, on a provider paid by channel, the latest voucher
 // of each channel that pays more than the chain has: what its daemon does
-// on its schedule (settlement.evm.redeem_every). It returns how many it
-// redeemed; a node with no wallet redeems none.
-func (n *Node) Redeem(ctx context.Context) (int, error) {
+// on its schedule (settlement.evm.redeem_every). A node with settlement
+// other than evm has nothing to redeem: a conflict.
+func (n *Node) Redeem(ctx context.Context) (api.RedeemResult, error) {
 	if n.wallet == nil {
-		return 0, nil
+		return api.RedeemResult{}, fault.Conflictf("settlement.kind is %q: only a node paid by channel (evm) has vouchers to redeem", n.cfg.Settlement.Kind)
 	}
 	recs, err := n.leaseStore().All(ctx)
 	if err != nil {
-		return 0, err
+		return api.RedeemResult{}, err
 	}
-	return n.wallet.RedeemDue(ctx, recs, true), nil
+	return api.RedeemResult{Wallet: n.wallet.Address().Hex(), Redeemed: n.wallet.RedeemDue(ctx, recs, true)}, nil
 }
 
 // WalletAddress is the node's wallet address with settlement evm; zero

@@ -147,14 +147,15 @@ func (s *devstack) redeemDemo(ctx context.Context, provider string) error {
 		return fmt.Errorf("provider %s is not one of the devstack's nodes", provider)
 	}
 	// The renter's last voucher comes with its countersignature.
-	var n int
+	var res api.RedeemResult
 	var err error
-	for wait := time.Now().Add(10 * time.Second); n == 0 && err == nil && time.Now().Before(wait); time.Sleep(200 * time.Millisecond) {
-		n, err = p.Redeem(ctx)
+	for wait := time.Now().Add(10 * time.Second); res.Redeemed == 0 && err == nil && time.Now().Before(wait); time.Sleep(200 * time.Millisecond) {
+		res, err = p.Redeem(ctx)
 	}
 	if err != nil {
 		return err
 	}
+	n := res.Redeemed
 	addr := p.WalletAddress()
 	bal, err := s.chain.TokenBalance(ctx, addr)
 	if err != nil {

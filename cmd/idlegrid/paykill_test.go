@@ -87,6 +87,24 @@ func TestASIGKILLedRenterLeavesItsProviderAtMostABeatUnpaid(t *testing.T) {
 		t.Logf("round %d: %s, exposure %d micros of %s owed (one beat %d)", round, rc.Note, exposure, rc.Amount, beatMicros)
 	}
 	t.Logf("worst exposure %d micros in %d SIGKILLs; one beat is %d", worst, rounds, beatMicros)
+
+	// Asked, the provider's daemon redeems the channel's latest voucher:
+	// the chain then says it paid what the provider holds.
+	red := jsonOf[api.RedeemResult](t, runCLI(t, "channel", "redeem", "--json", "--repo", prov))
+	if red.Redeemed != 1 || red.Wallet != pa.Address {
+		t.Fatalf("channel redeem: %+v", red)
+	}
+	ls := mustJSON[[]api.LeaseView](t, bin, "leases", "--json", "--repo", prov)
+	var latest *api.VoucherView
+	for _, l := range ls {
+		if v := l.Voucher; v != nil && (latest == nil || v.Nonce > latest.Nonce) {
+			latest = v
+		}
+	}
+	chs := jsonOf[[]channelView](t, runCLI(t, "channel", "list", "--json", "--repo", prov))
+	if len(chs) != 1 || chs[0].ID != channel || latest == nil || chs[0].Nonce != latest.Nonce {
+		t.Fatalf("channels %+v; the provider's latest voucher %+v", chs, latest)
+	}
 }
 
 // live is the lease in ls that has not ended; nil with none.

@@ -11,6 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/pay/evm"
 	"github.com/spf13/cobra"
@@ -161,8 +162,9 @@ func newChannelCmd(e *env) *cobra.Command {
 		Short: "Open, fund, close and list payment channels (settlement evm)",
 		Long: `A payment channel holds a renter's deposit for one provider on the chain
 [settlement.evm] names. The renter opens it once and pays each lease by
-signing vouchers as the job's telemetry beats arrive; the provider redeems
-the latest voucher when it chooses, so many leases cost no transaction.
+signing vouchers as the job's telemetry beats arrive; the provider's daemon
+redeems the latest voucher on a schedule (or 'channel redeem' now), so many
+leases cost no transaction.
 
 A renter closes a channel in two steps: "close" starts the challenge
 period (in which the provider may still redeem its latest voucher), and
@@ -170,7 +172,8 @@ period (in which the provider may still redeem its latest voucher), and
 		Example: `  idlegrid channel open 0xPROVIDER_WALLET --amount 10
   idlegrid channel topup 0xCHANNEL_ID --amount 5
   idlegrid channel list --json
-  idlegrid channel close 0xCHANNEL_ID`,
+  idlegrid channel close 0xCHANNEL_ID
+  idlegrid channel redeem              # a provider: redeem its vouchers now`,
 	}
 	var amount string
 	open := &cobra.Command{
@@ -235,7 +238,7 @@ period (in which the provider may still redeem its latest voucher), and
 			}
 			switch {
 			case st.Renter != ch.Address():
-				return fmt.Errorf("channel %s pays from %s, not this wallet (%s): a provider's node closes its channels itself, with the latest voucher it holds", id, st.Renter, ch.Address())
+				return fmt.Errorf("channel %s pays from %s, not this wallet (%s): a provider's daemon redeems the latest voucher it holds by itself, or now with `idlegrid channel redeem`", id, st.Renter, ch.Address())
 			case st.Finished:
 				return fmt.Errorf("channel %s is finished already", id)
 			case st.ClosesAt.IsZero():
@@ -281,7 +284,40 @@ period (in which the provider may still redeem its latest voucher), and
 			})
 		},
 	}
-	for _, sub := range []*cobra.Command{open, topup, closeCmd, list} {
+	redeem := &cobra.Command{
+		Use:   "redeem",
+		Short: "A provider's redemption now: the latest voucher of each channel that pays it",
+		Long: `Redeem on chain, now, the latest voucher of each channel that pays this
+provider more than the chain has paid: what the provider's daemon does by
+itself every settlement.evm.redeem_every, when a voucher nears
+redeem_at_percent of its deposit, and when the renter starts to close.
+One transaction per channel redeemed. Through the daemon when one runs,
+else from the repository.`,
+		Example: `  idlegrid channel redeem
+  idlegrid channel redeem --json`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			var res api.RedeemResult
+			err := e.apiCall(func(c api.Node) (err error) { res, err = c.Redeem(e.ctx); return })
+			if errors.Is(err, api.ErrNoDaemon) {
+				n, done, lerr := e.lightNode(nil)
+				if lerr != nil {
+					return lerr
+				}
+				defer done()
+				res, err = n.Redeem(e.ctx)
+			}
+			if err != nil {
+				return err
+			}
+			if e.asJSON {
+				return e.printJSON(res)
+			}
+			fmt.Fprintf(e.stdout, "redeemed the latest voucher of %d channel(s) to wallet %s\n", res.Redeemed, res.Wallet)
+			return nil
+		},
+	}
+	for _, sub := range []*cobra.Command{open, topup, closeCmd, list, redeem} {
 		addJSONFlag(sub, e)
 		c.AddCommand(sub)
 	}

@@ -141,6 +141,13 @@ func (c *Client) CancelLease(ctx context.Context, id string) (LeaseView, error) 
 	return out, c.post(ctx, "/v1/leases/"+url.PathEscape(id)+"/cancel", struct{}{}, &out)
 }
 
+// Redeem asks POST /v1/channels/redeem to redeem the provider's vouchers
+// now.
+func (c *Client) Redeem(ctx context.Context) (RedeemResult, error) {
+	var out RedeemResult
+	return out, c.post(ctx, "/v1/channels/redeem", struct{}{}, &out)
+}
+
 // Receipts fetches GET /v1/receipts.
 func (c *Client) Receipts(ctx context.Context) ([]ReceiptView, error) {
 	var out []ReceiptView

@@ -183,6 +183,13 @@ type ReceiptView struct {
 	Voucher *VoucherView `json:"voucher,omitempty"`
 }
 
+// RedeemResult is what a provider's redemption did: the channels whose
+// latest voucher it redeemed, from its wallet.
+type RedeemResult struct {
+	Wallet   string `json:"wallet"`
+	Redeemed int    `json:"redeemed"`
+}
+
 // VoucherView is the voucher a receipt names: on channel (hex), what the
 // channel owes the provider in all (token base units, decimal) as of
 // nonce.

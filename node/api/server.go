@@ -44,6 +44,9 @@ type Node interface {
 	// newest first.
 	StartRental(context.Context, RentRequest) (RentalView, error)
 	Rentals(context.Context) ([]RentalView, error)
+	// Redeem redeems now, on a provider paid by channel, the latest
+	// voucher of each channel that pays more than the chain has.
+	Redeem(context.Context) (RedeemResult, error)
 }
 
 // Records is the part of Node that a repository answers by itself, with
@@ -158,6 +161,9 @@ func NewServer(b Backend, metrics prometheus.Gatherer, g Guard, log *slog.Logger
 	})
 	mux.HandleFunc("POST /v1/leases/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, func() (any, error) { return b.CancelLease(r.Context(), r.PathValue("id")) })
+	})
+	mux.HandleFunc("POST /v1/channels/redeem", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, func() (any, error) { return b.Redeem(r.Context()) })
 	})
 	mux.HandleFunc("GET /v1/receipts", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, func() (any, error) { return b.Receipts(r.Context()) })

@@ -56,6 +56,12 @@ var checks = []struct {
 	{"Reputation", checkReputation},
 	{"GPUs", checkGPUs},
 	{"Rentals", checkRentals},
+	{"Redeem", checkRedeem},
+}
+
+func checkRedeem(t *testing.T, ctx context.Context, f Fixture) {
+	_, err := f.API.Redeem(ctx)
+	isKind(t, "Redeem on a node paid by the ledger", err, fault.ErrConflict, "settlement.kind")
 }
 
 func checkStatus(t *testing.T, ctx context.Context, f Fixture) {
