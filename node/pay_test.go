@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
 	"math/big"
 	"os"
 	"strings"
@@ -38,6 +39,22 @@ const paidBeat = time.Second
 // token), a heartbeat of paidBeat.
 func paidSwarm(t *testing.T) (chain *evm.DevChain, prov, renter *Node) {
 	t.Helper()
+	p := newPaidSwarm(t, nil)
+	return p.chain, p.prov, p.renter
+}
+
+// paid is a paidSwarm, with what restarts its provider.
+type paid struct {
+	chain        *evm.DevChain
+	prov, renter *Node
+	provRepo     *repo.Repo
+	provOptions  Options
+}
+
+// newPaidSwarm starts a paidSwarm, the renter's config edited by
+// renterEdit (nil: none).
+func newPaidSwarm(t *testing.T, renterEdit func(*config.Config)) *paid {
+	t.Helper()
 	keys := map[string]string{}
 	var addrs []common.Address
 	for _, name := range []string{"prov", "renter"} {
@@ -66,7 +83,9 @@ func paidSwarm(t *testing.T) (chain *evm.DevChain, prov, renter *Node) {
 		t.Fatal(err)
 	}
 	boot := startNode(t, testRepo(t, "boot", nil), Options{})
+	port := freePort(t)
 	pr := testRepo(t, "prov", both(bootstrapFrom(boot), evmOn, func(c *config.Config) {
+		c.Network.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)}
 		c.Provider.Enabled = true
 		c.Provider.GPUSource = "fake:dgxh100"
 		c.Provider.Price = "2.00"
@@ -75,13 +94,18 @@ func paidSwarm(t *testing.T) (chain *evm.DevChain, prov, renter *Node) {
 		c.Jobs.StopGrace = config.Dur(time.Second)
 		c.Jobs.RenterGrace = config.Dur(30 * time.Second)
 	}))
-	rr := testRepo(t, "renter", both(bootstrapFrom(boot), evmOn))
+	rr := testRepo(t, "renter", both(bootstrapFrom(boot), evmOn, func(c *config.Config) {
+		if renterEdit != nil {
+			renterEdit(c)
+		}
+	}))
 	useWallet(t, pr, keys["prov"])
 	useWallet(t, rr, keys["renter"])
-	prov = startNode(t, pr, Options{GPUSource: fake})
-	removeJobsOf(t, prov)
-	renter = startNode(t, rr, Options{Light: true})
-	return chain, prov, renter
+	p := &paid{chain: chain, provRepo: pr, provOptions: Options{GPUSource: fake}}
+	p.prov = startNode(t, pr, p.provOptions)
+	removeJobsOf(t, p.prov)
+	p.renter = startNode(t, rr, Options{Light: true})
+	return p
 }
 
 // useWallet makes key (hex) the wallet of r.
@@ -457,5 +481,97 @@ func TestAProviderRefusesForgedVouchersOnTheJobStream(t *testing.T) {
 	perSecond := float64(l.PriceMicros) * float64(l.GpuCount) / 3600
 	if beat := uint64(perSecond*(paidBeat.Seconds()+1)) + 1; rc.AmountMicros < got || rc.AmountMicros-got > beat {
 		t.Errorf("exposure %d micros (receipt %d, paid %d); one beat is %d", rc.AmountMicros-got, rc.AmountMicros, got, beat)
+	}
+}
+
+// TestAPaidLeaseKeepsItsVouchersAcrossAProviderRestart restarts the
+// provider under a paid lease: the voucher it held is in the lease's
+// record as it was, the adopted run takes the renter's vouchers again,
+// and the receipt and the chain end with the latest one.
+func TestAPaidLeaseKeepsItsVouchersAcrossAProviderRestart(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	p := newPaidSwarm(t, nil)
+	ctx := context.Background()
+	done := rentAsync(ctx, p.renter, rentRequest(image, "sleep", "600"), RentOutput{})
+	id := activeLease(t, p.prov).ID
+	waitFor(t, 30*time.Second, "the provider takes two vouchers", func() bool {
+		rec, err := records.Store{D: p.prov.store}.Get(ctx, id)
+		return err == nil && len(rec.Voucher) > 0 && rec.Beats >= 2
+	})
+	// What the provider held just before it stopped is there after the
+	// restart (or a later one it took in between), none lost.
+	before := storedVoucher(t, p.prov, id)
+	p.prov.Close()
+	p.prov = startNode(t, p.provRepo, p.provOptions)
+	if after := storedVoucher(t, p.prov, id); after.Nonce < before.Nonce || after.Nonce == before.Nonce && !proto.Equal(before, after) {
+		t.Fatalf("the voucher kept before the restart %v, after it %v", before, after)
+	}
+	// The renter attaches again and pays on: a later voucher is taken.
+	waitFor(t, 60*time.Second, "the restarted provider takes a later voucher", func() bool {
+		rec, err := records.Store{D: p.prov.store}.Get(ctx, id)
+		if err != nil || len(rec.Voucher) == 0 {
+			return false
+		}
+		v := new(pb.Voucher)
+		return proto.Unmarshal(rec.Voucher, v) == nil && v.Nonce > before.Nonce+1
+	})
+	if _, err := p.renter.CancelLease(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; res.err != nil {
+		t.Fatalf("rent: %v", res.err)
+	}
+	waitFor(t, 10*time.Second, "the provider holds the countersigned receipt", func() bool {
+		return len(storedReceipt(t, p.prov, id).RenterSignature) > 0
+	})
+	rc, pp := paidOf(t, p.prov, id)
+	v := storedVoucher(t, p.prov, id)
+	if rc.Voucher == nil || rc.Voucher.Nonce != v.Nonce || string(rc.Voucher.Amount) != string(v.Amount) {
+		t.Fatalf("the receipt names %v, the provider holds %v", rc.Voucher, v)
+	}
+	if got := new(big.Int).Sub(new(big.Int).SetBytes(v.Amount), new(big.Int).SetBytes(pp.Base)).Uint64(); got != rc.AmountMicros {
+		t.Errorf("the last voucher pays %d, the receipt says %d", got, rc.AmountMicros)
+	}
+	if res, err := p.prov.Redeem(ctx); err != nil || res.Redeemed != 1 {
+		t.Fatalf("redeem: %+v, %v", res, err)
+	}
+	ch, err := p.prov.wallet.Chain.Channel(ctx, common.BytesToHash(v.Channel))
+	if err != nil || ch.Nonce != v.Nonce {
+		t.Fatalf("channel at nonce %d (%v), the last voucher's is %d", ch.Nonce, err, v.Nonce)
+	}
+}
+
+// TestAProviderStopsAJobItsChannelCannotPayFor rents on a channel of
+// 0.003 (three seconds of 2 GPUs at 2.00 an hour): the provider stops the
+// job before a beat the deposit cannot cover, so the renter owes no more
+// than the channel holds and its vouchers paid for all of it.
+func TestAProviderStopsAJobItsChannelCannotPayFor(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	p := newPaidSwarm(t, func(c *config.Config) { c.Settlement.EVM.Deposit = 0.003 })
+	ctx := context.Background()
+	res, err := p.renter.Rent(ctx, rentRequest(image, "sleep", "600"), RentOutput{})
+	if err != nil {
+		t.Fatalf("rent: %v", err)
+	}
+	id := res.Lease.ID
+	rc, pp := paidOf(t, p.prov, id)
+	if !strings.Contains(rc.Note, "does not cover the next beat") {
+		t.Errorf("the lease ended with %q, want it stopped for its deposit", rc.Note)
+	}
+	ch, err := p.prov.wallet.Chain.Channel(ctx, common.BytesToHash(pp.Channel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owed := new(big.Int).Add(new(big.Int).SetBytes(pp.Base), new(big.Int).SetUint64(rc.AmountMicros))
+	if owed.Cmp(ch.Deposit) > 0 || rc.AmountMicros == 0 {
+		t.Errorf("the receipt owes %s in all; the channel holds %s", owed, ch.Deposit)
+	}
+	waitFor(t, 10*time.Second, "the provider holds the countersigned receipt", func() bool {
+		return len(storedReceipt(t, p.prov, id).RenterSignature) > 0
+	})
+	if v := storedVoucher(t, p.prov, id); new(big.Int).SetBytes(v.Amount).Cmp(owed) != 0 {
+		t.Errorf("the last voucher pays %x, the receipt owes %s", v.Amount, owed)
 	}
 }

@@ -124,6 +124,9 @@ type run struct {
 	// not paid by one); refused counts the vouchers refused.
 	tab     *pay.Tab
 	refused int
+	// resumed: a paid lease's run adopted after this provider's restart,
+	// whose first tick leaves its renter the time to attach again.
+	resumed bool
 }
 
 // runLease waits for the lease's start, starts (or adopts) its job,
@@ -170,6 +173,10 @@ func (lo *Owner) runLease(ll *liveLease, adopted executor.Job, lost string) {
 	ll.rec.State, ll.rec.Job = records.Active, r.job.ID()
 	r.persist()
 	ll.Feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Started{Started: fmt.Sprintf("%s job %s on GPUs %v", lo.Exec.Name(), r.job.ID(), ll.rec.GPUs)}})
+	// A paid lease adopted after a restart signs no beat before its renter
+	// had a tick's time to attach again: no beat goes unpaid for the
+	// provider's own absence.
+	r.resumed = adopted != nil && r.tab != nil
 	// The job's exit is waited for as long as this supervisor runs, also
 	// while it stops the job during the owner's shutdown.
 	waiting, stopWaiting := context.WithCancel(context.WithoutCancel(lo.ctx))
@@ -180,7 +187,9 @@ func (lo *Owner) runLease(ll *liveLease, adopted executor.Job, lost string) {
 			r.exited <- code
 		}
 	}()
-	r.beat()
+	if !r.resumed {
+		r.beat()
+	}
 	r.loop()
 }
 
@@ -445,6 +454,10 @@ func (r *run) unpaid(now time.Time) string {
 	}
 	t := r.tab
 	t.Lease = r.ll.term.Load().Lease
+	if r.resumed { // the first tick after a restart
+		r.resumed = false
+		return ""
+	}
 	if owed := t.Owed(r.sent()); t.Amount().Cmp(owed) < 0 {
 		return fmt.Sprintf("unpaid: the renter's vouchers pay %s of the %s owed at the last beat (%s metered)", t.Amount(), owed, r.sent())
 	}

@@ -287,6 +287,7 @@ func (f *Follow) read(ctx context.Context, s network.Stream) (done bool, err err
 	defer closing()
 	read := make(chan struct{})
 	defer close(read)
+	f.payAgain(s)
 	go func() {
 		select {
 		case <-f.leave:

@@ -72,6 +72,22 @@ func (f *Follow) pay(s network.Stream) {
 	}
 	f.rec.Voucher, _ = proto.Marshal(v)
 	f.persist()
+	f.sendVoucher(s, v)
+}
+
+// payAgain sends, on a stream just attached, the voucher of the last beat
+// this renter verified: the provider may not have taken it (it restarted,
+// or the stream broke first); one it took already changes nothing.
+func (f *Follow) payAgain(s network.Stream) {
+	if f.payer == nil || f.beats.Beats() == 0 {
+		return
+	}
+	if v := f.voucher(); v != nil {
+		f.sendVoucher(s, v)
+	}
+}
+
+func (f *Follow) sendVoucher(s network.Stream, v *pb.Voucher) {
 	s.SetWriteDeadline(time.Now().Add(voucherDeadline)) // the network's clock
 	if err := p2p.WriteMsg(s, &pb.ReceiptReply{Voucher: v}); err != nil {
 		f.R.Log.Debug("voucher not sent", "lease", f.Lease.Id, "err", err)
