@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -160,4 +162,23 @@ func TestTermsOfAMalformedPaymentNameTheField(t *testing.T) {
 func sameVoucher(a, b *pb.Voucher) bool {
 	return bytes.Equal(a.GetSignature(), b.GetSignature()) && bytes.Equal(a.GetChannel(), b.GetChannel()) &&
 		bytes.Equal(a.GetAmount(), b.GetAmount()) && a.GetNonce() == b.GetNonce()
+}
+
+// A voucher padded with a field this version does not know is refused
+// where the job stream decodes it (p2p.ReadMsg decodes with
+// market.Unmarshal), before any signature is checked.
+func TestAVoucherWithUnknownFieldsIsRefusedOnTheWire(t *testing.T) {
+	_, p := meterLease(t)
+	v, err := p.Voucher(1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), 7))
+	b, err := proto.Marshal(&pb.ReceiptReply{Voucher: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := market.Unmarshal(b, new(pb.ReceiptReply)); err == nil || !strings.Contains(err.Error(), "voucher.Voucher") {
+		t.Fatalf("a padded voucher: %v", err)
+	}
 }
