@@ -11,6 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/pay"
 	"github.com/idlegrid/idlegrid/node/records"
 	"google.golang.org/protobuf/proto"
@@ -39,7 +40,7 @@ func TestAProviderRedeemsWhenARenterClosesOrTheDepositRunsLow(t *testing.T) {
 	defer cancel()
 	var keys []*ecdsa.PrivateKey
 	var addrs []common.Address
-	for range 3 {
+	for range 4 {
 		k, _ := crypto.GenerateKey()
 		keys, addrs = append(keys, k), append(addrs, crypto.PubkeyToAddress(k.PublicKey))
 	}
@@ -54,14 +55,19 @@ func TestAProviderRedeemsWhenARenterClosesOrTheDepositRunsLow(t *testing.T) {
 		}
 		chains = append(chains, c)
 	}
-	prov, closer, spender := chains[0], chains[1], chains[2]
-	w := &pay.Wallet{Key: keys[0], Chain: prov, RedeemAt: 80, RedeemEvery: 24 * time.Hour, Log: slog.New(slog.DiscardHandler)}
+	prov, closer, spender, slow := chains[0], chains[1], chains[2], chains[3]
+	clk := clock.NewFake()
+	w := &pay.Wallet{Key: keys[0], Chain: prov, RedeemAt: 80, RedeemEvery: 24 * time.Hour, Clock: clk, Log: slog.New(slog.DiscardHandler)}
 	// Two renters' channels to the provider, each with 1,000,000.
 	a, err := closer.Open(ctx, addrs[0], big.NewInt(1_000_000))
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, err := spender.Open(ctx, addrs[0], big.NewInt(1_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := slow.Open(ctx, addrs[0], big.NewInt(1_000_000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +94,7 @@ func TestAProviderRedeemsWhenARenterClosesOrTheDepositRunsLow(t *testing.T) {
 	}
 	// b's voucher reaches 80% of its deposit: the redeemer, nudged, redeems
 	// it without waiting for the schedule.
-	recs = append(recs, heldVoucher(t, prov, keys[2], b, 850_000, 2))
+	recs = append(recs, heldVoucher(t, prov, keys[2], b, 850_000, 2), heldVoucher(t, prov, keys[3], c, 100_000, 1))
 	run, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -103,10 +109,20 @@ func TestAProviderRedeemsWhenARenterClosesOrTheDepositRunsLow(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	if paid(c) != 0 {
+		t.Fatalf("channel c paid %d on a nudge: its voucher is a tenth of the deposit, due only on the schedule", paid(c))
+	}
+	// A day later, on its schedule, every channel's latest voucher is.
+	for deadline := time.Now().Add(time.Minute); paid(c) != 100_000; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("channel c paid %d after the schedule's day, want 100000", paid(c))
+		}
+		clk.Advance(time.Hour)
+	}
 	stop()
 	<-done
 	b1, _ := prov.BalancesOf(ctx, addrs[0])
-	if b1.Token.Int64() != 10_000_000+500_000+850_000 {
-		t.Errorf("the provider holds %s of the token, want its own 10,000,000 and 1,350,000 redeemed", b1.Token)
+	if b1.Token.Int64() != 10_000_000+500_000+850_000+100_000 {
+		t.Errorf("the provider holds %s of the token, want its own 10,000,000 and 1,450,000 redeemed", b1.Token)
 	}
 }
