@@ -87,7 +87,7 @@ func TestARenterOpensFundsListsAndClosesAChannelFromTheCLI(t *testing.T) {
 			t.Fatalf("list of %s: %+v", repo, list)
 		}
 	}
-	if r := runCLI(t, "channel", "close", open.ID, "--repo", provider); r.code == 0 || !strings.Contains(r.stderr, "closes its channels itself") {
+	if r := runCLI(t, "channel", "close", open.ID, "--repo", provider); r.code == 0 || !strings.Contains(r.stderr, "redeems the latest voucher it holds by itself, or now with `idlegrid channel redeem`") {
 		t.Fatalf("a provider's CLI close: %d %s", r.code, r.stderr)
 	}
 	closing := jsonOf[channelView](t, runCLI(t, "channel", "close", open.ID, "--json", "--repo", renter))
