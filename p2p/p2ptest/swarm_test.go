@@ -98,8 +98,8 @@ func TestMocknetPingMatchesMatrix(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 				defer cancel()
 				want := m.RTT(offset+i, offset+j)
-				got := minPing(ctx, t, s, i, j, 5)
 				slack := want/5 + 5*time.Millisecond
+				got := minPing(ctx, t, s, i, j, 5, want+slack)
 				if got < want-slack || got > want+slack {
 					t.Errorf("ping RTT %v, matrix RTT %v (±%v)", got, want, slack)
 				}
@@ -109,16 +109,18 @@ func TestMocknetPingMatchesMatrix(t *testing.T) {
 	}
 }
 
-// minPing pings node j from node i n times and returns the fastest RTT:
-// a busy scheduler only ever adds delay, so the minimum is the estimate of
-// the link that a loaded CI machine disturbs least.
-func minPing(ctx context.Context, t *testing.T, s *Swarm, i, j, n int) time.Duration {
+// minPing pings node j from node i n times, and on while no reply came
+// within enough (until ctx ends), and returns the fastest RTT: a busy
+// scheduler only ever adds delay, so the minimum is the estimate of the
+// link that a loaded CI machine disturbs least, and a machine busy for
+// five pings in a row is given more.
+func minPing(ctx context.Context, t *testing.T, s *Swarm, i, j, n int, enough time.Duration) time.Duration {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := ping.Ping(ctx, s.Nodes[i].Host, s.Nodes[j].Host.ID())
 	rtts := make([]time.Duration, 0, n)
-	for len(rtts) < n {
+	for len(rtts) < n || slices.Min(rtts) > enough {
 		select {
 		case r := <-results:
 			if r.Error != nil {
@@ -126,6 +128,9 @@ func minPing(ctx context.Context, t *testing.T, s *Swarm, i, j, n int) time.Dura
 			}
 			rtts = append(rtts, r.RTT)
 		case <-ctx.Done():
+			if len(rtts) >= n {
+				return slices.Min(rtts) // none within enough: the caller says so
+			}
 			t.Fatalf("ping node %d from node %d: %d of %d replies: %v", j, i, len(rtts), n, ctx.Err())
 		}
 	}
