@@ -145,7 +145,7 @@ func (lo *Owner) runLease(ll *liveLease, adopted executor.Job, lost string) {
 		if r.tab, err = pay.TabOf(ll.term.Load().Lease, ll.rec.Voucher); err != nil {
 			lost = "payment: " + err.Error()
 		} else {
-			r.readDeposit()
+			r.readDeposit(chainWait)
 		}
 	}
 	if lost != "" {
@@ -255,7 +255,9 @@ func (r *run) loop() {
 			r.finish(outcome, note, code)
 			return
 		case now := <-tick.C():
-			if why := r.unpaid(now); why != "" {
+			// The tick's time may be stale on a busy machine: payment is
+			// judged at the clock's now, which the beat is stamped with.
+			if why := r.unpaid(lo.clock.Now()); why != "" {
 				r.stopJob(stopRequest{outcome: pb.Outcome_OUTCOME_CANCELLED, note: why, unpaid: true})
 				return
 			}
@@ -361,7 +363,17 @@ func (r *run) leaveOrStop() {
 // order a provider killed in between would sign that seq again after its
 // restart, a second beat the renter could not link.
 func (r *run) beat() {
-	env, err := r.chain.Next(r.lo.clock.Now(), r.samples())
+	at := r.lo.clock.Now()
+	if t := r.tab; t != nil {
+		// A paid lease's beat the channel cannot pay is not signed: the
+		// receipt never owes more than the deposit (the next tick stops
+		// the job).
+		t.Lease = r.ll.term.Load().Lease
+		if !t.Covers(pay.Metered(t.Lease, at)) {
+			return
+		}
+	}
+	env, err := r.chain.Next(at, r.samples())
 	if err != nil {
 		r.lo.log.Warn("telemetry beat not signed", "lease", r.ll.lease.Id, "err", err)
 		return
@@ -462,8 +474,9 @@ func (r *run) unpaid(now time.Time) string {
 		return fmt.Sprintf("unpaid: the renter's vouchers pay %s of the %s owed at the last beat (%s metered)", t.Amount(), owed, r.sent())
 	}
 	next := pay.Metered(t.Lease, now) + r.lo.jobs.HeartbeatInterval.Std()
-	if !t.Covers(next) {
-		r.readDeposit()
+	if t.Deposit == nil || !t.Covers(next) {
+		// Read within half a beat: the chain may be slow, the run waits.
+		r.readDeposit(r.lo.jobs.HeartbeatInterval.Std() / 2)
 		if !t.Covers(next) {
 			return fmt.Sprintf("unpaid: the channel's deposit %s does not cover the next beat (%s owed by then); the renter may top it up", t.Deposit, t.Owed(next))
 		}
@@ -471,13 +484,14 @@ func (r *run) unpaid(now time.Time) string {
 	return ""
 }
 
-// readDeposit reads the channel's deposit from the chain into the tab;
-// on failure it stays as it was (unknown at first: no cover check).
-func (r *run) readDeposit() {
+// readDeposit reads the channel's deposit from the chain into the tab,
+// within wait; on failure it stays as it was (unknown: no beat is
+// refused for it, and each tick reads it again).
+func (r *run) readDeposit(wait time.Duration) {
 	if r.lo.wallet == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.lo.ctx, chainWait)
+	ctx, cancel := context.WithTimeout(r.lo.ctx, wait)
 	defer cancel()
 	ch, err := r.lo.wallet.Chain.Channel(ctx, r.tab.Channel)
 	if err != nil {
