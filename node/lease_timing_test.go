@@ -451,7 +451,11 @@ func TestRestartsOnBothSidesStillSettleOneReceipt(t *testing.T) {
 func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
-	prov, renter := leaseSwarm(t, nil)
+	// The provider waits for its renter as long as by default: the test
+	// is of the restarted renter's follow, not of the grace (under -race
+	// beside stress-ng a restart outlasted the swarm's 2 s, and the job
+	// was stopped before the renter was back).
+	prov, renter := leaseSwarm(t, func(c *config.Config) { c.Jobs.RenterGrace = config.Dur(30 * time.Second) })
 	renterRepo := renter.repo
 	var out executortest.Buffer
 	done := rentAsync(context.Background(), renter, rentRequest(image, awaitJob...), RentOutput{Stdout: &out, Stderr: &out})
