@@ -60,7 +60,7 @@ func checkSettlement(field string, s *pb.Settlement, payee bool) error {
 		v    []byte
 		want bool
 	}{{"contract", s.GetContract(), true}, {"token", s.GetToken(), true}, {"payee", s.GetPayee(), payee}} {
-		if a.want && len(a.v) != 20 || !a.want && len(a.v) != 0 {
+		if a.want && len(a.v) != AddressLen || !a.want && len(a.v) != 0 {
 			return invalid(field+"."+a.name, "%d bytes; want %s", len(a.v), map[bool]string{true: "a 20-byte address", false: "none"}[a.want])
 		}
 	}
@@ -128,11 +128,12 @@ func fitsSettlement(c *evalCtx) bool {
 	return true
 }
 
-// Sizes of a lease's payment on a channel.
+// Sizes of a lease's payment on a channel: a channel's ID, an address,
+// and at most an amount's big-endian bytes.
 const (
-	channelIDLen = 32
-	addressLen   = 20
-	maxAmountLen = 32
+	ChannelIDLen = 32
+	AddressLen   = 20
+	MaxAmountLen = 32
 )
 
 // leasePayment checks a lease's payment: a lease whose bid pays by
@@ -151,12 +152,20 @@ func leasePayment(m *pb.Lease) error {
 		return invalid("payment", "missing; the bid pays by channel (evm)")
 	case !SameSettlement(p.GetSettlement(), m.GetBid().GetSettlement()):
 		return invalid("payment.settlement", "%s; the bid pays with %s", ShowSettlement(p.GetSettlement()), ShowSettlement(m.GetBid().GetSettlement()))
-	case len(p.GetChannel()) != channelIDLen:
-		return invalid("payment.channel", "%d bytes; want %d", len(p.GetChannel()), channelIDLen)
-	case len(p.GetPayer()) != addressLen:
-		return invalid("payment.payer", "%d bytes; want a %d-byte address", len(p.GetPayer()), addressLen)
-	case len(p.GetBase()) > maxAmountLen:
-		return invalid("payment.base", "%d bytes; limit %d", len(p.GetBase()), maxAmountLen)
+	}
+	return CheckPayment(p)
+}
+
+// CheckPayment checks the shape of a lease's payment on a channel: its
+// channel, payer and base, and its settlement (evm, with the payee).
+func CheckPayment(p *pb.LeasePayment) error {
+	switch {
+	case len(p.GetChannel()) != ChannelIDLen:
+		return invalid("payment.channel", "%d bytes; want %d", len(p.GetChannel()), ChannelIDLen)
+	case len(p.GetPayer()) != AddressLen:
+		return invalid("payment.payer", "%d bytes; want a %d-byte address", len(p.GetPayer()), AddressLen)
+	case len(p.GetBase()) > MaxAmountLen:
+		return invalid("payment.base", "%d bytes; limit %d", len(p.GetBase()), MaxAmountLen)
 	}
 	return checkSettlement("payment.settlement", p.GetSettlement(), true)
 }

@@ -13,12 +13,12 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 )
 
-// Bounds of a voucher on the wire: anything larger is refused before its
-// signature is checked.
+// Bounds of a voucher on the wire, a lease's payment's (market's):
+// anything larger is refused before its signature is checked.
 const (
-	MaxAmountBytes = 32
-	ChannelLen     = 32
-	AddressLen     = 20
+	MaxAmountBytes = market.MaxAmountLen
+	ChannelLen     = market.ChannelIDLen
+	AddressLen     = market.AddressLen
 )
 
 // Terms are what a lease's vouchers must be: its co-signed payment, held
@@ -44,21 +44,8 @@ func TermsOf(l *pb.Lease) (Terms, error) {
 	if s.GetKind() != pb.SettlementKind_SETTLEMENT_EVM {
 		return Terms{}, fmt.Errorf("lease %s is not paid by a channel (settlement %s)", l.GetId(), market.SettlementName(s.GetKind()))
 	}
-	switch {
-	case len(p.GetChannel()) != ChannelLen:
-		return Terms{}, fmt.Errorf("payment.channel: %d bytes; want %d", len(p.GetChannel()), ChannelLen)
-	case len(p.GetPayer()) != AddressLen:
-		return Terms{}, fmt.Errorf("payment.payer: %d bytes; want %d", len(p.GetPayer()), AddressLen)
-	case len(s.GetPayee()) != AddressLen:
-		return Terms{}, fmt.Errorf("payment.settlement.payee: %d bytes; want %d", len(s.GetPayee()), AddressLen)
-	case len(s.GetContract()) != AddressLen:
-		return Terms{}, fmt.Errorf("payment.settlement.contract: %d bytes; want %d", len(s.GetContract()), AddressLen)
-	case s.GetChainId() == 0:
-		return Terms{}, errors.New("payment.settlement.chain_id: 0; want the chain's ID")
-	case s.GetUnitsPerMicro() == 0:
-		return Terms{}, errors.New("payment.settlement.units_per_micro: 0; want 1 or more")
-	case len(p.GetBase()) > MaxAmountBytes:
-		return Terms{}, fmt.Errorf("payment.base: %d bytes; limit %d", len(p.GetBase()), MaxAmountBytes)
+	if err := market.CheckPayment(p); err != nil {
+		return Terms{}, err
 	}
 	return Terms{
 		Lease:   l,
