@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"os"
 	"path"
 	"runtime"
@@ -448,10 +447,8 @@ func (r *run) take(v *pb.Voucher) (stop string) {
 	r.lo.metrics.Voucher(metrics.VoucherTaken)
 	r.ll.rec.Voucher, _ = proto.Marshal(v)
 	r.persist()
-	if w := r.lo.wallet; w != nil && r.tab.Deposit != nil && w.RedeemAt > 0 {
-		if near := new(big.Int).Mul(r.tab.Amount(), big.NewInt(100)); near.Cmp(new(big.Int).Mul(r.tab.Deposit, big.NewInt(int64(w.RedeemAt)))) >= 0 {
-			w.Nudge()
-		}
+	if w := r.lo.wallet; w != nil && r.tab.Deposit != nil && w.Near(r.tab.Amount(), r.tab.Deposit) {
+		w.Nudge()
 	}
 	return ""
 }

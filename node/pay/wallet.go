@@ -1,7 +1,6 @@
 package pay
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"errors"
@@ -61,21 +60,32 @@ func (w *Wallet) Pays() *pb.Settlement {
 
 // Tip is the latest voucher of channel among a node's lease records, nil
 // with none: where the channel's next lease begins.
-func Tip(recs []*records.Lease, channel common.Hash) *pb.Voucher {
-	var tip *pb.Voucher
+func Tip(recs []*records.Lease, channel common.Hash) *pb.Voucher { return tips(recs, "")[channel] }
+
+// tips are the latest vouchers among a node's lease records of role
+// (empty: either), by channel.
+func tips(recs []*records.Lease, role string) map[common.Hash]*pb.Voucher {
+	latest := map[common.Hash]*pb.Voucher{}
 	for _, r := range recs {
-		if len(r.Voucher) == 0 {
+		if len(r.Voucher) == 0 || role != "" && r.Role != role {
 			continue
 		}
 		v := new(pb.Voucher)
-		if proto.Unmarshal(r.Voucher, v) != nil || !bytes.Equal(v.Channel, channel[:]) {
+		if proto.Unmarshal(r.Voucher, v) != nil || len(v.Channel) != ChannelLen {
 			continue
 		}
-		if tip == nil || v.Nonce > tip.Nonce {
-			tip = v
+		id := common.BytesToHash(v.Channel)
+		if t := latest[id]; t == nil || v.Nonce > t.Nonce {
+			latest[id] = v
 		}
 	}
-	return tip
+	return latest
+}
+
+// Near says whether amount has reached RedeemAt percent of deposit (0:
+// never): a voucher to redeem before the renter's close can outrun it.
+func (w *Wallet) Near(amount, deposit *big.Int) bool {
+	return w.RedeemAt > 0 && new(big.Int).Mul(amount, big.NewInt(100)).Cmp(new(big.Int).Mul(deposit, big.NewInt(int64(w.RedeemAt)))) >= 0
 }
 
 // Payment is the payment of a renter's lease to the provider whose
@@ -229,22 +239,8 @@ func (w *Wallet) Redeem(ctx context.Context, recs func(context.Context) ([]*reco
 // renter started a close or that reached RedeemAt of the deposit. It
 // returns how many it redeemed.
 func (w *Wallet) RedeemDue(ctx context.Context, recs []*records.Lease, all bool) int {
-	tips := map[common.Hash]*pb.Voucher{}
-	for _, r := range recs {
-		if r.Role != records.Provider || len(r.Voucher) == 0 {
-			continue
-		}
-		v := new(pb.Voucher)
-		if proto.Unmarshal(r.Voucher, v) != nil || len(v.Channel) != ChannelLen {
-			continue
-		}
-		id := common.BytesToHash(v.Channel)
-		if t := tips[id]; t == nil || v.Nonce > t.Nonce {
-			tips[id] = v
-		}
-	}
 	n := 0
-	for id, v := range tips {
+	for id, v := range tips(recs, records.Provider) {
 		ch, err := w.Chain.Channel(ctx, id)
 		if err != nil {
 			w.logger().Warn("channel not read", "channel", id, "err", err)
@@ -255,8 +251,7 @@ func (w *Wallet) RedeemDue(ctx context.Context, recs []*records.Lease, all bool)
 			continue
 		}
 		closing := !ch.ClosesAt.IsZero()
-		near := new(big.Int).Mul(amount, big.NewInt(100)).Cmp(new(big.Int).Mul(ch.Deposit, big.NewInt(int64(w.RedeemAt)))) >= 0
-		if !all && !closing && !near {
+		if !all && !closing && !w.Near(amount, ch.Deposit) {
 			continue
 		}
 		if err := w.Chain.Redeem(ctx, Voucher{Channel: id, Amount: amount, Nonce: v.Nonce}, v.Signature); err != nil {
