@@ -120,6 +120,9 @@ func (r *run) extended(end interface{ Reset(time.Duration) bool }) {
 	t := ll.term.Load()
 	ll.rec.EndMs = t.End().UnixMilli()
 	ll.rec.Extension, _ = proto.Marshal(t.Extension)
+	if r.tab != nil { // the vouchers owe to the new end
+		r.tab.Lease = t.Lease
+	}
 	if r.pending == nil { // a stop ahead keeps its time
 		end.Reset(r.lo.clock.Until(t.End()))
 	}

@@ -34,7 +34,6 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 		}
 	}
 	if r.tab != nil {
-		r.tab.Lease = term.Lease
 		terms.Voucher = r.tab.Named(terms.Beats, r.sent())
 	}
 	rc := market.NewReceipt(term.Lease, ll.cs, terms)

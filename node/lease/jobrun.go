@@ -120,7 +120,8 @@ type run struct {
 	exited  chan int // exit code, once the job has exited
 	pending *stopRequest
 	// tab is what the renter paid of a lease paid by a channel (nil:
-	// not paid by one); refused counts the vouchers refused.
+	// not paid by one), its Lease the term's (extended sets it);
+	// refused counts the vouchers refused.
 	tab     *pay.Tab
 	refused int
 	// resumed: a paid lease's run adopted after this provider's restart,
@@ -367,7 +368,6 @@ func (r *run) beat() {
 		// A paid lease's beat the channel cannot pay is not signed: the
 		// receipt never owes more than the deposit (the next tick stops
 		// the job).
-		t.Lease = r.ll.term.Load().Lease
 		if !t.Covers(pay.Metered(t.Lease, at)) {
 			return
 		}
@@ -431,7 +431,6 @@ func (r *run) take(v *pb.Voucher) (stop string) {
 	if r.tab == nil {
 		return ""
 	}
-	r.tab.Lease = r.ll.term.Load().Lease
 	if r.tab.Same(v) {
 		return ""
 	}
@@ -462,7 +461,6 @@ func (r *run) unpaid(now time.Time) string {
 		return ""
 	}
 	t := r.tab
-	t.Lease = r.ll.term.Load().Lease
 	if r.resumed { // the first tick after a restart
 		r.resumed = false
 		return ""

@@ -98,8 +98,8 @@ type Follow struct {
 	// one attach, and cancels the lease once attached: its renter gave
 	// it up when the provider was gone.
 	settling bool
-	// payer signs the vouchers of a lease paid by a channel; nil for one
-	// that is not.
+	// payer signs the vouchers of a lease paid by a channel, its Lease
+	// the term's (extend sets it); nil for a lease not paid by one.
 	payer *pay.Payer
 }
 
@@ -130,6 +130,9 @@ func (f *Follow) extend(ext *pb.CoSigned) {
 		return
 	}
 	f.tm, f.Lease = next, next.Lease
+	if f.payer != nil { // the vouchers owe to the new end
+		f.payer.Lease = next.Lease
+	}
 	f.beats.Extend(next.End())
 	f.rec.Extension, _ = proto.Marshal(ext)
 	f.rec.EndMs = next.End().UnixMilli()

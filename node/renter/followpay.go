@@ -41,7 +41,6 @@ func (f *Follow) named() *pb.Voucher {
 	if f.payer == nil {
 		return nil
 	}
-	f.payer.Lease = f.Lease
 	return f.payer.Named(f.beats.Beats(), f.metered())
 }
 
@@ -51,7 +50,6 @@ func (f *Follow) voucher() *pb.Voucher {
 	if f.payer == nil {
 		return nil
 	}
-	f.payer.Lease = f.Lease
 	v, err := f.payer.Voucher(f.beats.Beats(), f.metered())
 	if err != nil {
 		f.R.Log.Warn("voucher not signed", "lease", f.Lease.Id, "err", err)
