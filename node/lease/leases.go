@@ -510,7 +510,7 @@ func (lo *Owner) checkPayment(ctx context.Context, l *pb.Lease) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, chainWait)
 	defer cancel()
-	if _, err := lo.wallet.Admit(ctx, l, pay.Tip(recs, common.BytesToHash(p.GetChannel()))); err != nil {
+	if err := lo.wallet.Admit(ctx, l, pay.Tip(recs, common.BytesToHash(p.GetChannel()))); err != nil {
 		return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "%v", err)
 	}
 	return nil

@@ -127,33 +127,32 @@ func (w *Wallet) Payment(ctx context.Context, s *pb.Settlement, tip func(common.
 // holds on that channel: the channel is the renter's to this provider in
 // this wallet's token, open, and the lease begins where the channel
 // stands, no earlier (a base behind what was paid would let the renter
-// pay twice with one amount). It returns the lease's tab, its deposit
-// read from the chain.
-func (w *Wallet) Admit(ctx context.Context, l *pb.Lease, tip *pb.Voucher) (*Tab, error) {
+// pay twice with one amount).
+func (w *Wallet) Admit(ctx context.Context, l *pb.Lease, tip *pb.Voucher) error {
 	t, err := TermsOf(l)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s := l.GetPayment().GetSettlement()
 	if !market.SameSettlement(s, w.Settlement) || t.Payee != w.Address() {
-		return nil, fmt.Errorf("payment.settlement: %s to 0x%x; this provider is paid by %s to %s", market.ShowSettlement(s), s.GetPayee(), market.ShowSettlement(w.Settlement), w.Address())
+		return fmt.Errorf("payment.settlement: %s to 0x%x; this provider is paid by %s to %s", market.ShowSettlement(s), s.GetPayee(), market.ShowSettlement(w.Settlement), w.Address())
 	}
 	ch, err := w.Chain.Channel(ctx, t.Channel)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("payment.channel %s: %w", t.Channel, err)
+		return fmt.Errorf("payment.channel %s: %w", t.Channel, err)
 	case ch.Renter != t.Payer || ch.Provider != t.Payee || ch.Token != common.BytesToAddress(w.Settlement.GetToken()):
-		return nil, fmt.Errorf("payment.channel %s: from %s to %s in token %s, not the lease's payer %s to this provider", t.Channel, ch.Renter, ch.Provider, ch.Token, t.Payer)
+		return fmt.Errorf("payment.channel %s: from %s to %s in token %s, not the lease's payer %s to this provider", t.Channel, ch.Renter, ch.Provider, ch.Token, t.Payer)
 	case ch.Finished || !ch.ClosesAt.IsZero():
-		return nil, fmt.Errorf("payment.channel %s is closing", t.Channel)
+		return fmt.Errorf("payment.channel %s is closing", t.Channel)
 	case t.Base.Cmp(ch.Paid) < 0 || t.Nonce < ch.Nonce:
-		return nil, fmt.Errorf("payment.base %s at nonce %d: behind the channel's %s paid at nonce %d", t.Base, t.Nonce, ch.Paid, ch.Nonce)
+		return fmt.Errorf("payment.base %s at nonce %d: behind the channel's %s paid at nonce %d", t.Base, t.Nonce, ch.Paid, ch.Nonce)
 	case tip != nil && (t.Nonce < tip.Nonce || t.Base.Cmp(new(big.Int).SetBytes(tip.Amount)) < 0):
-		return nil, fmt.Errorf("payment.base %s at nonce %d: behind the last voucher this provider holds on the channel, %s at nonce %d", t.Base, t.Nonce, new(big.Int).SetBytes(tip.Amount), tip.Nonce)
+		return fmt.Errorf("payment.base %s at nonce %d: behind the last voucher this provider holds on the channel, %s at nonce %d", t.Base, t.Nonce, new(big.Int).SetBytes(tip.Amount), tip.Nonce)
 	case t.Base.Cmp(ch.Deposit) >= 0:
-		return nil, fmt.Errorf("payment.channel %s is spent: %s of its deposit %s owed before this lease", t.Channel, t.Base, ch.Deposit)
+		return fmt.Errorf("payment.channel %s is spent: %s of its deposit %s owed before this lease", t.Channel, t.Base, ch.Deposit)
 	}
-	return &Tab{Terms: t, Deposit: ch.Deposit}, nil
+	return nil
 }
 
 // TabOf is the tab of a lease paid by a channel, with last the latest
