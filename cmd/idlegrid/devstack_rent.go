@@ -126,13 +126,13 @@ func (s *devstack) demo(ctx context.Context) error {
 	t := res.Timings
 	fmt.Fprintf(s.e.stdout, "demo: first output %s after asking (discover %s, match %s, attest %s, negotiate %s, start %s)\n",
 		ms(t.FirstOutput), ms(t.Discover), ms(t.Match), ms(t.Attest), ms(t.Negotiate), ms(t.Start))
-	return s.redeemDemo(ctx, res.Lease.Provider)
+	return s.redeemDemo(ctx, res.Lease.Provider, res.Lease.ID, rc.Voucher)
 }
 
 // redeemDemo has the demo's provider redeem its vouchers now, as it does
 // on its schedule, and prints what it was paid on chain.
-func (s *devstack) redeemDemo(ctx context.Context, provider string) error {
-	if s.chain == nil {
+func (s *devstack) redeemDemo(ctx context.Context, provider, lease string, final *api.VoucherView) error {
+	if s.chain == nil || final == nil {
 		return nil
 	}
 	var p *node.Node
@@ -146,12 +146,12 @@ func (s *devstack) redeemDemo(ctx context.Context, provider string) error {
 	if p == nil {
 		return fmt.Errorf("provider %s is not one of the devstack's nodes", provider)
 	}
-	// The renter's last voucher comes with its countersignature.
-	var res api.RedeemResult
-	var err error
-	for wait := time.Now().Add(10 * time.Second); res.Redeemed == 0 && err == nil && time.Now().Before(wait); time.Sleep(200 * time.Millisecond) {
-		res, err = p.Redeem(ctx)
+	// The renter's last voucher comes with its countersignature: the
+	// provider redeems once it holds the one the receipt names.
+	for wait := time.Now().Add(10 * time.Second); !holds(ctx, p, lease, final) && time.Now().Before(wait); {
+		time.Sleep(100 * time.Millisecond) // the provider signals nothing
 	}
+	res, err := p.Redeem(ctx)
 	if err != nil {
 		return err
 	}
@@ -196,4 +196,10 @@ func (s *devstack) settle(ctx context.Context, r *repo.Repo, cfg *config.Config,
 		return err
 	}
 	return s.chain.Fund(ctx, mint, crypto.PubkeyToAddress(key.PublicKey))
+}
+
+// holds says whether n holds voucher v of lease id.
+func holds(ctx context.Context, n *node.Node, id string, v *api.VoucherView) bool {
+	l, err := n.Lease(ctx, id)
+	return err == nil && l.Voucher != nil && l.Voucher.Nonce == v.Nonce
 }
