@@ -2,6 +2,7 @@ package market
 
 import (
 	"fmt"
+	"github.com/idlegrid/idlegrid/market/gpus"
 	"maps"
 	"math/bits"
 	"sync"
@@ -303,9 +304,17 @@ func (b *Book) Snapshot() *Snapshot {
 		nBids:     b.nBids,
 		byModel:   make(map[string][]*bucketView),
 		countries: make(map[string]string),
+		kinds:     make(map[string][]string),
 	}
 	s.views = b.publish()
+	cat := gpus.Default()
 	for _, v := range s.views {
+		if len(s.byModel[v.model]) == 0 {
+			if _, known := cat.Lookup(v.model); !known {
+				k := gpus.Key(v.model)
+				s.kinds[k] = append(s.kinds[k], v.model)
+			}
+		}
 		s.byModel[v.model] = append(s.byModel[v.model], v)
 		s.countries[v.country] = v.country
 	}

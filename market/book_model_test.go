@@ -154,11 +154,18 @@ func findScan(offers []*pb.Offer, f OfferFilter) []*pb.Offer {
 		o           *pb.Offer
 		price, vram uint64
 	}
-	var models []string
+	var models []gpus.Accept
 	if f.GPUModel != "" {
 		models = gpus.Default().Expand([]string{f.GPUModel})
 	}
 	cat := gpus.Default()
+	// A model the catalog lacks is one kind in every spelling Key equates.
+	accepts := func(model string, vram uint64) bool {
+		return gpus.Accepts(models, model, vram) || slices.ContainsFunc(models, func(a gpus.Accept) bool {
+			_, known := cat.Lookup(model)
+			return !known && gpus.Key(a.Model) == gpus.Key(model) && (a.MemoryBytes == 0 || a.MemoryBytes == vram)
+		})
+	}
 	var hits []hit
 	for _, o := range offers {
 		if f.Country != "" && o.GetRegion().GetCountry() != f.Country {
@@ -167,9 +174,9 @@ func findScan(offers []*pb.Offer, f OfferFilter) []*pb.Offer {
 		var vram uint64
 		has := false
 		for _, g := range o.GetGpus() {
-			model := cat.Canonical(g.GetModel())
-			if models == nil || slices.Contains(models, model) {
-				has, vram = true, max(vram, cat.MarketedBytes(model, g.GetVramBytes()))
+			model := cat.CanonicalFor(g.GetModel(), g.GetVramBytes())
+			if v := cat.MarketedBytes(model, g.GetVramBytes()); accepts(model, v) {
+				has, vram = true, max(vram, v)
 			}
 		}
 		tier := f.Tier

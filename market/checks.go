@@ -40,6 +40,9 @@ type bidPlan struct {
 
 	// The bid's models and countries; intern points them at the book's
 	// own strings, so comparing them with an offer's is a pointer test.
+	// accepts are the models with the memory each entry holds them to;
+	// models the distinct names among them.
+	accepts                 []gpus.Accept
 	models, allowed, denied []string
 }
 
@@ -72,8 +75,35 @@ func (m *Matcher) plan(bid *pb.Bid, now time.Time) *bidPlan {
 	if req.GetNvlink() {
 		p.flags |= flagNVLink
 	}
-	p.models, p.allowed, p.denied = gpus.Default().Expand(bid.GetGpu().GetModels()), bid.GetRegionsAllowed(), bid.GetRegionsDenied()
+	p.accepts, p.allowed, p.denied = gpus.Default().Expand(bid.GetGpu().GetModels()), bid.GetRegionsAllowed(), bid.GetRegionsDenied()
+	p.models = acceptedModels(p.accepts)
 	return p
+}
+
+// acceptedModels are the distinct models of as, in order.
+func acceptedModels(as []gpus.Accept) []string {
+	var out []string
+	for _, a := range as {
+		if !slices.Contains(out, a.Model) {
+			out = append(out, a.Model)
+		}
+	}
+	return out
+}
+
+// memoryBound says whether every entry accepting model holds its memory
+// to a size: then offers of the model differ by their memory.
+func (p *bidPlan) memoryBound(model string) bool {
+	bound := false
+	for _, a := range p.accepts {
+		if a.Model == model {
+			if a.MemoryBytes == 0 {
+				return false
+			}
+			bound = true
+		}
+	}
+	return bound
 }
 
 // intern replaces the plan's strings by equal ones the snapshot holds.
@@ -88,7 +118,14 @@ func (p *bidPlan) intern(s *Snapshot) {
 		v, ok := s.countries[c]
 		return v, ok
 	}
-	p.models, p.allowed, p.denied = internAll(p.models, model), internAll(p.allowed, country), internAll(p.denied, country)
+	p.accepts = s.kindsOf(p.accepts)
+	for i := range p.accepts {
+		if m, ok := model(p.accepts[i].Model); ok {
+			p.accepts[i].Model = m
+		}
+	}
+	p.models = acceptedModels(p.accepts)
+	p.allowed, p.denied = internAll(p.allowed, country), internAll(p.denied, country)
 }
 
 func internAll(xs []string, lookup func(string) (string, bool)) []string {
@@ -201,7 +238,7 @@ func factsOf(o *pb.Offer) offerFacts {
 	cat := gpus.Default()
 	for i, g := range o.GetGpus() {
 		// Facts name GPUs by catalog ID and hold their marketed memory.
-		model := cat.Canonical(g.GetModel())
+		model := cat.CanonicalFor(g.GetModel(), g.GetVramBytes())
 		f.gpus[i] = gpuFacts{model: model, count: g.GetCount(), cc: g.GetComputeCapability(), vram: cat.MarketedBytes(model, g.GetVramBytes())}
 		link := strings.ToLower(g.GetInterconnect())
 		if m, ok := cat.Lookup(model); ok {

@@ -112,7 +112,7 @@ func (p *bidPlan) bucketFails(v *bucketView) int {
 	if len(p.models) > 0 && !slices.Contains(p.models, v.model) || hi.flags&p.flags != p.flags {
 		return checkModel
 	}
-	if lo.flags&p.flags != p.flags {
+	if lo.flags&p.flags != p.flags || p.memoryBound(v.model) {
 		return bucketMixed
 	}
 	if hi.vramGiB != math.MaxUint16 && uint64(hi.vramGiB)<<30 < p.minVRAM {

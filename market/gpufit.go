@@ -2,7 +2,6 @@ package market
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/idlegrid/idlegrid/market/gpus"
@@ -20,11 +19,11 @@ import (
 // read them.
 type gpuMasks struct{ model, vram, compute uint64 }
 
-func gpuMasksOf(f *offerFacts, req *pb.GPURequirement, models []string) gpuMasks {
+func gpuMasksOf(f *offerFacts, req *pb.GPURequirement, accepts []gpus.Accept) gpuMasks {
 	var m gpuMasks
 	for i := range min(len(f.gpus), 64) {
 		g := &f.gpus[i]
-		if len(models) > 0 && !slices.Contains(models, g.model) ||
+		if !gpus.Accepts(accepts, g.model, g.vram) ||
 			req.GetFormFactor() != "" && !strings.EqualFold(req.GetFormFactor(), g.formFactor) ||
 			req.GetNvlink() && !g.nvlink {
 			continue
@@ -77,7 +76,7 @@ func wantedModels(req *pb.GPURequirement) string {
 }
 
 func fitsModel(c *evalCtx) bool {
-	c.masks = gpuMasksOf(c.f, c.p.bid.GetGpu(), c.p.models)
+	c.masks = gpuMasksOf(c.f, c.p.bid.GetGpu(), c.p.accepts)
 	if c.masks.model == 0 {
 		return c.explain && c.failf("models %s; bid wants %s", offerModels(c.o), wantedModels(c.p.bid.GetGpu()))
 	}

@@ -209,6 +209,9 @@ type Snapshot struct {
 	byModel map[string][]*bucketView // by country within a model
 	// countries maps each country of an offer to the string the book holds.
 	countries map[string]string
+	// kinds lists, by gpus.Key, the models of byModel the catalog lacks:
+	// one GPU the book holds under several spellings.
+	kinds map[string][]string
 
 	sortOnce sync.Once
 	sorted   []*offerEntry // live offers by key, built on first use
@@ -458,10 +461,10 @@ func (s *Snapshot) EachOffer(f OfferFilter, visit func(o *pb.Offer, price uint64
 // price and the VRAM of its best GPU of the filter's model.
 func (s *Snapshot) eachHit(f OfferFilter, visit func(e *offerEntry, price, vram uint64)) {
 	seen := make(map[*offerEntry]bool)
-	views, modelList := s.views, []string(nil)
+	views, accepts := s.views, []gpus.Accept(nil)
 	if f.GPUModel != "" {
-		modelList, views = gpus.Default().Expand([]string{f.GPUModel}), nil
-		for _, m := range modelList {
+		accepts, views = s.kindsOf(gpus.Default().Expand([]string{f.GPUModel})), nil
+		for _, m := range acceptedModels(accepts) {
 			views = append(views, s.byModel[m]...)
 		}
 	}
@@ -478,7 +481,7 @@ func (s *Snapshot) eachHit(f OfferFilter, visit func(e *offerEntry, price, vram 
 				if f.Tier == pb.Tier_TIER_UNSPECIFIED && cheapestTier(e) != t || f.MaxPriceMicros > 0 && price > f.MaxPriceMicros {
 					continue // listed under its cheapest tier, or too dear
 				}
-				vram := bestGroup(&e.offerFacts, gpuMasksOf(&e.offerFacts, nil, modelList).model, gpuVRAM)
+				vram := bestGroup(&e.offerFacts, gpuMasksOf(&e.offerFacts, nil, accepts).model, gpuVRAM)
 				if vram < f.MinVRAMBytes || seen[e] {
 					continue
 				}
@@ -499,4 +502,34 @@ func cheapestTier(e *offerEntry) pb.Tier {
 		}
 	}
 	return best
+}
+
+// GPUNamed is how the book's offers name a GPU the catalog lacks, in a
+// spelling Key equates with name ("foo-9" for offers of "Foo 9"); false
+// where no offer does (a nil snapshot holds none).
+func (s *Snapshot) GPUNamed(name string) (string, bool) {
+	if s == nil {
+		return "", false
+	}
+	if ms := s.kinds[gpus.Key(name)]; len(ms) > 0 {
+		return ms[0], true
+	}
+	return "", false
+}
+
+// kindsOf adds to as, for each model the catalog lacks, the other
+// spellings of it the book holds ("Foo-9" for "Foo 9"), with its memory.
+func (s *Snapshot) kindsOf(as []gpus.Accept) []gpus.Accept {
+	out := as
+	for _, a := range as {
+		for _, m := range s.kinds[gpus.Key(a.Model)] {
+			if b := (gpus.Accept{Model: m, MemoryBytes: a.MemoryBytes}); !slices.Contains(out, b) {
+				if len(out) == len(as) {
+					out = slices.Clone(as)
+				}
+				out = append(out, b)
+			}
+		}
+	}
+	return out
 }

@@ -67,7 +67,8 @@ func (p PricingPolicy) Validate() error {
 // ComparablePrices returns, in rising order, the prices per GPU-hour for
 // tier t of the live offers in s at now that are comparable to an offer
 // of model: issued by another than self, in currency, selling t, with a
-// GPU group of model's canonical model. At most one per issuer counts
+// GPU group of model's canonical model (for a GPU the catalog lacks, in
+// any spelling gpus.Key equates). At most one per issuer counts
 // (its cheapest), so a provider cannot move the market by publishing
 // many offers.
 func ComparablePrices(s *Snapshot, model string, t pb.Tier, currency string, self peer.ID, now time.Time) []uint64 {
@@ -81,7 +82,11 @@ func ComparablePricesFrom(s *Snapshot, model string, t pb.Tier, currency string,
 	model = gpus.Default().Canonical(model)
 	verdict := map[peer.ID]bool{} // counts, asked once per issuer
 	best := map[peer.ID]uint64{}
-	for _, v := range s.byModel[model] {
+	var views []*bucketView // of the model, in each spelling of a GPU the catalog lacks
+	for _, a := range s.kindsOf([]gpus.Accept{{Model: model}}) {
+		views = append(views, s.byModel[a.Model]...)
+	}
+	for _, v := range views {
 		if t < pb.Tier_TIER_GOLD || t > pb.Tier_TIER_BRONZE {
 			break
 		}

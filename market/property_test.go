@@ -14,7 +14,7 @@ import (
 // Small domains, so that offers and bids often meet and often tie.
 var (
 	propPeers     = benchPeers(4, 4321)
-	propModels    = []string{"H100", "A100", "L40S"}
+	propModels    = []string{"H100", "A100", "L40S", "A100 PCIE"} // a family, a model, a group by memory
 	propCountries = []string{"DE", "FR", "US"}
 	propTiers     = []pb.Tier{pb.Tier_TIER_GOLD, pb.Tier_TIER_SILVER, pb.Tier_TIER_BRONZE}
 )
@@ -98,7 +98,7 @@ func propWeekly(t *rapid.T, o *pb.Offer) {
 
 func propBid(t *rapid.T) *pb.Bid {
 	b := mtBid()
-	b.Gpu.Models = usually(t, "models", nil, []string{"H100"}, []string{"A100", "L40S"}, []string{"TPU"})
+	b.Gpu.Models = usually(t, "models", nil, []string{"H100"}, []string{"A100", "L40S"}, []string{"TPU"}, []string{"A100 80GB"}, []string{"A100 PCIe"})
 	b.Gpu.MinVramBytes = usually[uint64](t, "min_vram", 0, 40<<30, 80<<30, 40e9)
 	b.Gpu.MinComputeCapability = usually[uint32](t, "min_cc", 0, 80, 90)
 	b.Gpu.Count = uint32(rapid.IntRange(1, 8).Draw(t, "count"))

@@ -3,7 +3,6 @@ package market
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market/gpus"
@@ -137,9 +136,10 @@ func AdmitLease(m *Matcher, o *pb.Offer, l *pb.Lease, now time.Time) (string, er
 		return "", Reject(pb.RejectCode_REJECT_PRICE, "price %s below this provider's %s per GPU-hour", FormatPrice(l.PriceMicros), FormatPrice(c.PriceMicros))
 	}
 	cat := gpus.Default()
-	models := cat.Expand(bid.Gpu.Models)
+	accepts := cat.Expand(bid.Gpu.Models)
 	for _, g := range o.Gpus {
-		if (len(models) == 0 || slices.Contains(models, cat.Canonical(g.Model))) && g.Count >= l.GpuCount {
+		model := cat.CanonicalFor(g.Model, g.VramBytes)
+		if gpus.Accepts(accepts, model, cat.MarketedBytes(model, g.VramBytes)) && g.Count >= l.GpuCount {
 			return g.Model, nil
 		}
 	}

@@ -52,7 +52,7 @@ func (p inProcess) Rentals(context.Context) ([]api.RentalView, error) { return p
 
 // Offers lists the book's offers that pass the query's filters.
 func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
-	f, err := views.OfferFilter(q)
+	f, err := views.OfferFilter(q, n.market.Snapshot())
 	if err != nil {
 		return nil, err
 	}

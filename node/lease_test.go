@@ -172,7 +172,7 @@ func proposeRaw(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.Leas
 func signedLease(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.CoSigned {
 	t.Helper()
 	req := rentRequest(executortest.BusyboxImageName, "true")
-	b, err := buildBid(req.BidRequest, renter.id, renter.swarm, time.Now(), nil)
+	b, err := buildBid(req.BidRequest, renter.id, renter.swarm, time.Now(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

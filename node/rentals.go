@@ -143,7 +143,8 @@ func (n *Node) Rentals() []api.RentalView {
 // publishing anything; when nothing fits it explains why.
 func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, error) {
 	now := n.clock.Now()
-	b, err := renter.BuildBid(req, n.id, n.swarm, now, n.pays())
+	snap := n.market.Snapshot()
+	b, err := renter.BuildBid(req, n.id, n.swarm, now, n.pays(), snap)
 	if err != nil {
 		return api.MatchResult{}, err
 	}
@@ -151,7 +152,6 @@ func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, 
 	if limit <= 0 {
 		limit = renter.DefaultLimit
 	}
-	snap := n.market.Snapshot()
 	mt := n.market.MatcherFor(req)
 	res := mt.Match(snap, b, now, limit)
 	out := api.MatchResult{Considered: res.Considered, Feasible: res.Feasible, Candidates: []api.CandidateView{}}
@@ -191,7 +191,7 @@ func (n *Node) PlaceBid(ctx context.Context, req api.BidRequest) (api.BidResult,
 		return api.BidResult{}, fault.Fieldf("wait_ms", req.WaitMillis, "at most %d", renter.MaxBidWait.Milliseconds())
 	}
 	start := n.clock.Now()
-	b, err := renter.BuildBid(req, n.id, n.swarm, start, n.pays())
+	b, err := renter.BuildBid(req, n.id, n.swarm, start, n.pays(), n.market.Snapshot())
 	if err != nil {
 		return api.BidResult{}, err
 	}

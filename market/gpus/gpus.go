@@ -11,7 +11,6 @@ package gpus
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	_ "embed"
 	"fmt"
 	"slices"
@@ -64,6 +63,18 @@ type Catalog struct {
 	byKey    map[string]*Model   // Key of ID, aliases and NVML names
 	families map[string][]*Model // Key of the family
 	byPCI    map[uint16][]*Model // a device ID some boards share names several
+	// aliasMem is the memory an alias names, where it names one a GPU
+	// of its model may have ("RTX 3060 8GB"), in GB.
+	aliasMem map[string]uint32
+	// loose maps a name's loose key (see loose) to the models it may
+	// name, and looseFamilies to the family it names.
+	loose         map[string][]*Model
+	looseFamilies map[string]string
+	// shared are the keys of aliases several rows give (a group:
+	// "GH200 SXM").
+	shared map[string][]*Model
+	// sizes are every marketed size the catalog names, in GB, rising.
+	sizes []uint32
 }
 
 var (
@@ -89,7 +100,7 @@ var columns = []string{"id", "family", "architecture", "memory_gb", "memory_type
 // model a row, tab-separated; lines starting with # are comments. A
 // name (ID, alias, NVML name) that two models share is an error.
 func Parse(tsv []byte) (*Catalog, error) {
-	c := &Catalog{byKey: map[string]*Model{}, families: map[string][]*Model{}, byPCI: map[uint16][]*Model{}}
+	c := &Catalog{byKey: map[string]*Model{}, families: map[string][]*Model{}, byPCI: map[uint16][]*Model{}, shared: map[string][]*Model{}}
 	sc := bufio.NewScanner(bytes.NewReader(tsv))
 	line, header := 0, false
 	for sc.Scan() {
@@ -123,6 +134,7 @@ func Parse(tsv []byte) (*Catalog, error) {
 	if len(c.models) == 0 {
 		return nil, fmt.Errorf("no models")
 	}
+	c.indexLoose()
 	return c, nil
 }
 
@@ -171,13 +183,25 @@ func split(s, sep string) []string {
 }
 
 func (c *Catalog) add(m *Model) error {
-	for _, name := range slices.Concat([]string{m.ID}, m.NVMLNames, m.Aliases) {
+	names := slices.Concat([]string{m.ID}, m.NVMLNames)
+	for i, name := range slices.Concat(names, m.Aliases) {
 		k := Key(name)
 		if k == "" {
 			return fmt.Errorf("%s: the name %q has no letters or digits", m.ID, name)
 		}
+		alias := i >= len(names)
+		if alias && c.shared[k] != nil {
+			c.shared[k] = append(c.shared[k], m)
+			continue
+		}
 		if o, ok := c.byKey[k]; ok && o != m {
-			return fmt.Errorf("%s: the name %q is also %s's", m.ID, name, o.ID)
+			// An alias two rows of one family give names both: a group.
+			if !alias || !slices.Contains(o.Aliases, name) || Key(o.Family) != Key(m.Family) {
+				return fmt.Errorf("%s: the name %q is also %s's", m.ID, name, o.ID)
+			}
+			delete(c.byKey, k)
+			c.shared[k] = []*Model{o, m}
+			continue
 		}
 		c.byKey[k] = m
 	}
@@ -204,20 +228,6 @@ func Key(name string) string {
 
 // Models lists the catalog's models in table order.
 func (c *Catalog) Models() []*Model { return slices.Clone(c.models) }
-
-// Lookup finds the model a name names: its ID, an alias or an NVML
-// device name, in any spelling Key equates.
-func (c *Catalog) Lookup(name string) (*Model, bool) {
-	m, ok := c.byKey[Key(name)]
-	return m, ok
-}
-
-// Family returns the models of the family a name names ("h100": every
-// H100), in table order.
-func (c *Catalog) Family(name string) ([]*Model, bool) {
-	ms, ok := c.families[Key(name)]
-	return ms, ok
-}
 
 // FromNVML finds the model of a GPU from its NVML device name, or, for
 // a name the catalog lacks, its PCI device ID (NVML's pciDeviceId: the
@@ -248,180 +258,6 @@ func (c *Catalog) ModelName(nvmlName string, pciDeviceID uint32) string {
 		name = strings.TrimSpace(strings.TrimPrefix(name, p))
 	}
 	return name
-}
-
-// Canonical is the ID of the model a name names, or the name, trimmed,
-// when the catalog lacks it (a hand-listed GPU).
-func (c *Catalog) Canonical(name string) string {
-	if m, ok := c.Lookup(name); ok {
-		return m.ID
-	}
-	return strings.TrimSpace(name)
-}
-
-// Covers says whether an offer's name for a GPU group is true of a GPU
-// of model (a catalog ID, or a name it lacks): the same model in any
-// spelling, or its family ("H100" is true of an H100 SXM).
-func (c *Catalog) Covers(claim, model string) bool {
-	if c.Canonical(claim) == c.Canonical(model) {
-		return true
-	}
-	m, ok := c.Lookup(model)
-	return ok && Key(claim) == Key(m.Family)
-}
-
-// Want is what a bid's model entry accepts: one model, or every model
-// of a family.
-type Want struct {
-	Family string   // set when the entry named a family
-	Models []string // canonical IDs
-}
-
-// UnknownModelError is a model or family the catalog lacks; Suggest is
-// its nearest names, for "did you mean".
-type UnknownModelError struct {
-	Name    string
-	Suggest []string
-}
-
-func (e *UnknownModelError) Error() string {
-	s := fmt.Sprintf("GPU model %q: not in the catalog", e.Name)
-	if len(e.Suggest) > 0 {
-		s += "; did you mean " + quoteOr(e.Suggest) + "?"
-	}
-	return s + " (idlegrid gpus --catalog lists every model)"
-}
-
-func quoteOr(xs []string) string {
-	q := make([]string, len(xs))
-	for i, x := range xs {
-		q[i] = strconv.Quote(x)
-	}
-	if len(q) == 1 {
-		return q[0]
-	}
-	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
-}
-
-// Resolve reads a renter's spelling of a model or family: a family's
-// name means every model of it ("H100"; "RTX 4000 Ada", the small-form
-// board too), any other name its one model ("H100 SXM", "4090"). A
-// spelling the catalog lacks is an *UnknownModelError with the nearest
-// names.
-func (c *Catalog) Resolve(name string) (Want, error) {
-	if ms, ok := c.Family(name); ok {
-		w := Want{Family: ms[0].Family}
-		for _, m := range ms {
-			w.Models = append(w.Models, m.ID)
-		}
-		return w, nil
-	}
-	if m, ok := c.Lookup(name); ok {
-		return Want{Models: []string{m.ID}}, nil
-	}
-	return Want{}, &UnknownModelError{Name: name, Suggest: c.nearest(name, 3)}
-}
-
-// Expand turns a bid's model entries into the names of offers' GPU
-// groups they accept: a model into its ID; a family into its models'
-// IDs and the family's own name (a hand-listed group may name only the
-// family); a name the catalog lacks into itself. No name repeats.
-func (c *Catalog) Expand(entries []string) []string {
-	var out []string
-	for _, e := range entries {
-		w, err := c.Resolve(e)
-		switch {
-		case err != nil:
-			w.Models = []string{strings.TrimSpace(e)}
-		case w.Family != "" && !slices.Contains(w.Models, w.Family):
-			w.Models = append(w.Models, w.Family)
-		}
-		for _, id := range w.Models {
-			if !slices.Contains(out, id) {
-				out = append(out, id)
-			}
-		}
-	}
-	return out
-}
-
-// nearest returns up to n model IDs and families whose keys are closest
-// to name's, by edit distance, and close enough to be a likely typo or
-// a likely longer name (a key that contains name's).
-func (c *Catalog) nearest(name string, n int) []string {
-	k := Key(name)
-	if k == "" {
-		return nil
-	}
-	type cand struct {
-		name string
-		d    int
-	}
-	best := map[string]int{} // display name → least distance of its keys
-	consider := func(key, display string) {
-		d := editDistance(k, key)
-		if strings.Contains(key, k) && len(k) >= 3 {
-			d = min(d, 1)
-		}
-		if old, ok := best[display]; d <= max(1, len(k)/3) && (!ok || d < old) {
-			best[display] = d
-		}
-	}
-	for key, m := range c.byKey {
-		consider(key, m.ID)
-	}
-	for key, ms := range c.families {
-		consider(key, ms[0].Family)
-	}
-	var cands []cand
-	for name, d := range best {
-		cands = append(cands, cand{name, d})
-	}
-	slices.SortFunc(cands, func(a, b cand) int { return cmp.Or(a.d-b.d, cmp.Compare(a.name, b.name)) })
-	var out []string
-	for _, x := range cands[:min(n, len(cands))] {
-		out = append(out, x.name)
-	}
-	return out
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// MarketedBytes is the memory a GPU of model, reporting reported bytes,
-// is sold as. A catalog model's marketed size stands for a report within
-// a tenth below it (drivers reserve some: a 24 GB card reports 23.99 GiB);
-// any other report is rounded up to a whole GiB when within 2% of it.
-// Neither ever raises a report by more than a tenth, so a GPU cannot
-// claim much more than it has.
-func (c *Catalog) MarketedBytes(model string, reported uint64) uint64 {
-	if m, ok := c.Lookup(model); ok {
-		if mb := m.MemoryBytes(); reported < mb && reported >= mb-mb/10 {
-			return mb
-		}
-	}
-	up := (reported + 1<<30 - 1) &^ (1<<30 - 1)
-	if up-reported <= up/50 {
-		return up
-	}
-	return reported
 }
 
 // ShowMemory writes memory as a person reads it on a spec sheet: whole

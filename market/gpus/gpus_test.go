@@ -90,13 +90,14 @@ func TestResolveReadsWhatRentersWrite(t *testing.T) {
 	}
 	// A bid's entries expand to the IDs offers carry, and a family to
 	// its own name too, for groups listed by hand as "A100".
-	got := c.Expand([]string{"H100", "4090", "H100 SXM", "Foo 9"})
-	for _, m := range []string{"H100 SXM", "H100 PCIe", "H100 NVL", "H100", "RTX 4090", "Foo 9"} {
-		if !slices.Contains(got, m) {
-			t.Errorf("Expand: %v lacks %s", got, m)
+	got := c.Expand([]string{"H100", "4090", "H100 SXM", "Foo 9", "RTX 4090 48GB"})
+	for _, a := range []gpus.Accept{{Model: "H100 SXM"}, {Model: "H100 PCIe"}, {Model: "H100 NVL"}, {Model: "H100"}, {Model: "RTX 4090"}, {Model: "Foo 9"},
+		{Model: "RTX 4090", MemoryBytes: 48 << 30}} {
+		if !slices.Contains(got, a) {
+			t.Errorf("Expand: %v lacks %+v", got, a)
 		}
 	}
-	if len(got) != 6 {
+	if len(got) != 7 {
 		t.Errorf("Expand repeats: %v", got)
 	}
 }
@@ -119,7 +120,19 @@ func TestMarketedMemory(t *testing.T) {
 		{"RTX 4090", 8 << 30, 8 << 30},                        // far below: not raised
 		{"Foo 9", 24564 * mib, 24 << 30},                      // unknown, within 2% of 24 GiB
 		{"Foo 9", 22 << 30, 22 << 30},                         // whole
-		{"Foo 9", 23*(1<<30) + 100*mib, 23*(1<<30) + 100*mib}, // 0.9 GiB short: kept
+		{"Foo 9", 23*(1<<30) + 100*mib, 24 << 30},             // within a tenth below a size the catalog knows
+		{"Foo 9", 21*(1<<30) + 100*mib, 21*(1<<30) + 100*mib}, // more than a tenth below 24: kept
+		// ECC on GDDR takes 1/16: one rule for names known and not.
+		{"RTX A6000", 46068 * mib, 48 << 30}, // 44.99 GiB
+		{"Q RTX 8000", 45 << 30, 48 << 30},
+		{"Foo 9", 45 << 30, 48 << 30},
+		{"Foo 9", 46068 * mib, 48 << 30},
+		{"A10", 23028 * mib, 24 << 30}, // 22.49 GiB
+		{"Foo 9", 23028 * mib, 24 << 30},
+		{"RTX 4090", 49140 * mib, 48 << 30}, // a 48 GB board of a 24 GB model
+		{"RTX 2080 Ti", 11008 * mib, 11 << 30},
+		{"RTX 3060", 12288 * mib, 12 << 30},
+		{"RTX 3060", 8 << 30, 8 << 30},
 	} {
 		if got := c.MarketedBytes(tc.model, tc.reported); got != tc.want {
 			t.Errorf("MarketedBytes(%s, %d MiB) = %d MiB, want %d MiB", tc.model, tc.reported/mib, got/mib, tc.want/mib)

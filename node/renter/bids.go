@@ -27,10 +27,11 @@ const (
 )
 
 // BuildBid turns an API bid request into a wire bid issued by issuer at
-// now. Mistakes in the request come back as api.BadRequest naming the
+// now; a GPU the catalog lacks is named as book's offers name it (see
+// views.ResolveGPUs; book may be nil). Mistakes in the request come back as api.BadRequest naming the
 // field; the bid's rules are market.NewBid's.
-func BuildBid(req api.BidRequest, issuer peer.ID, sw p2p.Swarm, now time.Time, pays *pb.Settlement) (*pb.Bid, error) {
-	spec, err := bidSpec(req)
+func BuildBid(req api.BidRequest, issuer peer.ID, sw p2p.Swarm, now time.Time, pays *pb.Settlement, book *market.Snapshot) (*pb.Bid, error) {
+	spec, err := bidSpec(req, book)
 	if err != nil {
 		return nil, fault.Invalid(err)
 	}
@@ -44,7 +45,7 @@ func BuildBid(req api.BidRequest, issuer peer.ID, sw p2p.Swarm, now time.Time, p
 
 // bidSpec checks the request's fields, each against its range, and turns
 // them into wire units.
-func bidSpec(req api.BidRequest) (market.BidSpec, error) {
+func bidSpec(req api.BidRequest, book *market.Snapshot) (market.BidSpec, error) {
 	var s market.BidSpec
 	if req.Count < 1 || req.Count > 1024 {
 		return s, fault.Fieldf("count", req.Count, "want 1 to 1024")
@@ -63,7 +64,7 @@ func bidSpec(req api.BidRequest) (market.BidSpec, error) {
 	if !(req.StartWithinHours >= 0 && req.StartWithinHours <= 24*366) {
 		return s, fault.Fieldf("start_within_hours", req.StartWithinHours, "want 0 to %d", 24*366)
 	}
-	models, err := views.ResolveGPUs("gpus", req.GPUs)
+	models, err := views.ResolveGPUs("gpus", req.GPUs, book)
 	if err != nil {
 		return s, err
 	}

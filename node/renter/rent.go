@@ -318,7 +318,7 @@ func (r *Renter) validate(ctx context.Context, req api.RentRequest, out *RentOut
 		drop = func() { r.dropLocal(local) }
 		req.Image = local.ID
 	}
-	if b, err = BuildBid(req.BidRequest, r.Id, r.Swarm, now, r.pays()); err != nil {
+	if b, err = BuildBid(req.BidRequest, r.Id, r.Swarm, now, r.pays(), r.Market.Snapshot()); err != nil {
 		return nil, req, drop, err
 	}
 	if req.Detach && r.Wallet != nil {

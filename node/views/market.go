@@ -28,7 +28,7 @@ type pricedOffer struct {
 // their prices, and the cheapest limit (10 when 0) as views, with
 // scores and rtts.
 func Market(snap *market.Snapshot, q api.OfferQuery, limit int, scores *reputation.Scores, rtts market.RTTs) (api.MarketSummary, error) {
-	f, err := OfferFilter(q)
+	f, err := OfferFilter(q, snap)
 	if err != nil {
 		return api.MarketSummary{}, err
 	}
@@ -76,7 +76,11 @@ func modelSummaries(hits []pricedOffer, currency string) (out []api.ModelSummary
 		providers map[string]bool
 	}
 	models := map[string]*model{}
-	canonical := map[string]string{}
+	type spelling struct {
+		name string
+		vram uint64
+	}
+	canonical := map[spelling]string{}
 	cat := gpus.Default()
 	for _, h := range hits {
 		o := h.o
@@ -84,10 +88,11 @@ func modelSummaries(hits []pricedOffer, currency string) (out []api.ModelSummary
 			continue
 		}
 		all = append(all, h.price)
-		name, ok := canonical[o.Gpus[0].Model]
+		sp := spelling{o.Gpus[0].Model, o.Gpus[0].VramBytes}
+		name, ok := canonical[sp]
 		if !ok {
-			name = cat.Canonical(o.Gpus[0].Model)
-			canonical[o.Gpus[0].Model] = name
+			name = cat.CanonicalFor(sp.name, sp.vram)
+			canonical[sp] = name
 		}
 		m := models[name]
 		if m == nil {

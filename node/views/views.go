@@ -51,10 +51,10 @@ func RTT(d time.Duration, from market.RTTSource) (float64, string) {
 }
 
 // OfferFilter reads an offer query's filters.
-func OfferFilter(q api.OfferQuery) (market.OfferFilter, error) {
+func OfferFilter(q api.OfferQuery, book *market.Snapshot) (market.OfferFilter, error) {
 	f := market.OfferFilter{MinVRAMBytes: uint64(q.MinVRAMGiB) << 30, Country: strings.ToUpper(q.Country), SortBy: q.Sort}
 	if q.GPU != "" {
-		models, err := ResolveGPUs("gpu", []string{q.GPU})
+		models, err := ResolveGPUs("gpu", []string{q.GPU}, book)
 		if err != nil {
 			return f, fault.Invalid(err)
 		}
@@ -106,7 +106,7 @@ func Offer(o *pb.Offer, scores *reputation.Scores) api.OfferView {
 	}
 	cat := gpus.Default()
 	for _, g := range o.Gpus {
-		gv := api.GPUView{Model: cat.Canonical(g.Model), Count: g.Count,
+		gv := api.GPUView{Model: cat.CanonicalFor(g.Model, g.VramBytes), Count: g.Count,
 			ComputeCapability: fmt.Sprintf("%d.%d", g.ComputeCapability/10, g.ComputeCapability%10), Interconnect: g.Interconnect}
 		gv.VRAMGiB = cat.MarketedBytes(gv.Model, g.VramBytes) >> 30
 		if gv.Model != g.Model {
@@ -173,11 +173,13 @@ func Quote(q *pb.Quote) api.QuoteView {
 }
 
 // ResolveGPUs reads a renter's GPU models and families through the
-// catalog into the names bids carry: a model's ID ("4090" is "RTX
-// 4090"), a family's name ("h100" is "H100", any H100). A name the
-// catalog lacks is refused with the nearest ones.
+// catalog into the names bids carry (gpus.Want's Name): a model's ID
+// ("4090" is "RTX 4090"), a family's name ("h100" is "H100", any H100),
+// with the memory a name holds to ("RTX 4090 48GB"). A name the catalog
+// lacks is the book's spelling of a GPU offers in book carry under it
+// (book may be nil); else it is refused with the nearest names.
 // field names the request's field in errors ("gpus" for a list).
-func ResolveGPUs(field string, names []string) ([]string, error) {
+func ResolveGPUs(field string, names []string, book *market.Snapshot) ([]string, error) {
 	var out []string
 	for i, g := range names {
 		if len(names) > 1 || field == "gpus" {
@@ -187,10 +189,14 @@ func ResolveGPUs(field string, names []string) ([]string, error) {
 			return nil, fmt.Errorf("%s %q: want a model or family such as H100 or RTX 4090", field, g)
 		}
 		w, err := gpus.Default().Resolve(g)
+		name := w.Name
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
+			offered, ok := book.GPUNamed(g)
+			if !ok {
+				return nil, fmt.Errorf("%s: %w", field, err)
+			}
+			name = offered
 		}
-		name := cmp.Or(w.Family, w.Models[0])
 		if !slices.Contains(out, name) {
 			out = append(out, name)
 		}
