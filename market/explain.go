@@ -21,17 +21,28 @@ type Explanation struct {
 	Offers   int
 	Feasible int
 	Reasons  []ReasonCount // most common first
+	// Blocker is, when nothing fits, the one constraint whose moving
+	// alone would let the most offers fit, with what they have; nil where
+	// none does alone.
+	Blocker *Blocker
 	// Nearest are, when offers failed the model check, the models they
-	// have instead: most offers first, at most three.
+	// have instead, nearest what the bid asks first (see nearestModels),
+	// at most three.
 	Nearest []ModelMiss
 }
 
 // ModelMiss is a model the book has where the bid wants another: how
-// many offers have it, and the least of their prices for the bid's tier.
+// many offers have it and, when nothing fits, how many of those fit the
+// bid but for the model (Offers then counts those) and the least price
+// per GPU-hour of a lease of GPUs of them (0 where none fits, or where
+// something does: the price is then not worked out).
 type ModelMiss struct {
 	Model       string
 	Offers      int
 	PriceMicros uint64
+	GPUs        uint32
+	vram        uint64 // the most a GPU of them has, where known
+	distance    float64
 }
 
 // maxNearest bounds Explanation.Nearest.
@@ -79,20 +90,41 @@ func (m *Matcher) Explain(s *Snapshot, bid *pb.Bid, now time.Time) Explanation {
 		}
 	}
 	sortReasonCounts(ex.Reasons)
-	ex.Nearest = nearest(x.near)
+	ex.further(p, x.near, func(check string) *relaxed { return m.relax(s, bid, check, now) })
 	return ex
 }
 
-// nearest lists the most common models of near, at most maxNearest.
-func nearest(near map[string]*ModelMiss) []ModelMiss {
-	var out []ModelMiss
-	for _, mm := range near {
-		out = append(out, *mm)
+// further adds, where nothing fits, the blocker and the nearest models
+// by what fits each constraint moved (relax), else the nearest models
+// of near, the models offers had that failed the model check.
+func (ex *Explanation) further(p *bidPlan, near map[string]*ModelMiss, relax func(check string) *relaxed) {
+	missed := slices.ContainsFunc(ex.Reasons, func(r ReasonCount) bool { return r.Check == "model" })
+	if ex.Feasible > 0 || len(ex.Reasons) == 0 {
+		ex.Nearest = priceless(nearestModels(near, p))
+		return
 	}
-	slices.SortFunc(out, func(a, b ModelMiss) int {
-		return cmp.Or(cmp.Compare(b.Offers, a.Offers), cmp.Compare(a.PriceMicros, b.PriceMicros), cmp.Compare(a.Model, b.Model))
-	})
-	return out[:min(len(out), maxNearest)]
+	var byModel *relaxed
+	ex.Blocker, byModel = blocker(ex.Reasons, relax)
+	if !missed {
+		return
+	}
+	if ex.Blocker == nil || ex.Blocker.Check != "model" {
+		byModel = relax("model")
+	}
+	if byModel.fit > 0 {
+		ex.Nearest = nearestModels(byModel.models, p)
+	} else {
+		ex.Nearest = priceless(nearestModels(near, p))
+	}
+}
+
+// priceless drops the prices of ms: what a lease of them would cost
+// was not worked out.
+func priceless(ms []ModelMiss) []ModelMiss {
+	for i := range ms {
+		ms[i].PriceMicros, ms[i].GPUs = 0, 0
+	}
+	return ms
 }
 
 // What bucketFails says besides a check's index.
@@ -337,35 +369,47 @@ func sortReasonCounts(rs []ReasonCount) {
 	})
 }
 
-// String reads like "37 offers: vram below 40 GiB; 12: region not allowed;
-// 3 feasible".
+// String leads, when nothing fits, with the constraint that blocks and
+// what the offers it keeps out have, then the nearest models, then the
+// offers each check failed first:
+//
+//	silver price above 0.12 blocks every offer: without it 37 fit, the
+//	cheapest asks 0.1333/GPU-h; nearest models: RTX 6000 Ada (2 fit,
+//	from 0.90/GPU-h for 1 GPU); by the first check each fails: 37
+//	offers: silver price above 0.12; 12: region not allowed; 0 feasible
 func (e Explanation) String() string {
 	if e.Offers == 0 {
 		return "no offers"
 	}
 	var b strings.Builder
-	for i, r := range e.Reasons {
-		if i == 0 {
-			fmt.Fprintf(&b, "%d offers: %s", r.Count, r.Kind)
-		} else {
-			fmt.Fprintf(&b, "; %d: %s", r.Count, r.Kind)
-		}
+	if bl := e.Blocker; bl != nil && e.Feasible == 0 {
+		fmt.Fprintf(&b, "%s blocks every offer: without it %d fit, %s; ", bl.Kind, bl.Fit, bl.Figure)
 	}
-	if b.Len() > 0 {
-		b.WriteString("; ")
-	}
-	fmt.Fprintf(&b, "%d feasible", e.Feasible)
 	for i, mm := range e.Nearest {
 		if i == 0 {
-			b.WriteString("; nearest models: ")
+			b.WriteString("nearest models: ")
 		} else {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s (%d offers", mm.Model, mm.Offers)
 		if mm.PriceMicros > 0 {
-			fmt.Fprintf(&b, ", from %s/GPU-h", FormatPrice(mm.PriceMicros))
+			fmt.Fprintf(&b, "%s (%d fit, from %s/GPU-h for %s)", mm.Model, mm.Offers, FormatPrice(mm.PriceMicros), plural(int(mm.GPUs), "GPU"))
+		} else {
+			fmt.Fprintf(&b, "%s (%d offers)", mm.Model, mm.Offers)
 		}
-		b.WriteString(")")
+		if i == len(e.Nearest)-1 {
+			b.WriteString("; ")
+		}
 	}
+	if len(e.Reasons) > 0 {
+		b.WriteString("by the first check each fails: ")
+	}
+	for i, r := range e.Reasons {
+		if i == 0 {
+			fmt.Fprintf(&b, "%d offers: %s; ", r.Count, r.Kind)
+		} else {
+			fmt.Fprintf(&b, "%d: %s; ", r.Count, r.Kind)
+		}
+	}
+	fmt.Fprintf(&b, "%d feasible", e.Feasible)
 	return b.String()
 }

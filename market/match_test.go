@@ -574,7 +574,7 @@ func TestExplain(t *testing.T) {
 	bid.RegionsAllowed = []string{"DE"}
 	m := NewMatcher(DefaultMatchConfig(), nil, nil)
 	ex := m.Explain(b.Snapshot(), bid, mtNow)
-	want := `3 offers: vram below 40 GB; 2: region not allowed; 1: silver price above 2.5; 1: workload class "training" not accepted; 1 feasible`
+	want := `by the first check each fails: 3 offers: vram below 40 GB; 2: region not allowed; 1: silver price above 2.5; 1: workload class "training" not accepted; 1 feasible`
 	if got := ex.String(); got != want {
 		t.Errorf("Explain:\n got %s\nwant %s", got, want)
 	}
@@ -662,13 +662,14 @@ func TestExplainNamesTheNearestModels(t *testing.T) {
 	bid := mtBid()
 	bid.Gpu.Models = []string{"A100"}
 	ex := NewMatcher(DefaultMatchConfig(), nil, nil).Explain(b.Snapshot(), bid, mtNow)
-	if len(ex.Nearest) != 2 || ex.Nearest[0] != (ModelMiss{"H100", 2, 1_800_000}) || ex.Nearest[1] != (ModelMiss{"L40S", 1, 900_000}) {
+	if len(ex.Nearest) != 2 || ex.Nearest[0].Model != "H100" || ex.Nearest[0].Offers != 2 || ex.Nearest[0].PriceMicros != 1_800_000 ||
+		ex.Nearest[1].Model != "L40S" || ex.Nearest[1].Offers != 1 || ex.Nearest[1].PriceMicros != 900_000 {
 		t.Errorf("nearest %+v", ex.Nearest)
 	}
 	if len(ex.Reasons) != 1 || ex.Reasons[0].Example != "models L40S; bid wants A100" {
 		t.Errorf("reasons %+v; want the cheapest miss as the example", ex.Reasons)
 	}
-	if want := "3 offers: model not A100; 0 feasible; nearest models: H100 (2 offers, from 1.80/GPU-h), L40S (1 offers, from 0.90/GPU-h)"; ex.String() != want {
+	if want := "model not A100 blocks every offer: without it 3 fit, the cheapest asks 0.90/GPU-h; nearest models: H100 (2 fit, from 1.80/GPU-h for 8 GPUs), L40S (1 fit, from 0.90/GPU-h for 8 GPUs); by the first check each fails: 3 offers: model not A100; 0 feasible"; ex.String() != want {
 		t.Errorf("explanation\n got %s\nwant %s", ex.String(), want)
 	}
 }

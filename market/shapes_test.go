@@ -297,12 +297,30 @@ func scanExplain(m *Matcher, s *Snapshot, bid *pb.Bid, now time.Time) Explanatio
 		}
 	}
 	sortReasonCounts(ex.Reasons)
-	ex.Nearest = nearest(near)
+	ex.further(p, near, func(check string) *relaxed { return scanRelax(m, s, bid, check, now) })
 	return ex
 }
 
+// scanRelax is the reference of Matcher.relax: every check on every
+// offer, the check moved.
+func scanRelax(m *Matcher, s *Snapshot, bid *pb.Bid, check string, now time.Time) *relaxed {
+	byPrice, p := m.relaxedPlan(bid, check, now)
+	r := newRelaxed()
+	for _, e := range s.entries() {
+		ctx := new(evalCtx)
+		if c, i := byPrice.evaluate(ctx, e.offer, &e.offerFacts, e.key.issuer, p, false); i < 0 {
+			r.add(c, e, ctx)
+		}
+	}
+	return r
+}
+
+// equalExplanations compares all but the blockers' nearest offers, of
+// which the index takes those of one price in no set order.
 func equalExplanations(a, b Explanation) bool {
-	return a.Offers == b.Offers && a.Feasible == b.Feasible && slices.Equal(a.Reasons, b.Reasons) && slices.Equal(a.Nearest, b.Nearest)
+	blockers := a.Blocker == nil && b.Blocker == nil || a.Blocker != nil && b.Blocker != nil &&
+		a.Blocker.Check == b.Blocker.Check && a.Blocker.Kind == b.Blocker.Kind && a.Blocker.Fit == b.Blocker.Fit && a.Blocker.Figure == b.Blocker.Figure
+	return a.Offers == b.Offers && a.Feasible == b.Feasible && slices.Equal(a.Reasons, b.Reasons) && slices.Equal(a.Nearest, b.Nearest) && blockers
 }
 
 // refChase is the reference of BenchmarkMatchShapes: 20,000 dependent

@@ -92,3 +92,68 @@ func TestSpellingsFindTheirOffers(t *testing.T) {
 		t.Error("GPUNamed names a GPU no offer has")
 	}
 }
+
+// When nothing fits, Explain leads with the one constraint whose moving
+// lets offers fit, with the figure a renter acts on; the nearest models
+// are the nearest by chip, memory and family, whatever their numbers of
+// offers, each from its price for the GPUs asked.
+func TestExplainLeadsWithTheBlocker(t *testing.T) {
+	b := NewBook()
+	n := 0
+	put := func(model string, gpus uint32, vramGiB uint64, price uint64) *pb.Offer {
+		o := mtOffer(benchPeers(64, 99)[n], "x"+strconv.Itoa(n))
+		n++
+		o.Gpus = []*pb.GPUGroup{{Model: model, Count: gpus, VramBytes: vramGiB << 30, ComputeCapability: 89}}
+		o.PriceMicros, o.TierPrices = price, nil
+		o.GpusWhole = gpus == 8
+		if err := b.PutOffer(o, mtNow); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	put("RTX 4090", 1, 24, 133_300)
+	put("RTX 4090", 1, 24, 150_000)
+	put("RTX 4090", 8, 24, 120_000) // sold whole: not one GPU of it
+	for range 10 {
+		put("RTX 5060 Ti", 1, 16, 60_000)
+	}
+	put("RTX 6000 Ada", 1, 48, 700_000)
+	put("L40", 1, 48, 900_000)
+	put("RTX PRO 6000 Blackwell", 1, 96, 1_500_000)
+	put("H100 SXM", 1, 80, 1_000_000)
+	put("H100 SXM", 8, 80, 2_000_000)
+	snap := b.Snapshot()
+	m := NewMatcher(DefaultMatchConfig(), nil, nil)
+	ask := func(models []string, count uint32, maxPrice uint64, minVRAMGiB uint64) Explanation {
+		bid := mtBid()
+		bid.Gpu = &pb.GPURequirement{Models: models, Count: count, MinVramBytes: minVRAMGiB << 30}
+		bid.MaxPriceMicros, bid.HostMin = maxPrice, nil
+		return m.Explain(snap, bid, mtNow)
+	}
+	// One RTX 4090 under 0.12: the price blocks; single ones start at 0.1333.
+	ex := ask([]string{"RTX 4090"}, 1, 120_000, 0)
+	if ex.Blocker == nil || ex.Blocker.Check != "price" || ex.Blocker.Figure != "the cheapest asks 0.1333/GPU-h" || ex.Blocker.Fit != 2 ||
+		!strings.HasPrefix(ex.String(), "silver price above 0.12 blocks every offer: without it 2 fit, the cheapest asks 0.1333/GPU-h") {
+		t.Errorf("one 4090 under 0.12: %s (%+v)", ex, ex.Blocker)
+	}
+	// 128 GB of memory: the most any card has is 96 GB.
+	ex = ask(nil, 1, 10_000_000, 128)
+	if ex.Blocker == nil || ex.Blocker.Check != "vram" || ex.Blocker.Figure != "the most memory a GPU of them has is 96 GB" {
+		t.Errorf("128 GB: %s", ex)
+	}
+	// An L40S: the Ada cards of 48 GB are nearest, not the most offered.
+	ex = ask([]string{"L40S"}, 1, 10_000_000, 0)
+	if len(ex.Nearest) != 3 || ex.Nearest[0].Model != "L40" || ex.Nearest[1].Model != "RTX 6000 Ada" || ex.Nearest[2].Model != "RTX 4090" {
+		t.Errorf("L40S: nearest %+v", ex.Nearest)
+	}
+	// Eight H200: the H100 is nearest, from the price of eight of them.
+	ex = ask([]string{"H200"}, 8, 10_000_000, 0)
+	if len(ex.Nearest) == 0 || ex.Nearest[0].Model != "H100 SXM" || ex.Nearest[0].PriceMicros != 2_000_000 || ex.Nearest[0].GPUs != 8 {
+		t.Errorf("8 H200: nearest %+v", ex.Nearest)
+	}
+	// Two constraints that block together: no one blocker, the counts stay.
+	ex = ask([]string{"L40S"}, 1, 1, 0)
+	if ex.Blocker != nil || !strings.Contains(ex.String(), "by the first check each fails: 18 offers: model not L40S") {
+		t.Errorf("L40S at 0.000001: %s (%+v)", ex, ex.Blocker)
+	}
+}

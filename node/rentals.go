@@ -160,22 +160,10 @@ func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, 
 		out.Candidates = append(out.Candidates, views.Candidate(i+1, c, scores))
 	}
 	// The walk stops once no cheaper offer can enter the list, so its
-	// counts are of what it saw; a quote's counts are of the whole book,
-	// and so is the explanation of what did not fit.
-	ex := mt.Explain(snap, b, now)
-	out.Considered, out.Feasible = ex.Offers, ex.Feasible
-	for _, r := range ex.Reasons {
-		out.Reasons = append(out.Reasons, api.ReasonView{Check: r.Check, Kind: r.Kind, Offers: r.Count, Example: r.Example})
-	}
-	for _, mm := range ex.Nearest {
-		nv := api.NearView{Model: mm.Model, Offers: mm.Offers}
-		if mm.PriceMicros > 0 {
-			nv.From = market.FormatPrice(mm.PriceMicros)
-		}
-		out.Nearest = append(out.Nearest, nv)
-	}
-	if len(res.Candidates) == 0 {
-		out.Explanation = ex.String()
+	// counts are of what it saw; Explain reads the whole book, which a
+	// quote with matches pays for only when asked.
+	if len(res.Candidates) == 0 || req.Explain {
+		views.Explained(&out, mt.Explain(snap, b, now))
 	}
 	return out, nil
 }

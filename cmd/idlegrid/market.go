@@ -240,10 +240,15 @@ func newQuoteCmd(e *env) *cobra.Command {
 		Long: `Run the matcher on the daemon's book for a job's needs: feasibility checks,
 then a reverse auction by effective price (price raised for low reliability and
 high latency). Prints the ranked candidates with the total cost, or, when
-nothing fits, how many offers failed each check. Publishes nothing.`,
+nothing fits, the constraint that blocks (the one whose moving alone lets the
+most offers fit, with what they have: "the cheapest asks 0.1333/GPU-h"), the
+models nearest the one asked with their prices for your count and host needs,
+and how many offers failed each check. --explain counts those even when some
+fit. Publishes nothing.`,
 		Example: `  idlegrid quote --gpu A100 --count 2 --hours 4
   idlegrid quote --gpu H100,A100 --min-vram 80 --tier bronze --max-price 1.80 --region DE,FR
-  idlegrid quote --gpu 4090 --count 2 --min-ram 64 --sort rtt`,
+  idlegrid quote --gpu 4090 --count 2 --min-ram 64 --sort rtt
+  idlegrid quote --gpu "RTX 4090 48GB" --max-price 0.40 --explain`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			req.GPUs = splitGPUs(gpu)
@@ -260,10 +265,14 @@ nothing fits, how many offers failed each check. Publishes nothing.`,
 			}
 			inert.Strings(&res)
 			if len(res.Candidates) == 0 {
-				fmt.Fprintf(e.stdout, "nothing fits. Why, by offers failing each check:\n  %s\n", res.Explanation)
+				fmt.Fprintf(e.stdout, "nothing fits: %s\n", res.Explanation)
 				return nil
 			}
-			fmt.Fprintf(e.stdout, "%d of %d offers fit; best first:\n", res.Feasible, res.Considered)
+			if res.Explained {
+				fmt.Fprintf(e.stdout, "%d of %d offers fit; best first:\n", res.Feasible, res.Considered)
+			} else {
+				fmt.Fprintf(e.stdout, "the best %d, of %d offers read (--explain counts the whole book):\n", len(res.Candidates), res.Considered)
+			}
 			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "#\tPROVIDER\tGPUS\tREGION\tRTT\tPRICE/GPU-H\tEFFECTIVE\tTOTAL\tSTART\tRELIABILITY")
 			for _, c := range res.Candidates {
@@ -274,6 +283,7 @@ nothing fits, how many offers failed each check. Publishes nothing.`,
 		},
 	}
 	bidFlags(c, &req, &gpu)
+	c.Flags().BoolVar(&req.Explain, "explain", false, "count, per check, the whole book's offers that fail it, even when some fit (always when none does)")
 	c.Flags().StringVar(&sortBy, "sort", "effective", "reorder the ranked candidates (their ranks kept): "+strings.Join(candidateSorts, ", ")+"; the ranking itself is by effective price")
 	addJSONFlag(c, e)
 	return c

@@ -211,8 +211,16 @@ func TestTwoDaemonProcessesPeer(t *testing.T) {
 	if err := json.Unmarshal([]byte(cli(t, bin, "quote", "--json", "--repo", dirB, "--gpu", "A100", "--count", "2", "--hours", "4")), &match); err != nil {
 		t.Fatal(err)
 	}
-	if len(match.Candidates) != 1 || match.Candidates[0].Total != "10.00" || match.Considered != 1 || match.Feasible != 1 {
+	if len(match.Candidates) != 1 || match.Candidates[0].Total != "10.00" || match.Considered != 1 || match.Feasible != 1 || match.Explained {
 		t.Errorf("quote: %+v", match)
+	}
+	// A quote with matches explains only when asked.
+	var explained api.MatchResult
+	if err := json.Unmarshal([]byte(cli(t, bin, "quote", "--json", "--explain", "--repo", dirB, "--gpu", "A100", "--count", "2", "--hours", "4")), &explained); err != nil {
+		t.Fatal(err)
+	}
+	if !explained.Explained || explained.Considered != 1 || explained.Feasible != 1 || len(explained.Candidates) != 1 {
+		t.Errorf("quote --explain: %+v", explained)
 	}
 	if out := cli(t, bin, "quote", "--repo", dirB, "--gpu", "H100"); !strings.Contains(out, "nothing fits") || !strings.Contains(out, "1 offers: model not H100") {
 		t.Errorf("quote for an absent GPU says:\n%s", out)
@@ -224,7 +232,8 @@ func TestTwoDaemonProcessesPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if none.Considered != 1 || none.Feasible != 0 || len(none.Reasons) != 1 || none.Reasons[0].Check != "model" || none.Reasons[0].Offers != 1 ||
-		len(none.Nearest) != 1 || none.Nearest[0].Model != "A100" || none.Nearest[0].Offers != 1 || none.Nearest[0].From != "1.25" {
+		len(none.Nearest) != 1 || none.Nearest[0].Model != "A100" || none.Nearest[0].Offers != 1 || none.Nearest[0].From != "1.25" ||
+		none.Blocker == nil || none.Blocker.Check != "model" || none.Blocker.Fit != 1 || len(none.Blocker.Cheapest) != 1 || none.Blocker.Cheapest[0].Provider != idA.PeerID {
 		t.Errorf("quote --json for an absent GPU: %+v", none)
 	}
 	// GPUs by any spelling the catalog knows; a typo is refused with the

@@ -126,14 +126,17 @@ type BidRequest struct {
 	// LatencyWeight is how much RTT raises a provider's effective price in
 	// the ranking: at w, an RTT of 100 ms costs w×100% more (0 to 10;
 	// absent: 0.5).
-	LatencyWeight    *float64 `json:"latency_weight,omitempty"`
-	MinReliability   float64  `json:"min_reliability,omitempty"`
-	PreemptionOK     bool     `json:"preemption_ok,omitempty"`
-	WorkloadClass    string   `json:"workload_class,omitempty"`
-	Image            string   `json:"image,omitempty"`
-	StartWithinHours float64  `json:"start_within_hours,omitempty"`
-	Limit            int      `json:"limit,omitempty"`
-	WaitMillis       int      `json:"wait_ms,omitempty"`
+	LatencyWeight *float64 `json:"latency_weight,omitempty"`
+	// Explain asks a match to count, per check, the whole book's offers
+	// that fail it, even when some fit (it always does when none fits).
+	Explain          bool    `json:"explain,omitempty"`
+	MinReliability   float64 `json:"min_reliability,omitempty"`
+	PreemptionOK     bool    `json:"preemption_ok,omitempty"`
+	WorkloadClass    string  `json:"workload_class,omitempty"`
+	Image            string  `json:"image,omitempty"`
+	StartWithinHours float64 `json:"start_within_hours,omitempty"`
+	Limit            int     `json:"limit,omitempty"`
+	WaitMillis       int     `json:"wait_ms,omitempty"`
 }
 
 // CandidateView is one ranked provider for a bid.
@@ -148,25 +151,54 @@ type CandidateView struct {
 	Scores         map[string]float64 `json:"scores"`
 }
 
-// MatchResult answers POST /v1/match. Considered and Feasible count the
-// whole book's offers; Reasons say, per check, how many offers failed
-// it first (most first), and Explanation reads them when nothing fits.
+// MatchResult answers POST /v1/match. Where Explained (nothing fits,
+// or the request asked), Considered and Feasible count the whole book's
+// offers and Reasons say, per check, how many offers failed it first
+// (most first); else they count the offers the ranking's walk read,
+// which stops once no cheaper offer can enter the list. Explanation
+// reads them when nothing fits, leading with Blocker.
 type MatchResult struct {
+	Explained  bool            `json:"explained"`
 	Considered int             `json:"considered"`
 	Feasible   int             `json:"feasible"`
 	Candidates []CandidateView `json:"candidates"`
 	Reasons    []ReasonView    `json:"reasons,omitempty"`
+	// Blocker is, when nothing fits, the one constraint whose moving
+	// alone lets the most offers fit.
+	Blocker *BlockerView `json:"blocker,omitempty"`
 	// Nearest are, where offers lack the model asked, the models they
-	// have instead: most offers first, at most three.
+	// have instead, nearest by chip, memory and family, at most three.
 	Nearest     []NearView `json:"nearest,omitempty"`
 	Explanation string     `json:"explanation,omitempty"`
 }
 
+// BlockerView is the constraint that keeps a request from every offer.
+type BlockerView struct {
+	Check  string `json:"check"`  // "price"
+	Kind   string `json:"kind"`   // "silver price above 0.12"
+	Fit    int    `json:"fit"`    // offers that fit with it moved
+	Figure string `json:"figure"` // "the cheapest asks 0.1333/GPU-h"
+	// Cheapest are the cheapest of those offers, at most three.
+	Cheapest []NearOfferView `json:"cheapest,omitempty"`
+}
+
+// NearOfferView is an offer that fits but for one constraint.
+type NearOfferView struct {
+	Provider string `json:"provider"`
+	OfferID  string `json:"offer_id"`
+	GPUs     uint32 `json:"gpus"`
+	Price    string `json:"price"`
+}
+
 // NearView is a model the book has where the bid wants another.
 type NearView struct {
-	Model  string `json:"model"`
-	Offers int    `json:"offers"`
-	From   string `json:"from,omitempty"` // least price per GPU-hour for the bid's tier
+	Model string `json:"model"`
+	// Offers of it: when nothing fits, those that fit but for the model.
+	Offers int `json:"offers"`
+	// From is the least price per GPU-hour of a lease of GPUs of it for
+	// the bid's count, host needs and tier; empty where none fits.
+	From string `json:"from,omitempty"`
+	GPUs uint32 `json:"gpus,omitempty"`
 }
 
 // ReasonView is one check that offers failed for a bid: how many failed

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -178,7 +179,9 @@ func (p *Provider) answer(ctx context.Context, b *pb.Bid) {
 	snap := p.own.Snapshot()
 	res := p.matcher.Match(snap, b, now, 1)
 	if len(res.Candidates) == 0 {
-		p.log.Debug("bid not quoted", "bid", b.Header.Id, "why", p.matcher.Explain(snap, b, now).String())
+		if p.log.Enabled(ctx, slog.LevelDebug) { // a bid is a stranger's: explain only to who reads it
+			p.log.Debug("bid not quoted", "bid", b.Header.Id, "why", p.matcher.Explain(snap, b, now).String())
+		}
 		p.metrics.BidUnquoted(metrics.UnquotedNoFit)
 		return
 	}

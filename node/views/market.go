@@ -161,3 +161,29 @@ func PriceHistogram(prices []uint64) api.PriceHistogram {
 	}
 	return h
 }
+
+// Explained fills out's counts, reasons, blocker and nearest models
+// from ex, and, when nothing fits, its explanation.
+func Explained(out *api.MatchResult, ex market.Explanation) {
+	out.Explained, out.Considered, out.Feasible = true, ex.Offers, ex.Feasible
+	for _, r := range ex.Reasons {
+		out.Reasons = append(out.Reasons, api.ReasonView{Check: r.Check, Kind: r.Kind, Offers: r.Count, Example: r.Example})
+	}
+	if bl := ex.Blocker; bl != nil {
+		bv := &api.BlockerView{Check: bl.Check, Kind: bl.Kind, Fit: bl.Fit, Figure: bl.Figure}
+		for _, c := range bl.Near {
+			bv.Cheapest = append(bv.Cheapest, api.NearOfferView{Provider: c.Issuer.String(), OfferID: c.Offer.GetHeader().GetId(), GPUs: c.GPUs, Price: market.FormatPrice(c.PriceMicros)})
+		}
+		out.Blocker = bv
+	}
+	for _, mm := range ex.Nearest {
+		nv := api.NearView{Model: mm.Model, Offers: mm.Offers, GPUs: mm.GPUs}
+		if mm.PriceMicros > 0 {
+			nv.From = market.FormatPrice(mm.PriceMicros)
+		}
+		out.Nearest = append(out.Nearest, nv)
+	}
+	if len(out.Candidates) == 0 {
+		out.Explanation = ex.String()
+	}
+}

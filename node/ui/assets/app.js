@@ -167,13 +167,13 @@ async function quote(ev) {
 }
 
 function quoteView(r) {
-  const line = el("p", { class: "muted", id: "quote-line" }, `${r.feasible} of ${r.considered} offers fit`);
+  const line = el("p", { class: "muted", id: "quote-line" }, r.explained ? `${r.feasible} of ${r.considered} offers fit` : `the best ${r.candidates.length}, of ${r.considered} offers read`);
   if (!r.candidates.length) {
     return el("div", { id: "quote-none" }, line,
       el("p", {}, r.explanation || "nothing fits"),
       el("ul", { class: "explain" }, (r.reasons || []).map((x) =>
         el("li", { "data-check": x.check }, el("b", {}, x.offers + " offers: "), x.kind, el("span", { class: "muted" }, " (e.g. " + x.example + ")")))),
-      (r.nearest || []).length ? el("p", {}, "The book has instead: " + r.nearest.map((n) => `${n.model} (${n.offers} offers${n.from ? ", from " + n.from : ""})`).join(", ")) : null);
+      (r.nearest || []).length ? el("p", {}, "The book has instead: " + r.nearest.map((n) => `${n.model} (${n.offers} offers${n.from ? ", from " + n.from + " for " + n.gpus + " GPUs" : ""})`).join(", ")) : null);
   }
   return el("div", {}, line, el("table", { id: "candidates" },
     el("thead", {}, el("tr", {}, ["#", "Provider", "GPUs", "Price", "Effective", "Total", "Start", "RTT"].map((h) => el("th", {}, h)))),
