@@ -79,7 +79,12 @@ func pickRealGPU(r *rand.Rand) realGPU {
 // group of another), a host scaled to them, a cent-quantised price, and
 // the windows benchWindows gives.
 func realOffer(r *rand.Rand, issuer peer.ID, id string, now time.Time) *pb.Offer {
-	g := pickRealGPU(r)
+	return realOfferOf(r, pickRealGPU, issuer, id, now)
+}
+
+// realOfferOf is realOffer with its GPUs drawn by pickGPU.
+func realOfferOf(r *rand.Rand, pickGPU func(*rand.Rand) realGPU, issuer peer.ID, id string, now time.Time) *pb.Offer {
+	g := pickGPU(r)
 	n := pick(r, g.counts)
 	cents := g.lo + r.Uint64N(g.hi-g.lo+1)
 	if r.IntN(3) == 0 {
@@ -105,7 +110,7 @@ func realOffer(r *rand.Rand, issuer peer.ID, id string, now time.Time) *pb.Offer
 		PowerCapWatts:      450,
 	}
 	if r.IntN(20) == 0 && n > 1 { // a second group of another model
-		o.Gpus = append(o.Gpus, group(pickRealGPU(r), 1+uint32(r.IntN(2))))
+		o.Gpus = append(o.Gpus, group(pickGPU(r), 1+uint32(r.IntN(2))))
 	}
 	switch r.IntN(20) {
 	case 0, 1:
