@@ -33,6 +33,7 @@ type bidPlan struct {
 
 	minVRAM, minRAM uint64 // bytes
 	minDisk         uint64
+	minUp, minDown  uint64 // bits per second
 	minCores, minCC uint32
 	flags           uint8  // item flags an offer's GPUs must have
 	hostMin         bool   // the bid has host minimums
@@ -69,6 +70,7 @@ func (m *Matcher) plan(bid *pb.Bid, now time.Time) *bidPlan {
 	req := bid.GetGpu()
 	p.minVRAM, p.minRAM, p.minCores, p.minCC = req.GetMinVramBytes(), bid.GetHostMin().GetRamBytes(), bid.GetHostMin().GetCpuCores(), req.GetMinComputeCapability()
 	p.minDisk = bid.GetHostMin().GetDiskBytes()
+	p.minUp, p.minDown = bid.GetHostMin().GetUpBitsPerSecond(), bid.GetHostMin().GetDownBitsPerSecond()
 	if ff, ok := gpus.FormFactorOf(req.GetFormFactor()); ok {
 		p.flags |= formFactorFlag(ff)
 	}

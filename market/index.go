@@ -62,8 +62,9 @@ type bucketView struct {
 // the offer has: GPUs of the bucket's model in all its groups, their most
 // VRAM (GiB, rounded up) and compute capability, their form factors and
 // NVLink (flags); the host's cores, RAM and disk (GiB, rounded up), and
-// its GPUs, whose shares split it unless it is sold whole (flags). Counts
-// saturate: the most a field holds stands for at least that. 32 bytes.
+// its GPUs, whose shares split it unless it is sold whole (flags), and
+// its bandwidth up and down (10 Mbit/s, rounded up). Counts saturate:
+// the most a field holds stands for at least that. 40 bytes.
 type viewItem struct {
 	price                  uint64
 	e                      *offerEntry
@@ -72,7 +73,11 @@ type viewItem struct {
 	cc, flags              uint8
 	hostCores, hostDiskGiB uint16
 	hostRAMGiB             uint32
+	hostUp, hostDown       uint16 // 10 Mbit/s
 }
+
+// tenMbps is bits per second in 10 Mbit/s, rounded up, saturated.
+func tenMbps(bits uint64) uint16 { return uint16(min(bits/1e7+min(bits%1e7, 1), math.MaxUint16)) }
 
 // Item flags: bit i for gpus.FormFactors[i]; several groups of the
 // bucket's model; a VRAM not a whole GiB; a host sold whole; NVLink.
@@ -93,7 +98,8 @@ func formFactorFlag(ff string) uint8 {
 func sat16(v uint32) uint16 { return uint16(min(v, math.MaxUint16)) }
 
 func itemOf(e *offerEntry, model string, t pb.Tier) viewItem {
-	it := viewItem{price: e.prices[t], e: e, hostCores: sat16(e.host.cores), hostDiskGiB: sat16(ceilGiB(e.host.disk)), hostRAMGiB: ceilGiB(e.host.ram), hostGPUs: sat16(e.host.gpus)}
+	it := viewItem{price: e.prices[t], e: e, hostCores: sat16(e.host.cores), hostDiskGiB: sat16(ceilGiB(e.host.disk)), hostRAMGiB: ceilGiB(e.host.ram), hostGPUs: sat16(e.host.gpus),
+		hostUp: tenMbps(e.host.up), hostDown: tenMbps(e.host.down)}
 	var n, vram, groups uint32
 	for _, g := range e.gpus {
 		if g.model == model {
@@ -129,12 +135,15 @@ func (it *viewItem) fits(p *bidPlan) bool {
 		return false
 	}
 	cores, ram, disk := uint64(it.hostCores), uint64(it.hostRAMGiB)<<30, uint64(it.hostDiskGiB)<<30
+	up, down := uint64(it.hostUp)*1e7, uint64(it.hostDown)*1e7
 	if n := uint64(min(uint32(it.gpus), p.want)); it.flags&flagHostWhole == 0 && n < uint64(it.hostGPUs) {
 		g := uint64(it.hostGPUs)
 		ram, disk, cores = shareOf(ram, n, g), shareOf(disk, n, g), cores*n/g
+		up, down = shareOf(up, n, g), shareOf(down, n, g)
 	}
 	return (cores >= uint64(p.minCores) || it.hostCores == math.MaxUint16) && ram >= p.minRAM &&
-		(disk >= p.minDisk || it.hostDiskGiB == math.MaxUint16)
+		(disk >= p.minDisk || it.hostDiskGiB == math.MaxUint16) &&
+		(up >= p.minUp || it.hostUp == math.MaxUint16) && (down >= p.minDown || it.hostDown == math.MaxUint16)
 }
 
 // shareOf is n of g parts of v, rounded down (n < g: the quotient is
@@ -150,12 +159,14 @@ func widen(hi, lo *viewItem, it *viewItem) {
 	hi.gpus, hi.vramGiB, hi.cc, hi.flags = max(hi.gpus, it.gpus), max(hi.vramGiB, it.vramGiB), max(hi.cc, it.cc), hi.flags|it.flags
 	hi.hostGPUs = min(hi.hostGPUs, it.hostGPUs) // fewer GPUs to share the host with: a larger share
 	hi.hostCores, hi.hostDiskGiB, hi.hostRAMGiB = max(hi.hostCores, it.hostCores), max(hi.hostDiskGiB, it.hostDiskGiB), max(hi.hostRAMGiB, it.hostRAMGiB)
+	hi.hostUp, hi.hostDown = max(hi.hostUp, it.hostUp), max(hi.hostDown, it.hostDown)
 	if it.flags&(flagGroups|flagInexact) != 0 {
 		return // its offer's probe is unsure: lo bounds the others
 	}
 	lo.gpus, lo.vramGiB, lo.cc, lo.flags = min(lo.gpus, it.gpus), min(lo.vramGiB, it.vramGiB), min(lo.cc, it.cc), lo.flags&it.flags
 	lo.hostGPUs = max(lo.hostGPUs, it.hostGPUs)
 	lo.hostCores, lo.hostDiskGiB, lo.hostRAMGiB = min(lo.hostCores, it.hostCores), min(lo.hostDiskGiB, it.hostDiskGiB), min(lo.hostRAMGiB, it.hostRAMGiB)
+	lo.hostUp, lo.hostDown = min(lo.hostUp, it.hostUp), min(lo.hostDown, it.hostDown)
 }
 
 func ceilGiB(b uint64) uint32 { return uint32(min((b+(1<<30)-1)>>30, 1<<32-1)) }
@@ -283,7 +294,8 @@ func (bk *offerBucket) rebuild() {
 	v.chunks, v.currency = rechunk(old, bk.removed, add), bk.currency
 	v.unsure = mergeSorted(oldUnsure, dropUnsure, addUnsure, compareUnsure)
 	v.hi.hostGPUs = math.MaxUint16
-	v.lo = viewItem{gpus: math.MaxUint16, vramGiB: math.MaxUint16, cc: math.MaxUint8, flags: math.MaxUint8, hostCores: math.MaxUint16, hostDiskGiB: math.MaxUint16, hostRAMGiB: math.MaxUint32}
+	v.lo = viewItem{gpus: math.MaxUint16, vramGiB: math.MaxUint16, cc: math.MaxUint8, flags: math.MaxUint8, hostCores: math.MaxUint16, hostDiskGiB: math.MaxUint16, hostRAMGiB: math.MaxUint32,
+		hostUp: math.MaxUint16, hostDown: math.MaxUint16}
 	for _, list := range v.tiers {
 		for i := range list {
 			widen(&v.hi, &v.lo, &list[i])

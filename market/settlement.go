@@ -3,6 +3,7 @@ package market
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/idlegrid/idlegrid/market/pb"
@@ -114,8 +115,17 @@ func kindSettlement(p *bidPlan) string {
 	return "does not take " + ShowSettlement(p.bid.GetSettlement())
 }
 
+// takes says whether o takes what bid pays with, as Accepted does,
+// without allocating: the matcher asks it of every offer it reads.
+func takes(o *pb.Offer, bid *pb.Settlement) bool {
+	if len(o.GetSettlements()) == 0 {
+		return bid.GetKind() == pb.SettlementKind_SETTLEMENT_LEDGER
+	}
+	return slices.ContainsFunc(o.GetSettlements(), func(s *pb.Settlement) bool { return SameSettlement(s, bid) })
+}
+
 func fitsSettlement(c *evalCtx) bool {
-	if Accepted(c.o, c.p.bid.GetSettlement()) == nil {
+	if !takes(c.o, c.p.bid.GetSettlement()) {
 		var takes []string
 		for _, s := range c.o.GetSettlements() {
 			takes = append(takes, ShowSettlement(s))
