@@ -5,6 +5,7 @@ package attest
 import (
 	"crypto/sha256"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -60,8 +61,8 @@ func (f *Fake) SetTemperature(i int, c uint32) {
 
 // NewFake returns a source over one of go-nvml's mock DGX servers
 // (FakeMachines), with the readings the mocks leave out filled in:
-// temperature, power, utilisation, PCIe link, serial, VBIOS, ECC and no
-// running processes. It serves tests and the devstack; it is never the
+// temperature, power, utilisation, PCIe link, memory bus and clocks,
+// CUDA cores, serial, VBIOS, ECC and no running processes. It serves tests and the devstack; it is never the
 // real thing. UUIDs are random per call, as on the mocks; NewFakeSeeded
 // makes them a function of a seed.
 func NewFake(machine string) (*Fake, error) {
@@ -112,8 +113,35 @@ func NewFakeSeeded(machine, seed string) (*Fake, error) {
 	return f, nil
 }
 
+// fakeSpecs are the memory bus width (bits), memory and SM top clocks
+// (MHz) and CUDA cores of the mock machines' GPUs, as NVIDIA's data
+// sheets give them: what NVML reports on the real cards.
+var fakeSpecs = map[string]struct{ bus, memMHz, smMHz, cores uint32 }{
+	"NVIDIA A100-SXM4-40GB":   {5120, 1215, 1410, 6912},  // 1,555 GB/s, 19.5 TFLOPS
+	"NVIDIA H100 80GB HBM3":   {5120, 2619, 1980, 16896}, // 3,352 GB/s, 66.9 TFLOPS
+	"NVIDIA H200 141GB HBM3e": {6144, 3200, 1980, 16896}, // 4,915 GB/s
+	"NVIDIA B200 180GB HBM3e": {8192, 4000, 1965, 18944}, // 8,192 GB/s
+}
+
 // fillReadings gives device i plausible, deterministic readings.
 func (f *Fake) fillReadings(i int, d *server.Device) {
+	name, _ := d.GetName()
+	if spec, ok := fakeSpecs[strings.TrimPrefix(name, "Mock ")]; ok {
+		d.GetMemoryBusWidthFunc = func() (uint32, nvml.Return) { return spec.bus, nvml.SUCCESS }
+		d.GetNumGpuCoresFunc = func() (int, nvml.Return) { return int(spec.cores), nvml.SUCCESS }
+		d.GetMaxClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
+			switch c {
+			case nvml.CLOCK_MEM:
+				return spec.memMHz, nvml.SUCCESS
+			case nvml.CLOCK_SM, nvml.CLOCK_GRAPHICS:
+				return spec.smMHz, nvml.SUCCESS
+			}
+			return 0, nvml.ERROR_NOT_SUPPORTED
+		}
+	} else {
+		d.GetMemoryBusWidthFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+		d.GetNumGpuCoresFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	}
 	d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) {
 		f.mu.Lock()
 		defer f.mu.Unlock()

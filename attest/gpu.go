@@ -8,25 +8,30 @@ import (
 
 // GPU is what an inventory knows of one GPU.
 type GPU struct {
-	Index             int       `json:"index"`
-	UUID              string    `json:"uuid"`
-	Name              string    `json:"name"`
-	MemoryBytes       uint64    `json:"memory_bytes"`
-	MemoryUsedBytes   uint64    `json:"memory_used_bytes"`
-	ComputeCapability string    `json:"compute_capability"`
-	PCIBusID          string    `json:"pci_bus_id"`
-	PCIDeviceID       uint32    `json:"pci_device_id"`
-	PCIeGeneration    int       `json:"pcie_generation"`
-	PCIeWidth         int       `json:"pcie_width"`
-	PowerLimitWatts   float64   `json:"power_limit_watts"`
-	PowerDrawWatts    float64   `json:"power_draw_watts"`
-	TemperatureC      int       `json:"temperature_c"`
-	UtilizationPct    int       `json:"utilization_pct"`
-	ECCEnabled        bool      `json:"ecc_enabled"`
-	MIGEnabled        bool      `json:"mig_enabled"`
-	Serial            string    `json:"serial"`
-	VBIOS             string    `json:"vbios"`
-	Processes         []Process `json:"processes"`
+	Index             int    `json:"index"`
+	UUID              string `json:"uuid"`
+	Name              string `json:"name"`
+	MemoryBytes       uint64 `json:"memory_bytes"`
+	MemoryUsedBytes   uint64 `json:"memory_used_bytes"`
+	ComputeCapability string `json:"compute_capability"`
+	PCIBusID          string `json:"pci_bus_id"`
+	PCIDeviceID       uint32 `json:"pci_device_id"`
+	PCIeGeneration    int    `json:"pcie_generation"`
+	PCIeWidth         int    `json:"pcie_width"`
+	// MemoryBandwidthGBps is the bus width times the memory's top clock,
+	// and FP32GFLOPS the CUDA cores times two times the SM's top clock:
+	// peaks NVML's figures give; 0 where it has none.
+	MemoryBandwidthGBps int       `json:"memory_bandwidth_gbps,omitempty"`
+	FP32GFLOPS          int       `json:"fp32_gflops,omitempty"`
+	PowerLimitWatts     float64   `json:"power_limit_watts"`
+	PowerDrawWatts      float64   `json:"power_draw_watts"`
+	TemperatureC        int       `json:"temperature_c"`
+	UtilizationPct      int       `json:"utilization_pct"`
+	ECCEnabled          bool      `json:"ecc_enabled"`
+	MIGEnabled          bool      `json:"mig_enabled"`
+	Serial              string    `json:"serial"`
+	VBIOS               string    `json:"vbios"`
+	Processes           []Process `json:"processes"`
 }
 
 // Process is a compute process running on a GPU.

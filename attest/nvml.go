@@ -108,6 +108,16 @@ func readGPU(i int, d nvml.Device) GPU {
 	if v, r := d.GetCurrPcieLinkWidth(); ok(r) {
 		g.PCIeWidth = v
 	}
+	if bus, r := d.GetMemoryBusWidth(); ok(r) {
+		if mhz, r := d.GetMaxClockInfo(nvml.CLOCK_MEM); ok(r) {
+			g.MemoryBandwidthGBps = int(uint64(bus) * uint64(mhz) * 2 / 8 / 1000) // double data rate
+		}
+	}
+	if cores, r := d.GetNumGpuCores(); ok(r) {
+		if mhz, r := d.GetMaxClockInfo(nvml.CLOCK_SM); ok(r) {
+			g.FP32GFLOPS = int(uint64(cores) * 2 * uint64(mhz) / 1000) // a fused multiply-add a core a clock
+		}
+	}
 	if v, r := d.GetPowerManagementLimit(); ok(r) {
 		g.PowerLimitWatts = float64(v) / 1000
 	}

@@ -18,11 +18,13 @@ func TestFakeMachines(t *testing.T) {
 	for _, tc := range []struct {
 		machine, name, cc, model string
 		minMemory                uint64
+		// bandwidth (GB/s) and FP32 (GFLOPS): the data sheets' figures
+		bandwidth, gflops int
 	}{
-		{"dgxa100", "A100", "8.0", "A100 SXM 40GB", 40 << 30},
-		{"dgxh100", "H100", "9.0", "H100 SXM", 80 << 30},
-		{"dgxh200", "H200", "9.0", "H200 SXM", 140 << 30},
-		{"dgxb200", "B200", "10.0", "B200", 180 << 30},
+		{"dgxa100", "A100", "8.0", "A100 SXM 40GB", 40 << 30, 1555, 19491},
+		{"dgxh100", "H100", "9.0", "H100 SXM", 80 << 30, 3352, 66908},
+		{"dgxh200", "H200", "9.0", "H200 SXM", 140 << 30, 4915, 66908},
+		{"dgxb200", "B200", "10.0", "B200", 180 << 30, 8192, 74449},
 	} {
 		t.Run(tc.machine, func(t *testing.T) {
 			src, err := NewFake(tc.machine)
@@ -50,6 +52,9 @@ func TestFakeMachines(t *testing.T) {
 				}
 				if g.TemperatureC == 0 || g.PowerDrawWatts == 0 || g.PowerLimitWatts == 0 || g.Serial == "" || !g.ECCEnabled || g.PCIeGeneration == 0 || g.PCIBusID == "" {
 					t.Errorf("GPU %d lacks a reading: %+v", i, g)
+				}
+				if g.MemoryBandwidthGBps != tc.bandwidth || g.FP32GFLOPS != tc.gflops {
+					t.Errorf("GPU %d: %d GB/s, %d GFLOPS; want %d and %d", i, g.MemoryBandwidthGBps, g.FP32GFLOPS, tc.bandwidth, tc.gflops)
 				}
 			}
 		})

@@ -49,6 +49,7 @@ var relaxations = map[string]func(b *pb.Bid){
 	"reliability": func(b *pb.Bid) { b.MinReliabilityPermille = 0 },
 	"rtt":         func(b *pb.Bid) { b.MaxRttMs = 0 },
 	"window":      func(b *pb.Bid) { b.LatestStartUnixMs = 0 },
+	"where":       func(*pb.Bid) {}, // the matcher's query, dropped by relaxedPlan
 }
 
 // MaxBidGPUs is the most GPUs a bid may ask for.
@@ -82,6 +83,9 @@ func (m *Matcher) relaxedPlan(bid *pb.Bid, check string, now time.Time) (*Matche
 	relaxations[check](b)
 	byPrice := *m
 	byPrice.cfg.Alpha, byPrice.cfg.Beta = 0, 0
+	if check == "where" {
+		byPrice.query = Query{}
+	}
 	return &byPrice, byPrice.plan(b, now)
 }
 

@@ -45,10 +45,11 @@ type bidPlan struct {
 	// models the distinct names among them.
 	accepts                 []gpus.Accept
 	models, allowed, denied []string
+	query                   Query // the matcher's (WithQuery)
 }
 
 func (m *Matcher) plan(bid *pb.Bid, now time.Time) *bidPlan {
-	p := &bidPlan{bid: bid, nowMs: now.UnixMilli(), unknownRTT: m.cfg.RTTRef}
+	p := &bidPlan{bid: bid, nowMs: now.UnixMilli(), unknownRTT: m.cfg.RTTRef, query: m.query}
 	if w, ok := m.rtt.(WorstRTTs); ok {
 		p.unknownRTT = max(p.unknownRTT, w.WorstRTT())
 	}
@@ -325,6 +326,8 @@ var feasibilityChecks = [...]feasCheck{
 	{"rtt", func(p *bidPlan) string { return fmt.Sprintf("rtt above %d ms", p.bid.GetMaxRttMs()) }, fitsRTT},
 	// The calendar search walks windows: last, on the fewest offers.
 	{"window", kindWindow, fitsWindow},
+	// A renter's query reads what every check before it worked out.
+	{"where", kindWhere, fitsWhere},
 }
 
 func fitsLive(c *evalCtx) bool {

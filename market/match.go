@@ -23,6 +23,7 @@ type Matcher struct {
 	// blindRTT: the source is UnknownRTTs, which judges no max_rtt.
 	blindRTT bool
 	excl     Excluder
+	query    Query
 }
 
 // NewMatcher returns a matcher with cfg (a field that fails Validate gets
@@ -43,6 +44,14 @@ func NewMatcher(cfg MatchConfig, rel Reliability, rtt RTTs) *Matcher {
 func (m *Matcher) WithExcluder(x Excluder) *Matcher {
 	c := *m
 	c.excl = x
+	return &c
+}
+
+// WithQuery returns a copy of m that holds offers to q too (the "where"
+// check), after the bid's own terms.
+func (m *Matcher) WithQuery(q Query) *Matcher {
+	c := *m
+	c.query = q
 	return &c
 }
 

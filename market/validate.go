@@ -216,6 +216,14 @@ func (l Limits) offerGPUs(o *pb.Offer) error {
 			return invalid(f+".vram_bytes", "0; want the GPU's memory in bytes")
 		case g.ComputeCapability == 0 || g.ComputeCapability > 200:
 			return invalid(f+".compute_capability", "%d; want major*10+minor, such as 90", g.ComputeCapability)
+		case g.CudaVersion > 9999:
+			return invalid(f+".cuda_version", "%d; want major*100+minor, such as 1204 (0: unknown)", g.CudaVersion)
+		case g.PcieGeneration > 16 || g.PcieLanes > 64:
+			return invalid(f+".pcie_generation", "generation %d, %d lanes; want at most 16 and 64 (0: unknown)", g.PcieGeneration, g.PcieLanes)
+		case g.MemoryBandwidthGbps > 1_000_000 || g.Fp32Gflops > 100_000_000:
+			return invalid(f+".memory_bandwidth_gbps", "%d GB/s, %d GFLOPS; want at most 1000000 and 100000000 (0: unknown)", g.MemoryBandwidthGbps, g.Fp32Gflops)
+		case len(g.DriverVersion) > 32:
+			return invalid(f+".driver_version", "%d bytes; want at most 32", len(g.DriverVersion))
 		}
 		if err := l.str(f+".interconnect", g.Interconnect); err != nil {
 			return err
@@ -227,6 +235,9 @@ func (l Limits) offerGPUs(o *pb.Offer) error {
 // offerPrices checks where an offer is and what it asks: region,
 // currency, its price and tier prices.
 func (l Limits) offerPrices(o *pb.Offer) error {
+	if o.OpenPorts > 65535 {
+		return invalid("open_ports", "%d; want at most 65535", o.OpenPorts)
+	}
 	if o.Region == nil || !countryCode.MatchString(o.Region.Country) {
 		return invalid("region.country", "%q; want an ISO 3166 code such as DE", clip(o.Region.GetCountry()))
 	}

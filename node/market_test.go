@@ -285,15 +285,17 @@ func TestOffersFollowTheGPUs(t *testing.T) {
 func TestSellable(t *testing.T) {
 	p := config.DefaultProviderConfig()
 	p.ThermalCapC, p.BusyUtilization = 80, 10
-	inv := attest.Inventory{GPUs: []attest.GPU{
-		{Index: 0, UUID: "GPU-a", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0"},
+	inv := attest.Inventory{CUDAVersion: "12.4", DriverVersion: "550.54.15", GPUs: []attest.GPU{
+		{Index: 0, UUID: "GPU-a", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0", PCIeGeneration: 4, PCIeWidth: 16, MemoryBandwidthGBps: 1555, FP32GFLOPS: 19491},
 		{Index: 1, UUID: "GPU-b", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0", Processes: []attest.Process{{PID: 1}}},
 		{Index: 2, UUID: "GPU-c", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0", UtilizationPct: 50},
 		{Index: 3, UUID: "GPU-d", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0", TemperatureC: 81},
 		{Index: 4, UUID: "GPU-e", Name: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, ComputeCapability: "9.0"},
 	}}
 	groups, why := offer.Sellable(p, inv)
-	if len(groups) != 2 || groups[0] != (config.GPUConfig{Model: "A100 SXM 40GB", Count: 1, VRAMGiB: 40, ComputeCapability: "8.0"}) || groups[1].Model != "H100 SXM" || len(why) != 3 {
+	a100 := config.GPUConfig{Model: "A100 SXM 40GB", Count: 1, VRAMGiB: 40, ComputeCapability: "8.0", CUDAVersion: "12.4", DriverVersion: "550.54.15",
+		PCIeGeneration: 4, PCIeLanes: 16, MemoryBandwidthGBps: 1555, FP32GFLOPS: 19491}
+	if len(groups) != 2 || groups[0] != a100 || groups[1].Model != "H100 SXM" || len(why) != 3 {
 		t.Errorf("sellable = %+v, why %v", groups, why)
 	}
 	p.Share = []string{"GPU-e"}
@@ -308,7 +310,7 @@ func TestSellable(t *testing.T) {
 		{Index: 1, UUID: "GPU-g", Name: "NVIDIA Future 9000", MemoryBytes: 48 << 30, ComputeCapability: "12.0"},
 		{Index: 2, UUID: "GPU-h", Name: "NVIDIA Renamed Board", PCIDeviceID: 0x268410de, MemoryBytes: 24564 << 20, ComputeCapability: "8.9"},
 	}
-	p.Share = nil
+	p.Share, inv.CUDAVersion, inv.DriverVersion = nil, "", ""
 	groups, _ = offer.Sellable(p, inv)
 	if len(groups) != 2 || groups[0] != (config.GPUConfig{Model: "Future 9000", Count: 1, VRAMGiB: 48, ComputeCapability: "12.0"}) ||
 		groups[1] != (config.GPUConfig{Model: "RTX 4090", Count: 2, VRAMGiB: 24, ComputeCapability: "8.9"}) {

@@ -153,7 +153,15 @@ func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, 
 		limit = renter.DefaultLimit
 	}
 	mt := n.market.MatcherFor(req)
-	res := mt.Match(snap, b, now, limit)
+	field, desc, _ := renter.SortField(req.Sort) // BuildBid refused a bad one
+	var res market.Result
+	if field == "" {
+		res = mt.Match(snap, b, now, limit)
+	} else { // every offer that fits, by the field
+		res = mt.Match(snap, b, now, 0)
+		market.SortCandidates(res.Candidates, field, desc)
+		res.Candidates = res.Candidates[:min(len(res.Candidates), limit)]
+	}
 	out := api.MatchResult{Considered: res.Considered, Feasible: res.Feasible, Candidates: []api.CandidateView{}}
 	scores := n.reputation.Scores()
 	for i, c := range res.Candidates {
@@ -177,6 +185,9 @@ func (n *Node) PlaceBid(ctx context.Context, req api.BidRequest) (api.BidResult,
 	}
 	if wait > renter.MaxBidWait {
 		return api.BidResult{}, fault.Fieldf("wait_ms", req.WaitMillis, "at most %d", renter.MaxBidWait.Milliseconds())
+	}
+	if req.Where != "" || req.Sort != "" {
+		return api.BidResult{}, fault.Invalidf("where %q, sort %q: a gossiped bid carries no query, and providers quote on its terms alone; quote and rent hold this node's book to one", req.Where, req.Sort)
 	}
 	start := n.clock.Now()
 	b, err := renter.BuildBid(req, n.id, n.swarm, start, n.pays(), n.market.Snapshot())

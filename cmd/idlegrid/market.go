@@ -17,6 +17,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
 )
@@ -190,6 +191,7 @@ func bidFlags(c *cobra.Command, req *api.BidRequest, gpu *string) {
 	f.StringVar(&req.FormFactor, "form-factor", "", "GPU form factor: "+strings.Join(gpus.FormFactors, ", ")+" (default: any)")
 	f.BoolVar(&req.NVLink, "nvlink", false, "only GPUs joined by NVLink (SXM, NVL, or a bridge the provider declares)")
 	f.IntVar(&req.Count, "count", 1, "GPUs wanted")
+	f.StringVar(&req.Where, "where", "", "hold offers to a query on their fields besides the flags above, terms joined by spaces: FIELD OP VALUE (< <= > >= = !=) or FIELD=LO..HI, such as 'num_gpus>=2 down_mbps>500 cuda>=12.4 reliability>0.95'; fields: "+strings.Join(queryFieldNames(), ", ")+" (this node's book only: a gossiped bid carries no query)")
 	f.IntVar(&req.MinPerProvider, "min-per-provider", 0, "fewest GPUs from one provider (default: all of --count)")
 	f.IntVar(&req.MinVRAMGiB, "min-vram", 0, "least memory per GPU, GiB")
 	f.StringVar(&req.MinCompute, "min-compute", "", "least CUDA compute capability, such as 8.0")
@@ -252,8 +254,11 @@ fit. Publishes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			req.GPUs = splitGPUs(gpu)
-			if !slices.Contains(candidateSorts, sortBy) {
-				return usagef("--sort %q: want %s", sortBy, strings.Join(candidateSorts, ", "))
+			if !slices.Contains(candidateSorts, sortBy) { // a query field: the node ranks by it
+				if _, _, err := renter.SortField(sortBy); err != nil {
+					return usagef("--sort %q: want %s, or a query field (- after it for falling): %s", sortBy, strings.Join(candidateSorts, ", "), strings.Join(queryFieldNames(), ", "))
+				}
+				req.Sort, sortBy = sortBy, "effective"
 			}
 			var res api.MatchResult
 			if err := e.apiCall(func(c api.Node) (err error) { res, err = c.Match(e.ctx, req); return }); err != nil {
@@ -284,7 +289,7 @@ fit. Publishes nothing.`,
 	}
 	bidFlags(c, &req, &gpu)
 	c.Flags().BoolVar(&req.Explain, "explain", false, "count, per check, the whole book's offers that fail it, even when some fit (always when none does)")
-	c.Flags().StringVar(&sortBy, "sort", "effective", "reorder the ranked candidates (their ranks kept): "+strings.Join(candidateSorts, ", ")+"; the ranking itself is by effective price")
+	c.Flags().StringVar(&sortBy, "sort", "effective", "reorder the ranked candidates (their ranks kept): "+strings.Join(candidateSorts, ", ")+"; the ranking itself is by effective price; or rank every offer that fits by a query field, - after it for falling (tflops_per_usd-)")
 	addJSONFlag(c, e)
 	return c
 }
@@ -399,4 +404,12 @@ func millis(ms float64) string {
 		return fmt.Sprintf("%.1fms", ms)
 	}
 	return fmt.Sprintf("%.0fms", ms)
+}
+
+func queryFieldNames() []string {
+	var out []string
+	for _, f := range market.QueryFields {
+		out = append(out, f.Name)
+	}
+	return out
 }

@@ -247,6 +247,30 @@ func TestTwoDaemonProcessesPeer(t *testing.T) {
 	if err := typo.Run(); exitCode(err) == 0 || !strings.Contains(typoErr.String(), "did you mean") || !strings.Contains(typoErr.String(), `"A100"`) {
 		t.Errorf("quote --gpu A10O: exit %d, %s", exitCode(err), typoErr.String())
 	}
+	// A query narrows the quote, a query field ranks it; a query that
+	// does not parse names its position and the field meant.
+	var narrowed api.MatchResult
+	if err := json.Unmarshal([]byte(cli(t, bin, "quote", "--json", "--repo", dirB, "--where", "num_gpus>=4 country=de gpu_ram=40..80 price<2", "--sort", "price-")), &narrowed); err != nil {
+		t.Fatal(err)
+	}
+	if len(narrowed.Candidates) != 1 || narrowed.Candidates[0].Offer.Provider != idA.PeerID {
+		t.Errorf("quote --where: %+v", narrowed)
+	}
+	var none5 api.MatchResult
+	if err := json.Unmarshal([]byte(cli(t, bin, "quote", "--json", "--repo", dirB, "--where", "num_gpus>=5")), &none5); err != nil {
+		t.Fatal(err)
+	}
+	if len(none5.Candidates) != 0 || none5.Blocker == nil || none5.Blocker.Check != "where" || !strings.Contains(none5.Explanation, "not where num_gpus>=5") {
+		t.Errorf("quote --where num_gpus>=5: %+v", none5)
+	}
+	for _, bad := range [][]string{{"--where", "num_gpus>=4 num_gpu>=2"}, {"--sort", "colour"}} {
+		q := exec.Command(bin, append([]string{"quote", "--repo", dirB}, bad...)...)
+		var stderr bytes.Buffer
+		q.Stderr = &stderr
+		if err := q.Run(); exitCode(err) == 0 || !strings.Contains(stderr.String(), "position 13") && !strings.Contains(stderr.String(), `--sort "colour"`) {
+			t.Errorf("quote %q: exit %d, %s", bad, exitCode(err), stderr.String())
+		}
+	}
 	var bid api.BidResult
 	if err := json.Unmarshal([]byte(cli(t, bin, "bid", "--json", "--repo", dirB, "--gpu", "A100", "--count", "2", "--hours", "1", "--wait", "2s")), &bid); err != nil {
 		t.Fatal(err)

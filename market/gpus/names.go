@@ -400,7 +400,7 @@ func (c *Catalog) nearest(name string, n int) []string {
 	}
 	best := map[string]cand{} // display name → its closest key
 	consider := func(key, display string, order int) {
-		d, shared := editDistance(k, key), commonPrefix(k, key)
+		d, shared := EditDistance(k, key), commonPrefix(k, key)
 		if strings.Contains(key, k) && len(k) >= 3 { // a longer name
 			d, shared = min(d, 1), len(k)
 		}
@@ -437,7 +437,8 @@ func commonPrefix(a, b string) int {
 	return i
 }
 
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance between a and b, in bytes.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

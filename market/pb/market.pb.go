@@ -394,9 +394,21 @@ type GPUGroup struct {
 	// Compute capability times ten: 80 for 8.0, 90 for 9.0.
 	ComputeCapability uint32 `protobuf:"varint,4,opt,name=compute_capability,json=computeCapability,proto3" json:"compute_capability,omitempty"`
 	// Interconnect between the GPUs: "nvlink", "pcie", "sxm", …
-	Interconnect  string `protobuf:"bytes,5,opt,name=interconnect,proto3" json:"interconnect,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Interconnect string `protobuf:"bytes,5,opt,name=interconnect,proto3" json:"interconnect,omitempty"`
+	// What NVML reads of the GPUs, where it can (0 or empty: unknown): the
+	// CUDA version the driver supports, times 100 plus the minor (1204 for
+	// 12.4); the driver's version; the PCIe link's generation and lanes;
+	// the memory's bandwidth in GB/s (bus width times the memory clock);
+	// and the peak FP32 throughput in GFLOPS (CUDA cores times two times
+	// the SM clock).
+	CudaVersion         uint32 `protobuf:"varint,6,opt,name=cuda_version,json=cudaVersion,proto3" json:"cuda_version,omitempty"`
+	DriverVersion       string `protobuf:"bytes,7,opt,name=driver_version,json=driverVersion,proto3" json:"driver_version,omitempty"`
+	PcieGeneration      uint32 `protobuf:"varint,8,opt,name=pcie_generation,json=pcieGeneration,proto3" json:"pcie_generation,omitempty"`
+	PcieLanes           uint32 `protobuf:"varint,9,opt,name=pcie_lanes,json=pcieLanes,proto3" json:"pcie_lanes,omitempty"`
+	MemoryBandwidthGbps uint32 `protobuf:"varint,10,opt,name=memory_bandwidth_gbps,json=memoryBandwidthGbps,proto3" json:"memory_bandwidth_gbps,omitempty"`
+	Fp32Gflops          uint32 `protobuf:"varint,11,opt,name=fp32_gflops,json=fp32Gflops,proto3" json:"fp32_gflops,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *GPUGroup) Reset() {
@@ -462,6 +474,48 @@ func (x *GPUGroup) GetInterconnect() string {
 		return x.Interconnect
 	}
 	return ""
+}
+
+func (x *GPUGroup) GetCudaVersion() uint32 {
+	if x != nil {
+		return x.CudaVersion
+	}
+	return 0
+}
+
+func (x *GPUGroup) GetDriverVersion() string {
+	if x != nil {
+		return x.DriverVersion
+	}
+	return ""
+}
+
+func (x *GPUGroup) GetPcieGeneration() uint32 {
+	if x != nil {
+		return x.PcieGeneration
+	}
+	return 0
+}
+
+func (x *GPUGroup) GetPcieLanes() uint32 {
+	if x != nil {
+		return x.PcieLanes
+	}
+	return 0
+}
+
+func (x *GPUGroup) GetMemoryBandwidthGbps() uint32 {
+	if x != nil {
+		return x.MemoryBandwidthGbps
+	}
+	return 0
+}
+
+func (x *GPUGroup) GetFp32Gflops() uint32 {
+	if x != nil {
+		return x.Fp32Gflops
+	}
+	return 0
 }
 
 // HostSpec describes the machine around the GPUs (or a bid's minimums).
@@ -893,7 +947,11 @@ type Offer struct {
 	// How the provider takes payment, each way it accepts; none listed:
 	// the local ledger alone (SETTLEMENT_LEDGER), as before payment
 	// channels.
-	Settlements   []*Settlement `protobuf:"bytes,27,rep,name=settlements,proto3" json:"settlements,omitempty"`
+	Settlements []*Settlement `protobuf:"bytes,27,rep,name=settlements,proto3" json:"settlements,omitempty"`
+	// The provider's address is static, and how many inbound ports it
+	// opens to a lease (0: none).
+	StaticAddress bool   `protobuf:"varint,28,opt,name=static_address,json=staticAddress,proto3" json:"static_address,omitempty"`
+	OpenPorts     uint32 `protobuf:"varint,29,opt,name=open_ports,json=openPorts,proto3" json:"open_ports,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1115,6 +1173,20 @@ func (x *Offer) GetSettlements() []*Settlement {
 		return x.Settlements
 	}
 	return nil
+}
+
+func (x *Offer) GetStaticAddress() bool {
+	if x != nil {
+		return x.StaticAddress
+	}
+	return false
+}
+
+func (x *Offer) GetOpenPorts() uint32 {
+	if x != nil {
+		return x.OpenPorts
+	}
+	return 0
 }
 
 // Settlement is one way to pay: for SETTLEMENT_EVM, the chain, the
@@ -4697,14 +4769,23 @@ const file_market_proto_rawDesc = "" +
 	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12&\n" +
 	"\x0fcreated_unix_ms\x18\x05 \x01(\x03R\rcreatedUnixMs\x12&\n" +
 	"\x0fexpires_unix_ms\x18\x06 \x01(\x03R\rexpiresUnixMs\x12\x14\n" +
-	"\x05swarm\x18\a \x01(\tR\x05swarm\"\xa8\x01\n" +
+	"\x05swarm\x18\a \x01(\tR\x05swarm\"\x8f\x03\n" +
 	"\bGPUGroup\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x12\x1d\n" +
 	"\n" +
 	"vram_bytes\x18\x03 \x01(\x04R\tvramBytes\x12-\n" +
 	"\x12compute_capability\x18\x04 \x01(\rR\x11computeCapability\x12\"\n" +
-	"\finterconnect\x18\x05 \x01(\tR\finterconnect\"\xc1\x01\n" +
+	"\finterconnect\x18\x05 \x01(\tR\finterconnect\x12!\n" +
+	"\fcuda_version\x18\x06 \x01(\rR\vcudaVersion\x12%\n" +
+	"\x0edriver_version\x18\a \x01(\tR\rdriverVersion\x12'\n" +
+	"\x0fpcie_generation\x18\b \x01(\rR\x0epcieGeneration\x12\x1d\n" +
+	"\n" +
+	"pcie_lanes\x18\t \x01(\rR\tpcieLanes\x122\n" +
+	"\x15memory_bandwidth_gbps\x18\n" +
+	" \x01(\rR\x13memoryBandwidthGbps\x12\x1f\n" +
+	"\vfp32_gflops\x18\v \x01(\rR\n" +
+	"fp32Gflops\"\xc1\x01\n" +
 	"\bHostSpec\x12\x1b\n" +
 	"\tcpu_cores\x18\x01 \x01(\rR\bcpuCores\x12\x1b\n" +
 	"\tram_bytes\x18\x02 \x01(\x04R\bramBytes\x12\x1d\n" +
@@ -4733,7 +4814,8 @@ const file_market_proto_rawDesc = "" +
 	"\fstart_minute\x18\x01 \x01(\rR\vstartMinute\x12\x1d\n" +
 	"\n" +
 	"end_minute\x18\x02 \x01(\rR\tendMinute\x12!\n" +
-	"\ffloor_micros\x18\x03 \x01(\x04R\vfloorMicros\"\xd0\t\n" +
+	"\ffloor_micros\x18\x03 \x01(\x04R\vfloorMicros\"\x96\n" +
+	"\n" +
 	"\x05Offer\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.idlegrid.market.v1.HeaderR\x06header\x120\n" +
 	"\x04gpus\x18\x02 \x03(\v2\x1c.idlegrid.market.v1.GPUGroupR\x04gpus\x120\n" +
@@ -4770,7 +4852,10 @@ const file_market_proto_rawDesc = "" +
 	"\bgpu_step\x18\x19 \x01(\rR\agpuStep\x12\x1d\n" +
 	"\n" +
 	"gpus_whole\x18\x1a \x01(\bR\tgpusWhole\x12@\n" +
-	"\vsettlements\x18\x1b \x03(\v2\x1e.idlegrid.market.v1.SettlementR\vsettlements\"\xcf\x01\n" +
+	"\vsettlements\x18\x1b \x03(\v2\x1e.idlegrid.market.v1.SettlementR\vsettlements\x12%\n" +
+	"\x0estatic_address\x18\x1c \x01(\bR\rstaticAddress\x12\x1d\n" +
+	"\n" +
+	"open_ports\x18\x1d \x01(\rR\topenPorts\"\xcf\x01\n" +
 	"\n" +
 	"Settlement\x126\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\".idlegrid.market.v1.SettlementKindR\x04kind\x12\x19\n" +

@@ -25,6 +25,13 @@ type GPUView struct {
 	VRAMGiB           uint64 `json:"vram_gib"`
 	ComputeCapability string `json:"compute_capability"`
 	Interconnect      string `json:"interconnect,omitempty"`
+	// What NVML read, where the offer says (empty or 0: unknown).
+	CUDAVersion         string `json:"cuda_version,omitempty"` // "12.4"
+	DriverVersion       string `json:"driver_version,omitempty"`
+	PCIeGeneration      uint32 `json:"pcie_generation,omitempty"`
+	PCIeLanes           uint32 `json:"pcie_lanes,omitempty"`
+	MemoryBandwidthGBps uint32 `json:"memory_bandwidth_gbps,omitempty"`
+	FP32GFLOPS          uint32 `json:"fp32_gflops,omitempty"`
 }
 
 // OfferView is an offer in the book as the API shows it; prices are
@@ -61,6 +68,10 @@ type OfferView struct {
 	// RelayOnly: the provider is behind a NAT and reached through relays
 	// (and, where the NATs allow, directly after hole punching).
 	RelayOnly bool `json:"relay_only,omitempty"`
+	// StaticAddress and OpenPorts: the host's address is static; the
+	// inbound ports a lease gets.
+	StaticAddress bool   `json:"static_address,omitempty"`
+	OpenPorts     uint32 `json:"open_ports,omitempty"`
 	// Attestable: the offer names a standing attestation of its GPUs
 	// (read through NVML). One that does not lists its GPUs by hand, and
 	// rent passes it by unless told --no-attest.
@@ -129,7 +140,15 @@ type BidRequest struct {
 	LatencyWeight *float64 `json:"latency_weight,omitempty"`
 	// Explain asks a match to count, per check, the whole book's offers
 	// that fail it, even when some fit (it always does when none fits).
-	Explain          bool    `json:"explain,omitempty"`
+	Explain bool `json:"explain,omitempty"`
+	// Where is a query on offer fields this node's matcher holds offers
+	// to besides the bid's terms (market.ParseQuery: "num_gpus>=2
+	// cuda>=12.4 down_mbps>500"); a gossiped bid carries none.
+	Where string `json:"where,omitempty"`
+	// Sort is a field of the query language, "-" after it for falling:
+	// a match then ranks every offer that fits by it, not by effective
+	// price, and returns the first limit.
+	Sort             string  `json:"sort,omitempty"`
 	MinReliability   float64 `json:"min_reliability,omitempty"`
 	PreemptionOK     bool    `json:"preemption_ok,omitempty"`
 	WorkloadClass    string  `json:"workload_class,omitempty"`

@@ -198,14 +198,19 @@ func (m *Market) Synced() int64 { return m.booksSynced.Load() }
 func (m *Market) SyncPeers() []peer.ID { return m.Net.SyncPeers() }
 
 // MatcherFor is the matcher for a request: the node's, or one on the same
-// sources that weighs RTT as the request asks.
+// sources that weighs RTT as the request asks; holding offers to its
+// query (where) too.
 func (m *Market) MatcherFor(req api.BidRequest) *market.Matcher {
-	if req.LatencyWeight == nil {
-		return m.Matcher
+	mt := m.Matcher
+	if req.LatencyWeight != nil {
+		cfg := market.DefaultMatchConfig()
+		cfg.Beta = *req.LatencyWeight
+		mt = market.NewMatcher(cfg, m.rel, m.rtt).WithExcluder(m)
 	}
-	cfg := market.DefaultMatchConfig()
-	cfg.Beta = *req.LatencyWeight
-	return market.NewMatcher(cfg, m.rel, m.rtt).WithExcluder(m)
+	if q, err := market.ParseQuery(req.Where); err == nil && !q.Empty() { // BuildBid refused a bad one
+		mt = mt.WithQuery(q)
+	}
+	return mt
 }
 
 // Excluded tells the matcher to skip proven offenders.

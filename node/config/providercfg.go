@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
@@ -72,6 +73,11 @@ type HostConfig struct {
 	DiskGiB  int    `toml:"disk_gib" comment:"disk available to leases, GiB"`
 	UpMbps   int    `toml:"up_mbps" comment:"upload bandwidth, Mbit/s"`
 	DownMbps int    `toml:"down_mbps" comment:"download bandwidth, Mbit/s"`
+	// StaticAddress and OpenPorts are what the offer says of reaching a
+	// lease: the host's address is static; how many inbound ports a
+	// lease gets.
+	StaticAddress bool `toml:"static_address" comment:"the host's public address is static"`
+	OpenPorts     int  `toml:"open_ports" comment:"inbound ports open to a lease; 0: none"`
 }
 
 // GPUConfig is one group of identical GPUs.
@@ -81,6 +87,15 @@ type GPUConfig struct {
 	VRAMGiB           int    `toml:"vram_gib" comment:"memory per GPU, GiB"`
 	ComputeCapability string `toml:"compute_capability" comment:"CUDA compute capability, such as 9.0"`
 	Interconnect      string `toml:"interconnect" comment:"nvlink, sxm or pcie"`
+	// What NVML reads (gpu_source nvml or fake), or what a hand-listed
+	// group says of itself; 0 or empty: unknown. Offers carry them, and
+	// renters query them (quote --where 'cuda>=12.4 pcie_gen>=4').
+	CUDAVersion         string `toml:"cuda_version,omitempty" comment:"CUDA version the driver supports, such as 12.4"`
+	DriverVersion       string `toml:"driver_version,omitempty" comment:"driver version, such as 550.54.15"`
+	PCIeGeneration      int    `toml:"pcie_generation,omitempty" comment:"PCIe link generation"`
+	PCIeLanes           int    `toml:"pcie_lanes,omitempty" comment:"PCIe link width, lanes"`
+	MemoryBandwidthGBps int    `toml:"memory_bandwidth_gbps,omitempty" comment:"GPU memory bandwidth, GB/s"`
+	FP32GFLOPS          int    `toml:"fp32_gflops,omitempty" comment:"peak FP32 throughput, GFLOPS"`
 }
 
 // DefaultProviderConfig sells nothing until enabled, with sane terms.
@@ -274,6 +289,9 @@ func (p *ProviderConfig) validateMachine() error {
 			return err
 		}
 	}
+	if err := intRange("provider.host.open_ports", p.Host.OpenPorts, 0, 65535); err != nil {
+		return err
+	}
 	if p.Host.Share != "" && p.Host.Share != "per-gpu" && p.Host.Share != "whole" {
 		return FieldErr("provider.host.share", p.Host.Share, "per-gpu or whole")
 	}
@@ -311,8 +329,37 @@ func (p *ProviderConfig) validateGPUs() error {
 		if _, err := ParseComputeCapability(g.ComputeCapability); err != nil {
 			return FieldErr(f+".compute_capability", g.ComputeCapability, "major.minor such as 9.0")
 		}
+		if _, err := ParseCUDAVersion(g.CUDAVersion); err != nil {
+			return FieldErr(f+".cuda_version", g.CUDAVersion, "major.minor such as 12.4, or empty")
+		}
+		if len(g.DriverVersion) > 32 {
+			return FieldErr(f+".driver_version", g.DriverVersion, "at most 32 bytes, such as 550.54.15")
+		}
+		for _, r := range []struct {
+			name      string
+			v, lo, hi int
+		}{{".pcie_generation", g.PCIeGeneration, 0, 16}, {".pcie_lanes", g.PCIeLanes, 0, 64}, {".memory_bandwidth_gbps", g.MemoryBandwidthGBps, 0, 1_000_000}, {".fp32_gflops", g.FP32GFLOPS, 0, 100_000_000}} {
+			if err := intRange(f+r.name, r.v, r.lo, r.hi); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// ParseCUDAVersion reads a CUDA version such as "12.4" as 1204 (major
+// times 100 plus the minor); empty is 0, unknown.
+func ParseCUDAVersion(s string) (uint32, error) {
+	if s == "" {
+		return 0, nil
+	}
+	major, minor, ok := strings.Cut(s, ".")
+	ma, err1 := strconv.ParseUint(major, 10, 8)
+	mi, err2 := strconv.ParseUint(minor, 10, 8)
+	if !ok || err1 != nil || err2 != nil || ma > 99 || mi > 99 {
+		return 0, fmt.Errorf("%q: want major.minor such as 12.4", s)
+	}
+	return uint32(ma*100 + mi), nil
 }
 
 // Pricing policies.

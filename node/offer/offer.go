@@ -54,6 +54,8 @@ func Build(p config.ProviderConfig, issuer peer.ID, seq uint64, now time.Time) (
 		ImageAllow:           slices.Clone(p.ImageAllow),
 		ImageDeny:            slices.Clone(p.ImageDeny),
 		PowerCapWatts:        uint32(p.PowerCapWatts),
+		StaticAddress:        p.Host.StaticAddress,
+		OpenPorts:            uint32(p.Host.OpenPorts),
 		ThermalCapCelsius:    uint32(p.ThermalCapC),
 	}
 	for _, g := range p.GPUs {
@@ -61,7 +63,13 @@ func Build(p config.ProviderConfig, issuer peer.ID, seq uint64, now time.Time) (
 		if err != nil {
 			return nil, err
 		}
-		o.Gpus = append(o.Gpus, &pb.GPUGroup{Model: g.Model, Count: uint32(g.Count), VramBytes: uint64(g.VRAMGiB) << 30, ComputeCapability: cc, Interconnect: g.Interconnect})
+		cuda, err := config.ParseCUDAVersion(g.CUDAVersion)
+		if err != nil {
+			return nil, err
+		}
+		o.Gpus = append(o.Gpus, &pb.GPUGroup{Model: g.Model, Count: uint32(g.Count), VramBytes: uint64(g.VRAMGiB) << 30, ComputeCapability: cc, Interconnect: g.Interconnect,
+			CudaVersion: cuda, DriverVersion: g.DriverVersion, PcieGeneration: uint32(g.PCIeGeneration), PcieLanes: uint32(g.PCIeLanes),
+			MemoryBandwidthGbps: uint32(g.MemoryBandwidthGBps), Fp32Gflops: uint32(g.FP32GFLOPS)})
 	}
 	for _, name := range p.Tiers {
 		t, err := market.TierFromName(name)
@@ -100,8 +108,8 @@ func Build(p config.ProviderConfig, issuer peer.ID, seq uint64, now time.Time) (
 // thermal cap. why says, per GPU left out, the reason.
 func Sellable(p config.ProviderConfig, inv attest.Inventory) (groups []config.GPUConfig, why []string) {
 	type key struct {
-		model, cc string
-		vram      int
+		model, cc                   string
+		vram, gen, lanes, bw, flops int
 	}
 	counts := map[key]int{}
 	for _, g := range inv.GPUs {
@@ -116,11 +124,12 @@ func Sellable(p config.ProviderConfig, inv attest.Inventory) (groups []config.GP
 			why = append(why, fmt.Sprintf("GPU %d at %d°C, cap %d°C", g.Index, g.TemperatureC, p.ThermalCapC))
 		default:
 			model := attest.ModelOf(g.Name, g.PCIDeviceID)
-			counts[key{model, g.ComputeCapability, int(attest.VRAMOf(model, g.MemoryBytes) >> 30)}]++
+			counts[key{model, g.ComputeCapability, int(attest.VRAMOf(model, g.MemoryBytes) >> 30), g.PCIeGeneration, g.PCIeWidth, g.MemoryBandwidthGBps, g.FP32GFLOPS}]++
 		}
 	}
 	for k, n := range counts {
-		groups = append(groups, config.GPUConfig{Model: k.model, Count: n, VRAMGiB: k.vram, ComputeCapability: k.cc, Interconnect: ""})
+		groups = append(groups, config.GPUConfig{Model: k.model, Count: n, VRAMGiB: k.vram, ComputeCapability: k.cc, Interconnect: "",
+			CUDAVersion: inv.CUDAVersion, DriverVersion: inv.DriverVersion, PCIeGeneration: k.gen, PCIeLanes: k.lanes, MemoryBandwidthGBps: k.bw, FP32GFLOPS: k.flops})
 	}
 	slices.SortFunc(groups, func(a, b config.GPUConfig) int {
 		return cmp.Or(cmp.Compare(a.Model, b.Model), cmp.Compare(a.VRAMGiB, b.VRAMGiB), cmp.Compare(a.ComputeCapability, b.ComputeCapability))

@@ -72,6 +72,12 @@ func bidSpec(req api.BidRequest, book *market.Snapshot) (market.BidSpec, error) 
 	if err != nil {
 		return s, err
 	}
+	if _, err := market.ParseQuery(req.Where); err != nil {
+		return s, err
+	}
+	if _, _, err := SortField(req.Sort); err != nil {
+		return s, err
+	}
 	if req.MinReliability < 0 || req.MinReliability > 1 {
 		return s, fault.Fieldf("min_reliability", req.MinReliability, "want 0 to 1")
 	}
@@ -119,4 +125,17 @@ func NewID(prefix string) string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return prefix + hex.EncodeToString(b)
+}
+
+// SortField reads a request's sort, "FIELD" or "FIELD-" for falling;
+// "" is none.
+func SortField(s string) (field string, desc bool, err error) {
+	if s == "" {
+		return "", false, nil
+	}
+	field, desc = strings.CutSuffix(s, "-")
+	if err := market.SortCandidates(nil, field, desc); err != nil {
+		return "", false, fault.Fieldf("sort", s, "a query field, with - after it for falling: %v", err)
+	}
+	return field, desc, nil
 }

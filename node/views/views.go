@@ -99,7 +99,7 @@ func Offer(o *pb.Offer, scores *reputation.Scores) api.OfferView {
 		MaxDuration: (time.Duration(o.MaxDurationSeconds) * time.Second).String(),
 		Created:     time.UnixMilli(o.Header.CreatedUnixMs).UTC(),
 		Expires:     time.UnixMilli(o.Header.ExpiresUnixMs).UTC(),
-		RelayOnly:   o.RelayOnly,
+		RelayOnly:   o.RelayOnly, StaticAddress: o.StaticAddress, OpenPorts: o.OpenPorts,
 		Attestable:  len(o.AttestationHash) > 0,
 		Reliability: sc.Reliability,
 		Basis:       Basis(sc),
@@ -107,7 +107,11 @@ func Offer(o *pb.Offer, scores *reputation.Scores) api.OfferView {
 	cat := gpus.Default()
 	for _, g := range o.Gpus {
 		gv := api.GPUView{Model: cat.CanonicalFor(g.Model, g.VramBytes), Count: g.Count,
-			ComputeCapability: fmt.Sprintf("%d.%d", g.ComputeCapability/10, g.ComputeCapability%10), Interconnect: g.Interconnect}
+			ComputeCapability: fmt.Sprintf("%d.%d", g.ComputeCapability/10, g.ComputeCapability%10), Interconnect: g.Interconnect,
+			DriverVersion: g.DriverVersion, PCIeGeneration: g.PcieGeneration, PCIeLanes: g.PcieLanes, MemoryBandwidthGBps: g.MemoryBandwidthGbps, FP32GFLOPS: g.Fp32Gflops}
+		if g.CudaVersion > 0 {
+			gv.CUDAVersion = fmt.Sprintf("%d.%d", g.CudaVersion/100, g.CudaVersion%100)
+		}
 		gv.VRAMGiB = cat.MarketedBytes(gv.Model, g.VramBytes) >> 30
 		if gv.Model != g.Model {
 			gv.Declared = g.Model

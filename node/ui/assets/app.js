@@ -150,6 +150,8 @@ function bidFromForm() {
   if (f.get("gpus")) bid.gpus = list(f.get("gpus"));
   if (+f.get("min_vram_gib")) bid.min_vram_gib = +f.get("min_vram_gib");
   if (f.get("regions")) bid.regions = list(f.get("regions").toUpperCase());
+  if (f.get("where")) bid.where = f.get("where");
+  if (f.get("sort")) bid.sort = f.get("sort");
   return bid;
 }
 
