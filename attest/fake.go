@@ -155,6 +155,8 @@ func (f *Fake) fillReadings(i int, d *server.Device) {
 	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: uint32(i % 3)}, nvml.SUCCESS }
 	d.GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return 5, nvml.SUCCESS }
 	d.GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return 16, nvml.SUCCESS }
+	d.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return 5, nvml.SUCCESS }
+	d.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return 16, nvml.SUCCESS }
 	d.GetSerialFunc = func() (string, nvml.Return) { return fmt.Sprintf("FAKE%010d", 1650000000+i), nvml.SUCCESS }
 	d.GetVbiosVersionFunc = func() (string, nvml.Return) { return "96.00.AF.00.01", nvml.SUCCESS }
 	d.GetEccModeFunc = func() (nvml.EnableState, nvml.EnableState, nvml.Return) {

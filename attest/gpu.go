@@ -18,6 +18,11 @@ type GPU struct {
 	PCIDeviceID       uint32 `json:"pci_device_id"`
 	PCIeGeneration    int    `json:"pcie_generation"`
 	PCIeWidth         int    `json:"pcie_width"`
+	// PCIeMaxGeneration and PCIeMaxWidth are the link the GPU and its
+	// slot can run at: what an offer says (the current link trains down
+	// while the GPU idles).
+	PCIeMaxGeneration int `json:"pcie_max_generation,omitempty"`
+	PCIeMaxWidth      int `json:"pcie_max_width,omitempty"`
 	// MemoryBandwidthGBps is the bus width times the memory's top clock,
 	// and FP32GFLOPS the CUDA cores times two times the SM's top clock:
 	// peaks NVML's figures give; 0 where it has none.

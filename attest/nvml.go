@@ -108,6 +108,12 @@ func readGPU(i int, d nvml.Device) GPU {
 	if v, r := d.GetCurrPcieLinkWidth(); ok(r) {
 		g.PCIeWidth = v
 	}
+	if v, r := d.GetMaxPcieLinkGeneration(); ok(r) {
+		g.PCIeMaxGeneration = v
+	}
+	if v, r := d.GetMaxPcieLinkWidth(); ok(r) {
+		g.PCIeMaxWidth = v
+	}
 	if bus, r := d.GetMemoryBusWidth(); ok(r) {
 		if mhz, r := d.GetMaxClockInfo(nvml.CLOCK_MEM); ok(r) {
 			g.MemoryBandwidthGBps = int(uint64(bus) * uint64(mhz) * 2 / 8 / 1000) // double data rate

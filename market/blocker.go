@@ -27,7 +27,8 @@ type Blocker struct {
 	// Figure is what the offers that would fit have on the constraint:
 	// "the cheapest asks 0.1333/GPU-h", "the most memory is 96 GB".
 	Figure string
-	// Near are the cheapest of them, at most maxNearest.
+	// Near are the first of them, at most maxNearest, in the walk's
+	// order: by the tier's price, before a window's floor raises it.
 	Near []Candidate
 }
 
@@ -140,20 +141,20 @@ func (r *relaxed) add(c Candidate, e *offerEntry, ctx *evalCtx) {
 	if i, found := slices.BinarySearch(r.countries, e.country); !found {
 		r.countries = slices.Insert(r.countries, i, e.country)
 	}
+	// The offer counts once, under the model a lease takes.
+	mm := r.models[c.Model]
+	if mm == nil {
+		mm = &ModelMiss{Model: c.Model, PriceMicros: c.PriceMicros, GPUs: c.GPUs}
+		r.models[c.Model] = mm
+	}
+	if c.PriceMicros < mm.PriceMicros || c.PriceMicros == mm.PriceMicros && c.GPUs > mm.GPUs {
+		mm.PriceMicros, mm.GPUs = c.PriceMicros, c.GPUs
+	}
+	mm.Offers++
 	for i := range min(len(e.gpus), 64) {
-		g := &e.gpus[i]
-		if mask&(1<<i) == 0 {
-			continue
+		if g := &e.gpus[i]; mask&(1<<i) != 0 && g.model == c.Model {
+			mm.vram = max(mm.vram, g.vram)
 		}
-		mm := r.models[g.model]
-		if mm == nil {
-			mm = &ModelMiss{Model: g.model, PriceMicros: c.PriceMicros, GPUs: c.GPUs, vram: g.vram}
-			r.models[g.model] = mm
-		}
-		if c.PriceMicros < mm.PriceMicros || c.PriceMicros == mm.PriceMicros && c.GPUs > mm.GPUs {
-			mm.PriceMicros, mm.GPUs = c.PriceMicros, c.GPUs
-		}
-		mm.Offers, mm.vram = mm.Offers+1, max(mm.vram, g.vram)
 	}
 }
 
@@ -224,8 +225,8 @@ func nearestModels(near map[string]*ModelMiss, p *bidPlan) []ModelMiss {
 	cat := gpus.Default()
 	var out []ModelMiss
 	for _, mm := range near {
-		if slices.Contains(p.models, mm.Model) {
-			continue
+		if len(p.accepts) > 0 && gpus.Accepts(p.accepts, mm.Model, cat.KindOf(mm.Model), mm.vram) {
+			continue // what was asked, not a model instead (one of another memory is)
 		}
 		x := *mm
 		x.distance = math.Inf(1)

@@ -310,8 +310,7 @@ func (b *Book) Snapshot() *Snapshot {
 	cat := gpus.Default()
 	for _, v := range s.views {
 		if len(s.byModel[v.model]) == 0 {
-			if _, known := cat.Lookup(v.model); !known {
-				k := gpus.Key(v.model)
+			if k := cat.KindOf(v.model); k != "" {
 				s.kinds[k] = append(s.kinds[k], v.model)
 			}
 		}

@@ -159,13 +159,7 @@ func findScan(offers []*pb.Offer, f OfferFilter) []*pb.Offer {
 		models = gpus.Default().Expand([]string{f.GPUModel})
 	}
 	cat := gpus.Default()
-	// A model the catalog lacks is one kind in every spelling Key equates.
-	accepts := func(model string, vram uint64) bool {
-		return gpus.Accepts(models, model, vram) || slices.ContainsFunc(models, func(a gpus.Accept) bool {
-			_, known := cat.Lookup(model)
-			return !known && gpus.Key(a.Model) == gpus.Key(model) && (a.MemoryBytes == 0 || a.MemoryBytes == vram)
-		})
-	}
+	accepts := func(model string, vram uint64) bool { return gpus.Accepts(models, model, cat.KindOf(model), vram) }
 	var hits []hit
 	for _, o := range offers {
 		if f.Country != "" && o.GetRegion().GetCountry() != f.Country {

@@ -156,6 +156,7 @@ type evalCtx struct {
 	masks    gpuMasks
 	supply   uint32 // GPUs of one model the offer has that qualify
 	gpus     uint32 // GPUs a lease takes of them
+	model    string // the model they are: the first of the largest supply
 	rel      float64
 	rtt      time.Duration
 	rttKnown bool
@@ -219,6 +220,7 @@ func (h *hostFacts) share(n uint32) hostFacts {
 
 type gpuFacts struct {
 	model      string
+	kind       string // gpus.Catalog.KindOf the model
 	count, cc  uint32
 	vram       uint64
 	formFactor string // the catalog's, or "SXM" for an unknown model on SXM
@@ -242,7 +244,7 @@ func factsOf(o *pb.Offer) offerFacts {
 	for i, g := range o.GetGpus() {
 		// Facts name GPUs by catalog ID and hold their marketed memory.
 		model := cat.CanonicalFor(g.GetModel(), g.GetVramBytes())
-		f.gpus[i] = gpuFacts{model: model, count: g.GetCount(), cc: g.GetComputeCapability(), vram: cat.MarketedBytes(model, g.GetVramBytes())}
+		f.gpus[i] = gpuFacts{model: model, kind: cat.KindOf(model), count: g.GetCount(), cc: g.GetComputeCapability(), vram: cat.MarketedBytes(model, g.GetVramBytes())}
 		link := strings.ToLower(g.GetInterconnect())
 		if m, ok := cat.Lookup(model); ok {
 			f.gpus[i].formFactor, f.gpus[i].nvlink = m.FormFactor, m.NVLink == "yes"

@@ -23,7 +23,7 @@ func gpuMasksOf(f *offerFacts, req *pb.GPURequirement, accepts []gpus.Accept) gp
 	var m gpuMasks
 	for i := range min(len(f.gpus), 64) {
 		g := &f.gpus[i]
-		if !gpus.Accepts(accepts, g.model, g.vram) ||
+		if !gpus.Accepts(accepts, g.model, g.kind, g.vram) ||
 			req.GetFormFactor() != "" && !strings.EqualFold(req.GetFormFactor(), g.formFactor) ||
 			req.GetNvlink() && !g.nvlink {
 			continue
@@ -119,7 +119,9 @@ func fitsGPUs(c *evalCtx) bool {
 				ok &^= 1 << j // counted with group i
 			}
 		}
-		supply = max(supply, n)
+		if n > supply {
+			supply, c.model = n, gs[i].model
+		}
 	}
 	c.supply = supply
 	if supply < c.p.need {

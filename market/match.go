@@ -118,6 +118,10 @@ func (m *Matcher) Match(s *Snapshot, bid *pb.Bid, now time.Time, k int) Result {
 	defer h.release()
 	ctx := new(evalCtx)
 	var seen map[*offerEntry]bool // offers listed under several models
+	var best map[peer.ID]int      // with k ≤ 0: each provider's candidate, unsorted till the end
+	if k <= 0 {
+		best = map[peer.ID]int{}
+	}
 	limit := uint64(math.MaxUint64)
 	for len(h.cs) > 0 {
 		it := h.top()
@@ -149,6 +153,17 @@ func (m *Matcher) Match(s *Snapshot, bid *pb.Bid, now time.Time, k int) Result {
 			continue
 		}
 		res.Feasible++
+		if k <= 0 { // every candidate: sorted once, at the end
+			j, listed := best[c.Issuer]
+			switch {
+			case p.split || !listed:
+				best[c.Issuer] = len(res.Candidates)
+				res.Candidates = append(res.Candidates, c)
+			case compareCandidates(&c, &res.Candidates[j]) < 0:
+				res.Candidates[j] = c
+			}
+			continue
+		}
 		if !p.split { // a provider once: its best offer
 			if j := slices.IndexFunc(res.Candidates, func(x Candidate) bool { return x.Issuer == c.Issuer }); j >= 0 {
 				if compareCandidates(&res.Candidates[j], &c) <= 0 {
@@ -158,6 +173,9 @@ func (m *Matcher) Match(s *Snapshot, bid *pb.Bid, now time.Time, k int) Result {
 			}
 		}
 		res.Candidates = insertRanked(res.Candidates, c, k)
+	}
+	if k <= 0 {
+		slices.SortStableFunc(res.Candidates, func(a, b Candidate) int { return compareCandidates(&a, &b) })
 	}
 	return res
 }
@@ -186,7 +204,7 @@ func (m *Matcher) evaluate(c *evalCtx, o *pb.Offer, f *offerFacts, issuer peer.I
 		}
 	}
 	cand := Candidate{
-		Offer: o, Issuer: issuer, GPUs: c.gpus, PriceMicros: c.price,
+		Offer: o, Issuer: issuer, GPUs: c.gpus, Model: c.model, PriceMicros: c.price,
 		EffectivePriceMicros: m.cfg.effectivePrice(c.price, c.rel, c.rankRTT()),
 		Start:                time.UnixMilli(c.start).UTC(),
 		Scores:               m.score(c),
@@ -520,7 +538,7 @@ func (s *Snapshot) GPUNamed(name string) (string, bool) {
 	if s == nil {
 		return "", false
 	}
-	if ms := s.kinds[gpus.Key(name)]; len(ms) > 0 {
+	if ms := s.kinds[gpus.Default().KindOf(name)]; len(ms) > 0 {
 		return ms[0], true
 	}
 	return "", false
@@ -531,8 +549,11 @@ func (s *Snapshot) GPUNamed(name string) (string, bool) {
 func (s *Snapshot) kindsOf(as []gpus.Accept) []gpus.Accept {
 	out := as
 	for _, a := range as {
-		for _, m := range s.kinds[gpus.Key(a.Model)] {
-			if b := (gpus.Accept{Model: m, MemoryBytes: a.MemoryBytes}); !slices.Contains(out, b) {
+		if a.Kind == "" {
+			continue
+		}
+		for _, m := range s.kinds[a.Kind] {
+			if b := (gpus.Accept{Model: m, MemoryBytes: a.MemoryBytes, Kind: a.Kind}); !slices.Contains(out, b) {
 				if len(out) == len(as) {
 					out = slices.Clone(as)
 				}

@@ -83,7 +83,7 @@ func ComparablePricesFrom(s *Snapshot, model string, t pb.Tier, currency string,
 	verdict := map[peer.ID]bool{} // counts, asked once per issuer
 	best := map[peer.ID]uint64{}
 	var views []*bucketView // of the model, in each spelling of a GPU the catalog lacks
-	for _, a := range s.kindsOf([]gpus.Accept{{Model: model}}) {
+	for _, a := range s.kindsOf([]gpus.Accept{{Model: model, Kind: gpus.Default().KindOf(model)}}) {
 		views = append(views, s.byModel[a.Model]...)
 	}
 	for _, v := range views {

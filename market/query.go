@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/pb"
@@ -188,14 +190,19 @@ func ParseQuery(s string) (Query, error) {
 		return Query{}, &QueryError{Pos: MaxQueryLen + 1, Text: clip(s[MaxQueryLen:]), Why: fmt.Sprintf("the query is %d bytes; at most %d", len(s), MaxQueryLen)}
 	}
 	q := Query{text: strings.Join(strings.Fields(s), " ")}
-	for pos := 0; pos < len(s); {
-		if s[pos] == ' ' || s[pos] == '\t' || s[pos] == '\n' {
-			pos++
+	for pos := 0; pos < len(s); { // terms as strings.Fields splits them
+		r, n := utf8.DecodeRuneInString(s[pos:])
+		if unicode.IsSpace(r) {
+			pos += n
 			continue
 		}
 		end := pos
-		for end < len(s) && s[end] != ' ' && s[end] != '\t' && s[end] != '\n' {
-			end++
+		for end < len(s) {
+			r, n := utf8.DecodeRuneInString(s[end:])
+			if unicode.IsSpace(r) {
+				break
+			}
+			end += n
 		}
 		if len(q.terms) == MaxQueryTerms {
 			return Query{}, &QueryError{Pos: pos + 1, Text: s[pos:end], Why: fmt.Sprintf("more than %d terms", MaxQueryTerms)}
@@ -332,10 +339,17 @@ func fieldNames() []string {
 
 // nearestField is the field a misspelt name most likely meant, or "".
 func nearestField(name string) string {
-	best, bestD := "", 3
+	best, bestD := "", 3 // two edits at most
 	for _, f := range QueryFields {
-		if d := gpus.EditDistance(name, f.Name); d < bestD || strings.Contains(f.Name, name) && len(name) >= 3 && bestD > 1 {
-			best, bestD = f.Name, min(d, 1)
+		if d := gpus.EditDistance(name, f.Name); d < bestD {
+			best, bestD = f.Name, d
+		}
+	}
+	if best == "" && len(name) >= 3 { // a longer name it begins
+		for _, f := range QueryFields {
+			if strings.HasPrefix(f.Name, name) {
+				return f.Name
+			}
 		}
 	}
 	return best
@@ -374,8 +388,9 @@ func (t *queryTerm) holds(c *evalCtx, g *pb.GPUGroup) bool {
 }
 
 // fails returns the first term of q the offer in c fails, or nil: its
-// offer terms on the offer, its GPU terms on one group the bid accepts
-// (c.masks.compute) that has them all.
+// offer terms on the offer, its GPU terms on one group of the GPUs a
+// lease takes (those the bid accepts, c.masks.compute, of the model
+// fitsGPUs chose) that has them all.
 func (q *Query) fails(c *evalCtx) *queryTerm {
 	for i := range q.terms {
 		if t := &q.terms[i]; !t.f.gpu && !t.holds(c, nil) {
@@ -385,8 +400,8 @@ func (q *Query) fails(c *evalCtx) *queryTerm {
 	var first *queryTerm
 	groups := c.o.GetGpus()
 	for i := range min(len(groups), 64) {
-		if c.masks.compute&(1<<i) == 0 {
-			continue
+		if c.masks.compute&(1<<i) == 0 || c.f.gpus[i].model != c.model {
+			continue // not the GPUs a lease takes
 		}
 		var failed *queryTerm
 		for j := range q.terms {
@@ -421,8 +436,16 @@ func (c *evalCtx) describe(t *queryTerm) string {
 		return fmt.Sprintf("%s is %s", t.f.Name, t.f.str(c))
 	}
 	var g *pb.GPUGroup
-	if gs := c.o.GetGpus(); t.f.gpu && len(gs) > 0 {
-		g = gs[0]
+	if gs := c.o.GetGpus(); t.f.gpu {
+		for i := range min(len(gs), len(c.f.gpus)) {
+			if c.f.gpus[i].model == c.model {
+				g = gs[i]
+				break
+			}
+		}
+		if g == nil {
+			return "no GPU of the model a lease takes"
+		}
 	}
 	v, ok := t.f.value(c, g)
 	if !ok {
@@ -431,10 +454,11 @@ func (c *evalCtx) describe(t *queryTerm) string {
 	return fmt.Sprintf("%s is %s", t.f.Name, strconv.FormatFloat(v, 'g', 6, 64))
 }
 
-// Sort orders candidates by a query field, rising, or falling where
-// desc; candidates that do not say it go last; ties keep their order.
-// It is for a listing after the ranking: the field is read as Match
-// read it, from the candidate's offer and figures.
+// SortCandidates orders candidates by a query field, rising, or falling
+// where desc; candidates that do not say it go last; ties keep their
+// order. It is for a listing after the ranking: the field is read as
+// the where check reads it, of the GPUs of the candidate's model (the
+// best of its groups), its supply and its figures.
 func SortCandidates(cs []Candidate, field string, desc bool) error {
 	f := queryField(strings.ToLower(field))
 	if f == nil || f.kind == kindString {
@@ -452,7 +476,10 @@ func SortCandidates(cs []Candidate, field string, desc bool) error {
 			best = math.Inf(-1)
 		}
 		if f.gpu {
-			for _, g := range cs[i].Offer.GetGpus() {
+			for j, g := range cs[i].Offer.GetGpus() {
+				if j >= len(c.f.gpus) || c.f.gpus[j].model != cs[i].Model {
+					continue // not the GPUs a lease takes
+				}
 				if v, known := f.value(c, g); known {
 					if desc {
 						best = max(best, v)
@@ -502,12 +529,15 @@ func sortableFields() []string {
 	return out
 }
 
-// candidateCtx is what a query field reads of a candidate.
+// candidateCtx is what a query field reads of a candidate: its figures,
+// and its supply, the GPUs of its model the offer has.
 func candidateCtx(c *Candidate) *evalCtx {
 	f := factsOf(c.Offer)
-	ctx := &evalCtx{o: c.Offer, f: &f, gpus: c.GPUs, price: c.PriceMicros, rel: c.Reliability, rtt: c.RTT, rttKnown: c.RTTKnown}
+	ctx := &evalCtx{o: c.Offer, f: &f, gpus: c.GPUs, model: c.Model, price: c.PriceMicros, rel: c.Reliability, rtt: c.RTT, rttKnown: c.RTTKnown}
 	for _, g := range f.gpus {
-		ctx.supply = max(ctx.supply, g.count)
+		if g.model == c.Model {
+			ctx.supply += g.count
+		}
 	}
 	return ctx
 }

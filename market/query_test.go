@@ -28,6 +28,8 @@ func TestParseQueryNamesThePosition(t *testing.T) {
 		{"price<=0.5<1", 8, "holds an operator"},
 		{"down_mbps>fast", 11, `down_mbps "fast": want a number`},
 		{"price~3", 1, "want FIELD OP VALUE"},
+		{"pcie_ew>=4", 1, `did you mean "pcie_bw"?`},
+		{"country=D\rE", 11, "want FIELD OP VALUE"},
 		{strings.Repeat("num_gpus>=1 ", 33), 385, "more than 32 terms"},
 		{strings.Repeat("x", MaxQueryLen+1), MaxQueryLen + 1, "at most 1024"},
 	} {
@@ -106,6 +108,21 @@ func TestQuerySelectsByEveryKindOfField(t *testing.T) {
 			t.Errorf("where %q: Explain %+v, the scan's %+v", tc.q, ex, want)
 		}
 	}
+	// GPU terms read the GPUs a lease takes: eight old H100s, not the
+	// one new A100 beside them.
+	mixed := NewBook()
+	o := mtOffer(peers[7], "mixed")
+	o.Gpus = []*pb.GPUGroup{{Model: "H100 SXM", Count: 8, VramBytes: 80 << 30, ComputeCapability: 90, CudaVersion: 1108},
+		{Model: "A100 SXM 80GB", Count: 1, VramBytes: 80 << 30, ComputeCapability: 80, CudaVersion: 1204}}
+	if err := mixed.PutOffer(o, mtNow); err != nil {
+		t.Fatal(err)
+	}
+	newCUDA, _ := ParseQuery("cuda>=12.4 num_gpus>=8")
+	eight := mtBid()
+	eight.Gpu.Count, eight.RegionsAllowed = 8, nil
+	if res := NewMatcher(DefaultMatchConfig(), nil, nil).WithQuery(newCUDA).Match(mixed.Snapshot(), eight, mtNow, 0); len(res.Candidates) != 0 {
+		t.Errorf("eight H100 on CUDA 11.8 pass cuda>=12.4 by the A100 beside them: %+v", res.Candidates[0])
+	}
 	// Nothing fits but for the query: it is the blocker, and says why.
 	q, _ := ParseQuery("cuda>=13.0")
 	ex := NewMatcher(DefaultMatchConfig(), nil, nil).WithQuery(q).Explain(snap, bid, mtNow)
@@ -134,7 +151,7 @@ func TestQuerySelectsByEveryKindOfField(t *testing.T) {
 //	go test ./market -run '^$' -fuzz FuzzParseQuery -fuzztime 60s
 func FuzzParseQuery(f *testing.F) {
 	for _, s := range []string{"num_gpus>=2 down_mbps>500 cuda>=12.4 reliability>0.95", "gpu_ram=24..48", "country!=US static_ip=true",
-		"driver>=550.54.15", "price<=0.5<1", "x", "=", "..", "cuda=12..13", "tflops_per_usd>1e3", "num_gpus>=-0", "rtt_ms<1e309"} {
+		"driver>=550.54.15", "price<=0.5<1", "x", "=", "..", "cuda=12..13", "tflops_per_usd>1e3", "num_gpus>=-0", "rtt_ms<1e309", "country=D\rE", "cuda>=12\u00a0x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

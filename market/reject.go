@@ -136,11 +136,16 @@ func AdmitLease(m *Matcher, o *pb.Offer, l *pb.Lease, now time.Time) (string, er
 		return "", Reject(pb.RejectCode_REJECT_PRICE, "price %s below this provider's %s per GPU-hour", FormatPrice(l.PriceMicros), FormatPrice(c.PriceMicros))
 	}
 	cat := gpus.Default()
+	// The lease's GPUs are of one model, in one or several groups, as
+	// the matcher counts them.
 	accepts := cat.Expand(bid.Gpu.Models)
+	supply := map[string]uint32{}
 	for _, g := range o.Gpus {
 		model := cat.CanonicalFor(g.Model, g.VramBytes)
-		if gpus.Accepts(accepts, model, cat.MarketedBytes(model, g.VramBytes)) && g.Count >= l.GpuCount {
-			return g.Model, nil
+		if gpus.Accepts(accepts, model, cat.KindOf(model), cat.MarketedBytes(model, g.VramBytes)) {
+			if supply[model] += g.Count; supply[model] >= l.GpuCount {
+				return g.Model, nil
+			}
 		}
 	}
 	return "", Reject(pb.RejectCode_REJECT_NO_CAPACITY, "no %d GPUs of one model here", l.GpuCount)

@@ -123,8 +123,10 @@ type Candidate struct {
 	Offer  *pb.Offer
 	Issuer peer.ID
 	// GPUs this provider supplies: all the bid asks, or fewer (at least
-	// its min_per_provider) for the renter to combine.
-	GPUs uint32
+	// its min_per_provider) for the renter to combine; Model is the
+	// catalog's name of the model they are.
+	GPUs  uint32
+	Model string
 	// PriceMicros per GPU-hour for the bid's tier, raised to the chosen
 	// window's floor.
 	PriceMicros uint64

@@ -73,8 +73,14 @@ func TestSpellingsFindTheirOffers(t *testing.T) {
 		if got := strings.Join(ids, " "); got != tc.want {
 			t.Errorf("%q ≥ %d GB matched %q, want %q", tc.models, tc.minGB, got, tc.want)
 		}
-		if ex := m.Explain(snap, bid, mtNow); ex.Feasible != len(ids) {
-			t.Errorf("%q: Explain counts %d feasible, Match %d: %s", tc.models, ex.Feasible, len(ids), ex)
+		if ex := m.Explain(snap, bid, mtNow); ex.Feasible != len(ids) || !equalExplanations(ex, scanExplain(m, snap, bid, mtNow)) {
+			t.Errorf("%q: Explain counts %d feasible, Match %d, the scan %d: %s", tc.models, ex.Feasible, len(ids), scanExplain(m, snap, bid, mtNow).Feasible, ex)
+		}
+		// Each offer alone, as a provider's admission reads it, agrees.
+		for _, o := range snap.Offers() {
+			if _, why := m.Feasible(o, bid, mtNow); (why == nil) != slices.Contains(ids, o.Header.Id) {
+				t.Errorf("%q: Feasible(%s) = %v, Match says %v", tc.models, o.Header.Id, why, slices.Contains(ids, o.Header.Id))
+			}
 		}
 	}
 	// A provider's market-following price sees offers of its own kind in
@@ -150,6 +156,11 @@ func TestExplainLeadsWithTheBlocker(t *testing.T) {
 	ex = ask([]string{"H200"}, 8, 10_000_000, 0)
 	if len(ex.Nearest) == 0 || ex.Nearest[0].Model != "H100 SXM" || ex.Nearest[0].PriceMicros != 2_000_000 || ex.Nearest[0].GPUs != 8 {
 		t.Errorf("8 H200: nearest %+v", ex.Nearest)
+	}
+	// A size the book lacks: the model of another size is the nearest.
+	ex = ask([]string{"RTX 4090 48GB"}, 1, 10_000_000, 0)
+	if len(ex.Nearest) == 0 || ex.Nearest[0].Model != "RTX 4090" {
+		t.Errorf("a 48 GB 4090: nearest %+v", ex.Nearest)
 	}
 	// Two constraints that block together: no one blocker, the counts stay.
 	ex = ask([]string{"L40S"}, 1, 1, 0)

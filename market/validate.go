@@ -222,8 +222,8 @@ func (l Limits) offerGPUs(o *pb.Offer) error {
 			return invalid(f+".pcie_generation", "generation %d, %d lanes; want at most 16 and 64 (0: unknown)", g.PcieGeneration, g.PcieLanes)
 		case g.MemoryBandwidthGbps > 1_000_000 || g.Fp32Gflops > 100_000_000:
 			return invalid(f+".memory_bandwidth_gbps", "%d GB/s, %d GFLOPS; want at most 1000000 and 100000000 (0: unknown)", g.MemoryBandwidthGbps, g.Fp32Gflops)
-		case len(g.DriverVersion) > 32:
-			return invalid(f+".driver_version", "%d bytes; want at most 32", len(g.DriverVersion))
+		case len(g.DriverVersion) > 32 || strings.Trim(g.DriverVersion, "0123456789.") != "":
+			return invalid(f+".driver_version", "%q; want digits and dots, at most 32, such as 550.54.15", clip(g.DriverVersion))
 		}
 		if err := l.str(f+".interconnect", g.Interconnect); err != nil {
 			return err

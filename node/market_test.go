@@ -286,7 +286,7 @@ func TestSellable(t *testing.T) {
 	p := config.DefaultProviderConfig()
 	p.ThermalCapC, p.BusyUtilization = 80, 10
 	inv := attest.Inventory{CUDAVersion: "12.4", DriverVersion: "550.54.15", GPUs: []attest.GPU{
-		{Index: 0, UUID: "GPU-a", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0", PCIeGeneration: 4, PCIeWidth: 16, MemoryBandwidthGBps: 1555, FP32GFLOPS: 19491},
+		{Index: 0, UUID: "GPU-a", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0", PCIeGeneration: 1, PCIeWidth: 8, PCIeMaxGeneration: 4, PCIeMaxWidth: 16, MemoryBandwidthGBps: 1555, FP32GFLOPS: 19491},
 		{Index: 1, UUID: "GPU-b", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0", Processes: []attest.Process{{PID: 1}}},
 		{Index: 2, UUID: "GPU-c", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0", UtilizationPct: 50},
 		{Index: 3, UUID: "GPU-d", Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ComputeCapability: "8.0", TemperatureC: 81},

@@ -583,14 +583,17 @@ func TestAPaidLeaseKeepsItsVouchersAcrossAProviderRestart(t *testing.T) {
 }
 
 // TestAProviderStopsAJobItsChannelCannotPayFor rents on a channel of
-// 0.003 (three seconds of 2 GPUs at 2.00 an hour): the provider stops the
-// job before a beat the deposit cannot cover, so the renter owes no more
-// than the channel holds and its vouchers paid for all of it.
+// 0.011 (ten seconds of 2 GPUs at 2.00 an hour; the metered time runs
+// from the lease's start, and on a loaded machine the container alone
+// may take a few seconds to start, so a smaller deposit can end the
+// lease before its first beat): the provider stops the job before a
+// beat the deposit cannot cover, so the renter owes no more than the
+// channel holds and its vouchers paid for all of it.
 func TestAProviderStopsAJobItsChannelCannotPayFor(t *testing.T) {
 	t.Parallel()
 	overTransports(t, func(t *testing.T, transport string) {
 		image := executortest.BusyboxImage(t)
-		p := newPaidSwarm(t, transport, func(c *config.Config) { c.Settlement.EVM.Deposit = 0.003 })
+		p := newPaidSwarm(t, transport, func(c *config.Config) { c.Settlement.EVM.Deposit = 0.011 })
 		ctx := context.Background()
 		res, err := p.renter.Rent(ctx, rentRequest(image, "sleep", "600"), RentOutput{})
 		if err != nil {

@@ -91,7 +91,7 @@ func TestResolveReadsWhatRentersWrite(t *testing.T) {
 	// A bid's entries expand to the IDs offers carry, and a family to
 	// its own name too, for groups listed by hand as "A100".
 	got := c.Expand([]string{"H100", "4090", "H100 SXM", "Foo 9", "RTX 4090 48GB"})
-	for _, a := range []gpus.Accept{{Model: "H100 SXM"}, {Model: "H100 PCIe"}, {Model: "H100 NVL"}, {Model: "H100"}, {Model: "RTX 4090"}, {Model: "Foo 9"},
+	for _, a := range []gpus.Accept{{Model: "H100 SXM"}, {Model: "H100 PCIe"}, {Model: "H100 NVL"}, {Model: "H100"}, {Model: "RTX 4090"}, {Model: "Foo 9", Kind: "foo9"},
 		{Model: "RTX 4090", MemoryBytes: 48 << 30}} {
 		if !slices.Contains(got, a) {
 			t.Errorf("Expand: %v lacks %+v", got, a)

@@ -39,17 +39,33 @@ type Want struct {
 }
 
 // Accept is one name an offer's GPU group may carry for an entry to
-// accept it, and the marketed memory it must then have (0: any).
+// accept it, and the marketed memory it must then have (0: any). For a
+// name the catalog lacks, Kind is its Key: a group of that kind in any
+// spelling ("Foo-9" for "Foo 9") is accepted.
 type Accept struct {
 	Model       string
 	MemoryBytes uint64
+	Kind        string
 }
 
-// Accepts says whether as accept a group of model whose marketed
-// memory is vram: none accept all.
-func Accepts(as []Accept, model string, vram uint64) bool {
+// KindOf is what Accept.Kind compares a group's canonical name by: its
+// Key for a name the catalog lacks (neither a model nor a family), ""
+// for one it knows.
+func (c *Catalog) KindOf(canonical string) string {
+	if _, ok := c.byKey[Key(canonical)]; ok {
+		return ""
+	}
+	if _, ok := c.families[Key(canonical)]; ok {
+		return ""
+	}
+	return Key(canonical)
+}
+
+// Accepts says whether as accept a group of model, of kind (KindOf),
+// whose marketed memory is vram: none accept all.
+func Accepts(as []Accept, model, kind string, vram uint64) bool {
 	return len(as) == 0 || slices.ContainsFunc(as, func(a Accept) bool {
-		return a.Model == model && (a.MemoryBytes == 0 || a.MemoryBytes == vram)
+		return (a.Model == model || a.Kind != "" && a.Kind == kind) && (a.MemoryBytes == 0 || a.MemoryBytes == vram)
 	})
 }
 
@@ -163,7 +179,7 @@ func memSuffix(gb uint32) string {
 func (c *Catalog) Expand(entries []string) []Accept {
 	var out []Accept
 	add := func(model string, mem uint64) {
-		a := Accept{model, mem}
+		a := Accept{Model: model, MemoryBytes: mem}
 		if !slices.Contains(out, a) {
 			out = append(out, a)
 		}
@@ -171,7 +187,10 @@ func (c *Catalog) Expand(entries []string) []Accept {
 	for _, e := range entries {
 		w, ok := c.resolve(e)
 		if !ok {
-			add(strings.TrimSpace(e), 0)
+			name := strings.Join(strings.Fields(e), " ")
+			if a := (Accept{Model: name, Kind: Key(name)}); !slices.Contains(out, a) {
+				out = append(out, a)
+			}
 			continue
 		}
 		mem := uint64(w.MemoryGB) << 30
@@ -466,8 +485,9 @@ func EditDistance(a, b string) int {
 // one 44.99), the sizes the named model ships in tried before every
 // size the catalog knows; else the reading rounded up to a whole GiB
 // where that is within 2%; else the reading. A reading of 22 GiB stays
-// 22 GB. It never raises a reading by a fourteenth, so a GPU cannot
-// claim much more than it has.
+// 22 GB. It never raises a reading by a fourteenth of the size it is
+// sold as (a thirteenth of the reading), so a GPU cannot claim much more
+// than it has.
 func (c *Catalog) MarketedBytes(model string, reported uint64) uint64 {
 	if w, ok := c.resolve(model); ok {
 		var own []uint32

@@ -332,8 +332,8 @@ func (p *ProviderConfig) validateGPUs() error {
 		if _, err := ParseCUDAVersion(g.CUDAVersion); err != nil {
 			return FieldErr(f+".cuda_version", g.CUDAVersion, "major.minor such as 12.4, or empty")
 		}
-		if len(g.DriverVersion) > 32 {
-			return FieldErr(f+".driver_version", g.DriverVersion, "at most 32 bytes, such as 550.54.15")
+		if len(g.DriverVersion) > 32 || strings.Trim(g.DriverVersion, "0123456789.") != "" {
+			return FieldErr(f+".driver_version", g.DriverVersion, "digits and dots, at most 32, such as 550.54.15")
 		}
 		for _, r := range []struct {
 			name      string

@@ -108,10 +108,14 @@ func Build(p config.ProviderConfig, issuer peer.ID, seq uint64, now time.Time) (
 // thermal cap. why says, per GPU left out, the reason.
 func Sellable(p config.ProviderConfig, inv attest.Inventory) (groups []config.GPUConfig, why []string) {
 	type key struct {
-		model, cc                   string
-		vram, gen, lanes, bw, flops int
+		model, cc string
+		vram      int
 	}
 	counts := map[key]int{}
+	// What NVML reads of a model's speed is the least of its GPUs': a
+	// group is one model, and a lease of it may get any of them.
+	type speed struct{ gen, lanes, bw, flops int }
+	speeds := map[key]speed{}
 	for _, g := range inv.GPUs {
 		switch {
 		case len(p.Share) > 0 && !slices.Contains(p.Share, g.UUID) && !slices.Contains(p.Share, fmt.Sprint(g.Index)):
@@ -124,12 +128,19 @@ func Sellable(p config.ProviderConfig, inv attest.Inventory) (groups []config.GP
 			why = append(why, fmt.Sprintf("GPU %d at %d°C, cap %d°C", g.Index, g.TemperatureC, p.ThermalCapC))
 		default:
 			model := attest.ModelOf(g.Name, g.PCIDeviceID)
-			counts[key{model, g.ComputeCapability, int(attest.VRAMOf(model, g.MemoryBytes) >> 30), g.PCIeGeneration, g.PCIeWidth, g.MemoryBandwidthGBps, g.FP32GFLOPS}]++
+			k := key{model, g.ComputeCapability, int(attest.VRAMOf(model, g.MemoryBytes) >> 30)}
+			s := speed{g.PCIeMaxGeneration, g.PCIeMaxWidth, g.MemoryBandwidthGBps, g.FP32GFLOPS}
+			if old, ok := speeds[k]; ok {
+				s = speed{min(old.gen, s.gen), min(old.lanes, s.lanes), min(old.bw, s.bw), min(old.flops, s.flops)}
+			}
+			counts[k]++
+			speeds[k] = s
 		}
 	}
 	for k, n := range counts {
+		s := speeds[k]
 		groups = append(groups, config.GPUConfig{Model: k.model, Count: n, VRAMGiB: k.vram, ComputeCapability: k.cc, Interconnect: "",
-			CUDAVersion: inv.CUDAVersion, DriverVersion: inv.DriverVersion, PCIeGeneration: k.gen, PCIeLanes: k.lanes, MemoryBandwidthGBps: k.bw, FP32GFLOPS: k.flops})
+			CUDAVersion: inv.CUDAVersion, DriverVersion: inv.DriverVersion, PCIeGeneration: s.gen, PCIeLanes: s.lanes, MemoryBandwidthGBps: s.bw, FP32GFLOPS: s.flops})
 	}
 	slices.SortFunc(groups, func(a, b config.GPUConfig) int {
 		return cmp.Or(cmp.Compare(a.Model, b.Model), cmp.Compare(a.VRAMGiB, b.VRAMGiB), cmp.Compare(a.ComputeCapability, b.ComputeCapability))
