@@ -340,6 +340,9 @@ func fieldNames() []string {
 // nearestField is the field a misspelt name most likely meant, or "".
 func nearestField(name string) string {
 	best, bestD := "", 3 // two edits at most
+	if len(name) > 64 {
+		return "" // no field is near: spare the distances
+	}
 	for _, f := range QueryFields {
 		if d := gpus.EditDistance(name, f.Name); d < bestD {
 			best, bestD = f.Name, d
