@@ -2,12 +2,12 @@ package market
 
 import (
 	"fmt"
-	"github.com/idlegrid/idlegrid/market/gpus"
 	"maps"
 	"math/bits"
 	"sync"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 )

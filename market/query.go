@@ -50,6 +50,14 @@ const (
 	opRange
 )
 
+type queryOpText struct {
+	text string
+	op   queryOp
+}
+
+// queryOps are the operators as written, the two-character ones first.
+var queryOps = []queryOpText{{"<=", opLE}, {">=", opGE}, {"!=", opNE}, {"==", opEQ}, {"<", opLT}, {">", opGT}, {"=", opEQ}}
+
 type queryTerm struct {
 	f      *QueryField
 	op     queryOp
@@ -228,31 +236,18 @@ func parseTerm(s string) (queryTerm, *QueryError) {
 	name := strings.ToLower(s[:i])
 	if t.f = queryField(name); t.f == nil {
 		near := nearestField(name)
-		why := fmt.Sprintf("unknown field %q; fields: %s", name, strings.Join(fieldNames(), ", "))
+		why := fmt.Sprintf("unknown field %q; fields: %s", name, strings.Join(QueryFieldNames(), ", "))
 		if near != "" {
-			why = fmt.Sprintf("unknown field %q; did you mean %q? (fields: %s)", name, near, strings.Join(fieldNames(), ", "))
+			why = fmt.Sprintf("unknown field %q; did you mean %q? (fields: %s)", name, near, strings.Join(QueryFieldNames(), ", "))
 		}
 		return t, &QueryError{Pos: 1, Text: s, Why: why}
 	}
 	opText := s[i:]
-	switch {
-	case strings.HasPrefix(opText, "<="):
-		t.op, opText = opLE, opText[2:]
-	case strings.HasPrefix(opText, ">="):
-		t.op, opText = opGE, opText[2:]
-	case strings.HasPrefix(opText, "!="):
-		t.op, opText = opNE, opText[2:]
-	case strings.HasPrefix(opText, "=="):
-		t.op, opText = opEQ, opText[2:]
-	case strings.HasPrefix(opText, "<"):
-		t.op, opText = opLT, opText[1:]
-	case strings.HasPrefix(opText, ">"):
-		t.op, opText = opGT, opText[1:]
-	case strings.HasPrefix(opText, "="):
-		t.op, opText = opEQ, opText[1:]
-	default:
+	j := slices.IndexFunc(queryOps, func(o queryOpText) bool { return strings.HasPrefix(opText, o.text) })
+	if j < 0 {
 		return t, &QueryError{Pos: i + 1, Text: s, Why: "want an operator: < <= > >= = !="}
 	}
+	t.op, opText = queryOps[j].op, opText[len(queryOps[j].text):]
 	vpos := len(s) - len(opText) + 1
 	if opText == "" {
 		return t, &QueryError{Pos: vpos, Text: s, Why: fmt.Sprintf("no value after %s", s[i:len(s)-len(opText)])}
@@ -329,7 +324,8 @@ func parseVersion(s string) (float64, error) {
 	return v, nil
 }
 
-func fieldNames() []string {
+// QueryFieldNames are the names of QueryFields, in their order.
+func QueryFieldNames() []string {
 	out := make([]string, len(QueryFields))
 	for i, f := range QueryFields {
 		out[i] = f.Name
@@ -463,9 +459,9 @@ func (c *evalCtx) describe(t *queryTerm) string {
 // the where check reads it, of the GPUs of the candidate's model (the
 // best of its groups), its supply and its figures.
 func SortCandidates(cs []Candidate, field string, desc bool) error {
-	f := queryField(strings.ToLower(field))
-	if f == nil || f.kind == kindString {
-		return fmt.Errorf("sort %q: want one of %s", field, strings.Join(sortableFields(), ", "))
+	f, err := sortField(field)
+	if err != nil {
+		return err
 	}
 	type keyed struct {
 		v  float64
@@ -520,6 +516,20 @@ func SortCandidates(cs []Candidate, field string, desc bool) error {
 	}
 	copy(cs, out)
 	return nil
+}
+
+// CheckSortField says whether SortCandidates sorts by field.
+func CheckSortField(field string) error {
+	_, err := sortField(field)
+	return err
+}
+
+func sortField(field string) (*QueryField, error) {
+	f := queryField(strings.ToLower(field))
+	if f == nil || f.kind == kindString {
+		return nil, fmt.Errorf("sort %q: want one of %s", field, strings.Join(sortableFields(), ", "))
+	}
+	return f, nil
 }
 
 func sortableFields() []string {

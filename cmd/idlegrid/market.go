@@ -191,7 +191,7 @@ func bidFlags(c *cobra.Command, req *api.BidRequest, gpu *string) {
 	f.StringVar(&req.FormFactor, "form-factor", "", "GPU form factor: "+strings.Join(gpus.FormFactors, ", ")+" (default: any)")
 	f.BoolVar(&req.NVLink, "nvlink", false, "only GPUs joined by NVLink (SXM, NVL, or a bridge the provider declares)")
 	f.IntVar(&req.Count, "count", 1, "GPUs wanted")
-	f.StringVar(&req.Where, "where", "", "hold offers to a query on their fields besides the flags above, terms joined by spaces: FIELD OP VALUE (< <= > >= = !=) or FIELD=LO..HI, such as 'num_gpus>=2 down_mbps>500 cuda>=12.4 reliability>0.95'; fields: "+strings.Join(queryFieldNames(), ", ")+" (this node's book only: a gossiped bid carries no query)")
+	f.StringVar(&req.Where, "where", "", "hold offers to a query on their fields besides the flags above, terms joined by spaces: FIELD OP VALUE (< <= > >= = !=) or FIELD=LO..HI, such as 'num_gpus>=2 down_mbps>500 cuda>=12.4 reliability>0.95'; fields: "+strings.Join(market.QueryFieldNames(), ", ")+" (this node's book only: a gossiped bid carries no query)")
 	f.IntVar(&req.MinPerProvider, "min-per-provider", 0, "fewest GPUs from one provider (default: all of --count)")
 	f.IntVar(&req.MinVRAMGiB, "min-vram", 0, "least memory per GPU, GiB")
 	f.StringVar(&req.MinCompute, "min-compute", "", "least CUDA compute capability, such as 8.0")
@@ -256,7 +256,7 @@ fit. Publishes nothing.`,
 			req.GPUs = splitGPUs(gpu)
 			if !slices.Contains(candidateSorts, sortBy) { // a query field: the node ranks by it
 				if _, _, err := renter.SortField(sortBy); err != nil {
-					return usagef("--sort %q: want %s, or a query field (- after it for falling): %s", sortBy, strings.Join(candidateSorts, ", "), strings.Join(queryFieldNames(), ", "))
+					return usagef("--sort %q: want %s, or a query field (- after it for falling): %s", sortBy, strings.Join(candidateSorts, ", "), strings.Join(market.QueryFieldNames(), ", "))
 				}
 				req.Sort, sortBy = sortBy, "effective"
 			}
@@ -404,12 +404,4 @@ func millis(ms float64) string {
 		return fmt.Sprintf("%.1fms", ms)
 	}
 	return fmt.Sprintf("%.0fms", ms)
-}
-
-func queryFieldNames() []string {
-	var out []string
-	for _, f := range market.QueryFields {
-		out = append(out, f.Name)
-	}
-	return out
 }

@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode"
 )
 
 //go:embed gpus.tsv
@@ -67,9 +66,9 @@ type Catalog struct {
 	// of its model may have ("RTX 3060 8GB"), in GB.
 	aliasMem map[string]uint32
 	// loose maps a name's loose key (see loose) to the models it may
-	// name, and looseFamilies to the family it names.
+	// name, and looseFamilies to the models of the family it names.
 	loose         map[string][]*Model
-	looseFamilies map[string]string
+	looseFamilies map[string][]*Model
 	// shared are the keys of aliases several rows give (a group:
 	// "GH200 SXM").
 	shared map[string][]*Model
@@ -218,13 +217,7 @@ func (c *Catalog) add(m *Model) error {
 // a leading vendor or brand word ("NVIDIA", "GeForce", "Tesla", and a
 // go-nvml mock's "Mock") left out: "NVIDIA GeForce RTX 4090", "rtx-4090"
 // and "RTX4090" are all "rtx4090".
-func Key(name string) string {
-	words := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-	for len(words) > 1 && slices.Contains([]string{"mock", "nvidia", "geforce", "tesla"}, words[0]) {
-		words = words[1:]
-	}
-	return strings.Join(words, "")
-}
+func Key(name string) string { return strings.Join(words(name), "") }
 
 // Models lists the catalog's models in table order.
 func (c *Catalog) Models() []*Model { return slices.Clone(c.models) }

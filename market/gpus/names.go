@@ -52,13 +52,13 @@ type Accept struct {
 // Key for a name the catalog lacks (neither a model nor a family), ""
 // for one it knows.
 func (c *Catalog) KindOf(canonical string) string {
-	if _, ok := c.byKey[Key(canonical)]; ok {
+	k := Key(canonical)
+	_, model := c.byKey[k]
+	_, family := c.families[k]
+	if model || family {
 		return ""
 	}
-	if _, ok := c.families[Key(canonical)]; ok {
-		return ""
-	}
-	return Key(canonical)
+	return k
 }
 
 // Accepts says whether as accept a group of model, of kind (KindOf),
@@ -82,8 +82,8 @@ func (c *Catalog) Family(name string) ([]*Model, bool) {
 	if ms, ok := c.families[Key(name)]; ok {
 		return ms, true
 	}
-	if f, ok := c.looseFamilies[loose(name).key]; ok {
-		return c.families[Key(f)], true
+	if ms, ok := c.looseFamilies[loose(name).key]; ok {
+		return ms, true
 	}
 	return nil, false
 }
@@ -114,8 +114,8 @@ func (c *Catalog) resolve(name string) (Want, bool) {
 		return modelsWant(ms, 0), true
 	}
 	l := loose(name)
-	if f, ok := c.looseFamilies[l.key]; ok {
-		return familyWant(c.families[Key(f)], l.memGB), true
+	if ms, ok := c.looseFamilies[l.key]; ok {
+		return familyWant(ms, l.memGB), true
 	}
 	if ms, ok := c.loose[l.key]; ok {
 		return modelsWant(ms, l.memGB), true
@@ -178,8 +178,7 @@ func memSuffix(gb uint32) string {
 // itself; each with the entry's memory. No accept repeats.
 func (c *Catalog) Expand(entries []string) []Accept {
 	var out []Accept
-	add := func(model string, mem uint64) {
-		a := Accept{Model: model, MemoryBytes: mem}
+	add := func(a Accept) {
 		if !slices.Contains(out, a) {
 			out = append(out, a)
 		}
@@ -188,17 +187,15 @@ func (c *Catalog) Expand(entries []string) []Accept {
 		w, ok := c.resolve(e)
 		if !ok {
 			name := strings.Join(strings.Fields(e), " ")
-			if a := (Accept{Model: name, Kind: Key(name)}); !slices.Contains(out, a) {
-				out = append(out, a)
-			}
+			add(Accept{Model: name, Kind: Key(name)})
 			continue
 		}
 		mem := uint64(w.MemoryGB) << 30
 		for _, id := range w.Models {
-			add(id, mem)
+			add(Accept{Model: id, MemoryBytes: mem})
 		}
 		if w.Family != "" {
-			add(w.Family, mem)
+			add(Accept{Model: w.Family, MemoryBytes: mem})
 		}
 	}
 	return out
@@ -257,11 +254,6 @@ func (c *Catalog) Covers(claim, model string) bool {
 	m, ok := c.Lookup(model)
 	return ok && Key(c.Canonical(claim)) == Key(m.Family)
 }
-
-// SameKind says whether two canonical names are the same GPU for a
-// market's prices: equal, or, for names the catalog lacks, equal once
-// Key normalises them ("Foo-9" and "Foo 9").
-func SameKind(a, b string) bool { return a == b || Key(a) == Key(b) }
 
 // UnknownModelError is a model or family the catalog lacks; Suggest is
 // its nearest names, for "did you mean".
@@ -339,7 +331,8 @@ func loose(name string) looseName {
 	return l
 }
 
-// words are name's words as Key reads them, before it joins them.
+// words are name's words as Key reads them (lower case, letters and
+// digits, a leading vendor word dropped), before it joins them.
 func words(name string) []string {
 	ws := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 	for len(ws) > 1 && slices.Contains([]string{"mock", "nvidia", "geforce", "tesla"}, ws[0]) {
@@ -365,7 +358,7 @@ func isDigits(s string) bool {
 // indexLoose builds the loose indexes, the memory aliases name and the
 // sizes the catalog knows, once the table is read.
 func (c *Catalog) indexLoose() {
-	c.loose, c.looseFamilies, c.aliasMem = map[string][]*Model{}, map[string]string{}, map[string]uint32{}
+	c.loose, c.looseFamilies, c.aliasMem = map[string][]*Model{}, map[string][]*Model{}, map[string]uint32{}
 	sizes := map[uint32]bool{}
 	for _, m := range c.models {
 		sizes[m.MemoryGB] = true
@@ -395,7 +388,7 @@ func (c *Catalog) indexLoose() {
 		}
 	}
 	for _, ms := range c.families {
-		c.looseFamilies[loose(ms[0].Family).key] = ms[0].Family
+		c.looseFamilies[loose(ms[0].Family).key] = ms
 	}
 	for s := range sizes {
 		c.sizes = append(c.sizes, s)

@@ -28,8 +28,8 @@ const (
 
 // BuildBid turns an API bid request into a wire bid issued by issuer at
 // now; a GPU the catalog lacks is named as book's offers name it (see
-// views.ResolveGPUs; book may be nil). Mistakes in the request come back as api.BadRequest naming the
-// field; the bid's rules are market.NewBid's.
+// views.ResolveGPUs; book may be nil). Mistakes in the request come back
+// as api.BadRequest naming the field; the bid's rules are market.NewBid's.
 func BuildBid(req api.BidRequest, issuer peer.ID, sw p2p.Swarm, now time.Time, pays *pb.Settlement, book *market.Snapshot) (*pb.Bid, error) {
 	spec, err := bidSpec(req, book)
 	if err != nil {
@@ -134,7 +134,7 @@ func SortField(s string) (field string, desc bool, err error) {
 		return "", false, nil
 	}
 	field, desc = strings.CutSuffix(s, "-")
-	if err := market.SortCandidates(nil, field, desc); err != nil {
+	if err := market.CheckSortField(field); err != nil {
 		return "", false, fault.Fieldf("sort", s, "a query field, with - after it for falling: %v", err)
 	}
 	return field, desc, nil
