@@ -63,7 +63,8 @@ type Result struct {
 	// Candidates are the best K, best first.
 	Candidates []Candidate
 	// Considered counts the offers the indexes handed to the checks;
-	// the rest were cut by model, country, tier or price unseen.
+	// the rest were cut by model, country, tier or price unseen, or,
+	// once k candidates were found, by ranking below the k-th.
 	Considered int
 	// Feasible counts the considered offers that passed every check.
 	Feasible int
@@ -146,6 +147,9 @@ func (m *Matcher) Match(s *Snapshot, bid *pb.Bid, now time.Time, k int) Result {
 			}
 			seen[e] = true
 		}
+		if k > 0 && len(res.Candidates) == k && m.outranked(it.price, e, p, res.Candidates[k-1].EffectivePriceMicros) {
+			continue // ranks below the k-th whatever the checks say: not considered
+		}
 		res.Considered++
 		c, failed := m.evaluate(ctx, e.offer, &e.offerFacts, e.key.issuer, p, false)
 		if failed >= 0 {
@@ -178,6 +182,24 @@ func (m *Matcher) Match(s *Snapshot, bid *pb.Bid, now time.Time, k int) Result {
 		slices.SortStableFunc(res.Candidates, func(a, b Candidate) int { return compareCandidates(&a, &b) })
 	}
 	return res
+}
+
+// outranked says whether the offer of e, were it feasible, would rank
+// after an effective price of kth: what evaluate would give it, from the
+// two sources alone (a map lookup each; the RTT first, which moves the
+// price the most, so an offer it rules out costs one), so the walk past
+// the k-th candidate runs no check on an offer that cannot displace it.
+// It reckons as evaluate does: a feasible offer's candidate has exactly
+// the effective price compared.
+func (m *Matcher) outranked(price uint64, e *offerEntry, p *bidPlan, kth float64) bool {
+	rtt, from := rttOf(m.rtt, e.key.issuer, e.offer)
+	if from == RTTUnknown {
+		rtt = p.unknownRTT
+	}
+	if m.cfg.effectivePrice(price, 1, rtt) > kth { // reliability only raises it
+		return true
+	}
+	return m.cfg.effectivePrice(price, clamp01(m.rel.Reliability(e.key.issuer)), rtt) > kth
 }
 
 // Feasible runs every check on one offer for bid at now, without the
