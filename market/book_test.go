@@ -383,11 +383,36 @@ func TestFindOffers(t *testing.T) {
 		{OfferFilter{Tier: pb.Tier_TIER_GOLD}, "[o1 o3 o0]"},
 		{OfferFilter{SortBy: "expiry"}, "[o1 o0 o2 o3]"},
 		{OfferFilter{GPUModel: "TPU"}, "[]"},
+		// A query reads the offer whole: every GPU the filters admit
+		// (o3's 8 H100s and 2 A100s), the whole host, the price listed
+		// (for the filter's tier); GPU terms on one group.
+		{OfferFilter{Where: mustQuery(t, "num_gpus>=10")}, "[o3]"},
+		{OfferFilter{GPUModel: "A100", Where: mustQuery(t, "num_gpus>=10")}, "[]"},
+		{OfferFilter{GPUModel: "A100", Where: mustQuery(t, "num_gpus<=4")}, "[o3]"},
+		{OfferFilter{Where: mustQuery(t, "gpu_ram>=80 compute>=9")}, "[o3 o0]"},
+		{OfferFilter{GPUModel: "A100", Where: mustQuery(t, "gpu_ram>=80 compute>=9")}, "[]"},
+		{OfferFilter{Where: mustQuery(t, "gpu_ram>=80 compute<9")}, "[o3]"},
+		{OfferFilter{Where: mustQuery(t, "gpu_ram>=96 compute<9")}, "[]"},
+		{OfferFilter{Where: mustQuery(t, "price<1.6")}, "[o2 o1]"},
+		{OfferFilter{Tier: pb.Tier_TIER_GOLD, Where: mustQuery(t, "price<2.5")}, "[o1 o3]"},
+		{OfferFilter{Where: mustQuery(t, "country!=DE")}, "[o2]"},
+		{OfferFilter{Where: mustQuery(t, "cpu_cores>=64 ram>=512 lease_gpus>=8")}, "[o2 o1 o3 o0]"},
+		{OfferFilter{Where: mustQuery(t, "reliability>=1 rtt_ms<1000")}, "[]"}, // no source: RTTs unknown
+		{OfferFilter{Where: mustQuery(t, "reliability>=1")}, "[o2 o1 o3 o0]"},
 	} {
 		if got := ids(s.FindOffers(tc.f)); got != tc.want {
 			t.Errorf("%+v: got %s, want %s", tc.f, got, tc.want)
 		}
 	}
+}
+
+func mustQuery(t *testing.T, s string) Query {
+	t.Helper()
+	q, err := ParseQuery(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
 
 // TestSnapshotUnderConcurrentWriters runs writers and readers at once

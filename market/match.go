@@ -468,6 +468,14 @@ type OfferFilter struct {
 	MaxPriceMicros uint64 // for Tier, or for the offer's cheapest tier
 	Tier           pb.Tier
 	SortBy         string // "price" (the default), "vram" (most first) or "expiry" (soonest first)
+	// Where holds the offers to a query, read as a listing shows an
+	// offer: its GPU terms on one group that passes the filters above,
+	// its other terms on the offer whole (all those GPUs, the whole host,
+	// the listed price); Rel and RTT give reliability and rtt_ms (nil:
+	// neutral and unknown).
+	Where Query
+	Rel   Reliability
+	RTT   RTTs
 }
 
 // FindOffers lists the offers that pass f, sorted as f asks, then by
@@ -532,6 +540,9 @@ func (s *Snapshot) eachHit(f OfferFilter, visit func(e *offerEntry, price, vram 
 				}
 				vram := bestGroup(&e.offerFacts, gpuMasksOf(&e.offerFacts, nil, accepts).model, gpuVRAM)
 				if vram < f.MinVRAMBytes || seen[e] {
+					continue
+				}
+				if !f.Where.Empty() && !f.Where.listed(e, gpuMasksOf(&e.offerFacts, &pb.GPURequirement{MinVramBytes: f.MinVRAMBytes}, accepts).vram, price, f.Rel, f.RTT) {
 					continue
 				}
 				if len(e.buckets) > 1 {

@@ -389,7 +389,7 @@ func (t *queryTerm) holds(c *evalCtx, g *pb.GPUGroup) bool {
 // fails returns the first term of q the offer in c fails, or nil: its
 // offer terms on the offer, its GPU terms on one group of the GPUs a
 // lease takes (those the bid accepts, c.masks.compute, of the model
-// fitsGPUs chose) that has them all.
+// fitsGPUs chose; of any model where c.model is "") that has them all.
 func (q *Query) fails(c *evalCtx) *queryTerm {
 	for i := range q.terms {
 		if t := &q.terms[i]; !t.f.gpu && !t.holds(c, nil) {
@@ -399,7 +399,7 @@ func (q *Query) fails(c *evalCtx) *queryTerm {
 	var first *queryTerm
 	groups := c.o.GetGpus()
 	for i := range min(len(groups), 64) {
-		if c.masks.compute&(1<<i) == 0 || c.f.gpus[i].model != c.model {
+		if c.masks.compute&(1<<i) == 0 || c.model != "" && c.f.gpus[i].model != c.model {
 			continue // not the GPUs a lease takes
 		}
 		var failed *queryTerm
@@ -415,6 +415,31 @@ func (q *Query) fails(c *evalCtx) *queryTerm {
 		first = cmp.Or(first, failed)
 	}
 	return first
+}
+
+// listed says whether the offer of e holds to q as a listing shows it,
+// with no bid to fix a lease: its GPU terms on one group of those in
+// mask, its other terms on the offer whole (every GPU in mask, the whole
+// host, the price it is listed at); reliability and RTT as the sources
+// give them.
+func (q *Query) listed(e *offerEntry, mask uint64, price uint64, rel Reliability, rtts RTTs) bool {
+	c := evalCtx{o: e.offer, f: &e.offerFacts, issuer: e.key.issuer, masks: gpuMasks{compute: mask}, price: price}
+	for i := range min(len(e.gpus), 64) {
+		if mask&(1<<i) != 0 {
+			c.supply += e.gpus[i].count
+		}
+	}
+	c.gpus = c.supply
+	if rel == nil {
+		rel = NeutralReliability{}
+	}
+	if rtts == nil {
+		rtts = UnknownRTTs{}
+	}
+	c.rel = clamp01(rel.Reliability(c.issuer))
+	c.rtt, c.rttFrom = rttOf(rtts, c.issuer, c.o)
+	c.rttKnown = c.rttFrom != RTTUnknown
+	return q.fails(&c) == nil
 }
 
 func kindWhere(p *bidPlan) string { return "not where " + p.query.String() }

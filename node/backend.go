@@ -52,13 +52,12 @@ func (p inProcess) Rentals(context.Context) ([]api.RentalView, error) { return p
 
 // Offers lists the book's offers that pass the query's filters.
 func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
-	f, err := views.OfferFilter(q, n.market.Snapshot())
+	scores, rtts := n.reputation.Scores(), n.rtts()
+	f, err := views.OfferFilter(q, n.market.Snapshot(), scores, rtts)
 	if err != nil {
 		return nil, err
 	}
 	out := []api.OfferView{}
-	scores := n.reputation.Scores()
-	rtts := n.rtts()
 	for _, o := range n.market.Snapshot().FindOffers(f) {
 		v := views.Offer(o, scores)
 		v.RTTMillis, v.RTTSource = views.RTT(market.RTTOf(rtts, o))

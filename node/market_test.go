@@ -82,6 +82,13 @@ func TestMarketAcrossNodes(t *testing.T) {
 	if _, err := renter.Offers(api.OfferQuery{MaxPrice: "cheap"}); err == nil {
 		t.Error("a bad max_price was accepted")
 	}
+	offers, err = renter.Offers(api.OfferQuery{Where: "num_gpus>=8 gpu_ram=80 price<3"})
+	if err != nil || len(offers) != 1 || offers[0].Provider != dear.id.String() {
+		t.Errorf("offers where num_gpus>=8: %+v, %v", offers, err)
+	}
+	if _, err := renter.Offers(api.OfferQuery{Where: "num_gpu>=8"}); err == nil || !strings.Contains(err.Error(), `did you mean "num_gpus"`) {
+		t.Errorf("a bad where: %v", err)
+	}
 
 	// The matcher ranks the cheaper provider first and says why nothing
 	// fits a request no one can meet.

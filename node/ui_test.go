@@ -61,6 +61,13 @@ func TestDashboardInABrowser(t *testing.T) {
 	b.until(5*time.Second, "the price chart", `!!document.querySelector('#price-chart canvas')`)
 	b.shot("market")
 	b.noErrors("market")
+	// The filters' query: the provider's eight GPUs are not sixteen.
+	listed := fmt.Sprintf(`document.querySelector('#cheapest tr[data-provider=%s]')`, js(prov.id.String()))
+	b.do(10*time.Second, "filter by a query", chromedp.SetValue(`#offer-filters input[name=where]`, "num_gpus>=16"), chromedp.Click(`#offer-filters button`))
+	b.until(15*time.Second, "the offer filtered out", "!"+listed)
+	b.do(10*time.Second, "filter by another", chromedp.SetValue(`#offer-filters input[name=where]`, "num_gpus>=8 gpu_ram>=80"), chromedp.Click(`#offer-filters button`))
+	b.until(15*time.Second, "the offer back", "!!"+listed)
+	b.noErrors("market filtered")
 
 	// A quote from the form is the one the API gives.
 	req := api.BidRequest{GPUs: []string{"H100"}, Count: 2, Hours: 1, Tier: "silver", MaxPrice: "2.50"}
@@ -460,7 +467,7 @@ func TestMarketSummaryAgreesWithTheListing(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, testRepo(t, "summary", nil), Options{Light: true})
 	fillBook(t, n, 3000)
-	for _, q := range []api.OfferQuery{{}, {GPU: "h100"}, {Country: "DE"}, {Tier: "silver", MaxPrice: "2.00"}} {
+	for _, q := range []api.OfferQuery{{}, {GPU: "h100"}, {Country: "DE"}, {Tier: "silver", MaxPrice: "2.00"}, {Where: "num_gpus>=4 price<3"}} {
 		sum, err := n.Market(q, 25)
 		if err != nil {
 			t.Fatal(err)

@@ -263,12 +263,22 @@ func TestTwoDaemonProcessesPeer(t *testing.T) {
 	if len(none5.Candidates) != 0 || none5.Blocker == nil || none5.Blocker.Check != "where" || !strings.Contains(none5.Explanation, "not where num_gpus>=5") {
 		t.Errorf("quote --where num_gpus>=5: %+v", none5)
 	}
-	for _, bad := range [][]string{{"--where", "num_gpus>=4 num_gpu>=2"}, {"--sort", "colour"}} {
-		q := exec.Command(bin, append([]string{"quote", "--repo", dirB}, bad...)...)
+	var listed, unlisted []api.OfferView
+	if err := json.Unmarshal([]byte(cli(t, bin, "offers", "--json", "--repo", dirB, "--where", "num_gpus>=4 gpu_ram=40..80")), &listed); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(cli(t, bin, "offers", "--json", "--repo", dirB, "--where", "num_gpus>=5")), &unlisted); err != nil {
+		t.Fatal(err)
+	}
+	if len(listed) != 1 || listed[0].Provider != idA.PeerID || len(unlisted) != 0 {
+		t.Errorf("offers --where: %+v, then %+v", listed, unlisted)
+	}
+	for _, bad := range [][]string{{"quote", "--where", "num_gpus>=4 num_gpu>=2"}, {"quote", "--sort", "colour"}, {"offers", "--where", "num_gpus>=4 num_gpu>=2"}} {
+		q := exec.Command(bin, append(bad, "--repo", dirB)...)
 		var stderr bytes.Buffer
 		q.Stderr = &stderr
 		if err := q.Run(); exitCode(err) == 0 || !strings.Contains(stderr.String(), "position 13") && !strings.Contains(stderr.String(), `--sort "colour"`) {
-			t.Errorf("quote %q: exit %d, %s", bad, exitCode(err), stderr.String())
+			t.Errorf("%q: exit %d, %s", bad, exitCode(err), stderr.String())
 		}
 	}
 	var bid api.BidResult

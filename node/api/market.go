@@ -10,6 +10,11 @@ type OfferQuery struct {
 	MaxPrice   string `json:"max_price,omitempty"`
 	Tier       string `json:"tier,omitempty"`
 	Sort       string `json:"sort,omitempty"` // one of OfferSorts; price if empty
+	// Where is a query in the language of BidRequest.Where, read of each
+	// offer whole: GPU terms on one of its groups that the filters above
+	// admit, the others on all those GPUs, the whole host and the listed
+	// price.
+	Where string `json:"where,omitempty"`
 }
 
 // OfferSorts are the orders GET /v1/offers lists in.

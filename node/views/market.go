@@ -28,7 +28,7 @@ type pricedOffer struct {
 // their prices, and the cheapest limit (10 when 0) as views, with
 // scores and rtts.
 func Market(snap *market.Snapshot, q api.OfferQuery, limit int, scores *reputation.Scores, rtts market.RTTs) (api.MarketSummary, error) {
-	f, err := OfferFilter(q, snap)
+	f, err := OfferFilter(q, snap, scores, rtts)
 	if err != nil {
 		return api.MarketSummary{}, err
 	}

@@ -51,8 +51,15 @@ func RTT(d time.Duration, from market.RTTSource) (float64, string) {
 }
 
 // OfferFilter reads an offer query's filters.
-func OfferFilter(q api.OfferQuery, book *market.Snapshot) (market.OfferFilter, error) {
-	f := market.OfferFilter{MinVRAMBytes: uint64(q.MinVRAMGiB) << 30, Country: strings.ToUpper(q.Country), SortBy: q.Sort}
+func OfferFilter(q api.OfferQuery, book *market.Snapshot, rel market.Reliability, rtts market.RTTs) (market.OfferFilter, error) {
+	f := market.OfferFilter{MinVRAMBytes: uint64(q.MinVRAMGiB) << 30, Country: strings.ToUpper(q.Country), SortBy: q.Sort, Rel: rel, RTT: rtts}
+	if q.Where != "" {
+		w, err := market.ParseQuery(q.Where)
+		if err != nil {
+			return f, fault.Invalid(err)
+		}
+		f.Where = w
+	}
 	if q.GPU != "" {
 		models, err := ResolveGPUs("gpu", []string{q.GPU}, book)
 		if err != nil {
