@@ -83,8 +83,8 @@ type offerEntry struct {
 	key     bookKey
 	offer   *pb.Offer
 	buckets []*offerBucket
-	dead    bool // replaced, withdrawn or expired; guarded by Book.mu
-	gpuBuf  [2]gpuFacts
+	dead    bool        // replaced, withdrawn or expired; guarded by Book.mu
+	gpuBuf  [1]gpuFacts // most offers have one group
 }
 
 // bidEntry is one bid in the book; bid is nil for a tombstone.
