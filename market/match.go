@@ -189,8 +189,9 @@ func (m *Matcher) Match(s *Snapshot, bid *pb.Bid, now time.Time, k int) Result {
 // two sources alone (a map lookup each; the RTT first, which moves the
 // price the most, so an offer it rules out costs one), so the walk past
 // the k-th candidate runs no check on an offer that cannot displace it.
-// It reckons as evaluate does: a feasible offer's candidate has exactly
-// the effective price compared.
+// It reckons as evaluate does, from the price the walk has: a feasible
+// offer's candidate has at least the effective price compared (a
+// window's floor may raise its price, never lower it).
 func (m *Matcher) outranked(price uint64, e *offerEntry, p *bidPlan, kth float64) bool {
 	rtt, from := rttOf(m.rtt, e.key.issuer, e.offer)
 	if from == RTTUnknown {
