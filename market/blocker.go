@@ -108,7 +108,7 @@ func (m *Matcher) relax(s *Snapshot, bid *pb.Bid, check string, now time.Time) *
 			continue
 		}
 		seen[e] = true
-		c, failed := byPrice.evaluate(ctx, e.offer, &e.offerFacts, e.key.issuer, p, false)
+		c, failed := byPrice.evaluate(ctx, e, nil, p, false)
 		if failed >= 0 {
 			continue
 		}

@@ -10,6 +10,8 @@ import (
 	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // Book holds the live offers and bids a node knows, keyed by (issuer, id),
@@ -24,9 +26,15 @@ import (
 // with a lower seq has expired too and is refused as such. Memory is thus
 // bounded by the keys seen within one horizon.
 //
+// The book keeps each offer as its facts (what the checks and indexes
+// read) and its encoding, not as a decoded message, which would be most
+// of its memory: readers of a whole offer (Snapshot.Offer, FindOffers,
+// Candidate.Offer) get a copy decoded for them, and the checks that read
+// lists the facts leave out decode it on the few offers that reach them.
+//
 // Snapshots share the book's data; the trade-off is where the copying
-// goes. A write is cheap (about a microsecond: a map update and an append
-// to its bucket), except that the first write to a key shard after a
+// goes. A write is cheap (a few microseconds: the offer's encoding, a map
+// update and an append to its bucket), except that the first write to a key shard after a
 // snapshot copies that shard (1/256 of the keys). The price-sorted indexes
 // are brought up to date by Snapshot, only for the (model, country)
 // buckets that changed since the last one, by merging the changes into
@@ -75,13 +83,15 @@ type stamp struct {
 	rank    int8  // the issuer's rank when the key arrived
 }
 
-// offerEntry is one offer in the book; offer is nil for a tombstone. An
-// entry is immutable once stored, except dead, which only the book reads.
+// offerEntry is one offer in the book: its facts, and the offer itself
+// as bytes (a third of it decoded), decoded for whoever reads more; raw
+// is nil for a tombstone. An entry is immutable once stored, except
+// dead, which only the book reads.
 type offerEntry struct {
 	stamp
 	offerFacts
 	key     bookKey
-	offer   *pb.Offer
+	raw     []byte
 	buckets []*offerBucket
 	dead    bool        // replaced, withdrawn or expired; guarded by Book.mu
 	gpuBuf  [1]gpuFacts // most offers have one group
@@ -143,7 +153,10 @@ func (b *Book) PutOffer(o *pb.Offer, now time.Time) error {
 	}
 	e := &offerEntry{stamp: st, key: k}
 	if !o.GetWithdrawn() {
-		e.offer, e.offerFacts = o, f
+		if e.raw, err = proto.Marshal(o); err != nil {
+			return fmt.Errorf("book: offer %s/%s: %w", k.issuer, k.id, err)
+		}
+		e.offerFacts = f
 		if len(f.gpus) <= len(e.gpuBuf) { // beside the other facts
 			e.gpus = e.gpuBuf[:copy(e.gpuBuf[:], f.gpus)]
 		}
@@ -159,7 +172,7 @@ func (b *Book) PutOffer(o *pb.Offer, now time.Time) error {
 // come back, as a message the book has not seen.
 func (b *Book) evictOffer(k bookKey) {
 	e := b.offers.get(k)
-	if e.offer != nil {
+	if e.live() {
 		b.unindex(e)
 		b.nOffers--
 	}
@@ -193,11 +206,11 @@ func (b *Book) Evicted() (offers, bids uint64) {
 
 // replaceOffer stores e in place of old (either may be a tombstone).
 func (b *Book) replaceOffer(old, e *offerEntry) {
-	if old != nil && old.offer != nil {
+	if old != nil && old.live() {
 		b.unindex(old)
 		b.nOffers--
 	}
-	if e.offer != nil {
+	if e.live() {
 		b.index(e)
 		b.nOffers++
 	}
@@ -241,7 +254,7 @@ func (b *Book) Expire(now time.Time) (offers, bids int) {
 	nowMs := now.UnixMilli()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	expired, forgotten := sweep(&b.offers, nowMs, func(e *offerEntry) bool { return e.offer != nil })
+	expired, forgotten := sweep(&b.offers, nowMs, func(e *offerEntry) bool { return e.live() })
 	for _, e := range expired {
 		b.replaceOffer(e, &offerEntry{stamp: e.stamp, key: e.key})
 	}
@@ -287,7 +300,88 @@ func sweep[V interface{ stampOf() *stamp }](s *shardSet[V], nowMs int64, live fu
 }
 
 func (e *offerEntry) stampOf() *stamp { return &e.stamp }
-func (e *bidEntry) stampOf() *stamp   { return &e.stamp }
+
+// live says whether e holds an offer (not a tombstone).
+func (e *offerEntry) live() bool { return e.raw != nil }
+
+// Field numbers of the offer's windows, which windows reads.
+var (
+	offerFields  = (*pb.Offer)(nil).ProtoReflect().Descriptor().Fields()
+	windowsField = offerFields.ByName("windows").Number()
+	weeklyField  = offerFields.ByName("weekly").Number()
+)
+
+// windows appends the windows of e's offer to oneOff and weekly, read
+// from its bytes alone: what fitsWindow needs, without decoding the
+// offer or allocating past the slices' growth.
+func (e *offerEntry) windows(oneOff []oneOffWindow, weekly []weeklyWindow) ([]oneOffWindow, []weeklyWindow) {
+	for f := (fields{b: e.raw}); f.next(); {
+		if f.typ != protowire.BytesType || f.num != windowsField && f.num != weeklyField {
+			continue
+		}
+		v, _ := protowire.ConsumeBytes(f.v)
+		start, end, floor := windowFields(v)
+		if f.num == windowsField {
+			oneOff = append(oneOff, oneOffWindow{int64(start), int64(end), floor})
+		} else {
+			weekly = append(weekly, weeklyWindow{uint32(start), uint32(end), floor})
+		}
+	}
+	return oneOff, weekly
+}
+
+// windowFields reads an Interval's or a WeeklyWindow's fields 1 to 3,
+// varints both (start, end, floor), as proto does: the last of each wins.
+func windowFields(b []byte) (start, end, floor uint64) {
+	for f := (fields{b: b}); f.next(); {
+		if f.typ != protowire.VarintType {
+			continue
+		}
+		v, _ := protowire.ConsumeVarint(f.v)
+		switch f.num {
+		case 1:
+			start = v
+		case 2:
+			end = v
+		case 3:
+			floor = v
+		}
+	}
+	return start, end, floor
+}
+
+// fields walks the fields of an encoded message: next moves to the
+// next, setting its number, type and encoded value, and says false at
+// the end (or at bytes that do not parse, which the book never holds).
+type fields struct {
+	b   []byte
+	num protowire.Number
+	typ protowire.Type
+	v   []byte
+}
+
+func (f *fields) next() bool {
+	num, typ, n := protowire.ConsumeTag(f.b)
+	if n < 0 {
+		return false
+	}
+	m := protowire.ConsumeFieldValue(num, typ, f.b[n:])
+	if m < 0 {
+		return false
+	}
+	f.num, f.typ, f.v, f.b = num, typ, f.b[n:n+m], f.b[n+m:]
+	return true
+}
+
+// decode is e's offer, decoded afresh: the caller's own.
+func (e *offerEntry) decode() *pb.Offer {
+	o := new(pb.Offer)
+	if err := proto.Unmarshal(e.raw, o); err != nil {
+		panic(fmt.Sprintf("book: the offer %s/%s the book encoded does not decode: %v", e.key.issuer, e.key.id, err))
+	}
+	return o
+}
+func (e *bidEntry) stampOf() *stamp { return &e.stamp }
 
 // Snapshot returns an immutable view of the book as it is now. Readers
 // may use it from any goroutine while the book keeps changing.

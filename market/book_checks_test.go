@@ -9,6 +9,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 )
 
 // What the book's state machine (book_machine_test.go) checks after its
@@ -25,8 +26,8 @@ func (m *bookMachine) check(all bool) {
 	b := m.book
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	sameKeys(m, "offer", &b.offers, &m.offers, all, func(e *offerEntry) *pb.Offer { return e.offer })
-	sameKeys(m, "bid", &b.bids, &m.bids, all, func(e *bidEntry) *pb.Bid { return e.bid })
+	sameKeys(m, "offer", &b.offers, &m.offers, all, func(e *offerEntry, o *pb.Offer) bool { return holdsOffer(e, o) })
+	sameKeys(m, "bid", &b.bids, &m.bids, all, func(e *bidEntry, x *pb.Bid) bool { return e.bid == x })
 	if b.nOffers != m.offers.nLive || b.nBids != m.bids.nLive {
 		m.fatalf("the book counts %d live offers and %d bids; the model %d and %d", b.nOffers, b.nBids, m.offers.nLive, m.bids.nLive)
 	}
@@ -67,7 +68,7 @@ func (m *bookMachine) check(all bool) {
 
 // sameKeys compares the book's entries of one kind with the model's: of
 // the keys the model touched since the last check, or of all.
-func sameKeys[V comparable, M comparable](m *bookMachine, kind string, s *shardSet[V], model *modelSide[M], all bool, msg func(V) M) {
+func sameKeys[V comparable, M comparable](m *bookMachine, kind string, s *shardSet[V], model *modelSide[M], all bool, holds func(V, M) bool) {
 	m.t.Helper()
 	var zero V
 	var zeroMsg M
@@ -78,8 +79,8 @@ func sameKeys[V comparable, M comparable](m *bookMachine, kind string, s *shardS
 		case e == zero || want == nil:
 			m.fatalf("%s %s: the book remembers it %v; the model %v", kind, shortKey(k), e != zero, want != nil)
 		default:
-			if st := any(e).(interface{ stampOf() *stamp }).stampOf(); *st != want.stamp || msg(e) != want.msg {
-				m.fatalf("%s %s: the book holds %+v (live %v); the model %+v (live %v)", kind, shortKey(k), *st, msg(e) != zeroMsg, want.stamp, want.msg != zeroMsg)
+			if st := any(e).(interface{ stampOf() *stamp }).stampOf(); *st != want.stamp || !holds(e, want.msg) {
+				m.fatalf("%s %s: the book holds %+v; the model %+v (live %v)", kind, shortKey(k), *st, want.stamp, want.msg != zeroMsg)
 			}
 		}
 	}
@@ -142,14 +143,14 @@ func (m *bookMachine) snapshot() *Snapshot {
 	s := m.book.Snapshot()
 	m.logf("snapshot")
 	live := m.offers.live()
-	if s.Len() != len(live) || !slices.Equal(s.Offers(), live) {
+	if s.Len() != len(live) || !sameOffers(s.Offers(), live) {
 		m.fatalf("the snapshot lists %d offers; the model %d", s.Len(), len(live))
 	}
 	if bids := m.bids.live(); s.NumBids() != len(bids) || !slices.Equal(s.Bids(), bids) {
 		m.fatalf("the snapshot lists %d bids; the model %d", s.NumBids(), len(bids))
 	}
 	for k, e := range m.offers.keys {
-		if o, ok := s.Offer(k.issuer, k.id); ok != (e.msg != nil) || o != e.msg {
+		if o, ok := s.Offer(k.issuer, k.id); ok != (e.msg != nil) || ok && !proto.Equal(o, e.msg) {
 			m.fatalf("snapshot's offer %s: %v; the model's %v", shortKey(k), o, e.msg)
 		}
 	}
@@ -160,7 +161,7 @@ func (m *bookMachine) snapshot() *Snapshot {
 	}
 	m.checkIndex(s, live)
 	if m.held != nil {
-		if !slices.Equal(m.held.Offers(), m.heldAt) || !slices.EqualFunc(m.held.views, m.heldViews, sameView) {
+		if !sameOffers(m.held.Offers(), m.heldAt) || !slices.EqualFunc(m.held.views, m.heldViews, sameView) {
 			m.fatalf("a snapshot changed after it was taken")
 		}
 	}
@@ -241,7 +242,7 @@ func (m *bookMachine) checkIndex(s *Snapshot, live []*pb.Offer) {
 		for t, list := range v.tiers {
 			for j, it := range list {
 				o := liveOffer(it.e.key)
-				if o == nil || it.e.offer != o || !slices.Contains(o.GetTiers(), pb.Tier(t)) || o.GetRegion().GetCountry() != v.country ||
+				if o == nil || !holdsOffer(it.e, o) || !slices.Contains(o.GetTiers(), pb.Tier(t)) || o.GetRegion().GetCountry() != v.country ||
 					!slices.Contains(m.canonicalModels(o), v.model) || it.price != TierPrice(o, pb.Tier(t)) {
 					m.fatalf("view %v tier %d lists %s at %d, which the model does not", bk, t, shortKey(it.e.key), it.price)
 				}
@@ -259,7 +260,7 @@ func (m *bookMachine) checkIndex(s *Snapshot, live []*pb.Offer) {
 			}
 			for p := range c.probes {
 				r := &c.probes[p]
-				if last != nil && compareProbes(*last, *r) >= 0 || r.e.offer != liveOffer(r.e.key) {
+				if last != nil && compareProbes(*last, *r) >= 0 || liveOffer(r.e.key) == nil || !holdsOffer(r.e, liveOffer(r.e.key)) {
 					m.fatalf("view %v chunk %d probe %d (%s) out of order or not live", bk, j, p, shortKey(r.e.key))
 				}
 				last = r
@@ -292,7 +293,7 @@ func (m *bookMachine) find(c chooser, s *Snapshot) {
 	}
 	got, want := s.FindOffers(f), findScan(m.offers.live(), f)
 	m.logf("find %+v: %d", f, len(got))
-	if !slices.Equal(got, want) {
+	if !sameOffers(got, want) {
 		m.fatalf("FindOffers(%+v) lists %d offers; the scan %d:\n%s\n%s", f, len(got), len(want), offerIDs(got), offerIDs(want))
 	}
 }
@@ -331,8 +332,8 @@ func (m *bookMachine) matchScan(bid *pb.Bid, now time.Time, k int) []Candidate {
 	var all []Candidate
 	p := m.matcher.plan(bid, now)
 	for _, o := range m.offers.live() {
-		f := factsOf(o)
-		if c, failed := m.matcher.evaluate(new(evalCtx), o, &f, Issuer(o), p, false); failed < 0 {
+		e := &offerEntry{offerFacts: factsOf(o), key: keyOf(o.GetHeader())}
+		if c, failed := m.matcher.evaluate(new(evalCtx), e, o, p, false); failed < 0 {
 			all = append(all, c)
 		}
 	}
@@ -349,4 +350,25 @@ func (m *bookMachine) matchScan(bid *pb.Bid, now time.Time, k int) []Candidate {
 		all = all[:k]
 	}
 	return all
+}
+
+// holdsOffer says whether e holds o: a tombstone holds nil, a live entry
+// the offer its bytes decode to.
+func holdsOffer(e *offerEntry, o *pb.Offer) bool {
+	if !e.live() || o == nil {
+		return !e.live() && o == nil
+	}
+	return proto.Equal(e.decode(), o)
+}
+
+// sameOffers says whether a and b list equal offers in one order: the
+// book decodes a fresh copy for each reader.
+func sameOffers(a, b []*pb.Offer) bool {
+	return slices.EqualFunc(a, b, func(x, y *pb.Offer) bool { return proto.Equal(x, y) })
+}
+
+// sameCandidate says whether a and b are the same offer's, for as many
+// GPUs at the same rank.
+func sameCandidate(a, b Candidate) bool {
+	return proto.Equal(a.Offer(), b.Offer()) && a.GPUs == b.GPUs && a.EffectivePriceMicros == b.EffectivePriceMicros
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 )
 
 // bkOffer is mtOffer with a seq and an expiry in minutes after mtNow.
@@ -221,7 +222,7 @@ func TestSnapshotIsImmutableAndCached(t *testing.T) {
 		}
 	}
 	b.PutOffer(bkOffer(mtPeers[5], "new", 1, 30), mtNow)
-	if s1.Len() != 50 || !slices.Equal(s1.Offers(), before) {
+	if s1.Len() != 50 || !sameOffers(s1.Offers(), before) {
 		t.Error("writes changed an earlier snapshot")
 	}
 	if got := seqOf(t, s1, mtPeers[1], "1"); got != 1 {
@@ -263,10 +264,10 @@ func checkSnapshot(t testing.TB, s *Snapshot) {
 				t.Errorf("bucket %s/%s tier %d is not sorted", v.model, v.country, tier)
 			}
 			for _, it := range list {
-				if it.e.offer == nil {
+				if !it.e.live() {
 					t.Fatalf("a tombstone in bucket %s/%s", v.model, v.country)
 				}
-				if o, ok := s.Offer(it.e.key.issuer, it.e.key.id); !ok || o != it.e.offer {
+				if o, ok := s.Offer(it.e.key.issuer, it.e.key.id); !ok || !proto.Equal(o, it.e.decode()) {
 					t.Errorf("indexed offer %s not in the snapshot", it.e.key.id)
 				}
 				got[fmt.Sprintf("%s/%s/%s/%v", v.model, v.country, it.e.key.issuer+"/"+peer.ID(it.e.key.id), pb.Tier(tier))]++
@@ -480,9 +481,35 @@ func readSnapshots(t *testing.T, b *Book, done <-chan struct{}) {
 		n, first := s.Len(), s.Offers()
 		res := m.Match(s, mtBid(), mtNow, 5)
 		checkSnapshot(t, s)
-		if s.Len() != n || !slices.Equal(first, s.Offers()) || len(res.Candidates) > 5 {
+		if s.Len() != n || !sameOffers(first, s.Offers()) || len(res.Candidates) > 5 {
 			t.Error("a snapshot changed under its reader")
 			return
+		}
+	}
+}
+
+// An entry's windows, read from its bytes alone, are the decoded
+// offer's, field for field, whatever their values.
+func TestEntryWindowsReadAsDecoded(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	b := NewBook()
+	for i := range 200 {
+		o := mtOffer(mtPeers[i%len(mtPeers)], fmt.Sprintf("w%d", i))
+		for range r.IntN(4) {
+			o.Windows = append(o.Windows, &pb.Interval{StartUnixMs: int64(r.Uint64()), EndUnixMs: r.Int64N(1 << 45), FloorMicros: r.Uint64() >> r.IntN(64)})
+		}
+		for range r.IntN(4) {
+			o.Weekly = append(o.Weekly, &pb.WeeklyWindow{StartMinute: r.Uint32(), EndMinute: r.Uint32N(minutesPerWeek), FloorMicros: r.Uint64N(5_000_000)})
+		}
+		if err := b.PutOffer(o, mtNow); err != nil {
+			t.Fatal(err)
+		}
+		e := b.offers.get(keyOf(o.Header))
+		oneOff, weekly := e.windows(nil, nil)
+		c := evalCtx{o: e.decode()}
+		wantOneOff, wantWeekly := c.windows()
+		if !slices.Equal(oneOff, wantOneOff) || !slices.Equal(weekly, wantWeekly) || len(oneOff) != len(o.Windows) || len(weekly) != len(o.Weekly) {
+			t.Fatalf("offer %d: read %v %v; decoded %v %v", i, oneOff, weekly, wantOneOff, wantWeekly)
 		}
 	}
 }

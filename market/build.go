@@ -93,7 +93,7 @@ func NewQuote(issuer peer.ID, b *pb.Bid, c Candidate, now time.Time, ttl time.Du
 		Header: &pb.Header{Version: Version, Issuer: []byte(issuer), Id: "q-" + hex.EncodeToString(sum[:12]), Seq: b.Header.Seq, Swarm: b.Header.Swarm,
 			CreatedUnixMs: now.UnixMilli(), ExpiresUnixMs: now.Add(ttl).UnixMilli()},
 		BidIssuer: b.Header.Issuer, BidId: b.Header.Id, BidSeq: b.Header.Seq,
-		OfferId: c.Offer.Header.Id, Tier: b.Tier, Currency: c.Offer.Currency, PriceMicros: c.PriceMicros,
+		OfferId: c.OfferID(), Tier: b.Tier, Currency: c.Offer().GetCurrency(), PriceMicros: c.PriceMicros,
 		Gpus: c.GPUs, StartUnixMs: c.Start.UnixMilli(), DurationSeconds: b.DurationSeconds,
 	}
 }
@@ -144,9 +144,10 @@ type LeaseTerms struct {
 // with l.
 func NewLease(t LeaseTerms, now time.Time, l Limits) (*pb.Lease, error) {
 	b, c := t.Bid, t.Candidate
+	o := c.Offer()
 	m := &pb.Lease{
 		Version: Version, Id: t.ID, Renter: []byte(t.Renter), Provider: []byte(c.Issuer),
-		OfferId: c.Offer.GetHeader().GetId(), OfferSeq: c.Offer.GetHeader().GetSeq(), Bid: b, Tier: b.GetTier(), GpuCount: c.GPUs,
+		OfferId: o.GetHeader().GetId(), OfferSeq: o.GetHeader().GetSeq(), Bid: b, Tier: b.GetTier(), GpuCount: c.GPUs,
 		StartUnixMs: t.Start.UnixMilli(), DurationSeconds: b.GetDurationSeconds(), Currency: b.GetCurrency(), PriceMicros: c.PriceMicros,
 		Workload:      &pb.Workload{Image: b.GetImage(), Command: t.Command, Env: t.Env, WorkloadClass: b.GetWorkloadClass(), Inputs: t.Inputs, Outputs: t.Outputs},
 		CreatedUnixMs: now.UnixMilli(), Payment: t.Payment,

@@ -2,6 +2,7 @@ package market
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -35,9 +36,10 @@ type bidPlan struct {
 	minDisk         uint64
 	minUp, minDown  uint64 // bits per second
 	minCores, minCC uint32
-	flags           uint8  // item flags an offer's GPUs must have
-	hostMin         bool   // the bid has host minimums
-	classes         uint16 // the bid's workload class's classIDs bit (0: none)
+	flags           uint8     // item flags an offer's GPUs must have
+	hostMin         bool      // the bid has host minimums
+	classes         uint16    // the bid's workload class's classIDs bit (0: none)
+	settle          settleKey // the key of the bid's way to pay
 
 	// The bid's models and countries; intern points them at the book's
 	// own strings, so comparing them with an offer's is a pointer test.
@@ -64,6 +66,7 @@ func (m *Matcher) plan(bid *pb.Bid, now time.Time) *bidPlan {
 	}
 	p.want = bid.GetGpu().GetCount()
 	p.classes = classIDs.bit(bid.GetWorkloadClass())
+	p.settle = keyOfSettlement(bid.GetSettlement())
 	h := bid.GetHostMin()
 	p.hostMin = h.GetCpuCores() != 0 || h.GetRamBytes()|h.GetDiskBytes()|h.GetUpBitsPerSecond()|h.GetDownBitsPerSecond() != 0
 	p.split = p.need < p.want
@@ -145,10 +148,14 @@ func internAll(xs []string, lookup func(string) (string, bool)) []string {
 // Checks record what they compute (GPUs, start, price, reliability, RTT)
 // for the checks and scorers after them.
 type evalCtx struct {
-	m       *Matcher
-	p       *bidPlan
+	m *Matcher
+	p *bidPlan
+	// e is the offer's entry and f its facts; o the offer, decoded from
+	// e on a check's first call of offer (nil till then).
+	e       *offerEntry
 	o       *pb.Offer
 	f       *offerFacts
+	wins    *windowBuf // kept by evaluate from one offer to the next
 	issuer  peer.ID
 	explain bool   // fill detail when a check fails
 	detail  string // this offer's figures for the failed check
@@ -165,6 +172,44 @@ type evalCtx struct {
 	price    uint64 // per GPU-hour in the chosen window
 }
 
+// offer is the offer, decoded from its entry on first use: for the
+// checks that read what the facts leave out, on the few offers that
+// reach them.
+func (c *evalCtx) offer() *pb.Offer {
+	if c.o == nil {
+		c.o = c.e.decode()
+	}
+	return c.o
+}
+
+// windows are the offer's windows, in buffers the context keeps from
+// one offer to the next: the decoded offer's, or else read alone from
+// the entry's bytes.
+func (c *evalCtx) windows() ([]oneOffWindow, []weeklyWindow) {
+	if c.wins == nil {
+		c.wins = new(windowBuf)
+	}
+	b := c.wins
+	b.oneOff, b.weekly = b.oneOff[:0], b.weekly[:0]
+	if c.o == nil {
+		b.oneOff, b.weekly = c.e.windows(b.oneOff, b.weekly)
+		return b.oneOff, b.weekly
+	}
+	for _, w := range c.o.GetWindows() {
+		b.oneOff = append(b.oneOff, oneOffWindow{w.GetStartUnixMs(), w.GetEndUnixMs(), w.GetFloorMicros()})
+	}
+	for _, w := range c.o.GetWeekly() {
+		b.weekly = append(b.weekly, weeklyWindow{w.GetStartMinute(), w.GetEndMinute(), w.GetFloorMicros()})
+	}
+	return b.oneOff, b.weekly
+}
+
+// windowBuf holds an offer's windows for the search.
+type windowBuf struct {
+	oneOff []oneOffWindow
+	weekly []weeklyWindow
+}
+
 // failf records why the offer failed and returns false. Checks call it as
 // `return c.explain && c.failf(…)`, so that the figures are formatted
 // only when someone asks why: the matcher's hot path never formats.
@@ -175,8 +220,10 @@ func (c *evalCtx) failf(format string, a ...any) bool {
 
 // offerFacts are what the checks read of an offer, flattened out of the
 // proto once, when the book stores it, so that rejecting an offer touches
-// one object rather than a dozen. Lists that only a few checks read
-// (windows, workload classes, image rules) stay in the proto.
+// one object rather than a dozen, and the book need not keep the offer
+// decoded. Lists that only a few checks read (windows, workload classes
+// the table lacks, image rules) stay in the proto: those checks decode
+// it (evalCtx.offer) where the facts say it has them.
 type offerFacts struct {
 	prices    [4]uint64 // per GPU-hour by pb.Tier; 0 where not offered
 	expiresMs int64     // Unix ms
@@ -190,14 +237,20 @@ type offerFacts struct {
 	withdrawn bool
 	gpuStep   uint32 // a lease takes a multiple of it (at least 1)
 	gpusWhole bool   // a lease takes every GPU (host.gpus)
-	// classes are the workload classes the offer accepts (any if none);
-	// where classKnown, classBits has each one's classIDs bit, so a
-	// refusal reads no string.
-	classes    []string
+	// classes counts the workload classes the offer accepts (any if
+	// none); where classKnown, classBits has each one's classIDs bit, so
+	// a refusal reads no string.
+	classes    uint8
 	classBits  uint16
 	classKnown bool
 	windowed   bool  // the offer has one-off or weekly windows
+	images     bool  // the offer has image rules
 	aheadMs    int64 // how far ahead a lease may start (StartAheadOf)
+	// coord is the offer's network coordinate, packed (packCoord; nil:
+	// none), for an RTT source that estimates.
+	coord []float32
+	// settles are the keys of the ways to pay it takes (none: the ledger).
+	settles []settleKey
 }
 
 type hostFacts struct {
@@ -235,11 +288,16 @@ func factsOf(o *pb.Offer) offerFacts {
 		currency: o.GetCurrency(), country: o.GetRegion().GetCountry(), withdrawn: o.GetWithdrawn(),
 		gpuStep: max(o.GetGpuStep(), 1), gpusWhole: o.GetGpusWhole(),
 		gpus:     make([]gpuFacts, len(o.GetGpus())),
-		classes:  o.GetWorkloadClasses(),
+		classes:  uint8(min(len(o.GetWorkloadClasses()), math.MaxUint8)),
 		windowed: len(o.GetWindows()) > 0 || len(o.GetWeekly()) > 0,
+		images:   len(o.GetImageAllow())+len(o.GetImageDeny()) > 0,
 		aheadMs:  StartAheadOf(o).Milliseconds(),
+		coord:    packCoord(o.GetCoordinate()),
 	}
-	f.classBits, f.classKnown = classIDs.set(f.classes)
+	f.classBits, f.classKnown = classIDs.set(o.GetWorkloadClasses())
+	for _, s := range o.GetSettlements() {
+		f.settles = append(f.settles, keyOfSettlement(s))
+	}
 	cat := gpus.Default()
 	for i, g := range o.GetGpus() {
 		// Facts name GPUs by catalog ID and hold their marketed memory.
@@ -358,7 +416,7 @@ func fitsCurrency(c *evalCtx) bool {
 
 func fitsTier(c *evalCtx) bool {
 	if !c.f.offers(c.p.bid.GetTier()) {
-		return c.explain && c.failf("tiers %v; bid wants %s", c.o.GetTiers(), TierName(c.p.bid.GetTier()))
+		return c.explain && c.failf("tiers %v; bid wants %s", c.offer().GetTiers(), TierName(c.p.bid.GetTier()))
 	}
 	return true
 }
@@ -397,7 +455,7 @@ func fitsRegion(c *evalCtx) bool {
 // where the bid requires a region and the RTT source can tell.
 func fitsClaim(c *evalCtx) bool {
 	if v, ok := c.m.rtt.(RegionVerifier); ok && len(c.p.allowed) > 0 {
-		if why := v.Implausible(c.o); why != "" {
+		if why := v.Implausible(c.issuer, c.f.country); why != "" {
 			return c.explain && c.failf("country %s implausible: %s", c.f.country, why)
 		}
 	}
@@ -421,11 +479,13 @@ func kindWorkload(p *bidPlan) string {
 }
 
 func fitsWorkload(c *evalCtx) bool {
-	if cls := c.f.classes; len(cls) > 0 && (c.f.classKnown && c.f.classBits&c.p.classes == 0 ||
-		!c.f.classKnown && !slices.Contains(cls, c.p.bid.GetWorkloadClass())) {
-		return c.explain && c.failf("workload class %q not in %v", c.p.bid.GetWorkloadClass(), cls)
+	switch {
+	case c.f.classes == 0, c.f.classKnown && c.f.classBits&c.p.classes != 0:
+		return true
+	case !c.f.classKnown && slices.Contains(c.offer().GetWorkloadClasses(), c.p.bid.GetWorkloadClass()):
+		return true
 	}
-	return true
+	return c.explain && c.failf("workload class %q not in %v", c.p.bid.GetWorkloadClass(), c.offer().GetWorkloadClasses())
 }
 
 // fitsImage applies the offer's rules as prefixes of the raw name: the
@@ -435,13 +495,13 @@ func fitsWorkload(c *evalCtx) bool {
 // no image (a quote) is not filtered.
 func fitsImage(c *evalCtx) bool {
 	img := c.p.bid.GetImage()
-	if img == "" {
+	if img == "" || !c.f.images {
 		return true
 	}
-	if allow := c.o.GetImageAllow(); len(allow) > 0 && !slices.ContainsFunc(allow, func(p string) bool { return strings.HasPrefix(img, p) }) {
+	if allow := c.offer().GetImageAllow(); len(allow) > 0 && !slices.ContainsFunc(allow, func(p string) bool { return strings.HasPrefix(img, p) }) {
 		return c.explain && c.failf("image %q matches no allowed prefix %v", clip(img), allow)
 	}
-	for _, p := range c.o.GetImageDeny() {
+	for _, p := range c.offer().GetImageDeny() {
 		if strings.HasPrefix(img, p) {
 			return c.explain && c.failf("image %q denied by prefix %q", clip(img), p)
 		}
@@ -466,7 +526,7 @@ func fitsReliability(c *evalCtx) bool {
 // estimated fails a limit: a provider must not gain by never being
 // measured.
 func fitsRTT(c *evalCtx) bool {
-	c.rtt, c.rttFrom = rttOf(c.m.rtt, c.issuer, c.o)
+	c.rtt, c.rttFrom = rttOf(c.m.rtt, c.issuer, c.f.coord)
 	c.rttKnown = c.rttFrom != RTTUnknown
 	limit := time.Duration(c.p.bid.GetMaxRttMs()) * time.Millisecond
 	switch {
@@ -491,7 +551,7 @@ func kindWindow(p *bidPlan) string {
 // the highest of its windows'. An offer without windows is available any
 // time. It records the start and raises the price to the window's floor.
 func fitsWindow(c *evalCtx) bool {
-	p, o := c.p, c.o
+	p := c.p
 	if p.until < p.from {
 		return c.explain && c.failf("latest start %s has passed", ms(p.until))
 	}
@@ -499,14 +559,15 @@ func fitsWindow(c *evalCtx) bool {
 		c.start = p.from
 		return c.withinAhead()
 	}
+	oneOff, weekly := c.windows()
 	maxPrice := p.bid.GetMaxPriceMicros()
 	var blocked bool
 	start, floor, found := int64(0), uint64(0), false
-	if ws := o.GetWindows(); len(ws) > 0 {
-		start, floor, found, blocked = earliestFit(&spanIter{oneOff: ws}, p, maxPrice)
+	if len(oneOff) > 0 {
+		start, floor, found, blocked = earliestFit(&spanIter{oneOff: oneOff}, p, maxPrice)
 	}
-	if ws := o.GetWeekly(); len(ws) > 0 {
-		s, f, ok, b := earliestWeeklyFit(ws, p, maxPrice)
+	if len(weekly) > 0 {
+		s, f, ok, b := earliestWeeklyFit(weekly, p, maxPrice)
 		blocked = blocked || b
 		if ok && (!found || s < start || s == start && f < floor) {
 			start, floor, found = s, f, true

@@ -84,7 +84,7 @@ func (m *Matcher) Explain(s *Snapshot, bid *pb.Bid, now time.Time) Explanation {
 	for i, rc := range x.counts {
 		if rc.Count > 0 {
 			e := x.example[i]
-			r := m.reason(e.offer, &e.offerFacts, p, i)
+			r := m.reason(e, nil, p, i)
 			rc.Check, rc.Kind, rc.Example = r.Check, r.Kind, r.Detail
 			ex.Reasons = append(ex.Reasons, rc)
 		}
@@ -251,7 +251,7 @@ func (x *explainer) chunk(c *probeChunk, t pb.Tier, same bool, near *[len(feasib
 
 // entry runs the checks on e.
 func (x *explainer) entry(e *offerEntry) {
-	_, i := x.m.evaluate(x.ctx, e.offer, &e.offerFacts, e.key.issuer, x.p, false)
+	_, i := x.m.evaluate(x.ctx, e, nil, x.p, false)
 	if i < 0 {
 		x.feasible++
 		return

@@ -78,7 +78,7 @@ func wantedModels(req *pb.GPURequirement) string {
 func fitsModel(c *evalCtx) bool {
 	c.masks = gpuMasksOf(c.f, c.p.bid.GetGpu(), c.p.accepts)
 	if c.masks.model == 0 {
-		return c.explain && c.failf("models %s; bid wants %s", offerModels(c.o), wantedModels(c.p.bid.GetGpu()))
+		return c.explain && c.failf("models %s; bid wants %s", offerModels(c.offer()), wantedModels(c.p.bid.GetGpu()))
 	}
 	return true
 }

@@ -151,7 +151,7 @@ func (m *Matcher) Match(s *Snapshot, bid *pb.Bid, now time.Time, k int) Result {
 			continue // ranks below the k-th whatever the checks say: not considered
 		}
 		res.Considered++
-		c, failed := m.evaluate(ctx, e.offer, &e.offerFacts, e.key.issuer, p, false)
+		c, failed := m.evaluate(ctx, e, nil, p, false)
 		if failed >= 0 {
 			res.fails[failed]++
 			continue
@@ -193,7 +193,7 @@ func (m *Matcher) Match(s *Snapshot, bid *pb.Bid, now time.Time, k int) Result {
 // offer's candidate has at least the effective price compared (a
 // window's floor may raise its price, never lower it).
 func (m *Matcher) outranked(price uint64, e *offerEntry, p *bidPlan, kth float64) bool {
-	rtt, from := rttOf(m.rtt, e.key.issuer, e.offer)
+	rtt, from := rttOf(m.rtt, e.key.issuer, e.coord)
 	if from == RTTUnknown {
 		rtt = p.unknownRTT
 	}
@@ -208,26 +208,28 @@ func (m *Matcher) outranked(price uint64, e *offerEntry, p *bidPlan, kth float64
 // it does not fit.
 func (m *Matcher) Feasible(o *pb.Offer, bid *pb.Bid, now time.Time) (Candidate, *Reason) {
 	p := m.plan(bid, now)
-	f := factsOf(o)
-	c, failed := m.evaluate(new(evalCtx), o, &f, Issuer(o), p, true)
+	e := &offerEntry{offerFacts: factsOf(o), key: keyOf(o.GetHeader())}
+	c, failed := m.evaluate(new(evalCtx), e, o, p, true)
 	if failed < 0 {
 		return c, nil
 	}
-	return Candidate{}, m.reason(o, &f, p, failed)
+	return Candidate{}, m.reason(e, o, p, failed)
 }
 
-// evaluate runs the pipeline on o with c, which it resets (one context
-// serves a whole match, so the hot path does not allocate): the index of
-// the first failing check, or -1 and the scored candidate.
-func (m *Matcher) evaluate(c *evalCtx, o *pb.Offer, f *offerFacts, issuer peer.ID, p *bidPlan, explain bool) (Candidate, int) {
-	*c = evalCtx{m: m, p: p, o: o, f: f, issuer: issuer, explain: explain}
+// evaluate runs the pipeline on the offer of e (o, or nil to decode it
+// only if a check must) with c, which it resets (one context serves a
+// whole match, so the hot path does not allocate): the index of the
+// first failing check, or -1 and the scored candidate, whose offer is
+// decoded by Candidate.decode where it was not.
+func (m *Matcher) evaluate(c *evalCtx, e *offerEntry, o *pb.Offer, p *bidPlan, explain bool) (Candidate, int) {
+	*c = evalCtx{m: m, p: p, e: e, o: o, f: &e.offerFacts, issuer: e.key.issuer, explain: explain, wins: c.wins}
 	for i := range feasibilityChecks {
 		if !feasibilityChecks[i].fits(c) {
 			return Candidate{}, i
 		}
 	}
 	cand := Candidate{
-		Offer: o, Issuer: issuer, GPUs: c.gpus, Model: c.model, PriceMicros: c.price,
+		offer: c.o, entry: e, Issuer: e.key.issuer, GPUs: c.gpus, Model: c.model, PriceMicros: c.price,
 		EffectivePriceMicros: m.cfg.effectivePrice(c.price, c.rel, c.rankRTT()),
 		Start:                time.UnixMilli(c.start).UTC(),
 		Scores:               m.score(c),
@@ -237,9 +239,10 @@ func (m *Matcher) evaluate(c *evalCtx, o *pb.Offer, f *offerFacts, issuer peer.I
 	return cand, -1
 }
 
-// reason reruns check i on o to say why it failed.
-func (m *Matcher) reason(o *pb.Offer, f *offerFacts, p *bidPlan, i int) *Reason {
-	c := evalCtx{m: m, p: p, o: o, f: f, issuer: Issuer(o), explain: true}
+// reason reruns check i on the offer of e (o, or nil) to say why it
+// failed.
+func (m *Matcher) reason(e *offerEntry, o *pb.Offer, p *bidPlan, i int) *Reason {
+	c := evalCtx{m: m, p: p, e: e, o: o, f: &e.offerFacts, issuer: e.key.issuer, explain: true}
 	for j := 0; j < i; j++ { // later checks read what earlier ones recorded
 		feasibilityChecks[j].fits(&c)
 	}
@@ -277,10 +280,10 @@ func (s *Snapshot) NumBids() int { return s.nBids }
 func (s *Snapshot) Offer(issuer peer.ID, id string) (*pb.Offer, bool) {
 	k := bookKey{issuer, id}
 	e := s.offers[shardOf(k)][k]
-	if e == nil || e.offer == nil {
+	if e == nil || !e.live() {
 		return nil, false
 	}
-	return e.offer, true
+	return e.decode(), true
 }
 
 // Bid returns the live bid of issuer with id.
@@ -298,7 +301,18 @@ func (s *Snapshot) Offers() []*pb.Offer {
 	es := s.entries()
 	out := make([]*pb.Offer, len(es))
 	for i, e := range es {
-		out[i] = e.offer
+		out[i] = e.decode()
+	}
+	return out
+}
+
+// Issuers returns the issuers of the live offers, each once, in order.
+func (s *Snapshot) Issuers() []peer.ID {
+	var out []peer.ID
+	for _, e := range s.entries() {
+		if len(out) == 0 || out[len(out)-1] != e.key.issuer {
+			out = append(out, e.key.issuer)
+		}
 	}
 	return out
 }
@@ -309,7 +323,7 @@ func (s *Snapshot) entries() []*offerEntry {
 		s.sorted = make([]*offerEntry, 0, s.nOffers)
 		for _, m := range s.offers {
 			for _, e := range m {
-				if e.offer != nil {
+				if e.live() {
 					s.sorted = append(s.sorted, e)
 				}
 			}
@@ -503,16 +517,30 @@ func (s *Snapshot) FindOffers(f OfferFilter) []*pb.Offer {
 	})
 	out := make([]*pb.Offer, len(hits))
 	for i, h := range hits {
-		out[i] = h.e.offer
+		out[i] = h.e.decode()
 	}
 	return out
 }
 
+// Listing is an offer as a summary of many reads it, from the book's
+// facts: nothing is decoded (Snapshot.Offer decodes one).
+type Listing struct {
+	Issuer        peer.ID
+	ID            string
+	Currency      string
+	ExpiresUnixMs int64
+	PriceMicros   uint64 // per GPU-hour, as FindOffers lists the offer
+	Model         string // its first GPU group's, in the catalog's name (Canonical)
+	GPUs          uint32 // in all its groups
+}
+
 // EachOffer calls visit with each offer that passes f (f.SortBy aside),
-// in no order, and its price per GPU-hour as FindOffers lists it: for a
-// summary of many offers, which needs no sorted list of them all.
-func (s *Snapshot) EachOffer(f OfferFilter, visit func(o *pb.Offer, price uint64)) {
-	s.eachHit(f, func(e *offerEntry, price, _ uint64) { visit(e.offer, price) })
+// in no order, as a Listing: for a summary of many offers, which needs
+// no sorted list of them all and no offer decoded.
+func (s *Snapshot) EachOffer(f OfferFilter, visit func(Listing)) {
+	s.eachHit(f, func(e *offerEntry, price, _ uint64) {
+		visit(Listing{Issuer: e.key.issuer, ID: e.key.id, Currency: e.currency, ExpiresUnixMs: e.expiresMs, PriceMicros: price, Model: e.gpus[0].model, GPUs: e.host.gpus})
+	})
 }
 
 // eachHit calls visit once for each offer that passes f, with its listed

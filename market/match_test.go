@@ -64,10 +64,10 @@ type mtSources struct {
 	implausible map[peer.ID]string
 }
 
-func (s mtSources) Implausible(o *pb.Offer) string { return s.implausible[Issuer(o)] }
+func (s mtSources) Implausible(issuer peer.ID, _ string) string { return s.implausible[issuer] }
 
-func (s mtSources) EstimateRTT(o *pb.Offer) (time.Duration, bool) {
-	d, ok := s.est[Issuer(o)]
+func (s mtSources) EstimateRTT(issuer peer.ID, _ *pb.NetworkCoordinate) (time.Duration, bool) {
+	d, ok := s.est[issuer]
 	return d, ok
 }
 
@@ -478,7 +478,7 @@ func price(micros uint64) func(*pb.Offer) { return func(o *pb.Offer) { o.PriceMi
 func candidateIDs(cs []Candidate) string {
 	var ids []string
 	for _, c := range cs {
-		ids = append(ids, c.Offer.Header.Id)
+		ids = append(ids, c.OfferID())
 	}
 	return strings.Join(ids, " ")
 }

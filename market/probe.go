@@ -93,8 +93,8 @@ func probeOf(e *offerEntry, key bucketKey, currency string) (r probe, second pai
 	for _, set := range []struct {
 		on   bool
 		flag uint8
-	}{{unsure || gpusUnsure, probeUnsure}, {f.gpusWhole, probeWhole}, {f.host.whole, probeHostWhole}, {len(f.classes) > 0, probeClasses},
-		{len(e.offer.GetImageAllow())+len(e.offer.GetImageDeny()) > 0, probeImages}, {f.currency == currency, probeCurrency},
+	}{{unsure || gpusUnsure, probeUnsure}, {f.gpusWhole, probeWhole}, {f.host.whole, probeHostWhole}, {f.classes > 0, probeClasses},
+		{f.images, probeImages}, {f.currency == currency, probeCurrency},
 		{len(e.buckets) > 1, probeMulti}, {len(e.buckets) > 1 && e.buckets[0].key != key, probeAway}} {
 		if set.on {
 			r.flags |= set.flag

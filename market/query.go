@@ -149,12 +149,12 @@ var QueryFields = []*QueryField{
 		return float64(c.rtt) / float64(time.Millisecond), c.rttKnown
 	}},
 	{Name: "max_hours", Unit: "hours", Doc: "longest lease the offer sells", value: func(c *evalCtx, _ *pb.GPUGroup) (float64, bool) { return float64(c.f.maxDur) / 3600, true }},
-	{Name: "open_ports", Doc: "inbound ports open to a lease", value: func(c *evalCtx, _ *pb.GPUGroup) (float64, bool) { return float64(c.o.GetOpenPorts()), true }},
+	{Name: "open_ports", Doc: "inbound ports open to a lease", value: func(c *evalCtx, _ *pb.GPUGroup) (float64, bool) { return float64(c.offer().GetOpenPorts()), true }},
 	{Name: "static_ip", Doc: "the host's address is static (true or false)", kind: kindBool, value: func(c *evalCtx, _ *pb.GPUGroup) (float64, bool) {
-		return b2f(c.o.GetStaticAddress()), true
+		return b2f(c.offer().GetStaticAddress()), true
 	}},
 	{Name: "relay_only", Doc: "the provider is reached through relays (true or false)", kind: kindBool, value: func(c *evalCtx, _ *pb.GPUGroup) (float64, bool) {
-		return b2f(c.o.GetRelayOnly()), true
+		return b2f(c.offer().GetRelayOnly()), true
 	}},
 	{Name: "country", Doc: "ISO 3166 country code, by = or !=", kind: kindString, str: func(c *evalCtx) string { return c.f.country }},
 }
@@ -397,7 +397,7 @@ func (q *Query) fails(c *evalCtx) *queryTerm {
 		}
 	}
 	var first *queryTerm
-	groups := c.o.GetGpus()
+	groups := c.offer().GetGpus()
 	for i := range min(len(groups), 64) {
 		if c.masks.compute&(1<<i) == 0 || c.model != "" && c.f.gpus[i].model != c.model {
 			continue // not the GPUs a lease takes
@@ -423,7 +423,7 @@ func (q *Query) fails(c *evalCtx) *queryTerm {
 // host, the price it is listed at); reliability and RTT as the sources
 // give them.
 func (q *Query) listed(e *offerEntry, mask uint64, price uint64, rel Reliability, rtts RTTs) bool {
-	c := evalCtx{o: e.offer, f: &e.offerFacts, issuer: e.key.issuer, masks: gpuMasks{compute: mask}, price: price}
+	c := evalCtx{e: e, f: &e.offerFacts, issuer: e.key.issuer, masks: gpuMasks{compute: mask}, price: price}
 	for i := range min(len(e.gpus), 64) {
 		if mask&(1<<i) != 0 {
 			c.supply += e.gpus[i].count
@@ -437,7 +437,7 @@ func (q *Query) listed(e *offerEntry, mask uint64, price uint64, rel Reliability
 		rtts = UnknownRTTs{}
 	}
 	c.rel = clamp01(rel.Reliability(c.issuer))
-	c.rtt, c.rttFrom = rttOf(rtts, c.issuer, c.o)
+	c.rtt, c.rttFrom = rttOf(rtts, c.issuer, e.coord)
 	c.rttKnown = c.rttFrom != RTTUnknown
 	return q.fails(&c) == nil
 }
@@ -460,7 +460,7 @@ func (c *evalCtx) describe(t *queryTerm) string {
 		return fmt.Sprintf("%s is %s", t.f.Name, t.f.str(c))
 	}
 	var g *pb.GPUGroup
-	if gs := c.o.GetGpus(); t.f.gpu {
+	if gs := c.offer().GetGpus(); t.f.gpu {
 		for i := range min(len(gs), len(c.f.gpus)) {
 			if c.f.gpus[i].model == c.model {
 				g = gs[i]
@@ -500,7 +500,7 @@ func SortCandidates(cs []Candidate, field string, desc bool) error {
 			best = math.Inf(-1)
 		}
 		if f.gpu {
-			for j, g := range cs[i].Offer.GetGpus() {
+			for j, g := range c.o.GetGpus() {
 				if j >= len(c.f.gpus) || c.f.gpus[j].model != cs[i].Model {
 					continue // not the GPUs a lease takes
 				}
@@ -570,8 +570,9 @@ func sortableFields() []string {
 // candidateCtx is what a query field reads of a candidate: its figures,
 // and its supply, the GPUs of its model the offer has.
 func candidateCtx(c *Candidate) *evalCtx {
-	f := factsOf(c.Offer)
-	ctx := &evalCtx{o: c.Offer, f: &f, gpus: c.GPUs, model: c.Model, price: c.PriceMicros, rel: c.Reliability, rtt: c.RTT, rttKnown: c.RTTKnown}
+	o := c.Offer()
+	f := factsOf(o)
+	ctx := &evalCtx{o: o, f: &f, gpus: c.GPUs, model: c.Model, price: c.PriceMicros, rel: c.Reliability, rtt: c.RTT, rttKnown: c.RTTKnown}
 	for _, g := range f.gpus {
 		if g.model == c.Model {
 			ctx.supply += g.count

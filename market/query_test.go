@@ -94,7 +94,7 @@ func TestQuerySelectsByEveryKindOfField(t *testing.T) {
 		m := NewMatcher(DefaultMatchConfig(), nil, nil).WithQuery(q)
 		var ids []string
 		for _, c := range m.Match(snap, bid, mtNow, 0).Candidates {
-			ids = append(ids, c.Offer.Header.Id)
+			ids = append(ids, c.OfferID())
 		}
 		slices.Sort(ids)
 		if got := strings.Join(ids, " "); got != tc.want {
@@ -131,14 +131,14 @@ func TestQuerySelectsByEveryKindOfField(t *testing.T) {
 	}
 	// Sorting by a field, either way; offers that do not say go last.
 	cs := NewMatcher(DefaultMatchConfig(), nil, nil).Match(snap, bid, mtNow, 0).Candidates
-	if err := SortCandidates(cs, "tflops", true); err != nil || cs[len(cs)-1].Offer.Header.Id != "q5" {
+	if err := SortCandidates(cs, "tflops", true); err != nil || cs[len(cs)-1].OfferID() != "q5" {
 		t.Errorf("sort by tflops: %v", err)
 	}
-	if err := SortCandidates(cs, "price", false); err != nil || cs[0].Offer.Header.Id != "q4" {
-		t.Errorf("sort by price: first %s, %v", cs[0].Offer.Header.Id, err)
+	if err := SortCandidates(cs, "price", false); err != nil || cs[0].OfferID() != "q4" {
+		t.Errorf("sort by price: first %s, %v", cs[0].OfferID(), err)
 	}
-	if err := SortCandidates(cs, "price", true); err != nil || cs[len(cs)-1].Offer.Header.Id != "q4" {
-		t.Errorf("sort by price, falling: last %s, %v", cs[len(cs)-1].Offer.Header.Id, err)
+	if err := SortCandidates(cs, "price", true); err != nil || cs[len(cs)-1].OfferID() != "q4" {
+		t.Errorf("sort by price, falling: last %s, %v", cs[len(cs)-1].OfferID(), err)
 	}
 	if err := SortCandidates(cs, "colour", false); err == nil || !strings.Contains(err.Error(), "want one of num_gpus") {
 		t.Errorf("sort by an unknown field: %v", err)

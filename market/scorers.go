@@ -29,40 +29,69 @@ type RTTs interface {
 
 // RTTEstimator is an RTTs source that also estimates the RTT to an
 // offer's issuer it has not measured, from what the offer carries (its
-// network coordinate). The matcher uses, in order, a measured RTT, an
-// estimate, and for neither a pessimistic stand-in (see WorstRTTs).
+// network coordinate; nil where it carries none). The matcher uses, in
+// order, a measured RTT, an estimate, and for neither a pessimistic
+// stand-in (see WorstRTTs).
 type RTTEstimator interface {
 	RTTs
-	EstimateRTT(o *pb.Offer) (time.Duration, bool)
+	EstimateRTT(issuer peer.ID, c *pb.NetworkCoordinate) (time.Duration, bool)
 }
 
 // RTTOf is the RTT to o's issuer as the matcher takes it: the one src
 // measured, else the one it estimates (when it is an RTTEstimator), else
 // unknown (0).
 func RTTOf(src RTTs, o *pb.Offer) (time.Duration, RTTSource) {
-	return rttOf(src, Issuer(o), o)
+	return rttOf(src, Issuer(o), packCoord(o.GetCoordinate()))
 }
 
-// rttOf is RTTOf for an offer whose issuer the caller holds.
-func rttOf(src RTTs, issuer peer.ID, o *pb.Offer) (time.Duration, RTTSource) {
+// rttOf is RTTOf for an offer whose issuer and packed coordinate the
+// caller holds.
+func rttOf(src RTTs, issuer peer.ID, coord []float32) (time.Duration, RTTSource) {
 	if d, ok := src.RTT(issuer); ok {
 		return max(d, 0), RTTMeasured
 	}
 	if e, ok := src.(RTTEstimator); ok {
-		if d, ok := e.EstimateRTT(o); ok {
+		if d, ok := e.EstimateRTT(issuer, unpackCoord(coord)); ok {
 			return max(d, 0), RTTEstimated
 		}
 	}
 	return 0, RTTUnknown
 }
 
+// packCoord is c as the facts keep it, in single precision (an RTT
+// estimate moves by nanoseconds): its vector, then its error, adjustment
+// and height; nil for none.
+func packCoord(c *pb.NetworkCoordinate) []float32 {
+	if c == nil {
+		return nil
+	}
+	out := make([]float32, 0, len(c.GetVec())+3)
+	for _, v := range c.GetVec() {
+		out = append(out, float32(v))
+	}
+	return append(out, float32(c.GetError()), float32(c.GetAdjustment()), float32(c.GetHeight()))
+}
+
+// unpackCoord is the coordinate packCoord packed (nil for none).
+func unpackCoord(p []float32) *pb.NetworkCoordinate {
+	if len(p) < 3 {
+		return nil
+	}
+	n := len(p) - 3
+	c := &pb.NetworkCoordinate{Vec: make([]float64, n), Error: float64(p[n]), Adjustment: float64(p[n+1]), Height: float64(p[n+2])}
+	for i, v := range p[:n] {
+		c.Vec[i] = float64(v)
+	}
+	return c
+}
+
 // RegionVerifier is an RTTs source that also holds an offer's claimed
-// region to the RTT it measured to the issuer from where this node is:
+// country to the RTT it measured to the issuer from where this node is:
 // Implausible says why the claim cannot be true, or "" when it can (or
 // when the source cannot tell). A bid that requires a region refuses an
 // implausible claim.
 type RegionVerifier interface {
-	Implausible(o *pb.Offer) string
+	Implausible(issuer peer.ID, country string) string
 }
 
 // RTTSource says where a candidate's RTT came from.
@@ -120,7 +149,10 @@ type Scores struct {
 
 // Candidate is one offer that fits a bid, with the terms it would lease at.
 type Candidate struct {
-	Offer  *pb.Offer
+	// offer is the offer, or nil where entry, the book's, holds it
+	// undecoded (see Offer).
+	offer  *pb.Offer
+	entry  *offerEntry
 	Issuer peer.ID
 	// GPUs this provider supplies: all the bid asks, or fewer (at least
 	// its min_per_provider) for the renter to combine; Model is the
@@ -166,7 +198,35 @@ func compareCandidates(a, b *Candidate) int {
 	if c := cmp.Compare(a.Issuer, b.Issuer); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.Offer.GetHeader().GetId(), b.Offer.GetHeader().GetId())
+	return cmp.Compare(a.OfferID(), b.OfferID())
+}
+
+// Offer is the candidate's offer. A match leaves the book's offers
+// encoded (a ranking reads only their facts): each call decodes a fresh
+// copy, the caller's own, so a caller that reads it often keeps one.
+func (c Candidate) Offer() *pb.Offer {
+	if c.offer != nil {
+		return c.offer
+	}
+	return c.entry.decode()
+}
+
+// Decoded is c with its offer decoded once, for a caller that reads it
+// many times.
+func (c Candidate) Decoded() Candidate { return c.WithOffer(c.Offer()) }
+
+// WithOffer is c with o for its offer: for a candidate made by hand.
+func (c Candidate) WithOffer(o *pb.Offer) Candidate {
+	c.offer, c.entry = o, nil
+	return c
+}
+
+// OfferID is the ID of the candidate's offer, read without decoding it.
+func (c Candidate) OfferID() string {
+	if c.entry != nil {
+		return c.entry.key.id
+	}
+	return c.offer.GetHeader().GetId()
 }
 
 // insertRanked inserts c into the ranked list cs, keeping at most k (all
@@ -389,11 +449,11 @@ const (
 // unless they cover the whole week, last under a week; so the spans that
 // start within a week after p.from, walked from the week before p.from's
 // to three weeks after it, hold the earliest fit if there is one.
-func earliestWeeklyFit(ws []*pb.WeeklyWindow, p *bidPlan, maxPrice uint64) (start int64, floor uint64, found, blocked bool) {
+func earliestWeeklyFit(ws []weeklyWindow, p *bidPlan, maxPrice uint64) (start int64, floor uint64, found, blocked bool) {
 	var covered uint32
 	for _, w := range ws {
-		covered += w.GetEndMinute() - min(w.GetStartMinute(), w.GetEndMinute())
-		floor = max(floor, w.GetFloorMicros())
+		covered += w.end - min(w.start, w.end)
+		floor = max(floor, w.floor)
 	}
 	if covered >= minutesPerWeek { // always available
 		if floor > maxPrice {
@@ -436,12 +496,26 @@ type availSpan struct {
 	floor      uint64
 }
 
+// oneOffWindow is a pb.Interval as the search reads it: Unix ms, and
+// the floor per GPU-hour.
+type oneOffWindow struct {
+	start, end int64
+	floor      uint64
+}
+
+// weeklyWindow is a pb.WeeklyWindow as the search reads it: minutes
+// since Monday 00:00 UTC, and the floor.
+type weeklyWindow struct {
+	start, end uint32
+	floor      uint64
+}
+
 // spanIter yields an offer's windows as merged spans in time order,
 // without allocating: one-off windows as given, or weekly windows
 // repeated for a number of weeks.
 type spanIter struct {
-	oneOff  []*pb.Interval
-	weekly  []*pb.WeeklyWindow
+	oneOff  []oneOffWindow
+	weekly  []weeklyWindow
 	i       int   // next window
 	week    int64 // Unix ms of the Monday of the week being walked
 	weeks   int   // weeks left to walk, this one included
@@ -456,13 +530,13 @@ func (it *spanIter) raw() (availSpan, bool) {
 		}
 		w := it.oneOff[it.i]
 		it.i++
-		return availSpan{w.GetStartUnixMs(), w.GetEndUnixMs(), w.GetFloorMicros()}, true
+		return availSpan(w), true
 	}
 	for it.weeks > 0 {
 		if it.i < len(it.weekly) {
 			w := it.weekly[it.i]
 			it.i++
-			return availSpan{it.week + int64(w.GetStartMinute())*60_000, it.week + int64(w.GetEndMinute())*60_000, w.GetFloorMicros()}, true
+			return availSpan{it.week + int64(w.start)*60_000, it.week + int64(w.end)*60_000, w.floor}, true
 		}
 		it.i, it.week, it.weeks = 0, it.week+weekMs, it.weeks-1
 	}

@@ -2,6 +2,8 @@ package market
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -115,19 +117,39 @@ func kindSettlement(p *bidPlan) string {
 	return "does not take " + ShowSettlement(p.bid.GetSettlement())
 }
 
-// takes says whether o takes what bid pays with, as Accepted does,
-// without allocating: the matcher asks it of every offer it reads.
-func takes(o *pb.Offer, bid *pb.Settlement) bool {
-	if len(o.GetSettlements()) == 0 {
-		return bid.GetKind() == pb.SettlementKind_SETTLEMENT_LEDGER
+// settleKey names a way to pay, payee aside: a SHA-256 digest of what
+// SameSettlement compares, cut to 128 bits, so that an offer's facts hold
+// its ways to pay in 16 bytes each and no one can make two ways collide.
+type settleKey [16]byte
+
+func keyOfSettlement(s *pb.Settlement) settleKey {
+	h := sha256.New()
+	var b [8]byte
+	for _, v := range []uint64{uint64(s.GetKind()), s.GetChainId(), s.GetUnitsPerMicro(), uint64(len(s.GetContract()))} {
+		binary.BigEndian.PutUint64(b[:], v)
+		h.Write(b[:])
 	}
-	return slices.ContainsFunc(o.GetSettlements(), func(s *pb.Settlement) bool { return SameSettlement(s, bid) })
+	h.Write(s.GetContract())
+	h.Write(s.GetToken())
+	var k settleKey
+	copy(k[:], h.Sum(nil))
+	return k
+}
+
+// takesKey says whether the offer of f takes what the plan's bid pays
+// with, as Accepted does, from its keys alone: the matcher asks it of
+// every offer it reads.
+func (f *offerFacts) takesKey(p *bidPlan) bool {
+	if len(f.settles) == 0 {
+		return p.bid.GetSettlement().GetKind() == pb.SettlementKind_SETTLEMENT_LEDGER
+	}
+	return slices.Contains(f.settles, p.settle)
 }
 
 func fitsSettlement(c *evalCtx) bool {
-	if !takes(c.o, c.p.bid.GetSettlement()) {
+	if !c.f.takesKey(c.p) {
 		var takes []string
-		for _, s := range c.o.GetSettlements() {
+		for _, s := range c.offer().GetSettlements() {
 			takes = append(takes, ShowSettlement(s))
 		}
 		if len(takes) == 0 {

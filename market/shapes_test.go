@@ -244,7 +244,7 @@ func TestEveryShapeMatchesTheScan(t *testing.T) {
 				if len(ref) == 0 {
 					t.Fatalf("k=%d: the scan finds nothing: the shape tests no ranking: %s", k, m.Explain(snap, bid, benchNow))
 				}
-				if !slices.EqualFunc(res.Candidates, ref, func(a, b Candidate) bool { return a.Offer == b.Offer && a.GPUs == b.GPUs }) {
+				if !slices.EqualFunc(res.Candidates, ref, sameCandidate) {
 					t.Fatalf("k=%d: match lists %d candidates, the scan %d, or in another order", k, len(res.Candidates), len(ref))
 				}
 				if k == 0 {
@@ -278,7 +278,7 @@ func scanExplain(m *Matcher, s *Snapshot, bid *pb.Bid, now time.Time) Explanatio
 	var best [len(feasibilityChecks)]uint64
 	near := map[string]*ModelMiss{}
 	for _, e := range s.entries() {
-		_, i := m.evaluate(new(evalCtx), e.offer, &e.offerFacts, e.key.issuer, p, false)
+		_, i := m.evaluate(new(evalCtx), e, nil, p, false)
 		if i < 0 {
 			ex.Feasible++
 			continue
@@ -291,7 +291,7 @@ func scanExplain(m *Matcher, s *Snapshot, bid *pb.Bid, now time.Time) Explanatio
 			price = e.prices[bid.GetTier()]
 		}
 		if counts[i].Count == 0 || price < best[i] {
-			r := m.reason(e.offer, &e.offerFacts, p, i)
+			r := m.reason(e, nil, p, i)
 			counts[i].Check, counts[i].Kind, counts[i].Example, best[i] = r.Check, r.Kind, r.Detail, price
 		}
 		counts[i].Count++
@@ -313,7 +313,7 @@ func scanRelax(m *Matcher, s *Snapshot, bid *pb.Bid, check string, now time.Time
 	r := newRelaxed()
 	for _, e := range s.entries() {
 		ctx := new(evalCtx)
-		if c, i := byPrice.evaluate(ctx, e.offer, &e.offerFacts, e.key.issuer, p, false); i < 0 {
+		if c, i := byPrice.evaluate(ctx, e, nil, p, false); i < 0 {
 			r.add(c, e, ctx)
 		}
 	}

@@ -67,7 +67,7 @@ func TestSpellingsFindTheirOffers(t *testing.T) {
 		res := m.Match(snap, bid, mtNow, 0)
 		var ids []string
 		for _, c := range res.Candidates {
-			ids = append(ids, c.Offer.Header.Id)
+			ids = append(ids, c.OfferID())
 		}
 		slices.Sort(ids)
 		if got := strings.Join(ids, " "); got != tc.want {

@@ -61,7 +61,7 @@ func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
 	for _, o := range n.market.Snapshot().FindOffers(f) {
 		v := views.Offer(o, scores)
 		v.RTTMillis, v.RTTSource = views.RTT(market.RTTOf(rtts, o))
-		v.Implausible = rtts.Implausible(o)
+		v.Implausible = rtts.Implausible(market.Issuer(o), o.GetRegion().GetCountry())
 		out = append(out, v)
 	}
 	views.SortOffers(out, q.Sort)

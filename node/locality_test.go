@@ -109,7 +109,7 @@ func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 	rtts = rtts[:0]
 	for _, c := range byEstimate.Candidates {
 		if c.RTTSource != market.RTTEstimated {
-			t.Fatalf("ranked by estimates: %s's RTT is %s", market.Issuer(c.Offer), c.RTTSource)
+			t.Fatalf("ranked by estimates: %s's RTT is %s", c.Issuer, c.RTTSource)
 		}
 		rtts = append(rtts, c.RTT)
 	}
@@ -165,11 +165,11 @@ type offerCoords struct{ c *p2p.Coordinates }
 
 func (offerCoords) RTT(peer.ID) (time.Duration, bool) { return 0, false }
 
-func (s offerCoords) EstimateRTT(o *pb.Offer) (time.Duration, bool) {
-	if o.Coordinate == nil {
+func (s offerCoords) EstimateRTT(_ peer.ID, c *pb.NetworkCoordinate) (time.Duration, bool) {
+	if c == nil {
 		return 0, false
 	}
-	d, err := s.c.Estimate(p2p.CoordFromProto(o.Coordinate))
+	d, err := s.c.Estimate(p2p.CoordFromProto(c))
 	return d, err == nil
 }
 

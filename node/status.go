@@ -47,7 +47,7 @@ func (n *Node) Status() api.Status {
 	}
 	if n.market != nil {
 		snap := n.market.Snapshot()
-		s.Offers, s.Bids = len(snap.Offers()), len(snap.Bids())
+		s.Offers, s.Bids = snap.Len(), snap.NumBids()
 	}
 	s.Provider = n.provider != nil
 	if n.gossip != nil {

@@ -179,17 +179,7 @@ func (m *Market) Do(ctx context.Context, f func(*State)) error { return m.own.Do
 func (m *Market) Snapshot() *market.Snapshot { return m.Book.Snapshot() }
 
 // Providers are the issuers of the offers in the book, each once.
-func (m *Market) Providers() []peer.ID {
-	var out []peer.ID
-	seen := map[peer.ID]bool{}
-	for _, o := range m.Snapshot().Offers() {
-		if p := market.Issuer(o); !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func (m *Market) Providers() []peer.ID { return m.Snapshot().Issuers() }
 
 // Synced counts the book syncs that completed.
 func (m *Market) Synced() int64 { return m.booksSynced.Load() }

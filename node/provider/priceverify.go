@@ -53,13 +53,13 @@ func (v *PriceVerifier) Verify(ctx context.Context, o *pb.Offer) {
 	}
 	now := v.Clock.Now()
 	cheapest := map[peer.ID]uint64{}
-	snap.EachOffer(market.OfferFilter{GPUModel: o.Gpus[0].Model}, func(c *pb.Offer, price uint64) {
-		p := market.Issuer(c)
-		if p == v.Self || c.Currency != o.Currency || c.GetHeader().GetExpiresUnixMs() <= now.UnixMilli() {
+	snap.EachOffer(market.OfferFilter{GPUModel: o.Gpus[0].Model}, func(l market.Listing) {
+		p := l.Issuer
+		if p == v.Self || l.Currency != o.Currency || l.ExpiresUnixMs <= now.UnixMilli() {
 			return
 		}
-		if old, ok := cheapest[p]; !ok || price < old {
-			cheapest[p] = price
+		if old, ok := cheapest[p]; !ok || l.PriceMicros < old {
+			cheapest[p] = l.PriceMicros
 		}
 	})
 	var ask []peer.ID

@@ -55,11 +55,15 @@ const (
 func assemblePool(cands []market.Candidate, need, minPer uint32, maxPair time.Duration) ([]market.Candidate, error) {
 	minPer = max(minPer, 1)
 	best := 0
+	cands = slices.Clone(cands)
+	for i := range cands {
+		cands[i] = cands[i].Decoded() // read again and again below
+	}
 	for s := range min(len(cands), maxPoolSeeds) {
 		pool := []market.Candidate{}
 		got := uint32(0)
 		for _, c := range append([]market.Candidate{cands[s]}, cands...) {
-			k := market.Take(c.Offer, c.GPUs, need-got) // the offer's steps, or whole
+			k := market.Take(c.Offer(), c.GPUs, need-got) // the offer's steps, or whole
 			if k < minPer || inPool(pool, c.Issuer) || !withinPair(pool, c, maxPair) {
 				continue
 			}
@@ -87,7 +91,7 @@ func inPool(pool []market.Candidate, p peer.ID) bool {
 // member of pool.
 func withinPair(pool []market.Candidate, c market.Candidate, maxPair time.Duration) bool {
 	for _, m := range pool {
-		d, err := p2p.PairRTT(m.Offer.GetCoordinate(), c.Offer.GetCoordinate())
+		d, err := p2p.PairRTT(m.Offer().GetCoordinate(), c.Offer().GetCoordinate())
 		if err != nil || d >= maxPair {
 			return false
 		}

@@ -454,7 +454,7 @@ func (r *Renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 		out.say("%s: not reachable: %v; trying the next", Short(c.Issuer), at.Err)
 		return nil, at
 	}
-	if !req.SkipAttest && len(c.Offer.GetAttestationHash()) == 0 {
+	if !req.SkipAttest && len(c.Offer().GetAttestationHash()) == 0 {
 		// GPUs listed by hand, not read through NVML: nothing to attest,
 		// and no failure of the provider's.
 		at.Stage, at.Err = StageAttest, ErrNotAttestable
@@ -474,7 +474,7 @@ func (r *Renter) tryAt(ctx, long context.Context, b *pb.Bid, c market.Candidate,
 			return nil, at
 		}
 		if v.Coverage == attest.CoverageFull {
-			r.vouched.add(c.Issuer, c.Offer.GetAttestationHash())
+			r.vouched.add(c.Issuer, c.Offer().GetAttestationHash())
 		}
 		out.say("%s: attestation verified (%s)", Short(c.Issuer), v.OfferLine())
 	}

@@ -23,7 +23,7 @@ func at(x float64) *pb.NetworkCoordinate {
 }
 
 func poolCand(id string, gpus uint32, c *pb.NetworkCoordinate) market.Candidate {
-	return market.Candidate{Issuer: peer.ID(id), GPUs: gpus, Offer: &pb.Offer{Coordinate: c}}
+	return market.Candidate{Issuer: peer.ID(id), GPUs: gpus}.WithOffer(&pb.Offer{Coordinate: c})
 }
 
 // A pool takes, from the best candidates down, providers whose every pair
@@ -42,7 +42,7 @@ func TestAssemblePoolTakesProvidersWithinThePairBound(t *testing.T) {
 		poolCand("e", 8, at(1)),        //
 		poolCand("settling", 8, at(1)), // error too high to estimate by
 	}
-	cands[8].Offer.Coordinate.Error = 1.4
+	cands[8].Offer().Coordinate.Error = 1.4
 	pool, err := assemblePool(cands, 20, 4, 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestAssemblePoolTakesProvidersWithinThePairBound(t *testing.T) {
 	}
 	// A member takes what its offer sells: c sells fours, so the 2 the
 	// pool lacks come from d.
-	cands[4].Offer.GpuStep = 4
+	cands[4].Offer().GpuStep = 4
 	pool, err = assemblePool(cands, 18, 1, 10*time.Millisecond)
 	got = nil
 	for _, m := range pool {

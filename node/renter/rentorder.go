@@ -54,7 +54,7 @@ func (r *Renter) evidenceOf(c market.Candidate, now time.Time) evidence {
 	switch {
 	case r.failed.lately(c.Issuer, now):
 		return evFailed
-	case r.located(c.Issuer) && r.vouched.holds(c.Issuer, c.Offer.GetAttestationHash()):
+	case r.located(c.Issuer) && r.vouched.holds(c.Issuer, c.Offer().GetAttestationHash()):
 		return evVouched
 	}
 	return evOther

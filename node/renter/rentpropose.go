@@ -86,9 +86,9 @@ func (r *Renter) payment(ctx context.Context, b *pb.Bid, c market.Candidate) (*p
 	if b.GetSettlement().GetKind() != pb.SettlementKind_SETTLEMENT_EVM {
 		return nil, nil
 	}
-	s := market.Accepted(c.Offer, b.GetSettlement())
+	s := market.Accepted(c.Offer(), b.GetSettlement())
 	if r.Wallet == nil || s == nil {
-		return nil, fmt.Errorf("payment: %s is not taken by offer %s, or this node has no wallet", market.ShowSettlement(b.GetSettlement()), c.Offer.GetHeader().GetId())
+		return nil, fmt.Errorf("payment: %s is not taken by offer %s, or this node has no wallet", market.ShowSettlement(b.GetSettlement()), c.OfferID())
 	}
 	recs, err := r.Store.All(ctx)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/geo"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
@@ -196,14 +195,13 @@ func NewRTTs(h host.Host, coords *p2p.Coordinates, place *geo.Place) RTTs {
 	return RTTs{h: h, coords: coords, place: place}
 }
 
-// Implausible holds o's claimed country to the RTT measured to its
-// issuer from where this node is (market.RegionVerifier).
-func (r RTTs) Implausible(o *pb.Offer) string {
-	country := o.GetRegion().GetCountry()
+// Implausible holds an offer's claimed country to the RTT measured to
+// its issuer from where this node is (market.RegionVerifier).
+func (r RTTs) Implausible(issuer peer.ID, country string) string {
 	if r.place == nil || country == "" {
 		return ""
 	}
-	d, ok := r.RTT(market.Issuer(o))
+	d, ok := r.RTT(issuer)
 	if !ok {
 		return ""
 	}
@@ -217,9 +215,10 @@ func (r RTTs) Implausible(o *pb.Offer) string {
 	return ""
 }
 
-// EstimateRTT estimates the RTT to o's issuer from coordinates.
-func (r RTTs) EstimateRTT(o *pb.Offer) (time.Duration, bool) {
-	d, err := r.coords.EstimateTo(market.Issuer(o), o.GetCoordinate())
+// EstimateRTT estimates the RTT to an offer's issuer from coordinates:
+// the one it answered this node with, else the offer's, c.
+func (r RTTs) EstimateRTT(issuer peer.ID, c *pb.NetworkCoordinate) (time.Duration, bool) {
+	d, err := r.coords.EstimateTo(issuer, c)
 	return d, err == nil
 }
 

@@ -1,26 +1,18 @@
 package views
 
 import (
-	"bytes"
 	"cmp"
 	"slices"
 	"strings"
 
 	"github.com/idlegrid/idlegrid/market"
-	"github.com/idlegrid/idlegrid/market/gpus"
-	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/market/reputation"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // histogramBins is how many bins the market's price histogram has.
 const histogramBins = 40
-
-// pricedOffer is an offer of the book with its price per GPU-hour.
-type pricedOffer struct {
-	o     *pb.Offer
-	price uint64
-}
 
 // Market sums up the offers of snap that q selects: their count, the
 // most common currency, per model (in the catalog's names) the offers,
@@ -32,8 +24,8 @@ func Market(snap *market.Snapshot, q api.OfferQuery, limit int, scores *reputati
 	if err != nil {
 		return api.MarketSummary{}, err
 	}
-	var hits []pricedOffer
-	snap.EachOffer(f, func(o *pb.Offer, price uint64) { hits = append(hits, pricedOffer{o, price}) })
+	var hits []market.Listing
+	snap.EachOffer(f, func(l market.Listing) { hits = append(hits, l) })
 	sum := api.MarketSummary{Offers: len(hits), Cheapest: []api.OfferView{}, Currency: commonCurrency(hits)}
 	var all []uint64
 	sum.Models, all = modelSummaries(hits, sum.Currency)
@@ -43,8 +35,12 @@ func Market(snap *market.Snapshot, q api.OfferQuery, limit int, scores *reputati
 		limit = 10
 	}
 	for _, h := range cheapest(hits, limit) {
-		v := Offer(h.o, scores)
-		v.RTTMillis, v.RTTSource = RTT(market.RTTOf(rtts, h.o))
+		o, ok := snap.Offer(h.Issuer, h.ID)
+		if !ok {
+			continue // not in the snapshot EachOffer read: cannot happen
+		}
+		v := Offer(o, scores)
+		v.RTTMillis, v.RTTSource = RTT(market.RTTOf(rtts, o))
 		sum.Cheapest = append(sum.Cheapest, v)
 	}
 	return sum, nil
@@ -52,10 +48,10 @@ func Market(snap *market.Snapshot, q api.OfferQuery, limit int, scores *reputati
 
 // commonCurrency is the currency most of hits are priced in; of two as
 // common, the first by name.
-func commonCurrency(hits []pricedOffer) string {
+func commonCurrency(hits []market.Listing) string {
 	currencies := map[string]int{}
 	for _, h := range hits {
-		currencies[h.o.Currency]++
+		currencies[h.Currency]++
 	}
 	var common string
 	for c, k := range currencies {
@@ -69,41 +65,26 @@ func commonCurrency(hits []pricedOffer) string {
 // modelSummaries sums up, per model of the first GPU group (the
 // catalog's name for each spelling met), the hits priced in currency,
 // most offers first; all is every one of their prices.
-func modelSummaries(hits []pricedOffer, currency string) (out []api.ModelSummary, all []uint64) {
+func modelSummaries(hits []market.Listing, currency string) (out []api.ModelSummary, all []uint64) {
 	type model struct {
 		prices    []uint64
 		gpus      int
-		providers map[string]bool
+		providers map[peer.ID]bool
 	}
 	models := map[string]*model{}
-	type spelling struct {
-		name string
-		vram uint64
-	}
-	canonical := map[spelling]string{}
-	cat := gpus.Default()
 	for _, h := range hits {
-		o := h.o
-		if o.Currency != currency || len(o.Gpus) == 0 {
+		if h.Currency != currency {
 			continue
 		}
-		all = append(all, h.price)
-		sp := spelling{o.Gpus[0].Model, o.Gpus[0].VramBytes}
-		name, ok := canonical[sp]
-		if !ok {
-			name = cat.CanonicalFor(sp.name, sp.vram)
-			canonical[sp] = name
-		}
-		m := models[name]
+		all = append(all, h.PriceMicros)
+		m := models[h.Model]
 		if m == nil {
-			m = &model{providers: map[string]bool{}}
-			models[name] = m
+			m = &model{providers: map[peer.ID]bool{}}
+			models[h.Model] = m
 		}
-		m.prices = append(m.prices, h.price)
-		for _, g := range o.Gpus {
-			m.gpus += int(g.Count)
-		}
-		m.providers[string(o.Header.GetIssuer())] = true
+		m.prices = append(m.prices, h.PriceMicros)
+		m.gpus += int(h.GPUs)
+		m.providers[h.Issuer] = true
 	}
 	out = []api.ModelSummary{}
 	for name, m := range models {
@@ -118,11 +99,11 @@ func modelSummaries(hits []pricedOffer, currency string) (out []api.ModelSummary
 // cheapest is the cheapest limit of hits, as FindOffers orders them
 // (price, then issuer and ID), without sorting every offer: the least
 // price of the rest bounds which can still be among them.
-func cheapest(hits []pricedOffer, limit int) []pricedOffer {
-	byPrice := func(a, b pricedOffer) int {
-		return cmp.Or(cmp.Compare(a.price, b.price), bytes.Compare(a.o.Header.GetIssuer(), b.o.Header.GetIssuer()), strings.Compare(a.o.Header.GetId(), b.o.Header.GetId()))
+func cheapest(hits []market.Listing, limit int) []market.Listing {
+	byPrice := func(a, b market.Listing) int {
+		return cmp.Or(cmp.Compare(a.PriceMicros, b.PriceMicros), cmp.Compare(a.Issuer, b.Issuer), strings.Compare(a.ID, b.ID))
 	}
-	var out []pricedOffer
+	var out []market.Listing
 	for _, h := range hits {
 		if len(out) == limit && byPrice(h, out[limit-1]) >= 0 {
 			continue
@@ -172,7 +153,7 @@ func Explained(out *api.MatchResult, ex market.Explanation) {
 	if bl := ex.Blocker; bl != nil {
 		bv := &api.BlockerView{Check: bl.Check, Kind: bl.Kind, Fit: bl.Fit, Figure: bl.Figure}
 		for _, c := range bl.Near {
-			bv.Cheapest = append(bv.Cheapest, api.NearOfferView{Provider: c.Issuer.String(), OfferID: c.Offer.GetHeader().GetId(), GPUs: c.GPUs, Price: market.FormatPrice(c.PriceMicros)})
+			bv.Cheapest = append(bv.Cheapest, api.NearOfferView{Provider: c.Issuer.String(), OfferID: c.OfferID(), GPUs: c.GPUs, Price: market.FormatPrice(c.PriceMicros)})
 		}
 		out.Blocker = bv
 	}

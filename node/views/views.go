@@ -154,7 +154,7 @@ func FormatWeekly(w *pb.WeeklyWindow) string {
 }
 
 func Candidate(rank int, c market.Candidate, scores *reputation.Scores) api.CandidateView {
-	o := Offer(c.Offer, scores)
+	o := Offer(c.Offer(), scores)
 	o.RTTMillis, o.RTTSource = RTT(c.RTT, cmp.Or(c.RTTSource, market.RTTUnknown))
 	return api.CandidateView{
 		Rank:           rank,
