@@ -281,7 +281,7 @@ fit. Publishes nothing.`,
 			if res.Explained {
 				fmt.Fprintf(e.stdout, "%d of %d offers fit; best first:\n", res.Feasible, res.Considered)
 			} else {
-				fmt.Fprintf(e.stdout, "the best %d, of %d offers read (--explain counts the whole book):\n", len(res.Candidates), res.Considered)
+				fmt.Fprintf(e.stdout, "the best %d, of %d offers checked (--explain counts the whole book):\n", len(res.Candidates), res.Considered)
 			}
 			w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "#\tPROVIDER\tGPUS\tREGION\tRTT\tPRICE/GPU-H\tEFFECTIVE\tTOTAL\tSTART\tRELIABILITY")

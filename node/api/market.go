@@ -178,8 +178,10 @@ type CandidateView struct {
 // MatchResult answers POST /v1/match. Where Explained (nothing fits,
 // or the request asked), Considered and Feasible count the whole book's
 // offers and Reasons say, per check, how many offers failed it first
-// (most first); else they count the offers the ranking's walk read,
-// which stops once no cheaper offer can enter the list. Explanation
+// (most first); else they count the offers the ranking's walk held to
+// the checks: it stops once no cheaper offer can enter the list, and
+// past the list's last it checks only an offer whose price, RTT and
+// reliability would rank it higher. Explanation
 // reads them when nothing fits, leading with Blocker.
 type MatchResult struct {
 	Explained  bool            `json:"explained"`
