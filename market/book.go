@@ -131,10 +131,15 @@ func admit[V bookEntry](s *shardSet[V], kind string, h *pb.Header, now time.Time
 // verified the signature and validated the content.
 func (b *Book) PutOffer(o *pb.Offer, now time.Time) error {
 	var f offerFacts
+	var raw []byte
 	if !o.GetWithdrawn() {
 		// The index lists an offer under its GPUs' models, per tier.
 		if f = factsOf(o); len(f.gpus) == 0 || f.tiers == 0 {
 			return fmt.Errorf("book: offer: %w", invalid("gpus", "%d groups in %d tiers; want at least one of each", len(f.gpus), bits.OnesCount8(f.tiers)))
+		}
+		var err error
+		if raw, err = proto.Marshal(o); err != nil {
+			return fmt.Errorf("book: offer: %w", err)
 		}
 	}
 	b.mu.Lock()
@@ -151,11 +156,8 @@ func (b *Book) PutOffer(o *pb.Offer, now time.Time) error {
 	} else {
 		st.rank = old.rank
 	}
-	e := &offerEntry{stamp: st, key: k}
+	e := &offerEntry{stamp: st, key: k, raw: raw}
 	if !o.GetWithdrawn() {
-		if e.raw, err = proto.Marshal(o); err != nil {
-			return fmt.Errorf("book: offer %s/%s: %w", k.issuer, k.id, err)
-		}
 		e.offerFacts = f
 		if len(f.gpus) <= len(e.gpuBuf) { // beside the other facts
 			e.gpus = e.gpuBuf[:copy(e.gpuBuf[:], f.gpus)]

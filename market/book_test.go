@@ -384,9 +384,10 @@ func TestFindOffers(t *testing.T) {
 		{OfferFilter{Tier: pb.Tier_TIER_GOLD}, "[o1 o3 o0]"},
 		{OfferFilter{SortBy: "expiry"}, "[o1 o0 o2 o3]"},
 		{OfferFilter{GPUModel: "TPU"}, "[]"},
-		// A query reads the offer whole: every GPU the filters admit
-		// (o3's 8 H100s and 2 A100s), the whole host, the price listed
-		// (for the filter's tier); GPU terms on one group.
+		// A query reads the offer whole: num_gpus counts every GPU the
+		// filters admit (o3's 8 H100s and 2 A100s, or its 2 A100s),
+		// lease_gpus all of them, the host terms the whole host, price
+		// the listed one (for the filter's tier); GPU terms on one group.
 		{OfferFilter{Where: mustQuery(t, "num_gpus>=10")}, "[o3]"},
 		{OfferFilter{GPUModel: "A100", Where: mustQuery(t, "num_gpus>=10")}, "[]"},
 		{OfferFilter{GPUModel: "A100", Where: mustQuery(t, "num_gpus<=4")}, "[o3]"},
@@ -398,6 +399,8 @@ func TestFindOffers(t *testing.T) {
 		{OfferFilter{Tier: pb.Tier_TIER_GOLD, Where: mustQuery(t, "price<2.5")}, "[o1 o3]"},
 		{OfferFilter{Where: mustQuery(t, "country!=DE")}, "[o2]"},
 		{OfferFilter{Where: mustQuery(t, "cpu_cores>=64 ram>=512 lease_gpus>=8")}, "[o2 o1 o3 o0]"},
+		{OfferFilter{GPUModel: "A100", Where: mustQuery(t, "cpu_cores>=64 ram>=512 lease_gpus>=10")}, "[o3]"},
+		{OfferFilter{GPUModel: "A100", Where: mustQuery(t, "cpu_cores>=64 ram>=512")}, "[o1 o3]"},
 		{OfferFilter{Where: mustQuery(t, "reliability>=1 rtt_ms<1000")}, "[]"}, // no source: RTTs unknown
 		{OfferFilter{Where: mustQuery(t, "reliability>=1")}, "[o2 o1 o3 o0]"},
 	} {

@@ -243,8 +243,11 @@ type offerFacts struct {
 	classes    uint8
 	classBits  uint16
 	classKnown bool
-	windowed   bool  // the offer has one-off or weekly windows
-	images     bool  // the offer has image rules
+	windowed   bool // the offer has one-off or weekly windows
+	images     bool // the offer has image rules
+	static     bool // the host's address is static
+	relayOnly  bool // the provider is reached through relays
+	openPorts  uint32
 	aheadMs    int64 // how far ahead a lease may start (StartAheadOf)
 	// coord is the offer's network coordinate, packed (packCoord; nil:
 	// none), for an RTT source that estimates.
@@ -291,8 +294,9 @@ func factsOf(o *pb.Offer) offerFacts {
 		classes:  uint8(min(len(o.GetWorkloadClasses()), math.MaxUint8)),
 		windowed: len(o.GetWindows()) > 0 || len(o.GetWeekly()) > 0,
 		images:   len(o.GetImageAllow())+len(o.GetImageDeny()) > 0,
-		aheadMs:  StartAheadOf(o).Milliseconds(),
-		coord:    packCoord(o.GetCoordinate()),
+		static:   o.GetStaticAddress(), relayOnly: o.GetRelayOnly(), openPorts: o.GetOpenPorts(),
+		aheadMs: StartAheadOf(o).Milliseconds(),
+		coord:   packCoord(o.GetCoordinate()),
 	}
 	f.classBits, f.classKnown = classIDs.set(o.GetWorkloadClasses())
 	for _, s := range o.GetSettlements() {

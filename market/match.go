@@ -286,6 +286,17 @@ func (s *Snapshot) Offer(issuer peer.ID, id string) (*pb.Offer, bool) {
 	return e.decode(), true
 }
 
+// Seq returns the sequence number of the live offer of issuer with id,
+// without decoding it.
+func (s *Snapshot) Seq(issuer peer.ID, id string) (uint64, bool) {
+	k := bookKey{issuer, id}
+	e := s.offers[shardOf(k)][k]
+	if e == nil || !e.live() {
+		return 0, false
+	}
+	return e.seq, true
+}
+
 // Bid returns the live bid of issuer with id.
 func (s *Snapshot) Bid(issuer peer.ID, id string) (*pb.Bid, bool) {
 	k := bookKey{issuer, id}
@@ -485,9 +496,9 @@ type OfferFilter struct {
 	SortBy         string // "price" (the default), "vram" (most first) or "expiry" (soonest first)
 	// Where holds the offers to a query, read as a listing shows an
 	// offer: its GPU terms on one group that passes the filters above,
-	// its other terms on the offer whole (all those GPUs, the whole host,
-	// the listed price); Rel and RTT give reliability and rtt_ms (nil:
-	// neutral and unknown).
+	// its other terms on the offer whole (num_gpus counts those GPUs, the
+	// host terms read the whole host, price is the listed price); Rel
+	// and RTT give reliability and rtt_ms (nil: neutral and unknown).
 	Where Query
 	Rel   Reliability
 	RTT   RTTs
@@ -548,6 +559,7 @@ func (s *Snapshot) EachOffer(f OfferFilter, visit func(Listing)) {
 func (s *Snapshot) eachHit(f OfferFilter, visit func(e *offerEntry, price, vram uint64)) {
 	seen := make(map[*offerEntry]bool)
 	views, accepts := s.views, []gpus.Accept(nil)
+	minVRAM := &pb.GPURequirement{MinVramBytes: f.MinVRAMBytes} // the where's GPUs
 	if f.GPUModel != "" {
 		accepts, views = s.kindsOf(gpus.Default().Expand([]string{f.GPUModel})), nil
 		for _, m := range acceptedModels(accepts) {
@@ -571,7 +583,7 @@ func (s *Snapshot) eachHit(f OfferFilter, visit func(e *offerEntry, price, vram 
 				if vram < f.MinVRAMBytes || seen[e] {
 					continue
 				}
-				if !f.Where.Empty() && !f.Where.listed(e, gpuMasksOf(&e.offerFacts, &pb.GPURequirement{MinVramBytes: f.MinVRAMBytes}, accepts).vram, price, f.Rel, f.RTT) {
+				if !f.Where.Empty() && !f.Where.listed(e, gpuMasksOf(&e.offerFacts, minVRAM, accepts).vram, price, f.Rel, f.RTT) {
 					continue
 				}
 				if len(e.buckets) > 1 {

@@ -673,3 +673,17 @@ func TestExplainNamesTheNearestModels(t *testing.T) {
 		t.Errorf("explanation\n got %s\nwant %s", ex.String(), want)
 	}
 }
+
+// A packed coordinate's error is never below the offer's: an estimator
+// that refuses an error above some bound refuses it packed too.
+func TestPackedCoordinateErrorRoundsUp(t *testing.T) {
+	for _, e := range []float64{1 + 1e-9, 0.2, 1, 0.1 + 1e-12, 3.3} {
+		c := unpackCoord(packCoord(&pb.NetworkCoordinate{Vec: []float64{0.01, -0.02}, Error: e, Height: 1e-5}))
+		if c.Error < e || c.Error > e*(1+1e-6) || len(c.Vec) != 2 {
+			t.Errorf("error %v packs to %v (vec %v)", e, c.Error, c.Vec)
+		}
+	}
+	if packCoord(nil) != nil || unpackCoord(nil) != nil {
+		t.Error("no coordinate packs to something")
+	}
+}

@@ -149,12 +149,12 @@ var QueryFields = []*QueryField{
 		return float64(c.rtt) / float64(time.Millisecond), c.rttKnown
 	}},
 	{Name: "max_hours", Unit: "hours", Doc: "longest lease the offer sells", value: func(c *evalCtx, _ *pb.GPUGroup) (float64, bool) { return float64(c.f.maxDur) / 3600, true }},
-	{Name: "open_ports", Doc: "inbound ports open to a lease", value: func(c *evalCtx, _ *pb.GPUGroup) (float64, bool) { return float64(c.offer().GetOpenPorts()), true }},
+	{Name: "open_ports", Doc: "inbound ports open to a lease", value: func(c *evalCtx, _ *pb.GPUGroup) (float64, bool) { return float64(c.f.openPorts), true }},
 	{Name: "static_ip", Doc: "the host's address is static (true or false)", kind: kindBool, value: func(c *evalCtx, _ *pb.GPUGroup) (float64, bool) {
-		return b2f(c.offer().GetStaticAddress()), true
+		return b2f(c.f.static), true
 	}},
 	{Name: "relay_only", Doc: "the provider is reached through relays (true or false)", kind: kindBool, value: func(c *evalCtx, _ *pb.GPUGroup) (float64, bool) {
-		return b2f(c.offer().GetRelayOnly()), true
+		return b2f(c.f.relayOnly), true
 	}},
 	{Name: "country", Doc: "ISO 3166 country code, by = or !=", kind: kindString, str: func(c *evalCtx) string { return c.f.country }},
 }
@@ -396,6 +396,9 @@ func (q *Query) fails(c *evalCtx) *queryTerm {
 			return t
 		}
 	}
+	if !slices.ContainsFunc(q.terms, func(t queryTerm) bool { return t.f.gpu }) {
+		return nil // no GPU term: the offer need not be decoded
+	}
 	var first *queryTerm
 	groups := c.offer().GetGpus()
 	for i := range min(len(groups), 64) {
@@ -419,8 +422,9 @@ func (q *Query) fails(c *evalCtx) *queryTerm {
 
 // listed says whether the offer of e holds to q as a listing shows it,
 // with no bid to fix a lease: its GPU terms on one group of those in
-// mask, its other terms on the offer whole (every GPU in mask, the whole
-// host, the price it is listed at); reliability and RTT as the sources
+// mask, its other terms on the offer whole: num_gpus counts the GPUs in
+// mask, lease_gpus all its GPUs, the host terms read the whole host, the
+// price is the one it is listed at; reliability and RTT as the sources
 // give them.
 func (q *Query) listed(e *offerEntry, mask uint64, price uint64, rel Reliability, rtts RTTs) bool {
 	c := evalCtx{e: e, f: &e.offerFacts, issuer: e.key.issuer, masks: gpuMasks{compute: mask}, price: price}
@@ -429,7 +433,7 @@ func (q *Query) listed(e *offerEntry, mask uint64, price uint64, rel Reliability
 			c.supply += e.gpus[i].count
 		}
 	}
-	c.gpus = c.supply
+	c.gpus = e.host.gpus // a lease of every GPU: the whole host
 	if rel == nil {
 		rel = NeutralReliability{}
 	}

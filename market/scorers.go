@@ -69,7 +69,13 @@ func packCoord(c *pb.NetworkCoordinate) []float32 {
 	for _, v := range c.GetVec() {
 		out = append(out, float32(v))
 	}
-	return append(out, float32(c.GetError()), float32(c.GetAdjustment()), float32(c.GetHeight()))
+	// The error rounds up: an estimator that refuses a coordinate above
+	// some error refuses it packed too.
+	e := float32(c.GetError())
+	if float64(e) < c.GetError() {
+		e = math.Nextafter32(e, float32(math.Inf(1)))
+	}
+	return append(out, e, float32(c.GetAdjustment()), float32(c.GetHeight()))
 }
 
 // unpackCoord is the coordinate packCoord packed (nil for none).
@@ -201,11 +207,13 @@ func compareCandidates(a, b *Candidate) int {
 	return cmp.Compare(a.OfferID(), b.OfferID())
 }
 
-// Offer is the candidate's offer. A match leaves the book's offers
-// encoded (a ranking reads only their facts): each call decodes a fresh
-// copy, the caller's own, so a caller that reads it often keeps one.
+// Offer is the candidate's offer (nil for the zero Candidate). A match
+// leaves the book's offers encoded, as a ranking reads only their facts,
+// and each call decodes a copy, the caller's own; a caller that reads it
+// often keeps one (Decoded). A candidate given its offer (WithOffer,
+// Feasible, or one whose checks decoded it) returns that one, shared.
 func (c Candidate) Offer() *pb.Offer {
-	if c.offer != nil {
+	if c.offer != nil || c.entry == nil {
 		return c.offer
 	}
 	return c.entry.decode()

@@ -213,7 +213,7 @@ func (n *Node) Reputation(ctx context.Context, p string) (api.ReputationView, er
 	if err != nil {
 		return api.ReputationView{}, fault.Invalidf("peer %q: not a peer ID: %v", p, err)
 	}
-	if _, ok := n.market.Snapshot().Offer(id, offer.ProviderOfferID); ok {
+	if _, ok := n.market.Snapshot().Seq(id, offer.ProviderOfferID); ok {
 		n.reputation.LearnNow(ctx, id)
 	}
 	s := n.reputation.Scores()

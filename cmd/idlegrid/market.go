@@ -93,7 +93,7 @@ providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
 	f.StringVar(&q.MaxPrice, "max-price", "", "highest price per GPU-hour, such as 2.50")
 	f.StringVar(&q.Tier, "tier", "", "gold, silver or bronze")
 	f.StringVar(&q.Sort, "sort", "price", "order: "+strings.Join(api.OfferSorts, ", ")+" (total: the whole offer's price an hour; rtt: nearest first; reliability: most reliable first)")
-	f.StringVar(&q.Where, "where", "", "hold offers to a query on their fields, terms joined by spaces: FIELD OP VALUE (< <= > >= = !=) or FIELD=LO..HI, such as 'num_gpus>=2 down_mbps>500 cuda>=12.4'; read of the offer whole: GPU terms on one of its groups the flags above admit, the others on all of them, the whole host and the listed price; fields: "+strings.Join(market.QueryFieldNames(), ", "))
+	f.StringVar(&q.Where, "where", "", "hold offers to a query on their fields, terms joined by spaces: FIELD OP VALUE (< <= > >= = !=) or FIELD=LO..HI, such as 'num_gpus>=2 down_mbps>500 cuda>=12.4'; read of the offer whole: GPU terms on one of its groups the flags above admit, num_gpus counting those, host terms the whole host, price the listed one; fields: "+strings.Join(market.QueryFieldNames(), ", "))
 	f.StringVar(&groupBy, "group-by", "", "summarise instead of listing: model (offers, GPUs, least and median price per GPU-hour, regions of each catalog model)")
 	addJSONFlag(c, e)
 	return c

@@ -12,8 +12,8 @@ type OfferQuery struct {
 	Sort       string `json:"sort,omitempty"` // one of OfferSorts; price if empty
 	// Where is a query in the language of BidRequest.Where, read of each
 	// offer whole: GPU terms on one of its groups that the filters above
-	// admit, the others on all those GPUs, the whole host and the listed
-	// price.
+	// admit, num_gpus counting those GPUs, host terms the whole host,
+	// price the listed one.
 	Where string `json:"where,omitempty"`
 }
 

@@ -173,8 +173,8 @@ func alreadyHeld(held *market.Snapshot, env []byte) bool {
 	if !ok {
 		return false
 	}
-	o, ok := held.Offer(issuer, id)
-	return ok && o.GetHeader().GetSeq() >= seq
+	have, ok := held.Seq(issuer, id)
+	return ok && have >= seq
 }
 
 // syncBudget is a token bucket for join-triggered syncs; only the

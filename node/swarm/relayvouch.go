@@ -42,7 +42,7 @@ func (v *RelayVouch) Allows(p peer.ID) bool {
 	}
 	if s.book != nil {
 		if snap := s.book(); snap != nil {
-			if _, ok := snap.Offer(p, offer.ProviderOfferID); ok {
+			if _, ok := snap.Seq(p, offer.ProviderOfferID); ok {
 				return true
 			}
 		}

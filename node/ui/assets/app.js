@@ -169,7 +169,7 @@ async function quote(ev) {
 }
 
 function quoteView(r) {
-  const line = el("p", { class: "muted", id: "quote-line" }, r.explained ? `${r.feasible} of ${r.considered} offers fit` : `the best ${r.candidates.length}, of ${r.considered} offers read`);
+  const line = el("p", { class: "muted", id: "quote-line" }, r.explained ? `${r.feasible} of ${r.considered} offers fit` : `the best ${r.candidates.length}, of ${r.considered} offers checked`);
   if (!r.candidates.length) {
     return el("div", { id: "quote-none" }, line,
       el("p", {}, r.explanation || "nothing fits"),
