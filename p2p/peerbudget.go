@@ -232,6 +232,9 @@ func (b *sharedBudget) take(p peer.ID, now time.Time) bool {
 	if s == nil {
 		s = &share{bucket: bucket{last: now}}
 		b.shares[p] = s
+		if short := want - min(b.pool.tokens, class.tokens); short > 0 {
+			b.reclaim(c, most, short)
+		}
 	} else {
 		want = max(0, now.Sub(s.last).Seconds()) * shareRate * b.rate / n
 	}
@@ -245,6 +248,29 @@ func (b *sharedBudget) take(p peer.ID, now time.Time) bool {
 	}
 	s.tokens--
 	return true
+}
+
+// reclaim returns to the pool, and to class c's bucket, up to need
+// tokens that shares of class c hold beyond most, the part of each now:
+// a share filled at once while few peers drew holds more than its part
+// once more draw, and a peer that arrives a moment after the first must
+// not find the class's burst in that one share. A peer with no share
+// yet calls it, for what the pool or the class lacks of its part; the
+// shares keep the rest, so a class still moves its burst at once.
+func (b *sharedBudget) reclaim(c int, most, need float64) {
+	for _, s := range b.shares {
+		if need <= 0 {
+			return
+		}
+		if s.class != c || s.tokens <= most {
+			continue
+		}
+		back := min(s.tokens-most, need)
+		s.tokens -= back
+		need -= back
+		b.pool.tokens = min(b.burst, b.pool.tokens+back)
+		b.classes[c].tokens = min(b.classBurst(), b.classes[c].tokens+back)
+	}
 }
 
 // issuerBudget meters what one issuer's key gets into this node, however

@@ -49,6 +49,47 @@ func TestOneClassOfPeersTakesAtMostHalfTheBurst(t *testing.T) {
 	}
 }
 
+// The first peer to draw on the strangers' budget fills its share at
+// once, but does not keep the burst from those that follow: each of
+// twenty peers arriving in the same instant after it, in either class,
+// passes its first message (a provider that joins with two others
+// reaches this node with its offer at once, not at the next sync).
+func TestTheFirstShareLeavesTheNextPeersTheirParts(t *testing.T) {
+	r := StrangerRates[TopicOffers]
+	for _, classed := range []bool{false, true} {
+		b := newSharedBudget(r.PerSecond, r.Burst)
+		if classed {
+			b.class = func(p peer.ID) int {
+				if strings.HasPrefix(string(p), "mesh-") {
+					return 1
+				}
+				return 0
+			}
+		}
+		now := time.Unix(1_700_000_000, 0)
+		for _, first := range []string{"conn-first", "mesh-first"} {
+			if !b.take(peer.ID(first), now) {
+				t.Fatalf("classed %v: %s's first message refused", classed, first)
+			}
+		}
+		for i := range 20 {
+			for _, p := range []string{fmt.Sprint("conn-", i), fmt.Sprint("mesh-", i)} {
+				if !b.take(peer.ID(p), now) {
+					t.Errorf("classed %v: %s, the %dth to arrive after the first, refused its first message", classed, p, i+1)
+				}
+			}
+		}
+		// Still bounded: the classes together hold at most the burst.
+		held := 0.0
+		for _, s := range b.shares {
+			held += s.tokens
+		}
+		if held+b.pool.tokens > r.Burst+1e-9 {
+			t.Errorf("classed %v: shares hold %.1f and the pool %.1f, more than the burst %v", classed, held, b.pool.tokens, r.Burst)
+		}
+	}
+}
+
 // A relay whose share of the strangers' budget a flood it relays has
 // spent still hands this node the offers it publishes itself: those
 // draw on a share of their own.
