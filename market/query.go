@@ -434,12 +434,7 @@ func (q *Query) listed(e *offerEntry, mask uint64, price uint64, rel Reliability
 		}
 	}
 	c.gpus = e.host.gpus // a lease of every GPU: the whole host
-	if rel == nil {
-		rel = NeutralReliability{}
-	}
-	if rtts == nil {
-		rtts = UnknownRTTs{}
-	}
+	rel, rtts = sourcesOr(rel, rtts)
 	c.rel = clamp01(rel.Reliability(c.issuer))
 	c.rtt, c.rttFrom = rttOf(rtts, c.issuer, e.coord)
 	c.rttKnown = c.rttFrom != RTTUnknown
@@ -575,7 +570,12 @@ func sortableFields() []string {
 // and its supply, the GPUs of its model the offer has.
 func candidateCtx(c *Candidate) *evalCtx {
 	o := c.Offer()
-	f := factsOf(o)
+	var f offerFacts
+	if c.entry != nil {
+		f = c.entry.offerFacts // the book's, made when it took the offer
+	} else {
+		f = factsOf(o)
+	}
 	ctx := &evalCtx{o: o, f: &f, gpus: c.GPUs, model: c.Model, price: c.PriceMicros, rel: c.Reliability, rtt: c.RTT, rttKnown: c.RTTKnown}
 	for _, g := range f.gpus {
 		if g.model == c.Model {
