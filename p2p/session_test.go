@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -69,5 +70,38 @@ func TestSessionRequestsHaveBounds(t *testing.T) {
 	code, err := ReadExecOutput(s, &stdout, &stderr)
 	if err != nil || code != 7 || stdout.Len() != 3*ExecChunk || stderr.String() != "e" {
 		t.Errorf("exec frames: code %d, %v, %d bytes out, %q err", code, err, stdout.Len(), stderr.String())
+	}
+}
+
+// A session whose reply is the work's outcome (an unpack, a pack) ends
+// with that outcome over each transport: on QUIC the provider's close
+// stops the renter's write side, which must not turn a done job into a
+// failure.
+func TestSessionWorkReturnsTheReplyOverEachTransport(t *testing.T) {
+	for _, transport := range []string{"tcp", "quic-v1"} {
+		t.Run(transport, func(t *testing.T) {
+			a, b := newTestHost(t, nil, nil), newTestHost(t, nil, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			ServeSessions(Server{Host: b, Ctx: ctx}, func(_ context.Context, _ peer.ID, req *pb.SessionRequest, s network.Stream) error {
+				if req.GetPack().GetPath() == "/workspace/missing" {
+					return ReplySession(s, "tar -c in the container exited with code 1")
+				}
+				return ReplySession(s, "")
+			})
+			connectOver(t, a, b, transport)
+			pack := func(p string) *pb.SessionRequest {
+				return &pb.SessionRequest{LeaseId: "l", Kind: &pb.SessionRequest_Pack{Pack: &pb.PackRequest{Path: p, Index: 64}}}
+			}
+			for i := range 20 { // the close raced the reply on most tries
+				if err := SessionWork(ctx, a, Swarm{}, b.ID(), pack("/workspace/out"), 5*time.Second); err != nil {
+					t.Fatalf("work %d done by the provider: %v", i, err)
+				}
+			}
+			var refused *SessionRefusedError
+			if err := SessionWork(ctx, a, Swarm{}, b.ID(), pack("/workspace/missing"), 5*time.Second); !errors.As(err, &refused) || !strings.Contains(refused.Reason, "exited with code 1") {
+				t.Errorf("work that failed: %v, want its reason", err)
+			}
+		})
 	}
 }

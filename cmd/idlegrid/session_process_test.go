@@ -26,11 +26,21 @@ var (
 // container from others: exec with output, exit code, input and a
 // terminal, and port-forward to an HTTP server the job runs with no
 // network. Another peer is refused both, and so is everyone once the
-// lease has ended.
+// lease has ended. The provider listens on one transport, TCP or QUIC,
+// so every session runs over it.
 func TestSessionsReachIntoALease(t *testing.T) {
 	image := executortest.BusyboxImage(t)
 	bin := buildBinary(t)
-	prov := providerRepo(t, bin, "/ip4/127.0.0.1/tcp/0")
+	for transport, listen := range map[string]string{"tcp": "/ip4/127.0.0.1/tcp/0", "quic": "/ip4/127.0.0.1/udp/0/quic-v1"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			sessionsReachIntoALease(t, bin, image, listen)
+		})
+	}
+}
+
+func sessionsReachIntoALease(t *testing.T, bin, image, listen string) {
+	prov := providerRepo(t, bin, listen)
 	d := startDaemon(t, bin, prov)
 	pid := waitUp(t, bin, d)
 	renter := renterRepo(t, bin, "renter")
