@@ -62,12 +62,20 @@ func (n *Node) buildParts(ctx context.Context) (func() error, error) {
 		LearnFor: n.reputation.LearnFor, MeasureFor: n.measure, AddrsOf: n.host.Peerstore().Addrs, Records: n.records, Wallet: n.wallet,
 	}
 	if !n.cfg.Provider.Enabled {
+		if n.cfg.Profile == config.ProfileProvider {
+			log.Warn("this provider sells nothing: provider.enabled is false",
+				"fix", "idlegrid config set provider.gpu_source nvml (or fake:dgxh100 to try the market), then idlegrid config set provider.enabled true, and restart the daemon")
+		}
 		return nil, nil
 	}
 	source := n.opts.GPUSource
 	if source == nil {
 		if source, err = provider.SourceOf(n.cfg.Provider, n.id.String()); err != nil {
 			return nil, fmt.Errorf("provider.gpu_source: %w", err)
+		}
+		if source == nil {
+			log.Warn("this provider sells GPUs listed by hand (provider.gpu_source = static): no attestation backs them, so renters skip its offer unless they rent with --no-attest",
+				"fix", "idlegrid config set provider.gpu_source nvml")
 		}
 	}
 	n.provider = provider.New(provider.Deps{ID: n.id, Swarm: n.swarm.Tag(), Key: n.key, Cfg: n.cfg.Provider, Source: source, Store: n.store, Net: n.link, Clock: n.clock, Log: log,

@@ -132,9 +132,14 @@ func (e *env) initIfAbsent(profile string, bootstrap []string) error {
 		}
 		return nil // a partial one fails to open, with the reason
 	}
-	r, err := repo.Init(path, repo.InitOptions{Profile: profile, ListenPort: -1, APIPort: -1, Bootstrap: bootstrap})
+	o := repo.InitOptions{Profile: profile, ListenPort: -1, APIPort: -1, Bootstrap: bootstrap}
+	note := e.chooseGPUSource(&o)
+	r, err := repo.Init(path, o)
 	if err != nil {
 		return err
+	}
+	if note != "" {
+		fmt.Fprintf(e.stderr, "the new provider %s\n", note)
 	}
 	id, err := r.PeerID()
 	if err != nil {

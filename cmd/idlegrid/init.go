@@ -1,10 +1,15 @@
 package main
 
 import (
+	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
+	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
@@ -26,13 +31,23 @@ default, and the pebble datastore. An existing repository is left alone
 unless --force, which moves its files into a backup folder inside it.
 
 Profiles:
-  provider   sells GPU time: DHT server, listens on port 4001
+  provider   sells GPU time: DHT server, listens on port 4001; it sells the
+             GPUs NVML reads here (gpu_source = "nvml"), and says so when
+             it finds none
   renter     rents: DHT client, any free port, few connections
   bootstrap  helps others join: DHT server, many connections
+
+--gpu-source says where a provider's GPUs come from instead of NVML:
+fake:dgxh100 (also dgxa100, dgxh200, dgxb200) sells one of go-nvml's mock DGX
+machines, attested like real ones, to try the market on a machine with no
+GPU; static sells the GPUs listed by hand (config set provider.gpus, then
+provider.enabled true), which no attestation backs: renters skip them
+unless they rent with --no-attest.
 
 A private swarm: generate a key once with 'idlegrid swarm keygen > swarm.key',
 hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.`,
 		Example: `  idlegrid init --profile provider
+  idlegrid init --profile provider --gpu-source fake:dgxh100
   idlegrid init --repo /tmp/n2 --listen-port 4002 --api-port 5082 --bootstrap /ip4/127.0.0.1/tcp/4001/p2p/12D3KooW…
   idlegrid init --swarm lab-gpus --swarm-key swarm.key`,
 		Args: cobra.NoArgs,
@@ -67,6 +82,10 @@ hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.
 			if err := checkBootstrapFlags(o.Profile, o.Bootstrap); err != nil {
 				return err
 			}
+			if err := checkGPUSourceFlag(o.Profile, o.GPUSource); err != nil {
+				return err
+			}
+			note := e.chooseGPUSource(&o)
 			r, err := repo.Init(e.repoPath(), o)
 			if err != nil {
 				return err
@@ -76,9 +95,17 @@ hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.
 				return err
 			}
 			if e.asJSON {
-				return e.printJSON(map[string]string{"repo": r.Path, "peer_id": id.String(), "profile": o.Profile})
+				out := map[string]string{"repo": r.Path, "peer_id": id.String(), "profile": o.Profile}
+				if o.Profile == config.ProfileProvider {
+					out["gpu_source"], out["sells"] = cmp.Or(o.GPUSource, "static"), note
+				}
+				return e.printJSON(out)
 			}
-			fmt.Fprintf(e.stdout, "initialised a %s repository at %s\npeer ID: %s\nnext: idlegrid daemon --repo %s\n", o.Profile, r.Path, id, r.Path)
+			fmt.Fprintf(e.stdout, "initialised a %s repository at %s\npeer ID: %s\n", o.Profile, r.Path, id)
+			if note != "" {
+				fmt.Fprintln(e.stdout, "this provider "+note)
+			}
+			fmt.Fprintf(e.stdout, "next: idlegrid daemon --repo %s\n", r.Path)
 			return nil
 		},
 	}
@@ -89,6 +116,7 @@ hand it to the members, and give each 'init --swarm NAME --swarm-key swarm.key'.
 	f.IntVar(&o.ListenPort, "listen-port", -1, "P2P port for TCP and QUIC: 0 picks a free one (default: the profile's, 4001 or free)")
 	f.IntVar(&o.APIPort, "api-port", -1, "local API port: 0 picks a free one (default: 5080)")
 	f.StringArrayVar(&o.Bootstrap, "bootstrap", nil, "bootstrap peer `MULTIADDR` ending in /p2p/<peer ID> (repeatable)")
+	f.StringVar(&o.GPUSource, "gpu-source", "", "a provider's GPUs: nvml, fake:dgxh100 (a mock machine, to try the market) or static (listed by hand, unattested); default: nvml when NVML finds GPUs here")
 	f.BoolVar(&o.Force, "force", false, "start afresh over an existing repository, keeping its old files in a backup folder")
 	addJSONFlag(c, e)
 	return c
@@ -105,4 +133,59 @@ func checkBootstrapFlags(profile string, bootstrap []string) error {
 		}
 	}
 	return nil
+}
+
+// checkGPUSourceFlag checks --gpu-source: a provider's, and one of the
+// sources provider.gpu_source allows.
+func checkGPUSourceFlag(profile, source string) error {
+	if source == "" {
+		return nil
+	}
+	if profile != config.ProfileProvider {
+		return usagef("--gpu-source %q: only a provider sells GPUs (this is --profile %s)", source, profile)
+	}
+	c := config.DefaultConfig(profile)
+	c.Provider.GPUSource = source
+	if err := c.Validate(); err != nil {
+		var fe *config.FieldError
+		if errors.As(err, &fe) && fe.Field == "provider.gpu_source" {
+			return usagef("--gpu-source %q: want %s", source, fe.Allowed)
+		}
+	}
+	return nil
+}
+
+// localGPUs reads this machine's GPUs through NVML.
+var localGPUs = func(ctx context.Context) (attest.Inventory, error) { return attest.LocalInventory(ctx, "") }
+
+// chooseGPUSource picks a new provider repository's GPU source when none
+// was asked for: NVML when it finds GPUs here, which the provider then
+// sells; else it leaves the provider off and returns one line that says
+// why, and what to do. It returns what the provider will sell.
+func (e *env) chooseGPUSource(o *repo.InitOptions) string {
+	if o.Profile != config.ProfileProvider {
+		return ""
+	}
+	if o.GPUSource == "" {
+		inv, err := localGPUs(e.ctx)
+		why := inv.Unavailable
+		if err != nil {
+			why = oneLine(err)
+		}
+		if why == "" && len(inv.GPUs) == 0 {
+			why = "NVML lists no GPU"
+		}
+		if why != "" {
+			return fmt.Sprintf("sells nothing yet: no GPUs found through NVML (%s); on a GPU machine install the NVIDIA driver and run 'idlegrid config set provider.gpu_source nvml' then 'idlegrid config set provider.enabled true'; to try the market here, init again with --gpu-source fake:dgxh100 --force", why)
+		}
+		o.GPUSource = "nvml"
+		return fmt.Sprintf("sells the %d GPUs NVML finds here (%s, driver %s); check the machine with 'idlegrid doctor'", len(inv.GPUs), inv.GPUs[0].Name, inv.DriverVersion)
+	}
+	switch {
+	case o.GPUSource == "static":
+		return "sells nothing yet: list the GPUs with 'idlegrid config set provider.gpus ...', then 'idlegrid config set provider.enabled true'; no attestation backs a list, so renters skip it unless they rent with --no-attest"
+	case strings.HasPrefix(o.GPUSource, "fake:"):
+		return fmt.Sprintf("sells the mock GPUs of %s (go-nvml's mock server, attested like real ones): for trying the market, not real hardware", strings.TrimPrefix(o.GPUSource, "fake:"))
+	}
+	return "sells the GPUs NVML reads here once the daemon runs"
 }

@@ -39,11 +39,11 @@ type daemonID struct {
 func providerRepo(t *testing.T, bin, listen string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "provider")
-	cli(t, bin, "init", "--repo", dir, "--profile", "provider", "--listen-port", "0", "--api-port", "0")
+	// As the README's provider quick start has it: a fake DGX H100, which
+	// sells from the start, attested, to a renter's defaults.
+	cli(t, bin, "init", "--repo", dir, "--profile", "provider", "--gpu-source", "fake:dgxh100", "--listen-port", "0", "--api-port", "0")
 	for _, kv := range [][2]string{
 		{"network.listen", `["` + listen + `"]`},
-		{"provider.gpu_source", "fake:dgxh100"},
-		{"provider.enabled", "true"},
 		{"provider.min_duration", "1m"},
 		{"jobs.executor", "docker"},
 		{"jobs.pull", "false"},

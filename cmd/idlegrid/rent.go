@@ -45,7 +45,9 @@ it arrives. At the end both sides sign a receipt for the metered time, which
 is printed and settled in the local ledger. A refused lease moves on to the
 next candidate by itself, and so does one that cannot be reached or
 attested, until --try-for is spent; providers that failed so rank last in
-the daemon's later rentals.
+the daemon's later rentals. A provider whose GPUs no attestation backs
+(listed by hand in provider.gpus, not read through NVML) is passed by unless
+--no-attest, which leases on its word.
 
 Ctrl-C cancels the lease: the provider stops the job and the receipt, for
 what ran, is still printed. Without a repository, rent uses a throw-away
@@ -92,7 +94,7 @@ line, before anything was rented.`,
 	f.DurationVar(&rf.gather, "gather", 15*time.Second, "how long to wait for fitting offers")
 	f.IntVar(&rf.req.Candidates, "candidates", 0, "providers to try at most, best first; 0: as many as --try-for allows")
 	f.DurationVar(&rf.tryFor, "try-for", time.Minute, "how long to spend reaching, attesting and proposing to providers before giving up")
-	f.BoolVar(&rf.req.SkipAttest, "no-attest", false, "lease without challenging the provider's attestation")
+	f.BoolVar(&rf.req.SkipAttest, "no-attest", false, "also lease from providers no attestation backs (GPUs listed by hand), and challenge none: the risk is yours, since nothing then checks the model, memory or count a provider claims, and telemetry it signs proves only that it signed it")
 	f.StringVar(&rf.req.ImageFromDocker, "image-from-docker", "", "instead of --image, an image of this machine's Docker engine (one you built): sent to the provider without the layers it has, before the lease")
 	f.DurationVar(&rf.maxPair, "max-pair-rtt", 0, "take --count GPUs from several providers (a micro-pool) whose every pair is estimated within this RTT, a lease each, all or nothing; the job finds its ranks in IDLEGRID_POOL_* (0: one provider)")
 	addJSONFlag(c, e)

@@ -146,6 +146,11 @@ type gpuFinding struct {
 }
 
 func checkNVML(ctx context.Context, fake string, cfg config.Config) gpuFinding {
+	if fake == "" {
+		if m, ok := strings.CutPrefix(cfg.Provider.GPUSource, "fake:"); ok {
+			return checkFakeSource(ctx, m, cfg.Provider.GPUSource)
+		}
+	}
 	inv, err := attest.LocalInventory(ctx, fake)
 	needs := cfg.Provider.Enabled && cfg.Provider.GPUSource != "static"
 	switch {
@@ -166,6 +171,18 @@ func checkNVML(ctx context.Context, fake string, cfg config.Config) gpuFinding {
 		f.uuids = append(f.uuids, g.UUID)
 	}
 	return f
+}
+
+// checkFakeSource reads the mock machine a provider sells
+// (provider.gpu_source = "fake:…"): it passes as the fake it is, with no
+// GPU for a container to attach.
+func checkFakeSource(ctx context.Context, machine, source string) gpuFinding {
+	inv, err := attest.LocalInventory(ctx, machine)
+	if err != nil {
+		return gpuFinding{Check: Check{Name: "nvml", Status: CheckFail, Detail: source + ": " + oneLineErr(err), Fix: "idlegrid config set provider.gpu_source nvml"}}
+	}
+	return gpuFinding{Check: Check{Name: "nvml", Status: CheckOK,
+		Detail: fmt.Sprintf("a fake: provider.gpu_source = %q sells go-nvml's mock %s, %d GPUs, attested like real ones; no real GPU is read", source, machine, len(inv.GPUs))}}
 }
 
 // checkGPURuntime: the engine can attach GPUs through the NVIDIA runtime

@@ -24,18 +24,18 @@ func SourceOf(p config.ProviderConfig, seed string) (attest.GPUSource, error) {
 }
 
 // readSellable reads the source and returns the sellable groups, with
-// the inventory they came from.
-func (p *Provider) readSellable(ctx context.Context) ([]config.GPUConfig, *attest.Inventory, error) {
+// the inventory they came from and why each GPU left out is.
+func (p *Provider) readSellable(ctx context.Context) ([]config.GPUConfig, *attest.Inventory, []string, error) {
 	inv, err := p.source.Inventory(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if inv.Unavailable != "" {
-		return nil, nil, fmt.Errorf("no GPUs to sell: %s", inv.Unavailable)
+		return nil, nil, nil, fmt.Errorf("no GPUs to sell: %s", inv.Unavailable)
 	}
 	groups, why := offer.Sellable(p.Config(), inv)
 	if len(why) > 0 {
 		p.log.Debug("GPUs held back", "why", why)
 	}
-	return groups, &inv, nil
+	return groups, &inv, why, nil
 }

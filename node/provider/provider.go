@@ -1,12 +1,14 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +58,7 @@ type Provider struct {
 	standing atomic.Pointer[[]byte]
 
 	current   *pb.Offer
+	idleWhy   string             // why the provider sells nothing now; "" while it sells (prepare's, then run's)
 	selling   []config.GPUConfig // what the current offer sells
 	coord     func() *coordinate.Coordinate
 	relayOnly func() bool
@@ -240,20 +243,23 @@ func (p *Provider) run(ctx context.Context) {
 	for {
 		now := p.clock.Now()
 		cfg := p.cfgNow.Load()
-		gpus, inv, err := p.sellableNow(ctx)
+		var err error // the publication's
+		gpus, inv, heldBack, readErr := p.sellableNow(ctx)
 		switch {
-		case err != nil:
+		case readErr != nil:
 			if ctx.Err() == nil {
-				p.log.Warn("GPUs not read", "err", err)
+				p.sellsNothing(nothingSellable(readErr, heldBack))
 			}
 		case len(gpus) == 0:
 			if p.current != nil && !p.current.Withdrawn {
 				p.withdrawNow(ctx)
 				p.log.Info("offer withdrawn: no GPU sellable now")
 			}
+			p.sellsNothing(nothingSellable(nil, heldBack))
 		case !slices.Equal(gpus, p.selling) || now.After(due) || p.current.Withdrawn || cfg != built || p.coordMoved() || p.reachMoved():
 			if err = p.publishOffer(ctx, gpus, inv, now); err == nil {
 				due, built = now.Add(cfg.OfferTTL.Std()*3/4), cfg
+				p.sellsNothing("")
 			}
 		}
 		wait := min(due.Sub(now), coordCheckEvery)
@@ -276,12 +282,35 @@ func (p *Provider) run(ctx context.Context) {
 
 // sellableNow is what the provider can sell now: the static list, or what
 // the GPU source reads, with the inventory it read (nil for the static
-// list).
-func (p *Provider) sellableNow(ctx context.Context) ([]config.GPUConfig, *attest.Inventory, error) {
+// list) and why each GPU read is held back.
+func (p *Provider) sellableNow(ctx context.Context) ([]config.GPUConfig, *attest.Inventory, []string, error) {
 	if p.source == nil {
-		return p.Config().GPUs, nil, nil
+		return p.Config().GPUs, nil, nil, nil
 	}
 	return p.readSellable(ctx)
+}
+
+// nothingSellable says why a read of the GPUs left nothing to sell.
+func nothingSellable(err error, heldBack []string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return "no GPU sellable now: " + cmp.Or(strings.Join(heldBack, "; "), "provider.share names none of the GPUs read")
+}
+
+// sellsNothing logs, loudly and once for each new reason, that this
+// provider sells nothing and why (a missing driver, every GPU busy or
+// hot), and once that it sells again (why empty). A provider that sells
+// nothing looks idle from outside; its log is where its owner looks.
+func (p *Provider) sellsNothing(why string) {
+	switch {
+	case why == p.idleWhy:
+	case why != "":
+		p.log.Warn("this provider sells nothing", "why", why)
+	case p.idleWhy != "":
+		p.log.Info("this provider sells again", "was", p.idleWhy)
+	}
+	p.idleWhy = why
 }
 
 // publishOffer signs and gossips an offer for gpus. With an inventory the
@@ -304,8 +333,9 @@ func (p *Provider) publishOffer(ctx context.Context, gpus []config.GPUConfig, in
 // serves leases: a renter holding the offer from before a restart is not
 // refused while the first publication waits for a mesh.
 func (p *Provider) prepare(ctx context.Context) {
-	gpus, inv, err := p.sellableNow(ctx)
+	gpus, inv, heldBack, err := p.sellableNow(ctx)
 	if err != nil || len(gpus) == 0 {
+		p.sellsNothing(nothingSellable(err, heldBack))
 		return
 	}
 	now := p.clock.Now()

@@ -1,8 +1,10 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,5 +41,27 @@ func TestAnOfferSaysWhenItsProviderIsReachedOnlyThroughRelays(t *testing.T) {
 	}
 	if o, err = p.buildOffer(ctx, cfg.GPUs, nil, time.Now()); err != nil || !o.RelayOnly {
 		t.Errorf("relayed provider's offer: relay_only %v (%v)", o.GetRelayOnly(), err)
+	}
+}
+
+// A provider that sells nothing says so once for each reason, loudly,
+// and once that it sells again: its log is where its owner looks, and a
+// line every watch interval would bury the rest.
+func TestAProviderSaysOnceForEachReasonItSellsNothing(t *testing.T) {
+	var logged bytes.Buffer
+	p := New(Deps{ID: peer.ID("provider"), Swarm: "public", Cfg: config.DefaultConfig(config.ProfileProvider).Provider,
+		Store: dssync.MutexWrap(ds.NewMapDatastore()), Clock: clock.System(), Log: slog.New(slog.NewTextHandler(&logged, nil))})
+	for _, why := range []string{"no GPUs to sell: no NVIDIA driver", "no GPUs to sell: no NVIDIA driver", "", "", "no GPU sellable now: GPU 0 busy", "no GPU sellable now: GPU 0 busy"} {
+		p.sellsNothing(why)
+	}
+	got := logged.String()
+	if n := strings.Count(got, "level=WARN msg=\"this provider sells nothing\""); n != 2 {
+		t.Errorf("warned %d times for two reasons:\n%s", n, got)
+	}
+	if n := strings.Count(got, "this provider sells again"); n != 1 {
+		t.Errorf("said %d times that it sells again:\n%s", n, got)
+	}
+	if !strings.Contains(got, "GPU 0 busy") || !strings.Contains(got, "no NVIDIA driver") {
+		t.Errorf("the reasons are not in the log:\n%s", got)
 	}
 }

@@ -84,6 +84,12 @@ type InitOptions struct {
 	// Force moves an existing repository's files aside into a backup
 	// folder inside it instead of refusing.
 	Force bool
+	// GPUSource, for a provider, is where the GPUs it sells come from
+	// (provider.gpu_source). Any source but "static" also enables the
+	// provider, since it has something to sell; "nvml" hands the leased
+	// GPUs to containers (jobs.pass_gpus). Empty keeps the profile's
+	// default: static, with no GPUs, and not selling.
+	GPUSource string
 }
 
 // Init creates a repository at path: an Ed25519 identity key (0600),
@@ -110,6 +116,11 @@ func Init(path string, o InitOptions) (*Repo, error) {
 		cfg.Network.Listen = tcpOnly(cfg.Network.Listen)
 	}
 	cfg.Network.Bootstrap = append(cfg.Network.Bootstrap, o.Bootstrap...)
+	if o.GPUSource != "" {
+		cfg.Provider.GPUSource = o.GPUSource
+		cfg.Provider.Enabled = o.GPUSource != "static"
+		cfg.Jobs.PassGPUs = o.GPUSource == "nvml"
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
