@@ -12,7 +12,6 @@ import (
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
-	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/offer"
@@ -23,6 +22,7 @@ import (
 	ds "github.com/ipfs/go-datastore"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 )
 
 // API is this node's api.Backend in this process: the interface that
@@ -133,8 +133,9 @@ func (r *Records) Close() error {
 }
 
 // CancelLease ends a lease early. A renter's lease is cancelled at its
-// provider, which stops the job and sends the receipt to the renter
-// following it; a provider's lease is stopped here.
+// provider, which stops the job, and CancelLease returns once the receipt
+// both sign is this node's (renter.Cancel): the two sides' records agree.
+// A provider's lease is stopped here.
 func (n *Node) CancelLease(ctx context.Context, id string) (api.LeaseView, error) {
 	rec, err := n.leaseStore().Get(ctx, id)
 	if errors.Is(err, ds.ErrNotFound) {
@@ -156,18 +157,16 @@ func (n *Node) CancelLease(ctx context.Context, id string) (api.LeaseView, error
 		}
 		return views.Lease(rec), nil
 	}
-	provider := peer.ID(l.Provider)
-	if err := n.link.Locate(ctx, provider); err != nil {
-		return api.LeaseView{}, err
+	// Where the rental last reached its provider: a light node started
+	// for this cancel knows no one yet, and its DHT table may be empty.
+	if ai, err := renter.ReadProviderNote(filepath.Join(n.repo.Path, repo.LogsDir), id); err == nil && ai.ID == peer.ID(l.Provider) {
+		n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
 	}
-	reply, err := n.link.RequestLease(ctx, provider, &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: id}})
+	res, err := n.renter.Cancel(ctx, id)
 	if err != nil {
 		return api.LeaseView{}, err
 	}
-	if reply.Lease == nil {
-		return api.LeaseView{}, fmt.Errorf("provider refused: %w", market.RejectOf(reply))
-	}
-	return views.Lease(rec), nil
+	return res.Lease, nil
 }
 
 // Attest challenges a peer and verifies its answer: signature, signer,

@@ -599,3 +599,47 @@ func TestEitherSideCancelsALease(t *testing.T) {
 		}
 	}
 }
+
+// A renter cancelling a lease it left running (rent --detach) gets the
+// receipt before the cancel returns, so its record says what the
+// provider's does; and the receipt meters to the cancel, not through the
+// stop grace a job that ignores SIGTERM takes to go.
+func TestACancelEndsWithTheReceiptBothSidesHold(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	const grace = 3 * time.Second
+	prov, renter := leaseSwarm(t, func(c *config.Config) { c.Jobs.StopGrace = config.Dur(grace) })
+	ctx := context.Background()
+	req := rentRequest(image, "sh", "-c", "trap '' TERM; echo up; while true; do sleep 1; done")
+	req.Detach = true
+	var out executortest.Buffer
+	d := <-rentAsync(ctx, renter, req, RentOutput{Stdout: &out, Stderr: &out})
+	if d.err != nil || !d.res.Detached {
+		t.Fatalf("rent --detach: %v, detached %v", d.err, d.res.Detached)
+	}
+	id := d.res.Lease.ID
+	waitFor(t, 30*time.Second, "a verified beat at the provider", func() bool {
+		rec, err := prov.leaseStore().Get(ctx, id)
+		return err == nil && rec.State == records.Active && rec.LastEnv != nil
+	})
+	l, err := renter.CancelLease(ctx, id)
+	if err != nil || l.State != views.LeaseCancelled {
+		t.Fatalf("the renter cancels its detached lease: %v, state %q; want it cancelled when the cancel returns", err, l.State)
+	}
+	mine, theirs := storedReceipt(t, renter, id), storedReceipt(t, prov, id)
+	if !proto.Equal(mine, theirs) || len(mine.RenterSignature) == 0 || len(mine.ProviderSignature) == 0 {
+		t.Fatalf("the two sides keep different receipts:\nrenter   %v\nprovider %v", mine, theirs)
+	}
+	rc, err := market.OpenCoSigned[*pb.Receipt](mine, market.Renter, market.Provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	billed := time.Duration(rc.MeteredSeconds) * time.Second
+	ran := time.UnixMilli(rc.EndUnixMs).Sub(time.UnixMilli(rc.StartUnixMs))
+	if ran-billed < grace-time.Second {
+		t.Errorf("metered %s of %s that ran, %s of it the stop grace: the grace was billed", billed, ran, grace)
+	}
+	if rc.Note != "cancelled by the renter" {
+		t.Errorf("receipt note %q", rc.Note)
+	}
+}

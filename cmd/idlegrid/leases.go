@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/repo"
+	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/spf13/cobra"
 )
 
@@ -178,9 +179,12 @@ func newCancelCmd(e *env) *cobra.Command {
 		Use:   "cancel LEASE",
 		Short: "End a lease early: the provider stops the job, the receipt pays what ran",
 		Long: `Cancel a lease before its term ends. As the renter: the provider is asked to
-stop the job (SIGTERM, its grace, SIGKILL); the 'idlegrid rent' following it
-prints the receipt. As the provider: the job is stopped here. Through the
-daemon when one runs, else as a light client.`,
+stop the job (SIGTERM, its grace, SIGKILL), and cancel returns once the
+receipt both sides sign is kept here (the 'idlegrid rent' following it, if
+one does, prints it too); the receipt meters to the cancel, not through the
+grace. A provider that cannot be reached leaves the lease settling, as
+'idlegrid leases' explains. As the provider: the job is stopped here.
+Through the daemon when one runs, else as a light client.`,
 		Args: exactArgs(1, "LEASE"),
 		RunE: func(_ *cobra.Command, args []string) error {
 			var l api.LeaseView
@@ -200,7 +204,14 @@ daemon when one runs, else as a light client.`,
 				return e.printJSON(l)
 			}
 			inert.Strings(&l)
-			fmt.Fprintf(e.stdout, "lease %s: cancellation sent to %s\n", l.ID, short(l.Provider))
+			switch {
+			case l.Role == "provider":
+				fmt.Fprintf(e.stdout, "lease %s: stopped here; its renter %s gets the receipt\n", l.ID, short(l.Renter))
+			case l.State == views.LeaseSettling:
+				fmt.Fprintf(e.stdout, "lease %s: cancelled, but its provider %s was not reached: it is settling (%s)\n", l.ID, short(l.Provider), l.Note)
+			default:
+				fmt.Fprintf(e.stdout, "lease %s: %s by its provider %s, with the receipt both signed (idlegrid receipts)\n", l.ID, l.State, short(l.Provider))
+			}
 			return nil
 		},
 	}

@@ -316,6 +316,11 @@ func (r *run) stopJob(s stopRequest) {
 	grace := r.lo.jobs.StopGrace.Std()
 	if s.unpaid {
 		grace = 0
+	} else {
+		// The last beat is the stop's: the renter pays until the job was
+		// told to stop (a cancel, the term's end, a preemption's notice),
+		// not for the grace its container takes to go.
+		r.beat()
 	}
 	r.ll.Feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: fmt.Sprintf("%s: stopping the job (SIGTERM, then SIGKILL after %s)", s.note, grace)}})
 	// The engine keeps real time: this deadline is the network's clock.
@@ -329,9 +334,6 @@ func (r *run) stopJob(s stopRequest) {
 	select {
 	case code = <-r.exited:
 	case <-ctx.Done():
-	}
-	if !s.unpaid {
-		r.beat()
 	}
 	r.finish(s.outcome, s.note, code)
 }

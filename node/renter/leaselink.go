@@ -43,27 +43,14 @@ func DialLease(ctx context.Context, r *repo.Repo, leaseID string) (*LeaseLink, e
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(filepath.Join(r.Path, repo.LogsDir, leaseID+ProviderSuffix))
+	ai, err := ReadProviderNote(filepath.Join(r.Path, repo.LogsDir), leaseID)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no rental %s made from %s (see `idlegrid leases`); exec and port-forward reach the leases `idlegrid rent` made from this repository", leaseID, r.Path)
 	}
 	if err != nil {
 		return nil, err
 	}
-	var note ProviderNote
-	if err := json.Unmarshal(b, &note); err != nil {
-		return nil, fmt.Errorf("lease %s: provider note: %w", leaseID, err)
-	}
-	p, err := peer.Decode(note.Provider)
-	if err != nil {
-		return nil, fmt.Errorf("lease %s: provider note: %w", leaseID, err)
-	}
-	var addrs []ma.Multiaddr
-	for _, s := range note.Addrs {
-		if a, err := ma.NewMultiaddr(s); err == nil {
-			addrs = append(addrs, a)
-		}
-	}
+	p, addrs := ai.ID, ai.Addrs
 	key, psk, err := r.Keys(cfg)
 	if err != nil {
 		return nil, err
@@ -80,7 +67,7 @@ func DialLease(ctx context.Context, r *repo.Repo, leaseID string) (*LeaseLink, e
 	defer cancel()
 	if err := h.Connect(cctx, peer.AddrInfo{ID: p, Addrs: addrs}); err != nil {
 		h.Close()
-		return nil, fmt.Errorf("lease %s: provider %s not reachable at %v: %w", leaseID, p, note.Addrs, err)
+		return nil, fmt.Errorf("lease %s: provider %s not reachable at %v: %w", leaseID, p, addrs, err)
 	}
 	return &LeaseLink{h: h, sw: sw, key: key, provider: p, leaseID: leaseID}, nil
 }
@@ -266,4 +253,29 @@ const ProviderSuffix = ".provider"
 type ProviderNote struct {
 	Provider string   `json:"provider"`
 	Addrs    []string `json:"addrs"`
+}
+
+// ReadProviderNote reads, from the logs folder dir, which provider runs
+// lease leaseID and where it was reached (addresses that do not parse are
+// left out); fs.ErrNotExist when this repository made no such rental.
+func ReadProviderNote(dir, leaseID string) (peer.AddrInfo, error) {
+	b, err := os.ReadFile(filepath.Join(dir, leaseID+ProviderSuffix))
+	if err != nil {
+		return peer.AddrInfo{}, err
+	}
+	var note ProviderNote
+	if err := json.Unmarshal(b, &note); err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("lease %s: provider note: %w", leaseID, err)
+	}
+	p, err := peer.Decode(note.Provider)
+	if err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("lease %s: provider note: %w", leaseID, err)
+	}
+	ai := peer.AddrInfo{ID: p}
+	for _, s := range note.Addrs {
+		if a, err := ma.NewMultiaddr(s); err == nil {
+			ai.Addrs = append(ai.Addrs, a)
+		}
+	}
+	return ai, nil
 }

@@ -361,6 +361,12 @@ func (r *Renter) attempt(ctx context.Context, b *pb.Bid, req api.RentRequest, pa
 		return f, at
 	})
 	if f != nil {
+		// The one follow of its lease: a cancel or an attach in this node
+		// hands the lease to it, rather than a second follow taking the
+		// job stream from it, and it from the second.
+		if release, ok := r.claim(f); ok {
+			defer release()
+		}
 		if err := f.run(ctx); err != nil {
 			return res, err
 		}
