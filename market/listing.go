@@ -40,7 +40,7 @@ func (s *Snapshot) FindOffers(f OfferFilter) []*pb.Offer {
 		price, vram uint64
 	}
 	var hits []hit
-	s.eachHit(f, func(e *offerEntry, price, vram uint64) { hits = append(hits, hit{e, price, vram}) })
+	s.eachHit(f, func(e *offerEntry, _ pb.Tier, price, vram uint64) { hits = append(hits, hit{e, price, vram}) })
 	slices.SortFunc(hits, func(a, b hit) int {
 		var c int
 		switch f.SortBy {
@@ -67,23 +67,24 @@ type Listing struct {
 	ID            string
 	Currency      string
 	ExpiresUnixMs int64
-	PriceMicros   uint64 // per GPU-hour, as FindOffers lists the offer
-	Model         string // its first GPU group's, in the catalog's name (Canonical)
-	GPUs          uint32 // in all its groups
+	PriceMicros   uint64  // per GPU-hour, as FindOffers lists the offer
+	Tier          pb.Tier // the tier that sells at PriceMicros
+	Model         string  // its first GPU group's, in the catalog's name (Canonical)
+	GPUs          uint32  // in all its groups
 }
 
 // EachOffer calls visit with each offer that passes f (f.SortBy aside),
 // in no order, as a Listing: for a summary of many offers, which needs
 // no sorted list of them all and no offer decoded.
 func (s *Snapshot) EachOffer(f OfferFilter, visit func(Listing)) {
-	s.eachHit(f, func(e *offerEntry, price, _ uint64) {
-		visit(Listing{Issuer: e.key.issuer, ID: e.key.id, Currency: e.currency, ExpiresUnixMs: e.expiresMs, PriceMicros: price, Model: e.gpus[0].model, GPUs: e.host.gpus})
+	s.eachHit(f, func(e *offerEntry, t pb.Tier, price, _ uint64) {
+		visit(Listing{Issuer: e.key.issuer, ID: e.key.id, Currency: e.currency, ExpiresUnixMs: e.expiresMs, PriceMicros: price, Tier: t, Model: e.gpus[0].model, GPUs: e.host.gpus})
 	})
 }
 
 // eachHit calls visit once for each offer that passes f, with its listed
-// price and the VRAM of its best GPU of the filter's model.
-func (s *Snapshot) eachHit(f OfferFilter, visit func(e *offerEntry, price, vram uint64)) {
+// tier and price and the VRAM of its best GPU of the filter's model.
+func (s *Snapshot) eachHit(f OfferFilter, visit func(e *offerEntry, t pb.Tier, price, vram uint64)) {
 	seen := make(map[*offerEntry]bool)
 	views, accepts := s.views, []gpus.Accept(nil)
 	minVRAM := &pb.GPURequirement{MinVramBytes: f.MinVRAMBytes} // the where's GPUs
@@ -116,7 +117,7 @@ func (s *Snapshot) eachHit(f OfferFilter, visit func(e *offerEntry, price, vram 
 				if len(e.buckets) > 1 {
 					seen[e] = true // listed under another model too
 				}
-				visit(e, price, vram)
+				visit(e, t, price, vram)
 			}
 		}
 	}

@@ -81,6 +81,12 @@ type OfferView struct {
 	// (read through NVML). One that does not lists its GPUs by hand, and
 	// rent passes it by unless told --no-attest.
 	Attestable bool `json:"attestable"`
+	// ListedTier and ListedPrice are, in a list ranked by price (the
+	// market summary's cheapest), the tier the offer is ranked under and
+	// the price that tier sells at: the query's tier, or the offer's
+	// cheapest when the query names none. Price is the offer's base.
+	ListedTier  string `json:"listed_tier,omitempty"`
+	ListedPrice string `json:"listed_price,omitempty"`
 }
 
 // ReputationView is GET /v1/reputation/{peer}: this node's view of one

@@ -40,6 +40,7 @@ func Market(snap *market.Snapshot, q api.OfferQuery, limit int, scores *reputati
 			continue // not in the snapshot EachOffer read: cannot happen
 		}
 		v := Offer(o, scores)
+		v.ListedTier, v.ListedPrice = market.TierName(h.Tier), market.FormatPrice(h.PriceMicros)
 		v.RTTMillis, v.RTTSource = RTT(market.RTTOf(rtts, o))
 		sum.Cheapest = append(sum.Cheapest, v)
 	}
