@@ -146,7 +146,13 @@ type LeaseView struct {
 	End      time.Time `json:"end"`
 	Image    string    `json:"image"`
 	Beats    uint64    `json:"beats"`
-	Note     string    `json:"note,omitempty"`
+	// Metered and Cost are what the lease's receipt says: once it ended,
+	// the receipt's own; before, what a receipt would meter now, from
+	// the start to the last verified beat (market.Meter), so the cost so
+	// far never runs ahead of what the beats will bill.
+	Metered uint64 `json:"metered_seconds"`
+	Cost    string `json:"cost"`
+	Note    string `json:"note,omitempty"`
 	// SettleBy is, for a settling lease (its provider was gone), until
 	// when the renter tries to settle it with its provider; after that
 	// the renter's own receipt stands.

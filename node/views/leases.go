@@ -35,7 +35,7 @@ func Lease(r *records.Lease) api.LeaseView {
 	if r.SettleByMs > 0 {
 		v.SettleBy = time.UnixMilli(r.SettleByMs).UTC()
 	}
-	l, _, err := r.Open()
+	l, cs, err := r.Open()
 	if err != nil {
 		v.Note = "unreadable lease: " + err.Error()
 		return v
@@ -43,6 +43,7 @@ func Lease(r *records.Lease) api.LeaseView {
 	v.Renter, v.Provider = peer.ID(l.Renter).String(), peer.ID(l.Provider).String()
 	v.Tier, v.GPUs, v.Price, v.Currency = market.TierName(l.Tier), l.GpuCount, market.FormatPrice(l.PriceMicros), l.Currency
 	v.Start, v.Image = time.UnixMilli(l.StartUnixMs).UTC(), l.Workload.GetImage()
+	v.Metered, v.Cost = metered(r, l, cs)
 	if len(r.Voucher) > 0 {
 		pv := new(pb.Voucher)
 		if proto.Unmarshal(r.Voucher, pv) == nil {
@@ -50,6 +51,21 @@ func Lease(r *records.Lease) api.LeaseView {
 		}
 	}
 	return v
+}
+
+// metered is what lease l of record r bills: its receipt's seconds and
+// amount once it has one, else what market.Meter, which the receipt
+// is built with, makes of the term and the last beat verified so far.
+func metered(r *records.Lease, l *pb.Lease, cs *pb.CoSigned) (seconds uint64, amount string) {
+	if rc, _, err := r.OpenReceipt(); err == nil && rc != nil {
+		return rc.MeteredSeconds, market.FormatPrice(rc.AmountMicros)
+	}
+	var micros uint64
+	if r.LastBeat > 0 {
+		term, _ := records.Term(l, cs, r) // a bad extension leaves the signed term
+		seconds, micros = market.Meter(term.Lease, time.UnixMilli(r.LastBeat))
+	}
+	return seconds, market.FormatPrice(micros)
 }
 
 // voucherView shows a voucher.
