@@ -22,7 +22,10 @@ import (
 type browser struct {
 	t   testing.TB
 	ctx context.Context
-	mu  sync.Mutex
+	// parent is the browser b was made from by on, which collects the
+	// errors; nil for one newBrowser started.
+	parent *browser
+	mu     sync.Mutex
 	// errs are the console errors, uncaught exceptions and failed loads
 	// the pages logged (CSP refusals among them).
 	errs []string
@@ -50,6 +53,17 @@ func newBrowser(t testing.TB) *browser {
 	b.ctx = ctx
 	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
 		t.Fatalf("start chromium: %v", err)
+	}
+	return b
+}
+
+// on is b for the subtest t: the same browser and page, its failures
+// t's.
+func (b *browser) on(t testing.TB) *browser { return &browser{t: t, ctx: b.ctx, parent: b.root()} }
+
+func (b *browser) root() *browser {
+	if b.parent != nil {
+		return b.parent
 	}
 	return b
 }
@@ -86,10 +100,11 @@ func (b *browser) event(ev any) {
 
 // errors returns the errors logged since the last call, and forgets them.
 func (b *browser) errors() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e := b.errs
-	b.errs = nil
+	r := b.root()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.errs
+	r.errs = nil
 	return e
 }
 
