@@ -69,8 +69,9 @@ function money(s, currency, per, tier) {
   return c;
 }
 
-// gpuHours shows GPU-hours: tenths from 10 up, hundredths below.
-const gpuHours = (h) => h.toFixed(h >= 10 ? 1 : 2) + " GPU-h";
+// gpuHours shows GPU-hours: tenths from 10 up, hundredths below, and
+// a bound where hundredths would read a little as none.
+const gpuHours = (h) => (h > 0 && h < 0.01 ? "< 0.01" : h.toFixed(h >= 10 ? 1 : 2)) + " GPU-h";
 
 // tierPrice is the price offer o sells tier t at: its own price for t,
 // else its base price.
@@ -173,7 +174,7 @@ async function loadMarket() {
   const none = "No offers match: widen the filters, or wait while the book syncs from peers.";
   fill($("#models tbody"), m.models.map((x) => el("tr", { "data-model": x.model },
     td(x.model), num(x.offers), num(x.gpus), num(x.providers), money(x.min), money(x.median), money(x.p90))), none, 7);
-  $("#models-title").textContent = `Offers by model (prices in ${m.currency || "–"}/GPU-h)`;
+  $("#models-title").textContent = `Offers by model (prices in ${m.currency || "–"}/GPU-h, ${tier || "each offer's cheapest tier"})`;
   fill($("#cheapest tbody"), m.cheapest.map((o) => el("tr", { "data-provider": o.provider, "data-offer": o.id },
     shortTd(o.provider), td(o.gpus.map((g) => g.count + " × " + g.model).join(", ")), td(o.country),
     money(o.listed_price || o.price, o.currency, "GPU-h", o.listed_tier),
