@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/idlegrid/idlegrid/internal/spell"
 	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/pb"
 )
@@ -334,25 +335,7 @@ func QueryFieldNames() []string {
 }
 
 // nearestField is the field a misspelt name most likely meant, or "".
-func nearestField(name string) string {
-	best, bestD := "", 3 // two edits at most
-	if len(name) > 64 {
-		return "" // no field is near: spare the distances
-	}
-	for _, f := range QueryFields {
-		if d := gpus.EditDistance(name, f.Name); d < bestD {
-			best, bestD = f.Name, d
-		}
-	}
-	if best == "" && len(name) >= 3 { // a longer name it begins
-		for _, f := range QueryFields {
-			if strings.HasPrefix(f.Name, name) {
-				return f.Name
-			}
-		}
-	}
-	return best
-}
+func nearestField(name string) string { return spell.Nearest(name, QueryFieldNames()) }
 
 // String is the query as parsed, its spaces normalised.
 func (q Query) String() string { return q.text }

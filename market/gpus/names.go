@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/idlegrid/idlegrid/internal/spell"
 )
 
 // How names resolve. A name is read three ways, the first that names
@@ -412,7 +414,7 @@ func (c *Catalog) nearest(name string, n int) []string {
 	}
 	best := map[string]cand{} // display name → its closest key
 	consider := func(key, display string, order int) {
-		d, shared := EditDistance(k, key), commonPrefix(k, key)
+		d, shared := spell.Distance(k, key), commonPrefix(k, key)
 		if strings.Contains(key, k) && len(k) >= 3 { // a longer name
 			d, shared = min(d, 1), len(k)
 		}
@@ -447,27 +449,6 @@ func commonPrefix(a, b string) int {
 		i++
 	}
 	return i
-}
-
-// EditDistance is the Levenshtein distance between a and b, in bytes.
-func EditDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // MarketedBytes is the memory a GPU named model, reporting reported
