@@ -218,6 +218,9 @@ func bidFlags(c *cobra.Command, req *api.BidRequest, gpu *string) {
 	latency := f.Float64("latency-weight", 0.5, "how much RTT raises a provider's effective price in the ranking: at 1, an RTT of 100 ms costs 100% more (0 to 10)")
 	pre := c.PreRunE
 	c.PreRunE = func(cmd *cobra.Command, args []string) error {
+		if _, err := market.ParsePrice(req.MaxPrice); err != nil || strings.HasPrefix(req.MaxPrice, "-") {
+			return usagef("--max-price %s: want a price of 0 or more %s per GPU-hour, with at most 6 decimal places, such as 2.50", req.MaxPrice, cmp.Or(req.Currency, "USD"))
+		}
 		if cmd.Flags().Changed("latency-weight") {
 			req.LatencyWeight = latency
 		}

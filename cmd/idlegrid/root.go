@@ -47,13 +47,14 @@ type env struct {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	e := &env{ctx: ctx, getenv: getenv, stdout: stdout, stderr: stderr}
 	root := newRoot(e)
-	root.SetArgs(args)
+	root.SetArgs(negativesAsArgs(root, args))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
+	err = fieldAsFlag(cmd, withCommandSuggestion(cmd, err))
 	fmt.Fprintf(stderr, "idlegrid: %s\n", inert.Text(oneLine(err)))
 	if say := adviceFor(err); say != "" {
 		fmt.Fprintf(stderr, "idlegrid: hint: %s\n", say)
@@ -98,11 +99,12 @@ Start here:
   idlegrid init --profile provider  create a repository (~/.idlegrid)
   idlegrid daemon                   run a node from it
   idlegrid status                   ask the running node how it is`,
-		SilenceErrors: true,
-		SilenceUsage:  true,
-		Version:       version,
+		SilenceErrors:      true,
+		SilenceUsage:       true,
+		DisableSuggestions: true, // unknownCommand suggests, one command
+		Version:            version,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if e.logFmt != "" && e.logFmt != "text" && e.logFmt != "json" {
 			return usagef("--log-format %q: want text or json", e.logFmt)
@@ -203,7 +205,7 @@ func parentCmd(use, short string) *cobra.Command {
 		Short: short,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usagef("unknown command %q for %q; see %s --help", args[0], cmd.CommandPath(), cmd.CommandPath())
+				return unknownCommand(cmd, args[0])
 			}
 			return cmd.Help()
 		},

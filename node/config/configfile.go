@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/idlegrid/idlegrid/internal/atomicfile"
+	"github.com/idlegrid/idlegrid/internal/spell"
 	toml "github.com/pelletier/go-toml/v2"
 )
 
@@ -51,7 +52,7 @@ func explainTOML(err error) error {
 	if errors.As(err, &strict) && len(strict.Errors) > 0 {
 		e := strict.Errors[0]
 		row, _ := e.Position()
-		return fmt.Errorf("%w: line %d: unknown key %q (`idlegrid config show` lists every key)", ErrConfig, row, strings.Join(e.Key(), "."))
+		return fmt.Errorf("%w: line %d: %w", ErrConfig, row, unknownKey(strings.Join(e.Key(), "."), DefaultConfig(ProfileProvider).Keys()))
 	}
 	var dec *toml.DecodeError
 	if errors.As(err, &dec) {
@@ -149,17 +150,22 @@ func (c Config) Get(key string) (any, error) {
 	for _, part := range strings.Split(key, ".") {
 		sub, ok := cur.(map[string]any)
 		if !ok {
-			return nil, unknownKey(key)
+			return nil, fmt.Errorf("%w: %w", ErrConfig, unknownKey(key, c.Keys()))
 		}
 		if cur, ok = sub[part]; !ok {
-			return nil, unknownKey(key)
+			return nil, fmt.Errorf("%w: %w", ErrConfig, unknownKey(key, c.Keys()))
 		}
 	}
 	return cur, nil
 }
 
-func unknownKey(key string) error {
-	return fmt.Errorf("%w: unknown key %q (`idlegrid config show` lists every key)", ErrConfig, key)
+// unknownKey says that key is none of keys, naming the one it most
+// likely misspells.
+func unknownKey(key string, keys []string) error {
+	if near := spell.Nearest(key, keys); near != "" {
+		return fmt.Errorf("unknown key %q; did you mean %q? (`idlegrid config show` lists every key)", key, near)
+	}
+	return fmt.Errorf("unknown key %q (`idlegrid config show` lists every key)", key)
 }
 
 // Set returns a copy of c with key set to value, validated. value is read

@@ -90,7 +90,7 @@ func bidSpec(req api.BidRequest, book *market.Snapshot) (market.BidSpec, error) 
 	}
 	maxPrice, err := market.ParsePrice(req.MaxPrice)
 	if err != nil {
-		return s, fmt.Errorf("max_price: %w", err)
+		return s, fault.Fieldf("max_price", req.MaxPrice, "want a price of 0 or more per GPU-hour, with at most 6 decimal places, such as 2.50")
 	}
 	var cc uint32
 	if req.MinCompute != "" {

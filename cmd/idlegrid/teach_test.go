@@ -1,0 +1,81 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/idlegrid/idlegrid/node/repo"
+)
+
+func TestATypoIsAnsweredWithWhatItMeant(t *testing.T) {
+	dir := newRepo(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"rnet"}, exitUsage, `unknown command "rnet" for "idlegrid"; did you mean "rent"?`},
+		{[]string{"config", "st"}, exitUsage, `did you mean "set"?`},
+		{[]string{"rent", "--max-prce", "1"}, exitUsage, "unknown flag: --max-prce; did you mean --max-price?"},
+		{[]string{"quote", "--cuont", "2"}, exitUsage, "did you mean --count?"},
+		{[]string{"config", "set", "--repo", dir, "provider.prce", "1"}, exitFailure, `unknown key "provider.prce"; did you mean "provider.price"?`},
+		{[]string{"config", "get", "--repo", dir, "provider.prce"}, exitFailure, `unknown key "provider.prce"; did you mean "provider.price"?`},
+		{[]string{"version", "foo"}, exitUsage, `idlegrid version takes no arguments (got "foo")`},
+	} {
+		r := runCLI(t, tc.args...)
+		if r.code != tc.code || !strings.Contains(r.lastLine(), tc.want) {
+			t.Errorf("%v: exit %d, %q; want %d and %q", tc.args, r.code, r.lastLine(), tc.code, tc.want)
+		}
+	}
+
+	// A key misspelt in the file itself.
+	cfg := filepath.Join(dir, repo.ConfigFile)
+	data, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(data), "max_peers =", "max_peer =", 1)), 0o644)
+	r := runCLI(t, "config", "show", "--repo", dir)
+	if want := `did you mean "dht.max_peers"?`; r.code != exitFailure || !strings.Contains(r.lastLine(), want) {
+		t.Errorf("a config file with a misspelt key: exit %d, %q; want %q", r.code, r.lastLine(), want)
+	}
+}
+
+func TestAFlagsBadValueNamesTheFlagTheValueAndWhatItTakes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rent", "--image", "x", "--max-price", "-1"}, "--max-price -1: want a price of 0 or more USD per GPU-hour"},
+		{[]string{"quote", "--max-price", "cheap"}, "--max-price cheap: want a price of 0 or more"},
+		{[]string{"rent", "--image", "x", "--count", "two"}, "--count two: want a whole number"},
+		{[]string{"rent", "--image", "x", "--gather", "5"}, "--gather 5: want a duration such as 30s"},
+	} {
+		r := runCLI(t, append(tc.args, "--repo", filepath.Join(t.TempDir(), "none"))...)
+		if r.code != exitUsage || !strings.Contains(r.lastLine(), tc.want) {
+			t.Errorf("%v: exit %d, %q; want %d and %q", tc.args, r.code, r.lastLine(), exitUsage, tc.want)
+		}
+	}
+}
+
+func TestANegativeNumberIsAValueTheKeyChecks(t *testing.T) {
+	dir := newRepo(t, "--profile", "provider")
+	before := snapshot(t, dir)
+	for _, args := range [][]string{
+		{"config", "set", "--repo", dir, "provider.price", "-1"},
+		{"config", "set", "provider.price", "-1", "--repo", dir},
+		{"config", "set", "provider.price", "-1.5", "--repo", dir},
+	} {
+		r := runCLI(t, args...)
+		value := args[slices.Index(args, "provider.price")+1]
+		if l := r.lastLine(); r.code != exitFailure || !strings.Contains(l, "provider.price") || !strings.Contains(l, value) || !strings.Contains(l, "want") {
+			t.Errorf("%v: exit %d, %q; want %d naming the key, the value and what it takes", args, r.code, l, exitFailure)
+		}
+	}
+	if snapshot(t, dir) != before {
+		t.Error("a refused negative value changed the repository")
+	}
+	if r := runCLI(t, "config", "set", "--repo", dir, "network.conn_low", "-5"); r.code != exitFailure || !strings.Contains(r.lastLine(), "network.conn_low = -5") {
+		t.Errorf("a negative integer setting: exit %d, %q", r.code, r.lastLine())
+	}
+}
