@@ -153,8 +153,22 @@ func (n *Node) joinSwarm(ctx context.Context) (func() error, error) {
 		n.log.Warn("starting without a peer; dialling the bootstrap peers again with back-off", "err", err, "config", n.repo.ConfigPath())
 		return nil, nil
 	}
-	return nil, fmt.Errorf("%w; check network.bootstrap in %s and that those peers are running", err, n.repo.ConfigPath())
+	return nil, &BootstrapError{Err: err, ConfigPath: n.repo.ConfigPath()}
 }
+
+// BootstrapError is a start that reached none of the bootstrap peers
+// (Err, a p2p.ErrNoBootstrap naming each peer's failure) that
+// network.bootstrap of ConfigPath names.
+type BootstrapError struct {
+	Err        error
+	ConfigPath string
+}
+
+func (e *BootstrapError) Error() string {
+	return fmt.Sprintf("%v; check network.bootstrap in %s and that those peers are running", e.Err, e.ConfigPath)
+}
+
+func (e *BootstrapError) Unwrap() error { return e.Err }
 
 func (n *Node) openStore(context.Context) (func() error, error) {
 	// Every write is fsynced: what the node stored survives a crash.

@@ -190,7 +190,7 @@ Through the daemon when one runs, else as a light client.`,
 			var l api.LeaseView
 			err := e.apiCall(func(c api.Node) (err error) { l, err = c.CancelLease(e.ctx, args[0]); return })
 			if errors.Is(err, api.ErrNoDaemon) {
-				n, done, lerr := e.lightNode(nil)
+				n, done, lerr := e.lightNode(nil, false)
 				if lerr != nil {
 					return lerr
 				}

@@ -161,7 +161,7 @@ func (f *rentFlags) request(e *env, args []string) (api.RentRequest, error) {
 // runRent rents as req asks, joining the swarm through bootstrap (or
 // the repository's network.bootstrap), and prints what came of it.
 func runRent(e *env, req api.RentRequest, bootstrap []string) error {
-	n, done, err := e.lightNode(bootstrap)
+	n, done, err := e.lightNode(bootstrap, true)
 	if err != nil {
 		return err
 	}
@@ -234,9 +234,11 @@ const (
 	exitInterrupted  = 130 // Ctrl-C cancelled the lease (128 + SIGINT, as a shell reports it)
 )
 
-// exitError ends a command with code, saying err.
+// exitError ends a command with code, saying err; name is its code in
+// errorJSON.
 type exitError struct {
 	code int
+	name string
 	err  error
 }
 
@@ -250,9 +252,9 @@ func rentFailed(err error) error {
 	case !errors.As(err, &np):
 		return err
 	case len(np.Attempts) == 0:
-		return exitError{exitNothingFits, err}
+		return exitError{exitNothingFits, "nothing_fits", err}
 	default:
-		return exitError{exitNoProvider, err}
+		return exitError{exitNoProvider, "refused", err}
 	}
 }
 
@@ -301,14 +303,14 @@ func printEnd(e *env, res api.RentResult) {
 // when a download failed, else 0.
 func rentEnded(ctx context.Context, res api.RentResult) error {
 	if ctx.Err() != nil {
-		return exitError{exitInterrupted, errors.New("interrupted: the lease was cancelled")}
+		return exitError{exitInterrupted, "interrupted", errors.New("interrupted: the lease was cancelled")}
 	}
 	for _, r := range rentReceipts(res) {
 		switch {
 		case r.ExitCode < 0:
-			return exitError{exitProviderLost, fmt.Errorf("lease %s: the job's end was not seen (%s)", r.LeaseID, cmp.Or(r.Note, r.Outcome))}
+			return exitError{exitProviderLost, "provider_lost", fmt.Errorf("lease %s: the job's end was not seen (%s)", r.LeaseID, cmp.Or(r.Note, r.Outcome))}
 		case r.ExitCode != 0:
-			return exitError{int(min(r.ExitCode, 255)), fmt.Errorf("lease %s: the job exited with code %d", r.LeaseID, r.ExitCode)}
+			return exitError{int(min(r.ExitCode, 255)), "job_failed", fmt.Errorf("lease %s: the job exited with code %d", r.LeaseID, r.ExitCode)}
 		}
 	}
 	failed := 0
@@ -323,11 +325,20 @@ func rentEnded(ctx context.Context, res api.RentResult) error {
 	return nil
 }
 
+// errNoPeers is a command that must ask the swarm, run on a node that
+// knows no peer to ask.
+var errNoPeers = errors.New("no peers to ask")
+
 // lightNode starts a light client from the repository, or from a throw-away
 // one when there is none, with the API and P2P ports left to the system so
 // it runs beside a daemon. done closes it (and removes a throw-away one).
-func (e *env) lightNode(bootstrap []string) (*node.Node, func(), error) {
+// With needPeers it refuses to start with no bootstrap peer, which
+// could only wait for peers that cannot learn of it. Its errors name
+// what the user can change: --bootstrap, where it gave
+// the peers or where no repository keeps any, else network.bootstrap.
+func (e *env) lightNode(bootstrap []string, needPeers bool) (*node.Node, func(), error) {
 	path, cleanup := e.repoPath(), func() {}
+	throwaway := false
 	r, err := repo.Open(path)
 	if errors.Is(err, repo.ErrNoRepo) {
 		tmp, terr := os.MkdirTemp("", "idlegrid-rent-")
@@ -340,6 +351,7 @@ func (e *env) lightNode(bootstrap []string) (*node.Node, func(), error) {
 			return nil, nil, err
 		}
 		fmt.Fprintf(e.stderr, "idlegrid: no repository at %s: renting with a throw-away identity\n", path)
+		throwaway = true
 	}
 	if err != nil {
 		return nil, nil, err
@@ -353,6 +365,13 @@ func (e *env) lightNode(bootstrap []string) (*node.Node, func(), error) {
 	if len(bootstrap) > 0 {
 		cfg.Network.Bootstrap = bootstrap
 	}
+	if len(cfg.Network.Bootstrap) == 0 && needPeers {
+		cleanup()
+		if throwaway {
+			return nil, nil, fmt.Errorf("%w: there is no repository at %s and no --bootstrap; name a peer of the swarm with --bootstrap /ip4/…/tcp/4001/p2p/12D3KooW…", errNoPeers, path)
+		}
+		return nil, nil, fmt.Errorf("%w: network.bootstrap in %s is empty and no --bootstrap was given; name a peer of the swarm with --bootstrap /ip4/…/tcp/4001/p2p/12D3KooW…, or keep some in network.bootstrap: idlegrid config set network.bootstrap '[\"/ip4/…/tcp/4001/p2p/12D3KooW…\"]'", errNoPeers, r.ConfigPath())
+	}
 	log, err := e.setupLogging(cfg.Log)
 	if err != nil {
 		cleanup()
@@ -365,6 +384,10 @@ func (e *env) lightNode(bootstrap []string) (*node.Node, func(), error) {
 	}
 	if err := n.Start(e.ctx); err != nil {
 		cleanup()
+		var be *node.BootstrapError
+		if errors.As(err, &be) && (len(bootstrap) > 0 || throwaway) {
+			return nil, nil, fmt.Errorf("%w; check the --bootstrap addresses and that those peers are running", be.Err)
+		}
 		return nil, nil, err
 	}
 	return n, func() { n.Close(); cleanup() }, nil

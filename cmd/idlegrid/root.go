@@ -41,6 +41,9 @@ type env struct {
 	logFmt string // --log-format
 	logLvl string // --log-level
 	asJSON bool   // --json where a command has it
+	// printedJSON is set once a command has printed its JSON answer, after
+	// which a failure adds no errorJSON to stdout.
+	printedJSON bool
 }
 
 // run executes one idlegrid command line and returns its exit code.
@@ -56,6 +59,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	err = fieldAsFlag(cmd, withCommandSuggestion(cmd, err))
 	fmt.Fprintf(stderr, "idlegrid: %s\n", inert.Text(oneLine(err)))
+	if (e.asJSON || wantsJSON(args)) && !e.printedJSON {
+		e.printJSON(errorJSON{Error: oneLine(err), Code: errorCode(err)})
+	}
 	if say := adviceFor(err); say != "" {
 		fmt.Fprintf(stderr, "idlegrid: hint: %s\n", say)
 	}
@@ -98,7 +104,13 @@ Start here:
   idlegrid devstack                 a whole local swarm in one process
   idlegrid init --profile provider  create a repository (~/.idlegrid)
   idlegrid daemon                   run a node from it
-  idlegrid status                   ask the running node how it is`,
+  idlegrid status                   ask the running node how it is
+
+Scripting: exit status 0 is success, 2 a wrong command line, 1 any other
+failure (rent and exec also exit with their job's code: see their help).
+With --json a command prints JSON on stdout and nothing else there; when it
+fails, that is one object, {"error": MESSAGE, "code": CODE}, the message its
+stderr line says too and a code that stays: ` + strings.Join(stableCodes(), ", ") + `.`,
 		SilenceErrors:      true,
 		SilenceUsage:       true,
 		DisableSuggestions: true, // unknownCommand suggests, one command
@@ -153,6 +165,7 @@ func (e *env) openRepo() (*repo.Repo, config.Config, error) {
 
 // printJSON writes v as indented JSON on stdout.
 func (e *env) printJSON(v any) error {
+	e.printedJSON = true
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
@@ -177,7 +190,7 @@ func (e *env) printList(v any, n int, empty string, rows func(io.Writer)) error 
 }
 
 func addJSONFlag(c *cobra.Command, e *env) {
-	c.Flags().BoolVar(&e.asJSON, "json", false, "print JSON instead of text")
+	c.Flags().BoolVar(&e.asJSON, "json", false, `print JSON instead of text; a failure prints {"error": MESSAGE, "code": CODE} on stdout (see idlegrid --help)`)
 }
 
 func newVersionCmd(e *env) *cobra.Command {

@@ -95,7 +95,7 @@ rent used. It exits with the command's exit code.`,
 				return err
 			}
 			if code != 0 {
-				return exitError{min(max(code, 1), 255), fmt.Errorf("lease %s: the command exited with code %d", args[0], code)}
+				return exitError{min(max(code, 1), 255), "command_failed", fmt.Errorf("lease %s: the command exited with code %d", args[0], code)}
 			}
 			return nil
 		},

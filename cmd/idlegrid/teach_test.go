@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idlegrid/idlegrid/node/repo"
 )
@@ -77,5 +78,31 @@ func TestANegativeNumberIsAValueTheKeyChecks(t *testing.T) {
 	}
 	if r := runCLI(t, "config", "set", "--repo", dir, "network.conn_low", "-5"); r.code != exitFailure || !strings.Contains(r.lastLine(), "network.conn_low = -5") {
 		t.Errorf("a negative integer setting: exit %d, %q", r.code, r.lastLine())
+	}
+}
+
+func TestRentWithNoPeerToAskFailsAtOnceSayingHowToGiveItOne(t *testing.T) {
+	for name, dir := range map[string]string{"a repository": newRepo(t), "no repository": filepath.Join(t.TempDir(), "none")} {
+		start := time.Now()
+		r := runCLI(t, "rent", "--repo", dir, "--image", "busybox", "--json", "--", "true")
+		l := r.lastLine()
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("%s: rent with no peers took %s, want it to fail at once", name, took)
+		}
+		if r.code != exitFailure || !strings.Contains(l, "no peers to ask") || !strings.Contains(l, "--bootstrap") || !strings.Contains(r.stdout, `"code": "no_peers"`) {
+			t.Errorf("%s: exit %d, %q, stdout %s; want %d, no peers to ask, and how to name one", name, r.code, l, r.stdout, exitFailure)
+		}
+		if name == "a repository" && !strings.Contains(l, "network.bootstrap in "+filepath.Join(dir, repo.ConfigFile)) {
+			t.Errorf("%s: %q does not name the repository's network.bootstrap", name, l)
+		}
+	}
+}
+
+func TestABootstrapFlagNobodyAnswersIsNamedNotAThrowAwayFile(t *testing.T) {
+	r := runCLI(t, "rent", "--repo", filepath.Join(t.TempDir(), "none"), "--image", "busybox",
+		"--bootstrap", "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp", "--", "true")
+	l := r.lastLine()
+	if r.code != exitFailure || !strings.Contains(l, "no bootstrap peer reachable") || !strings.Contains(l, "check the --bootstrap addresses") || strings.Contains(l, "config.toml") {
+		t.Errorf("rent with a dead --bootstrap and no repository: exit %d, %q; want the flag named, not a file that is gone", r.code, l)
 	}
 }

@@ -51,7 +51,7 @@ open it can act as this node.`,
 					return e.showUI(c.LoginURL(), "daemon", open)
 				}
 			}
-			n, done, err := e.lightNode(bootstrap)
+			n, done, err := e.lightNode(bootstrap, false)
 			if err != nil {
 				return err
 			}

@@ -300,7 +300,7 @@ else from the repository.`,
 			var res api.RedeemResult
 			err := e.apiCall(func(c api.Node) (err error) { res, err = c.Redeem(e.ctx); return })
 			if errors.Is(err, api.ErrNoDaemon) {
-				n, done, lerr := e.lightNode(nil)
+				n, done, lerr := e.lightNode(nil, false)
 				if lerr != nil {
 					return lerr
 				}
