@@ -60,7 +60,7 @@ func (e *env) cpIn(local, lease, remote string) error {
 	if _, err := os.Lstat(local); err != nil {
 		return err
 	}
-	link, err := e.dialLease(lease)
+	link, err := e.dialLease("cp", lease)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (e *env) cpIn(local, lease, remote string) error {
 
 // cpOut copies remote, in the lease's container, to local.
 func (e *env) cpOut(lease, remote, local string) error {
-	link, err := e.dialLease(lease)
+	link, err := e.dialLease("cp", lease)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ while it runs detached.`,
 				return usagef("--hours %v: want more than 0 and at most %d", hours, market.MaxTermSeconds/3600)
 			}
 			add := time.Duration(math.Ceil(hours*3600)) * time.Second
-			link, err := e.dialLease(args[0])
+			link, err := e.dialLease("extend", args[0])
 			if err != nil {
 				return err
 			}

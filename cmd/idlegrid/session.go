@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
@@ -21,13 +23,20 @@ import (
 )
 
 // dialLease opens a link to the provider of one of the repository's
-// rentals.
-func (e *env) dialLease(leaseID string) (*renter.LeaseLink, error) {
+// rentals, for the command verb; its errors name verb.
+func (e *env) dialLease(verb, leaseID string) (*renter.LeaseLink, error) {
 	r, err := repo.Open(e.repoPath())
 	if err != nil {
 		return nil, err
 	}
-	return renter.DialLease(e.ctx, r, leaseID)
+	link, err := renter.DialLease(e.ctx, r, leaseID)
+	switch {
+	case errors.Is(err, fault.ErrNotFound):
+		return nil, fmt.Errorf("%s: %w; %s reaches only the leases 'idlegrid rent' made from this repository", verb, err, verb)
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", verb, err)
+	}
+	return link, nil
 }
 
 func newExecCmd(e *env) *cobra.Command {
@@ -51,7 +60,7 @@ rent used. It exits with the command's exit code.`,
 			if cmd.ArgsLenAtDash() != 1 {
 				return usagef("exec LEASE -- CMD: name the lease, then -- and the command")
 			}
-			link, err := e.dialLease(args[0])
+			link, err := e.dialLease("exec", args[0])
 			if err != nil {
 				return err
 			}
@@ -129,7 +138,7 @@ tunnel ends with the lease.`,
 				return fmt.Errorf("listen on %s:%d: %w", address, local, err)
 			}
 			defer ln.Close()
-			link, err := e.dialLease(args[0])
+			link, err := e.dialLease("port-forward", args[0])
 			if err != nil {
 				return err
 			}

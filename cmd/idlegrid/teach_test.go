@@ -106,3 +106,29 @@ func TestABootstrapFlagNobodyAnswersIsNamedNotAThrowAwayFile(t *testing.T) {
 		t.Errorf("rent with a dead --bootstrap and no repository: exit %d, %q; want the flag named, not a file that is gone", r.code, l)
 	}
 }
+
+func TestALeaseCommandsMistakeSpeaksOfThatCommand(t *testing.T) {
+	dir := newRepo(t)
+	for _, verb := range []string{"extend", "exec", "port-forward", "cp"} {
+		args := map[string][]string{
+			"extend":       {"extend", "lease-0", "--hours", "1"},
+			"exec":         {"exec", "lease-0", "--", "true"},
+			"port-forward": {"port-forward", "lease-0", "8888"},
+			"cp":           {"cp", "lease-0:/workspace/x", filepath.Join(t.TempDir(), "x")},
+		}[verb]
+		r := runCLI(t, append([]string{args[0], "--repo", dir}, args[1:]...)...)
+		errLine := strings.Split(strings.TrimSpace(r.stderr), "\n")[0]
+		if r.code != exitFailure || !strings.HasPrefix(errLine, "idlegrid: "+verb+": no rental lease-0 made from "+dir) || !strings.Contains(errLine, verb+" reaches only the leases") {
+			t.Errorf("%s of a lease this repository never rented: exit %d, %q", verb, r.code, errLine)
+		}
+		for _, other := range []string{"extend", "exec", "port-forward", "cp"} {
+			if other != verb && strings.Contains(errLine, other) {
+				t.Errorf("%s of a lease this repository never rented speaks of %s: %q", verb, other, errLine)
+			}
+		}
+	}
+	r := runCLI(t, "extend", "../../etc", "--hours", "1", "--repo", dir)
+	if want := `extend: lease ID "../../etc": want 1-64 of`; r.code != exitFailure || !strings.Contains(r.lastLine(), want) {
+		t.Errorf("extend of a lease ID no lease has: exit %d, %q; want %q", r.code, r.lastLine(), want)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/clock"
+	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/transfer"
 	"github.com/idlegrid/idlegrid/p2p"
@@ -37,15 +38,20 @@ type LeaseLink struct {
 	leaseID  string
 }
 
-// DialLease connects to the provider of the rental leaseID made from r.
+// DialLease connects to the provider of the rental leaseID made from r:
+// a fault.ErrInvalid for an ID no lease has, a fault.ErrNotFound for a
+// rental r did not make.
 func DialLease(ctx context.Context, r *repo.Repo, leaseID string) (*LeaseLink, error) {
 	cfg, err := r.Config()
 	if err != nil {
 		return nil, err
 	}
+	if err := transfer.CheckLeaseID(leaseID); err != nil {
+		return nil, fault.Mark(fault.ErrInvalid, err)
+	}
 	ai, err := ReadProviderNote(filepath.Join(r.Path, repo.LogsDir), leaseID)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no rental %s made from %s (see `idlegrid leases`); exec and port-forward reach the leases `idlegrid rent` made from this repository", leaseID, r.Path)
+		return nil, fault.Mark(fault.ErrNotFound, fmt.Errorf("no rental %s made from %s", leaseID, r.Path))
 	}
 	if err != nil {
 		return nil, err
