@@ -132,3 +132,13 @@ func TestALeaseCommandsMistakeSpeaksOfThatCommand(t *testing.T) {
 		t.Errorf("extend of a lease ID no lease has: exit %d, %q; want %q", r.code, r.lastLine(), want)
 	}
 }
+
+func TestAPricingFloorAboveItsCeilingIsRefusedWhateverThePolicy(t *testing.T) {
+	dir := newRepo(t, "--profile", "provider")
+	setConfig(t, dir, "provider.pricing.ceiling", "4.00")
+	r := runCLI(t, "config", "set", "--repo", dir, "provider.pricing.floor", "5")
+	want := `provider.pricing.ceiling = "4.00": want at least provider.pricing.floor = "5"`
+	if r.code != exitFailure || !strings.Contains(r.lastLine(), want) {
+		t.Errorf("a floor above the ceiling with fixed prices: exit %d, %q; want %q", r.code, r.lastLine(), want)
+	}
+}

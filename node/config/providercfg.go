@@ -382,28 +382,35 @@ func (c PricingConfig) MarketPolicy() (market.PricingPolicy, bool, error) {
 	if math.IsNaN(c.MaxStep) || c.MaxStep != 0 && (c.MaxStep < 0.01 || c.MaxStep > 0.5) {
 		return pol, false, FieldErr("provider.pricing.max_step", c.MaxStep, "0.01 to 0.5 (0.10: a tenth of the price per re-publish), or 0 for the default")
 	}
-	switch c.Policy {
-	case PolicyFixed:
-		return pol, false, nil
-	case PolicyMarket:
-	default:
+	follows := c.Policy == PolicyMarket
+	if !follows && c.Policy != PolicyFixed {
 		return pol, false, FieldErr("provider.pricing.policy", c.Policy, "fixed or market")
 	}
-	if math.IsNaN(c.Percentile) || c.Percentile < 0 || c.Percentile > 100 {
+	if follows && (math.IsNaN(c.Percentile) || c.Percentile < 0 || c.Percentile > 100) {
 		return pol, false, FieldErr("provider.pricing.percentile", c.Percentile, "0 to 100 (50: the median)")
 	}
-	var err error
+	// The floor and the ceiling are checked whatever the policy, so that
+	// a switch to market finds them sound; fixed prices ignore them.
+	floor, ceiling := pol.Floor, pol.Ceiling
 	for _, f := range []struct {
 		name, v string
 		to      *uint64
-	}{{"provider.pricing.floor", c.Floor, &pol.Floor}, {"provider.pricing.ceiling", c.Ceiling, &pol.Ceiling}} {
+	}{{"provider.pricing.floor", c.Floor, &floor}, {"provider.pricing.ceiling", c.Ceiling, &ceiling}} {
+		if f.v == "" && !follows {
+			continue
+		}
+		var err error
 		if *f.to, err = market.ParsePrice(f.v); err != nil || *f.to < 1_000 || *f.to > 10_000_000_000 {
-			return pol, false, FieldErr(f.name, f.v, "with policy = \"market\", a decimal price per GPU-hour from 0.001 to 10000, such as \"1.20\"")
+			return pol, false, FieldErr(f.name, f.v, "a decimal price per GPU-hour from 0.001 to 10000, such as \"1.20\" (with policy = \"market\", one is needed)")
 		}
 	}
-	if pol.Ceiling < pol.Floor {
-		return pol, false, FieldErr("provider.pricing.ceiling", c.Ceiling, "at least the floor, "+c.Floor)
+	if ceiling < floor {
+		return pol, false, FieldErr("provider.pricing.ceiling", c.Ceiling, fmt.Sprintf("at least provider.pricing.floor = %q", c.Floor))
 	}
+	if !follows {
+		return pol, false, nil
+	}
+	pol.Floor, pol.Ceiling = floor, ceiling
 	return pol, true, pol.Validate()
 }
 

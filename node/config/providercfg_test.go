@@ -60,6 +60,8 @@ func TestProviderConfigValidation(t *testing.T) {
 		{"provider.pricing.ceiling", func(p *ProviderConfig) {
 			p.Pricing = PricingConfig{Policy: PolicyMarket, Percentile: 50, Floor: "2", Ceiling: "1.50", PeakFactor: 1}
 		}},
+		{"provider.pricing.ceiling", func(p *ProviderConfig) { p.Pricing.Floor, p.Pricing.Ceiling = "2", "1.50" }}, // fixed prices too
+		{"provider.pricing.floor", func(p *ProviderConfig) { p.Pricing.Floor = "-1" }},
 		{"provider.gpus[0].count", func(p *ProviderConfig) {
 			p.GPUs = []GPUConfig{{Model: "A100", Count: 0, VRAMGiB: 80, ComputeCapability: "8.0"}}
 		}},
