@@ -49,6 +49,7 @@ func (p inProcess) StartRental(_ context.Context, req api.RentRequest) (api.Rent
 	return p.Node.StartRental(req)
 }
 func (p inProcess) Rentals(context.Context) ([]api.RentalView, error) { return p.Node.Rentals(), nil }
+func (p inProcess) Reload(context.Context) (api.ReloadResult, error)  { return p.Node.ReloadFile() }
 
 // Offers lists the book's offers that pass the query's filters.
 func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
 )
 
@@ -15,12 +16,16 @@ import (
 var providerRestartOnly = []string{"enabled", "gpu_source", "share", "bronze_notice", "max_leases_per_renter", "min_renter_score", "country"}
 
 // ReloadResult says what a Reload did.
-type ReloadResult struct {
-	// Applied are the settings now in force ("provider.price").
-	Applied []string
-	// NeedRestart are settings that changed in the file but take effect
-	// only at the next start.
-	NeedRestart []string
+type ReloadResult = api.ReloadResult
+
+// ReloadFile reloads the repository's config.toml: Reload of what it
+// holds now.
+func (n *Node) ReloadFile() (ReloadResult, error) {
+	cfg, err := n.repo.Config()
+	if err != nil {
+		return ReloadResult{}, err
+	}
+	return n.Reload(cfg)
 }
 
 // Reload takes on what can change while the node runs from cfg, the

@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
+	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/spf13/cobra"
@@ -70,7 +74,10 @@ func newConfigCmd(e *env) *cobra.Command {
 		Long: `Change one setting. VALUE is read as a TOML value (4001, true, "30s",
 ["/ip4/0.0.0.0/tcp/4001"]); a bare word is taken as a string. The whole
 config is checked before it is written, and written atomically.
-A running daemon reads its config at start: restart it to apply.`,
+When a daemon runs on the repository, set has it reload the file (as
+SIGHUP does) and says what came of it: the provider's terms (prices,
+windows, tiers, durations, workload and image policy, caps, a static GPU
+list) apply at once; other settings wait for the daemon's restart.`,
 		Example: `  idlegrid config set log.level debug
   idlegrid config set network.bootstrap '["/ip4/198.51.100.1/tcp/4001/p2p/12D3KooW…"]'
   idlegrid config set log.subsystems.dht debug`,
@@ -93,13 +100,40 @@ A running daemon reads its config at start: restart it to apply.`,
 			v, _ := out.Get(args[0])
 			fmt.Fprintf(e.stdout, "%s = %s\n", args[0], formatValue(v))
 			if _, err := os.Stat(filepath.Join(r.Path, repo.APIFile)); err == nil {
-				fmt.Fprintln(e.stderr, "a daemon is running on this repository: restart it to apply the change")
+				if say := e.reloadDaemon(args[0]); say != "" {
+					fmt.Fprintln(e.stderr, say)
+				}
 			}
 			return nil
 		},
 	}
 	c.AddCommand(show, get, set)
 	return c
+}
+
+// reloadDaemon has the daemon running on the repository reload its
+// config and says, for the setting key, what came of it ("" when no
+// daemon answers).
+func (e *env) reloadDaemon(key string) string {
+	var res api.ReloadResult
+	err := e.apiCall(func(c api.Node) (err error) {
+		res, err = c.Reload(e.ctx)
+		return err
+	})
+	has := func(keys []string) bool {
+		return slices.ContainsFunc(keys, func(k string) bool { return key == k || strings.HasPrefix(key, k+".") })
+	}
+	switch {
+	case errors.Is(err, api.ErrNoDaemon):
+		return ""
+	case err != nil:
+		return fmt.Sprintf("the running daemon did not reload its config (%v): restart it to apply the change", err)
+	case has(res.Applied):
+		return fmt.Sprintf("the running daemon applied %s", key)
+	case has(res.NeedRestart):
+		return fmt.Sprintf("the running daemon takes %s at its next start: restart it to apply the change", key)
+	}
+	return fmt.Sprintf("the running daemon already runs with this %s", key)
 }
 
 func formatValue(v any) string {

@@ -43,6 +43,7 @@ SIGHUP reloads config.toml: the provider's terms (prices, windows, tiers,
 durations, workload and image policy, caps, a static GPU list) take effect at
 once in a new offer; other changed settings are named in the log and wait for a
 restart; an invalid file is refused and the node runs on as it was.
+'idlegrid config set' asks for the same reload through the local API.
 
 --init PROFILE creates the repository first when there is none (a service's
 first start, a container's empty volume), with --bootstrap peers in its
@@ -86,7 +87,7 @@ set in its config.toml instead.`,
 				case <-e.ctx.Done():
 					break running
 				case <-hup:
-					reload(r, n, log)
+					reload(n, log)
 				}
 			}
 			log.Info("shutting down", "limit", shutdownLimit.String())
@@ -150,12 +151,8 @@ func (e *env) initIfAbsent(profile string, bootstrap []string) error {
 }
 
 // reload reads the repository's config again and hands it to the node.
-func reload(r *repo.Repo, n *node.Node, log *slog.Logger) {
-	cfg, err := r.Config()
-	if err == nil {
-		_, err = n.Reload(cfg)
-	}
-	if err != nil {
+func reload(n *node.Node, log *slog.Logger) {
+	if _, err := n.ReloadFile(); err != nil {
 		log.Error("configuration not reloaded; the node runs on as it was", "err", err)
 	}
 }

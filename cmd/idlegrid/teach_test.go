@@ -142,3 +142,25 @@ func TestAPricingFloorAboveItsCeilingIsRefusedWhateverThePolicy(t *testing.T) {
 		t.Errorf("a floor above the ceiling with fixed prices: exit %d, %q; want %q", r.code, r.lastLine(), want)
 	}
 }
+
+func TestConfigSetHasTheRunningDaemonReloadAndSaysWhatApplied(t *testing.T) {
+	dir := newRepo(t, "--profile", "provider")
+	setConfig(t, dir, "provider.gpu_source", "fake:dgxh100")
+	setConfig(t, dir, "provider.enabled", "true")
+	errb, stop := runDaemonUntil(t, []string{"daemon", "--repo", dir}, "idlegrid daemon ready")
+	defer stop()
+	for _, tc := range []struct{ key, value, want string }{
+		{"provider.price", "0.99", "the running daemon applied provider.price"},
+		{"log.level", "debug", "the running daemon takes log.level at its next start: restart it to apply the change"},
+		{"log.subsystems.dht", "debug", "the running daemon takes log.subsystems.dht at its next start: restart it to apply the change"},
+		{"provider.price", "0.99", "the running daemon already runs with this provider.price"},
+	} {
+		r := runCLI(t, "config", "set", "--repo", dir, tc.key, tc.value)
+		if r.code != 0 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "restart it") != strings.Contains(tc.want, "restart it") {
+			t.Errorf("config set %s %s beside a daemon: exit %d, %q; want %q", tc.key, tc.value, r.code, r.stderr, tc.want)
+		}
+	}
+	if !strings.Contains(errb.String(), "configuration reloaded") || !strings.Contains(errb.String(), "applied=provider.price") {
+		t.Errorf("the daemon never applied provider.price:\n%s", errb)
+	}
+}

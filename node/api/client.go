@@ -148,6 +148,12 @@ func (c *Client) Redeem(ctx context.Context) (RedeemResult, error) {
 	return out, c.post(ctx, "/v1/channels/redeem", struct{}{}, &out)
 }
 
+// Reload asks POST /v1/reload to take on the repository's config.toml.
+func (c *Client) Reload(ctx context.Context) (ReloadResult, error) {
+	var out ReloadResult
+	return out, c.post(ctx, "/v1/reload", struct{}{}, &out)
+}
+
 // Receipts fetches GET /v1/receipts.
 func (c *Client) Receipts(ctx context.Context) ([]ReceiptView, error) {
 	var out []ReceiptView

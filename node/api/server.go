@@ -47,6 +47,10 @@ type Node interface {
 	// Redeem redeems now, on a provider paid by channel, the latest
 	// voucher of each channel that pays more than the chain has.
 	Redeem(context.Context) (RedeemResult, error)
+	// Reload takes on the repository's config.toml as it is now, as
+	// SIGHUP does, and says which changed settings apply now and which
+	// wait for a restart.
+	Reload(context.Context) (ReloadResult, error)
 }
 
 // Records is the part of Node that a repository answers by itself, with
@@ -164,6 +168,9 @@ func NewServer(b Backend, metrics prometheus.Gatherer, g Guard, log *slog.Logger
 	})
 	mux.HandleFunc("POST /v1/channels/redeem", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, func() (any, error) { return b.Redeem(r.Context()) })
+	})
+	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, func() (any, error) { return b.Reload(r.Context()) })
 	})
 	mux.HandleFunc("GET /v1/receipts", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, func() (any, error) { return b.Receipts(r.Context()) })

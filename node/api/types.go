@@ -179,3 +179,12 @@ type Peer struct {
 type Error struct {
 	Error string `json:"error"`
 }
+
+// ReloadResult is what a reload of the node's config.toml did.
+type ReloadResult struct {
+	// Applied are the settings now in force ("provider.price").
+	Applied []string `json:"applied"`
+	// NeedRestart are settings that differ from those the node started
+	// with and take effect only at its next start.
+	NeedRestart []string `json:"need_restart"`
+}

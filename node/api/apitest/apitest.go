@@ -57,6 +57,14 @@ var checks = []struct {
 	{"GPUs", checkGPUs},
 	{"Rentals", checkRentals},
 	{"Redeem", checkRedeem},
+	{"Reload", checkReload},
+}
+
+func checkReload(t *testing.T, ctx context.Context, f Fixture) {
+	res, err := f.API.Reload(ctx)
+	if err != nil || len(res.Applied) > 0 {
+		t.Errorf("Reload of a renter: %+v, %v; want nothing applied (a renter has no terms to change) and no error", res, err)
+	}
 }
 
 func checkRedeem(t *testing.T, ctx context.Context, f Fixture) {
