@@ -164,3 +164,21 @@ func TestConfigSetHasTheRunningDaemonReloadAndSaysWhatApplied(t *testing.T) {
 		t.Errorf("the daemon never applied provider.price:\n%s", errb)
 	}
 }
+
+func TestNegativesAsArgsMovesOnlyArguments(t *testing.T) {
+	root := newRoot(&env{})
+	for _, tc := range []struct{ in, want string }{
+		{"config set provider.price -1", "config set provider.price -- -1"},
+		{"config set provider.price -1 --repo d", "config set provider.price --repo d -- -1"},
+		{"config set --repo=d network.conn_low -5", "config set --repo=d network.conn_low -- -5"},
+		{"rent --max-price -1 --image x", "rent --max-price -1 --image x"},           // a flag's value
+		{"rent -d --max-price -1.5 --image x", "rent -d --max-price -1.5 --image x"}, // after a bool shorthand
+		{"extend lease-0 --hours -1", "extend lease-0 --hours -1"},
+		{"exec lease-0 -- echo -1", "exec lease-0 -- echo -1"}, // a line with its own --
+		{"config set provider.price 1", "config set provider.price 1"},
+	} {
+		if got := strings.Join(negativesAsArgs(root, strings.Fields(tc.in)), " "); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
