@@ -22,7 +22,6 @@ import (
 	ds "github.com/ipfs/go-datastore"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/peerstore"
 )
 
 // API is this node's api.Backend in this process: the interface that
@@ -148,21 +147,13 @@ func (n *Node) CancelLease(ctx context.Context, id string) (api.LeaseView, error
 	if LeaseEnded(rec.State) {
 		return api.LeaseView{}, fault.Conflictf("lease %s already ended: %s", id, rec.State)
 	}
-	l, _, err := rec.Open()
-	if err != nil {
-		return api.LeaseView{}, err
-	}
 	if rec.Role == records.Provider {
 		if n.leases == nil || n.leases.StopLease(ctx, id, "cancelled by the provider", "") == nil {
 			return api.LeaseView{}, fault.Conflictf("lease %s is not running here", id)
 		}
 		return views.Lease(rec), nil
 	}
-	// Where the rental last reached its provider: a light node started
-	// for this cancel knows no one yet, and its DHT table may be empty.
-	if ai, err := renter.ReadProviderNote(filepath.Join(n.repo.Path, repo.LogsDir), id); err == nil && ai.ID == peer.ID(l.Provider) {
-		n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
-	}
+	n.knowProvider(ctx, id)
 	res, err := n.renter.Cancel(ctx, id)
 	if err != nil {
 		return api.LeaseView{}, err

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -15,9 +16,13 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/fault"
+	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/renter"
+	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 )
 
 // The renter's types and errors that node's own API (Rent, Attach) hands
@@ -253,5 +258,23 @@ func (n *Node) Attach(ctx context.Context, id string, out RentOutput) (api.RentR
 	if n.renter == nil {
 		return api.RentResult{Tried: []api.Attempt{}}, ErrClosed
 	}
+	n.knowProvider(ctx, id)
 	return n.renter.Attach(ctx, id, out)
+}
+
+// knowProvider adds to the peerstore where this node's rental id last
+// reached its provider (the rental's provider note): a light node started
+// for one command knows no one yet, and its DHT table may be empty.
+func (n *Node) knowProvider(ctx context.Context, id string) {
+	rec, err := n.leaseStore().Get(ctx, id)
+	if err != nil || rec.Role != records.Renter {
+		return
+	}
+	l, _, err := rec.Open()
+	if err != nil {
+		return
+	}
+	if ai, err := renter.ReadProviderNote(filepath.Join(n.repo.Path, repo.LogsDir), id); err == nil && ai.ID == peer.ID(l.Provider) {
+		n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
+	}
 }

@@ -115,6 +115,9 @@ func TestDetachAndAttachAcrossAProviderKill(t *testing.T) {
 	if code := first.wait(t, 30*time.Second); code != 0 || !strings.Contains(first.stderr.String(), "detached from lease "+id) {
 		t.Fatalf("attach after Ctrl-C: exit %d, want 0 and a detached line\n%s", code, first.stderr)
 	}
+	if strings.Contains(first.stderr.String(), "lost the job stream") {
+		t.Errorf("an attach that lost nothing said it lost the job stream:\n%s", first.stderr)
+	}
 
 	// The provider is killed; the job writes on while it is down.
 	seen := strings.Count(engineLog(t, docker, pid.PeerID, id), "\n")

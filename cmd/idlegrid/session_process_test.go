@@ -75,6 +75,9 @@ func sessionsReachIntoALease(t *testing.T, bin, image, listen string) {
 	if !regexp.MustCompile(`/dev/pts/\d+`).Match(tout) || exitCode(err) != 4 {
 		t.Errorf("exec -it: exit %d, %q; want a terminal and 4", exitCode(err), tout)
 	}
+	if bytes.IndexByte(tout, 0) >= 0 {
+		t.Errorf("exec -it wrote a NUL byte the job did not: %q", tout)
+	}
 
 	// cp: a folder in, and out again, checked by SHA-256 both ways.
 	src := filepath.Join(t.TempDir(), "data")

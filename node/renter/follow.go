@@ -237,7 +237,9 @@ func (f *Follow) run(ctx context.Context) error {
 		}
 		if lost.IsZero() && !f.settling {
 			lost = clk.Now()
-			f.out.say("lost the job stream; re-attaching for up to %s", window)
+			if f.attached { // a first attach that failed lost nothing
+				f.out.say("lost the job stream; re-attaching for up to %s", window)
+			}
 		}
 		// It may be back on another address, or this node may know none.
 		find, cancel := context.WithTimeout(context.WithoutCancel(ctx), relocateWait)
