@@ -12,6 +12,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/offer"
@@ -22,6 +23,7 @@ import (
 	ds "github.com/ipfs/go-datastore"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 )
 
 // API is this node's api.Backend in this process: the interface that
@@ -130,6 +132,37 @@ func (r *Records) Close() error {
 	err := r.store.Close()
 	r.unlock()
 	return err
+}
+
+// NoteExtension records a lease's co-signed extension in its record.
+func (n *Node) NoteExtension(ctx context.Context, id string, extension []byte) (api.LeaseView, error) {
+	return noteExtension(ctx, n.leaseStore(), id, extension)
+}
+
+// NoteExtension records a lease's co-signed extension in its record.
+func (r *Records) NoteExtension(ctx context.Context, id string, extension []byte) (api.LeaseView, error) {
+	return noteExtension(ctx, records.Store{D: r.store}, id, extension)
+}
+
+// noteExtension records extension (protobuf CoSigned) in lease id's
+// record in st, if later than the record's, and returns the lease.
+func noteExtension(ctx context.Context, st records.Store, id string, extension []byte) (api.LeaseView, error) {
+	ext := new(pb.CoSigned)
+	if err := proto.Unmarshal(extension, ext); err != nil {
+		return api.LeaseView{}, fault.Mark(fault.ErrInvalid, fmt.Errorf("extension: %w", err))
+	}
+	_, err := st.NoteExtension(ctx, id, ext)
+	switch {
+	case errors.Is(err, ds.ErrNotFound):
+		return api.LeaseView{}, fault.NotFoundf("no lease %q here", id)
+	case err != nil:
+		return api.LeaseView{}, fault.Mark(fault.ErrInvalid, err)
+	}
+	rec, err := st.Get(ctx, id)
+	if err != nil {
+		return api.LeaseView{}, err
+	}
+	return views.Lease(rec), nil
 }
 
 // CancelLease ends a lease early. A renter's lease is cancelled at its

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 )
 
 // extendResult is what `idlegrid extend --json` prints.
@@ -32,7 +34,8 @@ why and changes nothing.
 
 extend works while 'idlegrid rent' or 'idlegrid attach' follows the lease
 in another terminal (they learn of the extension on the job stream), and
-while it runs detached.`,
+while it runs detached; the lease's record here ('idlegrid leases') says
+the new end once extend returns.`,
 		Example: `  idlegrid extend lease-4f2a… --hours 2`,
 		Args:    exactArgs(1, "LEASE"),
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -50,6 +53,16 @@ while it runs detached.`,
 				return err
 			}
 			res := extendResult{LeaseID: args[0], Seq: t.Seq, DurationSeconds: t.Lease.DurationSeconds, End: t.End().UTC()}
+			// The renter's record says the new end too, now: through the
+			// daemon, or the repository itself. A rent or attach holding
+			// the repository learns of it on the job stream instead.
+			raw, err := proto.Marshal(t.Extension)
+			if err == nil {
+				_, err = records(e, func(r api.Records) (api.LeaseView, error) { return r.NoteExtension(e.ctx, args[0], raw) })
+			}
+			if err != nil {
+				fmt.Fprintf(e.stderr, "idlegrid: the extension holds, but this repository's record of %s was not updated (%s): the 'idlegrid rent' or 'attach' following it records it\n", args[0], oneLine(err))
+			}
 			if e.asJSON {
 				return e.printJSON(res)
 			}

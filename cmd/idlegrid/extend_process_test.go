@@ -33,6 +33,10 @@ func TestExtendThroughProcesses(t *testing.T) {
 	if len(ls) != 1 || res.Seq != 1 || !ls[0].End.Equal(ls[0].Start.Add(150*time.Minute)) || !res.End.Equal(ls[0].End) {
 		t.Fatalf("extended by 1.5 hours: %+v; the provider's lease %+v", res, ls)
 	}
+	// The renter's record says so too, with no attach between.
+	if mine := mustJSON[[]api.LeaseView](t, bin, "leases", "--json", "--repo", renter); len(mine) != 1 || !mine[0].End.Equal(ls[0].End) {
+		t.Errorf("the renter's lease after extend: %+v; want it to end at %s, as the provider's", mine, ls[0].End)
+	}
 	out, err := exec.Command(bin, "extend", id, "--hours", "2", "--repo", renter).CombinedOutput()
 	if code := exitCode(err); code != exitFailure || !strings.Contains(string(out), "longer than this provider's longest lease") {
 		t.Errorf("an extension past the longest lease: exit %d, want %d and why\n%s", code, exitFailure, out)

@@ -135,6 +135,13 @@ func (c *Client) Reputation(ctx context.Context, peer string) (ReputationView, e
 	return out, c.get(ctx, "/v1/reputation/"+url.PathEscape(peer), &out)
 }
 
+// NoteExtension asks POST /v1/leases/{id}/extension to record a lease's
+// extension.
+func (c *Client) NoteExtension(ctx context.Context, id string, extension []byte) (LeaseView, error) {
+	var out LeaseView
+	return out, c.post(ctx, "/v1/leases/"+url.PathEscape(id)+"/extension", ExtensionNote{Extension: extension}, &out)
+}
+
 // CancelLease asks POST /v1/leases/{id}/cancel to end a lease.
 func (c *Client) CancelLease(ctx context.Context, id string) (LeaseView, error) {
 	var out LeaseView

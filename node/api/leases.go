@@ -163,6 +163,12 @@ type LeaseView struct {
 	Voucher *VoucherView `json:"voucher,omitempty"`
 }
 
+// ExtensionNote is the body of POST /v1/leases/{id}/extension: a lease's
+// extension both parties signed (protobuf CoSigned).
+type ExtensionNote struct {
+	Extension []byte `json:"extension"`
+}
+
 // ReceiptView is one receipt as `idlegrid receipts` shows it.
 type ReceiptView struct {
 	LeaseID        string    `json:"lease_id"`

@@ -59,6 +59,11 @@ type Records interface {
 	Leases(context.Context) ([]LeaseView, error)
 	Receipts(context.Context) ([]ReceiptView, error)
 	Ledger(context.Context) ([]LedgerEntry, error)
+	// NoteExtension records in a lease's record an extension both its
+	// parties signed (protobuf CoSigned), when it is later than the
+	// record's: `idlegrid extend` reaches the provider by itself, and the
+	// renter's record must then say the term it extended to.
+	NoteExtension(ctx context.Context, id string, extension []byte) (LeaseView, error)
 }
 
 // Backend is what the server serves: a Node, and where the files of a
@@ -162,6 +167,13 @@ func NewServer(b Backend, metrics prometheus.Gatherer, g Guard, log *slog.Logger
 	})
 	mux.HandleFunc("GET /v1/leases", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, func() (any, error) { return b.Leases(r.Context()) })
+	})
+	mux.HandleFunc("POST /v1/leases/{id}/extension", func(w http.ResponseWriter, r *http.Request) {
+		var req ExtensionNote
+		if !readJSON(w, r, &req) {
+			return
+		}
+		reply(w, func() (any, error) { return b.NoteExtension(r.Context(), r.PathValue("id"), req.Extension) })
 	})
 	mux.HandleFunc("POST /v1/leases/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, func() (any, error) { return b.CancelLease(r.Context(), r.PathValue("id")) })

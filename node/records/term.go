@@ -1,6 +1,7 @@
 package records
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/idlegrid/idlegrid/market"
@@ -25,4 +26,41 @@ func Term(l *pb.Lease, cs *pb.CoSigned, rec *Lease) (market.Term, error) {
 		return t, fmt.Errorf("lease %s: stored extension: %w", l.Id, err)
 	}
 	return next, nil
+}
+
+// NoteExtension records ext, an extension of lease id both parties
+// signed, in the lease's record when it is later than the one the record
+// has: the term's end moves with it. It reports whether the record
+// changed. An extension the record has already, or an older one,
+// changes nothing; one that does not verify against the lease is an
+// error.
+func (s Store) NoteExtension(ctx context.Context, id string, ext *pb.CoSigned) (bool, error) {
+	rec, err := s.Get(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	l, cs, err := rec.Open()
+	if err != nil {
+		return false, err
+	}
+	t, err := Term(l, cs, rec)
+	if err != nil {
+		return false, err
+	}
+	if t.Extension != nil && market.SameBody(ext, t.Extension) {
+		return false, nil
+	}
+	next, err := t.Apply(ext, market.Renter, market.Provider)
+	if err != nil {
+		if e, oerr := market.OpenCoSigned[*pb.Extension](ext); oerr == nil && e.Seq <= t.Seq {
+			return false, nil // an older one: the record is ahead
+		}
+		return false, fmt.Errorf("lease %s: extension: %w", id, err)
+	}
+	if Ended(rec.State) {
+		return false, nil // the receipt names the term that held
+	}
+	rec.Extension, _ = proto.Marshal(ext)
+	rec.EndMs = next.End().UnixMilli()
+	return true, s.Put(ctx, rec, nil)
 }

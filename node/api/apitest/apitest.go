@@ -51,6 +51,7 @@ var checks = []struct {
 	{"Attest", checkAttest},
 	{"Leases", checkLeases},
 	{"CancelLease", checkCancelLease},
+	{"NoteExtension", checkNoteExtension},
 	{"Receipts", checkReceipts},
 	{"Ledger", checkLedger},
 	{"Reputation", checkReputation},
@@ -168,6 +169,16 @@ func checkCancelLease(t *testing.T, ctx context.Context, f Fixture) {
 	isKind(t, "CancelLease lease-none", err, fault.ErrNotFound, "lease-none")
 	_, err = a.CancelLease(ctx, f.Lease)
 	isKind(t, "CancelLease of an ended lease", err, fault.ErrConflict, "already ended")
+}
+
+func checkNoteExtension(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	_, err := a.NoteExtension(ctx, "lease-none", nil)
+	isKind(t, "NoteExtension lease-none", err, fault.ErrNotFound, "lease-none")
+	_, err = a.NoteExtension(ctx, f.Lease, []byte("not a protobuf"))
+	isKind(t, "NoteExtension of bytes that are no extension", err, fault.ErrInvalid, "extension")
+	_, err = a.NoteExtension(ctx, f.Lease, nil)
+	isKind(t, "NoteExtension signed by no one", err, fault.ErrInvalid, "extension")
 }
 
 func checkReceipts(t *testing.T, ctx context.Context, f Fixture) {
