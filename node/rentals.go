@@ -262,6 +262,23 @@ func (n *Node) Attach(ctx context.Context, id string, out RentOutput) (api.RentR
 	return n.renter.Attach(ctx, id, out)
 }
 
+// SettleNow tries once, now, to settle each lease this node rented that
+// is settling (its provider was gone), and waits for the attempts: a
+// provider back ends the lease with one receipt both sides keep.
+func (n *Node) SettleNow(ctx context.Context) {
+	if n.renter == nil {
+		return
+	}
+	if recs, err := n.leaseStore().All(ctx); err == nil {
+		for _, rec := range recs {
+			if rec.Role == records.Renter && rec.State == records.Settling {
+				n.knowProvider(ctx, rec.ID)
+			}
+		}
+	}
+	n.renter.SettleNow(ctx)
+}
+
 // knowProvider adds to the peerstore where this node's rental id last
 // reached its provider (the rental's provider note): a light node started
 // for one command knows no one yet, and its DHT table may be empty.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand"
@@ -295,6 +296,60 @@ func TestAKilledRentsUploadResumes(t *testing.T) {
 	}
 	if want := fmt.Sprintf("%x  /workspace/in/blob\n", h.Sum(nil)); second.stdout.String() != want {
 		t.Errorf("the job read %q, want %q", second.stdout.String(), want)
+	}
+	d.stop(t)
+}
+
+// A provider down for longer than rent's re-attach window: the one-shot
+// rent gives up, keeps a receipt of its own and exits, leaving the lease
+// settling; the provider restarts, adopts the container and, its renter
+// gone, ends the lease with a receipt of its own. The next command that
+// shows the renter's leases settles the lease with the provider first:
+// both sides then keep the same receipt, signed by both.
+func TestAProviderOutageAfterRentGaveUpEndsInOneStory(t *testing.T) {
+	image := executortest.BusyboxImage(t)
+	docker := executortest.Docker(t)
+	bin := buildBinary(t)
+	prov, d, _, addr := restartableProvider(t, bin, docker)
+	renter := renterRepo(t, bin, "renter", "--bootstrap", addr)
+	r := startRent(t, bin, renter, addr, rental{image, "1", 1}, "sh", "-c", "echo up; sleep 600")
+	waitOutput(t, r, "up\n", 30*time.Second)
+	id := acceptedLine.FindStringSubmatch(r.stderr.String())[1]
+
+	d.cmd.Process.Kill()
+	<-d.done
+	if code := r.wait(t, 60*time.Second); !strings.Contains(r.stderr.String(), "the provider is gone") {
+		t.Fatalf("rent with its provider down: exit %d, want it to give up\n%s", code, r.stderr)
+	}
+	d = startDaemon(t, bin, prov)
+	waitUp(t, bin, d)
+	// The provider ends the lease it adopted once its renter stays away
+	// for jobs.renter_grace.
+	if !poll(60*time.Second, 100*time.Millisecond, func() bool {
+		ls := mustJSON[[]api.LeaseView](t, bin, "leases", "--json", "--repo", prov)
+		return len(ls) == 1 && ls[0].Ended
+	}) {
+		t.Fatalf("the provider did not end the lease its renter left:\n%s", d.stderr)
+	}
+
+	cmd := exec.Command(bin, "leases", "--json", "--repo", renter)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var ls []api.LeaseView
+	if err != nil || json.Unmarshal(out, &ls) != nil || len(ls) != 1 || !ls[0].Ended || !strings.Contains(stderr.String(), "settling 1 lease with its provider") {
+		t.Fatalf("the renter's leases once its provider is back: %v\n%s\n%s", err, out, stderr.String())
+	}
+	t.Logf("leases said:\n%s", stderr.String())
+	var receipts [2][]api.ReceiptView
+	for i, repo := range []string{renter, prov} {
+		receipts[i] = mustJSON[[]api.ReceiptView](t, bin, "receipts", "--json", "--repo", repo)
+		if len(receipts[i]) != 1 || len(receipts[i][0].SignedBy) != 2 {
+			t.Fatalf("receipts in %s: %+v; want one, signed by both", repo, receipts[i])
+		}
+	}
+	if a, b := receipts[0][0], receipts[1][0]; a.LeaseID != id || a.MeteredSeconds != b.MeteredSeconds || a.Amount != b.Amount || a.Outcome != b.Outcome {
+		t.Errorf("the two sides' receipts differ:\nrenter   %+v\nprovider %+v", a, b)
 	}
 	d.stop(t)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -49,11 +50,15 @@ settling, completed, preempted, failed or cancelled. A renter's lease is
 settling when its provider was gone: the renter holds a receipt of its own
 for the telemetry it verified, and settles the lease with the provider if it
 is back within 15 minutes (one receipt both sign); after that its own receipt
-stands. Through the daemon when one runs, else from the repository itself.`,
+stands. Through the daemon when one runs (its settler tries every 20 s), else
+from the repository itself, which first tries once to settle the leases it
+holds settling (a light node, for up to 45 s), so that what it shows agrees
+with what their providers hold.`,
 		Example: `  idlegrid leases
   idlegrid leases --json`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			e.settleFirst()
 			ls, err := records(e, func(r api.Records) ([]api.LeaseView, error) { return r.Leases(e.ctx) })
 			if err != nil {
 				return err
@@ -82,9 +87,12 @@ func newReceiptsCmd(e *env) *cobra.Command {
 		Long: `List the receipt of every ended lease: outcome, metered seconds, amount, the
 telemetry chain's root, and which parties' signatures verify. A receipt both
 renter and provider signed is settled; one signed by one side is that side's
-claim (the other vanished or disagreed).`,
+claim (the other vanished or disagreed). With no daemon running, leases this
+repository holds settling are first settled with their providers once, as
+'idlegrid leases' does.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			e.settleFirst()
 			rs, err := records(e, func(r api.Records) ([]api.ReceiptView, error) { return r.Receipts(e.ctx) })
 			if err != nil {
 				return err
@@ -217,4 +225,47 @@ Through the daemon when one runs, else as a light client.`,
 	}
 	addJSONFlag(c, e)
 	return c
+}
+
+// settleNowFor bounds the settling of leases before a listing: a
+// provider back stops a job it adopted within its stop grace (10 s by
+// default), then the two sides exchange the receipt.
+const settleNowFor = 45 * time.Second
+
+// settleFirst, with no daemon running, has the leases this repository
+// holds settling (a rent that gave up on its provider left them so, and
+// exited) settled with their providers once, before a command shows
+// them: a provider back ends each with the receipt both sides keep, so
+// the two sides' records agree. A daemon's settler does this by itself.
+func (e *env) settleFirst() {
+	if _, err := e.status(); !errors.Is(err, api.ErrNoDaemon) {
+		return
+	}
+	ls, err := records(e, func(r api.Records) ([]api.LeaseView, error) { return r.Leases(e.ctx) })
+	if err != nil {
+		return // the listing says why
+	}
+	n := 0
+	for _, l := range ls {
+		if l.Role == "renter" && l.State == views.LeaseSettling {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	what := "1 lease with its provider"
+	if n > 1 {
+		what = fmt.Sprintf("%d leases with their providers", n)
+	}
+	fmt.Fprintf(e.stderr, "settling %s (up to %s)…\n", what, settleNowFor)
+	node, done, err := e.lightNode(nil, false)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "idlegrid: not settled now: %s\n", oneLine(err))
+		return
+	}
+	defer done()
+	ctx, cancel := context.WithTimeout(e.ctx, settleNowFor)
+	defer cancel()
+	node.SettleNow(ctx)
 }

@@ -400,8 +400,11 @@ func (f *Follow) sendCancel() {
 	ctx, done := context.WithTimeout(context.Background(), cancelWait)
 	defer done()
 	reply, err := f.R.Net.RequestLease(ctx, peer.ID(f.Lease.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_CancelLeaseId{CancelLeaseId: f.Lease.Id}})
-	if err != nil || reply.Lease == nil {
-		f.out.say("cancel not confirmed: %v%s", err, reply.GetReason())
+	switch {
+	case err != nil:
+		f.out.say("cancel not confirmed: %v", err)
+	case reply.Lease == nil:
+		f.out.say("cancel not confirmed: %s", reply.GetReason())
 	}
 }
 

@@ -69,6 +69,40 @@ func (r *Renter) settleAll(ctx context.Context) {
 	})
 }
 
+// SettleNow tries once, now, to settle each lease this renter holds
+// settling, and waits until each attempt is over (ctx bounds the wait):
+// a provider back ends the lease with the receipt both sides sign, as
+// the settler would at its next round.
+func (r *Renter) SettleNow(ctx context.Context) {
+	done, err := r.use()
+	if err != nil {
+		return
+	}
+	defer done()
+	r.settleAll(ctx)
+	// A round the settler had begun holds its leases still: wait for it.
+	for {
+		recs, err := r.Store.All(ctx)
+		if err != nil {
+			return
+		}
+		busy := false
+		r.mu.Lock()
+		for _, rec := range recs {
+			busy = busy || rec.Role == records.Renter && rec.State == records.Settling && r.following[rec.ID] != nil
+		}
+		r.mu.Unlock()
+		if !busy {
+			return
+		}
+		select {
+		case <-r.Clock.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // settle checks the provider's receipt against what this renter verified:
 // the lease, the telemetry chain's root and beats, and the amount metered
 // from the last verified beat. Agreed, it countersigns and sends it back,
