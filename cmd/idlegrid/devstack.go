@@ -307,10 +307,11 @@ func (s *devstack) view() string {
 		fmt.Fprintf(&b, "%-4d …%-13s %s %5d %4d %5d %6d  %-28s %s\n", i, st.PeerID[len(st.PeerID)-12:], row, st.Peers, st.RoutingTable, offersMesh(st), st.Offers, sells(i), n.APIAddr())
 	}
 	fmt.Fprintf(&b, "\n%d of %d nodes see every other node. # connected, . not; mesh = offers topic.\n", full, len(nodes))
-	fmt.Fprintf(&b, "Ask any node: idlegrid status --repo %s\n", repos[0])
-	fmt.Fprintf(&b, "Shop:        idlegrid offers --repo %s   idlegrid quote --repo %s --gpu A100 --count 2 --hours 4\n", repos[0], repos[0])
+	self := selfCommand()
+	fmt.Fprintf(&b, "Ask any node: %s status --repo %s\n", self, repos[0])
+	fmt.Fprintf(&b, "Shop:        %s offers --repo %s   %s quote --repo %s --gpu A100 --count 2 --hours 4\n", self, repos[0], self, repos[0])
 	fmt.Fprintf(&b, "Rent:        %s\n", s.rentCommand())
-	fmt.Fprintf(&b, "Look:        idlegrid ui --repo %s   (the dashboard in a browser)\n", repos[0])
+	fmt.Fprintf(&b, "Look:        %s ui --repo %s   (the dashboard in a browser)\n", self, repos[0])
 	return b.String()
 }
 

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -76,8 +78,54 @@ func (s *devstack) rentCommand() string {
 	if s.executor == config.ExecutorProcess {
 		img = "any"
 	}
-	return fmt.Sprintf(`idlegrid rent --repo %s --bootstrap %s --gpu H100 --count 2 --hours 1 --max-price 3 --image %s -- sh -c 'echo "hello from $IDLEGRID_GPUS"'`,
-		s.renter, s.boot, img)
+	return fmt.Sprintf(`%s rent --repo %s --bootstrap %s --gpu H100 --count 2 --hours 1 --max-price 3 --image %s -- sh -c 'echo "hello from $IDLEGRID_GPUS"'`,
+		selfCommand(), s.renter, s.boot, img)
+}
+
+// selfCommand is how a shell beside this process runs this binary again,
+// for the commands devstack prints: "idlegrid" when the one on PATH is
+// this one, "go run ./cmd/idlegrid" when this is a go run build (which
+// is not on PATH, and goes when it exits) started from the module's
+// root, else this binary's path.
+func selfCommand() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "idlegrid"
+	}
+	wd, _ := os.Getwd()
+	return selfCommandOf(exe, wd, exec.LookPath)
+}
+
+func selfCommandOf(exe, wd string, lookPath func(string) (string, error)) string {
+	if onPath, err := lookPath("idlegrid"); err == nil && sameFile(onPath, exe) {
+		return "idlegrid"
+	}
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		if st, err := os.Stat(filepath.Join(wd, "cmd", "idlegrid", "main.go")); err == nil && !st.IsDir() {
+			return "go run ./cmd/idlegrid"
+		}
+	}
+	return shellQuote(exe)
+}
+
+// sameFile says whether paths a and b name one file.
+func sameFile(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // demo rents from the devstack as a renter would: two fake H100s, a job

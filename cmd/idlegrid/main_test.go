@@ -411,7 +411,7 @@ func TestDevstackDemoRentsAndPrintsAReceipt(t *testing.T) {
 			if r.code != 0 {
 				t.Fatalf("devstack --demo: %+v", r)
 			}
-			for _, want := range []string{c.says, "idlegrid rent --repo ", "hello from GPU-", "step 3\n", "completed", "signed by renter and provider", "Rent:        idlegrid rent --repo ",
+			for _, want := range []string{c.says, " rent --repo ", "hello from GPU-", "step 3\n", "completed", "signed by renter and provider", " rent --repo ",
 				"leases are paid by channel on a development chain", "demo: paid by voucher ", "demo: the provider redeemed its vouchers on 1 channel(s)"} {
 				if !strings.Contains(r.stdout, want) {
 					t.Errorf("no %q in:\n%s", want, r.stdout)
