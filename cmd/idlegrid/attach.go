@@ -32,6 +32,9 @@ had ended already), 124 when its end was never seen, 0 on a detach.`,
 			if _, err := repo.Open(e.repoPath()); errors.Is(err, repo.ErrNoRepo) {
 				return fmt.Errorf("no repository at %s: attach follows the leases a repository rented (--repo)", e.repoPath())
 			}
+			if err := e.leaseArg(args, 0); err != nil {
+				return err
+			}
 			n, done, err := e.lightNode(nil, false)
 			if err != nil {
 				return err

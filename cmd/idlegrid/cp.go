@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-var leaseSide = regexp.MustCompile(`^(lease-[0-9a-f]+):(/.*)$`)
+var leaseSide = regexp.MustCompile(`^(lease-[0-9a-f]+(?:…|\.\.\.)?):(/.*)$`)
 
 func newCpCmd(e *env) *cobra.Command {
 	return &cobra.Command{
@@ -47,8 +47,14 @@ refused on the way out.`,
 			case (up == nil) == (down == nil):
 				return usagef("cp %s %s: name one side as LEASE:/PATH, the other a local path", args[0], args[1])
 			case up != nil:
+				if err := e.leaseArg(up, 1); err != nil {
+					return err
+				}
 				return e.cpIn(args[0], up[1], up[2])
 			default:
+				if err := e.leaseArg(down, 1); err != nil {
+					return err
+				}
 				return e.cpOut(down[1], down[2], args[1])
 			}
 		},

@@ -43,6 +43,9 @@ the new end once extend returns.`,
 				return usagef("--hours %v: want more than 0 and at most %d", hours, market.MaxTermSeconds/3600)
 			}
 			add := time.Duration(math.Ceil(hours*3600)) * time.Second
+			if err := e.leaseArg(args, 0); err != nil {
+				return err
+			}
 			link, err := e.dialLease("extend", args[0])
 			if err != nil {
 				return err

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/node/doctor"
+	"github.com/idlegrid/idlegrid/node/repo"
 )
 
 // A new provider repository sells what NVML finds; with none, init says
@@ -105,4 +108,25 @@ func TestADaemonThatSellsNothingSaysWhy(t *testing.T) {
 		t.Errorf("a provider on NVML without a driver logged nothing of it:\n%s", d.stderr)
 	}
 	d.stop(t)
+}
+
+// A lease goes by the start of its ID, with or without the "…" the help
+// writes; a start two leases share is named as such, with them.
+func TestALeaseGoesByTheStartOfItsID(t *testing.T) {
+	dir := newRepo(t, "--profile", "renter")
+	logs := filepath.Join(dir, repo.LogsDir)
+	os.MkdirAll(logs, 0o700)
+	os.WriteFile(filepath.Join(logs, "lease-4f2a01.stdout"), []byte("first\n"), 0o600)
+	os.WriteFile(filepath.Join(logs, "lease-4f2a02.stdout"), []byte("second\n"), 0o600)
+	for _, typed := range []string{"lease-4f2a01", "lease-4f2a01…", "lease-4f2a01..."} {
+		if r := runCLI(t, "logs", "--repo", dir, typed); r.code != 0 || r.stdout != "first\n" {
+			t.Errorf("logs %s: exit %d, %q\n%s", typed, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := runCLI(t, "logs", "--repo", dir, "lease-4f2a0"); r.code != exitUsage || !strings.Contains(r.stderr, "2 leases of this repository start so (lease-4f2a01, lease-4f2a02)") {
+		t.Errorf("logs by a start two leases share: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := runCLI(t, "logs", "--repo", dir, "lease-99"); r.code != exitFailure || !strings.Contains(r.stderr, `no output kept for lease "lease-99"`) {
+		t.Errorf("logs by a start no lease has: exit %d\n%s", r.code, r.stderr)
+	}
 }

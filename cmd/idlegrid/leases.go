@@ -149,6 +149,9 @@ kept them under the repository's logs/ folder.`,
 			if stream != "stdout" && stream != "stderr" && stream != "both" {
 				return usagef("--stream %q: want stdout, stderr or both", stream)
 			}
+			if err := e.leaseArg(args, 0); err != nil {
+				return err
+			}
 			r, err := repo.Open(e.repoPath())
 			if err != nil {
 				return err
@@ -195,6 +198,9 @@ grace. A provider that cannot be reached leaves the lease settling, as
 Through the daemon when one runs, else as a light client.`,
 		Args: exactArgs(1, "LEASE"),
 		RunE: func(_ *cobra.Command, args []string) error {
+			if err := e.leaseArg(args, 0); err != nil {
+				return err
+			}
 			var l api.LeaseView
 			err := e.apiCall(func(c api.Node) (err error) { l, err = c.CancelLease(e.ctx, args[0]); return })
 			if errors.Is(err, api.ErrNoDaemon) {

@@ -60,6 +60,9 @@ rent used. It exits with the command's exit code.`,
 			if cmd.ArgsLenAtDash() != 1 {
 				return usagef("exec LEASE -- CMD: name the lease, then -- and the command")
 			}
+			if err := e.leaseArg(args, 0); err != nil {
+				return err
+			}
 			link, err := e.dialLease("exec", args[0])
 			if err != nil {
 				return err
@@ -138,6 +141,9 @@ tunnel ends with the lease.`,
 				return fmt.Errorf("listen on %s:%d: %w", address, local, err)
 			}
 			defer ln.Close()
+			if err := e.leaseArg(args, 0); err != nil {
+				return err
+			}
 			link, err := e.dialLease("port-forward", args[0])
 			if err != nil {
 				return err

@@ -65,6 +65,13 @@ func sessionsReachIntoALease(t *testing.T, bin, image, listen string) {
 	if out != "hello from the job\n65534\n" || code != 5 {
 		t.Errorf("exec: exit %d, stdout %q; want 5 and the job's file as the job's user\n%s", code, out, errs)
 	}
+	// A lease goes by the start of its ID too, as the help writes it.
+	if out, errs, code := run("", "exec", "--repo", renter, lease[:12]+"…", "--", "echo", "by prefix"); out != "by prefix\n" || code != 0 {
+		t.Errorf("exec by a prefix of the lease's ID: exit %d, %q\n%s", code, out, errs)
+	}
+	if out, errs, code := run("", "logs", "--repo", renter, lease[:12]); !strings.Contains(out, "up\n") || code != 0 {
+		t.Errorf("logs by a prefix of the lease's ID: exit %d, %q\n%s", code, out, errs)
+	}
 	if out, errs, code := run("to the command\n", "exec", "--repo", renter, lease, "-i", "--", "cat"); out != "to the command\n" || code != 0 {
 		t.Errorf("exec -i: exit %d, stdout %q\n%s", code, out, errs)
 	}
@@ -85,7 +92,7 @@ func sessionsReachIntoALease(t *testing.T, bin, image, listen string) {
 	os.WriteFile(filepath.Join(src, "a.txt"), []byte("alpha\n"), 0o644)
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
 	os.WriteFile(filepath.Join(src, "sub", "b.bin"), big, 0o644)
-	if _, errs, code := run("", "cp", "--repo", renter, src, lease+":/workspace/in/data"); code != 0 || !strings.Contains(errs, "copied 2 files, 1.0 MiB") {
+	if _, errs, code := run("", "cp", "--repo", renter, src, lease[:12]+"…:/workspace/in/data"); code != 0 || !strings.Contains(errs, "copied 2 files, 1.0 MiB") {
 		t.Errorf("cp in: exit %d\n%s", code, errs)
 	}
 	if out, errs, code := run("", "exec", "--repo", renter, lease, "--", "cat", "/workspace/in/data/a.txt"); out != "alpha\n" || code != 0 {
