@@ -300,6 +300,53 @@ func TestAKilledRentsUploadResumes(t *testing.T) {
 	d.stop(t)
 }
 
+// oneStory is a provider daemon and a renter repository bootstrapped
+// from it, with a one-shot rent of a long job whose first line arrived.
+type oneStory struct {
+	bin, prov, renter string
+	d                 *daemon
+	rent              *rentProc
+}
+
+func newOneStory(t *testing.T) *oneStory {
+	image := executortest.BusyboxImage(t)
+	docker := executortest.Docker(t)
+	o := &oneStory{bin: buildBinary(t)}
+	var addr string
+	o.prov, o.d, _, addr = restartableProvider(t, o.bin, docker)
+	o.renter = renterRepo(t, o.bin, "renter", "--bootstrap", addr)
+	o.rent = startRent(t, o.bin, o.renter, addr, rental{image, "1", 1}, "sh", "-c", "echo up; sleep 600")
+	waitOutput(t, o.rent, "up\n", 30*time.Second)
+	return o
+}
+
+// providerEnded waits until the provider has ended its one lease.
+func (o *oneStory) providerEnded(t *testing.T, why string) {
+	t.Helper()
+	if !poll(60*time.Second, 100*time.Millisecond, func() bool {
+		ls := mustJSON[[]api.LeaseView](t, o.bin, "leases", "--json", "--repo", o.prov)
+		return len(ls) == 1 && ls[0].Ended
+	}) {
+		t.Fatalf("the provider did not end the lease %s:\n%s", why, o.d.stderr)
+	}
+}
+
+// agree fails unless renter and provider each keep one receipt, signed
+// by both, saying the same.
+func (o *oneStory) agree(t *testing.T) {
+	t.Helper()
+	var receipts [2][]api.ReceiptView
+	for i, repo := range []string{o.renter, o.prov} {
+		receipts[i] = mustJSON[[]api.ReceiptView](t, o.bin, "receipts", "--json", "--repo", repo)
+		if len(receipts[i]) != 1 || len(receipts[i][0].SignedBy) != 2 {
+			t.Fatalf("receipts in %s: %+v; want one, signed by both", repo, receipts[i])
+		}
+	}
+	if a, b := receipts[0][0], receipts[1][0]; a.LeaseID != b.LeaseID || a.MeteredSeconds != b.MeteredSeconds || a.Amount != b.Amount || a.Outcome != b.Outcome {
+		t.Errorf("the two sides' receipts differ:\nrenter   %+v\nprovider %+v", a, b)
+	}
+}
+
 // A provider down for longer than rent's re-attach window: the one-shot
 // rent gives up, keeps a receipt of its own and exits, leaving the lease
 // settling; the provider restarts, adopts the container and, its renter
@@ -307,32 +354,17 @@ func TestAKilledRentsUploadResumes(t *testing.T) {
 // shows the renter's leases settles the lease with the provider first:
 // both sides then keep the same receipt, signed by both.
 func TestAProviderOutageAfterRentGaveUpEndsInOneStory(t *testing.T) {
-	image := executortest.BusyboxImage(t)
-	docker := executortest.Docker(t)
-	bin := buildBinary(t)
-	prov, d, _, addr := restartableProvider(t, bin, docker)
-	renter := renterRepo(t, bin, "renter", "--bootstrap", addr)
-	r := startRent(t, bin, renter, addr, rental{image, "1", 1}, "sh", "-c", "echo up; sleep 600")
-	waitOutput(t, r, "up\n", 30*time.Second)
-	id := acceptedLine.FindStringSubmatch(r.stderr.String())[1]
-
-	d.cmd.Process.Kill()
-	<-d.done
-	if code := r.wait(t, 60*time.Second); !strings.Contains(r.stderr.String(), "the provider is gone") {
-		t.Fatalf("rent with its provider down: exit %d, want it to give up\n%s", code, r.stderr)
+	o := newOneStory(t)
+	o.d.cmd.Process.Kill()
+	<-o.d.done
+	if code := o.rent.wait(t, 60*time.Second); !strings.Contains(o.rent.stderr.String(), "the provider is gone") {
+		t.Fatalf("rent with its provider down: exit %d, want it to give up\n%s", code, o.rent.stderr)
 	}
-	d = startDaemon(t, bin, prov)
-	waitUp(t, bin, d)
-	// The provider ends the lease it adopted once its renter stays away
-	// for jobs.renter_grace.
-	if !poll(60*time.Second, 100*time.Millisecond, func() bool {
-		ls := mustJSON[[]api.LeaseView](t, bin, "leases", "--json", "--repo", prov)
-		return len(ls) == 1 && ls[0].Ended
-	}) {
-		t.Fatalf("the provider did not end the lease its renter left:\n%s", d.stderr)
-	}
+	o.d = startDaemon(t, o.bin, o.prov)
+	waitUp(t, o.bin, o.d)
+	o.providerEnded(t, "it adopted, its renter away")
 
-	cmd := exec.Command(bin, "leases", "--json", "--repo", renter)
+	cmd := exec.Command(o.bin, "leases", "--json", "--repo", o.renter)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -340,16 +372,23 @@ func TestAProviderOutageAfterRentGaveUpEndsInOneStory(t *testing.T) {
 	if err != nil || json.Unmarshal(out, &ls) != nil || len(ls) != 1 || !ls[0].Ended || !strings.Contains(stderr.String(), "settling 1 lease with its provider") {
 		t.Fatalf("the renter's leases once its provider is back: %v\n%s\n%s", err, out, stderr.String())
 	}
-	t.Logf("leases said:\n%s", stderr.String())
-	var receipts [2][]api.ReceiptView
-	for i, repo := range []string{renter, prov} {
-		receipts[i] = mustJSON[[]api.ReceiptView](t, bin, "receipts", "--json", "--repo", repo)
-		if len(receipts[i]) != 1 || len(receipts[i][0].SignedBy) != 2 {
-			t.Fatalf("receipts in %s: %+v; want one, signed by both", repo, receipts[i])
-		}
+	o.agree(t)
+	o.d.stop(t)
+}
+
+// A rent SIGKILLed while its job runs leaves the lease open in its
+// repository; its provider, the renter gone for jobs.renter_grace, ends
+// it with a receipt of its own. The next command that shows the renter's
+// leases closes the lease with the provider first: both then keep the
+// same receipt, signed by both.
+func TestAKilledRentsLeaseEndsInOneStory(t *testing.T) {
+	o := newOneStory(t)
+	o.rent.cmd.Process.Kill()
+	<-o.rent.done
+	o.providerEnded(t, "its renter left")
+	if ls := mustJSON[[]api.LeaseView](t, o.bin, "leases", "--json", "--repo", o.renter); len(ls) != 1 || !ls[0].Ended {
+		t.Fatalf("the renter's leases once its provider ended the lease: %+v", ls)
 	}
-	if a, b := receipts[0][0], receipts[1][0]; a.LeaseID != id || a.MeteredSeconds != b.MeteredSeconds || a.Amount != b.Amount || a.Outcome != b.Outcome {
-		t.Errorf("the two sides' receipts differ:\nrenter   %+v\nprovider %+v", a, b)
-	}
-	d.stop(t)
+	o.agree(t)
+	o.d.stop(t)
 }

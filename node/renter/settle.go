@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -70,17 +71,18 @@ func (r *Renter) settleAll(ctx context.Context) {
 }
 
 // SettleNow tries once, now, to settle each lease this renter holds
-// settling, and waits until each attempt is over (ctx bounds the wait):
-// a provider back ends the lease with the receipt both sides sign, as
-// the settler would at its next round.
+// settling, and to close each it holds open that its provider has ended
+// (see closeEndedThere), and waits until each attempt is over, its own or
+// a follow's this node had begun (ctx bounds the wait): the two sides
+// then keep one receipt both signed.
 func (r *Renter) SettleNow(ctx context.Context) {
 	done, err := r.use()
 	if err != nil {
 		return
 	}
 	defer done()
+	over := r.closeEndedThere(ctx)
 	r.settleAll(ctx)
-	// A round the settler had begun holds its leases still: wait for it.
 	for {
 		recs, err := r.Store.All(ctx)
 		if err != nil {
@@ -89,7 +91,7 @@ func (r *Renter) SettleNow(ctx context.Context) {
 		busy := false
 		r.mu.Lock()
 		for _, rec := range recs {
-			busy = busy || rec.Role == records.Renter && rec.State == records.Settling && r.following[rec.ID] != nil
+			busy = busy || rec.Role == records.Renter && (rec.State == records.Settling || over[rec.ID]) && r.following[rec.ID] != nil
 		}
 		r.mu.Unlock()
 		if !busy {
@@ -101,6 +103,36 @@ func (r *Renter) SettleNow(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// closeEndedThere follows to its receipt each lease this renter holds
+// open (a rent killed, or detached, left it so) whose provider says it
+// runs it no more: the provider keeps the receipt of a lease it ended
+// without its renter for the renter's next attach, which countersigns
+// it. A lease still running there is left alone ('idlegrid attach'
+// follows it), and so is one whose provider is not reached. It returns
+// the leases found over there; one a follow of this node holds already
+// (resumed at its start) is that follow's to close.
+func (r *Renter) closeEndedThere(ctx context.Context) map[string]bool {
+	over := map[string]bool{}
+	r.followStored(ctx, "closing", func(rec *records.Lease) bool {
+		if records.Ended(rec.State) || rec.State == records.Settling {
+			return false
+		}
+		l, _, err := rec.Open()
+		if err != nil {
+			return false
+		}
+		pctx, cancel := context.WithTimeout(ctx, relocateWait)
+		reply, err := r.Net.RequestLease(pctx, peer.ID(l.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_TermsLeaseId{TermsLeaseId: rec.ID}})
+		cancel()
+		over[rec.ID] = err == nil && reply.Lease == nil && market.RejectOf(reply).Code == pb.RejectCode_REJECT_UNKNOWN_LEASE
+		return over[rec.ID]
+	}, func(f *Follow, _ *records.Lease) error {
+		f.detachOnCancel = true // over there: nothing to cancel
+		return f.run(ctx)
+	})
+	return over
 }
 
 // settle checks the provider's receipt against what this renter verified:
