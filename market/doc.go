@@ -4,9 +4,9 @@
 //
 // It has no network, no clock and no randomness of its own: callers pass
 // `now` and seeds in, so its tests and benchmarks run without a host.
-// market imports the standard library, its own wire types and
-// internal/spell (which imports nothing) only; it must never import p2p,
-// attest, node or cmd.
+// market imports the standard library and its own packages (wire types,
+// the GPU catalog, spell) only; it must never import p2p, attest, node or
+// cmd.
 //
 // # Book
 //

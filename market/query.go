@@ -11,9 +11,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/idlegrid/idlegrid/internal/spell"
 	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/market/spell"
 )
 
 // A renter's query language, as central marketplaces' search has it:

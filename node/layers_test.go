@@ -19,7 +19,8 @@ var layers = map[string][]string{
 	// The pure core: its wire types and nothing else of ours.
 	"market/...":        {"market/..."},
 	"market/pb":         nil,
-	"market/gpus":       nil,
+	"market/gpus":       {"market/spell"},
+	"market/spell":      nil, // "did you mean": commands, flags, config keys, query fields, GPU names
 	"market/inert":      nil,
 	"market/geo":        nil,
 	"market/reputation": {"market/pb"},

@@ -626,8 +626,11 @@ func TestACancelEndsWithTheReceiptBothSidesHold(t *testing.T) {
 	if err != nil || l.State != views.LeaseCancelled {
 		t.Fatalf("the renter cancels its detached lease: %v, state %q; want it cancelled when the cancel returns", err, l.State)
 	}
-	mine, theirs := storedReceipt(t, renter, id), storedReceipt(t, prov, id)
-	if !proto.Equal(mine, theirs) || len(mine.RenterSignature) == 0 || len(mine.ProviderSignature) == 0 {
+	// The renter has kept the receipt both signed; the provider keeps its
+	// countersignature once the renter's reply reaches it.
+	mine := storedReceipt(t, renter, id)
+	waitFor(t, 10*time.Second, "the provider to keep the countersigned receipt", func() bool { return len(storedReceipt(t, prov, id).RenterSignature) > 0 })
+	if theirs := storedReceipt(t, prov, id); !proto.Equal(mine, theirs) || len(mine.RenterSignature) == 0 || len(mine.ProviderSignature) == 0 {
 		t.Fatalf("the two sides keep different receipts:\nrenter   %v\nprovider %v", mine, theirs)
 	}
 	rc, err := market.OpenCoSigned[*pb.Receipt](mine, market.Renter, market.Provider)

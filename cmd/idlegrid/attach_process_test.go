@@ -55,20 +55,36 @@ func engineLog(t *testing.T, docker *client.Client, peerID, id string) string {
 	return out.String()
 }
 
-// restartableProvider starts a provider daemon on a port it keeps across
-// restarts (see fixedPort), with config set before the start; it returns
-// its repository, daemon, ID and multiaddr.
-func restartableProvider(t *testing.T, bin string, docker *client.Client, config ...[2]string) (repo string, d *daemon, id daemonID, addr string) {
+// restartableProvider starts a provider daemon listening on transport
+// alone ("tcp" or "quic-v1", so every stream runs over it), on a port it
+// keeps across restarts (see fixedPort), with config set before the
+// start; it returns its repository, daemon, ID and multiaddr.
+func restartableProvider(t *testing.T, bin string, docker *client.Client, transport string, config ...[2]string) (repo string, d *daemon, id daemonID, addr string) {
 	t.Helper()
 	port := fixedPort(t)
-	repo = providerRepo(t, bin, fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port))
+	listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)
+	if transport == "quic-v1" {
+		listen = fmt.Sprintf("/ip4/127.0.0.1/udp/%d/quic-v1", port)
+	}
+	repo = providerRepo(t, bin, listen)
 	for _, kv := range config {
 		setConfig(t, repo, kv[0], kv[1])
 	}
 	d = startDaemon(t, bin, repo)
 	id = waitUp(t, bin, d)
 	removeJobContainers(t, docker, id.PeerID)
-	return repo, d, id, fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, id.PeerID)
+	return repo, d, id, listen + "/p2p/" + id.PeerID
+}
+
+// overTransports runs test over TCP and over QUIC, side by side: a
+// stream that works on one may fail on the other (a close QUIC cancels).
+func overTransports(t *testing.T, test func(t *testing.T, transport string)) {
+	for _, transport := range []string{"tcp", "quic-v1"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			test(t, transport)
+		})
+	}
 }
 
 // attachProc starts `idlegrid attach` as a child process.
@@ -87,10 +103,14 @@ func attachProc(t *testing.T, bin, repo, id string) *rentProc {
 // renter is away leaves its output, its packed outputs and its receipt
 // for the next attach, which downloads them.
 func TestDetachAndAttachAcrossAProviderKill(t *testing.T) {
+	overTransports(t, detachAndAttachAcrossAProviderKill)
+}
+
+func detachAndAttachAcrossAProviderKill(t *testing.T, transport string) {
 	image := executortest.BusyboxImage(t)
 	docker := executortest.Docker(t)
 	bin := buildBinary(t)
-	prov, d, pid, addr := restartableProvider(t, bin, docker)
+	prov, d, pid, addr := restartableProvider(t, bin, docker, transport)
 	renter := renterRepo(t, bin, "renter", "--bootstrap", addr)
 
 	const lines = 150 // 20 a second: about 7.5 s
@@ -193,10 +213,14 @@ func TestDetachAndAttachAcrossAProviderKill(t *testing.T) {
 // once it ended. A folder over the provider's jobs.max_upload_mib is
 // refused before any lease, and rent says why.
 func TestRentUploadsAndDownloadsData(t *testing.T) {
+	overTransports(t, rentUploadsAndDownloadsData)
+}
+
+func rentUploadsAndDownloadsData(t *testing.T, transport string) {
 	image := executortest.BusyboxImage(t)
 	docker := executortest.Docker(t)
 	bin := buildBinary(t)
-	_, d, _, addr := restartableProvider(t, bin, docker, [2]string{"jobs.max_upload_mib", "2"})
+	_, d, _, addr := restartableProvider(t, bin, docker, transport, [2]string{"jobs.max_upload_mib", "2"})
 	renter := renterRepo(t, bin, "renter", "--bootstrap", addr)
 	data := filepath.Join(t.TempDir(), "data")
 	os.MkdirAll(filepath.Join(data, "sub"), 0o755)
@@ -251,10 +275,14 @@ func TestRentUploadsAndDownloadsData(t *testing.T) {
 // ends: the next rent of the same data sends only the rest (it says from
 // which byte), and the job reads the data whole.
 func TestAKilledRentsUploadResumes(t *testing.T) {
+	overTransports(t, aKilledRentsUploadResumes)
+}
+
+func aKilledRentsUploadResumes(t *testing.T, transport string) {
 	image := executortest.BusyboxImage(t)
 	docker := executortest.Docker(t)
 	bin := buildBinary(t)
-	prov, d, _, addr := restartableProvider(t, bin, docker, [2]string{"jobs.max_upload_mib", "128"}, [2]string{"jobs.workspace_mib", "256"})
+	prov, d, _, addr := restartableProvider(t, bin, docker, transport, [2]string{"jobs.max_upload_mib", "128"}, [2]string{"jobs.workspace_mib", "256"})
 	renter := renterRepo(t, bin, "renter", "--bootstrap", addr)
 	data := filepath.Join(t.TempDir(), "data")
 	os.MkdirAll(data, 0o755)
@@ -308,12 +336,12 @@ type oneStory struct {
 	rent              *rentProc
 }
 
-func newOneStory(t *testing.T) *oneStory {
+func newOneStory(t *testing.T, transport string) *oneStory {
 	image := executortest.BusyboxImage(t)
 	docker := executortest.Docker(t)
 	o := &oneStory{bin: buildBinary(t)}
 	var addr string
-	o.prov, o.d, _, addr = restartableProvider(t, o.bin, docker)
+	o.prov, o.d, _, addr = restartableProvider(t, o.bin, docker, transport)
 	o.renter = renterRepo(t, o.bin, "renter", "--bootstrap", addr)
 	o.rent = startRent(t, o.bin, o.renter, addr, rental{image, "1", 1}, "sh", "-c", "echo up; sleep 600")
 	waitOutput(t, o.rent, "up\n", 30*time.Second)
@@ -337,8 +365,13 @@ func (o *oneStory) agree(t *testing.T) {
 	t.Helper()
 	var receipts [2][]api.ReceiptView
 	for i, repo := range []string{o.renter, o.prov} {
-		receipts[i] = mustJSON[[]api.ReceiptView](t, o.bin, "receipts", "--json", "--repo", repo)
-		if len(receipts[i]) != 1 || len(receipts[i][0].SignedBy) != 2 {
+		// The provider keeps the countersignature once the renter's
+		// reply reaches it, a moment after the renter kept it.
+		signed := func() bool {
+			receipts[i] = mustJSON[[]api.ReceiptView](t, o.bin, "receipts", "--json", "--repo", repo)
+			return len(receipts[i]) == 1 && len(receipts[i][0].SignedBy) == 2
+		}
+		if !poll(10*time.Second, 50*time.Millisecond, signed) {
 			t.Fatalf("receipts in %s: %+v; want one, signed by both", repo, receipts[i])
 		}
 	}
@@ -354,7 +387,11 @@ func (o *oneStory) agree(t *testing.T) {
 // shows the renter's leases settles the lease with the provider first:
 // both sides then keep the same receipt, signed by both.
 func TestAProviderOutageAfterRentGaveUpEndsInOneStory(t *testing.T) {
-	o := newOneStory(t)
+	overTransports(t, aProviderOutageAfterRentGaveUpEndsInOneStory)
+}
+
+func aProviderOutageAfterRentGaveUpEndsInOneStory(t *testing.T, transport string) {
+	o := newOneStory(t, transport)
 	o.d.cmd.Process.Kill()
 	<-o.d.done
 	if code := o.rent.wait(t, 60*time.Second); !strings.Contains(o.rent.stderr.String(), "the provider is gone") {
@@ -382,7 +419,11 @@ func TestAProviderOutageAfterRentGaveUpEndsInOneStory(t *testing.T) {
 // leases closes the lease with the provider first: both then keep the
 // same receipt, signed by both.
 func TestAKilledRentsLeaseEndsInOneStory(t *testing.T) {
-	o := newOneStory(t)
+	overTransports(t, aKilledRentsLeaseEndsInOneStory)
+}
+
+func aKilledRentsLeaseEndsInOneStory(t *testing.T, transport string) {
+	o := newOneStory(t, transport)
 	o.rent.cmd.Process.Kill()
 	<-o.rent.done
 	o.providerEnded(t, "its renter left")

@@ -36,7 +36,7 @@ type crashTest struct {
 	daemons []*daemon // every start of the provider, for its log
 }
 
-// fixedPort finds a free loopback port outside the range the kernel hands
+// fixedPort finds a loopback port, free for TCP and UDP, outside the range the kernel hands
 // out to outgoing connections, so no renter's dial can take it while the
 // provider is down between a kill and its restart.
 func fixedPort(t *testing.T) int {
@@ -49,8 +49,14 @@ func fixedPort(t *testing.T) int {
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	for range 100 {
 		port := 10000 + rng.Intn(max(lo-10000, 1000))
-		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			l.Close()
+		// Free for TCP and for UDP: the provider may listen on QUIC.
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		if u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			u.Close()
 			return port
 		}
 	}

@@ -3,11 +3,11 @@ package main
 import (
 	"errors"
 
+	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/repo"
-	"github.com/idlegrid/idlegrid/p2p"
 )
 
 // errorJSON is what a command run with --json prints on stdout when it
@@ -32,7 +32,7 @@ var errorCodes = []struct {
 	{kind(repo.ErrRepoLocked), "locked"},
 	{kind(config.ErrConfig), "config"},
 	{kind(api.ErrNoDaemon), "no_daemon"},
-	{kind(p2p.ErrNoBootstrap), "unreachable"},
+	{isBootstrapError, "unreachable"},
 	{kind(errNoPeers), "no_peers"},
 
 	{kind(fault.ErrNotFound), "not_found"},
@@ -54,6 +54,12 @@ func errorCode(err error) string {
 		}
 	}
 	return "failure"
+}
+
+// isBootstrapError: a start that reached none of the bootstrap peers.
+func isBootstrapError(err error) bool {
+	var be *node.BootstrapError
+	return errors.As(err, &be)
 }
 
 func isUsage(err error) bool {

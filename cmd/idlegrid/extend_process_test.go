@@ -17,10 +17,14 @@ import (
 // survives a SIGKILL of the provider: the renter that attaches after the
 // restart settles a receipt both signed that names it, on both sides.
 func TestExtendThroughProcesses(t *testing.T) {
+	overTransports(t, extendThroughProcesses)
+}
+
+func extendThroughProcesses(t *testing.T, transport string) {
 	image := executortest.BusyboxImage(t)
 	docker := executortest.Docker(t)
 	bin := buildBinary(t)
-	prov, d, _, addr := restartableProvider(t, bin, docker, [2]string{"provider.max_duration", "3h"})
+	prov, d, _, addr := restartableProvider(t, bin, docker, transport, [2]string{"provider.max_duration", "3h"})
 	renter := renterRepo(t, bin, "renter", "--bootstrap", addr)
 
 	id := strings.TrimSpace(cli(t, bin, "rent", "--detach", "--repo", renter, "--gpu", "H100", "--hours", "1",

@@ -25,7 +25,7 @@ func TestASIGKILLedRenterLeavesItsProviderAtMostABeatUnpaid(t *testing.T) {
 	}
 	defer chain.Close()
 	image, bin := executortest.BusyboxImage(t), buildBinary(t)
-	prov, _, pid, _ := restartableProvider(t, bin, executortest.Docker(t), append(evmSettings(chain), [2]string{"jobs.heartbeat_interval", "1s"}, [2]string{"jobs.renter_grace", "30s"})...)
+	prov, _, pid, _ := restartableProvider(t, bin, executortest.Docker(t), "tcp", append(evmSettings(chain), [2]string{"jobs.heartbeat_interval", "1s"}, [2]string{"jobs.renter_grace", "30s"})...)
 	renter := renterRepo(t, bin, "renter")
 	evmRepo(t, chain, renter)
 	pa := jsonOf[walletView](t, runCLI(t, "wallet", "--json", "--repo", prov))

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/idlegrid/idlegrid/internal/spell"
+	"github.com/idlegrid/idlegrid/market/spell"
 	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"

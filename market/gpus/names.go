@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/idlegrid/idlegrid/internal/spell"
+	"github.com/idlegrid/idlegrid/market/spell"
 )
 
 // How names resolve. A name is read three ways, the first that names

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/idlegrid/idlegrid/internal/atomicfile"
-	"github.com/idlegrid/idlegrid/internal/spell"
+	"github.com/idlegrid/idlegrid/market/spell"
 	toml "github.com/pelletier/go-toml/v2"
 )
 
