@@ -102,8 +102,10 @@ func readBook(r io.Reader, each func([]byte)) (int, error) {
 	return readCapped(r, market.MaxEnvelopeSize, MaxSyncOffers, MaxSyncBytes, "offers", each)
 }
 
-// exchange dials p on protocol id within deadline, sends req, closes its
-// side and reads the answer with read; a stream read fails on is reset.
+// exchange dials p on protocol id, sends req, closes its side and reads
+// the answer with read, all within deadline and ctx: a peer that stalls,
+// or a connection that died without a word (a killed peer's QUIC), is
+// cut off at either, and a stream read fails on is reset.
 func exchange(ctx context.Context, h host.Host, sw Swarm, p peer.ID, id protocol.ID, deadline time.Duration, req []byte, read func(io.Reader) (int, error)) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
@@ -112,6 +114,10 @@ func exchange(ctx context.Context, h host.Host, sw Swarm, p peer.ID, id protocol
 		return 0, err
 	}
 	defer s.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetDeadline(dl)
+	}
+	defer context.AfterFunc(ctx, func() { s.Reset() })()
 	// An empty request is no write at all: the answer may already be on
 	// its way, its server done reading, and a write would meet its
 	// STOP_SENDING.

@@ -167,10 +167,13 @@ func serveOne(ctx context.Context, g *peerGate, lim StreamLimits, s network.Stre
 	if g.rate != nil && !g.rate.take(from, start) {
 		return errPeerRate
 	}
+	g.supersede(from, s)
 	if !g.acquire(ctx, from, ShareWait) {
 		return errPeerShare
 	}
 	defer g.release(from)
+	g.hold(from, s)
+	defer g.unhold(from, s)
 	if err := s.Scope().SetService(lim.Service); err != nil {
 		return fmt.Errorf("service scope %s: %w", lim.Service, err)
 	}
@@ -209,6 +212,53 @@ type peerGate struct {
 	mu    sync.Mutex
 	held  map[peer.ID]int
 	freed map[peer.ID]chan struct{} // closed when a stream of the peer ends
+	// streams are the streams each peer holds its share with.
+	streams map[peer.ID]map[network.Stream]struct{}
+}
+
+// hold and unhold note the stream s that p holds one of its share with.
+func (g *peerGate) hold(p peer.ID, s network.Stream) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.streams == nil {
+		g.streams = map[peer.ID]map[network.Stream]struct{}{}
+	}
+	if g.streams[p] == nil {
+		g.streams[p] = map[network.Stream]struct{}{}
+	}
+	g.streams[p][s] = struct{}{}
+}
+
+func (g *peerGate) unhold(p peer.ID, s network.Stream) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.streams[p], s)
+	if len(g.streams[p]) == 0 {
+		delete(g.streams, p)
+	}
+}
+
+// supersede resets the streams p holds its full share with on
+// connections opened before s's: a peer back on a new connection (a
+// restarted renter, whose old QUIC connection is not known dead until
+// its idle timeout) gives way to itself, rather than wait out its old
+// streams' deadlines. Only p's own streams give way, and only when its
+// share is full.
+func (g *peerGate) supersede(p peer.ID, s network.Stream) {
+	g.mu.Lock()
+	var old []network.Stream
+	if g.max > 0 && g.held[p] >= g.max {
+		opened := s.Conn().Stat().Opened
+		for o := range g.streams[p] {
+			if o.Conn() != s.Conn() && o.Conn().Stat().Opened.Before(opened) {
+				old = append(old, o)
+			}
+		}
+	}
+	g.mu.Unlock()
+	for _, o := range old {
+		o.Reset()
+	}
 }
 
 // acquire takes one of p's streams, waiting up to wait for one to end

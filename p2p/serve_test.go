@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -423,5 +425,121 @@ func TestServedAnswersArriveWhole(t *testing.T) {
 	}
 	if failed > 0 {
 		t.Errorf("%d of %d answers lost; the last: %v", failed, rounds, last)
+	}
+}
+
+// An exchange with a peer that takes the stream and never answers (a
+// stalling peer, or one killed whose QUIC connection is not known dead
+// yet) ends at its deadline, and at once when its caller's context ends:
+// a node closing waits on none of it.
+func TestAnExchangeWithASilentPeerEndsAtItsDeadlineAndOnCancel(t *testing.T) {
+	for _, transport := range []string{"tcp", "quic-v1"} {
+		t.Run(transport, func(t *testing.T) {
+			a, b := newTestHost(t, nil, nil), newTestHost(t, nil, nil)
+			const silent = protocol.ID("/idlegrid/test/silent/1.0.0")
+			held := make(chan network.Stream, 4)
+			b.SetStreamHandler(Swarm{}.Protocol(silent), func(s network.Stream) { held <- s }) // read, answer, close: never
+			t.Cleanup(func() {
+				for len(held) > 0 {
+					(<-held).Reset()
+				}
+			})
+			connectOver(t, a, b, transport)
+			read := func(r io.Reader) (int, error) { _, err := io.ReadAll(r); return 0, err }
+			// ends runs one exchange and fails the test if it is not over
+			// within 5 s, rather than wait on it.
+			ends := func(what string, ctx context.Context, deadline time.Duration) {
+				t.Helper()
+				done := make(chan error, 1)
+				go func() {
+					_, err := exchange(ctx, a, Swarm{}, b.ID(), silent, deadline, []byte("req"), read)
+					done <- err
+				}()
+				select {
+				case err := <-done:
+					if err == nil {
+						t.Errorf("%s: succeeded, with nobody answering", what)
+					}
+				case <-time.After(5 * time.Second):
+					t.Errorf("%s: still waiting after 5s", what)
+				}
+			}
+			ends("an exchange with a 300ms deadline", context.Background(), 300*time.Millisecond)
+			if len(held) == 0 {
+				t.Fatal("the silent peer never took the stream: the test tests nothing")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(200*time.Millisecond, cancel)
+			ends("an exchange cancelled after 200ms", ctx, time.Hour)
+		})
+	}
+}
+
+// A peer back on a new connection (a renter restarted under its
+// identity, its old QUIC connection not yet known dead) is served at
+// once: the streams its older connection holds its share with give way
+// to it, over TCP and QUIC. Another peer's streams never do.
+func TestAPeerOnANewConnectionTakesItsShareFromItsOldOne(t *testing.T) {
+	for _, transport := range []string{"tcp", "quic-v1"} {
+		t.Run(transport, func(t *testing.T) {
+			b := newTestHost(t, nil, nil)
+			key, _, err := crypto.GenerateEd25519Key(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			as := func() host.Host { // a renter process under key
+				h, err := NewHost(HostConfig{Identity: key, Swarm: Swarm{Name: "test"}, ConnLow: 10, ConnHigh: 20, ConnGrace: time.Minute, Limits: DefaultLimits, UserAgent: "idlegrid/test"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { h.Close() })
+				return h
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			const held = protocol.ID("/idlegrid/test/held/1.0.0")
+			served := make(chan network.Stream, 4)
+			Server{Host: b, Swarm: Swarm{}, Ctx: ctx}.Serve(held, StreamLimits{Service: "test.held", Request: time.Minute, PerPeer: 1}, func(_ context.Context, _ peer.ID, s network.Stream) error {
+				served <- s
+				_, err := io.Copy(io.Discard, s) // held until the peer ends it, or it is reset
+				return err
+			})
+			open := func(h host.Host) network.Stream {
+				t.Helper()
+				connectOver(t, h, b, transport)
+				s, err := dial(ctx, h, Swarm{}, b.ID(), held)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.Write([]byte("x"))
+				return s
+			}
+			first := open(as())
+			var old network.Stream
+			select {
+			case old = <-served:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the first stream was not served")
+			}
+			other := open(newTestHost(t, nil, nil)) // another peer, its own share
+			select {
+			case <-served:
+			case <-time.After(5 * time.Second):
+				t.Fatal("another peer's stream was not served")
+			}
+			open(as()) // the same peer, restarted: a new host, a new connection
+			select {
+			case <-served:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the peer on its new connection was not served: its old connection's stream kept its share")
+			}
+			if _, err := old.Read(make([]byte, 1)); err == nil || errors.Is(err, io.EOF) {
+				t.Errorf("the old connection's stream was not reset: %v", err)
+			}
+			first.Close()
+			if _, err := other.Write([]byte("y")); err != nil {
+				t.Errorf("another peer's stream gave way: %v", err)
+			}
+		})
 	}
 }

@@ -52,6 +52,10 @@ type UploadSink interface {
 	Abort()
 }
 
+// A sink may also have Superseded() <-chan struct{}: closed when the
+// renter resumes the upload on a newer stream, which resets this one
+// (a killed renter's QUIC connection is not known dead for a while).
+
 // UploadStager answers an upload of size bytes with SHA-256 sum from
 // peer from: how many bytes of it the provider holds already, and where
 // the rest goes (nil when it holds all of it); its error is the refusal
@@ -80,8 +84,21 @@ func ServeUploads(sv Server, stage UploadStager) {
 			sink.Abort()
 			return err
 		}
+		// A newer stream of the same renter's may take the upload over.
+		copied := make(chan struct{})
+		if sup, ok := sink.(interface{ Superseded() <-chan struct{} }); ok {
+			go func() {
+				select {
+				case <-sup.Superseded():
+					s.Reset()
+				case <-copied:
+				}
+			}()
+		}
 		// The tar takes as long as it takes, but never stalls.
-		if _, err := io.CopyBuffer(sink, io.LimitReader(stallReader{s, UploadStall}, size-have), make([]byte, uploadBuffer)); err != nil {
+		_, err = io.CopyBuffer(sink, io.LimitReader(stallReader{s, UploadStall}, size-have), make([]byte, uploadBuffer))
+		close(copied)
+		if err != nil {
 			sink.Abort()
 			return err
 		}

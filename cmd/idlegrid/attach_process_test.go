@@ -293,11 +293,14 @@ func aKilledRentsUploadResumes(t *testing.T, transport string) {
 	h := sha256.New()
 	io.CopyN(io.MultiWriter(f, h), rand.New(rand.NewSource(5)), 96<<20)
 	f.Close()
-	rent := func() *exec.Cmd {
-		return exec.Command(bin, "rent", "--repo", renter, "--gpu", "H100", "--hours", "1", "--max-price", "5", "--gather", "5s",
+	// The second rent gathers for as long as a rent does by default: it
+	// is the killed one's peer, whose book syncs at the provider are held
+	// to that peer's rate (p2p.BookLimits), which the first spent.
+	rent := func(gather string) *exec.Cmd {
+		return exec.Command(bin, "rent", "--repo", renter, "--gpu", "H100", "--hours", "1", "--max-price", "5", "--gather", gather,
 			"--image", image, "--upload", data+":/workspace/in", "--", "sha256sum", "/workspace/in/blob")
 	}
-	first := startProc(t, renter, rent())
+	first := startProc(t, renter, rent("5s"))
 	var part string
 	if !poll(60*time.Second, 2*time.Millisecond, func() bool {
 		parts, _ := filepath.Glob(filepath.Join(prov, "staging", "*", "*.part"))
@@ -314,7 +317,7 @@ func aKilledRentsUploadResumes(t *testing.T, transport string) {
 	first.cmd.Process.Kill()
 	<-first.done
 
-	second := startProc(t, renter, rent())
+	second := startProc(t, renter, rent("15s"))
 	if code := second.wait(t, 120*time.Second); code != 0 {
 		t.Fatalf("the second rent: exit %d\n%s", code, second.stderr)
 	}

@@ -237,7 +237,9 @@ func (f *Follow) run(ctx context.Context) error {
 		}
 		if lost.IsZero() && !f.settling {
 			lost = clk.Now()
-			if f.attached { // a first attach that failed lost nothing
+			// A first attach that failed lost nothing, and neither did a
+			// stream its caller ended (Ctrl-C) or let go.
+			if f.attached && ctx.Err() == nil && !f.leaving() {
 				f.out.say("lost the job stream; re-attaching for up to %s", window)
 			}
 		}

@@ -166,7 +166,16 @@ func (s *Stage) Begin(renter peer.ID, sum []byte, size int64) (have int64, p *Pa
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// A stream that broke may not have let go of its part yet when the
-	// renter resumes on a new one.
+	// renter resumes on a new one: a killed renter's QUIC connection is
+	// not known dead until its idle timeout. The renter's newer stream
+	// tells the older to let go (only the same renter writes this part).
+	if c, ok := s.busy[part]; ok && c.supersede != nil {
+		select {
+		case <-c.supersede:
+		default:
+			close(c.supersede)
+		}
+	}
 	for wait := busyWait; s.isBusy(part) && wait > 0; wait -= busyPoll {
 		s.mu.Unlock()
 		time.Sleep(busyPoll)
@@ -216,8 +225,9 @@ func (s *Stage) Begin(renter peer.ID, sum []byte, size int64) (have int64, p *Pa
 	}
 	// The part is charged its whole size while it is written.
 	s.used.uploads += charge(size) - onDisk
-	s.busy[part] = charged{bytes: charge(size)}
-	return have, &Part{s: s, f: f, h: h, n: have, sum: sum, size: size, done: done, part: part}, nil
+	sup := make(chan struct{})
+	s.busy[part] = charged{bytes: charge(size), supersede: sup}
+	return have, &Part{s: s, f: f, h: h, n: have, sum: sum, size: size, done: done, part: part, superseded: sup}, nil
 }
 
 // leased is the renters with a lease here now.
@@ -278,7 +288,12 @@ type Part struct {
 	sum        []byte
 	size       int64
 	done, part string
+	superseded chan struct{} // closed when a newer stream resumes this part
 }
+
+// Superseded is closed when the renter resumes this tar on a newer
+// stream: the stream writing this part should let go of it (Abort).
+func (p *Part) Superseded() <-chan struct{} { return p.superseded }
 
 // Write writes b to the part's file and hashes it; a large b is hashed
 // while the file takes it, since hashing is as slow as the network here.

@@ -25,6 +25,9 @@ func charge(n int64) int64 { return max(block, (n+block-1)/block*block) }
 type charged struct {
 	bytes  int64
 	output bool
+	// supersede, for an upload's part, is closed when the same renter
+	// resumes the same tar on a new stream: the old one is told to let go.
+	supersede chan struct{}
 }
 
 // usage is the charge of a set of files: the tars and parts renters

@@ -370,3 +370,44 @@ func TestALeasesOutputsStayWithinTheRentersShare(t *testing.T) {
 		t.Errorf("an upload past what the renter's outputs left: %v", err)
 	}
 }
+
+// A renter that resumes a tar on a new stream while its old one still
+// holds the part (a killed renter's QUIC connection is not known dead
+// until its idle timeout) tells the old stream to let go, and takes the
+// part over; nobody else's stream can.
+func TestAResumedUploadTakesThePartFromTheStreamItResumes(t *testing.T) {
+	stage, err := transfer.NewStage(t.TempDir(), transfer.StageRules{MaxBytes: 1 << 20, PerRenter: 4 << 20, MaxFiles: 8, Keep: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renter, _ := peer.Decode("12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo")
+	data := bytes.Repeat([]byte("x"), 4096)
+	sum := sha256.Sum256(data)
+	_, old, err := stage.Begin(renter, sum[:], int64(len(data)))
+	if err != nil || old == nil {
+		t.Fatalf("the first stream's part: %v", err)
+	}
+	old.Write(data[:1000])
+	// The old stream lets go once told to, as p2p.ServeUploads does.
+	go func() {
+		<-old.Superseded()
+		old.Abort()
+	}()
+	t0 := time.Now()
+	have, part, err := stage.Begin(renter, sum[:], int64(len(data)))
+	if err != nil || part == nil {
+		t.Fatalf("the resuming stream: %v (after %s)", err, time.Since(t0).Round(time.Millisecond))
+	}
+	if have != 1000 {
+		t.Errorf("resumed from byte %d, want 1000", have)
+	}
+	part.Write(data[have:])
+	if err := part.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-part.Superseded():
+		t.Error("the part that finished was told to let go")
+	default:
+	}
+}
