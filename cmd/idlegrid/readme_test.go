@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,9 +25,10 @@ import (
 //
 //	<!-- readme: skip: REASON -->  not run here; the test logs REASON
 //	<!-- readme: devstack -->      run in its own shell until it prints
-//	                               its rent command, which then runs as
-//	                               printed in the reader's shell; then
-//	                               Ctrl-C (SIGINT) stops it
+//	                               its commands (status, offers, quote,
+//	                               rent, ui), which then run as printed
+//	                               in the reader's shell; then Ctrl-C
+//	                               (SIGINT) stops it
 //
 // A block that starts a daemon does it as a reader would, with `&`, and
 // waits for it with `idlegrid wait`; whatever the blocks leave running
@@ -97,6 +99,21 @@ func readmeBlocks(text string) ([]readmeBlock, error) {
 		return nil, fmt.Errorf("README.md:%d: block not closed", cur.line)
 	}
 	return blocks, nil
+}
+
+func TestDevstackCommandsAreTheLastViewsLines(t *testing.T) {
+	out := "devstack: 2 nodes\n\nidlegrid devstack — 2 nodes (Ctrl-C stops)\nAsk any node: idlegrid status --repo /old\n" +
+		"\nidlegrid devstack — 2 nodes (Ctrl-C stops)\n\n0 of 2 nodes see every other node.\n" +
+		"Ask any node: idlegrid status --repo /d/0\n" +
+		"Shop:        idlegrid offers --repo /d/0   idlegrid quote --repo /d/0 --gpu A100\n" +
+		"Rent:        idlegrid rent --repo /d/r -- sh -c 'echo \"a  b\"'\n" +
+		"Look:        idlegrid ui --repo /d/0   (the dashboard in a browser)\n"
+	got := devstackCommands(out)
+	want := []string{"idlegrid status --repo /d/0", "idlegrid offers --repo /d/0", "idlegrid quote --repo /d/0 --gpu A100",
+		`idlegrid rent --repo /d/r -- sh -c 'echo "a  b"'`, "idlegrid ui --repo /d/0"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
 }
 
 func TestReadmeBlocksFindTheirHeadingsAndMarkers(t *testing.T) {
@@ -265,8 +282,8 @@ func (sh *readerShell) run(t *testing.T, name, text string) {
 }
 
 // runDevstackBlock runs the devstack in a shell of its own, as in a first
-// terminal, runs the rent command it prints in the reader's shell, as in
-// a second, then stops it with Ctrl-C.
+// terminal, runs the commands it prints in the reader's shell, as in a
+// second, then stops it with Ctrl-C.
 func runDevstackBlock(t *testing.T, sh *readerShell, b readmeBlock) {
 	t.Helper()
 	var out executortest.Buffer
@@ -283,10 +300,11 @@ func runDevstackBlock(t *testing.T, sh *readerShell, b readmeBlock) {
 	// The line devstack's view ends with: "Rent:        idlegrid rent …".
 	printed := regexp.MustCompile(`(?m)^Rent: +(.+)$`)
 	deadline := time.Now().Add(readmeBlockLimit)
-	var rent string
 	for {
-		if m := printed.FindStringSubmatch(out.String()); m != nil {
-			rent = m[1]
+		if loc := printed.FindStringIndex(out.String()); loc != nil {
+			for _, c := range devstackCommands(out.String()[:loc[1]]) {
+				sh.run(t, "a command that "+b.name()+" printed: "+c, c)
+			}
 			break
 		}
 		select {
@@ -298,7 +316,6 @@ func runDevstackBlock(t *testing.T, sh *readerShell, b readmeBlock) {
 			t.Fatalf("block %s printed no rent command within %s; its output:\n%s", b.name(), readmeBlockLimit, out.String())
 		}
 	}
-	sh.run(t, "the rent command that "+b.name()+" printed: "+rent, rent)
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -311,6 +328,28 @@ func runDevstackBlock(t *testing.T, sh *readerShell, b readmeBlock) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("block %s did not stop within 30 s of Ctrl-C; its output:\n%s", b.name(), out.String())
 	}
+}
+
+// devstackLine is a line of devstack's view that shows commands to run:
+// "Shop:        idlegrid offers --repo D   idlegrid quote --repo D …".
+var devstackLine = regexp.MustCompile(`(?m)^(?:Ask any node|Shop|Rent|Look): +(.+)$`)
+
+// devstackCommands are the commands in the last view of a devstack's
+// output, in the order shown; several on a line stand three spaces
+// apart, and a part in parentheses is a note.
+func devstackCommands(out string) []string {
+	if i := strings.LastIndex(out, "\nidlegrid devstack — "); i >= 0 {
+		out = out[i:]
+	}
+	var cmds []string
+	for _, m := range devstackLine.FindAllStringSubmatch(out, -1) {
+		for _, part := range regexp.MustCompile(` {3,}`).Split(m[1], -1) {
+			if part = strings.TrimSpace(part); part != "" && !strings.HasPrefix(part, "(") {
+				cmds = append(cmds, part)
+			}
+		}
+	}
+	return cmds
 }
 
 // stopGroup signals a process group, the leader and whatever it left
