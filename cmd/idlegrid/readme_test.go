@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 )
 
@@ -139,7 +146,7 @@ func TestEveryReadmeBlockRunsAsPasted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the README's nodes and rentals (-short)")
 	}
-	executortest.Docker(t) // the provider's jobs are containers
+	docker := executortest.Docker(t) // the provider's jobs are containers
 	bin := buildBinary(t)
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -153,7 +160,10 @@ func TestEveryReadmeBlockRunsAsPasted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh := startReaderShell(t, root, readmeEnv(t, bin))
+	home := t.TempDir()
+	// Registered first, so it runs after the shell's daemons are stopped.
+	t.Cleanup(func() { removeLeftContainers(t, docker, bin, filepath.Join(home, ".idlegrid")) })
+	sh := startReaderShell(t, root, readmeEnv(t, bin, home))
 	for _, b := range blocks {
 		start := time.Now()
 		switch {
@@ -172,8 +182,7 @@ func TestEveryReadmeBlockRunsAsPasted(t *testing.T) {
 // readmeEnv is a fresh machine's environment: a new HOME (so ~/.idlegrid
 // is new, and GOPATH with it), the built binary first on PATH, and Go's
 // caches kept so that the blocks' go commands do not build from nothing.
-func readmeEnv(t *testing.T, bin string) []string {
-	home := t.TempDir()
+func readmeEnv(t *testing.T, bin, home string) []string {
 	env := []string{
 		"HOME=" + home,
 		"PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH"),
@@ -327,6 +336,36 @@ func runDevstackBlock(t *testing.T, sh *readerShell, b readmeBlock) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("block %s did not stop within 30 s of Ctrl-C; its output:\n%s", b.name(), out.String())
+	}
+}
+
+// removeLeftContainers removes the job containers of the leases the
+// README's provider (repository dir) sold, which a run that failed
+// mid-lease leaves behind once its daemon is stopped.
+func removeLeftContainers(t *testing.T, docker *client.Client, bin, dir string) {
+	out, err := exec.Command(bin, "leases", "--json", "--repo", dir).Output()
+	if err != nil {
+		return // no provider repository: the run ended before it
+	}
+	var leases []api.LeaseView
+	if err := json.Unmarshal(out, &leases); err != nil {
+		t.Logf("the provider's leases: %v", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, l := range leases {
+		label := filters.Arg("label", executor.DefaultLabelPrefix+".lease="+l.ID)
+		list, err := docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(label)})
+		if err != nil {
+			t.Logf("containers of %s: %v", l.ID, err)
+			continue
+		}
+		for _, c := range list {
+			if err := docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil {
+				t.Logf("remove the container of %s: %v", l.ID, err)
+			}
+		}
 	}
 }
 
