@@ -572,3 +572,44 @@ func testAProviderOutageEndsWithOneRecord(t *testing.T, renterGrace time.Duratio
 		t.Errorf("the renter's chain holds %d records (%v), want the one agreement", len(raw), err)
 	}
 }
+
+// A renter node that left a lease running (rent --detach) closes it with
+// its provider once the provider has ended it, within a settle period and
+// with nothing following it: the provider's receipt, countersigned, is
+// then both sides'.
+func TestARenterNodeClosesADetachedLeaseItsProviderEnded(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	clk := clock.NewFake()
+	prov, renter := leaseSwarmOn(t, clk, nil)
+	req := rentRequest(image, "sh", "-c", "echo up; read never")
+	req.Detach = true
+	var out executortest.Buffer
+	d := await(t, rentAsync(context.Background(), renter, req, RentOutput{Stdout: &out, Stderr: &out}), 60*time.Second, "rent --detach returns")
+	if d.err != nil || !d.res.Detached {
+		t.Fatalf("rent --detach: %v, detached %v", d.err, d.res.Detached)
+	}
+	id := d.res.Lease.ID
+	if _, err := prov.CancelLease(context.Background(), id); err != nil {
+		t.Fatalf("the provider ends the lease: %v", err)
+	}
+	ended := func(n *Node) bool {
+		rec, err := n.leaseStore().Get(context.Background(), id)
+		return err == nil && LeaseEnded(rec.State)
+	}
+	// The provider waits receiptWait on the clock for a countersignature
+	// nobody sends; the renter's settler comes round every settle period.
+	for i := 0; !ended(renter); i++ {
+		if i == 4 {
+			t.Fatalf("the renter did not close the lease its provider ended (provider ended: %v) in %d settle periods", ended(prov), i)
+		}
+		clk.Advance(settleEvery)
+		waitUntil(10*time.Second, func() bool { return ended(renter) })
+	}
+	if !waitUntil(10*time.Second, func() bool { return len(storedReceipt(t, prov, id).RenterSignature) > 0 }) {
+		t.Fatal("the provider keeps no countersigned receipt")
+	}
+	if mine, theirs := storedReceipt(t, renter, id), storedReceipt(t, prov, id); !proto.Equal(mine, theirs) {
+		t.Errorf("the two sides keep different receipts:\nrenter   %v\nprovider %v", mine, theirs)
+	}
+}

@@ -76,6 +76,15 @@ func restartableProvider(t *testing.T, bin string, docker *client.Client, transp
 	return repo, d, id, listen + "/p2p/" + id.PeerID
 }
 
+// listenOn is a loopback listen address of transport ("tcp" or
+// "quic-v1") on any free port.
+func listenOn(transport string) string {
+	if transport == "quic-v1" {
+		return "/ip4/127.0.0.1/udp/0/quic-v1"
+	}
+	return "/ip4/127.0.0.1/tcp/0"
+}
+
 // overTransports runs test over TCP and over QUIC, side by side: a
 // stream that works on one may fail on the other (a close QUIC cancels).
 func overTransports(t *testing.T, test func(t *testing.T, transport string)) {

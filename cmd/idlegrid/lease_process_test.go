@@ -283,12 +283,17 @@ var receiptLine = regexp.MustCompile(`idlegrid: lease (lease-[0-9a-f]+) complete
 // TestRentThroughProcesses rents from a provider daemon process with
 // `idlegrid rent` as a process, on a real Docker engine, and reads both
 // sides' records through the CLI: the renter's from its repository, the
-// provider's through its daemon.
+// provider's through its daemon. The provider listens on TCP or QUIC
+// alone, so every stream of the rental runs over it.
 func TestRentThroughProcesses(t *testing.T) {
+	overTransports(t, rentThroughProcesses)
+}
+
+func rentThroughProcesses(t *testing.T, transport string) {
 	image := executortest.BusyboxImage(t)
 	docker := executortest.Docker(t)
 	bin := buildBinary(t)
-	prov := providerRepo(t, bin, "/ip4/127.0.0.1/tcp/0")
+	prov := providerRepo(t, bin, listenOn(transport))
 	d := startDaemon(t, bin, prov)
 	pid := waitUp(t, bin, d)
 	removeJobContainers(t, docker, pid.PeerID)

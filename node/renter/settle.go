@@ -31,13 +31,16 @@ const SettleEvery = 20 * time.Second
 var errNotBack = errors.New("the provider is not back")
 
 // settleLoop tries at once, and then every SettleEvery, to settle the
-// leases this renter holds settling (their provider was gone), until ctx
-// ends: a rent that left one settling and exited has it settled by the
-// next node of its repository (the daemon, another rent).
+// leases this renter holds settling (their provider was gone), and to
+// close the ones it holds open that their providers ended (see
+// closeEndedThere), until ctx ends: a rent that left one so and exited
+// has it settled by the next node of its repository (the daemon, another
+// rent).
 func (r *Renter) settleLoop(ctx context.Context) {
 	t := r.Clock.NewTicker(SettleEvery)
 	defer t.Stop()
 	for {
+		r.closeEndedThere(ctx)
 		r.settleAll(ctx)
 		select {
 		case <-ctx.Done():
@@ -127,7 +130,10 @@ func (r *Renter) closeEndedThere(ctx context.Context) map[string]bool {
 		reply, err := r.Net.RequestLease(pctx, peer.ID(l.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_TermsLeaseId{TermsLeaseId: rec.ID}})
 		cancel()
 		over[rec.ID] = err == nil && reply.Lease == nil && market.RejectOf(reply).Code == pb.RejectCode_REJECT_UNKNOWN_LEASE
-		return over[rec.ID]
+		r.mu.Lock()
+		followed := r.following[rec.ID] != nil
+		r.mu.Unlock()
+		return over[rec.ID] && !followed // a follow that has it sees the end itself
 	}, func(f *Follow, _ *records.Lease) error {
 		f.detachOnCancel = true // over there: nothing to cancel
 		return f.run(ctx)
