@@ -439,8 +439,13 @@ func aKilledRentsLeaseEndsInOneStory(t *testing.T, transport string) {
 	o.rent.cmd.Process.Kill()
 	<-o.rent.done
 	o.providerEnded(t, "its renter left")
-	if ls := mustJSON[[]api.LeaseView](t, o.bin, "leases", "--json", "--repo", o.renter); len(ls) != 1 || !ls[0].Ended {
-		t.Fatalf("the renter's leases once its provider ended the lease: %+v", ls)
+	cmd := exec.Command(o.bin, "leases", "--json", "--repo", o.renter, "--log-level", "info")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var ls []api.LeaseView
+	if err != nil || json.Unmarshal(out, &ls) != nil || len(ls) != 1 || !ls[0].Ended {
+		t.Fatalf("the renter's leases once its provider ended the lease: %v\n%s\n%s", err, out, stderr.String())
 	}
 	o.agree(t)
 	o.d.stop(t)

@@ -108,6 +108,10 @@ func (r *Renter) SettleNow(ctx context.Context) {
 	}
 }
 
+// askWait bounds the question to a provider whether it runs a lease
+// still: a dial and one small exchange, on a busy machine.
+const askWait = 10 * time.Second
+
 // closeEndedThere follows to its receipt each lease this renter holds
 // open (a rent killed, or detached, left it so) whose provider says it
 // runs it no more: the provider keeps the receipt of a lease it ended
@@ -126,7 +130,7 @@ func (r *Renter) closeEndedThere(ctx context.Context) map[string]bool {
 		if err != nil {
 			return false
 		}
-		pctx, cancel := context.WithTimeout(ctx, relocateWait)
+		pctx, cancel := context.WithTimeout(ctx, askWait)
 		reply, err := r.Net.RequestLease(pctx, peer.ID(l.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_TermsLeaseId{TermsLeaseId: rec.ID}})
 		cancel()
 		over[rec.ID] = err == nil && reply.Lease == nil && market.RejectOf(reply).Code == pb.RejectCode_REJECT_UNKNOWN_LEASE
