@@ -45,6 +45,10 @@ const (
 	// readmeBlockLimit bounds each block; a rental's worst case (a
 	// provider's first attestation, a container started) fits well.
 	readmeBlockLimit = 2 * time.Minute
+	// readmeDevstackLimit bounds devstack's start, to its first view: five
+	// nodes and a chain, beside the rest of the suite (an image build on
+	// the same engine among it) on two cores.
+	readmeDevstackLimit = 5 * time.Minute
 )
 
 // readmeBlock is one fenced sh block of the README.
@@ -308,7 +312,7 @@ func runDevstackBlock(t *testing.T, sh *readerShell, b readmeBlock) {
 	defer stopGroup(cmd.Process.Pid, syscall.SIGKILL)
 	// The line devstack's view ends with: "Rent:        idlegrid rent …".
 	printed := regexp.MustCompile(`(?m)^Rent: +(.+)$`)
-	deadline := time.Now().Add(readmeBlockLimit)
+	deadline := time.Now().Add(readmeDevstackLimit)
 	for {
 		if loc := printed.FindStringIndex(out.String()); loc != nil {
 			for _, c := range devstackCommands(out.String()[:loc[1]]) {
@@ -322,7 +326,7 @@ func runDevstackBlock(t *testing.T, sh *readerShell, b readmeBlock) {
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("block %s printed no rent command within %s; its output:\n%s", b.name(), readmeBlockLimit, out.String())
+			t.Fatalf("block %s printed no rent command within %s; its output:\n%s", b.name(), readmeDevstackLimit, out.String())
 		}
 	}
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {

@@ -39,8 +39,12 @@ var errNotBack = errors.New("the provider is not back")
 func (r *Renter) settleLoop(ctx context.Context) {
 	t := r.Clock.NewTicker(SettleEvery)
 	defer t.Stop()
-	for {
-		r.closeEndedThere(ctx)
+	for first := true; ; first = false {
+		// Not at the start: a node started for one command (attach,
+		// cancel, exec) follows its lease itself; listings ask SettleNow.
+		if !first {
+			r.closeEndedThere(ctx)
+		}
 		r.settleAll(ctx)
 		select {
 		case <-ctx.Done():
@@ -117,14 +121,15 @@ const askWait = 10 * time.Second
 // runs it no more: the provider keeps the receipt of a lease it ended
 // without its renter for the renter's next attach, which countersigns
 // it. A lease still running there is left alone ('idlegrid attach'
-// follows it), and so is one whose provider is not reached. It returns
+// follows it), and so is one whose provider is not reached, and one
+// with outputs to download (rent --download), which attach downloads. It returns
 // the leases found over there; one a follow of this node holds already
 // (resumed at its start) is that follow's to close.
 func (r *Renter) closeEndedThere(ctx context.Context) map[string]bool {
 	over := map[string]bool{}
 	r.followStored(ctx, "closing", func(rec *records.Lease) bool {
-		if records.Ended(rec.State) || rec.State == records.Settling {
-			return false
+		if records.Ended(rec.State) || rec.State == records.Settling || len(rec.Downloads) > 0 {
+			return false // a lease with outputs to download is its attach's to end, which downloads them
 		}
 		l, _, err := rec.Open()
 		if err != nil {
