@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
+	"sync"
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
@@ -50,9 +52,36 @@ func (s Store) settlement() Settlement {
 	return s.Settle
 }
 
+// ErrEnded refuses to keep, over the record of a lease that ended, one
+// that says it has not: an end, with its receipt, is final.
+var ErrEnded = errors.New("the lease has ended; a record of it still open is not kept")
+
+// putLocks serialise, per lease, Put's check of the record it replaces
+// and its write, among all the Stores of a process (one process holds a
+// repository).
+var putLocks [64]sync.Mutex
+
+func putLock(id string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return &putLocks[h.Sum32()%uint32(len(putLocks))]
+}
+
 // Put writes r and, when it holds one, its receipt; with settle it also
-// settles that receipt (once per lease and side), all in one batch.
+// settles that receipt (once per lease and side), all in one batch. A
+// record not ended is refused (ErrEnded) where the stored one has ended:
+// a writer that held an older copy of the record (a follow of the lease
+// that another one ended meanwhile) never undoes the end.
 func (s Store) Put(ctx context.Context, r *Lease, settle *pb.Receipt) error {
+	mu := putLock(r.ID)
+	mu.Lock()
+	defer mu.Unlock()
+	if !Ended(r.State) {
+		// A record not read (none, or unreadable) is replaced.
+		if old, err := s.Get(ctx, r.ID); err == nil && Ended(old.State) {
+			return fmt.Errorf("lease %s (%s): %w", r.ID, old.State, ErrEnded)
+		}
+	}
 	r.Updated = clock.Or(s.Clock).Now().UnixMilli()
 	b, err := json.Marshal(r)
 	if err != nil {

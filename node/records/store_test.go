@@ -33,3 +33,35 @@ func TestDotIDsDoNotCollapseKeys(t *testing.T) {
 		t.Errorf("an unknown ID: %v", err)
 	}
 }
+
+// An end is final: a writer holding an older copy of a lease's record
+// (a follow of it that another one ended meanwhile) cannot put back a
+// record that says it is still open, and the receipt stays.
+func TestAnEndedLeaseIsNotReopened(t *testing.T) {
+	ctx := context.Background()
+	s := Store{D: dssync.MutexWrap(ds.NewMapDatastore())}
+	stale := &Lease{ID: "lease-a", Role: Renter, State: Active, Beats: 3}
+	if err := s.Put(ctx, stale, nil); err != nil {
+		t.Fatal(err)
+	}
+	ended := *stale
+	ended.State, ended.Receipt = Cancelled, []byte("receipt")
+	if err := s.Put(ctx, &ended, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, state := range []string{Active, Settling, Accepted} {
+		stale.State = state
+		if err := s.Put(ctx, stale, nil); !errors.Is(err, ErrEnded) {
+			t.Errorf("a record %s put over an ended one: %v, want ErrEnded", state, err)
+		}
+	}
+	if r, err := s.Get(ctx, "lease-a"); err != nil || r.State != Cancelled || string(r.Receipt) != "receipt" {
+		t.Fatalf("the stored record: %+v, %v; want the ended one", r, err)
+	}
+	// An ended record may be replaced by another ended one (the receipt,
+	// countersigned since).
+	ended.Receipt = []byte("countersigned")
+	if err := s.Put(ctx, &ended, nil); err != nil {
+		t.Errorf("an ended record over an ended one: %v", err)
+	}
+}
