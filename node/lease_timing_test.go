@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/records"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/views"
+	ds "github.com/ipfs/go-datastore"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -570,5 +572,88 @@ func testAProviderOutageEndsWithOneRecord(t *testing.T, renterGrace time.Duratio
 	}
 	if raw, err := renter.records.Range(context.Background(), 1, 10, ""); err != nil || len(raw) != 1 {
 		t.Errorf("the renter's chain holds %d records (%v), want the one agreement", len(raw), err)
+	}
+}
+
+// A renter node that left a lease running (rent --detach) closes it with
+// its provider once the provider has ended it, within a settle period and
+// with nothing following it: the provider's receipt, countersigned, is
+// then both sides'.
+func TestARenterNodeClosesADetachedLeaseItsProviderEnded(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	clk := clock.NewFake()
+	prov, renter := leaseSwarmOn(t, clk, nil)
+	req := rentRequest(image, "sh", "-c", "echo up; read never")
+	req.Detach = true
+	var out executortest.Buffer
+	d := await(t, rentAsync(context.Background(), renter, req, RentOutput{Stdout: &out, Stderr: &out}), 60*time.Second, "rent --detach returns")
+	if d.err != nil || !d.res.Detached {
+		t.Fatalf("rent --detach: %v, detached %v", d.err, d.res.Detached)
+	}
+	id := d.res.Lease.ID
+	if _, err := prov.CancelLease(context.Background(), id); err != nil {
+		t.Fatalf("the provider ends the lease: %v", err)
+	}
+	ended := func(n *Node) bool {
+		rec, err := n.leaseStore().Get(context.Background(), id)
+		return err == nil && LeaseEnded(rec.State)
+	}
+	// The provider waits receiptWait on the clock for a countersignature
+	// nobody sends; the renter's settler comes round every settle period.
+	for i := 0; !ended(renter); i++ {
+		if i == 4 {
+			t.Fatalf("the renter did not close the lease its provider ended (provider ended: %v) in %d settle periods", ended(prov), i)
+		}
+		clk.Advance(settleEvery)
+		waitUntil(10*time.Second, func() bool { return ended(renter) })
+	}
+	if !waitUntil(10*time.Second, func() bool { return len(storedReceipt(t, prov, id).RenterSignature) > 0 }) {
+		t.Fatal("the provider keeps no countersigned receipt")
+	}
+	if mine, theirs := storedReceipt(t, renter, id), storedReceipt(t, prov, id); !proto.Equal(mine, theirs) {
+		t.Errorf("the two sides keep different receipts:\nrenter   %v\nprovider %v", mine, theirs)
+	}
+}
+
+// A renter that countersigned a receipt and did not keep it (stopped
+// between its reply and its store) gets it again, signed by both, when it
+// attaches: the provider sends the receipt it keeps, not nothing, and the
+// renter's record ends with it.
+func TestARenterThatLostTheReceiptItSignedGetsItAgain(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	prov, renter := leaseSwarm(t, nil)
+	res, err := renter.Rent(context.Background(), rentRequest(image, "echo", "done"), RentOutput{Stdout: io.Discard, Stderr: io.Discard})
+	if err != nil {
+		t.Fatalf("rent: %v", err)
+	}
+	id := res.Lease.ID
+	if !waitUntil(10*time.Second, func() bool { return len(storedReceipt(t, prov, id).RenterSignature) > 0 }) {
+		t.Fatal("the provider keeps no countersigned receipt")
+	}
+	want := storedReceipt(t, renter, id)
+	// The renter's record as a renter stopped before its store left it,
+	// written straight to its datastore.
+	rec, err := renter.leaseStore().Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.State, rec.Receipt, rec.Note = records.Active, nil, ""
+	raw, _ := json.Marshal(rec)
+	if err := renter.store.Put(context.Background(), ds.NewKey("/leases").ChildString(market.KeyPart(id)), raw); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := renter.Attach(ctx, id, RentOutput{Stdout: io.Discard, Stderr: io.Discard}); err != nil || ctx.Err() != nil {
+		t.Fatalf("attach to the lease whose receipt both signed: %v (%v)", err, ctx.Err())
+	}
+	got, err := renter.leaseStore().Get(context.Background(), id)
+	if err != nil || !LeaseEnded(got.State) {
+		t.Fatalf("the renter's record after the attach: %+v, %v; want it ended", got, err)
+	}
+	if mine := storedReceipt(t, renter, id); !proto.Equal(mine, want) {
+		t.Errorf("the renter keeps another receipt:\nnow    %v\nbefore %v", mine, want)
 	}
 }

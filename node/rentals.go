@@ -263,15 +263,16 @@ func (n *Node) Attach(ctx context.Context, id string, out RentOutput) (api.RentR
 }
 
 // SettleNow tries once, now, to settle each lease this node rented that
-// is settling (its provider was gone), and waits for the attempts: a
-// provider back ends the lease with one receipt both sides keep.
+// is settling (its provider was gone), and to close each it holds open
+// that its provider has ended, and waits for the attempts: the two sides
+// then keep one receipt both signed.
 func (n *Node) SettleNow(ctx context.Context) {
 	if n.renter == nil {
 		return
 	}
 	if recs, err := n.leaseStore().All(ctx); err == nil {
 		for _, rec := range recs {
-			if rec.Role == records.Renter && rec.State == records.Settling {
+			if rec.Role == records.Renter && !records.Ended(rec.State) {
 				n.knowProvider(ctx, rec.ID)
 			}
 		}

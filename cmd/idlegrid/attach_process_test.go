@@ -424,3 +424,29 @@ func aProviderOutageAfterRentGaveUpEndsInOneStory(t *testing.T, transport string
 	o.agree(t)
 	o.d.stop(t)
 }
+
+// A rent SIGKILLed while its job runs leaves the lease open in its
+// repository; its provider, the renter gone for jobs.renter_grace, ends
+// it with a receipt of its own. The next command that shows the renter's
+// leases closes the lease with the provider first: both then keep the
+// same receipt, signed by both.
+func TestAKilledRentsLeaseEndsInOneStory(t *testing.T) {
+	overTransports(t, aKilledRentsLeaseEndsInOneStory)
+}
+
+func aKilledRentsLeaseEndsInOneStory(t *testing.T, transport string) {
+	o := newOneStory(t, transport)
+	o.rent.cmd.Process.Kill()
+	<-o.rent.done
+	o.providerEnded(t, "its renter left")
+	cmd := exec.Command(o.bin, "leases", "--json", "--repo", o.renter, "--log-level", "info")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var ls []api.LeaseView
+	if err != nil || json.Unmarshal(out, &ls) != nil || len(ls) != 1 || !ls[0].Ended {
+		t.Fatalf("the renter's leases once its provider ended the lease: %v\n%s\n%s\nPROVIDER:\n%s", err, out, stderr.String(), o.d.stderr)
+	}
+	o.agree(t)
+	o.d.stop(t)
+}

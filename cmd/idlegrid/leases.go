@@ -53,7 +53,9 @@ is back within 15 minutes (one receipt both sign); after that its own receipt
 stands. Through the daemon when one runs (its settler tries every 20 s), else
 from the repository itself, which first tries once, through a light node and
 for up to 45 s, to settle with their providers the leases it holds settling,
-so that what it shows agrees with what the providers hold.`,
+and to close the ones it holds open (a killed or detached rent's) that their
+providers have ended; one still running is left alone. What it shows then
+agrees with what the providers hold.`,
 		Example: `  idlegrid leases
   idlegrid leases --json`,
 		Args: cobra.NoArgs,
@@ -238,11 +240,13 @@ Through the daemon when one runs, else as a light client.`,
 // default), then the two sides exchange the receipt.
 const settleNowFor = 45 * time.Second
 
-// settleFirst, with no daemon running, has the leases this repository
-// holds settling (a rent that gave up on its provider left them so, and
-// exited) settled with their providers once, before a command shows
-// them: a provider back ends each with the receipt both sides keep, so
-// the two sides' records agree. A daemon's settler does this by itself.
+// settleFirst, with no daemon running, settles this repository's open
+// leases with their providers once, before a command shows them: one
+// settling (a rent that gave up on its provider left it so, and exited)
+// with a provider back, and one still open here (its rent was killed,
+// or detached) that its provider has ended, each end with the receipt
+// both sides keep, so the two sides' records agree. A lease still
+// running is left alone. A daemon does this by itself.
 func (e *env) settleFirst() {
 	if _, err := e.status(); !errors.Is(err, api.ErrNoDaemon) {
 		return
@@ -251,20 +255,26 @@ func (e *env) settleFirst() {
 	if err != nil {
 		return // the listing says why
 	}
-	settling := 0
+	settling, open := 0, 0
 	for _, l := range ls {
-		if l.Role == "renter" && l.State == views.LeaseSettling {
+		switch {
+		case l.Role != "renter" || l.Ended:
+		case l.State == views.LeaseSettling:
 			settling++
+		default:
+			open++
 		}
 	}
-	if settling == 0 {
+	if settling+open == 0 {
 		return
 	}
-	what := "1 lease with its provider"
-	if settling > 1 {
-		what = fmt.Sprintf("%d leases with their providers", settling)
+	if settling > 0 {
+		what := "1 lease with its provider"
+		if settling > 1 {
+			what = fmt.Sprintf("%d leases with their providers", settling)
+		}
+		fmt.Fprintf(e.stderr, "settling %s (up to %s)…\n", what, settleNowFor)
 	}
-	fmt.Fprintf(e.stderr, "settling %s (up to %s)…\n", what, settleNowFor)
 	if e.logLvl == "" { // a listing's light node speaks only of trouble
 		e.logLvl = "warn"
 		defer func() { e.logLvl = "" }()

@@ -97,7 +97,7 @@ func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 func (lo *Owner) collectSignature(ctx context.Context, rec *records.Lease, feed *jobstream.Feed) {
 	defer feed.Close()
 	rcs := new(pb.CoSigned)
-	if err := proto.Unmarshal(rec.Receipt, rcs); err != nil || len(rcs.RenterSignature) > 0 {
+	if err := proto.Unmarshal(rec.Receipt, rcs); err != nil {
 		return
 	}
 	record := lo.recordOf(ctx, rcs)
@@ -106,6 +106,19 @@ func (lo *Owner) collectSignature(ctx context.Context, rec *records.Lease, feed 
 		frame.Record = record.Signed
 	}
 	feed.Send(frame)
+	if len(rcs.RenterSignature) > 0 {
+		// Signed by both already: a renter that attaches for it again
+		// did not keep it (it stopped between its reply and its store,
+		// or a follow of it held an older record), and keeps it now.
+		// Its reply, the same again, is only waited for, so that the
+		// stream is not closed under it.
+		select {
+		case <-feed.Replies():
+		case <-lo.clock.After(receiptWait):
+		case <-ctx.Done():
+		}
+		return
+	}
 	signed := false
 	select {
 	case reply := <-feed.Replies():

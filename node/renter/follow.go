@@ -460,6 +460,12 @@ func (r *Renter) followStored(ctx context.Context, what string, pick func(*recor
 		if !ok {
 			continue
 		}
+		// pick saw the record as it was before the claim: a follow that
+		// held the lease until then may have changed it (ended it).
+		if now, err := r.Store.Get(ctx, rec.ID); err != nil || now.Updated != rec.Updated || now.State != rec.State {
+			release()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -13,6 +13,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/views"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -30,13 +31,20 @@ const SettleEvery = 20 * time.Second
 var errNotBack = errors.New("the provider is not back")
 
 // settleLoop tries at once, and then every SettleEvery, to settle the
-// leases this renter holds settling (their provider was gone), until ctx
-// ends: a rent that left one settling and exited has it settled by the
-// next node of its repository (the daemon, another rent).
+// leases this renter holds settling (their provider was gone), and to
+// close the ones it holds open that their providers ended (see
+// closeEndedThere), until ctx ends: a rent that left one so and exited
+// has it settled by the next node of its repository (the daemon, another
+// rent).
 func (r *Renter) settleLoop(ctx context.Context) {
 	t := r.Clock.NewTicker(SettleEvery)
 	defer t.Stop()
-	for {
+	for first := true; ; first = false {
+		// Not at the start: a node started for one command (attach,
+		// cancel, exec) follows its lease itself; listings ask SettleNow.
+		if !first {
+			r.closeEndedThere(ctx)
+		}
 		r.settleAll(ctx)
 		select {
 		case <-ctx.Done():
@@ -70,15 +78,17 @@ func (r *Renter) settleAll(ctx context.Context) {
 }
 
 // SettleNow tries once, now, to settle each lease this renter holds
-// settling, and waits until each attempt is over, its own or one the
-// settler had begun (ctx bounds the wait): a provider back ends the
-// lease with the receipt both sides sign.
+// settling, and to close each it holds open that its provider has ended
+// (see closeEndedThere), and waits until each attempt is over, its own or
+// a follow's this node had begun (ctx bounds the wait): the two sides
+// then keep one receipt both signed.
 func (r *Renter) SettleNow(ctx context.Context) {
 	done, err := r.use()
 	if err != nil {
 		return
 	}
 	defer done()
+	over := r.closeEndedThere(ctx)
 	r.settleAll(ctx)
 	for {
 		recs, err := r.Store.All(ctx)
@@ -88,7 +98,7 @@ func (r *Renter) SettleNow(ctx context.Context) {
 		busy := false
 		r.mu.Lock()
 		for _, rec := range recs {
-			busy = busy || rec.Role == records.Renter && rec.State == records.Settling && r.following[rec.ID] != nil
+			busy = busy || rec.Role == records.Renter && (rec.State == records.Settling || over[rec.ID]) && r.following[rec.ID] != nil
 		}
 		r.mu.Unlock()
 		if !busy {
@@ -100,6 +110,44 @@ func (r *Renter) SettleNow(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// askWait bounds the question to a provider whether it runs a lease
+// still: a dial and one small exchange, on a busy machine.
+const askWait = 10 * time.Second
+
+// closeEndedThere follows to its receipt each lease this renter holds
+// open (a rent killed, or detached, left it so) whose provider says it
+// runs it no more: the provider keeps the receipt of a lease it ended
+// without its renter for the renter's next attach, which countersigns
+// it. A lease still running there is left alone ('idlegrid attach'
+// follows it), and so is one whose provider is not reached, and one
+// with outputs to download (rent --download), which attach downloads. It returns
+// the leases found over there; one a follow of this node holds already
+// (resumed at its start) is that follow's to close.
+func (r *Renter) closeEndedThere(ctx context.Context) map[string]bool {
+	over := map[string]bool{}
+	r.followStored(ctx, "closing", func(rec *records.Lease) bool {
+		if records.Ended(rec.State) || rec.State == records.Settling || len(rec.Downloads) > 0 {
+			return false // a lease with outputs to download is its attach's to end, which downloads them
+		}
+		l, _, err := rec.Open()
+		if err != nil {
+			return false
+		}
+		pctx, cancel := context.WithTimeout(ctx, askWait)
+		reply, err := r.Net.RequestLease(pctx, peer.ID(l.Provider), &pb.LeaseRequest{Kind: &pb.LeaseRequest_TermsLeaseId{TermsLeaseId: rec.ID}})
+		cancel()
+		over[rec.ID] = err == nil && reply.Lease == nil && market.RejectOf(reply).Code == pb.RejectCode_REJECT_UNKNOWN_LEASE
+		r.mu.Lock()
+		followed := r.following[rec.ID] != nil
+		r.mu.Unlock()
+		return over[rec.ID] && !followed // a follow that has it sees the end itself
+	}, func(f *Follow, _ *records.Lease) error {
+		f.detachOnCancel = true // over there: nothing to cancel
+		return f.run(ctx)
+	})
+	return over
 }
 
 // settle checks the provider's receipt against what this renter verified:
