@@ -325,10 +325,18 @@ func aKilledRentsUploadResumes(t *testing.T, transport string) {
 	}
 	first.cmd.Process.Kill()
 	<-first.done
+	// The killed rent's tar of the upload, which it could not remove.
+	left := filepath.Join(os.TempDir(), fmt.Sprintf("idlegrid-upload-%d-*.tar", first.cmd.Process.Pid))
+	if tars, _ := filepath.Glob(left); len(tars) != 1 {
+		t.Errorf("the killed rent left %d tars of its upload (%s), want its one", len(tars), left)
+	}
 
 	second := startProc(t, renter, rent("15s"))
 	if code := second.wait(t, 120*time.Second); code != 0 {
 		t.Fatalf("the second rent: exit %d\n%s", code, second.stderr)
+	}
+	if tars, _ := filepath.Glob(left); len(tars) != 0 {
+		t.Errorf("the next rent left the killed one's tar: %v", tars)
 	}
 	m := regexp.MustCompile(`uploaded /workspace/in \(.*, from byte (\d+)\)`).FindStringSubmatch(second.stderr.String())
 	if m == nil || m[1] == "0" {

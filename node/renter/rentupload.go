@@ -44,6 +44,9 @@ func packUploads(ups []api.Upload) ([]transfer.Packed, error) {
 	if len(ups) > market.MaxInputs {
 		return fail(fmt.Errorf("uploads: %d; at most %d", len(ups), market.MaxInputs))
 	}
+	if len(ups) > 0 {
+		transfer.SweepPacked("") // what killed rents left
+	}
 	for i, up := range ups {
 		if !market.InWorkspace(up.Path) {
 			return fail(fmt.Errorf("uploads[%d]: path %q: want a clean path in /workspace, such as /workspace/data", i, up.Path))

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -129,10 +130,15 @@ type Packed struct {
 	Bytes int64
 }
 
+// packPrefix begins the name of each tar Pack writes; the writing
+// process's ID follows it, so that a later process can tell the tars
+// a killed one left (see SweepPacked).
+const packPrefix = "idlegrid-upload-"
+
 // Pack writes local as a tar for dest into a new file in dir (the
 // system's temporary folder if empty); Remove the Packed when done.
 func Pack(local, dest, dir string) (Packed, error) {
-	f, err := os.CreateTemp(dir, "idlegrid-upload-*.tar")
+	f, err := os.CreateTemp(dir, fmt.Sprintf("%s%d-*.tar", packPrefix, os.Getpid()))
 	if err != nil {
 		return Packed{}, err
 	}
@@ -156,6 +162,30 @@ func Pack(local, dest, dir string) (Packed, error) {
 
 // Remove removes the tar.
 func (p Packed) Remove() { os.Remove(p.Path) }
+
+// SweepPacked removes from dir (the system's temporary folder if empty)
+// the tars Pack wrote in processes that no longer run: a rent killed
+// while it uploaded leaves its tar, which may be as big as its upload,
+// and nothing else removes it. A tar whose process runs is left, and so
+// is one of another user (its removal fails). It returns how many it
+// removed.
+func SweepPacked(dir string) int {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, packPrefix+"*-*.tar"))
+	n := 0
+	for _, name := range names {
+		pid, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(filepath.Base(name), packPrefix), "-", 2)[0])
+		if err != nil || pid <= 0 || processRuns(pid) {
+			continue
+		}
+		if os.Remove(name) == nil {
+			n++
+		}
+	}
+	return n
+}
 
 // Open opens the tar from offset on.
 func (p Packed) Open(offset int64) (io.ReadCloser, error) {

@@ -3,7 +3,9 @@ package transfer
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,5 +54,36 @@ func TestUntarKeepsToItsTarget(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(target, "d", "f")); !strings.EqualFold(string(got), "x") {
 		t.Errorf("round trip wrote %q", got)
+	}
+}
+
+// A tar a killed process left is swept; one of a process that runs, and
+// a file not named as Pack names its tars, are left.
+func TestSweepPackedRemovesOnlyWhatDeadProcessesLeft(t *testing.T) {
+	dir := t.TempDir()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(dir, fmt.Sprintf("%s%d-1.tar", packPrefix, gone.Process.Pid))
+	other := filepath.Join(dir, packPrefix+"x-1.tar")
+	for _, name := range []string{dead, other} {
+		if err := os.WriteFile(name, []byte("tar"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := filepath.Join(dir, "data")
+	os.WriteFile(src, []byte("data"), 0o600)
+	live, err := Pack(src, "/workspace/data", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := SweepPacked(dir); n != 1 {
+		t.Errorf("swept %d tars, want the dead process's one", n)
+	}
+	for name, want := range map[string]bool{dead: false, other: true, live.Path: true} {
+		if _, err := os.Stat(name); (err == nil) != want {
+			t.Errorf("%s: kept %v, want %v", filepath.Base(name), err == nil, want)
+		}
 	}
 }
