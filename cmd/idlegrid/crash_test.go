@@ -64,12 +64,16 @@ func fixedPort(t *testing.T) int {
 	return 0
 }
 
-func newCrashTest(t *testing.T, renters int) *crashTest {
+func newCrashTest(t *testing.T, renters int, transport string) *crashTest {
 	c := &crashTest{t: t, image: executortest.BusyboxImage(t), docker: executortest.Docker(t), bin: buildBinary(t), seen: map[string]string{}}
 	port := fixedPort(t)
-	c.prov = providerRepo(t, c.bin, fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port))
+	listen := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)
+	if transport == "quic-v1" {
+		listen = fmt.Sprintf("/ip4/127.0.0.1/udp/%d/quic-v1", port)
+	}
+	c.prov = providerRepo(t, c.bin, listen)
 	c.peerID = mustJSON[daemonID](t, c.bin, "id", "--json", "--repo", c.prov).PeerID
-	c.addr = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, c.peerID)
+	c.addr = listen + "/p2p/" + c.peerID
 	removeJobContainers(t, c.docker, c.peerID)
 	for i := range renters {
 		c.renters = append(c.renters, renterRepo(t, c.bin, fmt.Sprintf("renter%d", i), "--bootstrap", c.addr))
@@ -203,21 +207,29 @@ func (c *crashTest) killRent(n int) string {
 // process, and some renters' rent processes, at random points of their
 // rentals, and checks after each restart that the provider's records and
 // the engine agree: no lease lost, none duplicated, none open past its
-// end, no container for a lease that ended. IDLEGRID_KILL_SEED replays a
-// run's random draws; IDLEGRID_KILL_ROUNDS sets the number of rounds.
+// end, no container for a lease that ended. It runs over TCP and over
+// QUIC side by side, each with a provider of its own and half the rounds.
+// IDLEGRID_KILL_SEED replays a run's random draws (each transport's);
+// IDLEGRID_KILL_ROUNDS sets the number of rounds of each transport.
 func TestProviderSurvivesSIGKILLAtRandomPoints(t *testing.T) {
 	seed := time.Now().UnixNano()
 	if s := os.Getenv("IDLEGRID_KILL_SEED"); s != "" {
 		seed, _ = strconv.ParseInt(s, 10, 64)
 	}
-	rounds := 20
+	rounds := 10
 	if s := os.Getenv("IDLEGRID_KILL_ROUNDS"); s != "" {
 		rounds, _ = strconv.Atoi(s)
 	}
+	overTransports(t, func(t *testing.T, transport string) {
+		providerSurvivesSIGKILLAtRandomPoints(t, transport, seed, rounds)
+	})
+}
+
+func providerSurvivesSIGKILLAtRandomPoints(t *testing.T, transport string, seed int64, rounds int) {
 	t.Logf("seed %d (IDLEGRID_KILL_SEED=%d replays these draws)", seed, seed)
 	rng := rand.New(rand.NewSource(seed))
 	const renters = 3
-	c := newCrashTest(t, renters)
+	c := newCrashTest(t, renters, transport)
 	c.up()
 	t0 := time.Now()
 	for round := 1; round <= rounds; round++ {

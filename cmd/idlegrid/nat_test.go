@@ -24,6 +24,7 @@ import (
 // (hole punching); with the provider behind a symmetric NAT it comes
 // through the relay, and the rental still completes.
 func TestRentThroughNATs(t *testing.T) {
+	t.Parallel() // in namespaces of its own
 	image := executortest.BusyboxImage(t)
 	bin := buildBinary(t)
 	p2ptest.ForEachNAT(t, func(t *testing.T, lab *p2ptest.NATLab, symmetric bool) {

@@ -17,15 +17,20 @@ import (
 // The provider stops each job at its next beat: of the beats its receipt
 // counts, the latest voucher it took pays all but at most the last (its
 // exposure, logged in money too). The next rent takes the same channel up
-// where the killed one left it.
+// where the killed one left it. Over TCP and over QUIC, each with a chain
+// of its own.
 func TestASIGKILLedRenterLeavesItsProviderAtMostABeatUnpaid(t *testing.T) {
+	overTransports(t, aSIGKILLedRenterLeavesItsProviderAtMostABeatUnpaid)
+}
+
+func aSIGKILLedRenterLeavesItsProviderAtMostABeatUnpaid(t *testing.T, transport string) {
 	chain, err := evm.StartDevChain()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer chain.Close()
 	image, bin := executortest.BusyboxImage(t), buildBinary(t)
-	prov, _, pid, _ := restartableProvider(t, bin, executortest.Docker(t), "tcp", append(evmSettings(chain), [2]string{"jobs.heartbeat_interval", "1s"}, [2]string{"jobs.renter_grace", "30s"})...)
+	prov, _, pid, _ := restartableProvider(t, bin, executortest.Docker(t), transport, append(evmSettings(chain), [2]string{"jobs.heartbeat_interval", "1s"}, [2]string{"jobs.renter_grace", "30s"})...)
 	renter := renterRepo(t, bin, "renter")
 	evmRepo(t, chain, renter)
 	pa := jsonOf[walletView](t, runCLI(t, "wallet", "--json", "--repo", prov))

@@ -21,13 +21,18 @@ var firstOutput = regexp.MustCompile(`first output after \S+ \(discover \S+, mat
 // the provider allows: the provider pulls it before the lease, the
 // renter sees the pull, and the job runs in it. A digest pins it; a
 // digest the registry lacks, or a registry the provider does not allow,
-// is refused before any lease.
+// is refused before any lease. Over TCP and over QUIC, each with an
+// image of its own, which its provider pulls.
 func TestRentPullsFromARegistry(t *testing.T) {
 	executortest.BusyboxImage(t)
+	overTransports(t, rentPullsFromARegistry)
+}
+
+func rentPullsFromARegistry(t *testing.T, transport string) {
 	registry := executortest.Registry(t)
-	byTag, byDigest := executortest.PushImage(t, registry, "idlegrid-test/rentpull", 2<<20)
+	byTag, byDigest := executortest.PushImage(t, registry, "idlegrid-test/rentpull-"+transport, 2<<20)
 	bin := buildBinary(t)
-	prov := providerRepo(t, bin, "/ip4/127.0.0.1/tcp/0")
+	prov := providerRepo(t, bin, listenOn(transport))
 	setConfig(t, prov, "jobs.pull", "true")
 	setConfig(t, prov, "provider.image_allow", `["`+registry+`/", "idlegrid-test/"]`)
 	d := startDaemon(t, bin, prov)
@@ -85,12 +90,17 @@ func TestRentPullsFromARegistry(t *testing.T) {
 // A renter sends an image it built to a provider whose engine has never
 // seen it, without the layer the provider has (busybox's); the job runs
 // in it, and a second rental finds it present. An image the provider's
-// rules refuse by its ID is refused, sent or present.
+// rules refuse by its ID is refused, sent or present. Over TCP and over
+// QUIC, each to an engine of its own.
 func TestRentSendsALocalImage(t *testing.T) {
-	ref := executortest.BuildImage(t, "idlegrid-test/sent:"+strconv.FormatInt(time.Now().UnixNano(), 36), 2<<20)
+	overTransports(t, rentSendsALocalImage)
+}
+
+func rentSendsALocalImage(t *testing.T, transport string) {
+	ref := executortest.BuildImage(t, "idlegrid-test/sent-"+transport+":"+strconv.FormatInt(time.Now().UnixNano(), 36), 2<<20)
 	engine := executortest.SecondEngine(t, true)
 	bin := buildBinary(t)
-	prov := providerRepo(t, bin, "/ip4/127.0.0.1/tcp/0")
+	prov := providerRepo(t, bin, listenOn(transport))
 	setConfig(t, prov, "jobs.docker_host", engine)
 	d := startDaemon(t, bin, prov)
 	pid := waitUp(t, bin, d)

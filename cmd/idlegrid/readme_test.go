@@ -150,6 +150,9 @@ func TestEveryReadmeBlockRunsAsPasted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the README's nodes and rentals (-short)")
 	}
+	// Beside the other tests: the README's ports (4001–4003, 5080–5083,
+	// …) are below those the others take (port 0, fixedPort's).
+	t.Parallel()
 	docker := executortest.Docker(t) // the provider's jobs are containers
 	bin := buildBinary(t)
 	root, err := filepath.Abs("../..")
