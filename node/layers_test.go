@@ -38,6 +38,7 @@ var layers = map[string][]string{
 	"node/api/apitest":           {"node/api", "node/fault"},
 	"node/executor/...":          {"node/executor/..."},
 	"node/transfer":              {"node/clock"},
+	"node/data":                  {"node/clock"},
 	"node/records":               {"market/...", "node/clock"},
 	"node/trustchain":            {"market/..."}, // this node's chain; the lease owner and the renter reach it through interfaces of their own
 	"node/jobstream":             {"market/pb", "node/clock", "node/records", "p2p"},
