@@ -14,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/data"
 	"github.com/idlegrid/idlegrid/node/fault"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
@@ -92,6 +93,7 @@ func (n *Node) Ledger(ctx context.Context) ([]api.LedgerEntry, error) {
 // daemon runs: it holds the repository's lock until Close. It is the
 // api.Records a daemon serves.
 type Records struct {
+	datasetAPI
 	store  *pebbleds.Datastore
 	unlock func()
 }
@@ -104,12 +106,17 @@ func OpenRecords(r *repo.Repo) (*Records, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := r.Config()
+	if err != nil {
+		unlock()
+		return nil, err
+	}
 	store, err := pebbleds.NewDatastore(r.DatastorePath())
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("open datastore %s: %w", r.DatastorePath(), err)
 	}
-	return &Records{store: store, unlock: unlock}, nil
+	return &Records{datasetAPI: datasetAPI{data.Open(store, int64(cfg.Datasets.CacheGiB)<<30, nil)}, store: store, unlock: unlock}, nil
 }
 
 // Leases lists the repository's leases.

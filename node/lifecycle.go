@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idlegrid/idlegrid/node/data"
 	"net"
 	"os"
 	"path/filepath"
@@ -177,6 +178,7 @@ func (n *Node) openStore(context.Context) (func() error, error) {
 		return nil, fmt.Errorf("open datastore %s: %w", n.repo.DatastorePath(), err)
 	}
 	n.store = store
+	n.datasetAPI = datasetAPI{data.Open(store, int64(n.cfg.Datasets.CacheGiB)<<30, n.clock)}
 	return func() error {
 		// The parts stopped first have cancelled their handlers; those
 		// still answering a peer end within their deadlines.

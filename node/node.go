@@ -84,6 +84,8 @@ type Settlement = records.Settlement
 // get narrow dependencies (a key, a small interface of the swarm, the
 // store, a clock, a logger) and no pointer back to it.
 type Node struct {
+	// datasetAPI answers the dataset methods once the datastore is open.
+	datasetAPI
 	repo      *repo.Repo
 	cfg       config.Config
 	opts      Options

@@ -137,7 +137,7 @@ stderr line says too and a code that stays: ` + strings.Join(stableCodes(), ", "
 		newIDCmd(e), newWaitCmd(e), newExecCmd(e), newPortForwardCmd(e), newCpCmd(e), newStatusCmd(e), newPeersCmd(e), newDevstackCmd(e), newVersionCmd(e),
 		newOffersCmd(e), newQuoteCmd(e), newBidCmd(e), newGPUsCmd(e), newAttestCmd(e),
 		newRentCmd(e), newAttachCmd(e), newExtendCmd(e), newLeasesCmd(e), newLogsCmd(e), newCancelCmd(e), newReceiptsCmd(e), newLedgerCmd(e), newReputationCmd(e), newDoctorCmd(e), newUICmd(e),
-		newWalletCmd(e), newChannelCmd(e),
+		newWalletCmd(e), newChannelCmd(e), newDatasetCmd(e),
 	)
 	return root
 }

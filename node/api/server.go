@@ -64,6 +64,14 @@ type Records interface {
 	// record's: `idlegrid extend` reaches the provider by itself, and the
 	// renter's record must then say the term it extended to.
 	NoteExtension(ctx context.Context, id string, extension []byte) (LeaseView, error)
+	// AddDataset imports a file or folder of the node's machine as a
+	// dataset, named by its CID; Datasets lists those kept, least
+	// recently used first; PinDataset pins or unpins one; RemoveDataset
+	// removes one no lease uses, and returns what it was.
+	AddDataset(context.Context, DatasetAdd) (DatasetView, error)
+	Datasets(context.Context) ([]DatasetView, error)
+	PinDataset(ctx context.Context, cid string, pin bool) (DatasetView, error)
+	RemoveDataset(ctx context.Context, cid string) (DatasetView, error)
 }
 
 // Backend is what the server serves: a Node, and where the files of a
@@ -186,6 +194,26 @@ func NewServer(b Backend, metrics prometheus.Gatherer, g Guard, log *slog.Logger
 	})
 	mux.HandleFunc("GET /v1/receipts", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, func() (any, error) { return b.Receipts(r.Context()) })
+	})
+	mux.HandleFunc("GET /v1/datasets", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, func() (any, error) { return b.Datasets(r.Context()) })
+	})
+	mux.HandleFunc("POST /v1/datasets", func(w http.ResponseWriter, r *http.Request) {
+		var req DatasetAdd
+		if !readJSON(w, r, &req) {
+			return
+		}
+		reply(w, func() (any, error) { return b.AddDataset(r.Context(), req) })
+	})
+	mux.HandleFunc("POST /v1/datasets/{cid}/pin", func(w http.ResponseWriter, r *http.Request) {
+		var req DatasetPin
+		if !readJSON(w, r, &req) {
+			return
+		}
+		reply(w, func() (any, error) { return b.PinDataset(r.Context(), r.PathValue("cid"), req.Pin) })
+	})
+	mux.HandleFunc("POST /v1/datasets/{cid}/remove", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, func() (any, error) { return b.RemoveDataset(r.Context(), r.PathValue("cid")) })
 	})
 	mux.HandleFunc("GET /v1/ledger", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, func() (any, error) { return b.Ledger(r.Context()) })

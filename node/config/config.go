@@ -40,7 +40,16 @@ type Config struct {
 	Attest     AttestConfig     `toml:"attest" comment:"how this node verifies other providers' attestations"`
 	Reputation ReputationConfig `toml:"reputation" comment:"how this node rates its peers from the receipts it can verify"`
 	Settlement SettlementConfig `toml:"settlement" comment:"how leases are paid"`
+	Datasets   DatasetsConfig   `toml:"datasets" comment:"datasets kept here by content address (idlegrid dataset)"`
 }
+
+// DatasetsConfig bounds the datasets a node keeps.
+type DatasetsConfig struct {
+	CacheGiB int `toml:"cache_gib" comment:"disk the datasets kept here may take, GiB, pinned and cached together: past it the cached ones used longest ago are evicted (never a pinned one, nor one a lease uses), and a dataset larger than it is refused"`
+}
+
+// DefaultDatasetsCacheGiB is datasets.cache_gib's default.
+const DefaultDatasetsCacheGiB = 64
 
 // ReputationConfig holds whose view of the swarm this node adopts.
 type ReputationConfig struct {
@@ -194,6 +203,7 @@ func DefaultConfig(profile string) Config {
 		},
 		Provider: DefaultProviderConfig(),
 		Jobs:     DefaultJobsConfig(),
+		Datasets: DatasetsConfig{CacheGiB: DefaultDatasetsCacheGiB},
 	}
 	switch profile {
 	case ProfileRenter:
@@ -248,6 +258,7 @@ func (c *Config) Validate() error {
 		c.validateJobs,
 		c.validateReputation,
 		c.validateSettlement,
+		func() error { return intRange("datasets.cache_gib", c.Datasets.CacheGiB, 1, 1<<20) },
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

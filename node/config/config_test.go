@@ -84,6 +84,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"jobs.workspace_mib", func(c *Config) { c.Jobs.WorkspaceMiB = 0 }},
 		{"jobs.log_mib", func(c *Config) { c.Jobs.LogMiB = 0 }},
 		{"jobs.max_stage_gib", func(c *Config) { c.Jobs.MaxStageGiB = 3 }},
+		{"datasets.cache_gib", func(c *Config) { c.Datasets.CacheGiB = 0 }},
 		{"network.ping_interval", func(c *Config) { c.Network.PingInterval = Dur(time.Millisecond) }},
 		{"nat.reachability", func(c *Config) { c.NAT.Reachability = "maybe" }},
 		{"nat.relay_reservations", func(c *Config) { c.NAT.RelayReserve = 0 }},
@@ -213,6 +214,10 @@ func TestSettlementDefaultsAndChecks(t *testing.T) {
 	got, err := ParseConfig(old)
 	if err != nil || got.Settlement.Kind != SettleLedger {
 		t.Fatalf("a config without [settlement]: %v, kind %q", err, got.Settlement.Kind)
+	}
+	// Nor [datasets], cut out with it: its bound is the default.
+	if bytes.Contains(old, []byte("[datasets")) || got.Datasets.CacheGiB != DefaultDatasetsCacheGiB {
+		t.Errorf("a config without [datasets]: datasets.cache_gib %d, want %d", got.Datasets.CacheGiB, DefaultDatasetsCacheGiB)
 	}
 	evm := func(f func(*EVMConfig)) Config {
 		c := DefaultConfig(ProfileRenter)

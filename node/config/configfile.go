@@ -40,6 +40,10 @@ func ParseConfig(data []byte) (Config, error) {
 	if c.Settlement == (SettlementConfig{}) {
 		c.Settlement = DefaultSettlement()
 	}
+	// And one made before [datasets] keeps datasets to the default bound.
+	if c.Datasets == (DatasetsConfig{}) {
+		c.Datasets.CacheGiB = DefaultDatasetsCacheGiB
+	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
 	}

@@ -11,6 +11,8 @@ package apitest
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -54,6 +56,7 @@ var checks = []struct {
 	{"NoteExtension", checkNoteExtension},
 	{"Receipts", checkReceipts},
 	{"Ledger", checkLedger},
+	{"Datasets", checkDatasets},
 	{"Reputation", checkReputation},
 	{"GPUs", checkGPUs},
 	{"Rentals", checkRentals},
@@ -230,4 +233,37 @@ func isKind(t *testing.T, what string, err, kind error, want string) {
 	if !errors.Is(err, kind) || !strings.Contains(err.Error(), want) {
 		t.Errorf("%s: %v; want %q, naming %q", what, err, kind, want)
 	}
+}
+
+// checkDatasets adds a folder, lists, pins and removes it, and checks the
+// kinds of the failures: a relative path, a CID that is none, one not
+// kept.
+func checkDatasets(t *testing.T, ctx context.Context, f Fixture) {
+	a := f.API
+	_, err := a.AddDataset(ctx, api.DatasetAdd{Path: "relative/data"})
+	isKind(t, "AddDataset of a relative path", err, fault.ErrInvalid, "path")
+	_, err = a.AddDataset(ctx, api.DatasetAdd{Path: filepath.Join(t.TempDir(), "none")})
+	isKind(t, "AddDataset of a path that is not there", err, fault.ErrInvalid, "none")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "weights.bin"), []byte("weights"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := a.AddDataset(ctx, api.DatasetAdd{Path: dir})
+	if err != nil || !strings.HasPrefix(d.CID, "bafy") || d.Pinned || d.Blocks != 2 {
+		t.Fatalf("AddDataset of a folder of one file: %+v, %v; want a CIDv1 of 2 blocks, cached", d, err)
+	}
+	ls, err := a.Datasets(ctx)
+	if err != nil || !slices.ContainsFunc(ls, func(x api.DatasetView) bool { return x.CID == d.CID }) {
+		t.Errorf("Datasets: %+v, %v; want %s among them", ls, err, d.CID)
+	}
+	if p, err := a.PinDataset(ctx, d.CID, true); err != nil || !p.Pinned {
+		t.Errorf("PinDataset: %+v, %v", p, err)
+	}
+	_, err = a.PinDataset(ctx, "not-a-cid", true)
+	isKind(t, "PinDataset of no CID", err, fault.ErrInvalid, "cid")
+	if r, err := a.RemoveDataset(ctx, d.CID); err != nil || r.CID != d.CID {
+		t.Errorf("RemoveDataset: %+v, %v", r, err)
+	}
+	_, err = a.RemoveDataset(ctx, d.CID)
+	isKind(t, "RemoveDataset of one removed", err, fault.ErrNotFound, d.CID)
 }
