@@ -24,6 +24,8 @@ type Book interface {
 	// book can be synced from now.
 	Synced() int64
 	SyncPeers() []peer.ID
+	// FetchBook syncs p's book now.
+	FetchBook(ctx context.Context, p peer.ID)
 }
 
 // Attester is the renter's view of trust (node/trust's Challenger): a

@@ -21,6 +21,7 @@ func (r *Renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out
 	tick := r.Clock.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	lastSaid := time.Time{}
+	asked := false
 	for {
 		now := r.Clock.Now()
 		snap := r.Market.Snapshot()
@@ -31,6 +32,10 @@ func (r *Renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out
 		}
 		if now.After(deadline) {
 			return &NoProviderError{Why: fmt.Sprintf("nothing fits after %s: %s", wait, r.Market.MatcherFor(req.BidRequest).Explain(snap, b, now).String())}
+		}
+		if !asked && r.Market.Synced() == 0 && now.Sub(deadline.Add(-wait)) >= gatherAsk {
+			asked = true
+			r.askBooks()
 		}
 		if now.Sub(lastSaid) >= time.Second {
 			out.status("gathering offers: %d in the book, none fits yet: %s", snap.Len(), r.Market.MatcherFor(req.BidRequest).Explain(snap, b, now).String())
@@ -43,6 +48,31 @@ func (r *Renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out
 			return owner.ErrClosed
 		case <-tick.C():
 		}
+	}
+}
+
+// gatherAsk is how long a gather waits for a book sync to begin by
+// itself (a peer that joins the offers topic is synced) before it asks
+// for one.
+const gatherAsk = time.Second
+
+// askBooks syncs, in the background, the books of up to gatherSyncs of
+// the peers a book can be synced from: a node whose gather saw no sync
+// begin asks for them. A restarted renter's peer may not see it join
+// the offers topic again until its old connection is known dead (a
+// SIGKILLed process's QUIC connection, at its idle timeout): no join,
+// no sync, and no offers for the whole gather.
+func (r *Renter) askBooks() {
+	peers := r.Market.SyncPeers()
+	for _, p := range peers[:min(len(peers), gatherSyncs)] {
+		done, err := r.use() // the renter's Stop waits for it
+		if err != nil {
+			return
+		}
+		go func() {
+			defer done()
+			r.Market.FetchBook(r.ctx, p)
+		}()
 	}
 }
 
