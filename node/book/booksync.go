@@ -69,6 +69,7 @@ func joinsOf(ctx context.Context, h *pubsub.TopicEventHandler, wg *sync.WaitGrou
 func (m *Market) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) {
 	defer m.wg.Done()
 	synced := map[peer.ID]bool{}
+	last := map[peer.ID]time.Time{} // when each peer's book was last fetched
 	sem := make(chan struct{}, syncsAtOnce)
 	budget := syncBudget{burst: joinSyncBurst, every: joinSyncEvery}
 	wait := 5 * time.Second
@@ -81,13 +82,13 @@ func (m *Market) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) {
 			return
 		case p = <-gone:
 			delete(synced, p)
-			m.fresh.forget(p)
+			delete(last, p)
 			continue
 		case <-timer.C():
 			wait = min(2*wait, resyncInterval)
 			timer.Reset(wait)
 			peers := m.Net.SyncPeers()
-			if len(peers) == 0 || m.fresh.since(peers[0], m.clock.Now()) < resyncFresh {
+			if len(peers) == 0 || m.clock.Since(last[peers[0]]) < resyncFresh {
 				continue
 			}
 			p = peers[0]
@@ -98,6 +99,7 @@ func (m *Market) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) {
 				continue
 			}
 		}
+		last[p] = m.clock.Now()
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -110,40 +112,6 @@ func (m *Market) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) {
 			m.FetchBook(ctx, p)
 		}()
 	}
-}
-
-// freshBooks is when each peer's book was last synced, by any path (a
-// join, the resync, a gather that asked): a sync that failed leaves it
-// as it was.
-type freshBooks struct {
-	mu sync.Mutex
-	at map[peer.ID]time.Time
-}
-
-func (f *freshBooks) synced(p peer.ID, now time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.at == nil {
-		f.at = map[peer.ID]time.Time{}
-	}
-	f.at[p] = now
-}
-
-func (f *freshBooks) forget(p peer.ID) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.at, p)
-}
-
-// since is how long ago p's book was synced; a long time if never.
-func (f *freshBooks) since(p peer.ID, now time.Time) time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	at, ok := f.at[p]
-	if !ok {
-		return time.Duration(1<<63 - 1)
-	}
-	return now.Sub(at)
 }
 
 // FetchBook syncs p's book, each offer checked as a gossiped one is, and
@@ -160,7 +128,6 @@ func (m *Market) FetchBook(ctx context.Context, p peer.ID) {
 		return
 	}
 	m.log.Debug("book synced", "peer", p, "offers", got)
-	m.fresh.synced(p, m.clock.Now())
 	m.booksSynced.Add(1)
 	var evidence [][]byte
 	if _, err := m.Net.FetchEvidence(ctx, p, func(ev []byte) { evidence = append(evidence, ev) }); err != nil {

@@ -34,7 +34,6 @@ import (
 // caller or the maintenance goroutine, outside it. Whom it synced, the
 // sync goroutine alone keeps.
 type Market struct {
-	fresh      freshBooks   // when each peer's book was last synced
 	Book       *market.Book // written by the owner only; snapshots for all
 	Matcher    *market.Matcher
 	rel        market.Reliability // the matcher's sources, for matcherFor
