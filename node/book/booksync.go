@@ -16,14 +16,6 @@ import (
 // first come sooner (5 s, doubling).
 const resyncInterval = 2 * time.Minute
 
-// resyncFresh is how long a peer's book, once synced, counts as fresh:
-// the periodic resync passes over a peer synced since. A provider answers
-// one peer three syncs in a row, then one each 10 s (p2p.BookLimits), and
-// each one-shot command of a repository joins as the same peer: a rent
-// that resynced, 5 s after its join sync, the one provider it knows spent
-// the sync its repository's next command needed.
-const resyncFresh = 30 * time.Second
-
 // A node syncs with the first joinSyncBurst peers that join the offers
 // topic, then with at most one more per joinSyncEvery: a whole book per
 // joining peer would not scale to a swarm of thousands, and the periodic
@@ -69,7 +61,6 @@ func joinsOf(ctx context.Context, h *pubsub.TopicEventHandler, wg *sync.WaitGrou
 func (m *Market) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) {
 	defer m.wg.Done()
 	synced := map[peer.ID]bool{}
-	last := map[peer.ID]time.Time{} // when each peer's book was last fetched
 	sem := make(chan struct{}, syncsAtOnce)
 	budget := syncBudget{burst: joinSyncBurst, every: joinSyncEvery}
 	wait := 5 * time.Second
@@ -82,16 +73,15 @@ func (m *Market) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) {
 			return
 		case p = <-gone:
 			delete(synced, p)
-			delete(last, p)
 			continue
 		case <-timer.C():
 			wait = min(2*wait, resyncInterval)
 			timer.Reset(wait)
-			peers := m.Net.SyncPeers()
-			if len(peers) == 0 || m.clock.Since(last[peers[0]]) < resyncFresh {
+			if peers := m.Net.SyncPeers(); len(peers) > 0 {
+				p = peers[0]
+			} else {
 				continue
 			}
-			p = peers[0]
 		case p = <-joins:
 			first := !synced[p]
 			synced[p] = true
@@ -99,7 +89,6 @@ func (m *Market) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) {
 				continue
 			}
 		}
-		last[p] = m.clock.Now()
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
