@@ -584,7 +584,7 @@ func TestARenterNodeClosesADetachedLeaseItsProviderEnded(t *testing.T) {
 	image := executortest.BusyboxImage(t)
 	clk := clock.NewFake()
 	prov, renter := leaseSwarmOn(t, clk, nil)
-	req := rentRequest(image, "sh", "-c", "echo up; read never")
+	req := rentRequest(image, "sh", "-c", "echo up; sleep 600")
 	req.Detach = true
 	var out executortest.Buffer
 	d := await(t, rentAsync(context.Background(), renter, req, RentOutput{Stdout: &out, Stderr: &out}), 60*time.Second, "rent --detach returns")
