@@ -78,10 +78,7 @@ func (a datasetAPI) RemoveDataset(ctx context.Context, id string) (api.DatasetVi
 	if err != nil {
 		return api.DatasetView{}, err
 	}
-	d, err := s.Get(ctx, c)
-	if err == nil {
-		err = s.Remove(ctx, c)
-	}
+	d, err := s.Remove(ctx, c)
 	if err != nil {
 		return api.DatasetView{}, datasetFault(err)
 	}

@@ -352,18 +352,19 @@ func (s *Store) Use(ctx context.Context, c cid.Cid) (release func(), err error) 
 }
 
 // Remove removes the dataset c, pinned or not, and the blocks no other
-// dataset kept here links; one in use by a lease is refused (ErrInUse).
-func (s *Store) Remove(ctx context.Context, c cid.Cid) error {
+// dataset kept here links, and returns what it was; one in use by a
+// lease is refused (ErrInUse).
+func (s *Store) Remove(ctx context.Context, c cid.Cid) (Dataset, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d, err := s.get(ctx, c)
 	if err != nil {
-		return err
+		return Dataset{}, err
 	}
 	if s.inUse[d.CID] > 0 {
-		return fmt.Errorf("%s: %w", c, ErrInUse)
+		return Dataset{}, fmt.Errorf("%s: %w", c, ErrInUse)
 	}
-	return s.remove(ctx, c)
+	return d, s.remove(ctx, c)
 }
 
 // remove drops c from the index, then the blocks only it linked. Under mu.

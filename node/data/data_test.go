@@ -142,7 +142,7 @@ func TestTheCacheEvictsTheLeastRecentlyUsedOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Remove(ctx, mustCID(t, used.CID)); !errors.Is(err, ErrInUse) {
+	if _, err := s.Remove(ctx, mustCID(t, used.CID)); !errors.Is(err, ErrInUse) {
 		t.Errorf("removing a dataset in use: %v, want ErrInUse", err)
 	}
 	// 4 chunks and a bit kept; a fifth and a sixth go over the bound.
@@ -181,7 +181,7 @@ func TestTheCacheEvictsTheLeastRecentlyUsedOnly(t *testing.T) {
 		t.Errorf("the dataset that shared a block with the evicted one: %v", err)
 	}
 	release()
-	if err := s.Remove(ctx, mustCID(t, used.CID)); err != nil {
+	if _, err := s.Remove(ctx, mustCID(t, used.CID)); err != nil {
 		t.Errorf("removing it once released: %v", err)
 	}
 	if _, err := s.Get(ctx, mustCID(t, used.CID)); !errors.Is(err, ErrNotFound) {
