@@ -367,6 +367,32 @@ func (s *Store) Remove(ctx context.Context, c cid.Cid) (Dataset, error) {
 	return d, s.remove(ctx, c)
 }
 
+// keptBlocks is the set of the blocks (by multihash) the datasets kept
+// here link, but not those only dataset but links: all of them, or those
+// of all when given. Under mu.
+func (s *Store) keptBlocks(ctx context.Context, but string, all ...Dataset) (map[string]bool, error) {
+	if all == nil {
+		var err error
+		if all, err = s.List(ctx); err != nil {
+			return nil, err
+		}
+	}
+	kept := map[string]bool{}
+	for _, d := range all {
+		if d.CID == but {
+			continue
+		}
+		other, err := cid.Decode(d.CID)
+		if err != nil {
+			return nil, err
+		}
+		if _, _, err := s.walk(ctx, other, func(b cid.Cid) { kept[string(b.Hash())] = true }); err != nil {
+			return nil, fmt.Errorf("dataset %s: %w", d.CID, err)
+		}
+	}
+	return kept, nil
+}
+
 // remove drops c from the index, then the blocks only it linked. Under mu.
 func (s *Store) remove(ctx context.Context, c cid.Cid) error {
 	all, err := s.List(ctx)
@@ -376,18 +402,9 @@ func (s *Store) remove(ctx context.Context, c cid.Cid) error {
 	if err := s.d.Delete(ctx, indexPrefix.ChildString(c.String())); err != nil {
 		return err
 	}
-	kept := map[string]bool{}
-	for _, d := range all {
-		if d.CID == c.String() {
-			continue
-		}
-		other, err := cid.Decode(d.CID)
-		if err != nil {
-			return err
-		}
-		if _, _, err := s.walk(ctx, other, func(b cid.Cid) { kept[string(b.Hash())] = true }); err != nil {
-			return fmt.Errorf("dataset %s: %w", d.CID, err)
-		}
+	kept, err := s.keptBlocks(ctx, c.String(), all...)
+	if err != nil {
+		return err
 	}
 	var gone []cid.Cid
 	if _, _, err := s.walk(ctx, c, func(b cid.Cid) {
@@ -460,4 +477,45 @@ func (s *Store) Export(ctx context.Context, c cid.Cid, dest string) error {
 		return err
 	}
 	return files.WriteTo(n, dest)
+}
+
+// keep indexes root, fetched whole, as a cached dataset used now, and
+// makes room for it.
+func (s *Store) keep(ctx context.Context, root cid.Cid) (Dataset, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d, err := s.get(ctx, root); err == nil {
+		return d, nil
+	}
+	now := s.clock.Now().UnixMilli()
+	d := Dataset{CID: root.String(), Name: root.String(), Added: now, Used: now}
+	var err error
+	if d.Blocks, d.Bytes, err = s.walk(ctx, root, nil); err != nil {
+		return Dataset{}, fmt.Errorf("dataset %s fetched, but not whole here: %w", root, err)
+	}
+	if err := s.put(ctx, d); err != nil {
+		return Dataset{}, err
+	}
+	return d, s.evict(ctx, d.CID)
+}
+
+// dropUnlinked removes those of blocks that no dataset kept here links.
+func (s *Store) dropUnlinked(ctx context.Context, blocks []cid.Cid) error {
+	if len(blocks) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept, err := s.keptBlocks(ctx, "")
+	if err != nil {
+		return err
+	}
+	for _, b := range blocks {
+		if !kept[string(b.Hash())] {
+			if err := s.bs.DeleteBlock(ctx, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
