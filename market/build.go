@@ -135,6 +135,9 @@ type LeaseTerms struct {
 	// Outputs the paths it packs once the job's command ended.
 	Inputs  []*pb.Input
 	Outputs []string
+	// Datasets the provider stages and mounts read-only before the job
+	// starts.
+	Datasets []*pb.DatasetMount
 	// Payment is the channel that pays the lease, where its bid pays by
 	// one (evm); nil otherwise.
 	Payment *pb.LeasePayment
@@ -149,7 +152,7 @@ func NewLease(t LeaseTerms, now time.Time, l Limits) (*pb.Lease, error) {
 		Version: Version, Id: t.ID, Renter: []byte(t.Renter), Provider: []byte(c.Issuer),
 		OfferId: o.GetHeader().GetId(), OfferSeq: o.GetHeader().GetSeq(), Bid: b, Tier: b.GetTier(), GpuCount: c.GPUs,
 		StartUnixMs: t.Start.UnixMilli(), DurationSeconds: b.GetDurationSeconds(), Currency: b.GetCurrency(), PriceMicros: c.PriceMicros,
-		Workload:      &pb.Workload{Image: b.GetImage(), Command: t.Command, Env: t.Env, WorkloadClass: b.GetWorkloadClass(), Inputs: t.Inputs, Outputs: t.Outputs},
+		Workload:      &pb.Workload{Image: b.GetImage(), Command: t.Command, Env: t.Env, WorkloadClass: b.GetWorkloadClass(), Inputs: t.Inputs, Outputs: t.Outputs, Datasets: t.Datasets},
 		CreatedUnixMs: now.UnixMilli(), Payment: t.Payment,
 	}
 	if err := l.ValidateLease(m); err != nil {

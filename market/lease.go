@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/proto"
@@ -322,6 +323,9 @@ func (l Limits) ValidateLease(m *pb.Lease) error {
 	if err := ValidateOutputs(m.Workload.Outputs); err != nil {
 		return err
 	}
+	if err := ValidateDatasets(m.Workload.Datasets); err != nil {
+		return err
+	}
 	return leasePayment(m)
 }
 
@@ -347,6 +351,57 @@ func ValidateOutputs(outs []string) error {
 func InWorkspace(p string) bool {
 	return len(p) <= 256 && path.Clean(p) == p && (p == "/workspace" || strings.HasPrefix(p, "/workspace/"))
 }
+
+// MaxDatasets bounds the datasets a lease mounts; MaxDatasetBytes one
+// dataset's bytes (a provider's cache bounds them further).
+const MaxDatasets, MaxDatasetBytes = 8, 1 << 50
+
+// mountDenied are the folders a dataset may be mounted neither at nor
+// under: the job's writable places and the system's.
+var mountDenied = []string{"/workspace", "/tmp", "/proc", "/sys", "/dev", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/usr", "/var", "/run"}
+
+// ValidateDatasets checks a workload's datasets: a CIDv1, bytes and a
+// mount path each, no path twice nor one inside another.
+func ValidateDatasets(dss []*pb.DatasetMount) error {
+	if len(dss) > MaxDatasets {
+		return invalid("workload.datasets", "%d; at most %d", len(dss), MaxDatasets)
+	}
+	for i, d := range dss {
+		field := indexed("workload.datasets", i)
+		if c, err := cid.Decode(d.GetCid()); err != nil || c.Version() != 1 {
+			return invalid(field+".cid", "%q; want a dataset's CIDv1 (bafy…)", clip(d.GetCid()))
+		}
+		if d.GetBytes() == 0 || d.GetBytes() > MaxDatasetBytes {
+			return invalid(field+".bytes", "%d; want 1 to %d", d.GetBytes(), uint64(MaxDatasetBytes))
+		}
+		if err := ValidateMountPath(d.GetPath()); err != nil {
+			return invalid(field+".path", "%v", err)
+		}
+		for j, o := range dss[:i] {
+			if within(d.GetPath(), o.GetPath()) || within(o.GetPath(), d.GetPath()) {
+				return invalid(field+".path", "%q overlaps workload.datasets[%d].path %q", d.GetPath(), j, o.GetPath())
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateMountPath checks where a dataset is mounted: a clean absolute
+// path of at most 256 bytes, not / and outside mountDenied.
+func ValidateMountPath(p string) error {
+	if len(p) > 256 || !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+		return fmt.Errorf("%q; want a clean absolute path such as /data", clip(p))
+	}
+	for _, d := range mountDenied {
+		if within(p, d) {
+			return fmt.Errorf("%q is in %s; mount a dataset elsewhere, such as /data", p, d)
+		}
+	}
+	return nil
+}
+
+// within reports whether p is dir or in it.
+func within(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 // ValidateInputs checks a workload's inputs: a SHA-256 and a size each,
 // at a clean absolute path in /workspace, the one place a job may write.

@@ -116,7 +116,7 @@ func OpenRecords(r *repo.Repo) (*Records, error) {
 		unlock()
 		return nil, fmt.Errorf("open datastore %s: %w", r.DatastorePath(), err)
 	}
-	return &Records{datasetAPI: datasetAPI{data.Open(store, int64(cfg.Datasets.CacheGiB)<<30, nil)}, store: store, unlock: unlock}, nil
+	return &Records{datasetAPI: datasetAPI{data: data.Open(store, int64(cfg.Datasets.CacheGiB)<<30, nil)}, store: store, unlock: unlock}, nil
 }
 
 // Leases lists the repository's leases.

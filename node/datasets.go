@@ -3,20 +3,28 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/data"
 	"github.com/idlegrid/idlegrid/node/fault"
+	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // datasetAPI answers api.Records' dataset methods from a store of
 // datasets (node/data): a node's once it has opened its datastore, or a
 // repository's with no daemon running (Records).
-type datasetAPI struct{ data *data.Store }
+type datasetAPI struct {
+	data *data.Store
+	// exchange announces the datasets added (nil: none runs).
+	exchange *data.Exchange
+}
 
 func (a datasetAPI) store() (*data.Store, error) {
 	if a.data == nil {
@@ -38,6 +46,10 @@ func (a datasetAPI) AddDataset(ctx context.Context, req api.DatasetAdd) (api.Dat
 	d, err := s.Add(ctx, req.Path, req.Pin)
 	if err != nil {
 		return api.DatasetView{}, datasetFault(err)
+	}
+	if a.exchange != nil {
+		c := cid.MustParse(d.CID)
+		go a.exchange.Announce(context.WithoutCancel(ctx), c) //nolint:errcheck // the next announcement tries again
 	}
 	return datasetView(d), nil
 }
@@ -118,4 +130,116 @@ func datasetView(d data.Dataset) api.DatasetView {
 		CID: d.CID, Name: d.Name, Bytes: d.Bytes, Blocks: d.Blocks, Pinned: d.Pinned,
 		Added: time.UnixMilli(d.Added).UTC(), Used: time.UnixMilli(d.Used).UTC(),
 	}
+}
+
+// leaseDatasets stages leases' datasets (lease.Datasets): fetched by the
+// exchange from the renter and the swarm's holders, kept in the store.
+type leaseDatasets struct {
+	s *data.Store
+	x *data.Exchange
+}
+
+// Check refuses datasets whose bytes together pass the cache's bound.
+func (d leaseDatasets) Check(dss []*pb.DatasetMount) error {
+	var total uint64
+	for _, m := range dss {
+		total += m.Bytes
+	}
+	if limit := uint64(d.s.Limit()); total > limit {
+		return fmt.Errorf("%d bytes of datasets; this provider's datasets.cache_gib holds %d", total, limit)
+	}
+	return nil
+}
+
+// Stage fetches m (kept already: at once), marks it in use and writes it
+// at dir for the job.
+func (d leaseDatasets) Stage(ctx context.Context, m *pb.DatasetMount, renter peer.ID, dir string, progress func(int64)) (func(), error) {
+	c, err := cid.Decode(m.Cid)
+	if err != nil {
+		return nil, err
+	}
+	var release func()
+	for try := 0; ; try++ {
+		if _, err := d.x.Fetch(ctx, c, int64(m.Bytes), []peer.ID{renter}, func(p data.Progress) { progress(p.Bytes) }); err != nil {
+			return nil, err
+		}
+		// Another fetch may have evicted it meanwhile: once more, then.
+		if release, err = d.s.Use(ctx, c); err == nil || !errors.Is(err, data.ErrNotFound) || try > 0 {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := d.s.Stage(ctx, c, dir); err != nil {
+		release()
+		return nil, fmt.Errorf("writing it for the job: %w", err)
+	}
+	return release, nil
+}
+
+// Announcing: the swarm's DHT forgets a holder after 48 hours, so a node
+// tells it again which datasets it keeps every announceEvery, the
+// maxAnnounced most recently used.
+const (
+	announceEvery = 12 * time.Hour
+	announceRetry = time.Minute
+	maxAnnounced  = 1024
+)
+
+// startExchange runs the exchange of datasets' blocks on the swarm's
+// host, its holders found through the swarm's DHT. A full node announces
+// the datasets it keeps; a light one serves them only while it runs.
+func (n *Node) startExchange(context.Context) (func() error, error) {
+	ctx, cancel := context.WithCancel(n.base)
+	x := n.datasetAPI.data.StartExchange(ctx, data.ExchangeConfig{
+		Host: n.host, Prefix: n.swarm.DHTPrefix(), Holders: n.disc.DHT(),
+		Log: n.opts.Logger.With("subsystem", LogP2P),
+	})
+	n.datasetAPI.exchange = x
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if !n.opts.Light {
+			n.announceDatasets(ctx, x)
+		}
+	}()
+	return func() error { cancel(); <-done; return x.Close() }, nil
+}
+
+// announceDatasets announces the datasets kept, now and every
+// announceEvery, until ctx ends.
+func (n *Node) announceDatasets(ctx context.Context, x *data.Exchange) {
+	for {
+		next := announceEvery
+		all, err := n.datasetAPI.data.List(ctx)
+		if err == nil {
+			for i := len(all) - 1; i >= 0 && i >= len(all)-maxAnnounced; i-- {
+				if err := x.Announce(ctx, cid.MustParse(all[i].CID)); err != nil && ctx.Err() == nil {
+					n.log.Debug("announcing a dataset", "cid", all[i].CID, "err", err)
+					next = announceRetry // the DHT knows no peer yet, say
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.clock.After(next):
+		}
+	}
+}
+
+// renterDatasets tells the renter of the datasets kept here.
+type renterDatasets struct{ s *data.Store }
+
+func (d renterDatasets) Bytes(ctx context.Context, id string) (int64, error) {
+	c, err := cid.Decode(id)
+	if err != nil {
+		return 0, fault.Fieldf("cid", id, "a dataset's CID, as idlegrid dataset ls prints it (bafy…)")
+	}
+	ds, err := d.s.Get(ctx, c)
+	if errors.Is(err, data.ErrNotFound) {
+		return 0, renter.ErrDatasetNotKept
+	}
+	return ds.Bytes, err
 }

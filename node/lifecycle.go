@@ -51,6 +51,7 @@ func (n *Node) steps() []step {
 		{"bootstrap", n.joinSwarm},        // a node that cannot join fails without writing a byte
 		{"datastore", n.openStore},        // everything below may read and write it
 		{"discovery", n.startDiscovery},   // the DHT keeps its records in the datastore
+		{"exchange", n.startExchange},     // datasets' blocks; their holders found through the DHT
 		{"gossip", n.startGossip},         // topics before anyone publishes or reads
 		{"wallet", n.openWallet},          // the chain a node pays on, before a bid names it
 		{"parts", n.buildParts},           // wired together before any starts
@@ -178,7 +179,7 @@ func (n *Node) openStore(context.Context) (func() error, error) {
 		return nil, fmt.Errorf("open datastore %s: %w", n.repo.DatastorePath(), err)
 	}
 	n.store = store
-	n.datasetAPI = datasetAPI{data.Open(store, int64(n.cfg.Datasets.CacheGiB)<<30, n.clock)}
+	n.datasetAPI = datasetAPI{data: data.Open(store, int64(n.cfg.Datasets.CacheGiB)<<30, n.clock)}
 	return func() error {
 		// The parts stopped first have cancelled their handlers; those
 		// still answering a peer end within their deadlines.

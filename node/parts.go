@@ -60,6 +60,7 @@ func (n *Node) buildParts(ctx context.Context) (func() error, error) {
 		Id: n.id, Swarm: n.swarm, Key: n.key, Net: n.link, Market: n.market, Challenger: n.challenger, Store: n.leaseStore(),
 		LogsDir: filepath.Join(n.repo.Path, repo.LogsDir), Clock: n.clock, Log: log, Ended: n.leaseEnded, Observe: n.reputation.Observe,
 		LearnFor: n.reputation.LearnFor, MeasureFor: n.measure, AddrsOf: n.host.Peerstore().Addrs, Records: n.records, Wallet: n.wallet,
+		Datasets: renterDatasets{n.datasetAPI.data},
 	}
 	if !n.cfg.Provider.Enabled {
 		if n.cfg.Profile == config.ProfileProvider {
@@ -151,6 +152,8 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 		Metrics:     n.metrics,
 		Records:     n.records,
 		Wallet:      n.wallet,
+		Datasets:    leaseDatasets{n.datasetAPI.data, n.datasetAPI.exchange},
+		MountDir:    filepath.Join(n.repo.Path, repo.MountsDir),
 	}, inv)
 	if err != nil {
 		closeExecutor(exec)

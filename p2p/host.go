@@ -63,7 +63,7 @@ func NewHost(cfg HostConfig) (host.Host, error) {
 	if cfg.Identity == nil {
 		return nil, fmt.Errorf("new host: no identity key")
 	}
-	rm, err := newResourceManager(cfg.Limits, cfg.Registerer)
+	rm, err := newResourceManager(cfg.Limits, cfg.Swarm, cfg.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("new host: %w", err)
 	}

@@ -3,6 +3,8 @@ package p2p
 import (
 	"fmt"
 
+	"github.com/libp2p/go-libp2p/core/protocol"
+
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/network"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
@@ -30,10 +32,11 @@ var DefaultLimits = Limits{
 	MaxStreams:      8192,
 }
 
-func (l Limits) concrete() rcmgr.ConcreteLimitConfig {
+func (l Limits) concrete(s Swarm) rcmgr.ConcreteLimitConfig {
 	scaling := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&scaling)
 	addServedLimits(&scaling)
+	addExchangeLimits(&scaling, s)
 	scaled := scaling.Scale(l.MaxMemory, l.MaxFDs)
 	system := rcmgr.ResourceLimits{
 		Memory:       rcmgr.LimitVal64(l.MaxMemory),
@@ -45,7 +48,7 @@ func (l Limits) concrete() rcmgr.ConcreteLimitConfig {
 	return rcmgr.PartialLimitConfig{System: system}.Build(scaled)
 }
 
-func newResourceManager(l Limits, reg prometheus.Registerer) (network.ResourceManager, error) {
+func newResourceManager(l Limits, s Swarm, reg prometheus.Registerer) (network.ResourceManager, error) {
 	var opts []rcmgr.Option
 	if reg != nil {
 		rcmgr.MustRegisterWith(reg)
@@ -57,7 +60,7 @@ func newResourceManager(l Limits, reg prometheus.Registerer) (network.ResourceMa
 	} else {
 		opts = append(opts, rcmgr.WithMetricsDisabled())
 	}
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(l.concrete()), opts...)
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(l.concrete(s)), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("resource manager: %w", err)
 	}
@@ -80,4 +83,29 @@ func addServedLimits(c *rcmgr.ScalingLimitConfig) {
 		perPeer := rcmgr.BaseLimit{StreamsInbound: 2 * l.PerPeer, StreamsOutbound: 64, Streams: 2*l.PerPeer + 64, Memory: int64(2*l.PerPeer*l.Memory) + 1<<20}
 		c.AddServicePeerLimit(l.Service, perPeer, rcmgr.BaseLimitIncrease{})
 	}
+}
+
+// ExchangeProtocol is the swarm's bitswap (node/data's exchange of
+// datasets' blocks): bitswap 1.2.0 under the swarm's prefix, which only
+// the swarm's peers speak.
+func (s Swarm) ExchangeProtocol() protocol.ID {
+	return s.DHTPrefix() + "/ipfs/bitswap/1.2.0"
+}
+
+// Bounds of the exchange's streams. Bitswap keeps one stream a peer for
+// the messages it sends (a message is at most 4 MiB), and opens another
+// when one breaks.
+var (
+	// ExchangePeerLimit: a peer holds 8 streams each way and 16 MiB.
+	ExchangePeerLimit = rcmgr.BaseLimit{StreamsInbound: 8, StreamsOutbound: 8, Streams: 16, Memory: 16 << 20}
+	// ExchangeLimit: all peers together, 1,024 streams each way.
+	ExchangeLimit = rcmgr.BaseLimit{StreamsInbound: 1024, StreamsOutbound: 1024, Streams: 2048, Memory: 256 << 20}
+)
+
+// addExchangeLimits bounds the exchange's protocol in the resource
+// manager, as every served protocol is.
+func addExchangeLimits(c *rcmgr.ScalingLimitConfig, s Swarm) {
+	p := s.ExchangeProtocol()
+	c.AddProtocolLimit(p, ExchangeLimit, rcmgr.BaseLimitIncrease{})
+	c.AddProtocolPeerLimit(p, ExchangePeerLimit, rcmgr.BaseLimitIncrease{})
 }

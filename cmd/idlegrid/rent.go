@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/inert"
 	"github.com/idlegrid/idlegrid/node"
 	"github.com/idlegrid/idlegrid/node/api"
@@ -90,6 +91,7 @@ line, before anything was rented.`,
 	f.StringArrayVar(&rf.req.Env, "env", nil, "KEY=VALUE for the job's environment (repeatable)")
 	f.StringArrayVar(&rf.downloads, "download", nil, "/workspace/PATH:LOCAL: a file or folder the provider packs once the job's command ended, before the container goes, downloaded after the receipt into LOCAL (which must not exist), checked by SHA-256, resumed if the stream breaks (repeatable, up to 8)")
 	f.StringArrayVar(&rf.uploads, "upload", nil, "LOCAL:/workspace/PATH: a file or folder the provider puts in the container before the job starts, uploaded before the lease (not billed), checked by SHA-256, resumed if the stream breaks (repeatable, up to 8)")
+	f.StringArrayVar(&rf.datasets, "dataset", nil, "CID:/PATH: a dataset this node keeps (idlegrid dataset add) that the provider stages before the job starts, from this node and the swarm's other holders in parallel, each block checked against the CID, and mounts read-only at PATH, such as /data; staging runs on the lease's clock (repeatable, up to 8)")
 	f.StringArrayVar(&rf.bootstrap, "bootstrap", nil, "bootstrap peer multiaddr, replacing network.bootstrap (repeatable)")
 	f.DurationVar(&rf.gather, "gather", 15*time.Second, "how long to wait for fitting offers")
 	f.IntVar(&rf.req.Candidates, "candidates", 0, "providers to try at most, best first; 0: as many as --try-for allows")
@@ -108,6 +110,7 @@ type rentFlags struct {
 	bootstrap               []string
 	gather, tryFor, maxPair time.Duration
 	uploads, downloads      []string
+	datasets                []string
 }
 
 // request checks the flags and makes the rental's request of them and
@@ -137,6 +140,16 @@ func (f *rentFlags) request(e *env, args []string) (api.RentRequest, error) {
 			return api.RentRequest{}, usagef("--upload %q: want LOCAL:/workspace/PATH, such as ./data:/workspace/data", u)
 		}
 		f.req.Uploads = append(f.req.Uploads, api.Upload{Local: u[:i], Path: u[i+1:]})
+	}
+	for _, d := range f.datasets {
+		id, at, ok := strings.Cut(d, ":")
+		if !ok || id == "" {
+			return api.RentRequest{}, usagef("--dataset %q: want CID:/PATH, such as bafybei…:/data", d)
+		}
+		if err := market.ValidateMountPath(at); err != nil {
+			return api.RentRequest{}, usagef("--dataset %q: the path %v", d, err)
+		}
+		f.req.Datasets = append(f.req.Datasets, api.DatasetMount{CID: id, Path: at})
 	}
 	for _, d := range f.downloads {
 		remote, local, ok := strings.Cut(d, ":")

@@ -51,6 +51,8 @@ func TestAFlagsBadValueNamesTheFlagTheValueAndWhatItTakes(t *testing.T) {
 		{[]string{"quote", "--max-price", "cheap"}, "--max-price cheap: want a price of 0 or more"},
 		{[]string{"rent", "--image", "x", "--count", "two"}, "--count two: want a whole number"},
 		{[]string{"rent", "--image", "x", "--gather", "5"}, "--gather 5: want a duration such as 30s"},
+		{[]string{"rent", "--image", "x", "--dataset", "bafybeigdyrzt"}, `--dataset "bafybeigdyrzt": want CID:/PATH, such as bafybei…:/data`},
+		{[]string{"rent", "--image", "x", "--dataset", "bafybeigdyrzt:/workspace/d"}, `is in /workspace; mount a dataset elsewhere, such as /data`},
 	} {
 		r := runCLI(t, append(tc.args, "--repo", filepath.Join(t.TempDir(), "none"))...)
 		if r.code != exitUsage || !strings.Contains(r.lastLine(), tc.want) {

@@ -1702,7 +1702,11 @@ type Workload struct {
 	// Folders or files in /workspace the provider packs as tars when the
 	// job's command ends, before the container goes, for the renter to
 	// download (DownloadRequest).
-	Outputs       []string `protobuf:"bytes,9,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	Outputs []string `protobuf:"bytes,9,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	// Datasets the provider stages before the job starts, from the renter
+	// and the swarm's other holders, each block checked against the CID,
+	// and mounts read-only in the container.
+	Datasets      []*DatasetMount `protobuf:"bytes,10,rep,name=datasets,proto3" json:"datasets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1800,6 +1804,79 @@ func (x *Workload) GetOutputs() []string {
 	return nil
 }
 
+func (x *Workload) GetDatasets() []*DatasetMount {
+	if x != nil {
+		return x.Datasets
+	}
+	return nil
+}
+
+// DatasetMount is one dataset of a lease, named by content.
+type DatasetMount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The root's CIDv1, as `idlegrid dataset add` prints it.
+	Cid string `protobuf:"bytes,1,opt,name=cid,proto3" json:"cid,omitempty"`
+	// Its bytes, as the renter's store counts them: a provider stops
+	// fetching past them.
+	Bytes uint64 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Where the job reads it: absolute and clean, outside /workspace,
+	// /tmp and the system's folders.
+	Path          string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DatasetMount) Reset() {
+	*x = DatasetMount{}
+	mi := &file_market_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DatasetMount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DatasetMount) ProtoMessage() {}
+
+func (x *DatasetMount) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DatasetMount.ProtoReflect.Descriptor instead.
+func (*DatasetMount) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DatasetMount) GetCid() string {
+	if x != nil {
+		return x.Cid
+	}
+	return ""
+}
+
+func (x *DatasetMount) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *DatasetMount) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
 // Input is one tar of a lease's data in.
 type Input struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1813,7 +1890,7 @@ type Input struct {
 
 func (x *Input) Reset() {
 	*x = Input{}
-	mi := &file_market_proto_msgTypes[14]
+	mi := &file_market_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +1902,7 @@ func (x *Input) String() string {
 func (*Input) ProtoMessage() {}
 
 func (x *Input) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[14]
+	mi := &file_market_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +1915,7 @@ func (x *Input) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Input.ProtoReflect.Descriptor instead.
 func (*Input) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{14}
+	return file_market_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Input) GetSha256() []byte {
@@ -1879,7 +1956,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_market_proto_msgTypes[15]
+	mi := &file_market_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +1968,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[15]
+	mi := &file_market_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +1981,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{15}
+	return file_market_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UploadRequest) GetSha256() []byte {
@@ -1932,7 +2009,7 @@ type UploadReply struct {
 
 func (x *UploadReply) Reset() {
 	*x = UploadReply{}
-	mi := &file_market_proto_msgTypes[16]
+	mi := &file_market_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2021,7 @@ func (x *UploadReply) String() string {
 func (*UploadReply) ProtoMessage() {}
 
 func (x *UploadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[16]
+	mi := &file_market_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2034,7 @@ func (x *UploadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadReply.ProtoReflect.Descriptor instead.
 func (*UploadReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{16}
+	return file_market_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UploadReply) GetHave() uint64 {
@@ -1998,7 +2075,7 @@ type DownloadRequest struct {
 
 func (x *DownloadRequest) Reset() {
 	*x = DownloadRequest{}
-	mi := &file_market_proto_msgTypes[17]
+	mi := &file_market_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2087,7 @@ func (x *DownloadRequest) String() string {
 func (*DownloadRequest) ProtoMessage() {}
 
 func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[17]
+	mi := &file_market_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2100,7 @@ func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadRequest.ProtoReflect.Descriptor instead.
 func (*DownloadRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{17}
+	return file_market_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DownloadRequest) GetLeaseId() string {
@@ -2058,7 +2135,7 @@ type DownloadReply struct {
 
 func (x *DownloadReply) Reset() {
 	*x = DownloadReply{}
-	mi := &file_market_proto_msgTypes[18]
+	mi := &file_market_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2147,7 @@ func (x *DownloadReply) String() string {
 func (*DownloadReply) ProtoMessage() {}
 
 func (x *DownloadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[18]
+	mi := &file_market_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2160,7 @@ func (x *DownloadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadReply.ProtoReflect.Descriptor instead.
 func (*DownloadReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{18}
+	return file_market_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DownloadReply) GetSize() uint64 {
@@ -2138,7 +2215,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_market_proto_msgTypes[19]
+	mi := &file_market_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2227,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[19]
+	mi := &file_market_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2240,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{19}
+	return file_market_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Lease) GetVersion() uint32 {
@@ -2300,7 +2377,7 @@ type LeasePayment struct {
 
 func (x *LeasePayment) Reset() {
 	*x = LeasePayment{}
-	mi := &file_market_proto_msgTypes[20]
+	mi := &file_market_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2389,7 @@ func (x *LeasePayment) String() string {
 func (*LeasePayment) ProtoMessage() {}
 
 func (x *LeasePayment) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[20]
+	mi := &file_market_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2402,7 @@ func (x *LeasePayment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasePayment.ProtoReflect.Descriptor instead.
 func (*LeasePayment) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{20}
+	return file_market_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LeasePayment) GetSettlement() *Settlement {
@@ -2383,7 +2460,7 @@ type Voucher struct {
 
 func (x *Voucher) Reset() {
 	*x = Voucher{}
-	mi := &file_market_proto_msgTypes[21]
+	mi := &file_market_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2395,7 +2472,7 @@ func (x *Voucher) String() string {
 func (*Voucher) ProtoMessage() {}
 
 func (x *Voucher) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[21]
+	mi := &file_market_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2408,7 +2485,7 @@ func (x *Voucher) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Voucher.ProtoReflect.Descriptor instead.
 func (*Voucher) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{21}
+	return file_market_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Voucher) GetChannel() []byte {
@@ -2471,7 +2548,7 @@ type CoSigned struct {
 
 func (x *CoSigned) Reset() {
 	*x = CoSigned{}
-	mi := &file_market_proto_msgTypes[22]
+	mi := &file_market_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +2560,7 @@ func (x *CoSigned) String() string {
 func (*CoSigned) ProtoMessage() {}
 
 func (x *CoSigned) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[22]
+	mi := &file_market_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +2573,7 @@ func (x *CoSigned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoSigned.ProtoReflect.Descriptor instead.
 func (*CoSigned) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{22}
+	return file_market_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CoSigned) GetBody() []byte {
@@ -2547,7 +2624,7 @@ type Term struct {
 
 func (x *Term) Reset() {
 	*x = Term{}
-	mi := &file_market_proto_msgTypes[23]
+	mi := &file_market_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +2636,7 @@ func (x *Term) String() string {
 func (*Term) ProtoMessage() {}
 
 func (x *Term) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[23]
+	mi := &file_market_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +2649,7 @@ func (x *Term) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Term.ProtoReflect.Descriptor instead.
 func (*Term) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{23}
+	return file_market_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Term) GetVersion() uint32 {
@@ -2670,7 +2747,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_market_proto_msgTypes[24]
+	mi := &file_market_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +2759,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[24]
+	mi := &file_market_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +2772,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{24}
+	return file_market_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Receipt) GetVersion() uint32 {
@@ -2847,7 +2924,7 @@ type Extension struct {
 
 func (x *Extension) Reset() {
 	*x = Extension{}
-	mi := &file_market_proto_msgTypes[25]
+	mi := &file_market_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2859,7 +2936,7 @@ func (x *Extension) String() string {
 func (*Extension) ProtoMessage() {}
 
 func (x *Extension) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[25]
+	mi := &file_market_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2872,7 +2949,7 @@ func (x *Extension) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Extension.ProtoReflect.Descriptor instead.
 func (*Extension) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{25}
+	return file_market_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Extension) GetVersion() uint32 {
@@ -2942,7 +3019,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_market_proto_msgTypes[26]
+	mi := &file_market_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2954,7 +3031,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[26]
+	mi := &file_market_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2967,7 +3044,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{26}
+	return file_market_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LeaseRequest) GetKind() isLeaseRequest_Kind {
@@ -3082,7 +3159,7 @@ type LeaseReply struct {
 
 func (x *LeaseReply) Reset() {
 	*x = LeaseReply{}
-	mi := &file_market_proto_msgTypes[27]
+	mi := &file_market_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3171,7 @@ func (x *LeaseReply) String() string {
 func (*LeaseReply) ProtoMessage() {}
 
 func (x *LeaseReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[27]
+	mi := &file_market_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3184,7 @@ func (x *LeaseReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseReply.ProtoReflect.Descriptor instead.
 func (*LeaseReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{27}
+	return file_market_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LeaseReply) GetLease() *CoSigned {
@@ -3161,7 +3238,7 @@ type JobAttach struct {
 
 func (x *JobAttach) Reset() {
 	*x = JobAttach{}
-	mi := &file_market_proto_msgTypes[28]
+	mi := &file_market_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3250,7 @@ func (x *JobAttach) String() string {
 func (*JobAttach) ProtoMessage() {}
 
 func (x *JobAttach) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[28]
+	mi := &file_market_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3263,7 @@ func (x *JobAttach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttach.ProtoReflect.Descriptor instead.
 func (*JobAttach) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{28}
+	return file_market_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JobAttach) GetLeaseId() string {
@@ -3236,7 +3313,7 @@ type JobFrame struct {
 
 func (x *JobFrame) Reset() {
 	*x = JobFrame{}
-	mi := &file_market_proto_msgTypes[29]
+	mi := &file_market_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3248,7 +3325,7 @@ func (x *JobFrame) String() string {
 func (*JobFrame) ProtoMessage() {}
 
 func (x *JobFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[29]
+	mi := &file_market_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3261,7 +3338,7 @@ func (x *JobFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFrame.ProtoReflect.Descriptor instead.
 func (*JobFrame) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{29}
+	return file_market_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *JobFrame) GetKind() isJobFrame_Kind {
@@ -3417,7 +3494,7 @@ type ReceiptReply struct {
 
 func (x *ReceiptReply) Reset() {
 	*x = ReceiptReply{}
-	mi := &file_market_proto_msgTypes[30]
+	mi := &file_market_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3429,7 +3506,7 @@ func (x *ReceiptReply) String() string {
 func (*ReceiptReply) ProtoMessage() {}
 
 func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[30]
+	mi := &file_market_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3442,7 +3519,7 @@ func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptReply.ProtoReflect.Descriptor instead.
 func (*ReceiptReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{30}
+	return file_market_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReceiptReply) GetReceipt() *CoSigned {
@@ -3492,7 +3569,7 @@ type ImageRequest struct {
 
 func (x *ImageRequest) Reset() {
 	*x = ImageRequest{}
-	mi := &file_market_proto_msgTypes[31]
+	mi := &file_market_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3581,7 @@ func (x *ImageRequest) String() string {
 func (*ImageRequest) ProtoMessage() {}
 
 func (x *ImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[31]
+	mi := &file_market_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3594,7 @@ func (x *ImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRequest.ProtoReflect.Descriptor instead.
 func (*ImageRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{31}
+	return file_market_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ImageRequest) GetRef() string {
@@ -3546,7 +3623,7 @@ type ImageUpload struct {
 
 func (x *ImageUpload) Reset() {
 	*x = ImageUpload{}
-	mi := &file_market_proto_msgTypes[32]
+	mi := &file_market_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3558,7 +3635,7 @@ func (x *ImageUpload) String() string {
 func (*ImageUpload) ProtoMessage() {}
 
 func (x *ImageUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[32]
+	mi := &file_market_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3571,7 +3648,7 @@ func (x *ImageUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageUpload.ProtoReflect.Descriptor instead.
 func (*ImageUpload) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{32}
+	return file_market_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ImageUpload) GetDiffIds() []string {
@@ -3607,7 +3684,7 @@ type ImageChunk struct {
 
 func (x *ImageChunk) Reset() {
 	*x = ImageChunk{}
-	mi := &file_market_proto_msgTypes[33]
+	mi := &file_market_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3619,7 +3696,7 @@ func (x *ImageChunk) String() string {
 func (*ImageChunk) ProtoMessage() {}
 
 func (x *ImageChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[33]
+	mi := &file_market_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3632,7 +3709,7 @@ func (x *ImageChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageChunk.ProtoReflect.Descriptor instead.
 func (*ImageChunk) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{33}
+	return file_market_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ImageChunk) GetData() []byte {
@@ -3659,7 +3736,7 @@ type ImageFrame struct {
 
 func (x *ImageFrame) Reset() {
 	*x = ImageFrame{}
-	mi := &file_market_proto_msgTypes[34]
+	mi := &file_market_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3671,7 +3748,7 @@ func (x *ImageFrame) String() string {
 func (*ImageFrame) ProtoMessage() {}
 
 func (x *ImageFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[34]
+	mi := &file_market_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3684,7 +3761,7 @@ func (x *ImageFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageFrame.ProtoReflect.Descriptor instead.
 func (*ImageFrame) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{34}
+	return file_market_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ImageFrame) GetKind() isImageFrame_Kind {
@@ -3777,7 +3854,7 @@ type ImageProgress struct {
 
 func (x *ImageProgress) Reset() {
 	*x = ImageProgress{}
-	mi := &file_market_proto_msgTypes[35]
+	mi := &file_market_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3789,7 +3866,7 @@ func (x *ImageProgress) String() string {
 func (*ImageProgress) ProtoMessage() {}
 
 func (x *ImageProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[35]
+	mi := &file_market_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3802,7 +3879,7 @@ func (x *ImageProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageProgress.ProtoReflect.Descriptor instead.
 func (*ImageProgress) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{35}
+	return file_market_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ImageProgress) GetDoneBytes() uint64 {
@@ -3847,7 +3924,7 @@ type ImageReady struct {
 
 func (x *ImageReady) Reset() {
 	*x = ImageReady{}
-	mi := &file_market_proto_msgTypes[36]
+	mi := &file_market_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3859,7 +3936,7 @@ func (x *ImageReady) String() string {
 func (*ImageReady) ProtoMessage() {}
 
 func (x *ImageReady) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[36]
+	mi := &file_market_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3872,7 +3949,7 @@ func (x *ImageReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageReady.ProtoReflect.Descriptor instead.
 func (*ImageReady) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{36}
+	return file_market_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ImageReady) GetId() string {
@@ -3930,7 +4007,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_market_proto_msgTypes[37]
+	mi := &file_market_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3942,7 +4019,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[37]
+	mi := &file_market_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3955,7 +4032,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{37}
+	return file_market_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SessionRequest) GetLeaseId() string {
@@ -4069,7 +4146,7 @@ type PackRequest struct {
 
 func (x *PackRequest) Reset() {
 	*x = PackRequest{}
-	mi := &file_market_proto_msgTypes[38]
+	mi := &file_market_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4081,7 +4158,7 @@ func (x *PackRequest) String() string {
 func (*PackRequest) ProtoMessage() {}
 
 func (x *PackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[38]
+	mi := &file_market_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4094,7 +4171,7 @@ func (x *PackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PackRequest.ProtoReflect.Descriptor instead.
 func (*PackRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{38}
+	return file_market_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PackRequest) GetPath() string {
@@ -4125,7 +4202,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_market_proto_msgTypes[39]
+	mi := &file_market_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4137,7 +4214,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[39]
+	mi := &file_market_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4150,7 +4227,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{39}
+	return file_market_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ExecRequest) GetArgv() []string {
@@ -4200,7 +4277,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_market_proto_msgTypes[40]
+	mi := &file_market_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4212,7 +4289,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[40]
+	mi := &file_market_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4225,7 +4302,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{40}
+	return file_market_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SessionReply) GetRefused() string {
@@ -4250,7 +4327,7 @@ type ExecInput struct {
 
 func (x *ExecInput) Reset() {
 	*x = ExecInput{}
-	mi := &file_market_proto_msgTypes[41]
+	mi := &file_market_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4262,7 +4339,7 @@ func (x *ExecInput) String() string {
 func (*ExecInput) ProtoMessage() {}
 
 func (x *ExecInput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[41]
+	mi := &file_market_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4275,7 +4352,7 @@ func (x *ExecInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
 func (*ExecInput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{41}
+	return file_market_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ExecInput) GetKind() isExecInput_Kind {
@@ -4344,7 +4421,7 @@ type WindowSize struct {
 
 func (x *WindowSize) Reset() {
 	*x = WindowSize{}
-	mi := &file_market_proto_msgTypes[42]
+	mi := &file_market_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4356,7 +4433,7 @@ func (x *WindowSize) String() string {
 func (*WindowSize) ProtoMessage() {}
 
 func (x *WindowSize) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[42]
+	mi := &file_market_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4369,7 +4446,7 @@ func (x *WindowSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
 func (*WindowSize) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{42}
+	return file_market_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WindowSize) GetRows() uint32 {
@@ -4403,7 +4480,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_market_proto_msgTypes[43]
+	mi := &file_market_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4415,7 +4492,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[43]
+	mi := &file_market_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4428,7 +4505,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{43}
+	return file_market_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ExecOutput) GetKind() isExecOutput_Kind {
@@ -4543,7 +4620,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_market_proto_msgTypes[44]
+	mi := &file_market_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4555,7 +4632,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[44]
+	mi := &file_market_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4568,7 +4645,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{44}
+	return file_market_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Block) GetVersion() uint32 {
@@ -4660,7 +4737,7 @@ type SignedBlock struct {
 
 func (x *SignedBlock) Reset() {
 	*x = SignedBlock{}
-	mi := &file_market_proto_msgTypes[45]
+	mi := &file_market_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4672,7 +4749,7 @@ func (x *SignedBlock) String() string {
 func (*SignedBlock) ProtoMessage() {}
 
 func (x *SignedBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[45]
+	mi := &file_market_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4685,7 +4762,7 @@ func (x *SignedBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignedBlock.ProtoReflect.Descriptor instead.
 func (*SignedBlock) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{45}
+	return file_market_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SignedBlock) GetBody() []byte {
@@ -4715,7 +4792,7 @@ type ChainEntry struct {
 
 func (x *ChainEntry) Reset() {
 	*x = ChainEntry{}
-	mi := &file_market_proto_msgTypes[46]
+	mi := &file_market_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4727,7 +4804,7 @@ func (x *ChainEntry) String() string {
 func (*ChainEntry) ProtoMessage() {}
 
 func (x *ChainEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[46]
+	mi := &file_market_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4740,7 +4817,7 @@ func (x *ChainEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChainEntry.ProtoReflect.Descriptor instead.
 func (*ChainEntry) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{46}
+	return file_market_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ChainEntry) GetBlock() *SignedBlock {
@@ -4908,7 +4985,7 @@ const file_market_proto_rawDesc = "" +
 	"\x04gpus\x18\t \x01(\rR\x04gpus\x12\"\n" +
 	"\rstart_unix_ms\x18\n" +
 	" \x01(\x03R\vstartUnixMs\x12)\n" +
-	"\x10duration_seconds\x18\v \x01(\x04R\x0fdurationSeconds\"\x96\x02\n" +
+	"\x10duration_seconds\x18\v \x01(\x04R\x0fdurationSeconds\"\xd4\x02\n" +
 	"\bWorkload\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x10\n" +
@@ -4919,7 +4996,13 @@ const file_market_proto_rawDesc = "" +
 	"cpu_millis\x18\x06 \x01(\rR\tcpuMillis\x12\x12\n" +
 	"\x04pids\x18\a \x01(\rR\x04pids\x121\n" +
 	"\x06inputs\x18\b \x03(\v2\x19.idlegrid.market.v1.InputR\x06inputs\x12\x18\n" +
-	"\aoutputs\x18\t \x03(\tR\aoutputs\"G\n" +
+	"\aoutputs\x18\t \x03(\tR\aoutputs\x12<\n" +
+	"\bdatasets\x18\n" +
+	" \x03(\v2 .idlegrid.market.v1.DatasetMountR\bdatasets\"J\n" +
+	"\fDatasetMount\x12\x10\n" +
+	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\"G\n" +
 	"\x05Input\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\fR\x06sha256\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x12\n" +
@@ -5187,7 +5270,7 @@ func file_market_proto_rawDescGZIP() []byte {
 }
 
 var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_market_proto_goTypes = []any{
 	(Tier)(0),                 // 0: idlegrid.market.v1.Tier
 	(SettlementKind)(0),       // 1: idlegrid.market.v1.SettlementKind
@@ -5207,39 +5290,40 @@ var file_market_proto_goTypes = []any{
 	(*Bid)(nil),               // 15: idlegrid.market.v1.Bid
 	(*Quote)(nil),             // 16: idlegrid.market.v1.Quote
 	(*Workload)(nil),          // 17: idlegrid.market.v1.Workload
-	(*Input)(nil),             // 18: idlegrid.market.v1.Input
-	(*UploadRequest)(nil),     // 19: idlegrid.market.v1.UploadRequest
-	(*UploadReply)(nil),       // 20: idlegrid.market.v1.UploadReply
-	(*DownloadRequest)(nil),   // 21: idlegrid.market.v1.DownloadRequest
-	(*DownloadReply)(nil),     // 22: idlegrid.market.v1.DownloadReply
-	(*Lease)(nil),             // 23: idlegrid.market.v1.Lease
-	(*LeasePayment)(nil),      // 24: idlegrid.market.v1.LeasePayment
-	(*Voucher)(nil),           // 25: idlegrid.market.v1.Voucher
-	(*CoSigned)(nil),          // 26: idlegrid.market.v1.CoSigned
-	(*Term)(nil),              // 27: idlegrid.market.v1.Term
-	(*Receipt)(nil),           // 28: idlegrid.market.v1.Receipt
-	(*Extension)(nil),         // 29: idlegrid.market.v1.Extension
-	(*LeaseRequest)(nil),      // 30: idlegrid.market.v1.LeaseRequest
-	(*LeaseReply)(nil),        // 31: idlegrid.market.v1.LeaseReply
-	(*JobAttach)(nil),         // 32: idlegrid.market.v1.JobAttach
-	(*JobFrame)(nil),          // 33: idlegrid.market.v1.JobFrame
-	(*ReceiptReply)(nil),      // 34: idlegrid.market.v1.ReceiptReply
-	(*ImageRequest)(nil),      // 35: idlegrid.market.v1.ImageRequest
-	(*ImageUpload)(nil),       // 36: idlegrid.market.v1.ImageUpload
-	(*ImageChunk)(nil),        // 37: idlegrid.market.v1.ImageChunk
-	(*ImageFrame)(nil),        // 38: idlegrid.market.v1.ImageFrame
-	(*ImageProgress)(nil),     // 39: idlegrid.market.v1.ImageProgress
-	(*ImageReady)(nil),        // 40: idlegrid.market.v1.ImageReady
-	(*SessionRequest)(nil),    // 41: idlegrid.market.v1.SessionRequest
-	(*PackRequest)(nil),       // 42: idlegrid.market.v1.PackRequest
-	(*ExecRequest)(nil),       // 43: idlegrid.market.v1.ExecRequest
-	(*SessionReply)(nil),      // 44: idlegrid.market.v1.SessionReply
-	(*ExecInput)(nil),         // 45: idlegrid.market.v1.ExecInput
-	(*WindowSize)(nil),        // 46: idlegrid.market.v1.WindowSize
-	(*ExecOutput)(nil),        // 47: idlegrid.market.v1.ExecOutput
-	(*Block)(nil),             // 48: idlegrid.market.v1.Block
-	(*SignedBlock)(nil),       // 49: idlegrid.market.v1.SignedBlock
-	(*ChainEntry)(nil),        // 50: idlegrid.market.v1.ChainEntry
+	(*DatasetMount)(nil),      // 18: idlegrid.market.v1.DatasetMount
+	(*Input)(nil),             // 19: idlegrid.market.v1.Input
+	(*UploadRequest)(nil),     // 20: idlegrid.market.v1.UploadRequest
+	(*UploadReply)(nil),       // 21: idlegrid.market.v1.UploadReply
+	(*DownloadRequest)(nil),   // 22: idlegrid.market.v1.DownloadRequest
+	(*DownloadReply)(nil),     // 23: idlegrid.market.v1.DownloadReply
+	(*Lease)(nil),             // 24: idlegrid.market.v1.Lease
+	(*LeasePayment)(nil),      // 25: idlegrid.market.v1.LeasePayment
+	(*Voucher)(nil),           // 26: idlegrid.market.v1.Voucher
+	(*CoSigned)(nil),          // 27: idlegrid.market.v1.CoSigned
+	(*Term)(nil),              // 28: idlegrid.market.v1.Term
+	(*Receipt)(nil),           // 29: idlegrid.market.v1.Receipt
+	(*Extension)(nil),         // 30: idlegrid.market.v1.Extension
+	(*LeaseRequest)(nil),      // 31: idlegrid.market.v1.LeaseRequest
+	(*LeaseReply)(nil),        // 32: idlegrid.market.v1.LeaseReply
+	(*JobAttach)(nil),         // 33: idlegrid.market.v1.JobAttach
+	(*JobFrame)(nil),          // 34: idlegrid.market.v1.JobFrame
+	(*ReceiptReply)(nil),      // 35: idlegrid.market.v1.ReceiptReply
+	(*ImageRequest)(nil),      // 36: idlegrid.market.v1.ImageRequest
+	(*ImageUpload)(nil),       // 37: idlegrid.market.v1.ImageUpload
+	(*ImageChunk)(nil),        // 38: idlegrid.market.v1.ImageChunk
+	(*ImageFrame)(nil),        // 39: idlegrid.market.v1.ImageFrame
+	(*ImageProgress)(nil),     // 40: idlegrid.market.v1.ImageProgress
+	(*ImageReady)(nil),        // 41: idlegrid.market.v1.ImageReady
+	(*SessionRequest)(nil),    // 42: idlegrid.market.v1.SessionRequest
+	(*PackRequest)(nil),       // 43: idlegrid.market.v1.PackRequest
+	(*ExecRequest)(nil),       // 44: idlegrid.market.v1.ExecRequest
+	(*SessionReply)(nil),      // 45: idlegrid.market.v1.SessionReply
+	(*ExecInput)(nil),         // 46: idlegrid.market.v1.ExecInput
+	(*WindowSize)(nil),        // 47: idlegrid.market.v1.WindowSize
+	(*ExecOutput)(nil),        // 48: idlegrid.market.v1.ExecOutput
+	(*Block)(nil),             // 49: idlegrid.market.v1.Block
+	(*SignedBlock)(nil),       // 50: idlegrid.market.v1.SignedBlock
+	(*ChainEntry)(nil),        // 51: idlegrid.market.v1.ChainEntry
 }
 var file_market_proto_depIdxs = []int32{
 	0,  // 0: idlegrid.market.v1.TierPrice.tier:type_name -> idlegrid.market.v1.Tier
@@ -5261,42 +5345,43 @@ var file_market_proto_depIdxs = []int32{
 	13, // 16: idlegrid.market.v1.Bid.settlement:type_name -> idlegrid.market.v1.Settlement
 	4,  // 17: idlegrid.market.v1.Quote.header:type_name -> idlegrid.market.v1.Header
 	0,  // 18: idlegrid.market.v1.Quote.tier:type_name -> idlegrid.market.v1.Tier
-	18, // 19: idlegrid.market.v1.Workload.inputs:type_name -> idlegrid.market.v1.Input
-	15, // 20: idlegrid.market.v1.Lease.bid:type_name -> idlegrid.market.v1.Bid
-	0,  // 21: idlegrid.market.v1.Lease.tier:type_name -> idlegrid.market.v1.Tier
-	17, // 22: idlegrid.market.v1.Lease.workload:type_name -> idlegrid.market.v1.Workload
-	24, // 23: idlegrid.market.v1.Lease.payment:type_name -> idlegrid.market.v1.LeasePayment
-	13, // 24: idlegrid.market.v1.LeasePayment.settlement:type_name -> idlegrid.market.v1.Settlement
-	26, // 25: idlegrid.market.v1.CoSigned.term:type_name -> idlegrid.market.v1.CoSigned
-	2,  // 26: idlegrid.market.v1.Receipt.outcome:type_name -> idlegrid.market.v1.Outcome
-	25, // 27: idlegrid.market.v1.Receipt.voucher:type_name -> idlegrid.market.v1.Voucher
-	26, // 28: idlegrid.market.v1.LeaseRequest.propose:type_name -> idlegrid.market.v1.CoSigned
-	26, // 29: idlegrid.market.v1.LeaseRequest.extend:type_name -> idlegrid.market.v1.CoSigned
-	26, // 30: idlegrid.market.v1.LeaseReply.lease:type_name -> idlegrid.market.v1.CoSigned
-	3,  // 31: idlegrid.market.v1.LeaseReply.code:type_name -> idlegrid.market.v1.RejectCode
-	26, // 32: idlegrid.market.v1.LeaseReply.extension:type_name -> idlegrid.market.v1.CoSigned
-	26, // 33: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
-	26, // 34: idlegrid.market.v1.JobFrame.extension:type_name -> idlegrid.market.v1.CoSigned
-	49, // 35: idlegrid.market.v1.JobFrame.record:type_name -> idlegrid.market.v1.SignedBlock
-	26, // 36: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
-	49, // 37: idlegrid.market.v1.ReceiptReply.agreement:type_name -> idlegrid.market.v1.SignedBlock
-	25, // 38: idlegrid.market.v1.ReceiptReply.voucher:type_name -> idlegrid.market.v1.Voucher
-	36, // 39: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
-	39, // 40: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
-	40, // 41: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
-	43, // 42: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
-	18, // 43: idlegrid.market.v1.SessionRequest.unpack:type_name -> idlegrid.market.v1.Input
-	42, // 44: idlegrid.market.v1.SessionRequest.pack:type_name -> idlegrid.market.v1.PackRequest
-	46, // 45: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
-	26, // 46: idlegrid.market.v1.Block.term:type_name -> idlegrid.market.v1.CoSigned
-	26, // 47: idlegrid.market.v1.Block.extension:type_name -> idlegrid.market.v1.CoSigned
-	49, // 48: idlegrid.market.v1.ChainEntry.block:type_name -> idlegrid.market.v1.SignedBlock
-	49, // 49: idlegrid.market.v1.ChainEntry.link:type_name -> idlegrid.market.v1.SignedBlock
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	19, // 19: idlegrid.market.v1.Workload.inputs:type_name -> idlegrid.market.v1.Input
+	18, // 20: idlegrid.market.v1.Workload.datasets:type_name -> idlegrid.market.v1.DatasetMount
+	15, // 21: idlegrid.market.v1.Lease.bid:type_name -> idlegrid.market.v1.Bid
+	0,  // 22: idlegrid.market.v1.Lease.tier:type_name -> idlegrid.market.v1.Tier
+	17, // 23: idlegrid.market.v1.Lease.workload:type_name -> idlegrid.market.v1.Workload
+	25, // 24: idlegrid.market.v1.Lease.payment:type_name -> idlegrid.market.v1.LeasePayment
+	13, // 25: idlegrid.market.v1.LeasePayment.settlement:type_name -> idlegrid.market.v1.Settlement
+	27, // 26: idlegrid.market.v1.CoSigned.term:type_name -> idlegrid.market.v1.CoSigned
+	2,  // 27: idlegrid.market.v1.Receipt.outcome:type_name -> idlegrid.market.v1.Outcome
+	26, // 28: idlegrid.market.v1.Receipt.voucher:type_name -> idlegrid.market.v1.Voucher
+	27, // 29: idlegrid.market.v1.LeaseRequest.propose:type_name -> idlegrid.market.v1.CoSigned
+	27, // 30: idlegrid.market.v1.LeaseRequest.extend:type_name -> idlegrid.market.v1.CoSigned
+	27, // 31: idlegrid.market.v1.LeaseReply.lease:type_name -> idlegrid.market.v1.CoSigned
+	3,  // 32: idlegrid.market.v1.LeaseReply.code:type_name -> idlegrid.market.v1.RejectCode
+	27, // 33: idlegrid.market.v1.LeaseReply.extension:type_name -> idlegrid.market.v1.CoSigned
+	27, // 34: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
+	27, // 35: idlegrid.market.v1.JobFrame.extension:type_name -> idlegrid.market.v1.CoSigned
+	50, // 36: idlegrid.market.v1.JobFrame.record:type_name -> idlegrid.market.v1.SignedBlock
+	27, // 37: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
+	50, // 38: idlegrid.market.v1.ReceiptReply.agreement:type_name -> idlegrid.market.v1.SignedBlock
+	26, // 39: idlegrid.market.v1.ReceiptReply.voucher:type_name -> idlegrid.market.v1.Voucher
+	37, // 40: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
+	40, // 41: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
+	41, // 42: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
+	44, // 43: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
+	19, // 44: idlegrid.market.v1.SessionRequest.unpack:type_name -> idlegrid.market.v1.Input
+	43, // 45: idlegrid.market.v1.SessionRequest.pack:type_name -> idlegrid.market.v1.PackRequest
+	47, // 46: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
+	27, // 47: idlegrid.market.v1.Block.term:type_name -> idlegrid.market.v1.CoSigned
+	27, // 48: idlegrid.market.v1.Block.extension:type_name -> idlegrid.market.v1.CoSigned
+	50, // 49: idlegrid.market.v1.ChainEntry.block:type_name -> idlegrid.market.v1.SignedBlock
+	50, // 50: idlegrid.market.v1.ChainEntry.link:type_name -> idlegrid.market.v1.SignedBlock
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_market_proto_init() }
@@ -5304,14 +5389,14 @@ func file_market_proto_init() {
 	if File_market_proto != nil {
 		return
 	}
-	file_market_proto_msgTypes[26].OneofWrappers = []any{
+	file_market_proto_msgTypes[27].OneofWrappers = []any{
 		(*LeaseRequest_Propose)(nil),
 		(*LeaseRequest_CancelLeaseId)(nil),
 		(*LeaseRequest_DetachLeaseId)(nil),
 		(*LeaseRequest_Extend)(nil),
 		(*LeaseRequest_TermsLeaseId)(nil),
 	}
-	file_market_proto_msgTypes[29].OneofWrappers = []any{
+	file_market_proto_msgTypes[30].OneofWrappers = []any{
 		(*JobFrame_Stdout)(nil),
 		(*JobFrame_Stderr)(nil),
 		(*JobFrame_Heartbeat)(nil),
@@ -5320,25 +5405,25 @@ func file_market_proto_init() {
 		(*JobFrame_Started)(nil),
 		(*JobFrame_Extension)(nil),
 	}
-	file_market_proto_msgTypes[34].OneofWrappers = []any{
+	file_market_proto_msgTypes[35].OneofWrappers = []any{
 		(*ImageFrame_Progress)(nil),
 		(*ImageFrame_Ready)(nil),
 		(*ImageFrame_Refused)(nil),
 		(*ImageFrame_NeedFrom)(nil),
 	}
-	file_market_proto_msgTypes[37].OneofWrappers = []any{
+	file_market_proto_msgTypes[38].OneofWrappers = []any{
 		(*SessionRequest_Exec)(nil),
 		(*SessionRequest_ForwardPort)(nil),
 		(*SessionRequest_Watch)(nil),
 		(*SessionRequest_Unpack)(nil),
 		(*SessionRequest_Pack)(nil),
 	}
-	file_market_proto_msgTypes[41].OneofWrappers = []any{
+	file_market_proto_msgTypes[42].OneofWrappers = []any{
 		(*ExecInput_Stdin)(nil),
 		(*ExecInput_StdinClosed)(nil),
 		(*ExecInput_Resize)(nil),
 	}
-	file_market_proto_msgTypes[43].OneofWrappers = []any{
+	file_market_proto_msgTypes[44].OneofWrappers = []any{
 		(*ExecOutput_Stdout)(nil),
 		(*ExecOutput_Stderr)(nil),
 		(*ExecOutput_ExitCode)(nil),
@@ -5350,7 +5435,7 @@ func file_market_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   47,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -40,6 +40,16 @@ type RentRequest struct {
 	// renter downloads each after the receipt, checked by SHA-256 and
 	// resumed where a stream broke off, into Local.
 	Downloads []Download `json:"downloads,omitempty"`
+	// Datasets are datasets this node keeps (idlegrid dataset add) for
+	// the provider to stage, from this node and the swarm's other
+	// holders, and mount read-only in the container.
+	Datasets []DatasetMount `json:"datasets,omitempty"`
+}
+
+// DatasetMount is a dataset, by its CID, and where the job reads it.
+type DatasetMount struct {
+	CID  string `json:"cid"`
+	Path string `json:"path"`
 }
 
 // Download is a path in the container and where it goes here.

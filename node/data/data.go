@@ -99,6 +99,9 @@ func Open(d ds.Batching, limit int64, clk clock.Clock) *Store {
 	}
 }
 
+// Limit is the bytes the datasets kept here may hold.
+func (s *Store) Limit() int64 { return s.limit }
+
 // Blockstore is where the datasets' blocks are, for an exchange to serve
 // and fill.
 func (s *Store) Blockstore() blockstore.Blockstore { return s.bs }
@@ -518,4 +521,28 @@ func (s *Store) dropUnlinked(ctx context.Context, blocks []cid.Cid) error {
 		}
 	}
 	return nil
+}
+
+// Stage writes the dataset c at dest for a job to read, as Export does,
+// replacing what is there, and takes write permission off every file: a
+// job reads it, never writes it.
+func (s *Store) Stage(ctx context.Context, c cid.Cid, dest string) error {
+	if err := os.RemoveAll(dest); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+		return err
+	}
+	if err := s.Export(ctx, c, dest); err != nil {
+		return err
+	}
+	return filepath.WalkDir(dest, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() {
+			return os.Chmod(p, 0o755)
+		}
+		return os.Chmod(p, 0o444)
+	})
 }

@@ -16,6 +16,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 )
@@ -311,6 +312,10 @@ func (d *Docker) containerConfig(s Spec) (*container.Config, *container.HostConf
 	}
 	if !s.Network {
 		host.NetworkMode = "none"
+	}
+	for _, m := range s.Mounts {
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: true,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate, NonRecursive: true}})
 	}
 	r := &host.Resources
 	r.Ulimits = []*container.Ulimit{{Name: "nofile", Soft: OpenFiles, Hard: OpenFiles}, {Name: "core", Soft: 0, Hard: 0}}

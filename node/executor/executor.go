@@ -44,6 +44,15 @@ type Spec struct {
 	// command has ended and before the container goes (it waits up to
 	// OutputsWait for them). Under /bin/sh too, as for Inputs.
 	Outputs []OutputPath
+	// Mounts are folders of the provider's the job reads, never writes:
+	// a Docker job at each Target, bound read-only; a process job, which
+	// has no container, through a link at $HOME followed by Target.
+	Mounts []Mount
+}
+
+// Mount is a folder of the provider's (Source) a job reads at Target.
+type Mount struct {
+	Source, Target string
 }
 
 // OutputPath is a file or folder in /workspace to pack as a tar (its top

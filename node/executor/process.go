@@ -203,6 +203,10 @@ func (p *Process) start(s Spec, bin string, out Output) (*processJob, error) {
 			Pdeathsig: syscall.SIGKILL, // a killed provider takes its jobs along
 		},
 	}
+	if err := linkMounts(home, s.Mounts); err != nil {
+		os.RemoveAll(home)
+		return nil, fmt.Errorf("process start: lease %s: %w", s.LeaseID, err)
+	}
 	j, err := startProcessJob(cmd, s.LeaseID, home, out, p.forget)
 	if err != nil {
 		os.RemoveAll(home)
@@ -250,4 +254,19 @@ func (p *Process) Running(_ context.Context) ([]string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Sorted(maps.Keys(p.jobs)), nil
+}
+
+// linkMounts makes each mount's folder appear at home followed by its
+// target, as a link: a process job has no container to mount it in.
+func linkMounts(home string, ms []Mount) error {
+	for _, m := range ms {
+		at := filepath.Join(home, filepath.FromSlash(m.Target))
+		if err := os.MkdirAll(filepath.Dir(at), 0o755); err != nil {
+			return fmt.Errorf("mount %s: %w", m.Target, err)
+		}
+		if err := os.Symlink(m.Source, at); err != nil {
+			return fmt.Errorf("mount %s: %w", m.Target, err)
+		}
+	}
+	return nil
 }

@@ -24,6 +24,7 @@ const receiptWait = 10 * time.Second
 // and the receipt offered to the renter to countersign.
 func (r *run) finish(outcome pb.Outcome, note string, exitCode int) {
 	lo, ll := r.lo, r.ll
+	r.unstage()
 	l := ll.lease
 	term := ll.term.Load()
 	terms := market.ReceiptTerms{Outcome: outcome, End: lo.clock.Now(), ExitCode: int32(exitCode), Note: note, ExtensionHash: term.ExtensionHash()}

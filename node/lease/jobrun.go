@@ -48,6 +48,7 @@ func (lo *Owner) spec(l *pb.Lease, gpus []string) executor.Spec {
 	if j.PassGPUs {
 		s.GPUs = gpus
 	}
+	s.Mounts = lo.mountsOf(l)
 	for _, in := range w.GetInputs() {
 		sum, size, renter := in.Sha256, int64(in.Size), peer.ID(l.Renter)
 		s.Inputs = append(s.Inputs, executor.Input{Dir: path.Dir(in.Path), Open: func() (io.ReadCloser, error) {
@@ -127,6 +128,8 @@ type run struct {
 	// resumed: a paid lease's run adopted after this provider's restart,
 	// whose first tick leaves its renter the time to attach again.
 	resumed bool
+	// releases let the lease's datasets go when it ends.
+	releases []func()
 }
 
 // runLease waits for the lease's start, starts (or adopts) its job,
@@ -156,7 +159,7 @@ func (lo *Owner) runLease(ll *liveLease, adopted executor.Job, lost string) {
 		r.pending = &stopRequest{outcome: pb.Outcome(o), note: ll.rec.StopNote, at: time.UnixMilli(ll.rec.EndMs)}
 	}
 	if r.job == nil {
-		if !r.waitStart() || !r.waitGPUs() {
+		if !r.waitStart() || !r.waitGPUs() || !r.stageDatasets() {
 			return
 		}
 		if r.job, err = lo.Exec.Start(lo.ctx, lo.spec(ll.lease, ll.rec.GPUs), executor.Output{Stdout: ll.Feed.Writer(false), Stderr: ll.Feed.Writer(true)}); err != nil {

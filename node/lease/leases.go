@@ -66,6 +66,8 @@ type Owner struct {
 	nLive          atomic.Int64
 	images         *imagePulls     // readies images for renters; nil without a Puller
 	stage          *transfer.Stage // renters' uploads; nil: uploads refused
+	datasets       Datasets        // nil: leases with datasets refused
+	mountDir       string          // the datasets' copies, a folder per lease
 	// Holds bounds what renters with no history hold ahead together; nil:
 	// nothing beyond perRenter.
 	Holds *HoldPolicy
@@ -212,6 +214,9 @@ func (lo *Owner) check(ctx context.Context, l *pb.Lease) (string, error) {
 		return "", market.Reject(pb.RejectCode_REJECT_INTERNAL, "this provider runs no jobs (jobs.executor = none)")
 	}
 	if err := lo.checkInputs(l); err != nil {
+		return "", err
+	}
+	if err := lo.checkDatasets(l); err != nil {
 		return "", err
 	}
 	spec := lo.spec(l, nil)

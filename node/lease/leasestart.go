@@ -59,6 +59,11 @@ type Deps struct {
 	// Wallet takes the leases paid by a channel (settlement evm); nil:
 	// such leases are refused.
 	Wallet *pay.Wallet
+	// Datasets stages leases' datasets, written for their jobs in a
+	// folder per lease under MountDir; nil or empty: leases with
+	// datasets are refused.
+	Datasets Datasets
+	MountDir string
 }
 
 // Records is this provider's chain of lease records (node/trustchain):
@@ -83,6 +88,7 @@ func New(d Deps, inv *attest.Inventory) (*Owner, *State, error) {
 		id: d.Id, key: d.Key, limits: d.Limits, jobs: d.Jobs, notice: d.Provider.BronzeNotice.Std(), perRenter: d.Provider.RenterLeases, Exec: d.Exec, store: d.Store,
 		minRenterScore: d.Provider.MinRenterScore, renterScore: d.RenterScore,
 		clock: d.Clock, log: d.Log, offer: d.Offer, source: d.Source, ended: d.Ended, signed: d.Signed, metrics: d.Metrics, records: d.Records, wallet: d.Wallet,
+		datasets: d.Datasets, mountDir: d.MountDir,
 		matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil), Slots: map[string]int{},
 		own: owner.New[*State](),
 	}
@@ -135,6 +141,7 @@ func (lo *Owner) Start(ctx context.Context, st *State, sv p2p.Server) {
 	if err := lo.recover(lo.ctx); err != nil {
 		lo.log.Warn("leases not fully recovered", "err", err)
 	}
+	lo.Do(lo.ctx, lo.sweepMounts)
 	sv.Ctx = lo.ctx
 	p2p.ServeLeases(sv, lo.handle)
 	p2p.ServeJobs(sv, lo.attach)

@@ -185,7 +185,10 @@ type Renter struct {
 	// Wallet pays leases by channel (settlement evm): its bids say so and
 	// it signs a voucher for each beat verified; nil: the ledger.
 	Wallet *pay.Wallet
-	failed failures // providers that lately could not be reached or attested
+	// Datasets are the datasets this node keeps; nil: a rental that
+	// names one is refused.
+	Datasets Datasets
+	failed   failures // providers that lately could not be reached or attested
 	// vouched are the attestation hashes this node verified, by issuer.
 	vouched vouchedHashes
 	// locals are the images of this machine's engine that rentals send,
@@ -303,6 +306,9 @@ func (r *Renter) validate(ctx context.Context, req api.RentRequest, out *RentOut
 		// The caller's stdout holds the lease ID alone: what the job
 		// prints before the detach is kept under logs/ only.
 		out.Stdout, out.Stderr = nil, nil
+	}
+	if _, err := r.mounts(ctx, req.Datasets); err != nil {
+		return nil, req, drop, err
 	}
 	if req.MaxPairRTTMillis > 0 && req.MinPerProvider == 0 {
 		req.MinPerProvider = 1 // a pool takes what each provider has

@@ -42,7 +42,11 @@ func (r *Renter) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, r
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := market.NewLease(market.LeaseTerms{ID: NewID("lease-"), Renter: r.Id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env, Inputs: inputs, Outputs: outputsOf(req.Downloads), Payment: payment}, r.Clock.Now(), r.Swarm.Limits())
+	mounts, err := r.mounts(ctx, req.Datasets)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := market.NewLease(market.LeaseTerms{ID: NewID("lease-"), Renter: r.Id, Bid: b, Candidate: c, Start: start, Command: req.Command, Env: req.Env, Inputs: inputs, Outputs: outputsOf(req.Downloads), Datasets: mounts, Payment: payment}, r.Clock.Now(), r.Swarm.Limits())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -42,6 +42,9 @@ const (
 	// leases, a folder per renter, until the job takes them in (an hour
 	// at most).
 	StagingDir = "staging"
+	// MountsDir keeps, on a provider, the copies of the datasets its
+	// leases' jobs read, a folder per lease, until the lease ends.
+	MountsDir = "mounts"
 	// LogsDir keeps, on a renter, its jobs' output, <lease>.stdout and
 	// <lease>.stderr, and the note of where each lease runs.
 	LogsDir       = "logs"

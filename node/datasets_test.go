@@ -1,0 +1,114 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/executor/executortest"
+	"github.com/idlegrid/idlegrid/node/fault"
+	"github.com/idlegrid/idlegrid/node/repo"
+	"github.com/idlegrid/idlegrid/node/views"
+	"github.com/ipfs/go-cid"
+)
+
+// datasetDir writes a folder of random files, one in a subfolder, and a
+// SUMS file that sha256sum -c checks them by.
+func datasetDir(t *testing.T, sizes ...int) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "set")
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var sums strings.Builder
+	for i, n := range sizes {
+		name := fmt.Sprintf("part%d.bin", i)
+		if i%2 == 1 {
+			name = "sub/" + name
+		}
+		b := make([]byte, n)
+		rand.Read(b)
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&sums, "%x  %s\n", sha256.Sum256(b), name)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "SUMS"), []byte(sums.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestARentalsDatasetIsStagedAndItsJobReadsItReadOnly(t *testing.T) {
+	t.Parallel()
+	overTransports(t, func(t *testing.T, transport string) {
+		image := executortest.BusyboxImage(t)
+		prov, renter := leaseSwarm(t, func(c *config.Config) { c.Network.Listen = []string{listenOn(t, transport)} })
+		ctx := context.Background()
+		d, err := renter.AddDataset(ctx, api.DatasetAdd{Path: datasetDir(t, 3<<20+17, 1<<20, 4096)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := rentRequest(image, "sh", "-c", "cd /data && sha256sum -c SUMS && if touch /data/x 2>/dev/null; then echo WRITABLE; fi; echo read-all")
+		req.Datasets = []api.DatasetMount{{CID: d.CID, Path: "/data"}}
+		var out bytes.Buffer // read once Rent returned
+		var progress []string
+		res, err := renter.Rent(ctx, req, RentOutput{Stdout: &out, Stderr: &out, Progress: func(s string) { progress = append(progress, s) }})
+		if err != nil {
+			t.Fatalf("rent: %v\n%s", err, strings.Join(progress, "\n"))
+		}
+		if res.Receipt.Outcome != views.LeaseCompleted {
+			t.Fatalf("outcome %s (%s)\n%s", res.Receipt.Outcome, res.Receipt.Note, out.String())
+		}
+		for _, want := range []string{"part0.bin: OK", "sub/part1.bin: OK", "part2.bin: OK", "read-all"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("the job's output lacks %q:\n%s", want, out.String())
+			}
+		}
+		if strings.Contains(out.String(), "WRITABLE") {
+			t.Error("the job could write in its dataset")
+		}
+		// The provider keeps it, cached, and its copy for the job is gone.
+		kept, err := prov.datasetAPI.data.Get(ctx, cid.MustParse(d.CID))
+		if err != nil || kept.Bytes != d.Bytes || kept.Pinned {
+			t.Fatalf("the provider keeps %+v (%v); want the renter's %d bytes, cached", kept, err, d.Bytes)
+		}
+		mounts, _ := os.ReadDir(filepath.Join(prov.repo.Path, repo.MountsDir))
+		if len(mounts) != 0 {
+			t.Errorf("the provider's mounts folder holds %d entries after the lease", len(mounts))
+		}
+		// ...and the swarm knows it holds it.
+		waitFor(t, 20*time.Second, "the swarm's DHT to name the provider a holder", func() bool {
+			fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			ps, _ := renter.disc.DHT().FindProviders(fctx, cid.MustParse(d.CID))
+			for _, p := range ps {
+				if p.ID == prov.id {
+					return true
+				}
+			}
+			return false
+		})
+	})
+}
+
+func TestARentalNamesOnlyDatasetsItsNodeKeeps(t *testing.T) {
+	t.Parallel()
+	renter := startNode(t, testRepo(t, "renter", nil), Options{Light: true})
+	req := rentRequest("busybox", "true")
+	req.Datasets = []api.DatasetMount{{CID: "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy", Path: "/data"}}
+	_, err := renter.Rent(context.Background(), req, RentOutput{})
+	if !errors.Is(err, fault.ErrInvalid) || !strings.Contains(err.Error(), "datasets[0].cid") || !strings.Contains(err.Error(), "dataset add") {
+		t.Fatalf("renting with a dataset not kept: %v; want an invalid datasets[0].cid that says to add it", err)
+	}
+}

@@ -1,0 +1,48 @@
+package renter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/market/pb"
+	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/fault"
+)
+
+// Datasets is what a renter knows of the datasets its node keeps.
+type Datasets interface {
+	// Bytes is the bytes of the dataset id (a CID) kept here;
+	// ErrDatasetNotKept when it is not.
+	Bytes(ctx context.Context, id string) (int64, error)
+}
+
+// ErrDatasetNotKept is a dataset this node does not keep.
+var ErrDatasetNotKept = errors.New("not kept here")
+
+// mounts are the lease's datasets of a rental's: each kept here, so that
+// this node serves it while the provider stages it, with its bytes.
+func (r *Renter) mounts(ctx context.Context, dss []api.DatasetMount) ([]*pb.DatasetMount, error) {
+	if len(dss) == 0 {
+		return nil, nil
+	}
+	if r.Datasets == nil {
+		return nil, fault.Invalidf("datasets: this node keeps no datasets")
+	}
+	out := make([]*pb.DatasetMount, 0, len(dss))
+	for i, d := range dss {
+		n, err := r.Datasets.Bytes(ctx, d.CID)
+		switch {
+		case errors.Is(err, ErrDatasetNotKept):
+			return nil, fault.Invalidf("datasets[%d].cid: %s is not kept here; add it first with 'idlegrid dataset add PATH'", i, d.CID)
+		case err != nil:
+			return nil, fmt.Errorf("datasets[%d] %s: %w", i, d.CID, err)
+		}
+		out = append(out, &pb.DatasetMount{Cid: d.CID, Bytes: uint64(n), Path: d.Path})
+	}
+	if err := market.ValidateDatasets(out); err != nil {
+		return nil, fault.Invalid(err)
+	}
+	return out, nil
+}
