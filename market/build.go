@@ -53,6 +53,8 @@ type BidSpec struct {
 	Image                  string
 	// Settlement is what the bid pays with; nil: the ledger.
 	Settlement *pb.Settlement
+	// Datasets are those the job reads.
+	Datasets []*pb.DatasetNeed
 }
 
 // NewBid makes bid id of issuer for spec at now, valid for BidTTL, and
@@ -76,6 +78,7 @@ func NewBid(issuer peer.ID, id string, spec BidSpec, now time.Time, l Limits) (*
 		WorkloadClass:          spec.WorkloadClass,
 		Image:                  spec.Image,
 		Settlement:             spec.Settlement,
+		Datasets:               spec.Datasets,
 	}
 	if err := l.ValidateBid(b, now); err != nil {
 		return nil, err

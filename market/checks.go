@@ -254,6 +254,8 @@ type offerFacts struct {
 	coord []float32
 	// settles are the keys of the ways to pay it takes (none: the ledger).
 	settles []settleKey
+	// datasets are the root CIDs of the datasets its provider keeps.
+	datasets []string
 }
 
 type hostFacts struct {
@@ -299,6 +301,9 @@ func factsOf(o *pb.Offer) offerFacts {
 		coord:   packCoord(o.GetCoordinate()),
 	}
 	f.classBits, f.classKnown = classIDs.set(o.GetWorkloadClasses())
+	if len(o.GetDatasets()) > 0 {
+		f.datasets = slices.Clone(o.GetDatasets())
+	}
 	for _, s := range o.GetSettlements() {
 		f.settles = append(f.settles, keyOfSettlement(s))
 	}

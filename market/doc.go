@@ -31,9 +31,14 @@
 // GPU-hour, lowest first:
 //
 //	eff = price × (1 + α·(1 − reliability)) × (1 + β·rtt/rttRef)
+//	      + price × staging / duration
 //
 // with the defaults α = 1, β = 0.5 and rttRef = 100 ms: a provider of
-// reliability 0.9 pays a 10% penalty, one 100 ms away a 50% penalty. Equal
+// reliability 0.9 pays a 10% penalty, one 100 ms away a 50% penalty.
+// staging is the seconds a provider would take to fetch the bid's
+// datasets it does not keep (Offer.datasets), at the download bandwidth
+// its offer declares (100 Mbit/s where it declares none): the lease pays
+// its GPUs for that time, spread over its duration. Equal
 // effective prices go to the higher combined score (default weights: price
 // 0.4, reliability 0.3, latency 0.2, window fit 0.1), then to the lower
 // issuer and offer id, so a ranking is a total order and the same inputs

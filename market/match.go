@@ -235,9 +235,11 @@ func (m *Matcher) evaluate(c *evalCtx, e *offerEntry, o *pb.Offer, p *bidPlan, e
 			return Candidate{}, i
 		}
 	}
+	staging := stagingOf(p.bid.GetDatasets(), e.datasets, e.host.down)
 	cand := Candidate{
 		offer: c.o, entry: e, Issuer: e.key.issuer, GPUs: c.gpus, Model: c.model, PriceMicros: c.price,
-		EffectivePriceMicros: m.cfg.effectivePrice(c.price, c.rel, c.rankRTT()),
+		EffectivePriceMicros: m.cfg.effectivePrice(c.price, c.rel, c.rankRTT()) + staging.cost(c.price, p.bid.GetDurationSeconds()),
+		Staging:              staging,
 		Start:                time.UnixMilli(c.start).UTC(),
 		Scores:               m.score(c),
 		TotalMicros:          LeaseTotal(c.price, c.gpus, p.bid.GetDurationSeconds()),

@@ -182,6 +182,9 @@ type Candidate struct {
 	RTT         time.Duration
 	RTTKnown    bool
 	RTTSource   RTTSource
+	// Staging is what the provider would stage of the bid's datasets;
+	// its time at the price is in the effective price.
+	Staging Staging
 }
 
 // ScoreMap returns the scores by name, for display and JSON.

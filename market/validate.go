@@ -302,6 +302,14 @@ func (l Limits) offerTerms(o *pb.Offer) error {
 	if len(o.AttestationHash) > 64 {
 		return invalid("attestation_hash", "%d bytes; limit 64", len(o.AttestationHash))
 	}
+	if len(o.Datasets) > MaxOfferDatasets {
+		return invalid("datasets", "%d; at most %d", len(o.Datasets), MaxOfferDatasets)
+	}
+	for i, c := range o.Datasets {
+		if !validDatasetCID(c) {
+			return invalid(indexed("datasets", i), "%q; want a dataset's CIDv1 (bafy…)", clip(c))
+		}
+	}
 	if c := o.Coordinate; c != nil {
 		if err := CheckCoordinate(c); err != nil {
 			var fe *FieldError
@@ -456,6 +464,17 @@ func (l Limits) ValidateBid(b *pb.Bid, now time.Time) error {
 	if b.Settlement != nil {
 		if err := checkSettlement("settlement", b.Settlement, false); err != nil {
 			return err
+		}
+	}
+	if len(b.Datasets) > MaxDatasets {
+		return invalid("datasets", "%d; at most %d", len(b.Datasets), MaxDatasets)
+	}
+	for i, d := range b.Datasets {
+		if !validDatasetCID(d.GetCid()) {
+			return invalid(indexed("datasets", i)+".cid", "%q; want a dataset's CIDv1 (bafy…)", clip(d.GetCid()))
+		}
+		if d.GetBytes() == 0 || d.GetBytes() > MaxDatasetBytes {
+			return invalid(indexed("datasets", i)+".bytes", "%d; want 1 to %d", d.GetBytes(), uint64(MaxDatasetBytes))
 		}
 	}
 	return l.str("image", b.Image)

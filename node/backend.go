@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -62,6 +63,9 @@ func (n *Node) Offers(q api.OfferQuery) ([]api.OfferView, error) {
 	}
 	out := []api.OfferView{}
 	for _, o := range n.market.Snapshot().FindOffers(f) {
+		if q.Dataset != "" && !slices.Contains(o.GetDatasets(), q.Dataset) {
+			continue
+		}
 		v := views.Offer(o, scores)
 		v.RTTMillis, v.RTTSource = views.RTT(market.RTTOf(rtts, o))
 		v.Implausible = rtts.Implausible(market.Issuer(o), o.GetRegion().GetCountry())

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/data"
@@ -242,4 +243,20 @@ func (d renterDatasets) Bytes(ctx context.Context, id string) (int64, error) {
 		return 0, renter.ErrDatasetNotKept
 	}
 	return ds.Bytes, err
+}
+
+// keptDatasets are the root CIDs of the datasets kept here, the most
+// recently used first, as many as an offer lists.
+func (n *Node) keptDatasets() []string {
+	ctx, cancel := context.WithTimeout(n.base, 5*time.Second)
+	defer cancel()
+	all, err := n.datasetAPI.data.List(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for i := len(all) - 1; i >= 0 && len(out) < market.MaxOfferDatasets; i-- {
+		out = append(out, all[i].CID)
+	}
+	return out
 }

@@ -7,12 +7,14 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
@@ -110,5 +112,62 @@ func TestARentalNamesOnlyDatasetsItsNodeKeeps(t *testing.T) {
 	_, err := renter.Rent(context.Background(), req, RentOutput{})
 	if !errors.Is(err, fault.ErrInvalid) || !strings.Contains(err.Error(), "datasets[0].cid") || !strings.Contains(err.Error(), "dataset add") {
 		t.Fatalf("renting with a dataset not kept: %v; want an invalid datasets[0].cid that says to add it", err)
+	}
+}
+
+func TestTheMatcherPrefersTheProviderThatKeepsTheData(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	slow := func(c *config.Config) { c.Provider.Host.DownMbps = 1 } // staging 4 MB takes 32 s
+	holder, renter := leaseSwarm(t, slow)
+	ctx := context.Background()
+	d, err := renter.AddDataset(ctx, api.DatasetAdd{Path: datasetDir(t, 3<<20+17, 1<<20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first lease stages it at the one provider there is.
+	req := rentRequest(image, "sh", "-c", "cd /data && sha256sum -c SUMS")
+	req.Datasets = []api.DatasetMount{{CID: d.CID, Path: "/data"}}
+	if res, err := renter.Rent(ctx, req, RentOutput{}); err != nil || res.Receipt.Outcome != views.LeaseCompleted {
+		t.Fatalf("the first rental: %v %+v", err, res.Receipt)
+	}
+	// A second provider at the same price, keeping nothing.
+	fake, err := attest.NewFake("dgxh100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := startNode(t, testRepo(t, "other", both(bootstrapFrom(holder), sellsFakeH100s, slow)), Options{GPUSource: fake})
+	removeJobsOf(t, other)
+	// The holder's offer lists the dataset once it keeps it; offers
+	// --dataset finds it, and only it.
+	waitFor(t, time.Minute, "the renter's book to hold both offers, the holder's listing the dataset", func() bool {
+		os, err := renter.Offers(api.OfferQuery{Dataset: d.CID})
+		all, _ := renter.Offers(api.OfferQuery{})
+		return err == nil && len(os) == 1 && os[0].Provider == holder.id.String() && len(all) == 2
+	})
+	bid := req.BidRequest
+	bid.Datasets = []string{d.CID}
+	res, err := renter.Match(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Candidates) != 2 || res.Candidates[0].Offer.Provider != holder.id.String() {
+		t.Fatalf("candidates %+v; want the holder first of two", res.Candidates)
+	}
+	if got := res.Candidates[0].Staging; !strings.HasPrefix(got, "holds all") {
+		t.Errorf("the holder's staging: %q", got)
+	}
+	want := fmt.Sprintf("stages %.3g MB in ~%.0fs", float64(d.Bytes)/1e6, math.Ceil(float64(d.Bytes)*8/1e6))
+	if got := res.Candidates[1].Staging; !strings.Contains(got, want) {
+		t.Errorf("the other's staging: %q, want %q", got, want)
+	}
+	// rent ranks alike: the lease goes to the holder.
+	var out bytes.Buffer
+	res2, err := renter.Rent(ctx, req, RentOutput{Stdout: &out})
+	if err != nil || res2.Lease.Provider != holder.id.String() {
+		t.Fatalf("the second rental went to %s (%v); want the holder %s", res2.Lease.Provider, err, holder.id)
+	}
+	if !strings.Contains(out.String(), "part0.bin: OK") {
+		t.Errorf("the job's output: %s", out.String())
 	}
 }

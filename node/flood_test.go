@@ -63,7 +63,7 @@ func spam(t *testing.T, sw p2p.Swarm, keys, perKey int) (offers, bids [][]byte) 
 				t.Fatal(err)
 			}
 			o.Header.Id, o.Header.Swarm = newID("o-"), sw.Tag()
-			b, err := buildBid(rentRequest("idlegrid-test/busybox:1", "true").BidRequest, id, sw, now, nil, nil)
+			b, err := buildBid(rentRequest("idlegrid-test/busybox:1", "true").BidRequest, id, sw, now, nil, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -52,12 +52,7 @@ func leaseSwarmNet(t *testing.T, net testNet, clk clock.Clock, edit func(*config
 	}
 	boot := startNode(t, testRepo(t, "boot", nil), net.on(Options{Clock: clk}))
 	prov = startNode(t, testRepo(t, "prov", both(bootstrapFrom(boot), func(c *config.Config) {
-		c.Provider.Enabled = true
-		c.Provider.GPUSource = "fake:dgxh100"
-		c.Provider.Price = "2.00"
-		c.Provider.Tiers = []string{"gold", "silver", "bronze"}
-		c.Provider.MinDuration = config.Dur(time.Minute)
-		c.Jobs.HeartbeatInterval = config.Dur(200 * time.Millisecond)
+		sellsFakeH100s(c)
 		c.Jobs.StopGrace = config.Dur(time.Second)
 		c.Jobs.RenterGrace = config.Dur(2 * time.Second)
 		if edit != nil {
@@ -67,6 +62,17 @@ func leaseSwarmNet(t *testing.T, net testNet, clk clock.Clock, edit func(*config
 	removeJobsOf(t, prov)
 	renter = startNode(t, testRepo(t, "renter", bootstrapFrom(boot)), net.on(Options{Light: true, Clock: clk}))
 	return prov, renter
+}
+
+// sellsFakeH100s makes a provider of c: 8 fake H100s at 2.00, every
+// tier, leases from a minute, a beat each 200 ms.
+func sellsFakeH100s(c *config.Config) {
+	c.Provider.Enabled = true
+	c.Provider.GPUSource = "fake:dgxh100"
+	c.Provider.Price = "2.00"
+	c.Provider.Tiers = []string{"gold", "silver", "bronze"}
+	c.Provider.MinDuration = config.Dur(time.Minute)
+	c.Jobs.HeartbeatInterval = config.Dur(200 * time.Millisecond)
 }
 
 // removeJobsOf force-removes, when the test ends, every container the
@@ -172,7 +178,7 @@ func proposeRaw(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.Leas
 func signedLease(t *testing.T, renter, prov *Node, edit func(*pb.Lease)) *pb.CoSigned {
 	t.Helper()
 	req := rentRequest(executortest.BusyboxImageName, "true")
-	b, err := buildBid(req.BidRequest, renter.id, renter.swarm, time.Now(), nil, nil)
+	b, err := buildBid(req.BidRequest, renter.id, renter.swarm, time.Now(), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

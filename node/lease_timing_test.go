@@ -270,7 +270,7 @@ func testProviderVanishingLeavesTheRenterPayingForVerifiedBeatsOnly(t *testing.T
 	})
 	// The renter's matcher weighs RTT too, and the other has none measured
 	// (it has no host): rank them as its matcher would, RTT aside.
-	b, err := buildBid(rentRequest(image, "true").BidRequest, renter.id, renter.swarm, clk.Now(), nil, nil)
+	b, err := buildBid(rentRequest(image, "true").BidRequest, renter.id, renter.swarm, clk.Now(), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func BenchmarkNearestOfFiftyProviders(b *testing.B) {
 	beyond, cappedBids := map[string]int{}, map[string]int{}
 	first := func(n *Node, req api.BidRequest) (peer.ID, bool) {
 		b.Helper()
-		bid, err := buildBid(req, n.id, n.swarm, time.Now(), nil, nil)
+		bid, err := buildBid(req, n.id, n.swarm, time.Now(), nil, nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -92,7 +92,7 @@ func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 	// From the offers' coordinates alone, as a renter that never dialled
 	// the providers would: every offer carries one, and the renter ranks
 	// by the estimates they give.
-	b, err := buildBid(req, renter.id, renter.swarm, time.Now(), nil, nil)
+	b, err := buildBid(req, renter.id, renter.swarm, time.Now(), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestTheNearestOfEqualOffersWinsByEstimatedRTT(t *testing.T) {
 	fresh := startNode(t, testRepo(t, "fresh", bootstrapFrom(boot)), ms.on(Options{Light: true}))
 	waitFor(t, 15*time.Second, "the offers in the fresh renter's book", func() bool { return fresh.market.Snapshot().Len() == 8 })
 	var said []string
-	fb, err := buildBid(req, fresh.id, fresh.swarm, time.Now(), nil, nil)
+	fb, err := buildBid(req, fresh.id, fresh.swarm, time.Now(), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func (n *Node) buildParts(ctx context.Context) (func() error, error) {
 		}
 	}
 	n.provider = provider.New(provider.Deps{ID: n.id, Swarm: n.swarm.Tag(), Key: n.key, Cfg: n.cfg.Provider, Source: source, Store: n.store, Net: n.link, Clock: n.clock, Log: log,
-		Coord: n.coords.Own, RelayOnly: n.relayOnly, Book: n.market.Snapshot, PricesFrom: n.pricesFrom, VerifyMarket: n.newPriceVerifier().Verify, Metrics: n.metrics, Settlements: n.settlements()})
+		Coord: n.coords.Own, RelayOnly: n.relayOnly, Book: n.market.Snapshot, PricesFrom: n.pricesFrom, VerifyMarket: n.newPriceVerifier().Verify, Metrics: n.metrics, Settlements: n.settlements(), Datasets: n.keptDatasets})
 	n.market.OnBid = n.provider.OnBid
 	return nil, nil
 }

@@ -92,7 +92,7 @@ func TestAClaimedRegionLightCannotReachIsRefused(t *testing.T) {
 
 func mustBid(t *testing.T, n *Node, req api.BidRequest) *pb.Bid {
 	t.Helper()
-	b, err := buildBid(req, n.id, n.swarm, time.Now(), nil, nil)
+	b, err := buildBid(req, n.id, n.swarm, time.Now(), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

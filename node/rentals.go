@@ -149,7 +149,11 @@ func (n *Node) Rentals() []api.RentalView {
 func (n *Node) Match(ctx context.Context, req api.BidRequest) (api.MatchResult, error) {
 	now := n.clock.Now()
 	snap := n.market.Snapshot()
-	b, err := renter.BuildBid(req, n.id, n.swarm, now, n.pays(), snap)
+	needs, err := renter.Needs(ctx, renterDatasets{n.datasetAPI.data}, req.Datasets)
+	if err != nil {
+		return api.MatchResult{}, err
+	}
+	b, err := renter.BuildBid(req, n.id, n.swarm, now, n.pays(), snap, needs)
 	if err != nil {
 		return api.MatchResult{}, err
 	}
@@ -195,7 +199,11 @@ func (n *Node) PlaceBid(ctx context.Context, req api.BidRequest) (api.BidResult,
 		return api.BidResult{}, fault.Invalidf("where %q, sort %q: a gossiped bid carries no query, and providers quote on its terms alone; quote and rent hold this node's book to one", req.Where, req.Sort)
 	}
 	start := n.clock.Now()
-	b, err := renter.BuildBid(req, n.id, n.swarm, start, n.pays(), n.market.Snapshot())
+	needs, err := renter.Needs(ctx, renterDatasets{n.datasetAPI.data}, req.Datasets)
+	if err != nil {
+		return api.BidResult{}, err
+	}
+	b, err := renter.BuildBid(req, n.id, n.swarm, start, n.pays(), n.market.Snapshot(), needs)
 	if err != nil {
 		return api.BidResult{}, err
 	}

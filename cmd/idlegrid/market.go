@@ -50,6 +50,7 @@ providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
   idlegrid offers --gpu H100 --min-vram 40 --region DE --max-price 2.50 --sort price
   idlegrid offers --group-by model          # the market at a glance: count, least and median price, regions
   idlegrid offers --gpu 4090 --where 'num_gpus>=2 down_mbps>=1000 cuda>=12.4'
+  idlegrid offers --dataset bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi   # who keeps it
   idlegrid offers --sort rtt --json`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
@@ -94,6 +95,7 @@ providers of the swarm. Prices are per GPU-hour in the offer's currency.`,
 	f.StringVar(&q.Tier, "tier", "", "gold, silver or bronze")
 	f.StringVar(&q.Sort, "sort", "price", "order: "+strings.Join(api.OfferSorts, ", ")+" (total: the whole offer's price an hour; rtt: nearest first; reliability: most reliable first)")
 	f.StringVar(&q.Where, "where", "", "hold offers to a query on their fields, terms joined by spaces: FIELD OP VALUE (< <= > >= = !=) or FIELD=LO..HI, such as 'num_gpus>=2 down_mbps>500 cuda>=12.4'; read of the offer whole: GPU terms on one of its groups the flags above admit, num_gpus counting those, host terms the whole host, price the listed one; fields: "+strings.Join(market.QueryFieldNames(), ", "))
+	f.StringVar(&q.Dataset, "dataset", "", "only the offers of providers that keep the dataset of this CID (idlegrid dataset add prints one)")
 	f.StringVar(&groupBy, "group-by", "", "summarise instead of listing: model (offers, GPUs, least and median price per GPU-hour, regions of each catalog model)")
 	addJSONFlag(c, e)
 	return c
@@ -291,11 +293,15 @@ fit. Publishes nothing.`,
 			for _, c := range res.Candidates {
 				fmt.Fprintf(w, "%d\t%s\t%d of %s\t%s\t%s\t%s\t%s\t%s %s\t%s\t%s\n", c.Rank, short(c.Offer.Provider), c.GPUs, offerGPUs(c.Offer), region(c.Offer), rtt(c.Offer.RTTMillis, c.Offer.RTTSource),
 					c.Price, c.EffectivePrice, c.Total, c.Offer.Currency, c.Start.Local().Format(time.DateTime), c.Offer.Basis)
+				if c.Staging != "" {
+					fmt.Fprintf(w, "\t  data: %s\n", c.Staging)
+				}
 			}
 			return w.Flush()
 		},
 	}
 	bidFlags(c, &req, &gpu)
+	c.Flags().StringArrayVar(&req.Datasets, "dataset", nil, "CID of a dataset this node keeps that the job reads: a provider ranks by its price plus the time it would take to stage what it does not keep, at its declared download bandwidth (repeatable, up to 8)")
 	c.Flags().BoolVar(&req.Explain, "explain", false, "count, per check, the whole book's offers that fail it, even when some fit (always when none does)")
 	c.Flags().StringVar(&sortBy, "sort", "effective", "reorder the ranked candidates (their ranks kept): "+strings.Join(candidateSorts, ", ")+"; the ranking itself is by effective price; or rank every offer that fits by a query field, - after it for falling (tflops_per_usd-)")
 	addJSONFlag(c, e)

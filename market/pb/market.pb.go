@@ -952,6 +952,10 @@ type Offer struct {
 	// opens to a lease (0: none).
 	StaticAddress bool   `protobuf:"varint,28,opt,name=static_address,json=staticAddress,proto3" json:"static_address,omitempty"`
 	OpenPorts     uint32 `protobuf:"varint,29,opt,name=open_ports,json=openPorts,proto3" json:"open_ports,omitempty"`
+	// The datasets this provider keeps (their root CIDs, the most
+	// recently used first, at most 64): a bid naming them ranks it by the
+	// bytes it would not have to stage.
+	Datasets      []string `protobuf:"bytes,30,rep,name=datasets,proto3" json:"datasets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1189,6 +1193,13 @@ func (x *Offer) GetOpenPorts() uint32 {
 	return 0
 }
 
+func (x *Offer) GetDatasets() []string {
+	if x != nil {
+		return x.Datasets
+	}
+	return nil
+}
+
 // Settlement is one way to pay: for SETTLEMENT_EVM, the chain, the
 // channel contract and the ERC-20 token, with the token's base units per
 // micro-unit of the offer's currency.
@@ -1402,7 +1413,10 @@ type Bid struct {
 	// How the renter pays; unset: the ledger. An offer fits only if it
 	// accepts the same kind (for SETTLEMENT_EVM: chain, contract, token and
 	// units); the payee is the offer's.
-	Settlement    *Settlement `protobuf:"bytes,17,opt,name=settlement,proto3" json:"settlement,omitempty"`
+	Settlement *Settlement `protobuf:"bytes,17,opt,name=settlement,proto3" json:"settlement,omitempty"`
+	// The datasets the job reads: a provider is ranked by its price plus
+	// the time it takes to stage those it does not keep.
+	Datasets      []*DatasetNeed `protobuf:"bytes,18,rep,name=datasets,proto3" json:"datasets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1556,6 +1570,66 @@ func (x *Bid) GetSettlement() *Settlement {
 	return nil
 }
 
+func (x *Bid) GetDatasets() []*DatasetNeed {
+	if x != nil {
+		return x.Datasets
+	}
+	return nil
+}
+
+// DatasetNeed is a dataset a bid's job reads, by its root's CID.
+type DatasetNeed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cid           string                 `protobuf:"bytes,1,opt,name=cid,proto3" json:"cid,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DatasetNeed) Reset() {
+	*x = DatasetNeed{}
+	mi := &file_market_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DatasetNeed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DatasetNeed) ProtoMessage() {}
+
+func (x *DatasetNeed) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DatasetNeed.ProtoReflect.Descriptor instead.
+func (*DatasetNeed) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DatasetNeed) GetCid() string {
+	if x != nil {
+		return x.Cid
+	}
+	return ""
+}
+
+func (x *DatasetNeed) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
 // Quote is a provider's signed, short-lived price for one bid.
 type Quote struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -1576,7 +1650,7 @@ type Quote struct {
 
 func (x *Quote) Reset() {
 	*x = Quote{}
-	mi := &file_market_proto_msgTypes[12]
+	mi := &file_market_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1662,7 @@ func (x *Quote) String() string {
 func (*Quote) ProtoMessage() {}
 
 func (x *Quote) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[12]
+	mi := &file_market_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1675,7 @@ func (x *Quote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quote.ProtoReflect.Descriptor instead.
 func (*Quote) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{12}
+	return file_market_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Quote) GetHeader() *Header {
@@ -1713,7 +1787,7 @@ type Workload struct {
 
 func (x *Workload) Reset() {
 	*x = Workload{}
-	mi := &file_market_proto_msgTypes[13]
+	mi := &file_market_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +1799,7 @@ func (x *Workload) String() string {
 func (*Workload) ProtoMessage() {}
 
 func (x *Workload) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[13]
+	mi := &file_market_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +1812,7 @@ func (x *Workload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workload.ProtoReflect.Descriptor instead.
 func (*Workload) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{13}
+	return file_market_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Workload) GetImage() string {
@@ -1828,7 +1902,7 @@ type DatasetMount struct {
 
 func (x *DatasetMount) Reset() {
 	*x = DatasetMount{}
-	mi := &file_market_proto_msgTypes[14]
+	mi := &file_market_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1914,7 @@ func (x *DatasetMount) String() string {
 func (*DatasetMount) ProtoMessage() {}
 
 func (x *DatasetMount) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[14]
+	mi := &file_market_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +1927,7 @@ func (x *DatasetMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DatasetMount.ProtoReflect.Descriptor instead.
 func (*DatasetMount) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{14}
+	return file_market_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DatasetMount) GetCid() string {
@@ -1890,7 +1964,7 @@ type Input struct {
 
 func (x *Input) Reset() {
 	*x = Input{}
-	mi := &file_market_proto_msgTypes[15]
+	mi := &file_market_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +1976,7 @@ func (x *Input) String() string {
 func (*Input) ProtoMessage() {}
 
 func (x *Input) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[15]
+	mi := &file_market_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +1989,7 @@ func (x *Input) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Input.ProtoReflect.Descriptor instead.
 func (*Input) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{15}
+	return file_market_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Input) GetSha256() []byte {
@@ -1956,7 +2030,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_market_proto_msgTypes[16]
+	mi := &file_market_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2042,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[16]
+	mi := &file_market_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2055,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{16}
+	return file_market_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UploadRequest) GetSha256() []byte {
@@ -2009,7 +2083,7 @@ type UploadReply struct {
 
 func (x *UploadReply) Reset() {
 	*x = UploadReply{}
-	mi := &file_market_proto_msgTypes[17]
+	mi := &file_market_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2095,7 @@ func (x *UploadReply) String() string {
 func (*UploadReply) ProtoMessage() {}
 
 func (x *UploadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[17]
+	mi := &file_market_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2108,7 @@ func (x *UploadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadReply.ProtoReflect.Descriptor instead.
 func (*UploadReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{17}
+	return file_market_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UploadReply) GetHave() uint64 {
@@ -2075,7 +2149,7 @@ type DownloadRequest struct {
 
 func (x *DownloadRequest) Reset() {
 	*x = DownloadRequest{}
-	mi := &file_market_proto_msgTypes[18]
+	mi := &file_market_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2161,7 @@ func (x *DownloadRequest) String() string {
 func (*DownloadRequest) ProtoMessage() {}
 
 func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[18]
+	mi := &file_market_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2174,7 @@ func (x *DownloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadRequest.ProtoReflect.Descriptor instead.
 func (*DownloadRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{18}
+	return file_market_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DownloadRequest) GetLeaseId() string {
@@ -2135,7 +2209,7 @@ type DownloadReply struct {
 
 func (x *DownloadReply) Reset() {
 	*x = DownloadReply{}
-	mi := &file_market_proto_msgTypes[19]
+	mi := &file_market_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2221,7 @@ func (x *DownloadReply) String() string {
 func (*DownloadReply) ProtoMessage() {}
 
 func (x *DownloadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[19]
+	mi := &file_market_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2234,7 @@ func (x *DownloadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DownloadReply.ProtoReflect.Descriptor instead.
 func (*DownloadReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{19}
+	return file_market_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DownloadReply) GetSize() uint64 {
@@ -2215,7 +2289,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_market_proto_msgTypes[20]
+	mi := &file_market_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2301,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[20]
+	mi := &file_market_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2314,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{20}
+	return file_market_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Lease) GetVersion() uint32 {
@@ -2377,7 +2451,7 @@ type LeasePayment struct {
 
 func (x *LeasePayment) Reset() {
 	*x = LeasePayment{}
-	mi := &file_market_proto_msgTypes[21]
+	mi := &file_market_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2463,7 @@ func (x *LeasePayment) String() string {
 func (*LeasePayment) ProtoMessage() {}
 
 func (x *LeasePayment) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[21]
+	mi := &file_market_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2476,7 @@ func (x *LeasePayment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasePayment.ProtoReflect.Descriptor instead.
 func (*LeasePayment) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{21}
+	return file_market_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LeasePayment) GetSettlement() *Settlement {
@@ -2460,7 +2534,7 @@ type Voucher struct {
 
 func (x *Voucher) Reset() {
 	*x = Voucher{}
-	mi := &file_market_proto_msgTypes[22]
+	mi := &file_market_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2472,7 +2546,7 @@ func (x *Voucher) String() string {
 func (*Voucher) ProtoMessage() {}
 
 func (x *Voucher) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[22]
+	mi := &file_market_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2485,7 +2559,7 @@ func (x *Voucher) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Voucher.ProtoReflect.Descriptor instead.
 func (*Voucher) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{22}
+	return file_market_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Voucher) GetChannel() []byte {
@@ -2548,7 +2622,7 @@ type CoSigned struct {
 
 func (x *CoSigned) Reset() {
 	*x = CoSigned{}
-	mi := &file_market_proto_msgTypes[23]
+	mi := &file_market_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2560,7 +2634,7 @@ func (x *CoSigned) String() string {
 func (*CoSigned) ProtoMessage() {}
 
 func (x *CoSigned) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[23]
+	mi := &file_market_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2573,7 +2647,7 @@ func (x *CoSigned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoSigned.ProtoReflect.Descriptor instead.
 func (*CoSigned) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{23}
+	return file_market_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CoSigned) GetBody() []byte {
@@ -2624,7 +2698,7 @@ type Term struct {
 
 func (x *Term) Reset() {
 	*x = Term{}
-	mi := &file_market_proto_msgTypes[24]
+	mi := &file_market_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2710,7 @@ func (x *Term) String() string {
 func (*Term) ProtoMessage() {}
 
 func (x *Term) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[24]
+	mi := &file_market_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2723,7 @@ func (x *Term) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Term.ProtoReflect.Descriptor instead.
 func (*Term) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{24}
+	return file_market_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Term) GetVersion() uint32 {
@@ -2747,7 +2821,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_market_proto_msgTypes[25]
+	mi := &file_market_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2759,7 +2833,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[25]
+	mi := &file_market_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2772,7 +2846,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{25}
+	return file_market_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Receipt) GetVersion() uint32 {
@@ -2924,7 +2998,7 @@ type Extension struct {
 
 func (x *Extension) Reset() {
 	*x = Extension{}
-	mi := &file_market_proto_msgTypes[26]
+	mi := &file_market_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3010,7 @@ func (x *Extension) String() string {
 func (*Extension) ProtoMessage() {}
 
 func (x *Extension) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[26]
+	mi := &file_market_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3023,7 @@ func (x *Extension) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Extension.ProtoReflect.Descriptor instead.
 func (*Extension) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{26}
+	return file_market_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Extension) GetVersion() uint32 {
@@ -3019,7 +3093,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_market_proto_msgTypes[27]
+	mi := &file_market_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3031,7 +3105,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[27]
+	mi := &file_market_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3044,7 +3118,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{27}
+	return file_market_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LeaseRequest) GetKind() isLeaseRequest_Kind {
@@ -3159,7 +3233,7 @@ type LeaseReply struct {
 
 func (x *LeaseReply) Reset() {
 	*x = LeaseReply{}
-	mi := &file_market_proto_msgTypes[28]
+	mi := &file_market_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3171,7 +3245,7 @@ func (x *LeaseReply) String() string {
 func (*LeaseReply) ProtoMessage() {}
 
 func (x *LeaseReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[28]
+	mi := &file_market_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3184,7 +3258,7 @@ func (x *LeaseReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseReply.ProtoReflect.Descriptor instead.
 func (*LeaseReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{28}
+	return file_market_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LeaseReply) GetLease() *CoSigned {
@@ -3238,7 +3312,7 @@ type JobAttach struct {
 
 func (x *JobAttach) Reset() {
 	*x = JobAttach{}
-	mi := &file_market_proto_msgTypes[29]
+	mi := &file_market_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3250,7 +3324,7 @@ func (x *JobAttach) String() string {
 func (*JobAttach) ProtoMessage() {}
 
 func (x *JobAttach) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[29]
+	mi := &file_market_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3263,7 +3337,7 @@ func (x *JobAttach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttach.ProtoReflect.Descriptor instead.
 func (*JobAttach) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{29}
+	return file_market_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *JobAttach) GetLeaseId() string {
@@ -3313,7 +3387,7 @@ type JobFrame struct {
 
 func (x *JobFrame) Reset() {
 	*x = JobFrame{}
-	mi := &file_market_proto_msgTypes[30]
+	mi := &file_market_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3325,7 +3399,7 @@ func (x *JobFrame) String() string {
 func (*JobFrame) ProtoMessage() {}
 
 func (x *JobFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[30]
+	mi := &file_market_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3338,7 +3412,7 @@ func (x *JobFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFrame.ProtoReflect.Descriptor instead.
 func (*JobFrame) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{30}
+	return file_market_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *JobFrame) GetKind() isJobFrame_Kind {
@@ -3494,7 +3568,7 @@ type ReceiptReply struct {
 
 func (x *ReceiptReply) Reset() {
 	*x = ReceiptReply{}
-	mi := &file_market_proto_msgTypes[31]
+	mi := &file_market_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3506,7 +3580,7 @@ func (x *ReceiptReply) String() string {
 func (*ReceiptReply) ProtoMessage() {}
 
 func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[31]
+	mi := &file_market_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3519,7 +3593,7 @@ func (x *ReceiptReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptReply.ProtoReflect.Descriptor instead.
 func (*ReceiptReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{31}
+	return file_market_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReceiptReply) GetReceipt() *CoSigned {
@@ -3569,7 +3643,7 @@ type ImageRequest struct {
 
 func (x *ImageRequest) Reset() {
 	*x = ImageRequest{}
-	mi := &file_market_proto_msgTypes[32]
+	mi := &file_market_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3581,7 +3655,7 @@ func (x *ImageRequest) String() string {
 func (*ImageRequest) ProtoMessage() {}
 
 func (x *ImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[32]
+	mi := &file_market_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3594,7 +3668,7 @@ func (x *ImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageRequest.ProtoReflect.Descriptor instead.
 func (*ImageRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{32}
+	return file_market_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ImageRequest) GetRef() string {
@@ -3623,7 +3697,7 @@ type ImageUpload struct {
 
 func (x *ImageUpload) Reset() {
 	*x = ImageUpload{}
-	mi := &file_market_proto_msgTypes[33]
+	mi := &file_market_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3635,7 +3709,7 @@ func (x *ImageUpload) String() string {
 func (*ImageUpload) ProtoMessage() {}
 
 func (x *ImageUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[33]
+	mi := &file_market_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3648,7 +3722,7 @@ func (x *ImageUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageUpload.ProtoReflect.Descriptor instead.
 func (*ImageUpload) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{33}
+	return file_market_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ImageUpload) GetDiffIds() []string {
@@ -3684,7 +3758,7 @@ type ImageChunk struct {
 
 func (x *ImageChunk) Reset() {
 	*x = ImageChunk{}
-	mi := &file_market_proto_msgTypes[34]
+	mi := &file_market_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3696,7 +3770,7 @@ func (x *ImageChunk) String() string {
 func (*ImageChunk) ProtoMessage() {}
 
 func (x *ImageChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[34]
+	mi := &file_market_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +3783,7 @@ func (x *ImageChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageChunk.ProtoReflect.Descriptor instead.
 func (*ImageChunk) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{34}
+	return file_market_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ImageChunk) GetData() []byte {
@@ -3736,7 +3810,7 @@ type ImageFrame struct {
 
 func (x *ImageFrame) Reset() {
 	*x = ImageFrame{}
-	mi := &file_market_proto_msgTypes[35]
+	mi := &file_market_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3748,7 +3822,7 @@ func (x *ImageFrame) String() string {
 func (*ImageFrame) ProtoMessage() {}
 
 func (x *ImageFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[35]
+	mi := &file_market_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3761,7 +3835,7 @@ func (x *ImageFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageFrame.ProtoReflect.Descriptor instead.
 func (*ImageFrame) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{35}
+	return file_market_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ImageFrame) GetKind() isImageFrame_Kind {
@@ -3854,7 +3928,7 @@ type ImageProgress struct {
 
 func (x *ImageProgress) Reset() {
 	*x = ImageProgress{}
-	mi := &file_market_proto_msgTypes[36]
+	mi := &file_market_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3866,7 +3940,7 @@ func (x *ImageProgress) String() string {
 func (*ImageProgress) ProtoMessage() {}
 
 func (x *ImageProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[36]
+	mi := &file_market_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3879,7 +3953,7 @@ func (x *ImageProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageProgress.ProtoReflect.Descriptor instead.
 func (*ImageProgress) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{36}
+	return file_market_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ImageProgress) GetDoneBytes() uint64 {
@@ -3924,7 +3998,7 @@ type ImageReady struct {
 
 func (x *ImageReady) Reset() {
 	*x = ImageReady{}
-	mi := &file_market_proto_msgTypes[37]
+	mi := &file_market_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3936,7 +4010,7 @@ func (x *ImageReady) String() string {
 func (*ImageReady) ProtoMessage() {}
 
 func (x *ImageReady) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[37]
+	mi := &file_market_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3949,7 +4023,7 @@ func (x *ImageReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageReady.ProtoReflect.Descriptor instead.
 func (*ImageReady) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{37}
+	return file_market_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ImageReady) GetId() string {
@@ -4007,7 +4081,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_market_proto_msgTypes[38]
+	mi := &file_market_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4019,7 +4093,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[38]
+	mi := &file_market_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4032,7 +4106,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{38}
+	return file_market_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SessionRequest) GetLeaseId() string {
@@ -4146,7 +4220,7 @@ type PackRequest struct {
 
 func (x *PackRequest) Reset() {
 	*x = PackRequest{}
-	mi := &file_market_proto_msgTypes[39]
+	mi := &file_market_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4158,7 +4232,7 @@ func (x *PackRequest) String() string {
 func (*PackRequest) ProtoMessage() {}
 
 func (x *PackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[39]
+	mi := &file_market_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4171,7 +4245,7 @@ func (x *PackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PackRequest.ProtoReflect.Descriptor instead.
 func (*PackRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{39}
+	return file_market_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PackRequest) GetPath() string {
@@ -4202,7 +4276,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_market_proto_msgTypes[40]
+	mi := &file_market_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4214,7 +4288,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[40]
+	mi := &file_market_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4227,7 +4301,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{40}
+	return file_market_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ExecRequest) GetArgv() []string {
@@ -4277,7 +4351,7 @@ type SessionReply struct {
 
 func (x *SessionReply) Reset() {
 	*x = SessionReply{}
-	mi := &file_market_proto_msgTypes[41]
+	mi := &file_market_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4289,7 +4363,7 @@ func (x *SessionReply) String() string {
 func (*SessionReply) ProtoMessage() {}
 
 func (x *SessionReply) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[41]
+	mi := &file_market_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4302,7 +4376,7 @@ func (x *SessionReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionReply.ProtoReflect.Descriptor instead.
 func (*SessionReply) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{41}
+	return file_market_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SessionReply) GetRefused() string {
@@ -4327,7 +4401,7 @@ type ExecInput struct {
 
 func (x *ExecInput) Reset() {
 	*x = ExecInput{}
-	mi := &file_market_proto_msgTypes[42]
+	mi := &file_market_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4339,7 +4413,7 @@ func (x *ExecInput) String() string {
 func (*ExecInput) ProtoMessage() {}
 
 func (x *ExecInput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[42]
+	mi := &file_market_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4352,7 +4426,7 @@ func (x *ExecInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
 func (*ExecInput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{42}
+	return file_market_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ExecInput) GetKind() isExecInput_Kind {
@@ -4421,7 +4495,7 @@ type WindowSize struct {
 
 func (x *WindowSize) Reset() {
 	*x = WindowSize{}
-	mi := &file_market_proto_msgTypes[43]
+	mi := &file_market_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4433,7 +4507,7 @@ func (x *WindowSize) String() string {
 func (*WindowSize) ProtoMessage() {}
 
 func (x *WindowSize) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[43]
+	mi := &file_market_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4446,7 +4520,7 @@ func (x *WindowSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
 func (*WindowSize) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{43}
+	return file_market_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WindowSize) GetRows() uint32 {
@@ -4480,7 +4554,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_market_proto_msgTypes[44]
+	mi := &file_market_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4492,7 +4566,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[44]
+	mi := &file_market_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4505,7 +4579,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{44}
+	return file_market_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ExecOutput) GetKind() isExecOutput_Kind {
@@ -4620,7 +4694,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_market_proto_msgTypes[45]
+	mi := &file_market_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4632,7 +4706,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[45]
+	mi := &file_market_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4645,7 +4719,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{45}
+	return file_market_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Block) GetVersion() uint32 {
@@ -4737,7 +4811,7 @@ type SignedBlock struct {
 
 func (x *SignedBlock) Reset() {
 	*x = SignedBlock{}
-	mi := &file_market_proto_msgTypes[46]
+	mi := &file_market_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4749,7 +4823,7 @@ func (x *SignedBlock) String() string {
 func (*SignedBlock) ProtoMessage() {}
 
 func (x *SignedBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[46]
+	mi := &file_market_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4762,7 +4836,7 @@ func (x *SignedBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignedBlock.ProtoReflect.Descriptor instead.
 func (*SignedBlock) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{46}
+	return file_market_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SignedBlock) GetBody() []byte {
@@ -4792,7 +4866,7 @@ type ChainEntry struct {
 
 func (x *ChainEntry) Reset() {
 	*x = ChainEntry{}
-	mi := &file_market_proto_msgTypes[47]
+	mi := &file_market_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4804,7 +4878,7 @@ func (x *ChainEntry) String() string {
 func (*ChainEntry) ProtoMessage() {}
 
 func (x *ChainEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[47]
+	mi := &file_market_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4817,7 +4891,7 @@ func (x *ChainEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChainEntry.ProtoReflect.Descriptor instead.
 func (*ChainEntry) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{47}
+	return file_market_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ChainEntry) GetBlock() *SignedBlock {
@@ -4891,7 +4965,7 @@ const file_market_proto_rawDesc = "" +
 	"\fstart_minute\x18\x01 \x01(\rR\vstartMinute\x12\x1d\n" +
 	"\n" +
 	"end_minute\x18\x02 \x01(\rR\tendMinute\x12!\n" +
-	"\ffloor_micros\x18\x03 \x01(\x04R\vfloorMicros\"\x96\n" +
+	"\ffloor_micros\x18\x03 \x01(\x04R\vfloorMicros\"\xb2\n" +
 	"\n" +
 	"\x05Offer\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.idlegrid.market.v1.HeaderR\x06header\x120\n" +
@@ -4932,7 +5006,8 @@ const file_market_proto_rawDesc = "" +
 	"\vsettlements\x18\x1b \x03(\v2\x1e.idlegrid.market.v1.SettlementR\vsettlements\x12%\n" +
 	"\x0estatic_address\x18\x1c \x01(\bR\rstaticAddress\x12\x1d\n" +
 	"\n" +
-	"open_ports\x18\x1d \x01(\rR\topenPorts\"\xcf\x01\n" +
+	"open_ports\x18\x1d \x01(\rR\topenPorts\x12\x1a\n" +
+	"\bdatasets\x18\x1e \x03(\tR\bdatasets\"\xcf\x01\n" +
 	"\n" +
 	"Settlement\x126\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\".idlegrid.market.v1.SettlementKindR\x04kind\x12\x19\n" +
@@ -4949,7 +5024,7 @@ const file_market_proto_rawDesc = "" +
 	"\x10min_per_provider\x18\x05 \x01(\rR\x0eminPerProvider\x12\x1f\n" +
 	"\vform_factor\x18\x06 \x01(\tR\n" +
 	"formFactor\x12\x16\n" +
-	"\x06nvlink\x18\a \x01(\bR\x06nvlink\"\xf7\x05\n" +
+	"\x06nvlink\x18\a \x01(\bR\x06nvlink\"\xb4\x06\n" +
 	"\x03Bid\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.idlegrid.market.v1.HeaderR\x06header\x124\n" +
 	"\x03gpu\x18\x02 \x01(\v2\".idlegrid.market.v1.GPURequirementR\x03gpu\x127\n" +
@@ -4971,7 +5046,11 @@ const file_market_proto_rawDesc = "" +
 	"\x05image\x18\x10 \x01(\tR\x05image\x12>\n" +
 	"\n" +
 	"settlement\x18\x11 \x01(\v2\x1e.idlegrid.market.v1.SettlementR\n" +
-	"settlement\"\xf5\x02\n" +
+	"settlement\x12;\n" +
+	"\bdatasets\x18\x12 \x03(\v2\x1f.idlegrid.market.v1.DatasetNeedR\bdatasets\"5\n" +
+	"\vDatasetNeed\x12\x10\n" +
+	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xf5\x02\n" +
 	"\x05Quote\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.idlegrid.market.v1.HeaderR\x06header\x12\x1d\n" +
 	"\n" +
@@ -5270,7 +5349,7 @@ func file_market_proto_rawDescGZIP() []byte {
 }
 
 var file_market_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_market_proto_goTypes = []any{
 	(Tier)(0),                 // 0: idlegrid.market.v1.Tier
 	(SettlementKind)(0),       // 1: idlegrid.market.v1.SettlementKind
@@ -5288,42 +5367,43 @@ var file_market_proto_goTypes = []any{
 	(*Settlement)(nil),        // 13: idlegrid.market.v1.Settlement
 	(*GPURequirement)(nil),    // 14: idlegrid.market.v1.GPURequirement
 	(*Bid)(nil),               // 15: idlegrid.market.v1.Bid
-	(*Quote)(nil),             // 16: idlegrid.market.v1.Quote
-	(*Workload)(nil),          // 17: idlegrid.market.v1.Workload
-	(*DatasetMount)(nil),      // 18: idlegrid.market.v1.DatasetMount
-	(*Input)(nil),             // 19: idlegrid.market.v1.Input
-	(*UploadRequest)(nil),     // 20: idlegrid.market.v1.UploadRequest
-	(*UploadReply)(nil),       // 21: idlegrid.market.v1.UploadReply
-	(*DownloadRequest)(nil),   // 22: idlegrid.market.v1.DownloadRequest
-	(*DownloadReply)(nil),     // 23: idlegrid.market.v1.DownloadReply
-	(*Lease)(nil),             // 24: idlegrid.market.v1.Lease
-	(*LeasePayment)(nil),      // 25: idlegrid.market.v1.LeasePayment
-	(*Voucher)(nil),           // 26: idlegrid.market.v1.Voucher
-	(*CoSigned)(nil),          // 27: idlegrid.market.v1.CoSigned
-	(*Term)(nil),              // 28: idlegrid.market.v1.Term
-	(*Receipt)(nil),           // 29: idlegrid.market.v1.Receipt
-	(*Extension)(nil),         // 30: idlegrid.market.v1.Extension
-	(*LeaseRequest)(nil),      // 31: idlegrid.market.v1.LeaseRequest
-	(*LeaseReply)(nil),        // 32: idlegrid.market.v1.LeaseReply
-	(*JobAttach)(nil),         // 33: idlegrid.market.v1.JobAttach
-	(*JobFrame)(nil),          // 34: idlegrid.market.v1.JobFrame
-	(*ReceiptReply)(nil),      // 35: idlegrid.market.v1.ReceiptReply
-	(*ImageRequest)(nil),      // 36: idlegrid.market.v1.ImageRequest
-	(*ImageUpload)(nil),       // 37: idlegrid.market.v1.ImageUpload
-	(*ImageChunk)(nil),        // 38: idlegrid.market.v1.ImageChunk
-	(*ImageFrame)(nil),        // 39: idlegrid.market.v1.ImageFrame
-	(*ImageProgress)(nil),     // 40: idlegrid.market.v1.ImageProgress
-	(*ImageReady)(nil),        // 41: idlegrid.market.v1.ImageReady
-	(*SessionRequest)(nil),    // 42: idlegrid.market.v1.SessionRequest
-	(*PackRequest)(nil),       // 43: idlegrid.market.v1.PackRequest
-	(*ExecRequest)(nil),       // 44: idlegrid.market.v1.ExecRequest
-	(*SessionReply)(nil),      // 45: idlegrid.market.v1.SessionReply
-	(*ExecInput)(nil),         // 46: idlegrid.market.v1.ExecInput
-	(*WindowSize)(nil),        // 47: idlegrid.market.v1.WindowSize
-	(*ExecOutput)(nil),        // 48: idlegrid.market.v1.ExecOutput
-	(*Block)(nil),             // 49: idlegrid.market.v1.Block
-	(*SignedBlock)(nil),       // 50: idlegrid.market.v1.SignedBlock
-	(*ChainEntry)(nil),        // 51: idlegrid.market.v1.ChainEntry
+	(*DatasetNeed)(nil),       // 16: idlegrid.market.v1.DatasetNeed
+	(*Quote)(nil),             // 17: idlegrid.market.v1.Quote
+	(*Workload)(nil),          // 18: idlegrid.market.v1.Workload
+	(*DatasetMount)(nil),      // 19: idlegrid.market.v1.DatasetMount
+	(*Input)(nil),             // 20: idlegrid.market.v1.Input
+	(*UploadRequest)(nil),     // 21: idlegrid.market.v1.UploadRequest
+	(*UploadReply)(nil),       // 22: idlegrid.market.v1.UploadReply
+	(*DownloadRequest)(nil),   // 23: idlegrid.market.v1.DownloadRequest
+	(*DownloadReply)(nil),     // 24: idlegrid.market.v1.DownloadReply
+	(*Lease)(nil),             // 25: idlegrid.market.v1.Lease
+	(*LeasePayment)(nil),      // 26: idlegrid.market.v1.LeasePayment
+	(*Voucher)(nil),           // 27: idlegrid.market.v1.Voucher
+	(*CoSigned)(nil),          // 28: idlegrid.market.v1.CoSigned
+	(*Term)(nil),              // 29: idlegrid.market.v1.Term
+	(*Receipt)(nil),           // 30: idlegrid.market.v1.Receipt
+	(*Extension)(nil),         // 31: idlegrid.market.v1.Extension
+	(*LeaseRequest)(nil),      // 32: idlegrid.market.v1.LeaseRequest
+	(*LeaseReply)(nil),        // 33: idlegrid.market.v1.LeaseReply
+	(*JobAttach)(nil),         // 34: idlegrid.market.v1.JobAttach
+	(*JobFrame)(nil),          // 35: idlegrid.market.v1.JobFrame
+	(*ReceiptReply)(nil),      // 36: idlegrid.market.v1.ReceiptReply
+	(*ImageRequest)(nil),      // 37: idlegrid.market.v1.ImageRequest
+	(*ImageUpload)(nil),       // 38: idlegrid.market.v1.ImageUpload
+	(*ImageChunk)(nil),        // 39: idlegrid.market.v1.ImageChunk
+	(*ImageFrame)(nil),        // 40: idlegrid.market.v1.ImageFrame
+	(*ImageProgress)(nil),     // 41: idlegrid.market.v1.ImageProgress
+	(*ImageReady)(nil),        // 42: idlegrid.market.v1.ImageReady
+	(*SessionRequest)(nil),    // 43: idlegrid.market.v1.SessionRequest
+	(*PackRequest)(nil),       // 44: idlegrid.market.v1.PackRequest
+	(*ExecRequest)(nil),       // 45: idlegrid.market.v1.ExecRequest
+	(*SessionReply)(nil),      // 46: idlegrid.market.v1.SessionReply
+	(*ExecInput)(nil),         // 47: idlegrid.market.v1.ExecInput
+	(*WindowSize)(nil),        // 48: idlegrid.market.v1.WindowSize
+	(*ExecOutput)(nil),        // 49: idlegrid.market.v1.ExecOutput
+	(*Block)(nil),             // 50: idlegrid.market.v1.Block
+	(*SignedBlock)(nil),       // 51: idlegrid.market.v1.SignedBlock
+	(*ChainEntry)(nil),        // 52: idlegrid.market.v1.ChainEntry
 }
 var file_market_proto_depIdxs = []int32{
 	0,  // 0: idlegrid.market.v1.TierPrice.tier:type_name -> idlegrid.market.v1.Tier
@@ -5343,45 +5423,46 @@ var file_market_proto_depIdxs = []int32{
 	6,  // 14: idlegrid.market.v1.Bid.host_min:type_name -> idlegrid.market.v1.HostSpec
 	0,  // 15: idlegrid.market.v1.Bid.tier:type_name -> idlegrid.market.v1.Tier
 	13, // 16: idlegrid.market.v1.Bid.settlement:type_name -> idlegrid.market.v1.Settlement
-	4,  // 17: idlegrid.market.v1.Quote.header:type_name -> idlegrid.market.v1.Header
-	0,  // 18: idlegrid.market.v1.Quote.tier:type_name -> idlegrid.market.v1.Tier
-	19, // 19: idlegrid.market.v1.Workload.inputs:type_name -> idlegrid.market.v1.Input
-	18, // 20: idlegrid.market.v1.Workload.datasets:type_name -> idlegrid.market.v1.DatasetMount
-	15, // 21: idlegrid.market.v1.Lease.bid:type_name -> idlegrid.market.v1.Bid
-	0,  // 22: idlegrid.market.v1.Lease.tier:type_name -> idlegrid.market.v1.Tier
-	17, // 23: idlegrid.market.v1.Lease.workload:type_name -> idlegrid.market.v1.Workload
-	25, // 24: idlegrid.market.v1.Lease.payment:type_name -> idlegrid.market.v1.LeasePayment
-	13, // 25: idlegrid.market.v1.LeasePayment.settlement:type_name -> idlegrid.market.v1.Settlement
-	27, // 26: idlegrid.market.v1.CoSigned.term:type_name -> idlegrid.market.v1.CoSigned
-	2,  // 27: idlegrid.market.v1.Receipt.outcome:type_name -> idlegrid.market.v1.Outcome
-	26, // 28: idlegrid.market.v1.Receipt.voucher:type_name -> idlegrid.market.v1.Voucher
-	27, // 29: idlegrid.market.v1.LeaseRequest.propose:type_name -> idlegrid.market.v1.CoSigned
-	27, // 30: idlegrid.market.v1.LeaseRequest.extend:type_name -> idlegrid.market.v1.CoSigned
-	27, // 31: idlegrid.market.v1.LeaseReply.lease:type_name -> idlegrid.market.v1.CoSigned
-	3,  // 32: idlegrid.market.v1.LeaseReply.code:type_name -> idlegrid.market.v1.RejectCode
-	27, // 33: idlegrid.market.v1.LeaseReply.extension:type_name -> idlegrid.market.v1.CoSigned
-	27, // 34: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
-	27, // 35: idlegrid.market.v1.JobFrame.extension:type_name -> idlegrid.market.v1.CoSigned
-	50, // 36: idlegrid.market.v1.JobFrame.record:type_name -> idlegrid.market.v1.SignedBlock
-	27, // 37: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
-	50, // 38: idlegrid.market.v1.ReceiptReply.agreement:type_name -> idlegrid.market.v1.SignedBlock
-	26, // 39: idlegrid.market.v1.ReceiptReply.voucher:type_name -> idlegrid.market.v1.Voucher
-	37, // 40: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
-	40, // 41: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
-	41, // 42: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
-	44, // 43: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
-	19, // 44: idlegrid.market.v1.SessionRequest.unpack:type_name -> idlegrid.market.v1.Input
-	43, // 45: idlegrid.market.v1.SessionRequest.pack:type_name -> idlegrid.market.v1.PackRequest
-	47, // 46: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
-	27, // 47: idlegrid.market.v1.Block.term:type_name -> idlegrid.market.v1.CoSigned
-	27, // 48: idlegrid.market.v1.Block.extension:type_name -> idlegrid.market.v1.CoSigned
-	50, // 49: idlegrid.market.v1.ChainEntry.block:type_name -> idlegrid.market.v1.SignedBlock
-	50, // 50: idlegrid.market.v1.ChainEntry.link:type_name -> idlegrid.market.v1.SignedBlock
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	16, // 17: idlegrid.market.v1.Bid.datasets:type_name -> idlegrid.market.v1.DatasetNeed
+	4,  // 18: idlegrid.market.v1.Quote.header:type_name -> idlegrid.market.v1.Header
+	0,  // 19: idlegrid.market.v1.Quote.tier:type_name -> idlegrid.market.v1.Tier
+	20, // 20: idlegrid.market.v1.Workload.inputs:type_name -> idlegrid.market.v1.Input
+	19, // 21: idlegrid.market.v1.Workload.datasets:type_name -> idlegrid.market.v1.DatasetMount
+	15, // 22: idlegrid.market.v1.Lease.bid:type_name -> idlegrid.market.v1.Bid
+	0,  // 23: idlegrid.market.v1.Lease.tier:type_name -> idlegrid.market.v1.Tier
+	18, // 24: idlegrid.market.v1.Lease.workload:type_name -> idlegrid.market.v1.Workload
+	26, // 25: idlegrid.market.v1.Lease.payment:type_name -> idlegrid.market.v1.LeasePayment
+	13, // 26: idlegrid.market.v1.LeasePayment.settlement:type_name -> idlegrid.market.v1.Settlement
+	28, // 27: idlegrid.market.v1.CoSigned.term:type_name -> idlegrid.market.v1.CoSigned
+	2,  // 28: idlegrid.market.v1.Receipt.outcome:type_name -> idlegrid.market.v1.Outcome
+	27, // 29: idlegrid.market.v1.Receipt.voucher:type_name -> idlegrid.market.v1.Voucher
+	28, // 30: idlegrid.market.v1.LeaseRequest.propose:type_name -> idlegrid.market.v1.CoSigned
+	28, // 31: idlegrid.market.v1.LeaseRequest.extend:type_name -> idlegrid.market.v1.CoSigned
+	28, // 32: idlegrid.market.v1.LeaseReply.lease:type_name -> idlegrid.market.v1.CoSigned
+	3,  // 33: idlegrid.market.v1.LeaseReply.code:type_name -> idlegrid.market.v1.RejectCode
+	28, // 34: idlegrid.market.v1.LeaseReply.extension:type_name -> idlegrid.market.v1.CoSigned
+	28, // 35: idlegrid.market.v1.JobFrame.receipt:type_name -> idlegrid.market.v1.CoSigned
+	28, // 36: idlegrid.market.v1.JobFrame.extension:type_name -> idlegrid.market.v1.CoSigned
+	51, // 37: idlegrid.market.v1.JobFrame.record:type_name -> idlegrid.market.v1.SignedBlock
+	28, // 38: idlegrid.market.v1.ReceiptReply.receipt:type_name -> idlegrid.market.v1.CoSigned
+	51, // 39: idlegrid.market.v1.ReceiptReply.agreement:type_name -> idlegrid.market.v1.SignedBlock
+	27, // 40: idlegrid.market.v1.ReceiptReply.voucher:type_name -> idlegrid.market.v1.Voucher
+	38, // 41: idlegrid.market.v1.ImageRequest.upload:type_name -> idlegrid.market.v1.ImageUpload
+	41, // 42: idlegrid.market.v1.ImageFrame.progress:type_name -> idlegrid.market.v1.ImageProgress
+	42, // 43: idlegrid.market.v1.ImageFrame.ready:type_name -> idlegrid.market.v1.ImageReady
+	45, // 44: idlegrid.market.v1.SessionRequest.exec:type_name -> idlegrid.market.v1.ExecRequest
+	20, // 45: idlegrid.market.v1.SessionRequest.unpack:type_name -> idlegrid.market.v1.Input
+	44, // 46: idlegrid.market.v1.SessionRequest.pack:type_name -> idlegrid.market.v1.PackRequest
+	48, // 47: idlegrid.market.v1.ExecInput.resize:type_name -> idlegrid.market.v1.WindowSize
+	28, // 48: idlegrid.market.v1.Block.term:type_name -> idlegrid.market.v1.CoSigned
+	28, // 49: idlegrid.market.v1.Block.extension:type_name -> idlegrid.market.v1.CoSigned
+	51, // 50: idlegrid.market.v1.ChainEntry.block:type_name -> idlegrid.market.v1.SignedBlock
+	51, // 51: idlegrid.market.v1.ChainEntry.link:type_name -> idlegrid.market.v1.SignedBlock
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_market_proto_init() }
@@ -5389,14 +5470,14 @@ func file_market_proto_init() {
 	if File_market_proto != nil {
 		return
 	}
-	file_market_proto_msgTypes[27].OneofWrappers = []any{
+	file_market_proto_msgTypes[28].OneofWrappers = []any{
 		(*LeaseRequest_Propose)(nil),
 		(*LeaseRequest_CancelLeaseId)(nil),
 		(*LeaseRequest_DetachLeaseId)(nil),
 		(*LeaseRequest_Extend)(nil),
 		(*LeaseRequest_TermsLeaseId)(nil),
 	}
-	file_market_proto_msgTypes[30].OneofWrappers = []any{
+	file_market_proto_msgTypes[31].OneofWrappers = []any{
 		(*JobFrame_Stdout)(nil),
 		(*JobFrame_Stderr)(nil),
 		(*JobFrame_Heartbeat)(nil),
@@ -5405,25 +5486,25 @@ func file_market_proto_init() {
 		(*JobFrame_Started)(nil),
 		(*JobFrame_Extension)(nil),
 	}
-	file_market_proto_msgTypes[35].OneofWrappers = []any{
+	file_market_proto_msgTypes[36].OneofWrappers = []any{
 		(*ImageFrame_Progress)(nil),
 		(*ImageFrame_Ready)(nil),
 		(*ImageFrame_Refused)(nil),
 		(*ImageFrame_NeedFrom)(nil),
 	}
-	file_market_proto_msgTypes[38].OneofWrappers = []any{
+	file_market_proto_msgTypes[39].OneofWrappers = []any{
 		(*SessionRequest_Exec)(nil),
 		(*SessionRequest_ForwardPort)(nil),
 		(*SessionRequest_Watch)(nil),
 		(*SessionRequest_Unpack)(nil),
 		(*SessionRequest_Pack)(nil),
 	}
-	file_market_proto_msgTypes[42].OneofWrappers = []any{
+	file_market_proto_msgTypes[43].OneofWrappers = []any{
 		(*ExecInput_Stdin)(nil),
 		(*ExecInput_StdinClosed)(nil),
 		(*ExecInput_Resize)(nil),
 	}
-	file_market_proto_msgTypes[44].OneofWrappers = []any{
+	file_market_proto_msgTypes[45].OneofWrappers = []any{
 		(*ExecOutput_Stdout)(nil),
 		(*ExecOutput_Stderr)(nil),
 		(*ExecOutput_ExitCode)(nil),
@@ -5435,7 +5516,7 @@ func file_market_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   48,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -70,7 +70,7 @@ func (c *Client) Market(ctx context.Context, q OfferQuery, limit int) (MarketSum
 // offerValues is q as GET /v1/offers' and /v1/market's query.
 func offerValues(q OfferQuery) url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"gpu": q.GPU, "country": q.Country, "max_price": q.MaxPrice, "tier": q.Tier, "sort": q.Sort, "where": q.Where} {
+	for k, s := range map[string]string{"gpu": q.GPU, "country": q.Country, "max_price": q.MaxPrice, "tier": q.Tier, "sort": q.Sort, "where": q.Where, "dataset": q.Dataset} {
 		if s != "" {
 			v.Set(k, s)
 		}

@@ -15,6 +15,9 @@ type OfferQuery struct {
 	// admit, num_gpus counting those GPUs, host terms the whole host,
 	// price the listed one.
 	Where string `json:"where,omitempty"`
+	// Dataset holds the list to the offers whose providers keep the
+	// dataset of this CID.
+	Dataset string `json:"dataset,omitempty"`
 }
 
 // OfferSorts are the orders GET /v1/offers lists in.
@@ -66,6 +69,8 @@ type OfferView struct {
 	// coordinates) or "unknown" (then RTTMillis is 0).
 	RTTMillis float64 `json:"rtt_ms"`
 	RTTSource string  `json:"rtt_source"`
+	// Datasets are the CIDs of the datasets the provider keeps.
+	Datasets []string `json:"datasets,omitempty"`
 	// Implausible says why the claimed country cannot be true: the RTT
 	// measured from this node is below what light needs over the
 	// distance. Empty when the claim is plausible or cannot be checked.
@@ -121,6 +126,10 @@ type SeedView struct {
 
 // BidRequest is a renter's job needs, for POST /v1/match and /v1/bids.
 type BidRequest struct {
+	// Datasets are the CIDs of datasets this node keeps that the job
+	// reads: providers that keep them rank ahead of those that would
+	// stage them (rent names them with its mounts instead).
+	Datasets []string `json:"datasets,omitempty"`
 	// GPUs are models or families in any common spelling ("4090",
 	// "H100 SXM", "h100" for any H100); the catalog reads them.
 	GPUs []string `json:"gpus,omitempty"`
@@ -171,6 +180,11 @@ type BidRequest struct {
 
 // CandidateView is one ranked provider for a bid.
 type CandidateView struct {
+	// Staging says what the provider keeps of the bid's datasets and how
+	// long it would take to stage the rest ("holds 38 GB of 40 GB; stages
+	// 2 GB in ~16s"); empty for a bid with none. Its time at the price is
+	// in the effective price.
+	Staging        string             `json:"staging,omitempty"`
 	Rank           int                `json:"rank"`
 	Offer          OfferView          `json:"offer"`
 	GPUs           uint32             `json:"gpus"`

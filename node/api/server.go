@@ -302,7 +302,7 @@ func offerQuery(r *http.Request) (OfferQuery, int, error) {
 	if err != nil {
 		return OfferQuery{}, 0, fmt.Errorf("limit: %w", err)
 	}
-	return OfferQuery{GPU: q.Get("gpu"), MinVRAMGiB: vram, Country: q.Get("country"), MaxPrice: q.Get("max_price"), Tier: q.Get("tier"), Sort: q.Get("sort"), Where: q.Get("where")}, limit, nil
+	return OfferQuery{GPU: q.Get("gpu"), MinVRAMGiB: vram, Country: q.Get("country"), MaxPrice: q.Get("max_price"), Tier: q.Get("tier"), Sort: q.Get("sort"), Where: q.Get("where"), Dataset: q.Get("dataset")}, limit, nil
 }
 
 // optInt reads an optional non-negative integer query parameter.

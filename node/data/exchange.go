@@ -13,10 +13,7 @@ import (
 	bsmsg "github.com/ipfs/boxo/bitswap/message"
 	bsnetwork "github.com/ipfs/boxo/bitswap/network"
 	"github.com/ipfs/boxo/bitswap/network/bsnet"
-	"github.com/ipfs/boxo/blockservice"
-	"github.com/ipfs/boxo/ipld/merkledag"
 	"github.com/ipfs/go-cid"
-	format "github.com/ipfs/go-ipld-format"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -86,7 +83,6 @@ type Exchange struct {
 	cfg   ExchangeConfig
 	net   bsnetwork.BitSwapNetwork
 	bsw   *bitswap.Bitswap
-	bserv blockservice.BlockService
 	slots chan struct{}
 	log   *slog.Logger
 
@@ -95,6 +91,7 @@ type Exchange struct {
 	faulty  map[peer.ID]int // peers that sent a false block → order caught
 	caught  int
 	running map[string]*fetching // root → the fetch of it under way
+	runs    map[*run]struct{}    // the fetches under way, told what arrives
 	faults  atomic.Int64
 }
 
@@ -114,7 +111,7 @@ func (s *Store) StartExchange(ctx context.Context, cfg ExchangeConfig) *Exchange
 	x := &Exchange{
 		s: s, cfg: cfg, slots: make(chan struct{}, l.Fetches),
 		log:    orLog(cfg.Log),
-		wanted: map[string]int{}, faulty: map[peer.ID]int{}, running: map[string]*fetching{},
+		wanted: map[string]int{}, faulty: map[peer.ID]int{}, running: map[string]*fetching{}, runs: map[*run]struct{}{},
 	}
 	inner := bsnet.NewFromIpfsHost(cfg.Host, bsnet.Prefix(cfg.Prefix), bsnet.SupportedProtocols([]protocol.ID{bsnet.ProtocolBitswap}))
 	x.net = guardedNet{inner, x}
@@ -124,9 +121,8 @@ func (s *Store) StartExchange(ctx context.Context, cfg ExchangeConfig) *Exchange
 		bitswap.MaxQueuedWantlistEntriesPerPeer(l.PeerWants),
 		bitswap.WithTargetMessageSize(l.MessageBytes),
 		bitswap.MaxCidSize(128),
-		bitswap.ProviderSearchDelay(time.Hour), // holders are found by Fetch
+		bitswap.ProviderSearchDelay(time.Hour), // Fetch asks for blocks itself
 	)
-	x.bserv = blockservice.New(s.bs, x.bsw)
 	return x
 }
 
@@ -217,84 +213,32 @@ func (x *Exchange) fetch(ctx context.Context, root cid.Cid, limit int64, from []
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	x.connect(ctx, root, from)
-
-	var (
-		mu      sync.Mutex
-		got     Progress
-		fresh   []cid.Cid // blocks this fetch brought, gone again if it fails
-		last    = time.Now()
-		wanting []cid.Cid
-	)
-	want := func(cs ...cid.Cid) {
-		x.mu.Lock()
-		for _, c := range cs {
-			x.wanted[string(c.Hash())]++
-		}
-		x.mu.Unlock()
-		mu.Lock()
-		wanting = append(wanting, cs...)
-		mu.Unlock()
-	}
+	r := newRun(x, root, limit, progress)
+	x.mu.Lock()
+	x.runs[r] = struct{}{}
+	x.mu.Unlock()
 	defer func() {
-		// Late copies of blocks wanted (a second holder's) are not
+		x.mu.Lock()
+		delete(x.runs, r)
+		x.mu.Unlock()
+		// Late copies of blocks asked for (a slow holder's) are not
 		// faults for a while yet.
-		time.AfterFunc(x.cfg.Limits.Stall, func() { x.unwant(wanting) })
+		time.AfterFunc(x.cfg.Limits.Stall, func() { x.unwant(r.asked) })
 	}()
-	go x.watch(ctx, cancel, func() time.Time { mu.Lock(); defer mu.Unlock(); return last })
-
-	sess := blockservice.NewSession(ctx, x.bserv)
-	links := func(ctx context.Context, c cid.Cid) ([]*format.Link, error) {
-		had, err := x.s.bs.Has(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		b, err := sess.GetBlock(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		mu.Lock()
-		last = time.Now()
-		if !had {
-			got.Blocks++
-			got.Bytes += int64(len(b.RawData()))
-			fresh = append(fresh, c)
-		}
-		p := got
-		if progress != nil && !had && p.Bytes <= limit {
-			progress(p) // one at a time, in order
-		}
-		mu.Unlock()
-		if p.Bytes > limit {
-			return nil, fmt.Errorf("%s: more than the %d bytes the lease names: %w", root, limit, ErrTooBig)
-		}
-		if c.Type() == cid.Raw {
-			return nil, nil
-		}
-		nd, err := merkledag.DecodeProtobufBlock(b)
-		if err != nil {
-			return nil, fmt.Errorf("block %s: %w", c, err)
-		}
-		ls := nd.Links()
-		cs := make([]cid.Cid, len(ls))
-		for i, l := range ls {
-			cs[i] = l.Cid
-		}
-		want(cs...)
-		return ls, nil
-	}
-	want(root)
-	err := merkledag.Walk(ctx, links, root, func(cid.Cid) bool { return true }, merkledag.Concurrency(x.cfg.Limits.InFlight))
+	go x.watch(ctx, cancel, r.lastBlock)
+	holders := make(chan peer.ID, x.cfg.Limits.Holders+len(from))
+	x.connect(ctx, root, from, holders)
+	err := r.loop(ctx, holders)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 			err = cause
 		}
-		x.drop(fresh)
+		x.drop(r.fresh)
 		return Dataset{}, fmt.Errorf("fetch %s: %w", root, err)
 	}
 	d, err := x.s.keep(ctx, root)
 	if err != nil {
-		x.drop(fresh)
+		x.drop(r.fresh)
 		return Dataset{}, err
 	}
 	if err := x.Announce(ctx, root); err != nil {
@@ -320,36 +264,37 @@ func (x *Exchange) watch(ctx context.Context, cancel context.CancelCauseFunc, la
 	}
 }
 
-// connect makes sure the named peers and the holders the swarm knows of
-// (up to Limits.Holders, looked up meanwhile) are connected: bitswap asks
-// the peers it is connected to.
-func (x *Exchange) connect(ctx context.Context, root cid.Cid, from []peer.ID) {
+// connect reaches the named peers and the holders the swarm knows of
+// (up to Limits.Holders, looked up meanwhile), each sent on holders once
+// connected.
+func (x *Exchange) connect(ctx context.Context, root cid.Cid, from []peer.ID, holders chan<- peer.ID) {
 	h := x.cfg.Host
+	seen := map[peer.ID]bool{h.ID(): true}
+	reach := func(ai peer.AddrInfo) {
+		if seen[ai.ID] || x.Faulty(ai.ID) {
+			return
+		}
+		seen[ai.ID] = true
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := h.Connect(cctx, ai); err != nil {
+			x.log.Debug("a dataset's holder is out of reach", "peer", ai.ID, "err", err)
+			return
+		}
+		select {
+		case holders <- ai.ID:
+		default: // as many as the channel holds
+		}
+	}
 	for _, p := range from {
-		if p == h.ID() || x.Faulty(p) {
-			continue
-		}
-		if h.Network().Connectedness(p) != 1 { // network.Connected
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if err := h.Connect(cctx, peer.AddrInfo{ID: p}); err != nil {
-				x.log.Debug("a dataset's holder is out of reach", "peer", p, "err", err)
-			}
-			cancel()
-		}
+		reach(peer.AddrInfo{ID: p})
 	}
 	if x.cfg.Holders == nil {
 		return
 	}
 	go func() {
 		for ai := range x.cfg.Holders.FindProvidersAsync(ctx, root, x.cfg.Limits.Holders) {
-			if ai.ID == h.ID() || x.Faulty(ai.ID) {
-				continue
-			}
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if err := h.Connect(cctx, ai); err != nil {
-				x.log.Debug("a dataset's holder is out of reach", "peer", ai.ID, "err", err)
-			}
-			cancel()
+			reach(ai)
 		}
 	}()
 }
@@ -454,6 +399,7 @@ func (r guardedReceiver) ReceiveMessage(ctx context.Context, p peer.ID, m bsmsg.
 		r.Receiver.PeerDisconnected(p)
 		return
 	}
+	r.x.dispatch(p, m)
 	r.Receiver.ReceiveMessage(ctx, p, m)
 }
 

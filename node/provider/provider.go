@@ -38,6 +38,7 @@ type Provider struct {
 	key   crypto.PrivKey
 	// settlements are the ways to pay the offers list; fixed.
 	settlements []*pb.Settlement
+	datasets    func() []string
 	cfgNow      atomic.Pointer[config.ProviderConfig] // swapped by reconfigure
 	wake        chan struct{}                         // a reconfigure for the loop
 	source      attest.GPUSource                      // nil: the static provider.gpus
@@ -105,6 +106,9 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	// Settlements are the ways to pay the offers list (nil: the ledger).
 	Settlements []*pb.Settlement
+	// Datasets are the root CIDs of the datasets this node keeps, the
+	// most recently used first, for its offers to list; nil: none.
+	Datasets func() []string
 }
 
 // maxQuoting bounds the quotes a provider sends at once; bids beyond it
@@ -123,7 +127,7 @@ func New(d Deps) *Provider {
 		id: d.ID, swarm: d.Swarm, key: d.Key, wake: make(chan struct{}, 1), source: d.Source, store: d.Store, net: d.Net, clock: d.Clock, log: d.Log,
 		coord: d.Coord, relayOnly: d.RelayOnly, book: d.Book, pricesFrom: d.PricesFrom, verifyMarket: d.VerifyMarket, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
 		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting),
-		locating: make(chan struct{}, maxLocating), located: make(chan struct{}, 1), metrics: d.Metrics, settlements: d.Settlements,
+		locating: make(chan struct{}, maxLocating), located: make(chan struct{}, 1), metrics: d.Metrics, settlements: d.Settlements, datasets: d.Datasets,
 	}
 	p.cfgNow.Store(&d.Cfg)
 	return p
@@ -256,7 +260,7 @@ func (p *Provider) run(ctx context.Context) {
 				p.log.Info("offer withdrawn: no GPU sellable now")
 			}
 			p.sellsNothing(nothingSellable(nil, heldBack))
-		case !slices.Equal(gpus, p.selling) || now.After(due) || p.current.Withdrawn || cfg != built || p.coordMoved() || p.reachMoved():
+		case !slices.Equal(gpus, p.selling) || now.After(due) || p.current.Withdrawn || cfg != built || p.coordMoved() || p.reachMoved() || p.datasetsMoved():
 			if err = p.publishOffer(ctx, gpus, inv, now); err == nil {
 				due, built = now.Add(cfg.OfferTTL.Std()*3/4), cfg
 				p.sellsNothing("")
@@ -278,6 +282,19 @@ func (p *Provider) run(ctx context.Context) {
 		case <-p.wake:
 		}
 	}
+}
+
+// datasetsMoved reports whether the datasets this node keeps are not
+// those its offer lists: a renter whose job reads them ranks it by them.
+func (p *Provider) datasetsMoved() bool {
+	if p.datasets == nil || p.current == nil {
+		return false
+	}
+	now := p.datasets()
+	now, listed := slices.Clone(now[:min(len(now), market.MaxOfferDatasets)]), slices.Clone(p.current.Datasets)
+	slices.Sort(now) // a set: using one reorders, and moves nothing
+	slices.Sort(listed)
+	return !slices.Equal(now, listed)
 }
 
 // sellableNow is what the provider can sell now: the static list, or what
@@ -370,6 +387,10 @@ func (p *Provider) buildOffer(ctx context.Context, gpus []config.GPUConfig, inv 
 	o.Settlements = p.settlements
 	o.Coordinate = p.coordNow()
 	o.RelayOnly = p.relayOnly != nil && p.relayOnly()
+	if p.datasets != nil {
+		o.Datasets = p.datasets()
+		o.Datasets = o.Datasets[:min(len(o.Datasets), market.MaxOfferDatasets)]
+	}
 	if inv != nil {
 		env, err := p.standingFor(ctx, *inv, o.Header.Id, now)
 		if err != nil {

@@ -30,12 +30,12 @@ const (
 // now; a GPU the catalog lacks is named as book's offers name it (see
 // views.ResolveGPUs; book may be nil). Mistakes in the request come back
 // as api.BadRequest naming the field; the bid's rules are market.NewBid's.
-func BuildBid(req api.BidRequest, issuer peer.ID, sw p2p.Swarm, now time.Time, pays *pb.Settlement, book *market.Snapshot) (*pb.Bid, error) {
+func BuildBid(req api.BidRequest, issuer peer.ID, sw p2p.Swarm, now time.Time, pays *pb.Settlement, book *market.Snapshot, needs []*pb.DatasetNeed) (*pb.Bid, error) {
 	spec, err := bidSpec(req, book)
 	if err != nil {
 		return nil, fault.Invalid(err)
 	}
-	spec.Settlement = pays
+	spec.Settlement, spec.Datasets = pays, needs
 	b, err := market.NewBid(issuer, NewID("bid-"), spec, now, sw.Limits())
 	if err != nil {
 		return nil, fault.Invalid(err)

@@ -307,9 +307,6 @@ func (r *Renter) validate(ctx context.Context, req api.RentRequest, out *RentOut
 		// prints before the detach is kept under logs/ only.
 		out.Stdout, out.Stderr = nil, nil
 	}
-	if _, err := r.mounts(ctx, req.Datasets); err != nil {
-		return nil, req, drop, err
-	}
 	if req.MaxPairRTTMillis > 0 && req.MinPerProvider == 0 {
 		req.MinPerProvider = 1 // a pool takes what each provider has
 	}
@@ -324,7 +321,11 @@ func (r *Renter) validate(ctx context.Context, req api.RentRequest, out *RentOut
 		drop = func() { r.dropLocal(local) }
 		req.Image = local.ID
 	}
-	if b, err = BuildBid(req.BidRequest, r.Id, r.Swarm, now, r.pays(), r.Market.Snapshot()); err != nil {
+	mounts, err := r.mounts(ctx, req.Datasets)
+	if err != nil {
+		return nil, req, drop, err
+	}
+	if b, err = BuildBid(req.BidRequest, r.Id, r.Swarm, now, r.pays(), r.Market.Snapshot(), needsOf(mounts)); err != nil {
 		return nil, req, drop, err
 	}
 	if req.Detach && r.Wallet != nil {

@@ -21,6 +21,31 @@ type Datasets interface {
 // ErrDatasetNotKept is a dataset this node does not keep.
 var ErrDatasetNotKept = errors.New("not kept here")
 
+// needsOf is what a bid says of the datasets mounted.
+func needsOf(ms []*pb.DatasetMount) []*pb.DatasetNeed {
+	var out []*pb.DatasetNeed
+	for _, m := range ms {
+		out = append(out, &pb.DatasetNeed{Cid: m.Cid, Bytes: m.Bytes})
+	}
+	return out
+}
+
+// Needs is what a bid says of the datasets ids (CIDs) kept: their bytes.
+func Needs(ctx context.Context, kept Datasets, ids []string) ([]*pb.DatasetNeed, error) {
+	var out []*pb.DatasetNeed
+	for i, id := range ids {
+		n, err := kept.Bytes(ctx, id)
+		switch {
+		case errors.Is(err, ErrDatasetNotKept):
+			return nil, fault.Invalidf("datasets[%d]: %s is not kept here; add it first with 'idlegrid dataset add PATH'", i, id)
+		case err != nil:
+			return nil, fmt.Errorf("datasets[%d] %s: %w", i, id, err)
+		}
+		out = append(out, &pb.DatasetNeed{Cid: id, Bytes: uint64(n)})
+	}
+	return out, nil
+}
+
 // mounts are the lease's datasets of a rental's: each kept here, so that
 // this node serves it while the provider stages it, with its bytes.
 func (r *Renter) mounts(ctx context.Context, dss []api.DatasetMount) ([]*pb.DatasetMount, error) {

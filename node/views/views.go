@@ -98,6 +98,7 @@ func Offer(o *pb.Offer, scores *reputation.Scores) api.OfferView {
 		Provider:    market.Issuer(o).String(),
 		ID:          o.Header.Id,
 		Seq:         o.Header.Seq,
+		Datasets:    o.GetDatasets(),
 		Country:     o.Region.GetCountry(),
 		Label:       o.Region.GetLabel(),
 		Currency:    o.Currency,
@@ -165,6 +166,7 @@ func Candidate(rank int, c market.Candidate, scores *reputation.Scores) api.Cand
 		Total:          market.FormatPrice(c.TotalMicros),
 		Start:          c.Start.UTC(),
 		Scores:         c.ScoreMap(),
+		Staging:        c.Staging.String(),
 	}
 }
 
