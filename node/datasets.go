@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
@@ -13,6 +14,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/data"
 	"github.com/idlegrid/idlegrid/node/fault"
+	"github.com/idlegrid/idlegrid/node/lease"
 	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -138,6 +140,9 @@ func datasetView(d data.Dataset) api.DatasetView {
 type leaseDatasets struct {
 	s *data.Store
 	x *data.Exchange
+	// holders are the providers whose offers in this node's book say
+	// they keep a dataset.
+	holders func(cid string) []peer.ID
 }
 
 // Check refuses datasets whose bytes together pass the cache's bound.
@@ -154,14 +159,18 @@ func (d leaseDatasets) Check(dss []*pb.DatasetMount) error {
 
 // Stage fetches m (kept already: at once), marks it in use and writes it
 // at dir for the job.
-func (d leaseDatasets) Stage(ctx context.Context, m *pb.DatasetMount, renter peer.ID, dir string, progress func(int64)) (func(), error) {
+func (d leaseDatasets) Stage(ctx context.Context, m *pb.DatasetMount, renter peer.ID, dir string, progress func(lease.Staged)) (func(), error) {
 	c, err := cid.Decode(m.Cid)
 	if err != nil {
 		return nil, err
 	}
+	from := []peer.ID{renter}
+	if d.holders != nil {
+		from = append(from, d.holders(m.Cid)...)
+	}
 	var release func()
 	for try := 0; ; try++ {
-		if _, err := d.x.Fetch(ctx, c, int64(m.Bytes), []peer.ID{renter}, func(p data.Progress) { progress(p.Bytes) }); err != nil {
+		if _, err := d.x.Fetch(ctx, c, int64(m.Bytes), from, func(p data.Progress) { progress(lease.Staged{Bytes: p.Bytes, Holders: p.Holders}) }); err != nil {
 			return nil, err
 		}
 		// Another fetch may have evicted it meanwhile: once more, then.
@@ -243,6 +252,24 @@ func (d renterDatasets) Bytes(ctx context.Context, id string) (int64, error) {
 		return 0, renter.ErrDatasetNotKept
 	}
 	return ds.Bytes, err
+}
+
+// maxBookHolders bounds the holders a staging takes from the book.
+const maxBookHolders = 8
+
+// bookHolders are the providers, other than this node, whose offers in
+// its book say they keep the dataset c: the swarm's, signed.
+func (n *Node) bookHolders(c string) []peer.ID {
+	var out []peer.ID
+	for _, o := range n.market.Snapshot().Offers() {
+		if p := market.Issuer(o); p != n.id && slices.Contains(o.GetDatasets(), c) && !slices.Contains(out, p) {
+			out = append(out, p)
+			if len(out) == maxBookHolders {
+				break
+			}
+		}
+	}
+	return out
 }
 
 // keptDatasets are the root CIDs of the datasets kept here, the most

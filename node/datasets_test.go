@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -169,5 +170,67 @@ func TestTheMatcherPrefersTheProviderThatKeepsTheData(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "part0.bin: OK") {
 		t.Errorf("the job's output: %s", out.String())
+	}
+}
+
+// On mocknet with the PlanetLab latencies: the first lease stages the
+// dataset from the renter; while it runs, a second lease at another
+// provider stages it from the renter and the first provider at once,
+// whose offer says it keeps it. Both jobs check every file's SHA-256.
+func TestASecondLeaseStagesFromTheRenterAndTheFirstHolder(t *testing.T) {
+	t.Parallel()
+	image := executortest.BusyboxImage(t)
+	net := newMockSwarm(t)
+	firstProv, renter := leaseSwarmNet(t, net, nil, nil)
+	fake, err := attest.NewFake("dgxh100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secondProv := startNode(t, testRepo(t, "second", both(bootstrapFrom(firstProv), sellsFakeH100s)), net.on(Options{GPUSource: fake}))
+	removeJobsOf(t, secondProv)
+	ctx := context.Background()
+	d, err := renter.AddDataset(ctx, api.DatasetAdd{Path: datasetDir(t, 6<<20, 5<<20+3, 4<<20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the renter's book to hold both providers' offers", func() bool {
+		os, _ := renter.Offers(api.OfferQuery{})
+		return len(os) == 2
+	})
+	req := rentRequest(image, "sh", "-c", "cd /data && sha256sum -c SUMS && echo verified && sleep 600")
+	req.Count, req.Detach = 8, true // all of a provider's GPUs, till cancelled
+	req.Datasets = []api.DatasetMount{{CID: d.CID, Path: "/data"}}
+	var out1 bytes.Buffer
+	first, err := renter.Rent(ctx, req, RentOutput{Stdout: &out1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := map[string]*Node{firstProv.id.String(): firstProv, secondProv.id.String(): secondProv}[first.Lease.Provider]
+	other := map[bool]*Node{true: secondProv, false: firstProv}[holder == firstProv]
+	if holder == nil {
+		t.Fatalf("the first lease went to %s", first.Lease.Provider)
+	}
+	t.Cleanup(func() { renter.CancelLease(context.Background(), first.Lease.ID) })
+	// The other provider learns from the holder's offer that it keeps it.
+	waitFor(t, time.Minute, "the other provider's book to say the holder keeps the dataset", func() bool {
+		return slices.Contains(other.bookHolders(d.CID), holder.id)
+	})
+	var progress []string
+	var out2 bytes.Buffer
+	req.Detach = false
+	req.Command = []string{"sh", "-c", "cd /data && sha256sum -c SUMS && echo verified"}
+	second, err := renter.Rent(ctx, req, RentOutput{Stdout: &out2, Progress: func(s string) { progress = append(progress, s) }})
+	if err != nil {
+		t.Fatalf("the second rental: %v\n%s", err, strings.Join(progress, "\n"))
+	}
+	if second.Lease.Provider != other.id.String() || second.Receipt.Outcome != views.LeaseCompleted {
+		t.Fatalf("the second lease: at %s, %s (%s); want completed at %s", second.Lease.Provider, second.Receipt.Outcome, second.Receipt.Note, other.id)
+	}
+	if !strings.Contains(out2.String(), "verified") {
+		t.Errorf("the second job's output: %s", out2.String())
+	}
+	staged := slices.IndexFunc(progress, func(s string) bool { return strings.Contains(s, "staged at /data") })
+	if staged < 0 || !strings.Contains(progress[staged], "from 2 holders") {
+		t.Errorf("the second staging: %q; want it from 2 holders\n%s", progress[max(staged, 0)], strings.Join(progress, "\n"))
 	}
 }

@@ -163,6 +163,8 @@ func (x *Exchange) Announce(ctx context.Context, c cid.Cid) error {
 type Progress struct {
 	Blocks int
 	Bytes  int64 // fetched from peers, not counting blocks held already
+	// Holders counts the peers that sent blocks.
+	Holders int
 }
 
 // ErrStalled ends a fetch no holder sent a block for in ExchangeLimits.Stall.

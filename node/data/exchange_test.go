@@ -156,8 +156,8 @@ func TestFetchFromTwoHoldersThatEachHoldPart(t *testing.T) {
 		if d.Bytes != da.Bytes || d.Blocks != da.Blocks || d.Pinned {
 			t.Fatalf("fetched %+v, added %+v: want the same bytes and blocks, cached", d, da)
 		}
-		if last.Bytes != da.Bytes {
-			t.Fatalf("progress ended at %d bytes, the dataset holds %d", last.Bytes, da.Bytes)
+		if last.Bytes != da.Bytes || last.Holders != 2 {
+			t.Fatalf("progress ended at %d bytes from %d holders; the dataset holds %d, each holder part", last.Bytes, last.Holders, da.Bytes)
 		}
 		checkExport(t, c.s, root, sums)
 		if got, err := c.s.Get(ctx, root); err != nil || got.CID != da.CID {

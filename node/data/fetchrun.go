@@ -215,6 +215,9 @@ func (r *run) arrived(ctx context.Context, a arrival) error {
 		return nil
 	}
 	b, c := a.block, a.block.Cid()
+	if _, ok := r.heard[a.from]; !ok {
+		r.got.Holders++ // the loop alone writes got
+	}
 	r.heard[a.from] = time.Now()
 	if s, ok := r.sent[c]; ok {
 		delete(r.sent, c)

@@ -22,8 +22,15 @@ type Datasets interface {
 	Check(dss []*pb.DatasetMount) error
 	// Stage makes d kept here, fetched from the renter and the swarm's
 	// holders, in use until release, and writes it at dir, read-only;
-	// progress (nil: none) is told the bytes fetched so far.
-	Stage(ctx context.Context, d *pb.DatasetMount, renter peer.ID, dir string, progress func(fetched int64)) (release func(), err error)
+	// progress (nil: none) is told how the fetch goes.
+	Stage(ctx context.Context, d *pb.DatasetMount, renter peer.ID, dir string, progress func(Staged)) (release func(), err error)
+}
+
+// Staged is how far a dataset's staging has come: the bytes fetched
+// (none of what was kept already) and from how many holders.
+type Staged struct {
+	Bytes   int64
+	Holders int
 }
 
 // checkDatasets refuses a lease with datasets where the provider keeps
@@ -100,17 +107,23 @@ func (r *run) stageAll(ctx context.Context) error {
 		start := lo.clock.Now()
 		r.ll.Feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: fmt.Sprintf("staging dataset %s (%d bytes) at %s", d.Cid, d.Bytes, d.Path)}})
 		var next int64 = 1 << 30 // a notice each GiB
-		release, err := lo.datasets.Stage(ctx, d, peer.ID(l.Renter), mounts[i].Source, func(got int64) {
-			if got >= next {
+		var last Staged
+		release, err := lo.datasets.Stage(ctx, d, peer.ID(l.Renter), mounts[i].Source, func(s Staged) {
+			last = s
+			if s.Bytes >= next {
 				next += 1 << 30
-				r.ll.Feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: fmt.Sprintf("staging dataset %s: %d of %d bytes", d.Cid, got, d.Bytes)}})
+				r.ll.Feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: fmt.Sprintf("staging dataset %s: %d of %d bytes from %d holders", d.Cid, s.Bytes, d.Bytes, s.Holders)}})
 			}
 		})
 		if err != nil {
 			return fmt.Errorf("workload.datasets[%d] %s: %w", i, d.Cid, err)
 		}
 		r.releases = append(r.releases, release)
-		r.ll.Feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: fmt.Sprintf("dataset %s staged at %s in %s", d.Cid, d.Path, lo.clock.Since(start).Round(time.Millisecond))}})
+		how := "kept here already"
+		if last.Bytes > 0 {
+			how = fmt.Sprintf("%d bytes fetched from %d holders", last.Bytes, last.Holders)
+		}
+		r.ll.Feed.Send(&pb.JobFrame{Kind: &pb.JobFrame_Notice{Notice: fmt.Sprintf("dataset %s staged at %s in %s: %s", d.Cid, d.Path, lo.clock.Since(start).Round(time.Millisecond), how)}})
 	}
 	return nil
 }
