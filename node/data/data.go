@@ -71,6 +71,10 @@ type Dataset struct {
 	Pinned bool   `json:"pinned"`
 	Added  int64  `json:"added_ms"`
 	Used   int64  `json:"used_ms"` // last added, pinned or used by a lease
+	// Encrypted: its one file is a tar encrypted under Key, an age
+	// identity that never leaves this node but sealed to a provider.
+	Encrypted bool   `json:"encrypted,omitempty"`
+	Key       string `json:"key,omitempty"`
 }
 
 var indexPrefix = ds.NewKey("/datasets")
