@@ -356,6 +356,9 @@ func InWorkspace(p string) bool {
 // dataset's bytes (a provider's cache bounds them further).
 const MaxDatasets, MaxDatasetBytes = 8, 1 << 50
 
+// MaxSealedKey bounds an encrypted dataset's sealed key.
+const MaxSealedKey = 1024 // = data.MaxSealedKey
+
 // mountDenied are the folders a dataset may be mounted neither at nor
 // under: the job's writable places and the system's.
 var mountDenied = []string{"/workspace", "/tmp", "/proc", "/sys", "/dev", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/usr", "/var", "/run"}
@@ -373,6 +376,9 @@ func ValidateDatasets(dss []*pb.DatasetMount) error {
 		}
 		if d.GetBytes() == 0 || d.GetBytes() > MaxDatasetBytes {
 			return invalid(field+".bytes", "%d; want 1 to %d", d.GetBytes(), uint64(MaxDatasetBytes))
+		}
+		if len(d.GetSealedKey()) > MaxSealedKey {
+			return invalid(field+".sealed_key", "%d bytes; at most %d", len(d.GetSealedKey()), MaxSealedKey)
 		}
 		if err := ValidateMountPath(d.GetPath()); err != nil {
 			return invalid(field+".path", "%v", err)

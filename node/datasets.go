@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/lease"
 	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -46,7 +48,11 @@ func (a datasetAPI) AddDataset(ctx context.Context, req api.DatasetAdd) (api.Dat
 	if !filepath.IsAbs(req.Path) {
 		return api.DatasetView{}, fault.Fieldf("path", req.Path, "an absolute path of a file or folder on the node's machine")
 	}
-	d, err := s.Add(ctx, req.Path, req.Pin)
+	add := s.Add
+	if req.Encrypt {
+		add = s.AddEncrypted
+	}
+	d, err := add(ctx, req.Path, req.Pin)
 	if err != nil {
 		return api.DatasetView{}, datasetFault(err)
 	}
@@ -131,7 +137,7 @@ func datasetFault(err error) error {
 func datasetView(d data.Dataset) api.DatasetView {
 	return api.DatasetView{
 		CID: d.CID, Name: d.Name, Bytes: d.Bytes, Blocks: d.Blocks, Pinned: d.Pinned,
-		Added: time.UnixMilli(d.Added).UTC(), Used: time.UnixMilli(d.Used).UTC(),
+		Added: time.UnixMilli(d.Added).UTC(), Used: time.UnixMilli(d.Used).UTC(), Encrypted: d.Encrypted,
 	}
 }
 
@@ -143,6 +149,7 @@ type leaseDatasets struct {
 	// holders are the providers whose offers in this node's book say
 	// they keep a dataset.
 	holders func(cid string) []peer.ID
+	key     crypto.PrivKey // opens the keys sealed to this node
 }
 
 // Check refuses datasets whose bytes together pass the cache's bound.
@@ -157,8 +164,23 @@ func (d leaseDatasets) Check(dss []*pb.DatasetMount) error {
 	return nil
 }
 
+// Open is the tar of the encrypted dataset m, decrypted with its key,
+// which m carries sealed to this node's identity.
+func (d leaseDatasets) Open(ctx context.Context, m *pb.DatasetMount) (io.ReadCloser, error) {
+	c, err := cid.Decode(m.Cid)
+	if err != nil {
+		return nil, err
+	}
+	key, err := data.OpenKey(m.SealedKey, d.key)
+	if err != nil {
+		return nil, err
+	}
+	return d.s.OpenEncrypted(ctx, c, key)
+}
+
 // Stage fetches m (kept already: at once), marks it in use and writes it
-// at dir for the job.
+// at dir for the job; an encrypted one (dir empty) is written nowhere:
+// the job's mount reads it through Open.
 func (d leaseDatasets) Stage(ctx context.Context, m *pb.DatasetMount, renter peer.ID, dir string, progress func(lease.Staged)) (func(), error) {
 	c, err := cid.Decode(m.Cid)
 	if err != nil {
@@ -180,6 +202,9 @@ func (d leaseDatasets) Stage(ctx context.Context, m *pb.DatasetMount, renter pee
 	}
 	if err != nil {
 		return nil, err
+	}
+	if dir == "" {
+		return release, nil
 	}
 	if err := d.s.Stage(ctx, c, dir); err != nil {
 		release()
@@ -252,6 +277,22 @@ func (d renterDatasets) Bytes(ctx context.Context, id string) (int64, error) {
 		return 0, renter.ErrDatasetNotKept
 	}
 	return ds.Bytes, err
+}
+
+func (d renterDatasets) Sealed(ctx context.Context, id string, to peer.ID) ([]byte, error) {
+	c, err := cid.Decode(id)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := d.s.Get(ctx, c)
+	if err != nil || !ds.Encrypted {
+		return nil, err
+	}
+	pub, err := to.ExtractPublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", data.ErrNotSealable, err)
+	}
+	return data.SealKey(ds.Key, pub)
 }
 
 // maxBookHolders bounds the holders a staging takes from the book.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/config"
@@ -233,4 +234,84 @@ func TestASecondLeaseStagesFromTheRenterAndTheFirstHolder(t *testing.T) {
 	if staged < 0 || !strings.Contains(progress[staged], "from 2 holders") {
 		t.Errorf("the second staging: %q; want it from 2 holders\n%s", progress[max(staged, 0)], strings.Join(progress, "\n"))
 	}
+}
+
+func TestAnEncryptedDatasetIsReadOnlyInTheJobsMemory(t *testing.T) {
+	t.Parallel()
+	overTransports(t, func(t *testing.T, transport string) {
+		image := executortest.BusyboxImage(t)
+		prov, renter := leaseSwarm(t, func(c *config.Config) { c.Network.Listen = []string{listenOn(t, transport)} })
+		ctx := context.Background()
+		dir := datasetDir(t, 2<<20+5, 1<<20)
+		marker := bytes.Repeat([]byte("PLAINTEXT-MARKER "), 64)
+		if err := os.WriteFile(filepath.Join(dir, "secret.txt"), marker, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d, err := renter.AddDataset(ctx, api.DatasetAdd{Path: dir, Encrypt: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Encrypted {
+			t.Fatalf("added %+v; want it encrypted", d)
+		}
+		req := rentRequest(image, "sh", "-c", "cd /data && sha256sum -c SUMS && grep -c PLAINTEXT-MARKER secret.txt && if touch /data/x 2>/dev/null; then echo WRITABLE; fi; echo read-all")
+		req.Datasets = []api.DatasetMount{{CID: d.CID, Path: "/data"}}
+		var out bytes.Buffer
+		res, err := renter.Rent(ctx, req, RentOutput{Stdout: &out, Stderr: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Receipt.Outcome != views.LeaseCompleted {
+			t.Fatalf("outcome %s (%s)\n%s", res.Receipt.Outcome, res.Receipt.Note, out.String())
+		}
+		for _, want := range []string{"part0.bin: OK", "sub/part1.bin: OK", "read-all"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("the job's output lacks %q:\n%s", want, out.String())
+			}
+		}
+		if strings.Contains(out.String(), "WRITABLE") {
+			t.Error("the job could write in its dataset")
+		}
+		// The provider keeps ciphertext only: no block, and no file of its
+		// repository, holds the plaintext or the key.
+		kept, _ := renter.datasetAPI.data.Get(ctx, cid.MustParse(d.CID))
+		keys, err := prov.datasetAPI.data.Blockstore().AllKeysChan(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := 0
+		for k := range keys {
+			b, err := prov.datasetAPI.data.Blockstore().Get(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			blocks++
+			if bytes.Contains(b.RawData(), []byte("PLAINTEXT-MARKER")) {
+				t.Fatalf("the provider's block %s holds plaintext", k)
+			}
+		}
+		if blocks == 0 {
+			t.Fatal("the provider keeps no block of the dataset")
+		}
+		filepath.WalkDir(prov.repo.Path, func(p string, e os.DirEntry, err error) error {
+			if err != nil || e.IsDir() {
+				return nil
+			}
+			b, _ := os.ReadFile(p)
+			if bytes.Contains(b, []byte("PLAINTEXT-MARKER")) || bytes.Contains(b, []byte(kept.Key)) {
+				t.Errorf("%s holds the plaintext or the dataset's key", p)
+			}
+			return nil
+		})
+		// The job's memory went with its container.
+		cs, err := executortest.Docker(t).ContainerList(ctx, container.ListOptions{All: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			if len(c.Names) > 0 && strings.Contains(c.Names[0], res.Lease.ID) {
+				t.Errorf("the lease's container %s is still there", c.Names[0])
+			}
+		}
+	})
 }

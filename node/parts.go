@@ -152,7 +152,7 @@ func (n *Node) startLeases(ctx context.Context) (func() error, error) {
 		Metrics:     n.metrics,
 		Records:     n.records,
 		Wallet:      n.wallet,
-		Datasets:    leaseDatasets{n.datasetAPI.data, n.datasetAPI.exchange, n.bookHolders},
+		Datasets:    leaseDatasets{n.datasetAPI.data, n.datasetAPI.exchange, n.bookHolders, n.key},
 		MountDir:    filepath.Join(n.repo.Path, repo.MountsDir),
 	}, inv)
 	if err != nil {

@@ -28,11 +28,12 @@ a symbolic link or a device in it is refused, naming it.
 Through the daemon when one runs (it reads the path on its own machine),
 else on the repository itself.`,
 		Example: `  idlegrid dataset add ./weights --pin
+  idlegrid dataset add ./private --encrypt
   idlegrid dataset ls --json
   idlegrid dataset unpin bafybei…
   idlegrid dataset rm bafybei…`,
 	}
-	var pin bool
+	var pin, encrypt bool
 	add := &cobra.Command{
 		Use:   "add PATH",
 		Short: "Import a file or folder; prints its CID",
@@ -47,7 +48,7 @@ else on the repository itself.`,
 				fmt.Fprintf(e.stderr, "importing %s…\n", path)
 			}
 			d, err := records(e, func(r api.Records) (api.DatasetView, error) {
-				return r.AddDataset(e.ctx, api.DatasetAdd{Path: path, Pin: pin})
+				return r.AddDataset(e.ctx, api.DatasetAdd{Path: path, Pin: pin, Encrypt: encrypt})
 			})
 			if err != nil {
 				return err
@@ -61,6 +62,7 @@ else on the repository itself.`,
 		},
 	}
 	add.Flags().BoolVar(&pin, "pin", false, "keep it whatever datasets.cache_gib (else it is cached, and may be evicted)")
+	add.Flags().BoolVar(&encrypt, "encrypt", false, "encrypt it before it is hashed (age: X25519, ChaCha20-Poly1305), as one tar of its names and bytes, under a fresh key kept here: a provider that caches or relays its blocks cannot read them; a lease's provider gets the key sealed to its identity, and decrypts it into the job's memory alone")
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List the datasets kept here, least recently used first",
@@ -110,10 +112,14 @@ else on the repository itself.`,
 
 // keptAs says how a dataset is kept.
 func keptAs(d api.DatasetView) string {
+	kept := "cached"
 	if d.Pinned {
-		return "pinned"
+		kept = "pinned"
 	}
-	return "cached"
+	if d.Encrypted {
+		kept += ", encrypted"
+	}
+	return kept
 }
 
 // sizeOf is n bytes for people.

@@ -1895,7 +1895,10 @@ type DatasetMount struct {
 	Bytes uint64 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	// Where the job reads it: absolute and clean, outside /workspace,
 	// /tmp and the system's folders.
-	Path          string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// For an encrypted dataset: its key, sealed to the provider's identity
+	// key (age, ssh-ed25519), which alone opens it.
+	SealedKey     []byte `protobuf:"bytes,4,opt,name=sealed_key,json=sealedKey,proto3" json:"sealed_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1949,6 +1952,13 @@ func (x *DatasetMount) GetPath() string {
 		return x.Path
 	}
 	return ""
+}
+
+func (x *DatasetMount) GetSealedKey() []byte {
+	if x != nil {
+		return x.SealedKey
+	}
+	return nil
 }
 
 // Input is one tar of a lease's data in.
@@ -5077,11 +5087,13 @@ const file_market_proto_rawDesc = "" +
 	"\x06inputs\x18\b \x03(\v2\x19.idlegrid.market.v1.InputR\x06inputs\x12\x18\n" +
 	"\aoutputs\x18\t \x03(\tR\aoutputs\x12<\n" +
 	"\bdatasets\x18\n" +
-	" \x03(\v2 .idlegrid.market.v1.DatasetMountR\bdatasets\"J\n" +
+	" \x03(\v2 .idlegrid.market.v1.DatasetMountR\bdatasets\"i\n" +
 	"\fDatasetMount\x12\x10\n" +
 	"\x03cid\x18\x01 \x01(\tR\x03cid\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\x12\x12\n" +
-	"\x04path\x18\x03 \x01(\tR\x04path\"G\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x1d\n" +
+	"\n" +
+	"sealed_key\x18\x04 \x01(\fR\tsealedKey\"G\n" +
 	"\x05Input\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\fR\x06sha256\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x12\n" +

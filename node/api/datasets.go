@@ -16,13 +16,17 @@ type DatasetView struct {
 	Pinned bool      `json:"pinned"` // kept whatever the cache's bound
 	Added  time.Time `json:"added"`
 	Used   time.Time `json:"used"` // last added, pinned or used by a lease
+	// Encrypted: one tar, encrypted with age before it was hashed; its
+	// key never leaves the node but sealed to a lease's provider.
+	Encrypted bool `json:"encrypted,omitempty"`
 }
 
 // DatasetAdd is the body of POST /v1/datasets: a file or folder of the
 // node's own machine to import, pinned or cached.
 type DatasetAdd struct {
-	Path string `json:"path"`
-	Pin  bool   `json:"pin"`
+	Path    string `json:"path"`
+	Pin     bool   `json:"pin"`
+	Encrypt bool   `json:"encrypt,omitempty"`
 }
 
 // DatasetPin is the body of POST /v1/datasets/{cid}/pin.

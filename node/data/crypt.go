@@ -75,22 +75,25 @@ func (s *Store) AddEncrypted(ctx context.Context, path string, pin bool) (Datase
 	return d, s.evict(ctx, d.CID)
 }
 
-// sealTree writes the files and folders under path as a tar, encrypted
-// to r. Entries are owned by root, folders 0755 and files 0444: what a
-// job reads, never writes.
+// sealTree writes the files and folders in the folder path (or the file
+// path) as a tar, encrypted to r. Entries are owned by root, folders
+// 0755 and files 0444: what a job reads, never writes.
 func sealTree(w io.Writer, path string, r age.Recipient) error {
 	aw, err := age.Encrypt(w, r)
 	if err != nil {
 		return err
 	}
 	tw := tar.NewWriter(aw)
-	base := filepath.Dir(path)
+	base := path
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		base = filepath.Dir(path)
+	}
 	err = filepath.WalkDir(path, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, err := filepath.Rel(base, p)
-		if err != nil {
+		if err != nil || rel == "." {
 			return err
 		}
 		info, err := e.Info()

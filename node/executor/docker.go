@@ -138,7 +138,7 @@ func (d *Docker) Start(ctx context.Context, s Spec, out Output) (Job, error) {
 	}
 	s.Image = img.ID
 	cfg, host := d.containerConfig(s)
-	if len(s.Inputs)+len(s.Outputs) > 0 {
+	if s.waits() {
 		if err := d.wrap(ctx, s, cfg); err != nil {
 			return nil, fmt.Errorf("docker start: lease %s: %w", s.LeaseID, err)
 		}
@@ -260,8 +260,26 @@ func (d *Docker) collect(j *dockerJob, s Spec) {
 // putInputs unpacks the spec's inputs in the running container, each
 // with the image's tar as the job's user, then lets a wrapped job start.
 func (d *Docker) putInputs(ctx context.Context, s Spec) error {
-	if len(s.Inputs)+len(s.Outputs) == 0 {
+	if !s.waits() {
 		return nil
+	}
+	for _, m := range s.Mounts {
+		if m.Fill == nil {
+			continue
+		}
+		r, err := m.Fill()
+		if err != nil {
+			return fmt.Errorf("mount %s: %w", m.Target, err)
+		}
+		var stderr bytes.Buffer
+		code, err := d.Exec(ctx, s.LeaseID, ExecSpec{
+			Argv: []string{"tar", "-x", "-o", "-f", "-", "-C", m.Target}, User: "0:0",
+			Stdin: r, Stdout: io.Discard, Stderr: &stderr,
+		})
+		r.Close()
+		if err := ranOK("tar -x", code, err, &stderr); err != nil {
+			return fmt.Errorf("mount %s: %w", m.Target, err)
+		}
 	}
 	for i, in := range s.Inputs {
 		r, err := in.Open()
@@ -281,6 +299,17 @@ func (d *Docker) putInputs(ctx context.Context, s Spec) error {
 	}
 	return nil
 }
+
+// waits says whether a job starts only once the provider let it: after
+// its inputs and filled mounts are in place, or to pack its outputs.
+func (s Spec) waits() bool {
+	return len(s.Inputs)+len(s.Outputs) > 0 || slices.ContainsFunc(s.Mounts, func(m Mount) bool { return m.Fill != nil })
+}
+
+// fillBytes is the size of a filled mount's memory: the bytes it names
+// (an encrypted tar is a little larger than what it holds) and a tenth
+// more, at least 1 MiB.
+func fillBytes(m Mount) int64 { return max(m.Bytes+m.Bytes/10, 1<<20) }
 
 // containerConfig turns a spec into the engine's create request.
 func (d *Docker) containerConfig(s Spec) (*container.Config, *container.HostConfig) {
@@ -314,6 +343,10 @@ func (d *Docker) containerConfig(s Spec) (*container.Config, *container.HostConf
 		host.NetworkMode = "none"
 	}
 	for _, m := range s.Mounts {
+		if m.Fill != nil { // root's, read-only to the job's user
+			host.Tmpfs[m.Target] = fmt.Sprintf("rw,nosuid,nodev,noexec,size=%d,mode=0755", fillBytes(m))
+			continue
+		}
 		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: true,
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate, NonRecursive: true}})
 	}

@@ -50,9 +50,15 @@ type Spec struct {
 	Mounts []Mount
 }
 
-// Mount is a folder of the provider's (Source) a job reads at Target.
+// Mount is a folder of the provider's (Source) a job reads at Target;
+// or, with Fill, a folder in the job's memory alone, of Bytes at most,
+// filled with the tar Fill gives before the job starts (an encrypted
+// dataset, decrypted as it is read: it never touches the disk; of one
+// file, the file in the folder).
 type Mount struct {
 	Source, Target string
+	Fill           func() (io.ReadCloser, error)
+	Bytes          int64
 }
 
 // OutputPath is a file or folder in /workspace to pack as a tar (its top

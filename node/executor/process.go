@@ -155,6 +155,11 @@ func (p *Process) Start(ctx context.Context, s Spec, out Output) (Job, error) {
 	if len(s.Inputs)+len(s.Outputs) > 0 {
 		return nil, fmt.Errorf("process start: lease %s: the process executor takes no inputs or outputs", s.LeaseID)
 	}
+	for _, m := range s.Mounts {
+		if m.Fill != nil {
+			return nil, fmt.Errorf("process start: lease %s: the process executor has no memory of a job's own to fill %s in", s.LeaseID, m.Target)
+		}
+	}
 	bin, err := p.resolve(s)
 	if err != nil {
 		return nil, fmt.Errorf("process start: lease %s: %w", s.LeaseID, err)

@@ -35,6 +35,9 @@ type ExecSpec struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Resize         <-chan [2]uint // rows, cols; may be nil
+	// User runs the command as another user than the job's ("uid:gid");
+	// the provider's own work in the container alone.
+	User string
 }
 
 // Sessions is an executor that can reach into a running job: run a
@@ -80,7 +83,7 @@ func (d *Docker) Exec(ctx context.Context, leaseID string, spec ExecSpec) (int, 
 	}
 	created, err := d.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
 		Tty: spec.TTY, AttachStdin: spec.Stdin != nil, AttachStdout: true, AttachStderr: true,
-		WorkingDir: "/workspace", Cmd: spec.Argv,
+		WorkingDir: "/workspace", Cmd: spec.Argv, User: spec.User,
 	})
 	if err != nil {
 		return -1, d.engineErr("exec in lease "+leaseID, err)

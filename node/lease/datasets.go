@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,6 +25,9 @@ type Datasets interface {
 	// holders, in use until release, and writes it at dir, read-only;
 	// progress (nil: none) is told how the fetch goes.
 	Stage(ctx context.Context, d *pb.DatasetMount, renter peer.ID, dir string, progress func(Staged)) (release func(), err error)
+	// Open is the tar of the encrypted dataset d (one with a sealed key),
+	// decrypted as it is read: written only into the job's mount.
+	Open(ctx context.Context, d *pb.DatasetMount) (io.ReadCloser, error)
 }
 
 // Staged is how far a dataset's staging has come: the bytes fetched
@@ -46,14 +50,32 @@ func (lo *Owner) checkDatasets(l *pb.Lease) error {
 	if err := lo.datasets.Check(dss); err != nil {
 		return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "workload.datasets: %v", err)
 	}
+	if _, fills := lo.Exec.(executor.Sessions); !fills {
+		for i, d := range dss {
+			if len(d.SealedKey) > 0 {
+				return market.Reject(pb.RejectCode_REJECT_BAD_REQUEST, "workload.datasets[%d]: encrypted, and this provider's %s executor has no container to decrypt it into", i, lo.Exec.Name())
+			}
+		}
+	}
 	return nil
 }
 
 // mountsOf is where lease's datasets are written for its job: one folder
-// each under the provider's mount folder, gone when the lease ends.
+// each under the provider's mount folder, gone when the lease ends; an
+// encrypted one only into the job's own memory, decrypted as the job
+// starts.
 func (lo *Owner) mountsOf(l *pb.Lease) []executor.Mount {
 	var ms []executor.Mount
 	for i, d := range l.GetWorkload().GetDatasets() {
+		if len(d.SealedKey) > 0 {
+			ms = append(ms, executor.Mount{Target: d.Path, Bytes: int64(d.Bytes), Fill: func() (io.ReadCloser, error) {
+				if lo.datasets == nil {
+					return nil, errors.New("this provider stages no datasets")
+				}
+				return lo.datasets.Open(lo.ctx, d)
+			}})
+			continue
+		}
 		ms = append(ms, executor.Mount{Source: filepath.Join(lo.mountDir, l.Id, strconv.Itoa(i)), Target: d.Path})
 	}
 	return ms

@@ -321,7 +321,7 @@ func (r *Renter) validate(ctx context.Context, req api.RentRequest, out *RentOut
 		drop = func() { r.dropLocal(local) }
 		req.Image = local.ID
 	}
-	mounts, err := r.mounts(ctx, req.Datasets)
+	mounts, err := r.mounts(ctx, req.Datasets, "")
 	if err != nil {
 		return nil, req, drop, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/fault"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // Datasets is what a renter knows of the datasets its node keeps.
@@ -16,6 +17,9 @@ type Datasets interface {
 	// Bytes is the bytes of the dataset id (a CID) kept here;
 	// ErrDatasetNotKept when it is not.
 	Bytes(ctx context.Context, id string) (int64, error)
+	// Sealed is the key of the dataset id sealed to peer to, which alone
+	// opens it; nil for a dataset not encrypted.
+	Sealed(ctx context.Context, id string, to peer.ID) ([]byte, error)
 }
 
 // ErrDatasetNotKept is a dataset this node does not keep.
@@ -47,8 +51,9 @@ func Needs(ctx context.Context, kept Datasets, ids []string) ([]*pb.DatasetNeed,
 }
 
 // mounts are the lease's datasets of a rental's: each kept here, so that
-// this node serves it while the provider stages it, with its bytes.
-func (r *Renter) mounts(ctx context.Context, dss []api.DatasetMount) ([]*pb.DatasetMount, error) {
+// this node serves it while the provider stages it, with its bytes, and
+// the key of an encrypted one sealed to provider (none when empty).
+func (r *Renter) mounts(ctx context.Context, dss []api.DatasetMount, provider peer.ID) ([]*pb.DatasetMount, error) {
 	if len(dss) == 0 {
 		return nil, nil
 	}
@@ -64,7 +69,13 @@ func (r *Renter) mounts(ctx context.Context, dss []api.DatasetMount) ([]*pb.Data
 		case err != nil:
 			return nil, fmt.Errorf("datasets[%d] %s: %w", i, d.CID, err)
 		}
-		out = append(out, &pb.DatasetMount{Cid: d.CID, Bytes: uint64(n), Path: d.Path})
+		m := &pb.DatasetMount{Cid: d.CID, Bytes: uint64(n), Path: d.Path}
+		if provider != "" {
+			if m.SealedKey, err = r.Datasets.Sealed(ctx, d.CID, provider); err != nil {
+				return nil, fmt.Errorf("datasets[%d] %s: sealing its key to %s: %w", i, d.CID, provider, err)
+			}
+		}
+		out = append(out, m)
 	}
 	if err := market.ValidateDatasets(out); err != nil {
 		return nil, fault.Invalid(err)

@@ -42,7 +42,7 @@ func (r *Renter) proposeAt(ctx context.Context, b *pb.Bid, c market.Candidate, r
 	if err != nil {
 		return nil, nil, err
 	}
-	mounts, err := r.mounts(ctx, req.Datasets)
+	mounts, err := r.mounts(ctx, req.Datasets, c.Issuer)
 	if err != nil {
 		return nil, nil, err
 	}
