@@ -405,3 +405,47 @@ func TestTheExchangeServesOnlyThosePeersItMay(t *testing.T) {
 	}
 	checkExport(t, c.s, root, sums)
 }
+
+func TestFetchesBeyondTheBoundWaitTheirTurn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	limits := DefaultExchangeLimits
+	limits.Fetches, limits.Stall = 1, 3*time.Second
+	a, c := newPeer(t, transports[0].listen, limits), newPeer(t, transports[0].listen, limits)
+	dir1, _ := sampleTree(t, 1, 1<<20)
+	dir2, _ := sampleTree(t, 1, 1<<20)
+	d1, err := a.s.Add(ctx, dir1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := a.s.Add(ctx, dir2, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link(t, c, a)
+	// The first fetch names no holder: it holds the one slot till it stalls.
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.x.Fetch(ctx, cid.MustParse(d1.CID), d1.Bytes, nil, nil)
+		first <- err
+	}()
+	for len(c.x.slots) == 0 {
+		select {
+		case err := <-first:
+			t.Fatalf("the first fetch ended first: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	if _, err := c.x.Fetch(short, cid.MustParse(d2.CID), d2.Bytes, []peer.ID{a.h.ID()}, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a fetch past the bound of 1: %v, want it to wait its turn till its deadline", err)
+	}
+	if err := <-first; !errors.Is(err, ErrStalled) {
+		t.Fatalf("the first fetch: %v, want %v", err, ErrStalled)
+	}
+	// With the slot free, it runs.
+	if _, err := c.x.Fetch(ctx, cid.MustParse(d2.CID), d2.Bytes, []peer.ID{a.h.ID()}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
