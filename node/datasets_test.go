@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,65 +175,126 @@ func TestTheMatcherPrefersTheProviderThatKeepsTheData(t *testing.T) {
 	}
 }
 
-// On mocknet with the PlanetLab latencies: the first lease stages the
-// dataset from the renter; while it runs, a second lease at another
-// provider stages it from the renter and the first provider at once,
-// whose offer says it keeps it. Both jobs check every file's SHA-256.
-func TestASecondLeaseStagesFromTheRenterAndTheFirstHolder(t *testing.T) {
+// On mocknet with the PlanetLab latencies, three providers at one price:
+// the first lease stages the dataset from the renter; while it runs, a
+// second lease at another provider stages it from the renter and the
+// first provider at once, whose offer says it keeps it; a third goes to
+// the second provider, which keeps it, rather than to the third, which
+// would stage it, whatever their RTTs. Every job checks every file's
+// SHA-256. IDLEGRID_TEST_DATASET_MIB sizes the dataset (15 MiB unless
+// set).
+func TestLeasesStageFromEveryHolderAndGoWhereTheDataIs(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
 	net := newMockSwarm(t)
-	firstProv, renter := leaseSwarmNet(t, net, nil, nil)
-	fake, err := attest.NewFake("dgxh100")
-	if err != nil {
-		t.Fatal(err)
+	slow := func(c *config.Config) { c.Provider.Host.DownMbps = 1 } // what they declare
+	p1, renter := leaseSwarmNet(t, net, nil, slow)
+	provs := []*Node{p1}
+	for _, name := range []string{"p2", "p3"} {
+		fake, err := attest.NewFake("dgxh100")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := startNode(t, testRepo(t, name, both(bootstrapFrom(p1), sellsFakeH100s, slow)), net.on(Options{GPUSource: fake}))
+		removeJobsOf(t, p)
+		provs = append(provs, p)
 	}
-	secondProv := startNode(t, testRepo(t, "second", both(bootstrapFrom(firstProv), sellsFakeH100s)), net.on(Options{GPUSource: fake}))
-	removeJobsOf(t, secondProv)
+	byID := func(id string) *Node {
+		i := slices.IndexFunc(provs, func(n *Node) bool { return n.id.String() == id })
+		if i < 0 {
+			t.Fatalf("a lease went to %s, no provider of the test", id)
+		}
+		return provs[i]
+	}
+	sizes := []int{6 << 20, 5<<20 + 3, 4 << 20}
+	if s := os.Getenv("IDLEGRID_TEST_DATASET_MIB"); s != "" {
+		mib, err := strconv.Atoi(s)
+		if err != nil || mib < 3 {
+			t.Fatalf("IDLEGRID_TEST_DATASET_MIB %q: want 3 or more", s)
+		}
+		sizes = []int{mib << 20 / 2, mib<<20/3 + 3, mib << 20 / 6}
+	}
 	ctx := context.Background()
-	d, err := renter.AddDataset(ctx, api.DatasetAdd{Path: datasetDir(t, 6<<20, 5<<20+3, 4<<20)})
+	d, err := renter.AddDataset(ctx, api.DatasetAdd{Path: datasetDir(t, sizes...)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the renter's book to hold both providers' offers", func() bool {
+	waitFor(t, time.Minute, "the renter's book to hold the three providers' offers", func() bool {
 		os, _ := renter.Offers(api.OfferQuery{})
-		return len(os) == 2
+		return len(os) == 3
 	})
-	req := rentRequest(image, "sh", "-c", "cd /data && sha256sum -c SUMS && echo verified && sleep 600")
+	check := "cd /data && sha256sum -c SUMS && echo verified"
+	req := rentRequest(image, "sh", "-c", check+" && sleep 600")
 	req.Count, req.Detach = 8, true // all of a provider's GPUs, till cancelled
 	req.Datasets = []api.DatasetMount{{CID: d.CID, Path: "/data"}}
-	var out1 bytes.Buffer
-	first, err := renter.Rent(ctx, req, RentOutput{Stdout: &out1})
+	first, err := renter.Rent(ctx, req, RentOutput{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	holder := map[string]*Node{firstProv.id.String(): firstProv, secondProv.id.String(): secondProv}[first.Lease.Provider]
-	other := map[bool]*Node{true: secondProv, false: firstProv}[holder == firstProv]
-	if holder == nil {
-		t.Fatalf("the first lease went to %s", first.Lease.Provider)
-	}
+	holder := byID(first.Lease.Provider)
 	t.Cleanup(func() { renter.CancelLease(context.Background(), first.Lease.ID) })
-	// The other provider learns from the holder's offer that it keeps it.
-	waitFor(t, time.Minute, "the other provider's book to say the holder keeps the dataset", func() bool {
-		return slices.Contains(other.bookHolders(d.CID), holder.id)
-	})
+	for _, p := range provs {
+		if p != holder {
+			waitFor(t, time.Minute, "every other provider's book to say the first keeps the dataset", func() bool {
+				return slices.Contains(p.bookHolders(d.CID), holder.id)
+			})
+		}
+	}
+	// The second lease: the holder is busy, so another stages it, from
+	// the renter and the holder at once.
 	var progress []string
-	var out2 bytes.Buffer
-	req.Detach = false
-	req.Command = []string{"sh", "-c", "cd /data && sha256sum -c SUMS && echo verified"}
-	second, err := renter.Rent(ctx, req, RentOutput{Stdout: &out2, Progress: func(s string) { progress = append(progress, s) }})
+	req.Detach, req.Command = false, []string{"sh", "-c", check}
+	rent := func() api.RentResult {
+		t.Helper()
+		progress = nil
+		var out bytes.Buffer
+		res, err := renter.Rent(ctx, req, RentOutput{Stdout: &out, Progress: func(s string) { progress = append(progress, s) }})
+		if err != nil {
+			t.Fatalf("rent: %v\n%s", err, strings.Join(progress, "\n"))
+		}
+		if res.Receipt.Outcome != views.LeaseCompleted || !strings.Contains(out.String(), "verified") {
+			t.Fatalf("the lease at %s: %s (%s)\n%s", res.Lease.Provider, res.Receipt.Outcome, res.Receipt.Note, out.String())
+		}
+		return res
+	}
+	staging := func() string {
+		i := slices.IndexFunc(progress, func(s string) bool { return strings.Contains(s, "staged at /data") })
+		if i < 0 {
+			t.Fatalf("no staging said:\n%s", strings.Join(progress, "\n"))
+		}
+		return progress[i]
+	}
+	second := byID(rent().Lease.Provider)
+	if second == holder {
+		t.Fatal("the second lease went to the busy holder")
+	}
+	if s := staging(); !strings.Contains(s, "from 2 holders") {
+		t.Errorf("the second staging: %q; want it from 2 holders", s)
+	}
+	third := provs[slices.IndexFunc(provs, func(n *Node) bool { return n != holder && n != second })]
+	waitFor(t, time.Minute, "the renter's book to say the second keeps the dataset", func() bool {
+		os, _ := renter.Offers(api.OfferQuery{Dataset: d.CID})
+		return len(os) == 2
+	})
+	// A one-minute lease: the third would stage for longer than it runs.
+	req.Hours = 1.0 / 60
+	bid := req.BidRequest
+	bid.Datasets = []string{d.CID}
+	m, err := renter.Match(ctx, bid)
 	if err != nil {
-		t.Fatalf("the second rental: %v\n%s", err, strings.Join(progress, "\n"))
+		t.Fatal(err)
 	}
-	if second.Lease.Provider != other.id.String() || second.Receipt.Outcome != views.LeaseCompleted {
-		t.Fatalf("the second lease: at %s, %s (%s); want completed at %s", second.Lease.Provider, second.Receipt.Outcome, second.Receipt.Note, other.id)
+	rank := func(p *Node) int {
+		return slices.IndexFunc(m.Candidates, func(c api.CandidateView) bool { return c.Offer.Provider == p.id.String() })
 	}
-	if !strings.Contains(out2.String(), "verified") {
-		t.Errorf("the second job's output: %s", out2.String())
+	if r2, r3 := rank(second), rank(third); r2 < 0 || r3 < 0 || r2 > r3 {
+		t.Fatalf("ranks: the second (a holder) %d, the third %d; want the holder first\n%+v", r2, r3, m.Candidates)
 	}
-	staged := slices.IndexFunc(progress, func(s string) bool { return strings.Contains(s, "staged at /data") })
-	if staged < 0 || !strings.Contains(progress[staged], "from 2 holders") {
-		t.Errorf("the second staging: %q; want it from 2 holders\n%s", progress[max(staged, 0)], strings.Join(progress, "\n"))
+	if got := byID(rent().Lease.Provider); got != second {
+		t.Fatalf("the third lease went to %s; want the second provider, which keeps the dataset", got.id)
+	}
+	if s := staging(); !strings.Contains(s, "kept here already") {
+		t.Errorf("the third staging: %q; want the dataset kept already", s)
 	}
 }
 
