@@ -181,8 +181,8 @@ func TestTheMatcherPrefersTheProviderThatKeepsTheData(t *testing.T) {
 // first provider at once, whose offer says it keeps it; a third goes to
 // the second provider, which keeps it, rather than to the third, which
 // would stage it, whatever their RTTs. Every job checks every file's
-// SHA-256. IDLEGRID_TEST_DATASET_MIB sizes the dataset (15 MiB unless
-// set).
+// SHA-256. The dataset is 1 GiB; IDLEGRID_TEST_DATASET_MIB sets another
+// size.
 func TestLeasesStageFromEveryHolderAndGoWhereTheDataIs(t *testing.T) {
 	t.Parallel()
 	image := executortest.BusyboxImage(t)
@@ -206,14 +206,14 @@ func TestLeasesStageFromEveryHolderAndGoWhereTheDataIs(t *testing.T) {
 		}
 		return provs[i]
 	}
-	sizes := []int{6 << 20, 5<<20 + 3, 4 << 20}
+	mib := 1024
 	if s := os.Getenv("IDLEGRID_TEST_DATASET_MIB"); s != "" {
-		mib, err := strconv.Atoi(s)
-		if err != nil || mib < 3 {
+		var err error
+		if mib, err = strconv.Atoi(s); err != nil || mib < 3 {
 			t.Fatalf("IDLEGRID_TEST_DATASET_MIB %q: want 3 or more", s)
 		}
-		sizes = []int{mib << 20 / 2, mib<<20/3 + 3, mib << 20 / 6}
 	}
+	sizes := []int{mib << 20 / 2, mib<<20/3 + 3, mib << 20 / 6}
 	ctx := context.Background()
 	d, err := renter.AddDataset(ctx, api.DatasetAdd{Path: datasetDir(t, sizes...)})
 	if err != nil {
@@ -276,8 +276,10 @@ func TestLeasesStageFromEveryHolderAndGoWhereTheDataIs(t *testing.T) {
 		os, _ := renter.Offers(api.OfferQuery{Dataset: d.CID})
 		return len(os) == 2
 	})
-	// A one-minute lease: the third would stage for longer than it runs.
-	req.Hours = 1.0 / 60
+	// A lease a third of the time the third would take to stage the
+	// dataset at the 1 Mbit/s it declares (a minute at least): staging
+	// costs it three times the lease, more than any RTT.
+	req.Hours = max(1.0/60, float64(d.Bytes)*8/1e6/3/3600)
 	bid := req.BidRequest
 	bid.Datasets = []string{d.CID}
 	m, err := renter.Match(ctx, bid)
