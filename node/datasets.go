@@ -239,7 +239,35 @@ func (n *Node) startExchange(context.Context) (func() error, error) {
 			n.announceDatasets(ctx, x)
 		}
 	}()
-	return func() error { cancel(); <-done; return x.Close() }, nil
+	return func() error {
+		cancel()
+		<-done
+		return closeWithin(x.Close, exchangeCloseWait, func() {
+			n.log.Warn("the exchange did not close in time; the host's close ends its streams", "waited", exchangeCloseWait)
+		})
+	}, nil
+}
+
+// exchangeCloseWait bounds the exchange's close: bitswap's server waits
+// for its workers, one of which may be sending a block to a peer that
+// reads nothing (its send times out in minutes). The host, closed after
+// it, resets that stream.
+const exchangeCloseWait = 5 * time.Second
+
+// closeWithin runs close, and returns its error, or nil after wait (then
+// telling late) while it goes on.
+func closeWithin(close func() error, wait time.Duration, late func()) error {
+	done := make(chan error, 1)
+	go func() { done <- close() }()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		late()
+		return nil
+	}
 }
 
 // announceDatasets announces the datasets kept, now and every
