@@ -296,23 +296,12 @@ func (n *Node) announceDatasets(ctx context.Context, x *data.Exchange) {
 type renterDatasets struct{ s *data.Store }
 
 func (d renterDatasets) Bytes(ctx context.Context, id string) (int64, error) {
-	c, err := cid.Decode(id)
-	if err != nil {
-		return 0, fault.Fieldf("cid", id, "a dataset's CID, as idlegrid dataset ls prints it (bafy…)")
-	}
-	ds, err := d.s.Get(ctx, c)
-	if errors.Is(err, data.ErrNotFound) {
-		return 0, renter.ErrDatasetNotKept
-	}
+	ds, err := d.kept(ctx, id)
 	return ds.Bytes, err
 }
 
 func (d renterDatasets) Sealed(ctx context.Context, id string, to peer.ID) ([]byte, error) {
-	c, err := cid.Decode(id)
-	if err != nil {
-		return nil, err
-	}
-	ds, err := d.s.Get(ctx, c)
+	ds, err := d.kept(ctx, id)
 	if err != nil || !ds.Encrypted {
 		return nil, err
 	}
@@ -321,6 +310,20 @@ func (d renterDatasets) Sealed(ctx context.Context, id string, to peer.ID) ([]by
 		return nil, fmt.Errorf("%w: %v", data.ErrNotSealable, err)
 	}
 	return data.SealKey(ds.Key, pub)
+}
+
+// kept is the dataset id names, kept here; renter.ErrDatasetNotKept when
+// it is not.
+func (d renterDatasets) kept(ctx context.Context, id string) (data.Dataset, error) {
+	c, err := cid.Decode(id)
+	if err != nil {
+		return data.Dataset{}, fault.Fieldf("cid", id, "a dataset's CID, as idlegrid dataset ls prints it (bafy…)")
+	}
+	ds, err := d.s.Get(ctx, c)
+	if errors.Is(err, data.ErrNotFound) {
+		return data.Dataset{}, renter.ErrDatasetNotKept
+	}
+	return ds, err
 }
 
 // maxBookHolders bounds the holders a staging takes from the book.

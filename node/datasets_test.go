@@ -110,6 +110,10 @@ func TestARentalsDatasetIsStagedAndItsJobReadsItReadOnly(t *testing.T) {
 func TestARentalNamesOnlyDatasetsItsNodeKeeps(t *testing.T) {
 	t.Parallel()
 	renter := startNode(t, testRepo(t, "renter", nil), Options{Light: true})
+	// The exchange speaks the protocol the resource manager bounds.
+	if !slices.Contains(renter.host.Mux().Protocols(), renter.swarm.ExchangeProtocol()) {
+		t.Fatalf("the host serves %v, not the exchange's %s", renter.host.Mux().Protocols(), renter.swarm.ExchangeProtocol())
+	}
 	req := rentRequest("busybox", "true")
 	req.Datasets = []api.DatasetMount{{CID: "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy", Path: "/data"}}
 	_, err := renter.Rent(context.Background(), req, RentOutput{})

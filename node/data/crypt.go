@@ -2,6 +2,7 @@ package data
 
 import (
 	"archive/tar"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -39,15 +40,8 @@ var ErrNotSealable = errors.New("an encrypted dataset's key is sealed to Ed25519
 // dataset under a fresh key, pinned or not. The same bytes added twice
 // are two datasets: each has a key of its own.
 func (s *Store) AddEncrypted(ctx context.Context, path string, pin bool) (Dataset, error) {
-	if _, err := os.Lstat(path); err != nil {
+	if _, err := s.fits(path); err != nil {
 		return Dataset{}, err
-	}
-	size, err := treeSize(path)
-	if err != nil {
-		return Dataset{}, err
-	}
-	if size > s.limit {
-		return Dataset{}, fmt.Errorf("%s holds %d bytes, datasets.cache_gib allows %d: %w", path, size, s.limit, ErrTooBig)
 	}
 	id, err := age.GenerateX25519Identity()
 	if err != nil {
@@ -116,7 +110,7 @@ func sealTree(w io.Writer, path string, r age.Recipient) error {
 			}
 			defer f.Close()
 			if n, err := io.Copy(tw, f); err != nil || n != info.Size() {
-				return cmpErr(err, fmt.Errorf("%s changed while it was added", p))
+				return cmp.Or(err, fmt.Errorf("%s changed while it was added", p))
 			}
 			return nil
 		}
@@ -129,13 +123,6 @@ func sealTree(w io.Writer, path string, r age.Recipient) error {
 		return err
 	}
 	return aw.Close()
-}
-
-func cmpErr(err, otherwise error) error {
-	if err != nil {
-		return err
-	}
-	return otherwise
 }
 
 // SealKey seals an encrypted dataset's key to the identity key of the

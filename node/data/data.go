@@ -115,16 +115,9 @@ func (s *Store) Blockstore() blockstore.Blockstore { return s.bs }
 // refused; so is a path whose files hold more than the cache's bound.
 // Adding what is kept already returns it, used now (and pinned, if asked).
 func (s *Store) Add(ctx context.Context, path string, pin bool) (Dataset, error) {
-	st, err := os.Lstat(path)
+	st, err := s.fits(path)
 	if err != nil {
 		return Dataset{}, err
-	}
-	size, err := treeSize(path)
-	if err != nil {
-		return Dataset{}, err
-	}
-	if size > s.limit {
-		return Dataset{}, fmt.Errorf("%s holds %d bytes, datasets.cache_gib allows %d: %w", path, size, s.limit, ErrTooBig)
 	}
 	f, err := files.NewSerialFile(path, false, st)
 	if err != nil {
@@ -154,6 +147,23 @@ func (s *Store) Add(ctx context.Context, path string, pin bool) (Dataset, error)
 		return Dataset{}, err
 	}
 	return d, s.evict(ctx, d.CID)
+}
+
+// fits checks that path holds only files and folders, no more bytes of
+// them than the cache's bound, and returns what it is.
+func (s *Store) fits(path string) (fs.FileInfo, error) {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	size, err := treeSize(path)
+	if err != nil {
+		return nil, err
+	}
+	if size > s.limit {
+		return nil, fmt.Errorf("%s holds %d bytes, datasets.cache_gib allows %d: %w", path, size, s.limit, ErrTooBig)
+	}
+	return st, nil
 }
 
 // treeSize is the bytes of the regular files under path; a symbolic

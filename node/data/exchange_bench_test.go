@@ -192,8 +192,7 @@ func BenchmarkStagingCPU(b *testing.B) {
 	}
 	root := cid.MustParse(d.CID)
 	t0 := cpuTime(b)
-	sha := sha256.Sum256(data)
-	_ = sha
+	_ = sha256.Sum256(data)
 	shaCPU := cpuTime(b) - t0
 	var fetchCPU time.Duration
 	b.ResetTimer()
