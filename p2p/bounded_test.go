@@ -250,7 +250,7 @@ type swarmFigures struct {
 	rssPerNode  float64
 }
 
-func measureSwarm(b *testing.B, n int, bounded bool) swarmFigures {
+func measureSwarm(b testing.TB, n int, bounded bool) swarmFigures {
 	const ping, find, window = 30 * time.Second, time.Minute, 2 * time.Minute
 	m, err := p2ptest.PlanetLab()
 	if err != nil {
@@ -271,7 +271,7 @@ func measureSwarm(b *testing.B, n int, bounded bool) swarmFigures {
 	start := time.Now()
 	s := p2ptest.NewMocknet(b, n, opts...)
 	// 1,000 nodes take half an hour to form on 2 cores.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n/200)*15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(max(1, n/200))*15*time.Minute)
 	defer cancel()
 	if bounded {
 		if err := waitBounded(ctx, s, 64); err != nil {
@@ -366,7 +366,7 @@ func costOf(ctx context.Context, s *p2ptest.Swarm, do func(*p2ptest.Node)) float
 }
 
 // rss is the process's resident set size in bytes (Linux).
-func rss(b *testing.B) int64 {
+func rss(b testing.TB) int64 {
 	raw, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		b.Fatal(err)

@@ -13,6 +13,22 @@ import (
 // publication, the publisher's own copy excluded. When ctx ends first, the
 // error says how many deliveries are missing and names the first.
 func (s *Swarm) Deliver(ctx context.Context, kind string, from []int, gap time.Duration) ([]time.Duration, error) {
+	each, err := s.DeliverEach(ctx, kind, from, gap)
+	var delays []time.Duration
+	for k := range each {
+		for i, d := range each[k] {
+			if i != from[k] && d >= 0 {
+				delays = append(delays, d)
+			}
+		}
+	}
+	return delays, err
+}
+
+// DeliverEach is Deliver that says which delay is whose: the delay of
+// message k at node i is [k][i], -1 where it did not arrive, 0 at its
+// publisher.
+func (s *Swarm) DeliverEach(ctx context.Context, kind string, from []int, gap time.Duration) ([][]time.Duration, error) {
 	type arrival struct {
 		msg, node int
 		at        time.Time
@@ -53,22 +69,24 @@ func (s *Swarm) Deliver(ctx context.Context, kind string, from []int, gap time.D
 	if err != nil {
 		return nil, err
 	}
-	got := make([][]time.Time, len(from))
-	for k := range got {
-		got[k] = make([]time.Time, len(s.Nodes))
+	delays := make([][]time.Duration, len(from))
+	for k := range delays {
+		delays[k] = make([]time.Duration, len(s.Nodes))
+		for i := range delays[k] {
+			delays[k][i] = -1
+		}
 	}
-	var delays []time.Duration
 	for want := len(from) * len(s.Nodes); want > 0; want-- {
 		select {
 		case a := <-arrivals:
-			got[a.msg][a.node] = a.at
-			if from[a.msg] != a.node {
-				delays = append(delays, a.at.Sub(sent[a.msg]))
+			delays[a.msg][a.node] = a.at.Sub(sent[a.msg])
+			if from[a.msg] == a.node {
+				delays[a.msg][a.node] = 0
 			}
 		case <-ctx.Done():
-			for k := range got {
-				for i, at := range got[k] {
-					if at.IsZero() {
+			for k := range delays {
+				for i, d := range delays[k] {
+					if d < 0 {
 						return delays, fmt.Errorf("deliver: %d of %d deliveries missing (first: message %d from node %d at node %d): %w",
 							want, len(from)*len(s.Nodes), k, from[k], i, ctx.Err())
 					}

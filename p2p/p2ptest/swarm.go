@@ -59,6 +59,7 @@ type Swarm struct {
 
 	cfg config
 	mn  mocknet.Mocknet // nil on loopback
+	sw  *sweeper        // mocknet's streams that outlive their connections
 
 	ctx    context.Context // the routers' and discovery loops' lifetime
 	cancel context.CancelFunc
@@ -186,7 +187,7 @@ func newSwarm(cfg config) *Swarm {
 func NewMocknet(t testing.TB, n int, opts ...Option) *Swarm {
 	t.Helper()
 	s := newSwarm(newConfig(t, n, opts))
-	s.mn = mocknet.New()
+	s.mn, s.sw = mocknet.New(), newSweeper()
 	t.Cleanup(s.cleanup(t))
 	for i := range n {
 		h, err := newMockHost(s.mn, i)
@@ -194,6 +195,7 @@ func NewMocknet(t testing.TB, n int, opts ...Option) *Swarm {
 			t.Fatalf("p2ptest: mocknet node %d: %v", i, err)
 		}
 		ping.NewPingService(h) // p2p.NewHost enables ping; mocknet hosts need it added
+		s.sw.watch(h.Network())
 		nd, err := s.cfg.wrap(h, i == 0)
 		if err != nil {
 			t.Fatalf("p2ptest: mocknet node %d: %v", i, err)
@@ -471,6 +473,7 @@ func (s *Swarm) Close() error {
 		errs = append(errs, nodeErrs...)
 		if s.mn != nil {
 			errs = append(errs, s.mn.Close())
+			s.sw.sweep()
 		}
 		s.closeErr = errors.Join(errs...)
 	})
