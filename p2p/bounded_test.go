@@ -3,8 +3,10 @@
 package p2p_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -248,6 +250,33 @@ type swarmFigures struct {
 	amortized   float64 // bytes per node per minute of periodic work the window may miss
 	p50, p99    time.Duration
 	rssPerNode  float64
+	byProtocol  map[string]float64 // bytes per node per minute in the window, by protocolFamily
+}
+
+// protocolFamily names the part of the stack a protocol ID belongs to.
+func protocolFamily(id string) string {
+	switch {
+	case strings.Contains(id, "meshsub"):
+		return "gossip"
+	case strings.Contains(id, "kad"):
+		return "dht"
+	case strings.Contains(id, "ping"):
+		return "ping"
+	case strings.Contains(id, "coord"):
+		return "coord"
+	}
+	return id
+}
+
+// families formats figures by protocol family, largest first.
+func families(by map[string]float64) string {
+	keys := slices.Collect(maps.Keys(by))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(by[b], by[a]) })
+	var out []string
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%s %.1f", k, by[k]/1e3))
+	}
+	return strings.Join(out, ", ")
 }
 
 func measureSwarm(b testing.TB, n int, bounded bool) swarmFigures {
@@ -261,7 +290,7 @@ func measureSwarm(b testing.TB, n int, bounded bool) swarmFigures {
 	if n > len(rows) {
 		lat = lat.Expand(n, 0.1, 7)
 	}
-	opts := []p2ptest.Option{p2ptest.WithLatency(lat, 0), p2ptest.WithTraffic()}
+	opts := []p2ptest.Option{p2ptest.WithLatency(lat, 0), p2ptest.WithTraffic(), p2ptest.WithLazyLinks()}
 	if bounded {
 		opts = append(opts, p2ptest.WithBounds(32, 64, 20*time.Second), p2ptest.WithIntervals(find, 15*find), p2ptest.WithLocality(ping, 8, 8))
 	} else {
@@ -288,11 +317,15 @@ func measureSwarm(b testing.TB, n int, bounded bool) swarmFigures {
 	}
 	time.Sleep(window)
 	var total int64
+	var f swarmFigures
+	f.byProtocol = map[string]float64{}
 	for _, nd := range s.Nodes {
 		sent, received := nd.Traffic.Bytes()
 		total += sent + received
+		for p, b := range nd.Traffic.ByProtocol() {
+			f.byProtocol[protocolFamily(string(p))] += float64(b) / float64(n) / window.Minutes()
+		}
 	}
-	var f swarmFigures
 	f.bytesPerMin = float64(total) / float64(n) / window.Minutes()
 	f.rssPerNode = float64(rss(b)) / float64(n)
 	// What the window may not hold: a rendezvous lookup (a bounded node
@@ -322,8 +355,8 @@ func measureSwarm(b testing.TB, n int, bounded bool) swarmFigures {
 	time.Sleep(2 * time.Minute)
 	f.connsLater = settledConns(s, bounded)
 	b.Logf("2 minutes later: connections median %d, max %d, %d nodes over 64", f.connsLater[len(f.connsLater)/2], f.connsLater[len(f.connsLater)-1], over64(f.connsLater))
-	b.Logf("%d nodes, bounded %v: connections median %d, max %d; %.1f KB/node/min in the window, %.1f more amortized (lookup %.1f KB, refresh %.1f KB); 20 offers to all, p50 %s, p99 %s; RSS %.1f MB/node",
-		n, bounded, f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.bytesPerMin/1e3, f.amortized/1e3, lookup/1e3, refresh/1e3, f.p50, f.p99, f.rssPerNode/1e6)
+	b.Logf("%d nodes, bounded %v: connections median %d, max %d; %.1f KB/node/min in the window (%s), %.1f more amortized (lookup %.1f KB, refresh %.1f KB); 20 offers to all, p50 %s, p99 %s; RSS %.1f MB/node",
+		n, bounded, f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.bytesPerMin/1e3, families(f.byProtocol), f.amortized/1e3, lookup/1e3, refresh/1e3, f.p50, f.p99, f.rssPerNode/1e6)
 	return f
 }
 

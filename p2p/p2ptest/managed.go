@@ -2,6 +2,7 @@ package p2ptest
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
 	"github.com/libp2p/go-libp2p/core/connmgr"
@@ -18,29 +19,79 @@ import (
 // inside the host and is not counted.
 type Traffic struct {
 	sent, received atomic.Int64
+
+	mu      sync.Mutex
+	byProto map[protocol.ID]*[2]atomic.Int64 // sent, received
 }
 
 // Bytes returns what the counted streams sent and received so far.
 func (t *Traffic) Bytes() (sent, received int64) { return t.sent.Load(), t.received.Load() }
 
-// Reset sets both counts back to zero.
-func (t *Traffic) Reset() { t.sent.Store(0); t.received.Store(0) }
+// ByProtocol returns the bytes (sent plus received) of the counted
+// streams of each protocol so far.
+func (t *Traffic) ByProtocol() map[protocol.ID]int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[protocol.ID]int64, len(t.byProto))
+	for p, c := range t.byProto {
+		out[p] = c[0].Load() + c[1].Load()
+	}
+	return out
+}
 
-// wrappedHost is a host with its outbound streams counted, and with a
+// Reset sets every count back to zero.
+func (t *Traffic) Reset() {
+	t.sent.Store(0)
+	t.received.Store(0)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.byProto {
+		c[0].Store(0)
+		c[1].Store(0)
+	}
+}
+
+// of is the counters of protocol p.
+func (t *Traffic) of(p protocol.ID) *[2]atomic.Int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byProto == nil {
+		t.byProto = map[protocol.ID]*[2]atomic.Int64{}
+	}
+	c := t.byProto[p]
+	if c == nil {
+		c = new([2]atomic.Int64)
+		t.byProto[p] = c
+	}
+	return c
+}
+
+// wrappedHost is a host with its outbound streams counted, with a
 // connection manager of its own to close (a mocknet host has none; see
-// Swarm.wrap).
+// Swarm.wrap), and with its mocknet links made as it dials.
 type wrappedHost struct {
 	host.Host
 	cm      connmgr.ConnManager // nil: none of its own
 	traffic *Traffic            // nil: not counted
+	link    func(a, b peer.ID)  // WithLazyLinks: links the two before a dial
+}
+
+func (h *wrappedHost) Connect(ctx context.Context, ai peer.AddrInfo) error {
+	if h.link != nil {
+		h.link(h.ID(), ai.ID)
+	}
+	return h.Host.Connect(ctx, ai)
 }
 
 func (h *wrappedHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
+	if h.link != nil {
+		h.link(h.ID(), p)
+	}
 	s, err := h.Host.NewStream(ctx, p, pids...)
 	if err != nil || h.traffic == nil {
 		return s, err
 	}
-	return &countedStream{Stream: s, t: h.traffic}, nil
+	return &countedStream{Stream: s, t: h.traffic, p: h.traffic.of(s.Protocol())}, nil
 }
 
 func (h *wrappedHost) Close() error {
@@ -54,16 +105,19 @@ func (h *wrappedHost) Close() error {
 type countedStream struct {
 	network.Stream
 	t *Traffic
+	p *[2]atomic.Int64 // its protocol's sent and received
 }
 
 func (s *countedStream) Read(b []byte) (int, error) {
 	n, err := s.Stream.Read(b)
 	s.t.received.Add(int64(n))
+	s.p[1].Add(int64(n))
 	return n, err
 }
 
 func (s *countedStream) Write(b []byte) (int, error) {
 	n, err := s.Stream.Write(b)
 	s.t.sent.Add(int64(n))
+	s.p[0].Add(int64(n))
 	return n, err
 }

@@ -101,3 +101,39 @@ func shortest(m Matrix, n, i int) []time.Duration {
 	}
 	return dist
 }
+
+// With WithLazyLinks a pair of nodes is linked when one first dials the
+// other, not up front: a bounded swarm forms and delivers every offer,
+// each connected pair has its one link, and no pair has two (each
+// connection's dialer and the DHT may dial one pair at once).
+func TestALazilyLinkedSwarmLinksThePairsThatDial(t *testing.T) {
+	const n = 20
+	m := planetLab(t)
+	Simulate(t, func(t *testing.T) {
+		s := NewMocknet(t, n, WithLatency(m, 0), WithLazyLinks(), WithBounds(6, 10, 2*time.Second),
+			WithIntervals(time.Second, time.Minute))
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+		defer cancel()
+		if err := s.WaitMeshOf(ctx, 1, p2p.TopicOffers); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Deliver(ctx, p2p.TopicOffers, []int{3, 11, 17}, 0); err != nil {
+			t.Fatal(err)
+		}
+		linked := 0
+		for i, a := range s.Nodes {
+			for j := i + 1; j < n; j++ {
+				b := s.Nodes[j]
+				ls := len(s.Mocknet().LinksBetweenPeers(a.Host.ID(), b.Host.ID()))
+				if ls > 1 {
+					t.Errorf("nodes %d and %d have %d links, want one", i, j, ls)
+				}
+				if len(a.Host.Network().ConnsToPeer(b.Host.ID())) > 0 && ls == 0 {
+					t.Errorf("nodes %d and %d are connected with no link", i, j)
+				}
+				linked += ls
+			}
+		}
+		t.Logf("%d of %d pairs linked", linked, n*(n-1)/2)
+	})
+}

@@ -57,9 +57,10 @@ type Node struct {
 type Swarm struct {
 	Nodes []*Node
 
-	cfg config
-	mn  mocknet.Mocknet // nil on loopback
-	sw  *sweeper        // mocknet's streams that outlive their connections
+	cfg   config
+	mn    mocknet.Mocknet // nil on loopback
+	sw    *sweeper        // mocknet's streams that outlive their connections
+	links *links          // mocknet's links
 
 	ctx    context.Context // the routers' and discovery loops' lifetime
 	cancel context.CancelFunc
@@ -90,6 +91,7 @@ type config struct {
 	pingAll       bool // WithLocality's pinger samples every peer every round
 	traffic       bool
 	quicOnly      bool
+	lazy          bool // WithLazyLinks
 }
 
 // WithQUIC has NewLoopback's hosts of a public swarm listen on QUIC
@@ -147,6 +149,14 @@ func WithLocality(ping time.Duration, near, random int) Option {
 // off settled peers: the reference its traffic is measured against.
 func WithPingEveryRound() Option { return func(c *config) { c.pingAll = true } }
 
+// WithLazyLinks links two mocknet nodes when one first dials the other
+// (through its host's Connect or NewStream) instead of linking every pair
+// up front: a swarm of n nodes then holds a link per pair that ever
+// dialled, not n²/2 made before it starts. Links are never removed, and a
+// dial makes one again, so Mocknet().UnlinkPeers does not partition such
+// a swarm.
+func WithLazyLinks() Option { return func(c *config) { c.lazy = true } }
+
 // WithTraffic counts each node's stream bytes in Node.Traffic.
 func WithTraffic() Option { return func(c *config) { c.traffic = true } }
 
@@ -188,6 +198,7 @@ func NewMocknet(t testing.TB, n int, opts ...Option) *Swarm {
 	t.Helper()
 	s := newSwarm(newConfig(t, n, opts))
 	s.mn, s.sw = mocknet.New(), newSweeper()
+	s.links = &links{mn: s.mn, cfg: &s.cfg, index: map[peer.ID]int{}, made: map[[2]int]bool{}}
 	t.Cleanup(s.cleanup(t))
 	for i := range n {
 		h, err := newMockHost(s.mn, i)
@@ -196,14 +207,17 @@ func NewMocknet(t testing.TB, n int, opts ...Option) *Swarm {
 		}
 		ping.NewPingService(h) // p2p.NewHost enables ping; mocknet hosts need it added
 		s.sw.watch(h.Network())
-		nd, err := s.cfg.wrap(h, i == 0)
+		s.links.index[h.ID()] = i
+		nd, err := s.cfg.wrap(h, i == 0, s.links)
 		if err != nil {
 			t.Fatalf("p2ptest: mocknet node %d: %v", i, err)
 		}
 		s.Nodes = append(s.Nodes, nd)
 	}
-	if err := s.link(); err != nil {
-		t.Fatalf("p2ptest: %v", err)
+	if !s.cfg.lazy {
+		if err := s.link(); err != nil {
+			t.Fatalf("p2ptest: %v", err)
+		}
 	}
 	s.start(t)
 	return s
@@ -212,13 +226,17 @@ func NewMocknet(t testing.TB, n int, opts ...Option) *Swarm {
 // wrap makes a mocknet host a harness node: with WithBounds, with a real
 // connection manager, bound as p2p.NewHost binds its own (the bootstrap
 // node's at bootstrapLow/bootstrapHigh, as a daemon's bootstrap profile);
-// with WithTraffic, with its streams counted.
-func (c config) wrap(h host.Host, bootstrap bool) (*Node, error) {
+// with WithTraffic, with its streams counted; with WithLazyLinks, linked
+// to a peer as it first dials it.
+func (c config) wrap(h host.Host, bootstrap bool, l *links) (*Node, error) {
 	nd := &Node{Host: h}
-	if c.low == 0 && !c.traffic {
+	if c.low == 0 && !c.traffic && !c.lazy {
 		return nd, nil
 	}
 	w := &wrappedHost{Host: h}
+	if c.lazy {
+		w.link = l.link
+	}
 	if c.low > 0 {
 		low, high := c.low, c.high
 		if bootstrap {
@@ -262,17 +280,53 @@ func MockAddr(i int) ma.Multiaddr {
 func (s *Swarm) link() error {
 	for i, a := range s.Nodes {
 		for j := i + 1; j < len(s.Nodes); j++ {
-			b := s.Nodes[j]
-			l, err := s.mn.LinkPeers(a.Host.ID(), b.Host.ID())
-			if err != nil {
-				return fmt.Errorf("link nodes %d and %d: %w", i, j, err)
-			}
-			if m := s.cfg.matrix; m != nil {
-				l.SetOptions(mocknet.LinkOptions{Latency: m.OneWay(s.cfg.offset+i, s.cfg.offset+j)})
+			if err := s.links.join(i, j, a.Host.ID(), s.Nodes[j].Host.ID()); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
+}
+
+// links makes the mocknet links of a swarm, each pair's once.
+type links struct {
+	mn    mocknet.Mocknet
+	cfg   *config
+	index map[peer.ID]int // node of each host; written before the swarm starts
+
+	mu   sync.Mutex
+	made map[[2]int]bool // under mu, with WithLazyLinks
+}
+
+// join links nodes i and j (hosts a and b) at the matrix's one-way delay.
+func (l *links) join(i, j int, a, b peer.ID) error {
+	k, err := l.mn.LinkPeers(a, b)
+	if err != nil {
+		return fmt.Errorf("link nodes %d and %d: %w", i, j, err)
+	}
+	if m := l.cfg.matrix; m != nil {
+		k.SetOptions(mocknet.LinkOptions{Latency: m.OneWay(l.cfg.offset+i, l.cfg.offset+j)})
+	}
+	return nil
+}
+
+// link links a to b unless they are linked already (WithLazyLinks). A
+// peer outside the swarm is left to fail its dial.
+func (l *links) link(a, b peer.ID) {
+	i, oki := l.index[a]
+	j, okj := l.index[b]
+	if !oki || !okj || i == j {
+		return
+	}
+	key := [2]int{min(i, j), max(i, j)}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.made[key] {
+		return
+	}
+	if l.join(i, j, a, b) == nil {
+		l.made[key] = true
+	}
 }
 
 // NewLoopback builds a swarm of n nodes on real libp2p hosts from
