@@ -96,10 +96,17 @@ func (c *testChain) mined(what string, tx *types.Transaction, err error) *types.
 	if err != nil {
 		c.t.Fatalf("%s: %v", what, c.named(err))
 	}
-	c.sim.Commit()
-	r, err := bind.WaitMined(context.Background(), c.sim.Client(), tx)
-	if err != nil {
-		c.t.Fatalf("%s: %v", what, err)
+	// A block committed may miss a transaction the pool has not yet
+	// taken in (or fail to seal, which Commit only logs): commit again
+	// until it is mined, within a bound, rather than wait on one block.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var r *types.Receipt
+	for r == nil {
+		c.sim.Commit()
+		if r, err = c.sim.Client().TransactionReceipt(ctx, tx.Hash()); err != nil && ctx.Err() != nil {
+			c.t.Fatalf("%s: not mined: %v", what, err)
+		}
 	}
 	if r.Status != types.ReceiptStatusSuccessful {
 		c.t.Fatalf("%s: reverted", what)

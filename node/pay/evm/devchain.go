@@ -76,16 +76,26 @@ func StartDevChain(fund ...common.Address) (*DevChain, error) {
 		sim.Close()
 		return nil, fmt.Errorf("deploy on the development chain: %w", err)
 	}
-	sim.Commit()
+	// Mine from here on: the pool promotes a sent transaction in a
+	// goroutine of its own, so one block committed now may hold neither
+	// deployment, and a wait for it with nothing mining after waits for
+	// ever (a loaded machine hung a test run so).
+	go d.mine()
+	ctx, cancel := context.WithTimeout(context.Background(), deployWait)
+	defer cancel()
 	for _, tx := range []*types.Transaction{tx1, tx2} {
-		if _, err := bind.WaitDeployed(context.Background(), client, tx); err != nil {
-			sim.Close()
+		if _, err := bind.WaitDeployed(ctx, client, tx); err != nil {
+			d.Close()
 			return nil, fmt.Errorf("deploy on the development chain: %w", err)
 		}
 	}
-	go d.mine()
 	return d, nil
 }
+
+// deployWait bounds how long StartDevChain waits for its contracts to be
+// mined: a block comes every BlockEvery, so a minute is a chain that
+// does not mine.
+const deployWait = time.Minute
 
 // serveSim starts a simulated chain serving JSON-RPC on a free loopback
 // port (the backend panics where its node does not start).
