@@ -79,10 +79,11 @@ func (s *Swarm) DeliverEach(ctx context.Context, kind string, from []int, gap ti
 	for want := len(from) * len(s.Nodes); want > 0; want-- {
 		select {
 		case a := <-arrivals:
-			delays[a.msg][a.node] = a.at.Sub(sent[a.msg])
+			d := a.at.Sub(sent[a.msg])
 			if from[a.msg] == a.node {
-				delays[a.msg][a.node] = 0
+				d = 0 // the publisher's own copy
 			}
+			delays[a.msg][a.node] = d
 		case <-ctx.Done():
 			for k := range delays {
 				for i, d := range delays[k] {

@@ -18,14 +18,20 @@ import (
 // each stream is counted once, at the end that opened it. Identify runs
 // inside the host and is not counted.
 type Traffic struct {
-	sent, received atomic.Int64
-
 	mu      sync.Mutex
 	byProto map[protocol.ID]*[2]atomic.Int64 // sent, received
 }
 
 // Bytes returns what the counted streams sent and received so far.
-func (t *Traffic) Bytes() (sent, received int64) { return t.sent.Load(), t.received.Load() }
+func (t *Traffic) Bytes() (sent, received int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.byProto {
+		sent += c[0].Load()
+		received += c[1].Load()
+	}
+	return sent, received
+}
 
 // ByProtocol returns the bytes (sent plus received) of the counted
 // streams of each protocol so far.
@@ -41,8 +47,6 @@ func (t *Traffic) ByProtocol() map[protocol.ID]int64 {
 
 // Reset sets every count back to zero.
 func (t *Traffic) Reset() {
-	t.sent.Store(0)
-	t.received.Store(0)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, c := range t.byProto {
@@ -91,7 +95,7 @@ func (h *wrappedHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol
 	if err != nil || h.traffic == nil {
 		return s, err
 	}
-	return &countedStream{Stream: s, t: h.traffic, p: h.traffic.of(s.Protocol())}, nil
+	return &countedStream{Stream: s, n: h.traffic.of(s.Protocol())}, nil
 }
 
 func (h *wrappedHost) Close() error {
@@ -104,20 +108,17 @@ func (h *wrappedHost) Close() error {
 
 type countedStream struct {
 	network.Stream
-	t *Traffic
-	p *[2]atomic.Int64 // its protocol's sent and received
+	n *[2]atomic.Int64 // its protocol's bytes sent and received
 }
 
 func (s *countedStream) Read(b []byte) (int, error) {
 	n, err := s.Stream.Read(b)
-	s.t.received.Add(int64(n))
-	s.p[1].Add(int64(n))
+	s.n[1].Add(int64(n))
 	return n, err
 }
 
 func (s *countedStream) Write(b []byte) (int, error) {
 	n, err := s.Stream.Write(b)
-	s.t.sent.Add(int64(n))
-	s.p[0].Add(int64(n))
+	s.n[0].Add(int64(n))
 	return n, err
 }
