@@ -44,6 +44,15 @@ func TestAFreshRenterTakesItsBootstrapsWholeBook(t *testing.T) {
 	}()
 	waitFor(t, 30*time.Second, "the renter takes its bootstrap's whole book", func() bool { return renter.market.Snapshot().Len() == offers })
 
+	// A resync of books that agree carries no offer: the renter's digest
+	// names the offers it holds, and its bootstrap sends none of them.
+	if d := renter.market.Digest(t.Context()); d.Len() != offers {
+		t.Errorf("the renter's digest names %d offers; it holds %d", d.Len(), offers)
+	}
+	if n, err := renter.link.FetchBook(t.Context(), boot.ID(), renter.market.Digest(t.Context()), func([]byte) {}); n != 0 || err != nil {
+		t.Errorf("a resync with the bootstrap whose book it holds carried %d offers (%v); want none", n, err)
+	}
+
 	// The same book again, from a peer the node did not choose: what it
 	// holds already changes nothing and costs no budget.
 	meet(t, syncAttacker(t, sw, book), renter)

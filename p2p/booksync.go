@@ -1,11 +1,14 @@
 package p2p
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
@@ -43,11 +46,119 @@ var BookLimits = StreamLimits{
 	Request: requestDeadline, Deadline: SyncDeadline, PerPeer: 1, Rate: Rate{0.1, 3},
 }
 
+// BookDigestProtocol is BookSyncProtocol whose asker first says which
+// offers it holds, so that the server sends only what it lacks: a resync
+// of two books that agree costs the asker's digest, some 20 bytes an
+// offer, not the book. The request is the most envelopes the asker will
+// take (an unsigned varint), the count of digest entries (an unsigned
+// varint, at most MaxSyncOffers), and that many entries of DigestEntrySize
+// bytes: an offer's DigestKey and the sequence number held (8 bytes, big
+// endian). The answer is BookSyncProtocol's, less every offer the asker
+// holds at that sequence number or a later one. A node of the last version
+// serves only BookSyncProtocol, and FetchBook asks it that way.
+const BookDigestProtocol protocol.ID = "/idlegrid/book/1.2.0"
+
+// DigestEntrySize is the size of one entry of a book digest.
+const DigestEntrySize = digestKeySize + 8
+
+const digestKeySize = 12
+
+// BookDigestLimits bound the digest server as BookLimits bound the other,
+// with the memory of a whole digest reserved for the request.
+var BookDigestLimits = StreamLimits{
+	Service: "idlegrid.bookdigest", Memory: market.MaxEnvelopeSize + MaxSyncOffers*DigestEntrySize,
+	Request: requestDeadline, Deadline: SyncDeadline, PerPeer: 1, Rate: Rate{0.1, 3},
+}
+
+// DigestKey names an offer in a book digest: the first 12 bytes of the
+// SHA-256 of its issuer and ID. A peer that wants a server to skip
+// someone else's offer for an asker must find a second preimage of 96
+// bits, and even then only that asker's copy goes unsent.
+func DigestKey(issuer peer.ID, id string) [digestKeySize]byte {
+	h := sha256.New()
+	h.Write([]byte(issuer))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	var k [digestKeySize]byte
+	copy(k[:], h.Sum(nil))
+	return k
+}
+
+// BookDigest is what an asker holds, as it sends it: at most
+// MaxSyncOffers entries (Add drops the rest, which the server then sends
+// again).
+type BookDigest struct{ b []byte }
+
+// Add records that the asker holds issuer's offer id at seq.
+func (d *BookDigest) Add(issuer peer.ID, id string, seq uint64) {
+	if d.Len() == MaxSyncOffers {
+		return
+	}
+	k := DigestKey(issuer, id)
+	d.b = binary.BigEndian.AppendUint64(append(d.b, k[:]...), seq)
+}
+
+// Len is how many entries the digest holds.
+func (d *BookDigest) Len() int { return len(d.b) / DigestEntrySize }
+
+// digestTable is a received digest, its entries sorted by key, to look
+// offers up in without a copy.
+type digestTable []byte
+
+func (t digestTable) Len() int { return len(t) / DigestEntrySize }
+func (t digestTable) key(i int) []byte {
+	return t[i*DigestEntrySize : i*DigestEntrySize+digestKeySize]
+}
+func (t digestTable) Less(i, j int) bool { return bytes.Compare(t.key(i), t.key(j)) < 0 }
+func (t digestTable) Swap(i, j int) {
+	var tmp [DigestEntrySize]byte
+	a, b := t[i*DigestEntrySize:(i+1)*DigestEntrySize], t[j*DigestEntrySize:(j+1)*DigestEntrySize]
+	copy(tmp[:], a)
+	copy(a, b)
+	copy(b, tmp[:])
+}
+
+// holds says whether the digest holds env's offer at its sequence number
+// or a later one. An envelope that is not an offer is not held: the asker
+// checks it as it checks any.
+func (t digestTable) holds(env []byte) bool {
+	issuer, id, seq, ok := market.ClaimedOffer(env)
+	if !ok {
+		return false
+	}
+	k := DigestKey(issuer, id)
+	i := sort.Search(t.Len(), func(i int) bool { return bytes.Compare(t.key(i), k[:]) >= 0 })
+	if i == t.Len() || !bytes.Equal(t.key(i), k[:]) {
+		return false
+	}
+	return binary.BigEndian.Uint64(t[i*DigestEntrySize+digestKeySize:]) >= seq
+}
+
+// readDigest reads a digest request's entries from r: a count of at
+// most MaxSyncOffers and that many entries.
+func readDigest(r io.Reader) (digestTable, error) {
+	n, err := binary.ReadUvarint(byteReader{r})
+	if err != nil {
+		return nil, fmt.Errorf("book digest: %w", err)
+	}
+	if n > MaxSyncOffers {
+		return nil, fmt.Errorf("book digest of %d entries, more than %d", n, MaxSyncOffers)
+	}
+	t := make(digestTable, int(n)*DigestEntrySize)
+	if _, err := io.ReadFull(r, t); err != nil {
+		return nil, fmt.Errorf("book digest of %d entries: %w", n, err)
+	}
+	sort.Sort(t)
+	return t, nil
+}
+
 // BookSource returns the signed envelopes of the offers to hand out.
 type BookSource func(ctx context.Context) ([][]byte, error)
 
-// ServeBookSync answers BookSyncProtocol with what source returns, within
-// the bytes a peer and all peers may take of it (SyncOutRates).
+// ServeBookSync answers BookSyncProtocol and BookDigestProtocol with what
+// source returns (less what a digest says the asker holds), within the
+// bytes a peer and all peers may take of it (SyncOutRates), one budget
+// for both.
 func ServeBookSync(sv Server, source BookSource) {
 	out := newSyncOut(SyncOutRates)
 	sv.Serve(BookSyncProtocol, BookLimits, func(ctx context.Context, p peer.ID, s network.Stream) error {
@@ -55,29 +166,53 @@ func ServeBookSync(sv Server, source BookSource) {
 		if err != nil {
 			return fmt.Errorf("book sync request: %w", err)
 		}
-		if !out.ready(p, time.Now()) {
-			return nil // nothing to spare now: the peer asks another, or again later
+		return serveBook(ctx, p, s, out, source, want, nil)
+	})
+	sv.Serve(BookDigestProtocol, BookDigestLimits, func(ctx context.Context, p peer.ID, s network.Stream) error {
+		want, err := binary.ReadUvarint(byteReader{s})
+		if err != nil {
+			return fmt.Errorf("book sync request: %w", err)
 		}
-		envs, err := source(ctx)
+		held, err := readDigest(s)
 		if err != nil {
 			return err
 		}
-		envs = envs[:min(uint64(len(envs)), want, MaxSyncOffers)]
-		w := msgio.NewVarintWriter(s)
-		sent := 0
-		for _, env := range envs {
-			if sent += len(env); sent > MaxSyncBytes {
-				return nil // what fits: the rest comes by gossip or the next sync
-			}
-			if !out.take(p, len(env), time.Now()) {
-				return nil // the byte budget is spent: the rest another time
-			}
-			if err := w.WriteMsg(env); err != nil {
-				return err
-			}
-		}
-		return nil
+		return serveBook(ctx, p, s, out, source, want, held)
 	})
+}
+
+// serveBook sends p at most want of source's envelopes that held does
+// not hold, within MaxSyncOffers, MaxSyncBytes and out's budgets.
+func serveBook(ctx context.Context, p peer.ID, s network.Stream, out *syncOut, source BookSource, want uint64, held digestTable) error {
+	if !out.ready(p, time.Now()) {
+		return nil // nothing to spare now: the peer asks another, or again later
+	}
+	envs, err := source(ctx)
+	if err != nil {
+		return err
+	}
+	want = min(want, MaxSyncOffers)
+	w := msgio.NewVarintWriter(s)
+	sent, n := 0, uint64(0)
+	for _, env := range envs {
+		if n == want {
+			return nil
+		}
+		if held != nil && held.holds(env) {
+			continue
+		}
+		if sent += len(env); sent > MaxSyncBytes {
+			return nil // what fits: the rest comes by gossip or the next sync
+		}
+		if !out.take(p, len(env), time.Now()) {
+			return nil // the byte budget is spent: the rest another time
+		}
+		if err := w.WriteMsg(env); err != nil {
+			return err
+		}
+		n++
+	}
+	return nil
 }
 
 // FetchBook asks p for its book and calls each with every envelope as it
@@ -85,8 +220,18 @@ func ServeBookSync(sv Server, source BookSource) {
 // It reads at most MaxSyncOffers envelopes of at most market.MaxEnvelopeSize
 // bytes each, MaxSyncBytes in all, so a hostile peer cannot make it
 // allocate, or work, without bound.
-func FetchBook(ctx context.Context, h host.Host, sw Swarm, p peer.ID, each func([]byte)) (int, error) {
-	n, err := exchange(ctx, h, sw, p, BookSyncProtocol, SyncDeadline, binary.AppendUvarint(nil, MaxSyncOffers), func(r io.Reader) (int, error) {
+//
+// Where held is not nil and p serves BookDigestProtocol, FetchBook sends
+// held, and p sends only what it lacks.
+func FetchBook(ctx context.Context, h host.Host, sw Swarm, p peer.ID, held *BookDigest, each func([]byte)) (int, error) {
+	id, req := BookSyncProtocol, binary.AppendUvarint(nil, MaxSyncOffers)
+	if held != nil {
+		if ok, _ := h.Peerstore().SupportsProtocols(p, sw.Protocol(BookDigestProtocol)); len(ok) > 0 {
+			id = BookDigestProtocol
+			req = append(binary.AppendUvarint(req, uint64(held.Len())), held.b...)
+		}
+	}
+	n, err := exchange(ctx, h, sw, p, id, SyncDeadline, req, func(r io.Reader) (int, error) {
 		return readBook(r, each)
 	})
 	if err != nil {

@@ -39,7 +39,7 @@ func TestManyFreshPeersPullNoMoreThanTheSyncBudget(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := FetchBook(ctx, h, Swarm{}, server.ID(), func(env []byte) { got.Add(int64(len(env))) }); err != nil {
+			if _, err := FetchBook(ctx, h, Swarm{}, server.ID(), nil, func(env []byte) { got.Add(int64(len(env))) }); err != nil {
 				errs <- err
 			}
 		}()
@@ -63,7 +63,7 @@ func TestManyFreshPeersPullNoMoreThanTheSyncBudget(t *testing.T) {
 	}
 	for i := range 3 {
 		var n atomic.Int64
-		if _, err := FetchBook(ctx, h, Swarm{}, server.ID(), func(env []byte) { n.Add(int64(len(env))) }); err != nil {
+		if _, err := FetchBook(ctx, h, Swarm{}, server.ID(), nil, func(env []byte) { n.Add(int64(len(env))) }); err != nil {
 			t.Fatalf("pull %d: %v", i, err)
 		}
 		if i > 0 && float64(n.Load()) > SyncOutRates.PerPeer.PerSecond*10+float64(len(book[0])) {

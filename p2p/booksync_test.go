@@ -23,7 +23,7 @@ import (
 func TestFetchBookReadsNoMoreThanItsCaps(t *testing.T) {
 	readCount := func(s network.Stream) error { _, err := binary.ReadUvarint(byteReader{s}); return err }
 	fetch := func(ctx context.Context, a host.Host, b peer.ID, each func([]byte)) (int, error) {
-		return FetchBook(ctx, a, Swarm{}, b, each)
+		return FetchBook(ctx, a, Swarm{}, b, nil, each)
 	}
 	checkCaps(t, BookSyncProtocol, readCount, fetch, []capCase{
 		{"oversized envelopes", 3000, 60 << 10, 0, "message"},

@@ -141,7 +141,7 @@ func BenchmarkPullReceiptsOf50Providers(b *testing.B) {
 	var pull, sync time.Duration
 	for i := range b.N {
 		t0 := time.Now()
-		if _, err := FetchBook(ctx, client, Swarm{}, provs[i%len(provs)].ID(), func([]byte) {}); err != nil {
+		if _, err := FetchBook(ctx, client, Swarm{}, provs[i%len(provs)].ID(), nil, func([]byte) {}); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()

@@ -69,7 +69,7 @@ func newResourceManager(l Limits, s Swarm, reg prometheus.Registerer) (network.R
 
 // servedLimits are the limits of every protocol this package serves.
 func servedLimits() []StreamLimits {
-	return []StreamLimits{QuoteLimits, LeaseLimits, JobLimits, AttestLimits, BookLimits, ReceiptLimits, EvidenceLimits, ChainLimits, SeedLimits}
+	return []StreamLimits{QuoteLimits, LeaseLimits, JobLimits, AttestLimits, BookLimits, BookDigestLimits, ReceiptLimits, EvidenceLimits, ChainLimits, SeedLimits}
 }
 
 // addServedLimits gives each served protocol's service scope its limits:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/market"
+	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/ipfs/go-datastore/query"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -107,7 +108,7 @@ func (m *Market) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) {
 // the evidence p recorded, each piece checked again.
 func (m *Market) FetchBook(ctx context.Context, p peer.ID) {
 	held := m.Snapshot() // one for the whole sync: a snapshot per offer would rebuild the book's indexes each time
-	got, err := m.Net.FetchBook(ctx, p, func(env []byte) {
+	got, err := m.Net.FetchBook(ctx, p, m.Digest(ctx), func(env []byte) {
 		if !alreadyHeld(held, env) {
 			m.synced(ctx, p, env)
 		}
@@ -127,6 +128,19 @@ func (m *Market) FetchBook(ctx context.Context, p peer.ID) {
 			m.RecordOffenders(ctx, offenders, ev)
 		}
 	}
+}
+
+// Digest is what this node holds, as a book sync's asker sends it: the
+// offers whose envelopes it holds (and would serve), each at its
+// sequence number, at most p2p.MaxSyncOffers of them.
+func (m *Market) Digest(ctx context.Context) *p2p.BookDigest {
+	d := new(p2p.BookDigest)
+	m.Do(ctx, func(st *State) {
+		for k, h := range st.envelopes {
+			d.Add(k.issuer, k.id, h.seq)
+		}
+	})
+	return d
 }
 
 // evidenceHeld is what evidence sync serves: the evidence recorded

@@ -321,7 +321,9 @@ func (m *Market) Close() error {
 
 // Syncer is the market side's view: fetch the books of peers.
 type Syncer interface {
-	FetchBook(ctx context.Context, p peer.ID, each func([]byte)) (int, error)
+	// FetchBook reads p's book, less what held holds (a peer of the
+	// last version sends it whole).
+	FetchBook(ctx context.Context, p peer.ID, held *p2p.BookDigest, each func([]byte)) (int, error)
 	FetchEvidence(ctx context.Context, p peer.ID, each func([]byte)) (int, error)
 	// SyncPeers are the connected peers that serve book sync.
 	SyncPeers() []peer.ID

@@ -114,9 +114,9 @@ func (l *Link) FetchChain(ctx context.Context, p peer.ID, q p2p.ChainQuery, each
 	return p2p.FetchChain(ctx, l.Host, l.Swarm, p, q, each)
 }
 
-// FetchBook syncs p's book.
-func (l *Link) FetchBook(ctx context.Context, p peer.ID, each func([]byte)) (int, error) {
-	return p2p.FetchBook(ctx, l.Host, l.Swarm, p, each)
+// FetchBook syncs p's book, less what held says this node holds.
+func (l *Link) FetchBook(ctx context.Context, p peer.ID, held *p2p.BookDigest, each func([]byte)) (int, error) {
+	return p2p.FetchBook(ctx, l.Host, l.Swarm, p, held, each)
 }
 
 // SyncPeers lists the connected peers that serve book sync, shuffled.
