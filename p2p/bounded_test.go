@@ -251,7 +251,15 @@ type swarmFigures struct {
 	p50, p99    time.Duration
 	rssPerNode  float64
 	byProtocol  map[string]float64 // bytes per node per minute in the window, by protocolFamily
+	// gossipPerOffer is the gossip bytes, sent and received, per node per
+	// offer of offerBytes published.
+	gossipPerOffer float64
 }
+
+// offerBytes is about a signed offer's size: BenchmarkBookMemory's
+// realistic offers are 352 bytes on the wire, and the envelope adds the
+// issuer's key and signature.
+const offerBytes = 512
 
 // protocolFamily names the part of the stack a protocol ID belongs to.
 func protocolFamily(id string) string {
@@ -279,15 +287,18 @@ func families(by map[string]float64) string {
 	return strings.Join(out, ", ")
 }
 
+// measureSwarm measures a swarm of n nodes on the tests' own 200 rows of
+// the PlanetLab matrix, expanded with 10% jitter past 200.
 func measureSwarm(b testing.TB, n int, bounded bool) swarmFigures {
+	return measureSwarmOn(b, planetLabRows(b, 0, 200), n, bounded, 20)
+}
+
+// measureSwarmOn measures a swarm of n nodes on lat, expanded with 10%
+// jitter where n is past its size, timing offers offers from as many
+// nodes.
+func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, bounded bool, offers int) swarmFigures {
 	const ping, find, window = 30 * time.Second, time.Minute, 2 * time.Minute
-	m, err := p2ptest.PlanetLab()
-	if err != nil {
-		b.Fatal(err)
-	}
-	rows := takeRows(m, 0, 200)
-	lat := m.Rows(rows)
-	if n > len(rows) {
+	if n > len(lat) {
 		lat = lat.Expand(n, 0.1, 7)
 	}
 	opts := []p2ptest.Option{p2ptest.WithLatency(lat, 0), p2ptest.WithTraffic(), p2ptest.WithLazyLinks()}
@@ -343,10 +354,26 @@ func measureSwarm(b testing.TB, n int, bounded bool) swarmFigures {
 	} else {
 		f.amortized = refresh/10 + refresh/5
 	}
-	delays, err := s.Deliver(ctx, p2p.TopicOffers, spread(n, 20), 100*time.Millisecond)
+	// The offers are a signed offer's size, and what gossip carries for
+	// them (the copies, and the IHAVEs of the next heartbeats) is counted.
+	for _, nd := range s.Nodes {
+		nd.Traffic.Reset()
+	}
+	s.DeliverBytes = offerBytes
+	delays, err := s.Deliver(ctx, p2p.TopicOffers, spread(n, offers), 100*time.Millisecond)
 	if err != nil {
 		b.Fatal(err)
 	}
+	time.Sleep(5 * time.Second) // gossip's history: 3 heartbeats of IHAVE
+	var gossip int64
+	for _, nd := range s.Nodes {
+		for p, b := range nd.Traffic.ByProtocol() {
+			if protocolFamily(string(p)) == "gossip" {
+				gossip += b
+			}
+		}
+	}
+	f.gossipPerOffer = float64(gossip) / float64(n) / float64(offers)
 	f.conns = settledConns(s, bounded)
 	f.p50, f.p99 = pct(delays, 0.5), pct(delays, 0.99)
 	// A snapshot is one moment: a routing-table refresh or a burst of
@@ -355,8 +382,9 @@ func measureSwarm(b testing.TB, n int, bounded bool) swarmFigures {
 	time.Sleep(2 * time.Minute)
 	f.connsLater = settledConns(s, bounded)
 	b.Logf("2 minutes later: connections median %d, max %d, %d nodes over 64", f.connsLater[len(f.connsLater)/2], f.connsLater[len(f.connsLater)-1], over64(f.connsLater))
-	b.Logf("%d nodes, bounded %v: connections median %d, max %d; %.1f KB/node/min in the window (%s), %.1f more amortized (lookup %.1f KB, refresh %.1f KB); 20 offers to all, p50 %s, p99 %s; RSS %.1f MB/node",
-		n, bounded, f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.bytesPerMin/1e3, families(f.byProtocol), f.amortized/1e3, lookup/1e3, refresh/1e3, f.p50, f.p99, f.rssPerNode/1e6)
+	b.Logf("%d nodes, bounded %v: connections median %d, max %d; %.1f KB/node/min in the window (%s), %.1f more amortized (lookup %.1f KB, refresh %.1f KB); %d offers to all, p50 %s, p99 %s, gossip %.0f B/node/offer (%.1f times its %d bytes); RSS %.1f MB/node",
+		n, bounded, f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.bytesPerMin/1e3, families(f.byProtocol), f.amortized/1e3, lookup/1e3, refresh/1e3, offers, f.p50, f.p99,
+		f.gossipPerOffer, f.gossipPerOffer/offerBytes, offerBytes, f.rssPerNode/1e6)
 	return f
 }
 

@@ -5,6 +5,7 @@ package p2p_test
 import (
 	"flag"
 	"fmt"
+	mrand "math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,46 +14,111 @@ import (
 	"github.com/idlegrid/idlegrid/p2p/p2ptest"
 )
 
-var scaleSizes = flag.String("scale", "", "swarm sizes TestSimulatedSwarmFigures measures, comma-separated (e.g. 200,500,1000); empty: 80 nodes")
+var (
+	scaleSizes = flag.String("scale", "", "swarm sizes TestSimulatedSwarmFigures measures on the tests' rows, comma-separated (e.g. 200,500)")
+	tailDraws  = flag.Int("draws", 0, "TestSimulatedSwarmFigures measures this many 200-node draws of the PlanetLab matrix beside raw gossipsub")
+)
 
-// A bounded swarm measured in simulated time (p2ptest.Simulate) with the
-// daemon's intervals, as BenchmarkBoundedSwarm measures it in real time:
-// formed and settled, each node's traffic over a 2-minute window, 20
-// offers from 20 nodes, connections. The figures are the protocol's on
-// the matrix's links, whatever else the machine runs. By default one
-// swarm of 80 nodes (more than a node's 64 connections), whose every
-// offer must reach every node and whose nodes must be back within their
-// bounds 2 simulated minutes later; -scale 200,500,1000 measures those
-// sizes instead and logs a row each:
+// tailOffers is how many offers a draw's swarms time, from as many nodes:
+// a p99 of 20 offers' deliveries is one of their 40 slowest, and two
+// swarms of one draw differed by a fifth in it.
+const tailOffers = 100
+
+// Swarms measured in simulated time (p2ptest.Simulate) with the daemon's
+// intervals, as BenchmarkBoundedSwarm measures them in real time: formed
+// and settled, each node's traffic over a 2-minute window, offers from
+// as many nodes, connections. The figures are the protocol's on the
+// matrix's links, whatever else the machine runs.
 //
+// By default one draw of 80 nodes (more than a node's 64 connections)
+// from other rows of the matrix than the tests' own (drawRows), twice: a
+// bounded swarm (the daemon's nearest-first connections) and raw
+// gossipsub on the same positions (every node connected to every other,
+// the unbounded swarm). Every offer must reach every node of both; the
+// bounded swarm's p99 must be at most 1.1 times raw gossipsub's (nearest
+// first must not stretch the tail), and its nodes back within their
+// bounds 2 simulated minutes after the offers.
+//
+// -draws 5 does the same for five 200-node draws; -scale 200,500
+// measures bounded swarms of those sizes on the tests' own rows instead.
+// Each logs a row:
+//
+//	go test ./p2p -run TestSimulatedSwarmFigures -draws 5 -v -timeout 180m
 //	go test ./p2p -run TestSimulatedSwarmFigures -scale 200 -v -timeout 60m
 func TestSimulatedSwarmFigures(t *testing.T) {
-	sizes := []int{80}
-	if *scaleSizes != "" {
-		sizes = nil
+	switch {
+	case *scaleSizes != "":
 		for f := range strings.SplitSeq(*scaleSizes, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || n < 2 {
 				t.Fatalf("-scale %q: %q is not a swarm size (2 or more nodes)", *scaleSizes, f)
 			}
-			sizes = append(sizes, n)
-		}
-	}
-	for _, n := range sizes {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			var f swarmFigures
-			var took time.Duration
-			p2ptest.Simulate(t, func(t *testing.T) {
-				start := time.Now()
-				f = measureSwarm(t, n, true)
-				took = time.Since(start)
+			t.Run(fmt.Sprint(n), func(t *testing.T) {
+				var f swarmFigures
+				var took time.Duration
+				p2ptest.Simulate(t, func(t *testing.T) {
+					start := time.Now()
+					f = measureSwarm(t, n, true)
+					took = time.Since(start)
+				})
+				t.Logf("simulated %d nodes for %v: %.1f KB/node/min (+%.1f amortized), offers p50 %v p99 %v, connections median %d max %d (later %d), RSS %.1f MB/node",
+					n, took.Round(time.Second), f.bytesPerMin/1e3, f.amortized/1e3, f.p50, f.p99,
+					f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.connsLater[len(f.connsLater)-1], f.rssPerNode/1e6)
+				checkBackWithinBounds(t, f)
 			})
-			t.Logf("simulated %d nodes for %v: %.1f KB/node/min (+%.1f amortized), offers p50 %v p99 %v, connections median %d max %d (later %d), RSS %.1f MB/node",
-				n, took.Round(time.Second), f.bytesPerMin/1e3, f.amortized/1e3, f.p50, f.p99,
-				f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.connsLater[len(f.connsLater)-1], f.rssPerNode/1e6)
-			if m := f.connsLater[len(f.connsLater)-1]; m > 64 {
-				t.Errorf("a node holds %d connections 2 simulated minutes after the offers, past the high-water mark of 64", m)
-			}
-		})
+		}
+	case *tailDraws > 0:
+		for d := 1; d <= *tailDraws; d++ {
+			tailRow(t, d, 200)
+		}
+	default:
+		tailRow(t, 1, 80)
 	}
+}
+
+// tailRow measures draw d of n nodes bounded and as raw gossipsub, logs
+// a row and checks the bounded swarm's tail and bounds.
+func tailRow(t *testing.T, d, n int) {
+	t.Run(fmt.Sprintf("draw%d/%d", d, n), func(t *testing.T) {
+		lat := drawRows(t, d, n)
+		offers := min(n, tailOffers)
+		var raw, bounded swarmFigures
+		p2ptest.Simulate(t, func(t *testing.T) { raw = measureSwarmOn(t, lat, n, false, offers) })
+		p2ptest.Simulate(t, func(t *testing.T) { bounded = measureSwarmOn(t, lat, n, true, offers) })
+		ratio := float64(bounded.p99) / float64(raw.p99)
+		t.Logf("draw %d, %d nodes: raw gossipsub p50 %v p99 %v; bounded p50 %v p99 %v; p99 %.2fx, p50 %.2fx; bytes %.1f vs %.1f KB/node/min",
+			d, n, raw.p50, raw.p99, bounded.p50, bounded.p99, ratio, float64(bounded.p50)/float64(raw.p50), bounded.bytesPerMin/1e3, raw.bytesPerMin/1e3)
+		if ratio > 1.1 {
+			t.Errorf("draw %d: bounded p99 %v is %.2f times raw gossipsub's %v, past 1.1", d, bounded.p99, ratio, raw.p99)
+		}
+		checkBackWithinBounds(t, bounded)
+	})
+}
+
+// checkBackWithinBounds checks that a bounded swarm's nodes were back
+// within the high-water mark 2 simulated minutes after the offers.
+func checkBackWithinBounds(t *testing.T, f swarmFigures) {
+	t.Helper()
+	if m := f.connsLater[len(f.connsLater)-1]; m > 64 {
+		t.Errorf("a node holds %d connections 2 simulated minutes after the offers, past the high-water mark of 64", m)
+	}
+}
+
+// drawRows is draw d (1, 2, ...) of n rows from the PlanetLab matrix's
+// rows the tests' own swarms do not use (200 to 489): draw 1 is the
+// first n of them in order, each later draw a seeded random n of them.
+// With 290 such rows, two 200-row draws cannot be disjoint.
+func drawRows(t testing.TB, d, n int) p2ptest.Matrix {
+	m, err := p2ptest.PlanetLab()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := takeRows(m, 200, len(m))
+	if d > 1 {
+		mrand.New(mrand.NewPCG(uint64(d), 0)).Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+	}
+	if len(rows) < n {
+		t.Fatalf("%d rows past the tests' own, want %d", len(rows), n)
+	}
+	return m.Rows(rows[:n])
 }

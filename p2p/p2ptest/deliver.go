@@ -39,6 +39,9 @@ func (s *Swarm) DeliverEach(ctx context.Context, kind string, from []int, gap ti
 	stamp := time.Now().UnixNano()
 	for k, i := range from {
 		payloads[k] = fmt.Appendf(nil, "deliver %d from node %d at %d", k, i, stamp)
+		if pad := s.DeliverBytes - len(payloads[k]); pad > 0 {
+			payloads[k] = append(payloads[k], make([]byte, pad)...)
+		}
 		index[string(payloads[k])] = k
 	}
 	rctx, cancel := context.WithCancel(ctx)

@@ -56,6 +56,10 @@ type Node struct {
 // register Close with t.Cleanup.
 type Swarm struct {
 	Nodes []*Node
+	// DeliverBytes pads each message Deliver publishes to this many
+	// bytes (0: as short as its text), so that a delivery's traffic is
+	// that of a message of that size.
+	DeliverBytes int
 
 	cfg   config
 	mn    mocknet.Mocknet // nil on loopback
