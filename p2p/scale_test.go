@@ -3,6 +3,7 @@
 package p2p_test
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	mrand "math/rand/v2"
@@ -11,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/idlegrid/idlegrid/p2p/p2ptest"
 )
 
 var (
 	scaleSizes = flag.String("scale", "", "swarm sizes TestSimulatedSwarmFigures measures on the tests' rows, comma-separated (e.g. 200,500)")
 	tailDraws  = flag.Int("draws", 0, "TestSimulatedSwarmFigures measures this many 200-node draws of the PlanetLab matrix beside raw gossipsub")
+	churnSize  = flag.Int("churn", 0, "TestSimulatedSwarmFigures measures a bounded swarm of this many nodes whose 30% leave at once and as many join")
 )
 
 // tailOffers is how many offers a draw's swarms time, from as many nodes:
@@ -40,11 +43,13 @@ const tailOffers = 100
 // bounds 2 simulated minutes after the offers.
 //
 // -draws 5 does the same for five 200-node draws; -scale 200,500
-// measures bounded swarms of those sizes on the tests' own rows instead.
-// Each logs a row:
+// measures bounded swarms of those sizes on the tests' own rows instead;
+// -churn 200 measures how a bounded swarm of 200 recovers when 30% of
+// its nodes leave at once and as many join (measureChurn). Each logs:
 //
 //	go test ./p2p -run TestSimulatedSwarmFigures -draws 5 -v -timeout 180m
 //	go test ./p2p -run TestSimulatedSwarmFigures -scale 200 -v -timeout 60m
+//	go test ./p2p -run TestSimulatedSwarmFigures -churn 200 -v -timeout 60m
 func TestSimulatedSwarmFigures(t *testing.T) {
 	switch {
 	case *scaleSizes != "":
@@ -71,6 +76,10 @@ func TestSimulatedSwarmFigures(t *testing.T) {
 		for d := 1; d <= *tailDraws; d++ {
 			tailRow(t, d, 200)
 		}
+	case *churnSize > 0:
+		t.Run(fmt.Sprintf("churn/%d", *churnSize), func(t *testing.T) {
+			p2ptest.Simulate(t, func(t *testing.T) { measureChurn(t, *churnSize) })
+		})
 	default:
 		tailRow(t, 1, 80)
 	}
@@ -121,4 +130,83 @@ func drawRows(t testing.TB, d, n int) p2ptest.Matrix {
 		t.Fatalf("%d rows past the tests' own, want %d", len(rows), n)
 	}
 	return m.Rows(rows[:n])
+}
+
+// measureChurn forms a bounded swarm of n nodes on the tests' rows (with
+// the daemon's intervals, as measureSwarm), lets it settle, then takes
+// 30% of its nodes out at once (p2ptest.Swarm.Leave: no goodbye) and
+// starts as many new ones, which bootstrap from node 0 on rows of their
+// own. It logs, in simulated time from that moment: when an offer
+// published from a random node (one a second, or 5 s after the last
+// where that one did not reach every node within 5 s; the new nodes among
+// the publishers) first reached every node, and three in a row did; and when
+// every node but the bootstrap again held between the connection
+// manager's low and high marks (32 and 64), the new ones included.
+func measureChurn(t *testing.T, n int) {
+	const ping, find, low, high = 30 * time.Second, time.Minute, 32, 64
+	k := n * 3 / 10
+	lat := planetLabRows(t, 0, 200)
+	if n+k > len(lat) {
+		lat = lat.Expand(n+k, 0.1, 7)
+	}
+	s := p2ptest.NewMocknet(t, n, p2ptest.WithLatency(lat, 0), p2ptest.WithLazyLinks(),
+		p2ptest.WithBounds(low, high, 20*time.Second), p2ptest.WithIntervals(find, 15*find), p2ptest.WithLocality(ping, 8, 8))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(max(1, n/200))*60*time.Minute)
+	defer cancel()
+	if err := waitBounded(ctx, s, high); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitMesh(ctx, p2p.TopicOffers); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Minute) // settled: lookups every 15 minutes, pings one round in four
+	rnd := mrand.New(mrand.NewPCG(uint64(n), 33))
+	for range k {
+		if err := s.Leave(1 + rnd.IntN(len(s.Nodes)-1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range k {
+		if _, err := s.Join(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	const notYet = -1
+	firstAll, threeAll, bounded := time.Duration(notYet), time.Duration(notYet), time.Duration(notYet)
+	var runFrom time.Duration
+	inRow := 0
+	for firstAll == notYet || threeAll == notYet || bounded == notYet {
+		if time.Since(start) > 30*time.Minute {
+			t.Fatalf("30 simulated minutes after the churn: an offer first reached every node at %v, three in a row at %v, connections within %d..%d at %v (-1ns: not yet)",
+				firstAll, threeAll, low, high, bounded)
+		}
+		if bounded == notYet {
+			conns, _, _ := connStats(s)
+			if conns[0] >= low && conns[len(conns)-1] <= high {
+				bounded = time.Since(start)
+			}
+		}
+		dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+		sent := time.Since(start)
+		_, err := s.Deliver(dctx, p2p.TopicOffers, []int{rnd.IntN(len(s.Nodes))}, 0)
+		dcancel()
+		if err != nil {
+			inRow = 0
+		} else {
+			if inRow++; inRow == 1 {
+				runFrom = sent
+			}
+			if firstAll == notYet {
+				firstAll = sent
+			}
+			if inRow == 3 && threeAll == notYet {
+				threeAll = runFrom
+			}
+		}
+		time.Sleep(time.Until(start.Add(sent + time.Second)))
+	}
+	conns, _, _ := connStats(s)
+	t.Logf("%d nodes, %d left at once and %d joined: an offer first reached every node %v later, three in a row from %v; every node within %d..%d connections %v later (now min %d, median %d, max %d)",
+		n, k, k, firstAll.Round(time.Second), threeAll.Round(time.Second), low, high, bounded.Round(time.Second), conns[0], conns[len(conns)/2], conns[len(conns)-1])
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idlegrid/idlegrid/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 )
 
@@ -135,5 +136,55 @@ func TestALazilyLinkedSwarmLinksThePairsThatDial(t *testing.T) {
 			}
 		}
 		t.Logf("%d of %d pairs linked", linked, n*(n-1)/2)
+	})
+}
+
+// Nodes leave a simulated swarm at once and new ones join it: of 20
+// bounded nodes, 6 leave and 6 join at the matrix's next rows; every
+// offer then reaches every node in the swarm, the new ones included,
+// none of which holds a connection to a node that left, and the bubble
+// ends with no goroutine of a node that left behind.
+func TestNodesLeaveAndJoinASimulatedSwarm(t *testing.T) {
+	const n, churn = 20, 6
+	m := planetLab(t)
+	Simulate(t, func(t *testing.T) {
+		s := NewMocknet(t, n, WithLatency(m, 0), WithLazyLinks(), WithBounds(6, 10, 2*time.Second),
+			WithIntervals(time.Second, time.Minute), WithLocality(time.Second, 3, 3))
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+		defer cancel()
+		if err := s.WaitMeshOf(ctx, 1, p2p.TopicOffers); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Leave(0); err == nil {
+			t.Error("the bootstrap node left")
+		}
+		gone := map[peer.ID]bool{}
+		for range churn {
+			gone[s.Nodes[1].Host.ID()] = true
+			if err := s.Leave(1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range churn {
+			if _, err := s.Join(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(s.Nodes) != n {
+			t.Fatalf("%d nodes after %d left and %d joined, want %d", len(s.Nodes), churn, churn, n)
+		}
+		if err := s.WaitMeshOf(ctx, 1, p2p.TopicOffers); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Deliver(ctx, p2p.TopicOffers, []int{0, 5, n - 1}, 0); err != nil {
+			t.Fatal(err)
+		}
+		for i, nd := range s.Nodes {
+			for _, p := range nd.Host.Network().Peers() {
+				if gone[p] {
+					t.Errorf("node %d is still connected to %s, which left", i, p)
+				}
+			}
+		}
 	})
 }

@@ -49,12 +49,20 @@ type Node struct {
 	Keeper *p2p.Keeper
 	// Traffic counts the node's stream bytes (WithTraffic); nil without.
 	Traffic *Traffic
+
+	ctx         context.Context // its routers' and loops' lifetime
+	cancel      context.CancelFunc
+	drainCtx    context.Context // its harness subscriptions' and keeper's
+	drainCancel context.CancelFunc
+	drains      sync.WaitGroup
 }
 
 // Swarm is N nodes that bootstrap from node 0, run kad-dht in server mode
 // and are subscribed to every topic in p2p.TopicKinds. Its constructors
 // register Close with t.Cleanup.
 type Swarm struct {
+	// Nodes are the nodes in the swarm now: Leave takes one out, Join
+	// adds one at the end.
 	Nodes []*Node
 	// DeliverBytes pads each message Deliver publishes to this many
 	// bytes (0: as short as its text), so that a delivery's traffic is
@@ -65,6 +73,7 @@ type Swarm struct {
 	mn    mocknet.Mocknet // nil on loopback
 	sw    *sweeper        // mocknet's streams that outlive their connections
 	links *links          // mocknet's links
+	rows  int             // matrix rows taken, by nodes that left too
 
 	ctx    context.Context // the routers' and discovery loops' lifetime
 	cancel context.CancelFunc
@@ -205,14 +214,7 @@ func NewMocknet(t testing.TB, n int, opts ...Option) *Swarm {
 	s.links = &links{mn: s.mn, cfg: &s.cfg, index: map[peer.ID]int{}, made: map[[2]int]bool{}}
 	t.Cleanup(s.cleanup(t))
 	for i := range n {
-		h, err := newMockHost(s.mn, i)
-		if err != nil {
-			t.Fatalf("p2ptest: mocknet node %d: %v", i, err)
-		}
-		ping.NewPingService(h) // p2p.NewHost enables ping; mocknet hosts need it added
-		s.sw.watch(h.Network())
-		s.links.index[h.ID()] = i
-		nd, err := s.cfg.wrap(h, i == 0, s.links)
+		nd, err := s.newMockNode()
 		if err != nil {
 			t.Fatalf("p2ptest: mocknet node %d: %v", i, err)
 		}
@@ -225,6 +227,23 @@ func NewMocknet(t testing.TB, n int, opts ...Option) *Swarm {
 	}
 	s.start(t)
 	return s
+}
+
+// newMockNode adds a host at the matrix's next row and wraps it.
+func (s *Swarm) newMockNode() (*Node, error) {
+	i := s.rows
+	if m := s.cfg.matrix; m != nil && s.cfg.offset+i >= len(m) {
+		return nil, fmt.Errorf("no latency row for node %d: the matrix has %d rows from %d", i, len(m), s.cfg.offset)
+	}
+	h, err := newMockHost(s.mn, i)
+	if err != nil {
+		return nil, err
+	}
+	s.rows++
+	ping.NewPingService(h) // p2p.NewHost enables ping; mocknet hosts need it added
+	s.sw.watch(h.Network())
+	s.links.add(h.ID(), i)
+	return s.cfg.wrap(h, i == 0, s.links)
 }
 
 // wrap makes a mocknet host a harness node: with WithBounds, with a real
@@ -294,12 +313,31 @@ func (s *Swarm) link() error {
 
 // links makes the mocknet links of a swarm, each pair's once.
 type links struct {
-	mn    mocknet.Mocknet
-	cfg   *config
-	index map[peer.ID]int // node of each host; written before the swarm starts
+	mn  mocknet.Mocknet
+	cfg *config
 
-	mu   sync.Mutex
-	made map[[2]int]bool // under mu, with WithLazyLinks
+	mu    sync.Mutex
+	index map[peer.ID]int // matrix row of each host, under mu
+	made  map[[2]int]bool // under mu, with WithLazyLinks
+}
+
+// remove unlinks host a from every peer and links it to none again.
+func (l *links) remove(a peer.ID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.index, a)
+	for _, p := range l.mn.Peers() {
+		if p != a {
+			l.mn.UnlinkPeers(a, p) // no link to p: nothing to do
+		}
+	}
+}
+
+// add records host a at row i.
+func (l *links) add(a peer.ID, i int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.index[a] = i
 }
 
 // join links nodes i and j (hosts a and b) at the matrix's one-way delay.
@@ -317,14 +355,14 @@ func (l *links) join(i, j int, a, b peer.ID) error {
 // link links a to b unless they are linked already (WithLazyLinks). A
 // peer outside the swarm is left to fail its dial.
 func (l *links) link(a, b peer.ID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	i, oki := l.index[a]
 	j, okj := l.index[b]
 	if !oki || !okj || i == j {
 		return
 	}
 	key := [2]int{min(i, j), max(i, j)}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.made[key] {
 		return
 	}
@@ -407,7 +445,9 @@ func (s *Swarm) start(t testing.TB) {
 // grafts only subscribers into a mesh), then dials the bootstrap peers and
 // starts discovery.
 func (s *Swarm) startNode(nd *Node, bootstrap []peer.AddrInfo) error {
-	g, err := p2p.NewGossip(s.ctx, nd.Host, p2p.GossipConfig{
+	nd.ctx, nd.cancel = context.WithCancel(s.ctx)
+	nd.drainCtx, nd.drainCancel = context.WithCancel(s.drainCtx)
+	g, err := p2p.NewGossip(nd.ctx, nd.Host, p2p.GossipConfig{
 		Swarm:            s.cfg.swarm,
 		OutboundQueue:    1024,
 		MaxMessageSize:   1 << 20,
@@ -425,7 +465,8 @@ func (s *Swarm) startNode(nd *Node, bootstrap []peer.AddrInfo) error {
 			return fmt.Errorf("subscribe %s: %w", kind, err)
 		}
 		s.drains.Add(1)
-		go s.drain(sub)
+		nd.drains.Add(1)
+		go s.drain(nd, sub)
 	}
 	var nearness func(peer.ID) (time.Duration, bool)
 	if s.cfg.ping > 0 {
@@ -449,32 +490,34 @@ func (s *Swarm) startNode(nd *Node, bootstrap []peer.AddrInfo) error {
 		return err
 	}
 	nd.Discovery = d
-	if err := d.ConnectBootstrap(s.ctx); err != nil {
+	if err := d.ConnectBootstrap(nd.ctx); err != nil {
 		return err
 	}
-	return d.Start(s.ctx)
+	return d.Start(nd.ctx)
 }
 
 // keepLocality starts nd's coordinate, pinger and keeper, which run until
 // the swarm closes.
 func (s *Swarm) keepLocality(nd *Node) {
 	nd.Coords = p2p.NewCoordinates()
-	p2p.ServeCoord(p2p.Server{Host: nd.Host, Swarm: s.cfg.swarm, Ctx: s.ctx, Log: s.cfg.logger}, nd.Coords.Own)
+	p2p.ServeCoord(p2p.Server{Host: nd.Host, Swarm: s.cfg.swarm, Ctx: nd.ctx, Log: s.cfg.logger}, nd.Coords.Own)
 	nd.Pinger = p2p.NewPinger(nd.Host, s.cfg.ping, s.cfg.logger)
 	nd.Pinger.Track(nd.Coords, s.cfg.swarm)
 	if s.cfg.pingAll {
 		nd.Pinger.SettledEvery = 1
 	}
 	nd.Keeper = p2p.NewKeeper(nd.Host, nd.Coords.RTT, s.cfg.near, s.cfg.random)
-	nd.Pinger.Start(s.ctx)
+	nd.Pinger.Start(nd.ctx)
 	s.drains.Add(1)
+	nd.drains.Add(1)
 	go func() {
 		defer s.drains.Done()
+		defer nd.drains.Done()
 		t := time.NewTicker(s.cfg.ping)
 		defer t.Stop()
 		for {
 			select {
-			case <-s.drainCtx.Done(): // ends before the hosts close
+			case <-nd.drainCtx.Done(): // ends before the hosts close
 				return
 			case <-t.C:
 				nd.Keeper.Refresh()
@@ -483,16 +526,62 @@ func (s *Swarm) keepLocality(nd *Node) {
 	}()
 }
 
-// drain reads a harness subscription until Close, so that it never holds
-// up the router; tests read messages through subscriptions of their own.
-func (s *Swarm) drain(sub *pubsub.Subscription) {
+// drain reads a harness subscription of nd until Close or Leave, so that
+// it never holds up the router; tests read messages through
+// subscriptions of their own.
+func (s *Swarm) drain(nd *Node, sub *pubsub.Subscription) {
 	defer s.drains.Done()
+	defer nd.drains.Done()
 	defer sub.Cancel()
 	for {
-		if _, err := sub.Next(s.drainCtx); err != nil {
+		if _, err := sub.Next(nd.drainCtx); err != nil {
 			return
 		}
 	}
+}
+
+// Leave takes node i out of the swarm at once, as a crash would: no
+// goodbye from gossip or the DHT, and its connections closed, which its
+// peers see at once (as after a TCP reset; a peer that goes silent is not
+// modelled). The nodes after it move down one place in Nodes. Node 0,
+// every node's bootstrap peer, stays.
+func (s *Swarm) Leave(i int) error {
+	if i <= 0 || i >= len(s.Nodes) {
+		return fmt.Errorf("p2ptest: node %d cannot leave a swarm of %d (node 0 is the bootstrap)", i, len(s.Nodes))
+	}
+	nd := s.Nodes[i]
+	s.Nodes = append(s.Nodes[:i:i], s.Nodes[i+1:]...)
+	// A closed mocknet host still takes dials: unlinked, it fails them
+	// as a machine that is gone does.
+	s.links.remove(nd.Host.ID())
+	nd.drainCancel()
+	nd.drains.Wait()
+	err := nd.Gossip.Close()
+	nd.cancel()
+	return errors.Join(err, nd.close())
+}
+
+// Join starts a new mocknet node at the matrix's next row, which
+// bootstraps from node 0 as every node did, and adds it to Nodes.
+func (s *Swarm) Join() (*Node, error) {
+	if s.mn == nil {
+		return nil, errors.New("p2ptest: Join is for mocknet swarms")
+	}
+	nd, err := s.newMockNode()
+	if err != nil {
+		return nil, fmt.Errorf("p2ptest: join: %w", err)
+	}
+	if !s.cfg.lazy {
+		for _, other := range s.Nodes {
+			s.links.link(nd.Host.ID(), other.Host.ID())
+		}
+	}
+	h0 := s.Nodes[0].Host
+	if err := s.startNode(nd, []peer.AddrInfo{{ID: h0.ID(), Addrs: h0.Network().ListenAddresses()}}); err != nil {
+		return nil, fmt.Errorf("p2ptest: join: %w", err)
+	}
+	s.Nodes = append(s.Nodes, nd)
+	return nd, nil
 }
 
 // Mocknet returns the mocknet of a NewMocknet swarm, to unlink or
