@@ -68,8 +68,14 @@ func StartDevChain(fund ...common.Address) (*DevChain, error) {
 	d := &DevChain{RPCURL: "http://127.0.0.1:" + strconv.Itoa(port), ChainID: 1337, sim: sim, deployer: deployer, stop: make(chan struct{}), done: make(chan struct{})}
 	client := sim.Client()
 	o, _ := bind.NewKeyedTransactorWithChainID(deployer, big.NewInt(1337))
+	// The deployer's nonces are set, not asked of the pool: the pool takes
+	// a sent transaction in on a goroutine of its own, and a second
+	// deployment that asks before it has would reuse the first's nonce
+	// ("replacement transaction underpriced", seen on a loaded machine).
 	var tx1, tx2 *types.Transaction
+	o.Nonce = big.NewInt(0)
 	if d.Token, tx1, d.token, err = DeployTestToken(o, client); err == nil {
+		o.Nonce = big.NewInt(1)
 		d.Contract, tx2, _, err = DeployPaymentChannels(o, client, DevChallenge)
 	}
 	if err != nil {
