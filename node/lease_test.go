@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -627,6 +628,16 @@ func TestACancelEndsWithTheReceiptBothSidesHold(t *testing.T) {
 	waitFor(t, 30*time.Second, "a verified beat at the provider", func() bool {
 		rec, err := prov.leaseStore().Get(ctx, id)
 		return err == nil && rec.State == records.Active && rec.LastEnv != nil
+	})
+	// The job ignores SIGTERM once its trap is set, which it says: a
+	// cancel before that would end it at once, with no grace to bill.
+	logs, err := renter.LeaseLogs(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the job to say its trap is set", func() bool {
+		b, _ := os.ReadFile(logs.Stdout)
+		return strings.Contains(string(b), "up")
 	})
 	l, err := renter.CancelLease(ctx, id)
 	if err != nil || l.State != views.LeaseCancelled {

@@ -8,12 +8,21 @@ import (
 )
 
 // A fetch whose writes pass its bound on the disk is ended while it
-// writes, not once it is done.
+// writes, not once it is done: once the disk's free space has fallen past
+// the bound, the watch ends the fetch within its next looks. The free
+// space is the whole disk's, which other work on the machine (other
+// tests' files coming and going) moves too; the test writes until it has
+// seen the fall, up to 1 GiB, and then wants the end within 10 s.
 func TestAFetchThatFillsTheDiskPastItsBoundIsEnded(t *testing.T) {
+	const bound = 4 << 20
 	dir := t.TempDir()
 	w := &diskWatch{slack: 1}
 	ended := make(chan struct{})
-	stop := w.watch(dir, 4<<20, func() { close(ended) })
+	start, err := freeBytes(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := w.watch(dir, bound, func() { close(ended) })
 	f, err := os.Create(filepath.Join(dir, "bomb"))
 	if err != nil {
 		t.Fatal(err)
@@ -23,30 +32,35 @@ func TestAFetchThatFillsTheDiskPastItsBoundIsEnded(t *testing.T) {
 	for i := range chunk {
 		chunk[i] = byte(i) | 1 // not sparse
 	}
-	deadline := time.After(30 * time.Second)
 	written := 0
 	for done := false; !done; {
 		select {
 		case <-ended:
 			done = true
-		case <-deadline:
-			t.Fatalf("wrote %d MiB past a 4 MiB bound and the fetch was not ended", written)
+			continue
 		default:
-			if written == 256 { // all written: the watch's next look ends it
-				select {
-				case <-ended:
-				case <-deadline:
-					t.Fatalf("wrote %d MiB past a 4 MiB bound and the fetch was not ended", written)
-				}
-				done = true
-				continue
-			}
-			if _, err := f.Write(chunk); err != nil {
-				t.Fatal(err)
-			}
-			f.Sync()
-			written++
 		}
+		free, err := freeBytes(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if start-free > bound+1 { // fallen past the bound: the watch's next looks end it
+			select {
+			case <-ended:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the disk's free space fell by %d MiB, past a bound of 4 MiB, %d MiB written, and the fetch was not ended 10 s later", (start-free)>>20, written)
+			}
+			done = true
+			continue
+		}
+		if written == 1024 {
+			t.Fatalf("wrote 1 GiB and the disk's free space fell by only %d MiB (other work freed space meanwhile); nothing shown", (start-free)>>20)
+		}
+		if _, err := f.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		f.Sync()
+		written++
 	}
 	if !stop() {
 		t.Error("the watch ended the fetch, and stop says it did not")
