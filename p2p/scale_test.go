@@ -157,7 +157,7 @@ func measureChurn(t *testing.T, n int) {
 	if err := waitBounded(ctx, s, high); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WaitMesh(ctx, p2p.TopicOffers); err != nil {
+	if err := s.WaitMeshOf(ctx, 1, p2p.TopicOffers); err != nil { // joined, as measureSwarmOn's bounded swarms
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Minute) // settled: lookups every 15 minutes, pings one round in four
