@@ -54,12 +54,18 @@ func digestBook(t testing.TB, n int, seq uint64, pad int) []digestOffer {
 	return out
 }
 
-func envelopesOf(book []digestOffer) [][]byte {
-	out := make([][]byte, len(book))
+// bookServer is a host that serves book's envelopes on both book-sync
+// protocols until the test ends.
+func bookServer(t testing.TB, book []digestOffer) host.Host {
+	server := newTestHost(t, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	envs := make([][]byte, len(book))
 	for i, o := range book {
-		out[i] = o.env
+		envs[i] = o.env
 	}
-	return out
+	ServeBookSync(Server{Host: server, Ctx: ctx}, func(context.Context) ([][]byte, error) { return envs, nil })
+	return server
 }
 
 // A resync that sends a digest of what the asker holds gets only what
@@ -70,10 +76,9 @@ func TestABookDigestSyncSendsOnlyWhatTheAskerLacks(t *testing.T) {
 	book := digestBook(t, 100, 2, 0)
 	for _, transport := range []string{"tcp", "quic-v1"} {
 		t.Run(transport, func(t *testing.T) {
-			server, asker := newTestHost(t, nil, nil), newTestHost(t, nil, nil)
+			server, asker := bookServer(t, book), newTestHost(t, nil, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			ServeBookSync(Server{Host: server, Ctx: ctx}, func(context.Context) ([][]byte, error) { return envelopesOf(book), nil })
 			wait := identified(t, asker)
 			connectOver(t, asker, server, transport)
 			wait(server.ID(), BookDigestProtocol)
@@ -112,10 +117,9 @@ func TestABookDigestSyncSendsOnlyWhatTheAskerLacks(t *testing.T) {
 // a digest asks it that way and gets the whole book.
 func TestAServerOfTheLastVersionSendsTheWholeBook(t *testing.T) {
 	book := digestBook(t, 30, 1, 0)
-	server, asker := newTestHost(t, nil, nil), newTestHost(t, nil, nil)
+	server, asker := bookServer(t, book), newTestHost(t, nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ServeBookSync(Server{Host: server, Ctx: ctx}, func(context.Context) ([][]byte, error) { return envelopesOf(book), nil })
 	server.RemoveStreamHandler(Swarm{}.Protocol(BookDigestProtocol)) // before identify tells the asker
 	wait := identified(t, asker)
 	if err := connect(asker, server); err != nil {
@@ -140,10 +144,9 @@ func TestAServerOfTheLastVersionSendsTheWholeBook(t *testing.T) {
 // entry is read, and nothing is sent, though every entry follows.
 func TestABookDigestPastItsBoundIsRefused(t *testing.T) {
 	book := digestBook(t, 10, 1, 0)
-	server, asker := newTestHost(t, nil, nil), newTestHost(t, nil, nil)
+	server, asker := bookServer(t, book), newTestHost(t, nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ServeBookSync(Server{Host: server, Ctx: ctx}, func(context.Context) ([][]byte, error) { return envelopesOf(book), nil })
 	if err := connect(asker, server); err != nil {
 		t.Fatal(err)
 	}
@@ -209,10 +212,8 @@ func identified(t testing.TB, h host.Host) func(p peer.ID, id protocol.ID) {
 func BenchmarkBookResync(b *testing.B) {
 	const n = 10_000
 	book := digestBook(b, n, 1, 300)
-	server := newTestHost(b, nil, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ServeBookSync(Server{Host: server, Ctx: ctx}, func(context.Context) ([][]byte, error) { return envelopesOf(book), nil })
+	server := bookServer(b, book)
+	ctx := context.Background()
 	// What crossed: the request, and each envelope with its length
 	// prefix. Each fetch is a fresh peer's, within the server's rates.
 	fetch := func(held *BookDigest) float64 {

@@ -276,6 +276,18 @@ func protocolFamily(id string) string {
 	return id
 }
 
+// bytesByFamily is the swarm's stream bytes since the counters' reset,
+// sent and received, by protocolFamily.
+func bytesByFamily(s *p2ptest.Swarm) map[string]int64 {
+	by := map[string]int64{}
+	for _, nd := range s.Nodes {
+		for p, b := range nd.Traffic.ByProtocol() {
+			by[protocolFamily(string(p))] += b
+		}
+	}
+	return by
+}
+
 // families formats figures by protocol family, largest first.
 func families(by map[string]float64) string {
 	keys := slices.Collect(maps.Keys(by))
@@ -340,12 +352,9 @@ func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, bounded bool, offer
 	var total int64
 	var f swarmFigures
 	f.byProtocol = map[string]float64{}
-	for _, nd := range s.Nodes {
-		sent, received := nd.Traffic.Bytes()
-		total += sent + received
-		for p, b := range nd.Traffic.ByProtocol() {
-			f.byProtocol[protocolFamily(string(p))] += float64(b) / float64(n) / window.Minutes()
-		}
+	for fam, b := range bytesByFamily(s) {
+		total += b
+		f.byProtocol[fam] = float64(b) / float64(n) / window.Minutes()
 	}
 	f.bytesPerMin = float64(total) / float64(n) / window.Minutes()
 	f.rssPerNode = float64(rss(b)) / float64(n)
@@ -375,15 +384,7 @@ func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, bounded bool, offer
 		b.Fatal(err)
 	}
 	time.Sleep(5 * time.Second) // gossip's history: 3 heartbeats of IHAVE
-	var gossip int64
-	for _, nd := range s.Nodes {
-		for p, b := range nd.Traffic.ByProtocol() {
-			if protocolFamily(string(p)) == "gossip" {
-				gossip += b
-			}
-		}
-	}
-	f.gossipPerOffer = float64(gossip) / float64(n) / float64(offers)
+	f.gossipPerOffer = float64(bytesByFamily(s)["gossip"]) / float64(n) / float64(offers)
 	f.conns = settledConns(s, bounded)
 	f.p50, f.p99 = pct(delays, 0.5), pct(delays, 0.99)
 	// A snapshot is one moment: a routing-table refresh or a burst of

@@ -81,7 +81,6 @@ type Swarm struct {
 	// subscriptions; they stop before the topics are closed.
 	drainCtx    context.Context
 	drainCancel context.CancelFunc
-	drains      sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error
@@ -464,7 +463,6 @@ func (s *Swarm) startNode(nd *Node, bootstrap []peer.AddrInfo) error {
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", kind, err)
 		}
-		s.drains.Add(1)
 		nd.drains.Add(1)
 		go s.drain(nd, sub)
 	}
@@ -508,10 +506,8 @@ func (s *Swarm) keepLocality(nd *Node) {
 	}
 	nd.Keeper = p2p.NewKeeper(nd.Host, nd.Coords.RTT, s.cfg.near, s.cfg.random)
 	nd.Pinger.Start(nd.ctx)
-	s.drains.Add(1)
 	nd.drains.Add(1)
 	go func() {
-		defer s.drains.Done()
 		defer nd.drains.Done()
 		t := time.NewTicker(s.cfg.ping)
 		defer t.Stop()
@@ -530,7 +526,6 @@ func (s *Swarm) keepLocality(nd *Node) {
 // it never holds up the router; tests read messages through
 // subscriptions of their own.
 func (s *Swarm) drain(nd *Node, sub *pubsub.Subscription) {
-	defer s.drains.Done()
 	defer nd.drains.Done()
 	defer sub.Cancel()
 	for {
@@ -554,9 +549,18 @@ func (s *Swarm) Leave(i int) error {
 	// A closed mocknet host still takes dials: unlinked, it fails them
 	// as a machine that is gone does.
 	s.links.remove(nd.Host.ID())
+	return nd.stop()
+}
+
+// stop ends one started node: its harness subscriptions and keeper, its
+// topics, its routers and loops, then its host.
+func (nd *Node) stop() error {
 	nd.drainCancel()
 	nd.drains.Wait()
-	err := nd.Gossip.Close()
+	var err error
+	if nd.Gossip != nil {
+		err = nd.Gossip.Close()
+	}
 	nd.cancel()
 	return errors.Join(err, nd.close())
 }
@@ -578,7 +582,7 @@ func (s *Swarm) Join() (*Node, error) {
 	}
 	h0 := s.Nodes[0].Host
 	if err := s.startNode(nd, []peer.AddrInfo{{ID: h0.ID(), Addrs: h0.Network().ListenAddresses()}}); err != nil {
-		return nil, fmt.Errorf("p2ptest: join: %w", err)
+		return nil, fmt.Errorf("p2ptest: join: %w", errors.Join(err, nd.stop()))
 	}
 	s.Nodes = append(s.Nodes, nd)
 	return nd, nil
@@ -594,7 +598,9 @@ func (s *Swarm) Mocknet() mocknet.Mocknet { return s.mn }
 func (s *Swarm) Close() error {
 	s.closeOnce.Do(func() {
 		s.drainCancel()
-		s.drains.Wait()
+		for _, nd := range s.Nodes { // those that left have stopped
+			nd.drains.Wait()
+		}
 		var errs []error
 		for i, nd := range s.Nodes {
 			if nd.Gossip == nil {
