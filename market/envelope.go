@@ -145,17 +145,39 @@ func Signer(data []byte) (peer.ID, bool) {
 // envelope unread may rest on it. false off the Ed25519 path or for a
 // payload that is no offer.
 func ClaimedOffer(data []byte) (issuer peer.ID, id string, seq uint64, ok bool) {
-	if len(data) > MaxEnvelopeSize {
-		return "", "", 0, false
-	}
-	e, ok := parseFast(data)
-	if !ok || string(e.payloadType) != string(offerCodec) {
-		return "", "", 0, false
-	}
-	o := new(pb.Offer)
-	if proto.Unmarshal(e.payload, o) != nil || o.GetHeader() == nil {
+	o, ok := Claimed(data)
+	if !ok {
 		return "", "", 0, false
 	}
 	h := o.GetHeader()
 	return peer.ID(h.Issuer), h.Id, h.Seq, true
+}
+
+// Claimed returns the offer an envelope carries, unverified, on the
+// terms of ClaimedOffer: only a decision that drops the envelope unread
+// may rest on it.
+func Claimed(data []byte) (*pb.Offer, bool) {
+	o := new(pb.Offer)
+	return o, claimed(data, offerCodec, o)
+}
+
+// ClaimedBid is Claimed for a bid envelope.
+func ClaimedBid(data []byte) (*pb.Bid, bool) {
+	b := new(pb.Bid)
+	return b, claimed(data, bidCodec, b)
+}
+
+// claimed decodes into m the payload of an envelope of codec, unverified.
+func claimed(data, codec []byte, m interface {
+	proto.Message
+	GetHeader() *pb.Header
+}) bool {
+	if len(data) > MaxEnvelopeSize {
+		return false
+	}
+	e, ok := parseFast(data)
+	if !ok || string(e.payloadType) != string(codec) {
+		return false
+	}
+	return proto.Unmarshal(e.payload, m) == nil && m.GetHeader() != nil
 }

@@ -101,5 +101,5 @@ func (v *MarketValidator) SyncedOffer(ctx context.Context, p peer.ID, data []byt
 	if !v.admit(TopicOffers, p, data, bySync) {
 		return nil, pubsub.ValidationIgnore
 	}
-	return v.checkOffer(ctx, data, true)
+	return v.checkOffer(ctx, data, true, "")
 }

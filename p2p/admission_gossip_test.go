@@ -21,13 +21,7 @@ import (
 // QUIC (a public swarm's hosts listening on it alone) and TCP (a private
 // swarm's only transport).
 func TestARefusedCopyLeavesTheMessageToTheNextRelay(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		opts []p2ptest.Option
-	}{
-		{"quic", []p2ptest.Option{p2ptest.WithQUIC()}},
-		{"tcp", []p2ptest.Option{p2ptest.WithSwarm(privateSwarm(t))}},
-	} {
+	for _, tc := range gossipTransports(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := p2ptest.NewLoopback(t, 3, tc.opts...)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -97,6 +91,21 @@ func TestARefusedCopyLeavesTheMessageToTheNextRelay(t *testing.T) {
 				t.Errorf("admission was asked about copies from %v, and let in the one from %s: a copy after that was asked again", asked, asked[let])
 			}
 		})
+	}
+}
+
+// transport is a way a loopback swarm's hosts connect.
+type transport struct {
+	name string
+	opts []p2ptest.Option
+}
+
+// gossipTransports are QUIC (a public swarm's hosts listening on it
+// alone) and TCP (a private swarm's only transport).
+func gossipTransports(t *testing.T) []transport {
+	return []transport{
+		{"quic", []p2ptest.Option{p2ptest.WithQUIC()}},
+		{"tcp", []p2ptest.Option{p2ptest.WithSwarm(privateSwarm(t))}},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
@@ -57,6 +58,17 @@ var BookLimits = StreamLimits{
 // holds at that sequence number or a later one. A node of the last version
 // serves only BookSyncProtocol, and FetchBook asks it that way.
 const BookDigestProtocol protocol.ID = "/idlegrid/book/1.2.0"
+
+// BookShardsProtocol is BookDigestProtocol for some shards of the book
+// only (see ShardedKinds): a light renter asks for the families its bid
+// names, a node for those it follows. The request is the most envelopes
+// the asker will take (an unsigned varint), the count of shards (an
+// unsigned varint, 1 to MaxShards), each shard as one length byte and
+// its name (ValidateShard), then BookDigestProtocol's digest. The answer
+// is BookDigestProtocol's, less every offer of none of the shards. A node
+// of the last version serves only the other two, and FetchShards asks it
+// that way and drops what is of no shard asked for.
+const BookShardsProtocol protocol.ID = "/idlegrid/book/1.3.0"
 
 // DigestEntrySize is the size of one entry of a book digest.
 const DigestEntrySize = digestKeySize + 8
@@ -161,24 +173,105 @@ type BookSource func(ctx context.Context) ([][]byte, error)
 // for both.
 func ServeBookSync(sv Server, source BookSource) {
 	out := newSyncOut(SyncOutRates)
-	sv.Serve(BookSyncProtocol, BookLimits, func(ctx context.Context, p peer.ID, s network.Stream) error {
-		want, err := binary.ReadUvarint(byteReader{s})
-		if err != nil {
-			return fmt.Errorf("book sync request: %w", err)
+	// handler reads a request (the most envelopes wanted; with shards,
+	// the shards; with digest, what the asker holds) and answers it.
+	handler := func(shards, digest bool) func(context.Context, peer.ID, network.Stream) error {
+		return func(ctx context.Context, p peer.ID, s network.Stream) error {
+			want, err := binary.ReadUvarint(byteReader{s})
+			if err != nil {
+				return fmt.Errorf("book sync request: %w", err)
+			}
+			src := source
+			if shards {
+				names, err := readShards(s)
+				if err != nil {
+					return err
+				}
+				src = func(ctx context.Context) ([][]byte, error) {
+					envs, err := source(ctx)
+					return filterShards(envs, names), err
+				}
+			}
+			var held digestTable
+			if digest {
+				if held, err = readDigest(s); err != nil {
+					return err
+				}
+			}
+			return serveBook(ctx, p, s, out, src, want, held)
 		}
-		return serveBook(ctx, p, s, out, source, want, nil)
-	})
-	sv.Serve(BookDigestProtocol, BookDigestLimits, func(ctx context.Context, p peer.ID, s network.Stream) error {
-		want, err := binary.ReadUvarint(byteReader{s})
+	}
+	sv.Serve(BookSyncProtocol, BookLimits, handler(false, false))
+	sv.Serve(BookDigestProtocol, BookDigestLimits, handler(false, true))
+	sv.Serve(BookShardsProtocol, BookDigestLimits, handler(true, true))
+}
+
+// readShards reads a shards request's shards: a count of 1 to MaxShards,
+// each a length byte and a name ValidateShard allows.
+func readShards(r io.Reader) ([]string, error) {
+	n, err := binary.ReadUvarint(byteReader{r})
+	if err != nil {
+		return nil, fmt.Errorf("book shards: %w", err)
+	}
+	if n == 0 || n > MaxShards {
+		return nil, fmt.Errorf("book sync for %d shards, want 1 to %d", n, MaxShards)
+	}
+	shards := make([]string, n)
+	for i := range shards {
+		l, err := (byteReader{r}).ReadByte()
 		if err != nil {
-			return fmt.Errorf("book sync request: %w", err)
+			return nil, fmt.Errorf("book shards: %w", err)
 		}
-		held, err := readDigest(s)
-		if err != nil {
-			return err
+		if l == 0 || l > maxShardLen {
+			return nil, fmt.Errorf("book shards: a name of %d bytes, want 1 to %d", l, maxShardLen)
 		}
-		return serveBook(ctx, p, s, out, source, want, held)
-	})
+		name := make([]byte, l)
+		if _, err := io.ReadFull(r, name); err != nil {
+			return nil, fmt.Errorf("book shards: %w", err)
+		}
+		if err := ValidateShard(string(name)); err != nil {
+			return nil, err
+		}
+		shards[i] = string(name)
+	}
+	return shards, nil
+}
+
+// appendShards appends a shards request's shards to b.
+func appendShards(b []byte, shards []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(shards)))
+	for _, sh := range shards {
+		b = append(append(b, byte(len(sh))), sh...)
+	}
+	return b
+}
+
+// filterShards returns the envelopes of offers of any of shards (envs,
+// the source's, is left as it is). An envelope that does not open as an
+// offer is dropped: it would be of no shard.
+func filterShards(envs [][]byte, shards []string) [][]byte {
+	var kept [][]byte
+	for _, env := range envs {
+		if envInShards(env, shards) {
+			kept = append(kept, env)
+		}
+	}
+	return kept
+}
+
+// envInShards says whether env is an offer of any of shards. It reads
+// the envelope's claims unverified; the asker verifies what it is sent.
+func envInShards(env []byte, shards []string) bool {
+	o, ok := market.Claimed(env)
+	if !ok {
+		return false
+	}
+	for _, sh := range OfferShards(o) {
+		if slices.Contains(shards, sh) {
+			return true
+		}
+	}
+	return false
 }
 
 // serveBook sends p at most want of source's envelopes that held does
@@ -224,16 +317,56 @@ func serveBook(ctx context.Context, p peer.ID, s network.Stream, out *syncOut, s
 // Where held is not nil and p serves BookDigestProtocol, FetchBook sends
 // held, and p sends only what it lacks.
 func FetchBook(ctx context.Context, h host.Host, sw Swarm, p peer.ID, held *BookDigest, each func([]byte)) (int, error) {
+	return FetchShards(ctx, h, sw, p, nil, held, each)
+}
+
+// FetchShards is FetchBook for the offers of some shards (all where
+// shards is empty; at most MaxShards). Where p serves BookShardsProtocol
+// it sends only those; where it does not (a node of the last version),
+// FetchShards drops the rest unverified: they count against the
+// answer's bounds, which hold on everything read, but not in the number
+// returned, which is of the envelopes handed to each.
+func FetchShards(ctx context.Context, h host.Host, sw Swarm, p peer.ID, shards []string, held *BookDigest, each func([]byte)) (int, error) {
+	if len(shards) > MaxShards {
+		return 0, fmt.Errorf("book sync for %d shards, more than %d", len(shards), MaxShards)
+	}
+	for _, sh := range shards {
+		if err := ValidateShard(sh); err != nil {
+			return 0, err
+		}
+	}
 	id, req := BookSyncProtocol, binary.AppendUvarint(nil, MaxSyncOffers)
-	if held != nil {
-		if ok, _ := h.Peerstore().SupportsProtocols(p, sw.Protocol(BookDigestProtocol)); len(ok) > 0 {
-			id = BookDigestProtocol
-			req = append(binary.AppendUvarint(req, uint64(held.Len())), held.b...)
+	digest := func(req []byte) []byte {
+		if held == nil {
+			return binary.AppendUvarint(req, 0)
+		}
+		return append(binary.AppendUvarint(req, uint64(held.Len())), held.b...)
+	}
+	supports := func(id protocol.ID) bool {
+		ok, _ := h.Peerstore().SupportsProtocols(p, sw.Protocol(id))
+		return len(ok) > 0
+	}
+	switch {
+	case len(shards) > 0 && supports(BookShardsProtocol):
+		id, req = BookShardsProtocol, digest(appendShards(req, shards))
+	case held != nil && supports(BookDigestProtocol):
+		id, req = BookDigestProtocol, digest(req)
+	}
+	kept, keep := 0, each
+	if len(shards) > 0 && id != BookShardsProtocol {
+		keep = func(env []byte) {
+			if envInShards(env, shards) {
+				kept++
+				each(env)
+			}
 		}
 	}
 	n, err := exchange(ctx, h, sw, p, id, SyncDeadline, req, func(r io.Reader) (int, error) {
-		return readBook(r, each)
+		return readBook(r, keep)
 	})
+	if len(shards) > 0 && id != BookShardsProtocol {
+		n = kept
+	}
 	if err != nil {
 		return n, fmt.Errorf("book sync with %s: %w", p, err)
 	}

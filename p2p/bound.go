@@ -72,8 +72,8 @@ func (bd *bounder) stop() {
 	})
 }
 
-// evict closes peers until at most High remain, in evictionOrder; never a
-// Keeper-protected one.
+// evict closes peers until at most High remain, in evictionOrder; never
+// one a Keeper or a kept shard protects.
 func (bd *bounder) evict(now time.Time) {
 	peers := bd.h.Network().Peers()
 	over := len(peers) - bd.b.High
@@ -82,7 +82,7 @@ func (bd *bounder) evict(now time.Time) {
 	}
 	var cs []candidate
 	for _, p := range peers {
-		if bd.cm.IsProtected(p, NearTag) || bd.cm.IsProtected(p, RandomTag) {
+		if keeperProtected(bd.cm, p) {
 			continue
 		}
 		c := candidate{p: p, firstAt: now}
@@ -135,3 +135,13 @@ func (bd *bounder) Connected(_ network.Network, c network.Conn) {
 func (bd *bounder) Disconnected(network.Network, network.Conn) {}
 func (bd *bounder) Listen(network.Network, ma.Multiaddr)       {}
 func (bd *bounder) ListenClose(network.Network, ma.Multiaddr)  {}
+
+// keeperProtected says whether a Keeper's tag or a kept shard's protects
+// p: the only protection a keeperConnMgr passes on to the connection
+// manager it wraps.
+func keeperProtected(cm connmgr.ConnManager, p peer.ID) bool {
+	if k, ok := cm.(keeperConnMgr); ok {
+		return k.ConnManager.IsProtected(p, "")
+	}
+	return cm.IsProtected(p, "")
+}

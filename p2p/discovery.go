@@ -73,8 +73,12 @@ type Discovery struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	dialed map[peer.ID]time.Time // rendezvous dials of the last SettledInterval
+	mu        sync.Mutex
+	dialed    map[peer.ID]time.Time // rendezvous dials of the last SettledInterval
+	ctx       context.Context       // the loops'; set by Start
+	closed    bool
+	kept      map[string]bool             // shards KeepShard keeps
+	protected map[string]map[peer.ID]bool // by shard: the followers protected (protectShard)
 }
 
 // Defaults of DiscoveryConfig's optional fields.
@@ -141,7 +145,7 @@ func NewDiscovery(h host.Host, cfg DiscoveryConfig) (*Discovery, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dht: %w", err)
 	}
-	return &Discovery{h: h, cfg: cfg, log: cfg.Logger, dht: kad, rd: drouting.NewRoutingDiscovery(kad), dialed: map[peer.ID]time.Time{}}, nil
+	return &Discovery{h: h, cfg: cfg, log: cfg.Logger, dht: kad, rd: drouting.NewRoutingDiscovery(kad), dialed: map[peer.ID]time.Time{}, kept: map[string]bool{}, protected: map[string]map[peer.ID]bool{}}, nil
 }
 
 // Locate makes sure the host has addresses for p, asking the DHT when
@@ -219,6 +223,9 @@ func (d *Discovery) connect(ctx context.Context, ai peer.AddrInfo) error {
 // loops until Close.
 func (d *Discovery) Start(ctx context.Context) error {
 	ctx, d.cancel = context.WithCancel(ctx)
+	d.mu.Lock()
+	d.ctx = ctx
+	d.mu.Unlock()
 	if err := d.dht.Bootstrap(ctx); err != nil {
 		return fmt.Errorf("dht bootstrap: %w", err)
 	}
@@ -230,6 +237,9 @@ func (d *Discovery) Start(ctx context.Context) error {
 
 // Close stops the loops and the DHT and waits for them.
 func (d *Discovery) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
 	if d.cancel != nil {
 		d.cancel()
 	}

@@ -15,4 +15,6 @@ var (
 	ErrListen = errors.New("cannot listen")
 	// ErrSwarmName is returned for a swarm name outside the allowed alphabet.
 	ErrSwarmName = errors.New("invalid swarm name")
+	// ErrShard is returned for a shard name outside the allowed alphabet.
+	ErrShard = errors.New("invalid shard")
 )

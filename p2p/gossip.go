@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/idlegrid/idlegrid/market"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -45,8 +48,12 @@ type Gossip struct {
 	dropped  atomic.Int64 // RPCs inspectRPC dropped
 
 	admission atomic.Pointer[admission]
-	kinds     map[string]string // topic -> kind
-	let       idSet             // messages admission let in
+	kinds     atomic.Pointer[map[string]string] // topic -> kind; replaced whole when a shard is joined
+	let       idSet                             // messages admission let in
+
+	shardMu    sync.Mutex
+	shards     map[string]*pubsub.Topic // shard topic -> the joined topic
+	validators map[string]pubsub.ValidatorEx
 }
 
 // SetAppScore makes f the application-specific part of every peer's
@@ -66,7 +73,11 @@ const scoreInspectPeriod = time.Second
 
 // MessageID is the content-hash message ID: every payload is already signed
 // by its issuer, so identical bytes are the same message whoever relays them.
+// On a shard's topic the hash covers the topic too (see ShardedKinds).
 func MessageID(m *pb.Message) string {
+	if shardOfTopic(m.GetTopic()) != "" {
+		return shardMessageID(m.GetTopic(), m.Data)
+	}
 	sum := sha256.Sum256(m.Data)
 	return string(sum[:])
 }
@@ -88,15 +99,19 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 		// 2-core machine, uncounted; what validation holds in flight is
 		// bounded by pubsub's throttle (8,192) either way.
 		pubsub.WithValidateQueueSize(validateQueue),
+		pubsub.WithSubscriptionFilter(topicFilter(cfg.Swarm)),
 	}
 	if cfg.Logger != nil {
 		opts = append(opts, pubsub.WithLogger(cfg.Logger))
 	}
-	g := &Gossip{topics: make(map[string]*pubsub.Topic), mesh: mesh, cfg: cfg}
-	g.kinds, g.let.ttl = make(map[string]string), pubsub.TimeCacheDuration
+	g := &Gossip{topics: make(map[string]*pubsub.Topic), mesh: mesh, cfg: cfg,
+		shards: make(map[string]*pubsub.Topic), validators: make(map[string]pubsub.ValidatorEx)}
+	g.let.ttl = pubsub.TimeCacheDuration
+	kinds := make(map[string]string)
 	for _, kind := range TopicKinds {
-		g.kinds[cfg.Swarm.Topic(kind)] = kind
+		kinds[cfg.Swarm.Topic(kind)] = kind
 	}
+	g.kinds.Store(&kinds)
 	opts = append(opts, pubsub.WithAppSpecificRpcInspector(g.inspectRPC))
 	if cfg.PeerScoring {
 		opts = append(opts,
@@ -119,6 +134,23 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 	return g, nil
 }
 
+// topicFilter admits the swarm's topics alone, its kinds' and the
+// shards of the catalog's families (KnownShards): the router keeps a
+// peer's subscriptions only to those, and an RPC that names more
+// subscriptions than there are such topics is dropped whole.
+func topicFilter(sw Swarm) pubsub.SubscriptionFilter {
+	var topics []string
+	for _, kind := range TopicKinds {
+		topics = append(topics, sw.Topic(kind))
+	}
+	for _, kind := range ShardedKinds {
+		for _, sh := range KnownShards() {
+			topics = append(topics, sw.ShardTopic(kind, sh))
+		}
+	}
+	return pubsub.WrapLimitSubscriptionFilter(pubsub.NewAllowlistSubscriptionFilter(topics...), len(topics))
+}
+
 // validateQueue is how many received messages wait for validation.
 const validateQueue = 256
 
@@ -137,7 +169,7 @@ func (g *Gossip) inspectRPC(from peer.ID, rpc *pubsub.RPC) error {
 		g.dropped.Add(1)
 		if a != nil && a.unread != nil {
 			for _, m := range rpc.Publish {
-				if kind, ours := g.kinds[m.GetTopic()]; ours {
+				if kind, ours := (*g.kinds.Load())[m.GetTopic()]; ours {
 					a.unread(kind, from)
 				}
 			}
@@ -177,9 +209,9 @@ func (g *Gossip) SetAdmission(admit func(kind string, from peer.ID, data []byte)
 }
 
 func (g *Gossip) admit(f func(string, peer.ID, []byte) bool, from peer.ID, msgs []*pb.Message) []*pb.Message {
-	kept, now := msgs[:0], time.Now()
+	kept, now, kinds := msgs[:0], time.Now(), *g.kinds.Load()
 	for _, m := range msgs {
-		kind, ours := g.kinds[m.GetTopic()]
+		kind, ours := kinds[m.GetTopic()]
 		if !ours {
 			kept = append(kept, m) // the router ignores it
 			continue
@@ -268,8 +300,21 @@ func (g *Gossip) PubSub() *pubsub.PubSub { return g.ps }
 // Topic returns the joined topic of a kind (TopicOffers, …), or nil.
 func (g *Gossip) Topic(kind string) *pubsub.Topic { return g.topics[kind] }
 
-// InMesh says whether p is in this node's mesh for a topic kind.
-func (g *Gossip) InMesh(kind string, p peer.ID) bool { return g.mesh.has(g.cfg.Swarm.Topic(kind), p) }
+// InMesh says whether p is in this node's mesh for a topic kind, on
+// the kind's own topic or on one of its shards.
+func (g *Gossip) InMesh(kind string, p peer.ID) bool {
+	if g.mesh.has(g.cfg.Swarm.Topic(kind), p) {
+		return true
+	}
+	g.shardMu.Lock()
+	defer g.shardMu.Unlock()
+	for topic := range g.shards {
+		if (*g.kinds.Load())[topic] == kind && g.mesh.has(topic, p) {
+			return true
+		}
+	}
+	return false
+}
 
 func (m *meshTracker) has(topic string, p peer.ID) bool {
 	m.mu.Lock()
@@ -290,7 +335,11 @@ func (g *Gossip) PublishFlushed(ctx context.Context, kind string, data []byte) e
 	if t == nil {
 		return fmt.Errorf("publish: unknown topic kind %q", kind)
 	}
-	written, stop := g.mesh.awaitWritten(MessageID(&pb.Message{Data: data}))
+	if err := g.PublishOnShards(ctx, kind, ClaimedShards(kind, data), data); err != nil {
+		return err
+	}
+	topic := t.String()
+	written, stop := g.mesh.awaitWritten(MessageID(&pb.Message{Data: data, Topic: &topic}))
 	defer stop()
 	if err := t.Publish(ctx, data); err != nil {
 		return err
@@ -317,7 +366,138 @@ func (g *Gossip) SetValidator(kind string, v pubsub.ValidatorEx) error {
 		}()
 		return v(ctx, from, m)
 	}
-	return g.ps.RegisterTopicValidator(g.cfg.Swarm.Topic(kind), safe, pubsub.WithValidatorTimeout(g.cfg.ValidatorTimeout))
+	g.shardMu.Lock()
+	defer g.shardMu.Unlock()
+	g.validators[kind] = safe
+	if err := g.ps.RegisterTopicValidator(g.cfg.Swarm.Topic(kind), safe, pubsub.WithValidatorTimeout(g.cfg.ValidatorTimeout)); err != nil {
+		return err
+	}
+	for topic, t := range g.shards {
+		if (*g.kinds.Load())[topic] != kind {
+			continue
+		}
+		if err := g.ps.RegisterTopicValidator(t.String(), safe, pubsub.WithValidatorTimeout(g.cfg.ValidatorTimeout)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// JoinShard joins one shard of a sharded kind (ShardedKinds) and returns
+// its topic; joining one already joined returns it again. The kind's
+// validator (SetValidator) checks what the shard carries, and the
+// kind's score parameters score its peers. A node joins at most
+// MaxShards shards of each kind. Joining is not subscribing: a node
+// that publishes on a shard it does not follow joins it to publish.
+func (g *Gossip) JoinShard(kind, shard string) (*pubsub.Topic, error) {
+	if !slices.Contains(ShardedKinds, kind) {
+		return nil, fmt.Errorf("join shard: %q is not a sharded topic kind", kind)
+	}
+	if err := ValidateShard(shard); err != nil {
+		return nil, err
+	}
+	topic := g.cfg.Swarm.ShardTopic(kind, shard)
+	g.shardMu.Lock()
+	defer g.shardMu.Unlock()
+	if t := g.shards[topic]; t != nil {
+		return t, nil
+	}
+	n := 0
+	for tp := range g.shards {
+		if (*g.kinds.Load())[tp] == kind {
+			n++
+		}
+	}
+	if n >= MaxShards {
+		return nil, fmt.Errorf("join shard %s: this node has joined %d shards of %s, the most it may", shard, n, kind)
+	}
+	t, err := g.ps.Join(topic)
+	if err != nil {
+		return nil, fmt.Errorf("join shard %s: %w", topic, err)
+	}
+	if v := g.validators[kind]; v != nil {
+		if err := g.ps.RegisterTopicValidator(topic, v, pubsub.WithValidatorTimeout(g.cfg.ValidatorTimeout)); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("join shard %s: %w", topic, err)
+		}
+	}
+	if g.cfg.PeerScoring {
+		if err := t.SetScoreParams(topicScoreParams()); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("join shard %s: %w", topic, err)
+		}
+	}
+	kinds := maps.Clone(*g.kinds.Load())
+	kinds[topic] = kind
+	g.kinds.Store(&kinds)
+	g.shards[topic] = t
+	return t, nil
+}
+
+// Publish publishes data on a topic kind; an offer or a bid on its
+// shards too (OfferShards, BidShards), before its kind's own topic.
+func (g *Gossip) Publish(ctx context.Context, kind string, data []byte) error {
+	t := g.topics[kind]
+	if t == nil {
+		return fmt.Errorf("publish: unknown topic kind %q", kind)
+	}
+	if err := g.PublishOnShards(ctx, kind, ClaimedShards(kind, data), data); err != nil {
+		return err
+	}
+	return t.Publish(ctx, data)
+}
+
+// ClaimedShards are the shards of an offer or a bid envelope of a kind,
+// as the envelope claims them, unverified (the validators check them);
+// none for another kind, or an envelope that does not decode.
+func ClaimedShards(kind string, data []byte) []string {
+	switch kind {
+	case TopicOffers:
+		if o, ok := market.Claimed(data); ok {
+			return OfferShards(o)
+		}
+	case TopicBids:
+		if b, ok := market.ClaimedBid(data); ok {
+			return BidShards(b)
+		}
+	}
+	return nil
+}
+
+// PublishOnShards publishes data on each of shards of a sharded kind,
+// joining those not joined yet; a node publishes on the kind's own topic
+// as well (Publish, PublishFlushed), for the nodes that follow every
+// shard. A shard this node does not follow has no mesh here: pubsub
+// sends to the shard's followers it knows (its fanout).
+func (g *Gossip) PublishOnShards(ctx context.Context, kind string, shards []string, data []byte) error {
+	for _, sh := range shards {
+		t, err := g.JoinShard(kind, sh)
+		if err != nil {
+			return err
+		}
+		if err := t.Publish(ctx, data); err != nil {
+			return fmt.Errorf("publish on shard %s: %w", sh, err)
+		}
+	}
+	return nil
+}
+
+// ShardTopic returns a joined shard's topic, or nil.
+func (g *Gossip) ShardTopic(kind, shard string) *pubsub.Topic {
+	g.shardMu.Lock()
+	defer g.shardMu.Unlock()
+	return g.shards[g.cfg.Swarm.ShardTopic(kind, shard)]
+}
+
+// ShardMesh returns the peers in this node's mesh for a shard.
+func (g *Gossip) ShardMesh(kind, shard string) []peer.ID {
+	return g.mesh.peers(g.cfg.Swarm.ShardTopic(kind, shard))
+}
+
+// ShardPeers are the peers this node knows to follow a shard, whether or
+// not it has joined the shard itself.
+func (g *Gossip) ShardPeers(kind, shard string) []peer.ID {
+	return g.ps.ListPeers(g.cfg.Swarm.ShardTopic(kind, shard))
 }
 
 // Close leaves the topics; cancel every subscription first, or a topic
@@ -330,6 +510,13 @@ func (g *Gossip) Close() error {
 			errs = append(errs, fmt.Errorf("leave %s: %w", kind, err))
 		}
 	}
+	g.shardMu.Lock()
+	defer g.shardMu.Unlock()
+	for topic, t := range g.shards {
+		if err := t.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("leave %s: %w", topic, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -340,6 +527,23 @@ func peerScoreThresholds() *pubsub.PeerScoreThresholds {
 		GraylistThreshold:           graylistThreshold,
 		AcceptPXThreshold:           10,
 		OpportunisticGraftThreshold: 3,
+	}
+}
+
+// topicScoreParams are every topic's score parameters, a shard's
+// included.
+func topicScoreParams() *pubsub.TopicScoreParams {
+	return &pubsub.TopicScoreParams{
+		TopicWeight:                    1,
+		TimeInMeshWeight:               0.01,
+		TimeInMeshQuantum:              time.Second,
+		TimeInMeshCap:                  300,
+		FirstMessageDeliveriesWeight:   1,
+		FirstMessageDeliveriesDecay:    pubsub.ScoreParameterDecay(10 * time.Minute),
+		FirstMessageDeliveriesCap:      100,
+		InvalidMessageDeliveriesWeight: -100,
+		InvalidMessageDeliveriesDecay:  pubsub.ScoreParameterDecay(time.Hour),
+		SkipAtomicValidation:           true,
 	}
 }
 
@@ -360,18 +564,7 @@ const graylistThreshold = -2500
 func peerScoreParams(s Swarm, app func(peer.ID) float64) *pubsub.PeerScoreParams {
 	topics := make(map[string]*pubsub.TopicScoreParams, len(TopicKinds))
 	for _, kind := range TopicKinds {
-		topics[s.Topic(kind)] = &pubsub.TopicScoreParams{
-			TopicWeight:                    1,
-			TimeInMeshWeight:               0.01,
-			TimeInMeshQuantum:              time.Second,
-			TimeInMeshCap:                  300,
-			FirstMessageDeliveriesWeight:   1,
-			FirstMessageDeliveriesDecay:    pubsub.ScoreParameterDecay(10 * time.Minute),
-			FirstMessageDeliveriesCap:      100,
-			InvalidMessageDeliveriesWeight: -100,
-			InvalidMessageDeliveriesDecay:  pubsub.ScoreParameterDecay(time.Hour),
-			SkipAtomicValidation:           true,
-		}
+		topics[s.Topic(kind)] = topicScoreParams()
 	}
 	return &pubsub.PeerScoreParams{
 		Topics:                    topics,

@@ -118,7 +118,7 @@ func (k *Keeper) Random(p peer.ID) bool {
 
 // BoundHost returns h as the node's libraries see it: with cm as its
 // connection manager, where only a Keeper's tags (NearTag, RandomTag)
-// protect. Any other protection, gossipsub's of its mesh peers on every
+// and a kept shard's (ShardTag) protect. Any other protection, gossipsub's of its mesh peers on every
 // topic and kad-dht's of the peers in its two farthest buckets, becomes a
 // tag of value ProtectValue: a peer so marked is trimmed only after every
 // peer worth less, but it can be. Left as protection, those reach 40 to 50
@@ -154,7 +154,9 @@ func (h *boundHost) Close() error {
 // keeperConnMgr reserves protection to the Keeper's tags.
 type keeperConnMgr struct{ connmgr.ConnManager }
 
-func keeperTag(tag string) bool { return tag == NearTag || tag == RandomTag }
+func keeperTag(tag string) bool {
+	return tag == NearTag || tag == RandomTag || strings.HasPrefix(tag, ShardTag)
+}
 
 // asValue is the tag another library's protection becomes.
 func asValue(tag string) string { return "protect:" + tag }

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -184,8 +185,12 @@ func (v *MarketValidator) Install(g *Gossip) error {
 	return nil
 }
 
+// validateOffer checks a gossiped offer. On a shard's topic the offer
+// must be of that shard; and the same offer at the same sequence number
+// may come again, since it is gossiped on its kind's topic and on each
+// of its shards, each a message of its own (see ShardedKinds).
 func (v *MarketValidator) validateOffer(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	o, res := v.checkOffer(ctx, msg.Data, false)
+	o, res := v.checkOffer(ctx, msg.Data, false, shardOfTopic(msg.GetTopic()))
 	if res == pubsub.ValidationAccept {
 		msg.ValidatorData = o
 	}
@@ -193,11 +198,30 @@ func (v *MarketValidator) validateOffer(ctx context.Context, from peer.ID, msg *
 }
 
 func (v *MarketValidator) validateBid(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	b, res := v.checkBid(msg.Data)
+	b, res := v.checkBid(msg.Data, shardOfTopic(msg.GetTopic()))
 	if res == pubsub.ValidationAccept {
 		msg.ValidatorData = b
 	}
 	return res
+}
+
+var (
+	errWrongShard   = errors.New("gossiped on a shard it is not of")
+	errUnknownShard = errors.New("of a GPU this node's catalog does not know, on a shard it cannot judge")
+)
+
+// shardErr says whether a message of shards may come on shard: not if it
+// is none of them, unless one is ShardOther (a GPU this node's catalog
+// lacks, which a newer catalog may put in shard): that is no proof, and
+// the message is ignored rather than rejected.
+func shardErr(shards []string, shard string) error {
+	switch {
+	case slices.Contains(shards, shard):
+		return nil
+	case slices.Contains(shards, ShardOther):
+		return errUnknownShard
+	}
+	return errWrongShard
 }
 
 // validateEvidence accepts evidence whose signed documents prove the
@@ -236,22 +260,27 @@ func (v *MarketValidator) CheckEvidence(data []byte) ([]peer.ID, error) {
 // above any seen; one from book sync may equal it, so that a restarted
 // node can take back what it held (its book lives in memory).
 func (v *MarketValidator) CheckOffer(ctx context.Context, data []byte) (*pb.Offer, pubsub.ValidationResult) {
-	return v.checkOffer(ctx, data, false)
+	return v.checkOffer(ctx, data, false, "")
 }
 
 // CheckSyncedOffer is CheckOffer for an envelope that came by book sync;
 // it checks, and spends no budget: a node takes what it syncs through
 // SyncedOffer, which admits it first as it would a gossiped one.
 func (v *MarketValidator) CheckSyncedOffer(ctx context.Context, data []byte) (*pb.Offer, pubsub.ValidationResult) {
-	return v.checkOffer(ctx, data, true)
+	return v.checkOffer(ctx, data, true, "")
 }
 
-func (v *MarketValidator) checkOffer(_ context.Context, data []byte, synced bool) (*pb.Offer, pubsub.ValidationResult) {
+// checkOffer checks an offer, from book sync where synced, from a shard's
+// topic where shard is not "".
+func (v *MarketValidator) checkOffer(_ context.Context, data []byte, synced bool, shard string) (*pb.Offer, pubsub.ValidationResult) {
 	o, err := market.Open[*pb.Offer](data)
 	if err == nil {
 		err = v.limits.ValidateOffer(o, v.now())
 	}
-	if res := v.verdict(TopicOffers, o, err, synced); res != pubsub.ValidationAccept {
+	if err == nil && shard != "" {
+		err = shardErr(OfferShards(o), shard)
+	}
+	if res := v.verdict(TopicOffers, o, err, synced || shard != ""); res != pubsub.ValidationAccept {
 		return nil, res
 	}
 	return o, pubsub.ValidationAccept
@@ -259,15 +288,19 @@ func (v *MarketValidator) checkOffer(_ context.Context, data []byte, synced bool
 
 // CheckBid is CheckOffer for bids.
 func (v *MarketValidator) CheckBid(_ context.Context, data []byte) (*pb.Bid, pubsub.ValidationResult) {
-	return v.checkBid(data)
+	return v.checkBid(data, "")
 }
 
-func (v *MarketValidator) checkBid(data []byte) (*pb.Bid, pubsub.ValidationResult) {
+// checkBid checks a bid, from a shard's topic where shard is not "".
+func (v *MarketValidator) checkBid(data []byte, shard string) (*pb.Bid, pubsub.ValidationResult) {
 	b, err := market.Open[*pb.Bid](data)
 	if err == nil {
 		err = v.limits.ValidateBid(b, v.now())
 	}
-	if res := v.verdict(TopicBids, b, err, false); res != pubsub.ValidationAccept {
+	if err == nil && shard != "" {
+		err = shardErr(BidShards(b), shard)
+	}
+	if res := v.verdict(TopicBids, b, err, shard != ""); res != pubsub.ValidationAccept {
 		return nil, res
 	}
 	return b, pubsub.ValidationAccept
@@ -285,6 +318,9 @@ func (v *MarketValidator) verdict(kind string, m header, err error, equalOK bool
 	case errors.Is(err, market.ErrFuture):
 		v.log.Debug("ignored market message", "topic", kind, "err", err)
 		return v.judge(kind, ReasonFuture)
+	case errors.Is(err, errUnknownShard):
+		v.log.Debug("ignored market message", "topic", kind, "err", err)
+		return v.judge(kind, ReasonUnknownShard)
 	case err != nil:
 		v.log.Debug("rejected market message", "topic", kind, "err", err)
 		return v.judge(kind, rejectReason(err))

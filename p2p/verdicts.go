@@ -26,6 +26,8 @@ const (
 	ReasonWrongIssuer    = "wrong_issuer"    // rejected: signed by another key than its issuer's
 	ReasonInvalid        = "invalid"         // rejected: malformed or out of bounds (market.ErrInvalid)
 	ReasonUnproven       = "unproven"        // rejected: evidence that proves no one cheated
+	ReasonWrongShard     = "wrong_shard"     // rejected: gossiped on a shard it is not of
+	ReasonUnknownShard   = "unknown_shard"   // ignored: of a GPU the catalog lacks, on a shard it cannot judge
 	ReasonOther          = "other"           // rejected, for none of the reasons above
 )
 
@@ -44,6 +46,7 @@ var reasonVerdicts = map[string]pubsub.ValidationResult{
 	ReasonIssuerCap: pubsub.ValidationIgnore, ReasonIDsFull: pubsub.ValidationIgnore, ReasonUnchecked: pubsub.ValidationIgnore,
 	ReasonTooLarge: pubsub.ValidationReject, ReasonSignature: pubsub.ValidationReject, ReasonWrongIssuer: pubsub.ValidationReject,
 	ReasonInvalid: pubsub.ValidationReject, ReasonUnproven: pubsub.ValidationReject, ReasonOther: pubsub.ValidationReject,
+	ReasonWrongShard: pubsub.ValidationReject, ReasonUnknownShard: pubsub.ValidationIgnore,
 }
 
 // topicReasons are the reasons each topic's validator can give, in the
@@ -56,7 +59,7 @@ var topicReasons = map[string][]string{
 
 var marketReasons = []string{
 	ReasonOK, ReasonPeerBudget, ReasonStrangerBudget, ReasonExpired, ReasonFuture, ReasonStaleSeq, ReasonIssuerCap, ReasonIDsFull,
-	ReasonTooLarge, ReasonSignature, ReasonWrongIssuer, ReasonInvalid, ReasonOther,
+	ReasonTooLarge, ReasonSignature, ReasonWrongIssuer, ReasonInvalid, ReasonWrongShard, ReasonUnknownShard, ReasonOther,
 }
 
 // verdictName is how metrics name a verdict.
@@ -82,6 +85,8 @@ func rejectReason(err error) string {
 		return ReasonWrongIssuer
 	case errors.Is(err, market.ErrInvalid):
 		return ReasonInvalid
+	case errors.Is(err, errWrongShard):
+		return ReasonWrongShard
 	}
 	return ReasonOther
 }

@@ -53,6 +53,7 @@ func (s *Swarm) Join() (*Node, error) {
 		}
 	}
 	h0 := s.Nodes[0].Host
+	nd.index = len(s.Nodes)
 	if err := s.startNode(nd, []peer.AddrInfo{{ID: h0.ID(), Addrs: h0.Network().ListenAddresses()}}); err != nil {
 		return nil, fmt.Errorf("p2ptest: join: %w", errors.Join(err, nd.stop()))
 	}

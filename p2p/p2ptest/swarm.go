@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -49,6 +50,11 @@ type Node struct {
 	Keeper *p2p.Keeper
 	// Traffic counts the node's stream bytes (WithTraffic); nil without.
 	Traffic *Traffic
+	// Shards are the shards the node follows (WithShards); nil: the
+	// kinds' own topics.
+	Shards []string
+
+	index int // its place in Nodes when it started
 
 	ctx         context.Context // its routers' and loops' lifetime
 	cancel      context.CancelFunc
@@ -103,7 +109,8 @@ type config struct {
 	pingAll       bool // WithLocality's pinger samples every peer every round
 	traffic       bool
 	quicOnly      bool
-	lazy          bool // WithLazyLinks
+	lazy          bool                 // WithLazyLinks
+	follow        func(i int) []string // WithShards
 }
 
 // WithQUIC has NewLoopback's hosts of a public swarm listen on QUIC
@@ -171,6 +178,15 @@ func WithLazyLinks() Option { return func(c *config) { c.lazy = true } }
 
 // WithTraffic counts each node's stream bytes in Node.Traffic.
 func WithTraffic() Option { return func(c *config) { c.traffic = true } }
+
+// WithShards has node i (Join's too, by its index) follow the shards
+// follow(i) names: on each sharded kind (p2p.ShardedKinds) it subscribes
+// to those shards instead of the kind's own topic, and keeps followers
+// of each connected (p2p.Discovery.KeepShard). Where follow(i) is empty
+// the node follows the kinds' own topics, as without the option.
+func WithShards(follow func(i int) []string) Option {
+	return func(c *config) { c.follow = follow }
+}
 
 // WithLogger sends the discovery and gossip logs of every node to l.
 func WithLogger(l *slog.Logger) Option {
@@ -422,6 +438,7 @@ func (s *Swarm) start(t testing.TB) {
 		if i > 0 {
 			bootstrap = boot
 		}
+		nd.index = i
 		if err := s.startNode(nd, bootstrap); err != nil {
 			t.Fatalf("p2ptest: start node %d: %v", i, err)
 		}
@@ -446,13 +463,31 @@ func (s *Swarm) startNode(nd *Node, bootstrap []peer.AddrInfo) error {
 		return err
 	}
 	nd.Gossip = g
+	var shards []string
+	if s.cfg.follow != nil {
+		shards = s.cfg.follow(nd.index)
+	}
+	nd.Shards = shards
 	for _, kind := range p2p.TopicKinds {
-		sub, err := g.Topic(kind).Subscribe()
-		if err != nil {
-			return fmt.Errorf("subscribe %s: %w", kind, err)
+		topics := []*pubsub.Topic{g.Topic(kind)}
+		if len(shards) > 0 && slices.Contains(p2p.ShardedKinds, kind) {
+			topics = topics[:0]
+			for _, sh := range shards {
+				t, err := g.JoinShard(kind, sh)
+				if err != nil {
+					return err
+				}
+				topics = append(topics, t)
+			}
 		}
-		nd.drains.Add(1)
-		go s.drain(nd, sub)
+		for _, t := range topics {
+			sub, err := t.Subscribe()
+			if err != nil {
+				return fmt.Errorf("subscribe %s: %w", t, err)
+			}
+			nd.drains.Add(1)
+			go s.drain(nd, sub)
+		}
 	}
 	var nearness func(peer.ID) (time.Duration, bool)
 	if s.cfg.ping > 0 {
@@ -479,7 +514,15 @@ func (s *Swarm) startNode(nd *Node, bootstrap []peer.AddrInfo) error {
 	if err := d.ConnectBootstrap(nd.ctx); err != nil {
 		return err
 	}
-	return d.Start(nd.ctx)
+	if err := d.Start(nd.ctx); err != nil {
+		return err
+	}
+	for _, sh := range shards {
+		if err := d.KeepShard(sh, func() []peer.ID { return g.ShardPeers(p2p.TopicOffers, sh) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // keepLocality starts nd's coordinate, pinger and keeper, which run until
