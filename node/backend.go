@@ -22,6 +22,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/renter"
 	"github.com/idlegrid/idlegrid/node/repo"
 	"github.com/idlegrid/idlegrid/node/views"
+	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -42,11 +43,41 @@ var _ api.Backend = inProcess{}
 
 func (p inProcess) Status(context.Context) (api.Status, error) { return p.Node.Status(), nil }
 func (p inProcess) Peers(context.Context) ([]api.Peer, error)  { return p.Node.Peers(), nil }
-func (p inProcess) Offers(_ context.Context, q api.OfferQuery) ([]api.OfferView, error) {
+func (p inProcess) Offers(ctx context.Context, q api.OfferQuery) ([]api.OfferView, error) {
+	p.Node.wantShardsOf(ctx, q.GPU)
 	return p.Node.Offers(q)
 }
-func (p inProcess) Market(_ context.Context, q api.OfferQuery, limit int) (api.MarketSummary, error) {
+func (p inProcess) Market(ctx context.Context, q api.OfferQuery, limit int) (api.MarketSummary, error) {
+	p.Node.wantShardsOf(ctx, q.GPU)
 	return p.Node.Market(q, limit)
+}
+
+// Fetching a shard this node does not follow, before a view of it.
+const (
+	wantShardPeers = 3
+	wantShardWait  = 5 * time.Second
+)
+
+// wantShardsOf fetches the offers of the GPU family gpu names, where this
+// node does not follow its shard, from up to wantShardPeers peers, and
+// waits for them at most wantShardWait or until ctx ends: a view of one
+// family's offers on a node that follows others is then whole.
+func (n *Node) wantShardsOf(ctx context.Context, gpu string) {
+	if gpu == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, wantShardWait)
+	defer cancel()
+	var wg sync.WaitGroup
+	if n.market.Want(ctx, p2p.WantShards(gpu), wantShardPeers, func() (func(), error) { wg.Add(1); return wg.Done, nil }) == 0 {
+		return
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 func (p inProcess) StartRental(_ context.Context, req api.RentRequest) (api.RentalView, error) {
 	return p.Node.StartRental(req)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/idlegrid/idlegrid/attest"
 	"github.com/idlegrid/idlegrid/market"
@@ -51,6 +52,7 @@ func (n *Node) buildParts(ctx context.Context) (func() error, error) {
 	n.market = book.New(book.Deps{
 		Self: n.id, Roots: n.ccRoots, Book: market.BookLimits{Offers: n.cfg.Gossip.BookOffers, Bids: n.cfg.Gossip.BookBids}, Known: n.vouchedFor, Sources: n.isBootstrap,
 		Net: n.link, Store: n.store, Rel: n.reputation, Rtt: n.rtts(), Clock: n.clock, Log: n.opts.Logger.With("subsystem", LogP2P), Limits: n.limits,
+		Follow: followShards(n.cfg.Gossip.Follow), KeepShard: n.keepShard,
 	})
 	n.market.Received = n.metrics.Received
 	n.relayVouch.Set(n.market.Snapshot, n.reputation.Scores)
@@ -80,7 +82,7 @@ func (n *Node) buildParts(ctx context.Context) (func() error, error) {
 		}
 	}
 	n.provider = provider.New(provider.Deps{ID: n.id, Swarm: n.swarm.Tag(), Key: n.key, Cfg: n.cfg.Provider, Source: source, Store: n.store, Net: n.link, Clock: n.clock, Log: log,
-		Coord: n.coords.Own, RelayOnly: n.relayOnly, Book: n.market.Snapshot, PricesFrom: n.pricesFrom, VerifyMarket: n.newPriceVerifier().Verify, Metrics: n.metrics, Settlements: n.settlements(), Datasets: n.keptDatasets})
+		Coord: n.coords.Own, RelayOnly: n.relayOnly, Book: n.market.Snapshot, PricesFrom: n.pricesFrom, VerifyMarket: n.newPriceVerifier().Verify, Metrics: n.metrics, Settlements: n.settlements(), Datasets: n.keptDatasets, Follow: n.market.Follow})
 	n.market.OnBid = n.provider.OnBid
 	return nil, nil
 }
@@ -242,4 +244,23 @@ func (n *Node) pricesFrom(p peer.ID) bool {
 		}
 	}
 	return false
+}
+
+// followShards are the shards of the GPU families gossip.follow names;
+// nil (every shard) when it names none.
+func followShards(families []string) []string {
+	if len(families) == 0 {
+		return nil
+	}
+	var out []string
+	for _, f := range families {
+		out = append(out, p2p.WantShards(f)...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// keepShard keeps followers of a shard this node follows connected.
+func (n *Node) keepShard(shard string) error {
+	return n.link.Disc.KeepShard(shard, func() []peer.ID { return n.link.Gossip.ShardPeers(p2p.TopicOffers, shard) })
 }

@@ -28,10 +28,9 @@ const (
 	syncsAtOnce = 4
 )
 
-// joinsOf turns the offers topic's events into the peers that join it,
-// until ctx ends.
-func joinsOf(ctx context.Context, h *pubsub.TopicEventHandler, wg *sync.WaitGroup) <-chan peer.ID {
-	out := make(chan peer.ID)
+// feedJoins sends out the peers that join a topic (the offers topic, or
+// an offers shard), until ctx ends.
+func feedJoins(ctx context.Context, h *pubsub.TopicEventHandler, out chan<- peer.ID, wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -51,7 +50,6 @@ func joinsOf(ctx context.Context, h *pubsub.TopicEventHandler, wg *sync.WaitGrou
 			}
 		}
 	}()
-	return out
 }
 
 // syncBooks fetches the book of every peer that joins the offers topic,
@@ -104,11 +102,17 @@ func (m *Market) syncBooks(ctx context.Context, joins, gone <-chan peer.ID) {
 	}
 }
 
-// FetchBook syncs p's book, each offer checked as a gossiped one is, and
-// the evidence p recorded, each piece checked again.
+// FetchBook syncs p's book, of the shards the market follows, each offer
+// checked as a gossiped one is, and the evidence p recorded, each piece
+// checked again.
 func (m *Market) FetchBook(ctx context.Context, p peer.ID) {
+	m.fetchShards(ctx, p, m.Followed())
+}
+
+// fetchShards is FetchBook of some shards (nil: every one).
+func (m *Market) fetchShards(ctx context.Context, p peer.ID, shards []string) {
 	held := m.Snapshot() // one for the whole sync: a snapshot per offer would rebuild the book's indexes each time
-	got, err := m.Net.FetchBook(ctx, p, m.Digest(ctx), func(env []byte) {
+	got, err := m.Net.FetchShards(ctx, p, shards, m.Digest(ctx), func(env []byte) {
 		if !alreadyHeld(held, env) {
 			m.synced(ctx, p, env)
 		}

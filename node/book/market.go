@@ -57,6 +57,7 @@ type Market struct {
 	// booksSynced counts the book syncs that completed: a rental waits
 	// for a few before it ranks a book it has only begun to fill.
 	booksSynced atomic.Int64
+	shards      shards
 
 	own *owner.Owner[*State]
 	wg  sync.WaitGroup // readers, sync, maintenance
@@ -105,6 +106,12 @@ type Deps struct {
 	Clock   clock.Clock
 	Log     *slog.Logger
 	Limits  market.Limits
+	// Follow are the shards (p2p.FamilyShard) whose offers and bids the
+	// market hears; nil: every shard, on the kinds' own topics.
+	Follow []string
+	// KeepShard, if not nil, is called once the market follows a shard,
+	// to keep followers of it connected (p2p.Discovery.KeepShard).
+	KeepShard func(shard string) error
 }
 
 // New builds the market side; it reads and starts nothing.
@@ -115,6 +122,13 @@ func New(d Deps) *Market {
 		own: owner.New[*State](),
 	}
 	m.offenders.Store(&map[peer.ID]bool{})
+	m.shards.all, m.shards.keep = d.Follow == nil, d.KeepShard
+	if !m.shards.all {
+		m.shards.followed = []string{}
+		if err := m.Follow(d.Follow...); err != nil {
+			m.log.Warn("shards not followed", "err", err)
+		}
+	}
 	m.Matcher = market.NewMatcher(market.DefaultMatchConfig(), d.Rel, d.Rtt).WithExcluder(m)
 	return m
 }
@@ -321,9 +335,10 @@ func (m *Market) Close() error {
 
 // Syncer is the market side's view: fetch the books of peers.
 type Syncer interface {
-	// FetchBook reads p's book, less what held holds (a peer of the
-	// last version sends it whole).
-	FetchBook(ctx context.Context, p peer.ID, held *p2p.BookDigest, each func([]byte)) (int, error)
+	// FetchShards reads the offers of p's book of shards (every shard
+	// where shards is nil), less what held holds (a peer of the last
+	// version sends its book whole, and only those shards' are kept).
+	FetchShards(ctx context.Context, p peer.ID, shards []string, held *p2p.BookDigest, each func([]byte)) (int, error)
 	FetchEvidence(ctx context.Context, p peer.ID, each func([]byte)) (int, error)
 	// SyncPeers are the connected peers that serve book sync.
 	SyncPeers() []peer.ID

@@ -40,20 +40,47 @@ func (m *Market) Start(ctx context.Context, sv p2p.Server, g *p2p.Gossip, gone <
 	p2p.ServeBookSync(sv, m.EnvelopesNow)
 	p2p.ServeEvidence(sv, m.evidenceHeld)
 	p2p.ServeQuotes(sv, m.receiveQuote)
+	joins := make(chan peer.ID)
+	start := func(kind string, sub *pubsub.Subscription, events *pubsub.TopicEventHandler) {
+		m.wg.Add(1)
+		go m.readTopic(ctx, kind, sub)
+		if events != nil {
+			feedJoins(ctx, events, joins, &m.wg)
+		}
+	}
 	for _, kind := range p2p.TopicKinds {
+		if !m.shards.all && slices.Contains(p2p.ShardedKinds, kind) {
+			continue // its shards instead
+		}
 		sub, err := g.Topic(kind).Subscribe(pubsub.WithBufferSize(topicBuffer))
 		if err != nil {
 			return fmt.Errorf("subscribe %s: %w", kind, err)
 		}
-		m.wg.Add(1)
-		go m.readTopic(ctx, kind, sub)
+		var events *pubsub.TopicEventHandler
+		if kind == p2p.TopicOffers {
+			if events, err = g.Topic(kind).EventHandler(); err != nil {
+				sub.Cancel()
+				return fmt.Errorf("offers topic events: %w", err)
+			}
+		}
+		start(kind, sub, events)
 	}
-	joins, err := g.Topic(p2p.TopicOffers).EventHandler()
-	if err != nil {
-		return fmt.Errorf("offers topic events: %w", err)
+	if !m.shards.all {
+		m.shards.mu.Lock()
+		m.shards.g, m.shards.start = g, start
+		var err error
+		for _, sh := range m.shards.followed {
+			if err = m.subscribeShard(sh); err != nil {
+				break
+			}
+		}
+		m.shards.mu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
 	m.wg.Add(2)
-	go m.syncBooks(ctx, joinsOf(ctx, joins, &m.wg), gone)
+	go m.syncBooks(ctx, joins, gone)
 	go m.maintain(ctx)
 	return nil
 }

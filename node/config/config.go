@@ -8,6 +8,7 @@ import (
 
 	"github.com/idlegrid/idlegrid/market"
 	"github.com/idlegrid/idlegrid/market/geo"
+	"github.com/idlegrid/idlegrid/market/gpus"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -113,7 +114,12 @@ type GossipConfig struct {
 	ValidatorTimeout Duration `toml:"validator_timeout" comment:"limit for validating one message"`
 	BookOffers       int      `toml:"book_offers" comment:"offers the book holds, live or remembered; a full book refuses unknown issuers' new offers, and a peer in good standing, an attested provider or this node displaces the newest of them"`
 	BookBids         int      `toml:"book_bids" comment:"bids the book holds, by the same rule"`
+	Follow           []string `toml:"follow" comment:"GPU families whose offers and bids this node hears, such as [\"H100\", \"A100\"]: each family is a shard of the offers and bids topics, and a node hears only the shards it follows (a provider its own GPUs' families too; a renter asks the shards its bid names when it rents); empty: every family, on the swarm's whole offers and bids topics, as a node of the last version does"`
 }
+
+// MaxFollow is the most GPU families gossip.follow may name (p2p.MaxShards
+// less the shards a provider's own GPUs and a bid for any GPU add).
+const MaxFollow = 8
 
 // ResourcesConfig bounds libp2p's resource manager.
 type ResourcesConfig struct {
@@ -387,6 +393,14 @@ func (c *Config) validateGossip() error {
 	}
 	if err := intRange("gossip.book_bids", g.BookBids, 16, 10_000_000); err != nil {
 		return err
+	}
+	if len(g.Follow) > MaxFollow {
+		return FieldErr("gossip.follow", g.Follow, fmt.Sprintf("at most %d GPU families", MaxFollow))
+	}
+	for _, f := range g.Follow {
+		if _, err := gpus.Default().Resolve(f); err != nil {
+			return FieldErr("gossip.follow", f, "a GPU family or model the catalog knows, such as \"H100\" or \"RTX 4090\" ("+err.Error()+")")
+		}
 	}
 	return durRange("gossip.validator_timeout", g.ValidatorTimeout, 100*time.Millisecond, time.Minute)
 }

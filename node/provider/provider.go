@@ -39,6 +39,7 @@ type Provider struct {
 	// settlements are the ways to pay the offers list; fixed.
 	settlements []*pb.Settlement
 	datasets    func() []string
+	follow      func(shards ...string) error          // nil: the node hears every shard
 	cfgNow      atomic.Pointer[config.ProviderConfig] // swapped by reconfigure
 	wake        chan struct{}                         // a reconfigure for the loop
 	source      attest.GPUSource                      // nil: the static provider.gpus
@@ -109,6 +110,9 @@ type Deps struct {
 	// Datasets are the root CIDs of the datasets this node keeps, the
 	// most recently used first, for its offers to list; nil: none.
 	Datasets func() []string
+	// Follow has the node hear the shards its offers are gossiped on
+	// (the bids for its GPUs' families); nil: nothing to do.
+	Follow func(shards ...string) error
 }
 
 // maxQuoting bounds the quotes a provider sends at once; bids beyond it
@@ -128,6 +132,7 @@ func New(d Deps) *Provider {
 		coord: d.Coord, relayOnly: d.RelayOnly, book: d.Book, pricesFrom: d.PricesFrom, verifyMarket: d.VerifyMarket, own: market.NewBook(), matcher: market.NewMatcher(market.DefaultMatchConfig(), nil, nil),
 		bids: newBidQueue(), quoting: make(chan struct{}, maxQuoting),
 		locating: make(chan struct{}, maxLocating), located: make(chan struct{}, 1), metrics: d.Metrics, settlements: d.Settlements, datasets: d.Datasets,
+		follow: d.Follow,
 	}
 	p.cfgNow.Store(&d.Cfg)
 	return p
@@ -223,6 +228,11 @@ func (p *Provider) publish(ctx context.Context, o *pb.Offer, flush bool) error {
 	}
 	p.metrics.OfferPublished(o.Withdrawn)
 	p.own.PutOffer(o, p.clock.Now())
+	if p.follow != nil && !o.Withdrawn {
+		if err := p.follow(p2p.OfferShards(o)...); err != nil {
+			p.log.Warn("the bids for this node's GPUs are not heard", "err", err)
+		}
+	}
 	return nil
 }
 
@@ -500,6 +510,9 @@ func (p *Provider) withdrawOffer(ctx context.Context, flush bool) error {
 	h := proto.Clone(p.current.Header).(*pb.Header)
 	h.Seq, h.CreatedUnixMs = seq, now.UnixMilli()
 	w := &pb.Offer{Header: h, Withdrawn: true}
+	for _, g := range p.current.Gpus { // its models, so that it is gossiped on the offer's shards (p2p.OfferShards)
+		w.Gpus = append(w.Gpus, &pb.GPUGroup{Model: g.Model, Count: g.Count})
+	}
 	if err := p.publish(ctx, w, flush); err != nil {
 		return err
 	}

@@ -26,6 +26,10 @@ type Book interface {
 	SyncPeers() []peer.ID
 	// FetchBook syncs p's book now.
 	FetchBook(ctx context.Context, p peer.ID)
+	// Want fetches, from up to n peers in the background, the offers of
+	// the shards this node does not follow, each fetch within use; it
+	// returns how many it began.
+	Want(ctx context.Context, shards []string, n int, use func() (func(), error)) int
 }
 
 // Attester is the renter's view of trust (node/trust's Challenger): a

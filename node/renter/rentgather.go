@@ -8,6 +8,7 @@ import (
 	"github.com/idlegrid/idlegrid/internal/owner"
 	"github.com/idlegrid/idlegrid/market/pb"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/p2p"
 )
 
 // gather waits until the book holds offers that fit b, saying how many
@@ -21,7 +22,9 @@ func (r *Renter) gather(ctx context.Context, b *pb.Bid, req api.RentRequest, out
 	tick := r.Clock.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	lastSaid := time.Time{}
-	asked := false
+	// A bid for a family this node does not follow: its shard's offers
+	// are fetched now, from those who follow it.
+	asked := r.Market.Want(r.ctx, p2p.BidShards(b), gatherSyncs, r.use) > 0
 	for {
 		now := r.Clock.Now()
 		snap := r.Market.Snapshot()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/idlegrid/idlegrid/market/geo"
@@ -27,20 +28,61 @@ type Link struct {
 	Gossip *p2p.Gossip
 	Disc   *p2p.Discovery
 	Clock  clock.Clock
+
+	mu         sync.Mutex
+	unfollowed map[string]time.Time // shards a lookup found no follower of, and when
 }
 
-// Publish gossips data on a topic kind (p2p.TopicOffers, …).
+// Publish gossips data on a topic kind (p2p.TopicOffers, …), and an
+// offer or a bid on its shards too (p2p.Gossip.Publish).
 func (l *Link) Publish(ctx context.Context, kind string, data []byte) error {
-	t := l.Gossip.Topic(kind)
-	if t == nil {
-		return fmt.Errorf("publish: unknown topic kind %q", kind)
-	}
-	return t.Publish(ctx, data)
+	l.reachShards(ctx, kind, data)
+	return l.Gossip.Publish(ctx, kind, data)
 }
 
 // PublishFlushed publishes and waits until data was written to a peer.
 func (l *Link) PublishFlushed(ctx context.Context, kind string, data []byte) error {
+	l.reachShards(ctx, kind, data)
 	return l.Gossip.PublishFlushed(ctx, kind, data)
+}
+
+// shardReach bounds how long a publication waits to find the followers
+// of a shard its node knows none of; a shard a lookup found none of is
+// not looked up again for shardUnfollowed.
+const (
+	shardReach      = 3 * time.Second
+	shardUnfollowed = time.Minute
+)
+
+// reachShards finds followers of the shards of an offer or a bid that
+// this node knows none of (p2p.ReachShard), each within shardReach. Where
+// none is found, the kind's own topic still carries it to every node
+// that follows every shard.
+func (l *Link) reachShards(ctx context.Context, kind string, data []byte) {
+	if l.Disc == nil {
+		return
+	}
+	for _, sh := range p2p.ClaimedShards(kind, data) {
+		l.mu.Lock()
+		at, looked := l.unfollowed[sh]
+		l.mu.Unlock()
+		if looked && time.Since(at) < shardUnfollowed {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, shardReach)
+		p2p.ReachShard(rctx, l.Gossip, l.Disc, kind, sh)
+		cancel()
+		l.mu.Lock()
+		if l.unfollowed == nil {
+			l.unfollowed = map[string]time.Time{}
+		}
+		if len(l.Gossip.ShardPeers(kind, sh)) == 0 {
+			l.unfollowed[sh] = time.Now()
+		} else {
+			delete(l.unfollowed, sh)
+		}
+		l.mu.Unlock()
+	}
 }
 
 // AwaitMesh returns once this node has a mesh peer on a topic (both ends
@@ -117,6 +159,11 @@ func (l *Link) FetchChain(ctx context.Context, p peer.ID, q p2p.ChainQuery, each
 // FetchBook syncs p's book, less what held says this node holds.
 func (l *Link) FetchBook(ctx context.Context, p peer.ID, held *p2p.BookDigest, each func([]byte)) (int, error) {
 	return p2p.FetchBook(ctx, l.Host, l.Swarm, p, held, each)
+}
+
+// FetchShards reads the offers of some shards of p's book (p2p.FetchShards).
+func (l *Link) FetchShards(ctx context.Context, p peer.ID, shards []string, held *p2p.BookDigest, each func([]byte)) (int, error) {
+	return p2p.FetchShards(ctx, l.Host, l.Swarm, p, shards, held, each)
 }
 
 // SyncPeers lists the connected peers that serve book sync, shuffled.
