@@ -139,13 +139,28 @@ func (d *Discovery) keepShard(ctx context.Context, shard string, followers func(
 		if !readvertiseAt.IsZero() {
 			wait = min(wait, max(time.Until(readvertiseAt), time.Second))
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
+		next := time.After(wait)
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-next:
+				break waiting
+			case <-time.After(shardProtectEvery):
+				// A follower that dialled this node is kept as soon as the
+				// router hears it: a full node would close it first.
+				for _, p := range followers() {
+					d.protectAlso(shard, p)
+				}
+			}
 		}
 	}
 }
+
+// shardProtectEvery is how often KeepShard protects the followers that
+// came to it since it last looked.
+const shardProtectEvery = time.Second
 
 // ReachShard makes sure, before a node publishes on a shard it does not
 // follow, that it knows followers of the shard to publish to: where it
