@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
 // shardBook is 10 signed offers of each model, of one issuer each.
@@ -81,11 +82,10 @@ func TestAShardSyncSendsOnlyItsShards(t *testing.T) {
 			}
 
 			old := bookServer(t, book)
-			old.RemoveStreamHandler(Swarm{}.Protocol(BookShardsProtocol)) // before identify tells the asker
+			old.RemoveStreamHandler(Swarm{}.Protocol(BookShardsProtocol))
 			old.RemoveStreamHandler(Swarm{}.Protocol(BookDigestProtocol))
-			wait = identified(t, asker)
 			connectOver(t, asker, old, transport)
-			wait(old.ID(), BookSyncProtocol)
+			servedAs(t, asker, old.ID(), []protocol.ID{BookSyncProtocol}, []protocol.ID{BookDigestProtocol, BookShardsProtocol})
 			got, n = fetch(old.ID(), asker, []string{"a100"}, &held)
 			if n != 10 || len(got) != 10 {
 				t.Fatalf("the A100 shard from a server of the last version: kept %d offers (%d distinct), want 10", n, len(got))
