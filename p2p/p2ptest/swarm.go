@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -178,15 +177,6 @@ func WithLazyLinks() Option { return func(c *config) { c.lazy = true } }
 
 // WithTraffic counts each node's stream bytes in Node.Traffic.
 func WithTraffic() Option { return func(c *config) { c.traffic = true } }
-
-// WithShards has node i (Join's too, by its index) follow the shards
-// follow(i) names: on each sharded kind (p2p.ShardedKinds) it subscribes
-// to those shards instead of the kind's own topic, and keeps followers
-// of each connected (p2p.Discovery.KeepShard). Where follow(i) is empty
-// the node follows the kinds' own topics, as without the option.
-func WithShards(follow func(i int) []string) Option {
-	return func(c *config) { c.follow = follow }
-}
 
 // WithLogger sends the discovery and gossip logs of every node to l.
 func WithLogger(l *slog.Logger) Option {
@@ -463,31 +453,8 @@ func (s *Swarm) startNode(nd *Node, bootstrap []peer.AddrInfo) error {
 		return err
 	}
 	nd.Gossip = g
-	var shards []string
-	if s.cfg.follow != nil {
-		shards = s.cfg.follow(nd.index)
-	}
-	nd.Shards = shards
-	for _, kind := range p2p.TopicKinds {
-		topics := []*pubsub.Topic{g.Topic(kind)}
-		if len(shards) > 0 && slices.Contains(p2p.ShardedKinds, kind) {
-			topics = topics[:0]
-			for _, sh := range shards {
-				t, err := g.JoinShard(kind, sh)
-				if err != nil {
-					return err
-				}
-				topics = append(topics, t)
-			}
-		}
-		for _, t := range topics {
-			sub, err := t.Subscribe()
-			if err != nil {
-				return fmt.Errorf("subscribe %s: %w", t, err)
-			}
-			nd.drains.Add(1)
-			go s.drain(nd, sub)
-		}
+	if err := s.subscribe(nd); err != nil {
+		return err
 	}
 	var nearness func(peer.ID) (time.Duration, bool)
 	if s.cfg.ping > 0 {
@@ -517,12 +484,7 @@ func (s *Swarm) startNode(nd *Node, bootstrap []peer.AddrInfo) error {
 	if err := d.Start(nd.ctx); err != nil {
 		return err
 	}
-	for _, sh := range shards {
-		if err := d.KeepShard(sh, func() []peer.ID { return g.ShardPeers(p2p.TopicOffers, sh) }); err != nil {
-			return err
-		}
-	}
-	return nil
+	return keepShards(nd)
 }
 
 // keepLocality starts nd's coordinate, pinger and keeper, which run until
