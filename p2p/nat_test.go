@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/internal/testwatch"
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/idlegrid/idlegrid/p2p/p2ptest"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(connVictimEnv) != "" {
 		os.Exit(connFloodVictim())
 	}
-	os.Exit(m.Run())
+	os.Exit(testwatch.Run(m))
 }
 
 // natReport is what a helper prints, one JSON line at a time.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/internal/testwatch"
 	"github.com/idlegrid/idlegrid/node/api"
 )
 
@@ -48,7 +49,7 @@ func buildBinary(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testwatch.Run(m)
 	if binary.dir != "" {
 		os.RemoveAll(binary.dir)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idlegrid/idlegrid/internal/testwatch"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 )
 
@@ -224,3 +225,7 @@ func peerID(t *testing.T, name string) string {
 	}
 	return st.PeerID
 }
+
+// TestMain names, at the end of the output, the tests still running
+// shortly before go test's -timeout would end the binary.
+func TestMain(m *testing.M) { os.Exit(testwatch.Run(m)) }
