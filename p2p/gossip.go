@@ -51,6 +51,10 @@ type Gossip struct {
 	kinds     atomic.Pointer[map[string]string] // topic -> kind; replaced whole when a shard is joined
 	let       idSet                             // messages admission let in
 
+	// shardMu is held across calls into the router (Join, a topic's
+	// validator and score parameters), which wait for its loop: nothing
+	// the loop calls (admission, the application score, the tracer) may
+	// take it, or the loop and the caller wait on each other for good.
 	shardMu    sync.Mutex
 	shards     map[string]*pubsub.Topic // shard topic -> the joined topic
 	validators map[string]pubsub.ValidatorEx
@@ -302,14 +306,13 @@ func (g *Gossip) Topic(kind string) *pubsub.Topic { return g.topics[kind] }
 
 // InMesh says whether p is in this node's mesh for a topic kind, on
 // the kind's own topic or on one of its shards.
+//
+// Admission asks it on the router's loop, so it takes no lock that is
+// held across a call into the router (shardMu): it reads the topics from
+// kinds, replaced whole when a shard is joined.
 func (g *Gossip) InMesh(kind string, p peer.ID) bool {
-	if g.mesh.has(g.cfg.Swarm.Topic(kind), p) {
-		return true
-	}
-	g.shardMu.Lock()
-	defer g.shardMu.Unlock()
-	for topic := range g.shards {
-		if (*g.kinds.Load())[topic] == kind && g.mesh.has(topic, p) {
+	for topic, k := range *g.kinds.Load() {
+		if k == kind && g.mesh.has(topic, p) {
 			return true
 		}
 	}

@@ -17,6 +17,9 @@ import (
 type shards struct {
 	all bool
 
+	// mu is held across joins and subscriptions, which wait for the
+	// router's loop: nothing the loop calls (validators, admission) may
+	// take it.
 	mu       sync.Mutex
 	followed []string // sorted
 	g        *p2p.Gossip
