@@ -433,6 +433,24 @@ func rentAsync(ctx context.Context, n *Node, req api.RentRequest, out RentOutput
 	return c
 }
 
+// rentEndWait bounds how long a test waits for a rental to return once
+// its lease was cancelled, its node closed or its job done: a rent that
+// never returns is a failure that names itself, not a package's timeout.
+const rentEndWait = 3 * time.Minute
+
+// rentEnded waits for a rentAsync's result, failing the test past
+// rentEndWait.
+func rentEnded(t testing.TB, c <-chan rentDone) rentDone {
+	t.Helper()
+	select {
+	case d := <-c:
+		return d
+	case <-time.After(rentEndWait):
+		t.Fatalf("the rental did not return within %v", rentEndWait)
+		return rentDone{}
+	}
+}
+
 // activeLease waits until n runs a lease in state active and returns it.
 func activeLease(t *testing.T, n *Node) api.LeaseView {
 	t.Helper()
@@ -471,7 +489,7 @@ func TestTwoRentersRaceForOneProviderAndTheLoserMovesOn(t *testing.T) {
 	var outA, outB executortest.Buffer
 	a := rentAsync(context.Background(), renterA, req, RentOutput{Stdout: &outA, Stderr: &outA})
 	b := rentAsync(context.Background(), renterB, req, RentOutput{Stdout: &outB, Stderr: &outB})
-	ra, rb := <-a, <-b
+	ra, rb := rentEnded(t, a), rentEnded(t, b)
 	if ra.err != nil || rb.err != nil {
 		t.Fatalf("rents: %v (tried %+v), %v (tried %+v)", ra.err, ra.res.Tried, rb.err, rb.res.Tried)
 	}
@@ -594,7 +612,7 @@ func TestEitherSideCancelsALease(t *testing.T) {
 		if _, err := side.n.CancelLease(ctx, id); err != nil {
 			t.Fatalf("%s cancels: %v", side.name, err)
 		}
-		d := <-done
+		d := rentEnded(t, done)
 		if d.err != nil {
 			t.Fatalf("rent cancelled by the %s: %v", side.name, d.err)
 		}
@@ -620,7 +638,7 @@ func TestACancelEndsWithTheReceiptBothSidesHold(t *testing.T) {
 	req := rentRequest(image, "sh", "-c", "trap '' TERM; echo up; while true; do sleep 1; done")
 	req.Detach = true
 	var out executortest.Buffer
-	d := <-rentAsync(ctx, renter, req, RentOutput{Stdout: &out, Stderr: &out})
+	d := rentEnded(t, rentAsync(ctx, renter, req, RentOutput{Stdout: &out, Stderr: &out}))
 	if d.err != nil || !d.res.Detached {
 		t.Fatalf("rent --detach: %v, detached %v", d.err, d.res.Detached)
 	}

@@ -401,7 +401,7 @@ func TestRestartsOnBothSidesStillSettleOneReceipt(t *testing.T) {
 	out.WaitFor(t, "before", firstOutputWait)
 	id := activeLease(t, prov).ID
 	renter.Close()
-	<-done
+	rentEnded(t, done)
 	offline, err := OpenRecords(renterRepo)
 	if err != nil {
 		t.Fatal(err)
@@ -464,7 +464,7 @@ func TestRenterRestartFollowsItsLeaseToTheReceipt(t *testing.T) {
 	out.WaitFor(t, "before", firstOutputWait)
 	id := activeLease(t, prov).ID
 	renter.Close() // the renter's laptop restarts
-	if d := <-done; !errors.Is(d.err, ErrClosed) {
+	if d := rentEnded(t, done); !errors.Is(d.err, ErrClosed) {
 		t.Fatalf("rent on a closing node: %v", d.err)
 	}
 	waitFor(t, 10*time.Second, "the provider finds no renter on the job stream", func() bool { return detached(prov, id) })

@@ -133,7 +133,7 @@ func TestMetricsMoveWhenTheirEventsHappen(t *testing.T) {
 	if _, err := renter.CancelLease(ctx, activeLease(t, prov).ID); err != nil {
 		t.Fatal(err)
 	}
-	if d := <-done; d.err != nil {
+	if d := rentEnded(t, done); d.err != nil {
 		t.Fatalf("rent: %v", d.err)
 	}
 	awaitMetric(t, prov, `idlegrid_leases_ended_total{role="provider",state="cancelled"}`, "counts the end", exactly(1))

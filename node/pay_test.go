@@ -326,7 +326,7 @@ func TestAProviderStopsAJobWithinABeatOfTheLastVoucher(t *testing.T) {
 			return err == nil && len(rec.Voucher) > 0 && rec.Beats >= 3
 		})
 		renter.Close()
-		<-done
+		rentEnded(t, done)
 		waitFor(t, 60*time.Second, "the provider ends the lease", func() bool {
 			rec, err := records.Store{D: prov.store}.Get(ctx, lv.ID)
 			return err == nil && records.Ended(rec.State)
@@ -558,7 +558,7 @@ func TestAPaidLeaseKeepsItsVouchersAcrossAProviderRestart(t *testing.T) {
 		if _, err := p.renter.CancelLease(ctx, id); err != nil {
 			t.Fatal(err)
 		}
-		if res := <-done; res.err != nil {
+		if res := rentEnded(t, done); res.err != nil {
 			t.Fatalf("rent: %v", res.err)
 		}
 		waitFor(t, 10*time.Second, "the provider holds the countersigned receipt", func() bool {

@@ -170,15 +170,7 @@ func TestARepriceLeavesTheAgreedLeaseAlone(t *testing.T) {
 		c.Provider.Pricing = config.PricingConfig{Policy: config.PolicyMarket, Percentile: 50, Floor: "0.50", Ceiling: "9.00", PeakFactor: 1}
 	})
 	waitFor(t, 15*time.Second, "the provider's first offer", func() bool { _, ok := prov.provider.OwnOffer(); return ok })
-	type rented struct {
-		res api.RentResult
-		err error
-	}
-	done := make(chan rented, 1)
-	go func() {
-		res, err := renter.Rent(context.Background(), rentRequest(image, "sleep", "4"), RentOutput{})
-		done <- rented{res, err}
-	}()
+	done := rentAsync(context.Background(), renter, rentRequest(image, "sleep", "4"), RentOutput{})
 	waitFor(t, 30*time.Second, "the lease runs", func() bool {
 		st := prov.Status().Leases
 		return len(st.Active) == 1 && st.Active[0].State == views.LeaseActive
@@ -207,7 +199,7 @@ func TestARepriceLeavesTheAgreedLeaseAlone(t *testing.T) {
 		return ok && o.PriceMicros == 1_800_000
 	})
 
-	r := <-done
+	r := rentEnded(t, done)
 	if r.err != nil {
 		t.Fatalf("rent: %v", r.err)
 	}
