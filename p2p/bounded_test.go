@@ -325,6 +325,9 @@ func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, bounded bool, offer
 	// 1,000 nodes take half an hour to form on 2 cores.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(max(1, n/200))*15*time.Minute)
 	defer cancel()
+	if n >= 300 {
+		b.Logf("%d nodes started in %s", n, time.Since(start).Round(time.Second))
+	}
 	if bounded {
 		if err := waitBounded(ctx, s, 64); err != nil {
 			b.Fatal(err)

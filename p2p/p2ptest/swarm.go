@@ -417,13 +417,23 @@ func newLoopbackHost(cfg config) (host.Host, error) {
 	})
 }
 
+// startProgress is the size of a swarm from which start logs its
+// progress, every tenth of the nodes.
+const startProgress = 300
+
 // start runs gossip and then discovery on every node, in order: node 0
-// first, so that it is up before the others dial it.
+// first, so that it is up before the others dial it. A large swarm logs
+// its progress.
 func (s *Swarm) start(t testing.TB) {
 	t.Helper()
 	h0 := s.Nodes[0].Host
 	boot := []peer.AddrInfo{{ID: h0.ID(), Addrs: h0.Network().ListenAddresses()}}
+	began, said := time.Now(), 0
 	for i, nd := range s.Nodes {
+		if len(s.Nodes) >= startProgress && i*10/len(s.Nodes) > said {
+			said = i * 10 / len(s.Nodes)
+			t.Logf("p2ptest: %d of %d nodes started, %v after the first", i, len(s.Nodes), time.Since(began).Round(time.Millisecond))
+		}
 		var bootstrap []peer.AddrInfo
 		if i > 0 {
 			bootstrap = boot
