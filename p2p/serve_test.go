@@ -521,9 +521,8 @@ func TestAPeerOnANewConnectionTakesItsShareFromItsOldOne(t *testing.T) {
 				return s
 			}
 			first := open(as())
-			var old network.Stream
 			select {
-			case old = <-served:
+			case <-served:
 			case <-time.After(5 * time.Second):
 				t.Fatal("the first stream was not served")
 			}
@@ -539,7 +538,11 @@ func TestAPeerOnANewConnectionTakesItsShareFromItsOldOne(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("the peer on its new connection was not served: its old connection's stream kept its share")
 			}
-			if _, err := old.Read(make([]byte, 1)); err == nil || errors.Is(err, io.EOF) {
+			// The peer sees its old stream reset. (Read on the server's
+			// end, after the reset, may say EOF over QUIC: quic-go answers
+			// a read once the peer's own reset has told it the stream's
+			// final size and every byte before it was read.)
+			if _, err := first.Read(make([]byte, 1)); err == nil || errors.Is(err, io.EOF) {
 				t.Errorf("the old connection's stream was not reset: %v", err)
 			}
 			first.Close()
