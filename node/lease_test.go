@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +21,7 @@ import (
 	"github.com/idlegrid/idlegrid/node/api"
 	"github.com/idlegrid/idlegrid/node/clock"
 	"github.com/idlegrid/idlegrid/node/config"
+	"github.com/idlegrid/idlegrid/node/executor"
 	"github.com/idlegrid/idlegrid/node/executor/executortest"
 	"github.com/idlegrid/idlegrid/node/offer"
 	"github.com/idlegrid/idlegrid/node/records"
@@ -648,14 +649,13 @@ func TestACancelEndsWithTheReceiptBothSidesHold(t *testing.T) {
 		return err == nil && rec.State == records.Active && rec.LastEnv != nil
 	})
 	// The job ignores SIGTERM once its trap is set, which it says: a
-	// cancel before that would end it at once, with no grace to bill.
-	logs, err := renter.LeaseLogs(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// cancel before that would end it at once, with no grace to bill. It
+	// says it to its provider's executor: the renter, detached when the
+	// job started, holds only what came before that.
 	waitFor(t, 30*time.Second, "the job to say its trap is set", func() bool {
-		b, _ := os.ReadFile(logs.Stdout)
-		return strings.Contains(string(b), "up")
+		var b bytes.Buffer
+		_, err := prov.leases.Exec.Logs(ctx, id, executor.Offsets{}, executor.Offsets{Stdout: 1 << 20, Stderr: 1 << 20}, executor.Output{Stdout: &b, Stderr: io.Discard})
+		return err == nil && strings.Contains(b.String(), "up")
 	})
 	l, err := renter.CancelLease(ctx, id)
 	if err != nil || l.State != views.LeaseCancelled {
