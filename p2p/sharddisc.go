@@ -112,7 +112,23 @@ func (d *Discovery) keepShard(ctx context.Context, shard string, followers func(
 	ns := d.cfg.Swarm.ShardRendezvous(shard)
 	wait := 100 * time.Millisecond
 	var readvertiseAt time.Time
+	protect := time.NewTicker(shardProtectEvery)
+	defer protect.Stop()
+	round := time.NewTimer(0)
+	defer round.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-protect.C:
+			// A follower that dialled this node is kept as soon as the
+			// router hears it: a full node would close it first.
+			for _, p := range followers() {
+				d.protectAlso(shard, p)
+			}
+			continue
+		case <-round.C:
+		}
 		if d.dht.RoutingTable().Size() > 0 {
 			if d.cfg.Server && time.Now().After(readvertiseAt) {
 				if ttl, err := d.rd.Advertise(ctx, ns); err != nil {
@@ -139,22 +155,7 @@ func (d *Discovery) keepShard(ctx context.Context, shard string, followers func(
 		if !readvertiseAt.IsZero() {
 			wait = min(wait, max(time.Until(readvertiseAt), time.Second))
 		}
-		next := time.After(wait)
-	waiting:
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-next:
-				break waiting
-			case <-time.After(shardProtectEvery):
-				// A follower that dialled this node is kept as soon as the
-				// router hears it: a full node would close it first.
-				for _, p := range followers() {
-					d.protectAlso(shard, p)
-				}
-			}
-		}
+		round.Reset(wait)
 	}
 }
 
