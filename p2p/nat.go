@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
+	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -114,7 +115,7 @@ func natOptions(c NATConfig, sw Swarm, h *hostRef, reg prometheus.Registerer) ([
 		opts = append(opts, libp2p.NATPortMap())
 	}
 	if c.HolePunching {
-		opts = append(opts, libp2p.EnableHolePunching())
+		opts = append(opts, libp2p.EnableHolePunching(holepunch.WithAddrFilter(newOneTransport())))
 	}
 	if c.AutoRelay {
 		// A relay refuses a provider until its offer has reached the

@@ -57,7 +57,10 @@ type natReport struct {
 	SecondLimited bool  `json:"second_limited"`
 	// Conn is the echo stream's connection, local -> remote address.
 	Conn string `json:"conn,omitempty"`
-	Err  string `json:"err,omitempty"`
+	// Direct are the remote addresses of the renter's direct connections
+	// to the provider once both streams are done.
+	Direct []string `json:"direct,omitempty"`
+	Err    string   `json:"err,omitempty"`
 }
 
 // helper is one helper process.
@@ -171,6 +174,11 @@ func TestNATTraversal(t *testing.T) {
 		if r.Limited != symmetric {
 			t.Errorf("stream relayed: %v, want %v (hole punching %s)", r.Limited, symmetric, map[bool]string{false: "was possible", true: "was not"}[symmetric])
 		}
+		// Both ends listen on TCP and QUIC: hole punching takes QUIC
+		// alone, and its one connection is the one both ends keep.
+		if !symmetric && (len(r.Direct) != 1 || !strings.Contains(r.Direct[0], "/quic-v1")) {
+			t.Errorf("direct connections after hole punching: %v, want one, over QUIC", r.Direct)
+		}
 		if t.Failed() {
 			t.Logf("provider's log:\n%s\nrenter's log:\n%s", prov.log.String(), rent.log.String())
 			t.Logf("r1's connections:\n%s\nr2's connections:\n%s", lab.Conntrack("r1"), lab.Conntrack("r2"))
@@ -244,8 +252,11 @@ func natHelper(role string) int {
 	}
 	connect := func(h host.Host) error {
 		// Each peer is <id>@<addr>+<addr>: TCP and QUIC, as a swarm's
-		// public peers advertise.
-		for _, entry := range strings.Split(os.Getenv("IDLEGRID_NAT_PEERS"), ",") {
+		// public peers advertise. The odd ones are dialled over TCP, the
+		// rest over QUIC (a daemon's DHT reaches its peers over both), so
+		// that the public side observes this host on both transports and
+		// hole punching is offered both.
+		for i, entry := range strings.Split(os.Getenv("IDLEGRID_NAT_PEERS"), ",") {
 			id, addrs, _ := strings.Cut(entry, "@")
 			pid, err := peer.Decode(id)
 			if err != nil {
@@ -253,7 +264,9 @@ func natHelper(role string) int {
 			}
 			ai := peer.AddrInfo{ID: pid}
 			for _, a := range strings.Split(addrs, "+") {
-				ai.Addrs = append(ai.Addrs, ma.StringCast(a))
+				if a := ma.StringCast(a); p2p.IsQUIC(a) == (i%2 == 0) {
+					ai.Addrs = append(ai.Addrs, a)
+				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			err = h.Connect(ctx, ai)
@@ -360,9 +373,15 @@ func natHelper(role string) int {
 			return fail(fmt.Errorf("second stream: %w", err))
 		}
 		s2.Reset()
+		var direct []string
+		for _, c := range h.Network().ConnsToPeer(ai.ID) {
+			if !c.Stat().Limited {
+				direct = append(direct, c.RemoteMultiaddr().String())
+			}
+		}
 		out.Encode(natReport{Echo: strings.TrimSpace(line), Limited: s.Conn().Stat().Limited,
 			SecondMs: time.Since(t0).Milliseconds(), SecondLimited: s2.Conn().Stat().Limited,
-			Conn: fmt.Sprintf("%s -> %s", s.Conn().LocalMultiaddr(), s.Conn().RemoteMultiaddr())})
+			Conn: fmt.Sprintf("%s -> %s", s.Conn().LocalMultiaddr(), s.Conn().RemoteMultiaddr()), Direct: direct})
 	default:
 		return fail(fmt.Errorf("no role %q", role))
 	}

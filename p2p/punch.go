@@ -364,3 +364,55 @@ func ForgetDialBackoff(h host.Host, p peer.ID) {
 		sw.Backoff().Clear(p)
 	}
 }
+
+// punchFilterMax bounds the peers a oneTransport remembers between the
+// two halves of a hole punch.
+const punchFilterMax = 1024
+
+// oneTransport is hole punching's address filter: where both ends have a
+// public QUIC address, both dial QUIC alone.
+//
+// Each end of a hole punch dials every address the other sent it, and
+// libp2p ends that dial (cancels its context) the moment one connection
+// is up, whichever end dialled it. Over TCP and QUIC at once, the two
+// ends may each get a different transport's connection first and each
+// cancel, mid-handshake, the one the other end has just finished: both
+// direct connections die, and the stream waits out directWait for the
+// relay. Over QUIC alone there is one connection (one end dials, the
+// other only sends packets to open its NAT), which both keep.
+//
+// The choice is the same at both ends: each dials QUIC alone when the
+// addresses it sent held a QUIC one and the addresses it received do
+// too. A peer without the filter dials all it receives, as libp2p does.
+type oneTransport struct {
+	mu   sync.Mutex
+	sent map[peer.ID]bool // whether what this end sent the peer held a QUIC address
+}
+
+func newOneTransport() *oneTransport { return &oneTransport{sent: map[peer.ID]bool{}} }
+
+// FilterLocal sends the peer every address, and notes whether one was
+// QUIC. Both roles of a hole punch send theirs before they filter the
+// peer's.
+func (f *oneTransport) FilterLocal(p peer.ID, addrs []ma.Multiaddr) []ma.Multiaddr {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.sent) >= punchFilterMax {
+		clear(f.sent) // punches that ended before the peer answered
+	}
+	f.sent[p] = slices.ContainsFunc(addrs, IsQUIC)
+	return addrs
+}
+
+// FilterRemote keeps the peer's QUIC addresses alone where both ends
+// sent one; otherwise every address.
+func (f *oneTransport) FilterRemote(p peer.ID, addrs []ma.Multiaddr) []ma.Multiaddr {
+	f.mu.Lock()
+	sentQUIC := f.sent[p]
+	delete(f.sent, p)
+	f.mu.Unlock()
+	if !sentQUIC || !slices.ContainsFunc(addrs, IsQUIC) {
+		return addrs
+	}
+	return slices.DeleteFunc(slices.Clone(addrs), func(a ma.Multiaddr) bool { return !IsQUIC(a) })
+}
