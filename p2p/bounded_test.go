@@ -254,6 +254,7 @@ type swarmFigures struct {
 	// gossipPerOffer is the gossip bytes, sent and received, per node per
 	// offer of offerBytes published.
 	gossipPerOffer float64
+	renter         renterFigures // a bounded swarm's
 }
 
 // offerBytes is about a signed offer's size: BenchmarkBookMemory's
@@ -312,6 +313,9 @@ func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, bounded bool, offer
 	const ping, find, window = 30 * time.Second, time.Minute, 2 * time.Minute
 	if n > len(lat) {
 		lat = lat.Expand(n, 0.1, 7)
+	}
+	if bounded && len(lat) == n {
+		lat = withNewcomer(lat) // a row for measureFreshRenter's renter
 	}
 	opts := []p2ptest.Option{p2ptest.WithLatency(lat, 0), p2ptest.WithTraffic(), p2ptest.WithLazyLinks()}
 	if bounded {
@@ -399,6 +403,10 @@ func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, bounded bool, offer
 	b.Logf("%d nodes, bounded %v: connections median %d, max %d; %.1f KB/node/min in the window (%s), %.1f more amortized (lookup %.1f KB, refresh %.1f KB); %d offers to all, p50 %s, p99 %s, gossip %.0f B/node/offer (%.1f times its %d bytes); RSS %.1f MB/node",
 		n, bounded, f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.bytesPerMin/1e3, families(f.byProtocol), f.amortized/1e3, lookup/1e3, refresh/1e3, offers, f.p50, f.p99,
 		f.gossipPerOffer, f.gossipPerOffer/offerBytes, offerBytes, f.rssPerNode/1e6)
+	if bounded {
+		f.renter = measureFreshRenter(ctx, b, s)
+		b.Logf("%d nodes: %s", n, f.renter)
+	}
 	return f
 }
 
