@@ -159,12 +159,13 @@ func startIn(t *testing.T, cmd *exec.Cmd) *syncBuffer {
 	t.Helper()
 	var errb syncBuffer
 	cmd.Stderr = &errb
+	cmd.WaitDelay = childPipeWait
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		cmd.Wait()
+		checkPipesClosed(t, cmd.Wait())
 	})
 	return &errb
 }

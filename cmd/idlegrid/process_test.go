@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -99,6 +100,7 @@ func startDaemon(t testing.TB, bin, repo string) *daemon {
 	t.Helper()
 	d := &daemon{repo: repo, cmd: exec.Command(bin, "daemon", "--repo", repo, "--log-format", "json"), stderr: &syncBuffer{}, done: make(chan struct{})}
 	d.cmd.Stderr = d.stderr
+	d.cmd.WaitDelay = childPipeWait
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +111,23 @@ func startDaemon(t testing.TB, bin, repo string) *daemon {
 	t.Cleanup(func() {
 		d.cmd.Process.Kill()
 		<-d.done
+		checkPipesClosed(t, d.err)
 	})
 	return d
+}
+
+// childPipeWait bounds how long a test waits, once a daemon it started
+// has exited, for the daemon's stderr to close: a process the daemon
+// left behind that holds it would otherwise hold the test up for ever.
+const childPipeWait = 10 * time.Second
+
+// checkPipesClosed fails t where a process's Wait gave up on its pipes
+// (exec.ErrWaitDelay): something it started outlived it holding them.
+func checkPipesClosed(t testing.TB, err error) {
+	t.Helper()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		t.Errorf("a process the daemon started outlived it, holding its stderr open %v after it exited", childPipeWait)
+	}
 }
 
 // waitJSON runs a CLI command until its JSON answer satisfies ok.

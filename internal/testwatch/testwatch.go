@@ -82,8 +82,12 @@ var (
 // Report writes, of the goroutine dump all, the stacks of the goroutines
 // that run a test (a test function under testing.tRunner, not waiting in
 // the testing package for subtests or parallel peers), then a line for
-// each: the test's name and the goroutine's state. It returns how many
-// it found.
+// each: the test's name and the goroutine's state. A goroutine of
+// tRunner's in code with no test function on its stack (a cleanup a
+// helper registered, which runs after the test has returned) is named by
+// its top function. It returns how many it found; where it found none,
+// it writes the whole dump, up to maxDump bytes, so that what holds the
+// binary up is still in the log.
 func Report(w io.Writer, all []byte) int {
 	type running struct {
 		test, state string
@@ -105,16 +109,39 @@ func Report(w io.Writer, all []byte) int {
 			}
 		}
 		if name == "" {
-			continue
+			name = "a cleanup or helper, " + outerFunc(lines[1:])
 		}
 		found = append(found, running{name, m[1]})
 		fmt.Fprintf(w, "%s\n\n", strings.Join(lines, "\n"))
+	}
+	if len(found) == 0 {
+		fmt.Fprintf(w, "%s\n\n", all[:min(len(all), maxDump)])
 	}
 	for _, r := range found {
 		fmt.Fprintf(w, "testwatch: still running %s [%s]\n", r.test, r.state)
 	}
 	if len(found) == 0 {
-		fmt.Fprintln(w, "testwatch: no test goroutine found")
+		fmt.Fprintln(w, "testwatch: no test goroutine found; every goroutine is above")
 	}
 	return len(found)
+}
+
+// maxDump bounds the dump Report writes when it finds no test running.
+const maxDump = 256 << 10
+
+// outerFunc is the function of a goroutine's stack lines (a function's
+// line, then its file's, each frame) nearest the testing package's
+// frames under it: the function a test or its cleanup called.
+func outerFunc(lines []string) string {
+	name := ""
+	for _, l := range lines {
+		if strings.HasPrefix(l, "\t") || strings.HasPrefix(l, "testing.") || strings.HasPrefix(l, "created by ") {
+			continue
+		}
+		name = l
+		if i := strings.LastIndex(l, "("); i > 0 {
+			name = l[:i]
+		}
+	}
+	return name
 }

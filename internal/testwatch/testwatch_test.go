@@ -46,6 +46,24 @@ func TestReportSaysWhenNoTestRuns(t *testing.T) {
 	if n := Report(&out, []byte(dump)); n != 0 || !strings.Contains(out.String(), "no test goroutine found") {
 		t.Errorf("found %d in a dump whose only test waits for its subtests:\n%s", n, out.String())
 	}
+	if !strings.Contains(out.String(), "main.main()") {
+		t.Errorf("with no test found, the dump is not in the report:\n%s", out.String())
+	}
+}
+
+// A cleanup a helper registered runs on tRunner's goroutine after its
+// test has returned, with no test function on the stack: it is named by
+// its function.
+func TestReportNamesABlockedCleanup(t *testing.T) {
+	var out bytes.Buffer
+	dump := "goroutine 9 [syscall, 12 minutes]:\nsyscall.Syscall6(0x1)\n\t/go/syscall.go:1 +0x1\nos.(*Process).Wait(0x1)\n\t/go/exec.go:1 +0x1\nmain.startIn.func2()\n\t/x/daemon_test.go:40 +0x1\ntesting.(*common).Cleanup.func1()\n\t/go/testing.go:3 +0x1\ntesting.(*common).runCleanup(0x1)\n\t/go/testing.go:4 +0x1\ntesting.tRunner.func2()\n\t/go/testing.go:5 +0x1\ntesting.tRunner(0x1, 0x2)\n\t/go/testing.go:2 +0x1\n"
+	if n := Report(&out, []byte(dump)); n != 1 {
+		t.Fatalf("found %d in a dump with a blocked cleanup:\n%s", n, out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if last := lines[len(lines)-1]; last != "testwatch: still running a cleanup or helper, main.startIn.func2 [syscall, 12 minutes]" {
+		t.Errorf("the last line: %q", last)
+	}
 }
 
 // A test binary whose test blocks past its -timeout exits with 2, naming
