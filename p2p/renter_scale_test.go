@@ -1,3 +1,5 @@
+//go:build !race
+
 package p2p_test
 
 import (
