@@ -254,7 +254,6 @@ type swarmFigures struct {
 	// gossipPerOffer is the gossip bytes, sent and received, per node per
 	// offer of offerBytes published.
 	gossipPerOffer float64
-	renter         renterFigures // a bounded swarm's
 }
 
 // offerBytes is about a signed offer's size: BenchmarkBookMemory's
@@ -404,8 +403,7 @@ func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, bounded bool, offer
 		n, bounded, f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.bytesPerMin/1e3, families(f.byProtocol), f.amortized/1e3, lookup/1e3, refresh/1e3, offers, f.p50, f.p99,
 		f.gossipPerOffer, f.gossipPerOffer/offerBytes, offerBytes, f.rssPerNode/1e6)
 	if bounded {
-		f.renter = measureFreshRenter(ctx, b, s)
-		b.Logf("%d nodes: %s", n, f.renter)
+		b.Logf("%d nodes: %s", n, measureFreshRenter(ctx, b, s))
 	}
 	return f
 }

@@ -45,11 +45,11 @@ type renterFigures struct {
 // bookOffer is one offer of a swarm's book: its envelope, and a raw
 // message as long as what the envelope signs, signed by the same key.
 type bookOffer struct {
-	env  []byte
-	pub  crypto.PubKey
-	msg  []byte
-	sig  []byte
-	shrd string
+	env   []byte
+	pub   crypto.PubKey
+	msg   []byte
+	sig   []byte
+	shard string
 }
 
 // swarmBook signs o offers, each by a provider of its own, spread over
@@ -86,7 +86,7 @@ func swarmBook(t testing.TB, o int, now time.Time) []bookOffer {
 		if err != nil {
 			t.Fatal(err)
 		}
-		book[i] = bookOffer{env: env, pub: key.GetPublic(), msg: msg, sig: sig, shrd: p2p.ModelShard(model)}
+		book[i] = bookOffer{env: env, pub: key.GetPublic(), msg: msg, sig: sig, shard: p2p.ModelShard(model)}
 	}
 	return book
 }
@@ -144,7 +144,7 @@ func measureFreshRenter(ctx context.Context, t testing.TB, s *p2ptest.Swarm) ren
 	f.sync, f.fetched = time.Since(start), len(got)
 	want := 0
 	for _, o := range book {
-		if slices.Contains(shards, o.shrd) {
+		if slices.Contains(shards, o.shard) {
 			want++
 		}
 	}

@@ -85,7 +85,7 @@ var (
 // each: the test's name and the goroutine's state. A goroutine of
 // tRunner's in code with no test function on its stack (a cleanup a
 // helper registered, which runs after the test has returned) is named by
-// its top function. It returns how many it found; where it found none,
+// the function the testing frames called (outerFunc). It returns how many it found; where it found none,
 // it writes the whole dump, up to maxDump bytes, so that what holds the
 // binary up is still in the log.
 func Report(w io.Writer, all []byte) int {
@@ -114,14 +114,11 @@ func Report(w io.Writer, all []byte) int {
 		found = append(found, running{name, m[1]})
 		fmt.Fprintf(w, "%s\n\n", strings.Join(lines, "\n"))
 	}
-	if len(found) == 0 {
-		fmt.Fprintf(w, "%s\n\n", all[:min(len(all), maxDump)])
-	}
 	for _, r := range found {
 		fmt.Fprintf(w, "testwatch: still running %s [%s]\n", r.test, r.state)
 	}
 	if len(found) == 0 {
-		fmt.Fprintln(w, "testwatch: no test goroutine found; every goroutine is above")
+		fmt.Fprintf(w, "%s\n\ntestwatch: no test goroutine found; every goroutine is above\n", all[:min(len(all), maxDump)])
 	}
 	return len(found)
 }
