@@ -39,6 +39,7 @@ type Gossip struct {
 	ps     *pubsub.PubSub
 	topics map[string]*pubsub.Topic
 	mesh   *meshTracker
+	watch  *subWatch
 	cfg    GossipConfig
 
 	scoreMu sync.Mutex
@@ -91,6 +92,7 @@ func MessageID(m *pb.Message) string {
 // signed envelopes verified by the topic validators.
 func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, error) {
 	mesh := newMeshTracker()
+	watch := newSubWatch(h, cfg.Swarm, cfg.Logger)
 	opts := []pubsub.Option{
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
 		pubsub.WithNoAuthor(),
@@ -98,6 +100,7 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 		pubsub.WithPeerOutboundQueueSize(cfg.OutboundQueue),
 		pubsub.WithMaxMessageSize(cfg.MaxMessageSize),
 		pubsub.WithRawTracer(mesh),
+		pubsub.WithRawTracer(watch),
 		// Messages wait here for a validation worker (one per core).
 		// pubsub's 32 dropped part of a burst of 40 offers on a loaded
 		// 2-core machine, uncounted; what validation holds in flight is
@@ -108,7 +111,7 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 	if cfg.Logger != nil {
 		opts = append(opts, pubsub.WithLogger(cfg.Logger))
 	}
-	g := &Gossip{topics: make(map[string]*pubsub.Topic), mesh: mesh, cfg: cfg,
+	g := &Gossip{topics: make(map[string]*pubsub.Topic), mesh: mesh, watch: watch, cfg: cfg,
 		shards: make(map[string]*pubsub.Topic), validators: make(map[string]pubsub.ValidatorEx)}
 	g.let.ttl = pubsub.TimeCacheDuration
 	kinds := make(map[string]string)
@@ -127,6 +130,7 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 		return nil, fmt.Errorf("gossipsub: %w", err)
 	}
 	g.ps = ps
+	go watch.run(ctx)
 	for _, kind := range TopicKinds {
 		t, err := ps.Join(cfg.Swarm.Topic(kind))
 		if err != nil {
@@ -166,7 +170,8 @@ const validateQueue = 256
 // much it floods.
 //
 // Then it takes out of the RPC each message that admission (SetAdmission)
-// refuses, before the router sees it.
+// refuses, before the router sees it, and tells the subWatch of the
+// subscriptions the router is about to hear.
 func (g *Gossip) inspectRPC(from peer.ID, rpc *pubsub.RPC) error {
 	a := g.admission.Load()
 	if g.appSpecificScore(from) < graylistThreshold {
@@ -183,6 +188,7 @@ func (g *Gossip) inspectRPC(from peer.ID, rpc *pubsub.RPC) error {
 	if a != nil && len(rpc.Publish) > 0 {
 		rpc.Publish = g.admit(a.admit, from, rpc.Publish)
 	}
+	g.watch.heard(from, rpc)
 	return nil
 }
 

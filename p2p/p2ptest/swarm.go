@@ -489,6 +489,9 @@ func (s *Swarm) drain(nd *Node, sub *pubsub.Subscription) {
 // disconnect peers; nil on loopback.
 func (s *Swarm) Mocknet() mocknet.Mocknet { return s.mn }
 
+// Swarm is the swarm the nodes are of (WithSwarm).
+func (s *Swarm) Swarm() p2p.Swarm { return s.cfg.swarm }
+
 // Close stops every node and waits: the harness's subscriptions, then each
 // node's topics, routers and discovery, then the hosts and the mocknet. It
 // is safe to call more than once and returns the first call's errors.
