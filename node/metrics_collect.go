@@ -42,6 +42,15 @@ func nodeGauges(n *Node) []prometheus.Collector {
 			Name: "idlegrid_coordinate_outliers_total",
 			Help: "RTT samples refused because the peer's coordinate contradicted the RTT measured.",
 		}, func() float64 { return float64(n.coords.Stats().Outliers) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "idlegrid_gossip_router_reconnects_total",
+			Help: "Peers reconnected because the gossip router had forgotten their subscriptions while connected to them.",
+		}, func() float64 {
+			if n.gossip == nil {
+				return 0
+			}
+			return float64(n.gossip.RouterRepairs().Reconnected)
+		}),
 		gauge("idlegrid_offers_held", "Live offers in this node's book, its own included.", func() float64 {
 			if n.market == nil {
 				return 0

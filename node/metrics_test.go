@@ -16,7 +16,7 @@ import (
 // serves, whatever its role, from its start.
 var idlegridFamilies = []string{
 	"idlegrid_info", "idlegrid_uptime_seconds", "idlegrid_connected_peers", "idlegrid_dht_routing_table_peers",
-	"idlegrid_gossip_mesh_peers", "idlegrid_gossip_messages_received_total", "idlegrid_validator_messages_total",
+	"idlegrid_gossip_mesh_peers", "idlegrid_gossip_messages_received_total", "idlegrid_gossip_router_reconnects_total", "idlegrid_validator_messages_total",
 	"idlegrid_offers_held", "idlegrid_bids_held", "idlegrid_offers_published_total", "idlegrid_quotes_sent_total", "idlegrid_bids_unquoted_total",
 	"idlegrid_attestations_served_total", "idlegrid_attestation_challenges_total",
 	"idlegrid_gpus_offered", "idlegrid_gpus_leased", "idlegrid_leases_running", "idlegrid_leases_ended_total", "idlegrid_lease_metered_seconds_total",
