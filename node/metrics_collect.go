@@ -44,7 +44,7 @@ func nodeGauges(n *Node) []prometheus.Collector {
 		}, func() float64 { return float64(n.coords.Stats().Outliers) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "idlegrid_gossip_router_reconnects_total",
-			Help: "Peers reconnected because the gossip router had forgotten their subscriptions while connected to them.",
+			Help: "Connected peers closed and dialled again because the gossip router had lacked them for 5 s on topics they follow.",
 		}, func() float64 {
 			if n.gossip == nil {
 				return 0

@@ -92,7 +92,8 @@ func MessageID(m *pb.Message) string {
 // signed envelopes verified by the topic validators.
 func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, error) {
 	mesh := newMeshTracker()
-	watch := newSubWatch(h, cfg.Swarm, cfg.Logger)
+	filter := topicFilter(cfg.Swarm)
+	watch := newSubWatch(h, cfg.Swarm, filter, cfg.Logger)
 	opts := []pubsub.Option{
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
 		pubsub.WithNoAuthor(),
@@ -100,13 +101,12 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 		pubsub.WithPeerOutboundQueueSize(cfg.OutboundQueue),
 		pubsub.WithMaxMessageSize(cfg.MaxMessageSize),
 		pubsub.WithRawTracer(mesh),
-		pubsub.WithRawTracer(watch),
 		// Messages wait here for a validation worker (one per core).
 		// pubsub's 32 dropped part of a burst of 40 offers on a loaded
 		// 2-core machine, uncounted; what validation holds in flight is
 		// bounded by pubsub's throttle (8,192) either way.
 		pubsub.WithValidateQueueSize(validateQueue),
-		pubsub.WithSubscriptionFilter(topicFilter(cfg.Swarm)),
+		pubsub.WithSubscriptionFilter(filter),
 	}
 	if cfg.Logger != nil {
 		opts = append(opts, pubsub.WithLogger(cfg.Logger))
@@ -130,7 +130,6 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 		return nil, fmt.Errorf("gossipsub: %w", err)
 	}
 	g.ps = ps
-	go watch.run(ctx)
 	for _, kind := range TopicKinds {
 		t, err := ps.Join(cfg.Swarm.Topic(kind))
 		if err != nil {
@@ -139,6 +138,7 @@ func NewGossip(ctx context.Context, h host.Host, cfg GossipConfig) (*Gossip, err
 		}
 		g.topics[kind] = t
 	}
+	go watch.run(ctx, ps)
 	return g, nil
 }
 
@@ -171,7 +171,7 @@ const validateQueue = 256
 //
 // Then it takes out of the RPC each message that admission (SetAdmission)
 // refuses, before the router sees it, and tells the subWatch of the
-// subscriptions the router is about to hear.
+// subscriptions the router is about to keep.
 func (g *Gossip) inspectRPC(from peer.ID, rpc *pubsub.RPC) error {
 	a := g.admission.Load()
 	if g.appSpecificScore(from) < graylistThreshold {

@@ -17,7 +17,6 @@ import (
 // It also tells Gossip.PublishFlushed when a message it waits on has been
 // written to a peer's stream.
 type meshTracker struct {
-	noTrace
 	mu      sync.Mutex
 	mesh    map[string]map[peer.ID]struct{}
 	written map[string]chan struct{} // message ID -> closed once written to a peer
@@ -69,6 +68,15 @@ func (m *meshTracker) Leave(topic string) {
 	delete(m.mesh, topic)
 }
 
+func (m *meshTracker) OnNewOutboundStream(peer.ID, protocol.ID) {}
+func (m *meshTracker) Join(string)                              {}
+func (m *meshTracker) ValidateMessage(*pubsub.Message)          {}
+func (m *meshTracker) DeliverMessage(*pubsub.Message)           {}
+func (m *meshTracker) RejectMessage(*pubsub.Message, string)    {}
+func (m *meshTracker) DuplicateMessage(*pubsub.Message)         {}
+func (m *meshTracker) ThrottlePeer(peer.ID)                     {}
+func (m *meshTracker) RecvRPC(*pubsub.RPC)                      {}
+func (m *meshTracker) SendRPC(*pubsub.RPC, peer.ID)             {}
 func (m *meshTracker) SendRPCCompleted(rpc *pubsub.RPC, _ peer.ID, _ time.Duration) {
 	if len(rpc.Publish) == 0 {
 		return
@@ -99,24 +107,5 @@ func (m *meshTracker) awaitWritten(id string) (<-chan struct{}, func()) {
 		}
 	}
 }
-
-// noTrace is a pubsub.RawTracer that traces nothing, for a tracer to
-// embed and override what it watches.
-type noTrace struct{}
-
-func (noTrace) OnNewOutboundStream(peer.ID, protocol.ID)             {}
-func (noTrace) OnClosedOutboundStream(peer.ID)                       {}
-func (noTrace) Join(string)                                          {}
-func (noTrace) Leave(string)                                         {}
-func (noTrace) Graft(peer.ID, string)                                {}
-func (noTrace) Prune(peer.ID, string)                                {}
-func (noTrace) ValidateMessage(*pubsub.Message)                      {}
-func (noTrace) DeliverMessage(*pubsub.Message)                       {}
-func (noTrace) RejectMessage(*pubsub.Message, string)                {}
-func (noTrace) DuplicateMessage(*pubsub.Message)                     {}
-func (noTrace) ThrottlePeer(peer.ID)                                 {}
-func (noTrace) RecvRPC(*pubsub.RPC)                                  {}
-func (noTrace) SendRPC(*pubsub.RPC, peer.ID)                         {}
-func (noTrace) SendRPCCompleted(*pubsub.RPC, peer.ID, time.Duration) {}
-func (noTrace) DropRPC(*pubsub.RPC, peer.ID)                         {}
-func (noTrace) UndeliverableMessage(*pubsub.Message)                 {}
+func (m *meshTracker) DropRPC(*pubsub.RPC, peer.ID)         {}
+func (m *meshTracker) UndeliverableMessage(*pubsub.Message) {}

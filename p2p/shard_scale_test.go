@@ -189,9 +189,10 @@ func followersKnowEachOther(s *p2ptest.Swarm, followers []int, shard string) boo
 	return true
 }
 
-// repairBound is how soon a router has again a connected peer it forgot
-// (p2p.RouterRepairs): 5 s to be found due, a sweep's second, a second's
-// pause, the dial, and a heartbeat to graft it.
+// repairBound is how soon a router has again a connected peer it lacks
+// on a topic the peer follows (p2p.RouterRepairs): a sweep's second to
+// notice, 5 s to be due, a second's pause, the dial, and a heartbeat to
+// graft it.
 const repairBound = 10 * time.Second
 
 // Followers of a shard find each other at its rendezvous and hold their
@@ -229,7 +230,7 @@ func TestAShardsFollowersFindEachOther(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 		// A minute of bounders trimming: the followers' links hold. Where
-		// a router forgot a follower meanwhile (p2p.RouterRepairs), the
+		// a router lost a follower meanwhile (p2p.RouterRepairs), the
 		// follower is back within repairBound; a follower the bounder
 		// closed would be looked for again only a FindInterval later.
 		time.Sleep(time.Minute)

@@ -12,7 +12,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
 // The router (go-libp2p-pubsub v0.19.0) forgets a peer's subscriptions
@@ -26,46 +25,41 @@ import (
 // stream alone was reset or timed out), the router goes on treating a
 // connected peer as following nothing: it never grafts the peer into a
 // mesh, and a shard of three followers has lost one for as long as the
-// connection lasts. And the router reopens its own stream to a peer at
-// most four times in ten minutes (its dead-peer backoff), then not at
-// all while the peer stays connected.
+// connection lasts. The router reopens its own stream to a peer at most
+// four times in ten minutes (its dead-peer backoff), then not at all
+// while the peer stays connected; and the close of the peer's stream can
+// clear its subscriptions after the hello of the stream that replaced it.
 //
-// subWatch notices both. A peer that had sent its subscriptions, whose
-// subscriptions the router then cleared while still connected to it, and
-// which within resubscribeWait has neither sent them again nor been
-// given a new stream, is disconnected, so that both routers drop each
-// other cleanly, and dialled again redialPause later: the new connection
-// starts both routers afresh, hellos and all. A peer with a stream of
-// the node's own protocols open (a lease, a job's output, a transfer)
-// keeps its connection until those end.
+// subWatch notices all of these the same way: it keeps the topics each
+// connected peer has said it follows (what the router kept of its
+// subscription RPCs, seen by the RPC inspector before the router reads
+// them) and, once a second, asks the router which peers it has on those
+// topics. A connected peer missing from a topic it follows, or without
+// the router's stream, for resubscribeWait is closed, so that both
+// routers drop each other cleanly, and dialled again redialPause later:
+// the new connection starts both routers afresh, hellos and all. A peer
+// with a stream of the node's own protocols open (a lease, a job's
+// output, a transfer) keeps its connection until those end.
 type subWatch struct {
-	noTrace
-	h       host.Host
-	app     string // prefix of the swarm's own protocols
-	dht     string // prefix of the swarm's DHT protocols, which are not
-	log     *slog.Logger
+	h      host.Host
+	filter pubsub.SubscriptionFilter // the router's own: what it keeps, kept here
+	app    string                    // prefix of the swarm's own protocols
+	dht    string                    // prefix of the swarm's DHT protocols, which are not
+	log    *slog.Logger
+
 	repairs atomic.Int64 // peers reconnected
 	waited  atomic.Int64 // sweeps that found a peer due but busy
 
-	mu        sync.Mutex
-	announced map[peer.ID]struct{}      // peers that sent a subscription since the router last cleared theirs
-	stale     map[peer.ID]*staleRouting // peers the router forgot while connected
-	wg        sync.WaitGroup            // redials
-}
-
-var _ pubsub.RawTracer = (*subWatch)(nil)
-
-// staleRouting is what the router still lacks of a peer it cleared.
-type staleRouting struct {
-	since    time.Time
-	noStream bool // it has not opened a new stream to the peer
-	noHello  bool // the peer has not sent its subscriptions again
+	mu      sync.Mutex
+	follows map[peer.ID]map[string]struct{} // by peer, the topics it said it follows
+	missing map[peer.ID]time.Time           // connected peers the router lacks, since
+	wg      sync.WaitGroup                  // redials
 }
 
 const (
-	// resubscribeWait is how long a peer the router forgot has to be
-	// learnt again: the router's first new stream goes at once, the
-	// peer's hello a round trip later.
+	// resubscribeWait is how long the router may lack a connected peer
+	// on a topic it follows: the router's first new stream goes at
+	// once, the peer's hello a round trip later.
 	resubscribeWait = 5 * time.Second
 	// redialPause is how long after closing a peer subWatch dials it
 	// again, so that both routers have dropped the old connection's
@@ -76,67 +70,44 @@ const (
 	redialTimeout = 15 * time.Second
 )
 
-func newSubWatch(h host.Host, s Swarm, log *slog.Logger) *subWatch {
+func newSubWatch(h host.Host, s Swarm, filter pubsub.SubscriptionFilter, log *slog.Logger) *subWatch {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &subWatch{h: h, app: string(s.DHTPrefix()) + "/", dht: string(s.DHTPrefix()) + "/kad/", log: log,
-		announced: make(map[peer.ID]struct{}), stale: make(map[peer.ID]*staleRouting)}
+	return &subWatch{h: h, filter: filter, app: string(s.DHTPrefix()) + "/", dht: string(s.DHTPrefix()) + "/kad/", log: log,
+		follows: make(map[peer.ID]map[string]struct{}), missing: make(map[peer.ID]time.Time)}
 }
 
-// heard notes an RPC the router is about to read from a peer, on the
-// router's loop: one that subscribes to a topic is the peer's hello, or
-// a later subscription.
+// heard notes the subscriptions of an RPC the router is about to read
+// from a peer, on the router's loop, as the router will keep them: those
+// its filter passes, none of an RPC the filter refuses.
 func (w *subWatch) heard(from peer.ID, rpc *pubsub.RPC) {
-	for _, s := range rpc.GetSubscriptions() {
-		if !s.GetSubscribe() {
-			continue
-		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.announced[from] = struct{}{}
-		if st := w.stale[from]; st != nil {
-			st.noHello = false
-			w.settle(from, st)
-		}
+	subs := rpc.GetSubscriptions()
+	if len(subs) == 0 {
 		return
 	}
-}
-
-// OnNewOutboundStream is the router opening a stream to p.
-func (w *subWatch) OnNewOutboundStream(p peer.ID, _ protocol.ID) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if st := w.stale[p]; st != nil {
-		st.noStream = false
-		w.settle(p, st)
-	}
-}
-
-// OnClosedOutboundStream is the router dropping p: it has just cleared
-// p's subscriptions. Where p is still connected, the router will not
-// hear them again unless p opens a new stream.
-func (w *subWatch) OnClosedOutboundStream(p peer.ID) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	_, had := w.announced[p]
-	delete(w.announced, p)
-	if had && w.h.Network().Connectedness(p) == network.Connected {
-		w.stale[p] = &staleRouting{since: time.Now(), noStream: true, noHello: true}
+	subs, err := w.filter.FilterIncomingSubscriptions(from, subs)
+	if err != nil {
 		return
 	}
-	delete(w.stale, p)
-}
-
-// settle forgets st once the router has p back; w.mu is held.
-func (w *subWatch) settle(p peer.ID, st *staleRouting) {
-	if !st.noStream && !st.noHello {
-		delete(w.stale, p)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	topics := w.follows[from]
+	for _, s := range subs {
+		switch {
+		case s.GetSubscribe() && topics == nil:
+			topics = map[string]struct{}{s.GetTopicid(): {}}
+			w.follows[from] = topics
+		case s.GetSubscribe():
+			topics[s.GetTopicid()] = struct{}{}
+		default:
+			delete(topics, s.GetTopicid())
+		}
 	}
 }
 
 // run sweeps once a second until ctx ends, then waits for its redials.
-func (w *subWatch) run(ctx context.Context) {
+func (w *subWatch) run(ctx context.Context, ps *pubsub.PubSub) {
 	defer w.wg.Wait()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -145,38 +116,73 @@ func (w *subWatch) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			w.sweep(ctx, time.Now())
+			w.sweep(ctx, ps, time.Now())
 		}
 	}
 }
 
-// sweep forgets the peers no longer connected and reconnects those the
-// router has not had back within resubscribeWait.
-func (w *subWatch) sweep(ctx context.Context, now time.Time) {
+// sweep forgets the peers no longer connected, notes those the router
+// lacks, and reconnects those it has lacked for resubscribeWait. It asks
+// the router outside w.mu: the router's loop takes w.mu (heard).
+func (w *subWatch) sweep(ctx context.Context, ps *pubsub.PubSub, now time.Time) {
 	net := w.h.Network()
-	var due []peer.ID
+	follows := map[peer.ID][]string{}
+	topics := map[string]bool{}
 	w.mu.Lock()
-	for p := range w.announced {
-		if net.Connectedness(p) != network.Connected {
-			delete(w.announced, p)
+	for p, ts := range w.follows {
+		for t := range ts {
+			follows[p] = append(follows[p], t)
+			topics[t] = true
 		}
 	}
-	for p, st := range w.stale {
+	w.mu.Unlock()
+	has := map[string]map[peer.ID]bool{"": peerSet(ps.ListPeers(""))} // "": those the router has a stream to
+	for t := range topics {
+		has[t] = peerSet(ps.ListPeers(t))
+	}
+	var due []peer.ID
+	w.mu.Lock()
+	for p := range w.follows {
+		if net.Connectedness(p) != network.Connected {
+			delete(w.follows, p)
+			delete(w.missing, p)
+			continue
+		}
+		lacks := !has[""][p]
+		for _, t := range follows[p] {
+			lacks = lacks || !has[t][p]
+		}
+		since, was := w.missing[p]
 		switch {
-		case net.Connectedness(p) != network.Connected:
-			delete(w.stale, p)
-		case now.Sub(st.since) < resubscribeWait:
-		case w.busy(p):
-			w.waited.Add(1)
-		default:
-			delete(w.stale, p)
+		case !lacks:
+			delete(w.missing, p)
+		case !was:
+			w.missing[p] = now
+		case now.Sub(since) >= resubscribeWait:
 			due = append(due, p)
 		}
 	}
 	w.mu.Unlock()
 	for _, p := range due {
+		if w.busy(p) {
+			w.waited.Add(1)
+			continue
+		}
+		w.mu.Lock()
+		delete(w.follows, p)
+		delete(w.missing, p)
+		w.mu.Unlock()
 		w.reconnect(ctx, p)
 	}
+}
+
+// peerSet is ps as a set.
+func peerSet(ps []peer.ID) map[peer.ID]bool {
+	m := make(map[peer.ID]bool, len(ps))
+	for _, p := range ps {
+		m[p] = true
+	}
+	return m
 }
 
 // busy says whether a stream of the swarm's own protocols (not its DHT's)
@@ -216,25 +222,24 @@ func (w *subWatch) reconnect(ctx context.Context, p peer.ID) {
 	}()
 }
 
-// RouterRepairs counts what Gossip did about peers its router forgot
-// while connected to them (see subWatch).
+// RouterRepairs counts what Gossip did about connected peers its router
+// lacked on topics they follow (see subWatch).
 type RouterRepairs struct {
-	// Forgotten are the connected peers the router has cleared and not
-	// had back yet.
-	Forgotten int
+	// Missing are the connected peers the router lacks now.
+	Missing int
 	// Reconnected are the peers closed and dialled again so far.
 	Reconnected int64
-	// Waited counts the sweeps that found a forgotten peer due but left
-	// it connected, a stream of the swarm's own protocols being open.
+	// Waited counts the sweeps that found a peer due but left it
+	// connected, a stream of the swarm's own protocols being open.
 	Waited int64
 }
 
-// RouterRepairs reports what the node did about peers its router forgot
-// while connected to them.
+// RouterRepairs reports what the node did about connected peers its
+// router lacked on topics they follow.
 func (g *Gossip) RouterRepairs() RouterRepairs {
 	w := g.watch
 	w.mu.Lock()
-	n := len(w.stale)
+	n := len(w.missing)
 	w.mu.Unlock()
-	return RouterRepairs{Forgotten: n, Reconnected: w.repairs.Load(), Waited: w.waited.Load()}
+	return RouterRepairs{Missing: n, Reconnected: w.repairs.Load(), Waited: w.waited.Load()}
 }
