@@ -234,11 +234,7 @@ func TestAShardsFollowersFindEachOther(t *testing.T) {
 		// follower is back within repairBound; a follower the bounder
 		// closed would be looked for again only a FindInterval later.
 		time.Sleep(time.Minute)
-		for end := time.Now().Add(repairBound); !joined(); time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(end) {
-				t.Fatal("a follower of the H100 shard lost its mesh a minute after it formed")
-			}
-		}
+		waitUntil(t, repairBound, "the H100 shard's followers have their mesh a minute after it formed", joined)
 		dctx, dcancel := context.WithTimeout(ctx, time.Minute)
 		defer dcancel()
 		if _, err := s.DeliverShards(dctx, p2p.TopicOffers, followers[:2], []string{"h100", "h100"}, time.Second); err != nil {

@@ -130,6 +130,7 @@ func (w *subWatch) sweep(ctx context.Context, ps *pubsub.PubSub, now time.Time) 
 	topics := map[string]bool{}
 	w.mu.Lock()
 	for p, ts := range w.follows {
+		follows[p] = make([]string, 0, len(ts)) // one that follows nothing now is still forgotten once gone
 		for t := range ts {
 			follows[p] = append(follows[p], t)
 			topics[t] = true
@@ -142,14 +143,14 @@ func (w *subWatch) sweep(ctx context.Context, ps *pubsub.PubSub, now time.Time) 
 	}
 	var due []peer.ID
 	w.mu.Lock()
-	for p := range w.follows {
+	for p, ts := range follows { // a peer heard since is looked at next time
 		if net.Connectedness(p) != network.Connected {
 			delete(w.follows, p)
 			delete(w.missing, p)
 			continue
 		}
 		lacks := !has[""][p]
-		for _, t := range follows[p] {
+		for _, t := range ts {
 			lacks = lacks || !has[t][p]
 		}
 		since, was := w.missing[p]

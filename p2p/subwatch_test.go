@@ -117,15 +117,10 @@ func (f *forgetting) knows(x, y *p2ptest.Node, topic string) bool {
 	return slices.Contains(x.Gossip.PubSub().ListPeers(topic), y.Host.ID())
 }
 
+// waitFor waits, a minute at most, until cond holds.
 func (f *forgetting) waitFor(what string, cond func() bool) {
 	f.t.Helper()
-	for !cond() {
-		select {
-		case <-f.ctx.Done():
-			f.t.Fatalf("%s: %v", what, f.ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	waitUntil(f.t, time.Minute, what, cond)
 }
 
 // waitRepaired waits until node 0's router has node 1 on topics again,
