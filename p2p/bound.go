@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/connmgr"
@@ -42,10 +43,22 @@ type bounder struct {
 	kick  chan struct{}
 	done  chan struct{}
 	close sync.Once
+
+	// conns counts each connected peer's connections, from the network's
+	// notifications: the count of peers the loop is woken by, in O(1)
+	// where the network's Peers is a slice of them all (a bootstrap node
+	// holds thousands, and each new connection would copy them under the
+	// network's notification lock).
+	mu    sync.Mutex
+	conns map[peer.ID]int
+
+	evicted atomic.Uint64 // connections evict closed
 }
 
+// newBounder bounds h, which must not have connected yet: the bounder
+// counts the connections it is told of.
 func newBounder(h host.Host, cm connmgr.ConnManager, b Bound) *bounder {
-	bd := &bounder{h: h, cm: cm, b: b, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	bd := &bounder{h: h, cm: cm, b: b, kick: make(chan struct{}, 1), done: make(chan struct{}), conns: map[peer.ID]int{}}
 	h.Network().Notify(bd)
 	go bd.loop()
 	return bd
@@ -57,7 +70,7 @@ func (bd *bounder) loop() {
 		case <-bd.done:
 			return
 		case <-bd.kick:
-			if len(bd.h.Network().Peers()) > bd.b.High {
+			if bd.peers() > bd.b.High {
 				bd.cm.TrimOpenConns(context.Background())
 				bd.evict(time.Now())
 			}
@@ -92,8 +105,30 @@ func (bd *bounder) evict(now time.Time) {
 		cs = append(cs, c)
 	}
 	for _, c := range evictionOrder(cs, now, bd.b.Grace)[:min(over, len(cs))] {
+		bd.evicted.Add(1)
 		bd.h.Network().ClosePeer(c.p)
 	}
+}
+
+// BoundEvictions is how many peers the hard bound of h (a host from
+// NewHost or BoundHost, or one that wraps such a host and says so by an
+// Unwrap method) has closed: the least valued, each when a new
+// connection took h past its high-water mark. 0 for a host without one.
+func BoundEvictions(h host.Host) uint64 {
+	for h != nil {
+		switch x := h.(type) {
+		case *boundHost:
+			if x.bd == nil {
+				return 0
+			}
+			return x.bd.evicted.Load()
+		case interface{ Unwrap() host.Host }:
+			h = x.Unwrap()
+		default:
+			return 0
+		}
+	}
+	return 0
 }
 
 // candidate is a peer a bounder may close: its connection manager tags'
@@ -121,10 +156,24 @@ func evictionOrder(cs []candidate, now time.Time, grace time.Duration) []candida
 	return cs
 }
 
-// Connected asks the loop to look at the count: the notification runs
-// under the swarm's lock, where closing a connection must not.
+// peers is how many peers the host holds connections to, as the
+// notifications have told.
+func (bd *bounder) peers() int {
+	bd.mu.Lock()
+	defer bd.mu.Unlock()
+	return len(bd.conns)
+}
+
+// Connected counts c and, past High, asks the loop to look: the
+// notification runs under the swarm's lock, where closing a connection
+// must not. A network notifies a connection's Connected before its
+// Disconnected.
 func (bd *bounder) Connected(_ network.Network, c network.Conn) {
-	if len(bd.h.Network().Peers()) > bd.b.High {
+	bd.mu.Lock()
+	bd.conns[c.RemotePeer()]++
+	over := len(bd.conns) > bd.b.High
+	bd.mu.Unlock()
+	if over {
 		select {
 		case bd.kick <- struct{}{}:
 		default:
@@ -132,9 +181,18 @@ func (bd *bounder) Connected(_ network.Network, c network.Conn) {
 	}
 }
 
-func (bd *bounder) Disconnected(network.Network, network.Conn) {}
-func (bd *bounder) Listen(network.Network, ma.Multiaddr)       {}
-func (bd *bounder) ListenClose(network.Network, ma.Multiaddr)  {}
+func (bd *bounder) Disconnected(_ network.Network, c network.Conn) {
+	bd.mu.Lock()
+	defer bd.mu.Unlock()
+	p := c.RemotePeer()
+	if bd.conns[p] <= 1 {
+		delete(bd.conns, p)
+		return
+	}
+	bd.conns[p]--
+}
+func (bd *bounder) Listen(network.Network, ma.Multiaddr)      {}
+func (bd *bounder) ListenClose(network.Network, ma.Multiaddr) {}
 
 // keeperProtected says whether a Keeper's tag or a kept shard's protects
 // p: the only protection a keeperConnMgr passes on to the connection

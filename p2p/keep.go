@@ -124,7 +124,8 @@ func (k *Keeper) Random(p peer.ID) bool {
 // peer worth less, but it can be. Left as protection, those reach 40 to 50
 // of 60 peers in a small swarm, and no bound holds. With b.High set, a
 // bounder holds the node to that many peers (see Bound) until the host
-// closes.
+// closes; h must not have connected yet, since the bounder counts the
+// connections it is told of.
 func BoundHost(h host.Host, cm connmgr.ConnManager, b Bound) host.Host {
 	bh := &boundHost{Host: h, cm: keeperConnMgr{cm}}
 	if b.High > 0 {

@@ -58,6 +58,9 @@ type punchState struct {
 	lanGone chan struct{}      // closed when watchLAN ends
 }
 
+// Unwrap is the host punchingHost wraps.
+func (h punchingHost) Unwrap() host.Host { return h.Host }
+
 func newPunchingHost(h host.Host) punchingHost {
 	ctx, stop := context.WithCancel(context.Background())
 	ps := &punchState{started: time.Now(), stop: stop, ready: make(chan struct{}), failed: map[peer.ID]time.Time{}, lan: map[peer.ID][]ma.Multiaddr{},

@@ -80,6 +80,9 @@ type wrappedHost struct {
 	link    func(a, b peer.ID)  // WithLazyLinks: links the two before a dial
 }
 
+// Unwrap is the host h wraps (p2p.BoundEvictions reads a bound one).
+func (h *wrappedHost) Unwrap() host.Host { return h.Host }
+
 func (h *wrappedHost) Connect(ctx context.Context, ai peer.AddrInfo) error {
 	if h.link != nil {
 		h.link(h.ID(), ai.ID)
