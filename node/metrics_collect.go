@@ -51,6 +51,15 @@ func nodeGauges(n *Node) []prometheus.Collector {
 			}
 			return float64(n.gossip.RouterRepairs().Reconnected)
 		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "idlegrid_conn_evictions_total",
+			Help: "Peers the hard connection bound closed, each when a new connection took the node past its high-water mark.",
+		}, func() float64 {
+			if n.host == nil {
+				return 0
+			}
+			return float64(p2p.BoundEvictions(n.host))
+		}),
 		gauge("idlegrid_offers_held", "Live offers in this node's book, its own included.", func() float64 {
 			if n.market == nil {
 				return 0

@@ -15,7 +15,7 @@ import (
 // idlegridFamilies are the families of idlegrid's own that every node
 // serves, whatever its role, from its start.
 var idlegridFamilies = []string{
-	"idlegrid_info", "idlegrid_uptime_seconds", "idlegrid_connected_peers", "idlegrid_dht_routing_table_peers",
+	"idlegrid_info", "idlegrid_uptime_seconds", "idlegrid_connected_peers", "idlegrid_conn_evictions_total", "idlegrid_dht_routing_table_peers",
 	"idlegrid_gossip_mesh_peers", "idlegrid_gossip_messages_received_total", "idlegrid_gossip_router_reconnects_total", "idlegrid_validator_messages_total",
 	"idlegrid_offers_held", "idlegrid_bids_held", "idlegrid_offers_published_total", "idlegrid_quotes_sent_total", "idlegrid_bids_unquoted_total",
 	"idlegrid_attestations_served_total", "idlegrid_attestation_challenges_total",

@@ -17,7 +17,7 @@ import (
 // idlegridFamilies are the families every node serves on /metrics.
 var idlegridFamilies = []string{
 	"idlegrid_attestation_challenges_total", "idlegrid_attestations_served_total", "idlegrid_bids_held", "idlegrid_bids_unquoted_total",
-	"idlegrid_connected_peers", "idlegrid_coordinate_error", "idlegrid_coordinate_outliers_total", "idlegrid_dht_routing_table_peers",
+	"idlegrid_conn_evictions_total", "idlegrid_connected_peers", "idlegrid_coordinate_error", "idlegrid_coordinate_outliers_total", "idlegrid_dht_routing_table_peers",
 	"idlegrid_earnings_total", "idlegrid_executor_errors_total", "idlegrid_gossip_mesh_peers", "idlegrid_gossip_messages_received_total", "idlegrid_gossip_router_reconnects_total",
 	"idlegrid_gpus_leased", "idlegrid_gpus_offered", "idlegrid_info", "idlegrid_lease_metered_seconds_total", "idlegrid_leases_ended_total",
 	"idlegrid_leases_running", "idlegrid_offers_held", "idlegrid_offers_published_total", "idlegrid_quotes_sent_total",
