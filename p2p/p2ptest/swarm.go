@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -379,7 +382,7 @@ func (s *Swarm) start(t testing.TB) {
 	for i, nd := range s.Nodes {
 		if len(s.Nodes) >= startProgress && i*10/len(s.Nodes) > said {
 			said = i * 10 / len(s.Nodes)
-			t.Logf("p2ptest: %d of %d nodes started, %v after the first", i, len(s.Nodes), time.Since(began).Round(time.Millisecond))
+			t.Logf("p2ptest: %d of %d nodes started, %v after the first%s", i, len(s.Nodes), time.Since(began).Round(time.Millisecond), residentSet())
 		}
 		var bootstrap []peer.AddrInfo
 		if i > 0 {
@@ -390,6 +393,23 @@ func (s *Swarm) start(t testing.TB) {
 			t.Fatalf("p2ptest: start node %d: %v", i, err)
 		}
 	}
+}
+
+// residentSet is ", RSS" and the process's resident set in GB, read
+// from /proc/self/status; empty where that cannot be read.
+func residentSet() string {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
+			if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				return fmt.Sprintf(", RSS %.1f GB", float64(kb)/1e6)
+			}
+		}
+	}
+	return ""
 }
 
 // startNode joins the swarm's topics and subscribes to each (gossipsub
