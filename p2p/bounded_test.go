@@ -228,6 +228,7 @@ func BenchmarkBoundedSwarm(b *testing.B) {
 				b.ReportMetric(float64(f.conns[len(f.conns)-1]), "conns-max")
 				b.ReportMetric(f.rssPerNode/1e6, "RSS-MB/node")
 				b.ReportMetric(f.evictionsPerMin, "evictions/node/min")
+				b.ReportMetric(f.evictionsForming, "evictions/node-forming")
 				b.ReportMetric(float64(over64(f.conns)), "nodes-over-64")
 				b.ReportMetric(float64(f.connsLater[len(f.connsLater)-1]), "conns-max-later")
 				b.ReportMetric(float64(over64(f.connsLater)), "nodes-over-64-later")
@@ -256,8 +257,10 @@ type swarmFigures struct {
 	// offer of offerBytes published.
 	gossipPerOffer float64
 	// evictionsPerMin is the peers each node's connection bound closed,
-	// per minute of the window (p2p.BoundEvictions).
-	evictionsPerMin float64
+	// per minute of the window (p2p.BoundEvictions); evictionsForming,
+	// per node, before the window: as the swarm formed and the minute
+	// after.
+	evictionsPerMin, evictionsForming float64
 }
 
 // evictions is the peers the connection bounds of every node have
@@ -372,6 +375,7 @@ func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, bounded bool, offer
 	time.Sleep(window)
 	var total int64
 	var f swarmFigures
+	f.evictionsForming = float64(evictedBefore) / float64(n)
 	f.evictionsPerMin = float64(evictions(s)-evictedBefore) / float64(n) / window.Minutes()
 	f.byProtocol = map[string]float64{}
 	for fam, b := range bytesByFamily(s) {
@@ -415,8 +419,8 @@ func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, bounded bool, offer
 	time.Sleep(2 * time.Minute)
 	f.connsLater = settledConns(s, bounded)
 	b.Logf("2 minutes later: connections median %d, max %d, %d nodes over 64", f.connsLater[len(f.connsLater)/2], f.connsLater[len(f.connsLater)-1], over64(f.connsLater))
-	b.Logf("%d nodes, bounded %v: connections median %d, max %d; %.1f KB/node/min in the window (%s), %.1f more amortized (lookup %.1f KB, refresh %.1f KB); %.2f peers/node/min closed by the bound in the window; %d offers to all, p50 %s, p99 %s, gossip %.0f B/node/offer (%.1f times its %d bytes); RSS %.1f MB/node",
-		n, bounded, f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.bytesPerMin/1e3, families(f.byProtocol), f.amortized/1e3, lookup/1e3, refresh/1e3, f.evictionsPerMin, offers, f.p50, f.p99,
+	b.Logf("%d nodes, bounded %v: connections median %d, max %d; %.1f KB/node/min in the window (%s), %.1f more amortized (lookup %.1f KB, refresh %.1f KB); %.2f peers/node/min closed by the bound in the window (%.0f a node before it); %d offers to all, p50 %s, p99 %s, gossip %.0f B/node/offer (%.1f times its %d bytes); RSS %.1f MB/node",
+		n, bounded, f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.bytesPerMin/1e3, families(f.byProtocol), f.amortized/1e3, lookup/1e3, refresh/1e3, f.evictionsPerMin, f.evictionsForming, offers, f.p50, f.p99,
 		f.gossipPerOffer, f.gossipPerOffer/offerBytes, offerBytes, f.rssPerNode/1e6)
 	if bounded {
 		b.Logf("%d nodes: %s", n, measureFreshRenter(ctx, b, s))

@@ -67,9 +67,9 @@ func TestSimulatedSwarmFigures(t *testing.T) {
 					f = measureSwarm(t, n, true)
 					took = time.Since(start)
 				})
-				t.Logf("simulated %d nodes for %v: %.1f KB/node/min (+%.1f amortized), offers p50 %v p99 %v, connections median %d max %d (later %d), %.2f peers/node/min closed by the bound, RSS %.1f MB/node",
+				t.Logf("simulated %d nodes for %v: %.1f KB/node/min (+%.1f amortized), offers p50 %v p99 %v, connections median %d max %d (later %d), %.2f peers/node/min closed by the bound (%.0f a node as it formed), RSS %.1f MB/node",
 					n, took.Round(time.Second), f.bytesPerMin/1e3, f.amortized/1e3, f.p50, f.p99,
-					f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.connsLater[len(f.connsLater)-1], f.evictionsPerMin, f.rssPerNode/1e6)
+					f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.connsLater[len(f.connsLater)-1], f.evictionsPerMin, f.evictionsForming, f.rssPerNode/1e6)
 				checkBackWithinBounds(t, f)
 			})
 		}
