@@ -188,10 +188,10 @@ func measureFreshRenter(ctx context.Context, t testing.TB, s *p2ptest.Swarm) ren
 }
 
 // withNewcomer is lat and one more row, for a node that joins later: it
-// sits beside node len(lat)/2, as far as it from every other node, and
-// near it (a quarter of that node's nearest RTT).
+// sits beside node newcomerNear(lat), as far as it from every other node,
+// and near it (a quarter of that node's nearest RTT).
 func withNewcomer(lat p2ptest.Matrix) p2ptest.Matrix {
-	n, k := len(lat), len(lat)/2
+	n, k := len(lat), newcomerNear(lat)
 	out := make(p2ptest.Matrix, n+1)
 	for i := range lat {
 		out[i] = append(slices.Clone(lat[i]), lat[i][k])
@@ -205,6 +205,24 @@ func withNewcomer(lat p2ptest.Matrix) p2ptest.Matrix {
 	}
 	out[n][k], out[k][n] = near/4, near/4
 	return out
+}
+
+// newcomerNear is the node a newcomer sits beside: node len(lat)/2, or
+// the first after it that is not beside node 0. The newcomer joins
+// through node 0, and an expanded matrix (Matrix.Expand) makes every
+// node whose index is a multiple of the base's rows a jittered copy of
+// node 0, a fraction of a millisecond from it; a newcomer there would
+// start and sync in no time. Beside is nearer than a tenth of node 0's
+// median RTT.
+func newcomerNear(lat p2ptest.Matrix) int {
+	row := slices.Clone(lat[0])
+	slices.Sort(row)
+	beside := row[len(row)/2] / 10
+	k := len(lat) / 2
+	for k < len(lat)-1 && lat[k][0] < beside {
+		k++
+	}
+	return k
 }
 
 // threadCPU is the CPU time of the calling goroutine's thread (it must be
@@ -240,4 +258,29 @@ func TestAFreshRenterRanksTheOffersOfItsShards(t *testing.T) {
 			t.Errorf("the fresh renter's sync took %v simulated, want one to ten round trips of %v", f.sync, 2*oneWay)
 		}
 	})
+}
+
+// A newcomer does not sit beside node 0, through which it joins: on the
+// expansion of a 200-row matrix to 2,000 nodes, node 1,000 is node 0's
+// jittered copy, and the newcomer goes to the next node that is not; on
+// 200 rows it goes beside node 100.
+func TestANewcomerSitsAwayFromItsBootstrapPeer(t *testing.T) {
+	base := planetLabRows(t, 0, 200)
+	if k := newcomerNear(base); k != 100 {
+		t.Errorf("on 200 rows the newcomer sits beside node %d, want 100", k)
+	}
+	lat := base.Expand(2000, 0.1, 7)
+	row := slices.Clone(lat[0])
+	slices.Sort(row)
+	if d := lat[1000][0]; d >= row[len(row)/2]/10 {
+		t.Fatalf("node 1,000 is %.2f ms from node 0: the expansion no longer copies node 0 there, and this test shows nothing", d)
+	}
+	k := newcomerNear(lat)
+	if k <= 1000 || lat[k][0] < row[len(row)/2]/10 {
+		t.Errorf("on 2,000 nodes the newcomer sits beside node %d, %.2f ms from node 0", k, lat[k][0])
+	}
+	nl := withNewcomer(lat)
+	if d := nl.OneWay(2000, 0); d < time.Millisecond {
+		t.Errorf("the newcomer is %v from node 0", d)
+	}
 }
