@@ -7,10 +7,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -468,16 +466,9 @@ func costOf(ctx context.Context, s *p2ptest.Swarm, do func(*p2ptest.Node)) float
 
 // rss is the process's resident set size in bytes (Linux).
 func rss(b testing.TB) int64 {
-	raw, err := os.ReadFile("/proc/self/status")
+	n, err := p2ptest.ResidentSet()
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	b.Fatal("no VmRSS in /proc/self/status")
-	return 0
+	return n
 }

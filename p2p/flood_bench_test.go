@@ -1,16 +1,12 @@
 package p2p_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -421,16 +417,9 @@ func memoryInUse() (heap, rss float64) {
 	runtime.GC()
 	var st runtime.MemStats
 	runtime.ReadMemStats(&st)
-	status, err := os.ReadFile("/proc/self/status")
+	n, err := p2ptest.ResidentSet()
 	if err != nil {
 		return float64(st.HeapInuse), 0
 	}
-	sc := bufio.NewScanner(bytes.NewReader(status))
-	for sc.Scan() {
-		if f := bytes.Fields(sc.Bytes()); len(f) == 3 && string(f[0]) == "VmRSS:" {
-			kb, _ := strconv.ParseFloat(string(f[1]), 64)
-			rss = kb * 1024
-		}
-	}
-	return float64(st.HeapInuse), rss
+	return float64(st.HeapInuse), float64(n)
 }

@@ -395,21 +395,33 @@ func (s *Swarm) start(t testing.TB) {
 	}
 }
 
-// residentSet is ", RSS" and the process's resident set in GB, read
-// from /proc/self/status; empty where that cannot be read.
-func residentSet() string {
+// ResidentSet is the process's resident set in bytes (VmRSS in
+// /proc/self/status, Linux).
+func ResidentSet() (int64, error) {
 	raw, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return ""
+		return 0, err
 	}
 	for line := range strings.SplitSeq(string(raw), "\n") {
 		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
-			if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-				return fmt.Sprintf(", RSS %.1f GB", float64(kb)/1e6)
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmRSS %q: %w", f[1], err)
 			}
+			return kb << 10, nil
 		}
 	}
-	return ""
+	return 0, errors.New("no VmRSS in /proc/self/status")
+}
+
+// residentSet is ", RSS" and ResidentSet in GB of the kilobytes /proc
+// counts; empty where it cannot be read.
+func residentSet() string {
+	b, err := ResidentSet()
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf(", RSS %.1f GB", float64(b>>10)/1e6)
 }
 
 // startNode joins the swarm's topics and subscribes to each (gossipsub
