@@ -212,17 +212,22 @@ func withNewcomer(lat p2ptest.Matrix) p2ptest.Matrix {
 // through node 0, and an expanded matrix (Matrix.Expand) makes every
 // node whose index is a multiple of the base's rows a jittered copy of
 // node 0, a fraction of a millisecond from it; a newcomer there would
-// start and sync in no time. Beside is nearer than a tenth of node 0's
-// median RTT.
+// start and sync in no time. Beside is nearer than besideNode0.
 func newcomerNear(lat p2ptest.Matrix) int {
-	row := slices.Clone(lat[0])
-	slices.Sort(row)
-	beside := row[len(row)/2] / 10
+	beside := besideNode0(lat)
 	k := len(lat) / 2
 	for k < len(lat)-1 && lat[k][0] < beside {
 		k++
 	}
 	return k
+}
+
+// besideNode0 is the RTT under which a node of lat is beside node 0: a
+// tenth of node 0's median RTT.
+func besideNode0(lat p2ptest.Matrix) float64 {
+	row := slices.Clone(lat[0])
+	slices.Sort(row)
+	return row[len(row)/2] / 10
 }
 
 // threadCPU is the CPU time of the calling goroutine's thread (it must be
@@ -270,13 +275,12 @@ func TestANewcomerSitsAwayFromItsBootstrapPeer(t *testing.T) {
 		t.Errorf("on 200 rows the newcomer sits beside node %d, want 100", k)
 	}
 	lat := base.Expand(2000, 0.1, 7)
-	row := slices.Clone(lat[0])
-	slices.Sort(row)
-	if d := lat[1000][0]; d >= row[len(row)/2]/10 {
+	beside := besideNode0(lat)
+	if d := lat[1000][0]; d >= beside {
 		t.Fatalf("node 1,000 is %.2f ms from node 0: the expansion no longer copies node 0 there, and this test shows nothing", d)
 	}
 	k := newcomerNear(lat)
-	if k <= 1000 || lat[k][0] < row[len(row)/2]/10 {
+	if k <= 1000 || lat[k][0] < beside {
 		t.Errorf("on 2,000 nodes the newcomer sits beside node %d, %.2f ms from node 0", k, lat[k][0])
 	}
 	nl := withNewcomer(lat)
