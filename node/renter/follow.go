@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idlegrid/idlegrid/attest"
@@ -45,6 +46,23 @@ const ResumeAttachFor = 30 * time.Second
 // relocateWait bounds one lookup of a provider that could not be
 // attached to; a DHT lookup takes seconds on a busy machine.
 const relocateWait = 3 * time.Second
+
+// ReceiptWait is how long past the lease's term (its end as the last
+// extension set it) a renter waits for the provider's receipt: the
+// provider's longest stop grace (jobs.stop_grace, at most 10 minutes) and
+// the receipt's exchange. A provider that holds the job stream open past
+// it and sends no receipt is counted gone, as one that vanished: the
+// renter's own receipt pays for the beats it verified, unless the
+// provider settles within SettleFor.
+const ReceiptWait = 15 * time.Minute
+
+// AttachedWait is the least a stream just attached is given to bring the
+// receipt, however late: a provider sends a receipt it holds at once.
+const AttachedWait = time.Minute
+
+// errNoReceipt: the job stream brought no receipt by the lease's term
+// and ReceiptWait.
+var errNoReceipt = errors.New("no receipt after the lease's term")
 
 // beatSkew is how far a telemetry beat's stamp may lie past the lease's
 // term or ahead of the renter's clock: the clocks of two machines differ.
@@ -220,8 +238,12 @@ func (f *Follow) run(ctx context.Context) error {
 		if err == nil {
 			lost, f.attached = time.Time{}, true
 			f.relayed = s.Conn().Stat().Limited
-			if done, err := f.read(ctx, s); done {
+			done, err := f.read(ctx, s)
+			if done {
 				return err
+			}
+			if errors.Is(err, errNoReceipt) && !f.settling {
+				return f.providerGone(fmt.Sprintf("no receipt %s after the lease's term ended", ReceiptWait), "the provider sent no receipt after the lease's term")
 			}
 		}
 		if f.R.ctx.Err() != nil {
@@ -252,7 +274,7 @@ func (f *Follow) run(ctx context.Context) error {
 			return errNotBack
 		}
 		if clk.Since(lost) > window {
-			return f.providerGone()
+			return f.providerGone("the provider is gone", "the provider vanished")
 		}
 		if ctx.Err() != nil {
 			f.stopped()
@@ -266,7 +288,9 @@ func (f *Follow) run(ctx context.Context) error {
 }
 
 // read handles one attached stream's frames; done when the lease ended
-// here (receipt handled) or failed for good.
+// here (receipt handled) or failed for good. A stream that brings no
+// receipt by the term's end and ReceiptWait (AttachedWait after it
+// attached, if that is later) is reset, and read says errNoReceipt.
 func (f *Follow) read(ctx context.Context, s network.Stream) (done bool, err error) {
 	defer func() {
 		if !done {
@@ -279,10 +303,21 @@ func (f *Follow) read(ctx context.Context, s network.Stream) (done bool, err err
 	defer closing()
 	read := make(chan struct{})
 	defer close(read)
+	clk := f.R.Clock
+	attached := clk.Now()
+	receiptBy := func() time.Duration {
+		return max(clk.Until(f.tm.End().Add(ReceiptWait)), clk.Until(attached.Add(AttachedWait)))
+	}
+	late := clk.NewTimer(receiptBy())
+	defer late.Stop()
+	var overdue atomic.Bool
 	f.payAgain(s)
 	go func() {
 		select {
 		case <-f.leave:
+			s.Reset()
+		case <-late.C():
+			overdue.Store(true)
 			s.Reset()
 		case <-read:
 		}
@@ -290,6 +325,9 @@ func (f *Follow) read(ctx context.Context, s network.Stream) (done bool, err err
 	for {
 		fr := new(pb.JobFrame)
 		if err := p2p.ReadMsg(s, p2p.MaxJobFrame, fr); err != nil {
+			if overdue.Load() {
+				return false, errNoReceipt
+			}
 			return false, err
 		}
 		switch k := fr.Kind.(type) {
@@ -310,6 +348,7 @@ func (f *Follow) read(ctx context.Context, s network.Stream) (done bool, err err
 			f.out.say("provider: %s", k.Notice)
 		case *pb.JobFrame_Extension:
 			f.extend(k.Extension)
+			late.Reset(receiptBy()) // the term may end later now
 		case *pb.JobFrame_Started:
 			f.out.say("job started: %s", k.Started)
 			if f.detachAtStart {

@@ -2,6 +2,7 @@ package renter
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/idlegrid/idlegrid/p2p"
 	ds "github.com/ipfs/go-datastore"
 	dssync "github.com/ipfs/go-datastore/sync"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
@@ -25,21 +27,8 @@ import (
 // the beat refused and counted against it once, and the renter meters to
 // the last beat it could verify.
 func TestABeatStampedAheadIsRefusedAndCountsAgainstItsProvider(t *testing.T) {
-	mn, err := mocknet.FullMeshConnected(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mn.Close()
-	prov, rent := mn.Hosts()[0], mn.Hosts()[1]
-	clk := clock.NewFake()
-	start := clk.Now()
-	lease := &pb.Lease{Id: "lease-ahead", Renter: []byte(rent.ID()), Provider: []byte(prov.ID()), StartUnixMs: start.UnixMilli(),
-		DurationSeconds: 3600, PriceMicros: 3_600_000, Currency: "USD", GpuCount: 1}
-
-	chain, err := attest.NewChain(prov.Peerstore().PrivKey(prov.ID()), "", lease.Id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov, rent, clk, lease, chain := leaseOnMocknet(t, "lease-ahead", time.Hour)
+	start := time.UnixMilli(lease.StartUnixMs)
 	var frames []*pb.JobFrame
 	for _, at := range []time.Time{start.Add(5 * time.Second), start.Add(time.Hour), start.Add(50 * time.Minute)} {
 		env, err := chain.Next(at, nil)
@@ -70,7 +59,7 @@ func TestABeatStampedAheadIsRefusedAndCountsAgainstItsProvider(t *testing.T) {
 		observed = append(observed, seen{p, good, w, what})
 	}}
 	var said []string
-	f := &Follow{R: r, Lease: lease, rec: &records.Lease{ID: lease.Id, Role: records.Renter, State: records.Active}, out: RentOutput{Progress: func(l string) { said = append(said, l) }}}
+	f := &Follow{R: r, Lease: lease, tm: market.Term{Lease: lease}, rec: &records.Lease{ID: lease.Id, Role: records.Renter, State: records.Active}, out: RentOutput{Progress: func(l string) { said = append(said, l) }}}
 	f.beats = attest.NewFollower(prov.ID(), "", lease.Id, f.term())
 	clk.Advance(10 * time.Minute)
 	s, err := rent.NewStream(context.Background(), prov.ID(), "/test/job")
@@ -96,4 +85,118 @@ func TestABeatStampedAheadIsRefusedAndCountsAgainstItsProvider(t *testing.T) {
 	if n := len(said); n != 2 || !strings.Contains(said[0], "telemetry beat refused") {
 		t.Errorf("the renter was told %q; want each refused beat named", said)
 	}
+}
+
+// A provider that holds the job stream open past the lease's term and
+// sends no receipt does not hold the renter's follow: the stream lives
+// while beats come, and ReceiptWait after the term's end read gives up
+// with errNoReceipt (run then counts the provider gone and the renter's
+// own receipt pays for the beats it verified). A stream attached later
+// still has AttachedWait to bring what the provider holds.
+func TestAProviderThatSendsNoReceiptIsNotWaitedForPastTheTerm(t *testing.T) {
+	prov, rent, clk, lease, chain := leaseOnMocknet(t, "lease-silent", time.Minute)
+	start := time.UnixMilli(lease.StartUnixMs)
+	beat := func(at time.Time) *pb.JobFrame {
+		env, err := chain.Next(at, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		return &pb.JobFrame{Kind: &pb.JobFrame_Heartbeat{Heartbeat: env}}
+	}
+	second, third, hold := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	defer close(hold)
+	prov.SetStreamHandler("/test/job/late", func(s network.Stream) {
+		defer s.Reset()
+		<-third
+		p2p.WriteMsg(s, beat(start.Add(55*time.Second)))
+		<-hold
+	})
+	prov.SetStreamHandler("/test/job", func(s network.Stream) {
+		defer s.Reset()
+		p2p.WriteMsg(s, beat(start.Add(10*time.Second)))
+		<-second
+		p2p.WriteMsg(s, beat(start.Add(50*time.Second)))
+		<-hold // and never a receipt
+	})
+
+	store := records.Store{D: dssync.MutexWrap(ds.NewMapDatastore()), Clock: clk}
+	r := &Renter{Clock: clk, ctx: context.Background(), Store: store, Observe: func(peer.ID, bool, float64, string) {}}
+	f := &Follow{R: r, Lease: lease, tm: market.Term{Lease: lease}, rec: &records.Lease{ID: lease.Id, Role: records.Renter, State: records.Active}, out: RentOutput{Progress: func(string) {}}}
+	f.beats = attest.NewFollower(prov.ID(), "", lease.Id, f.term())
+	s, err := rent.NewStream(context.Background(), prov.ID(), "/test/job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		done bool
+		err  error
+	}
+	res := make(chan result, 1)
+	read := func(s network.Stream) {
+		done, err := f.read(context.Background(), s)
+		res <- result{done, err}
+	}
+	go read(s)
+	waitBeats := func(n uint64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); f.beats.Beats() < n; time.Sleep(10 * time.Millisecond) {
+			select {
+			case r := <-res:
+				t.Fatalf("read ended (%v, %v) with %d beats verified, want %d and the stream live", r.done, r.err, f.beats.Beats(), n)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d beats verified, want %d", f.beats.Beats(), n)
+			}
+		}
+	}
+	waitBeats(1)
+	// A minute short of the wait: the stream still carries beats.
+	clk.Advance(time.Minute + ReceiptWait - time.Minute)
+	close(second)
+	waitBeats(2)
+	gaveUp := func(when string) {
+		t.Helper()
+		select {
+		case r := <-res:
+			if r.done || !errors.Is(r.err, errNoReceipt) {
+				t.Errorf("read ended with (%v, %v) %s; want not done, %v", r.done, r.err, when, errNoReceipt)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("read still waits for a receipt %s", when)
+		}
+	}
+	clk.Advance(2 * time.Minute)
+	gaveUp("2 minutes past the term and ReceiptWait")
+
+	late, err := rent.NewStream(context.Background(), prov.ID(), "/test/job/late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go read(late)
+	close(third)
+	waitBeats(3)
+	clk.Advance(AttachedWait + time.Second)
+	gaveUp("on a stream attached late, past AttachedWait")
+}
+
+// leaseOnMocknet is a lease of one GPU for d at a dollar an hour, starting
+// now on a fake clock, from the first of two connected mocknet hosts (the
+// provider, with its telemetry chain) to the second (the renter).
+func leaseOnMocknet(t *testing.T, id string, d time.Duration) (prov, rent host.Host, clk *clock.Fake, lease *pb.Lease, chain *attest.Chain) {
+	t.Helper()
+	mn, err := mocknet.FullMeshConnected(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mn.Close() })
+	prov, rent = mn.Hosts()[0], mn.Hosts()[1]
+	clk = clock.NewFake()
+	lease = &pb.Lease{Id: id, Renter: []byte(rent.ID()), Provider: []byte(prov.ID()), StartUnixMs: clk.Now().UnixMilli(),
+		DurationSeconds: uint64(d / time.Second), PriceMicros: uint64(d / time.Second * 1000), Currency: "USD", GpuCount: 1}
+	chain, err = attest.NewChain(prov.Peerstore().PrivKey(prov.ID()), "", lease.Id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prov, rent, clk, lease, chain
 }

@@ -227,13 +227,13 @@ func (f *Follow) last() time.Time {
 // attaches again and the lease ends with one receipt and one record
 // both sides sign; otherwise this receipt stands, in a record of the
 // renter's own.
-func (f *Follow) providerGone() error {
+func (f *Follow) providerGone(why, note string) error {
 	by := f.R.Clock.Now().Add(SettleFor)
 	if f.rec.SettleByMs > 0 {
 		by = time.UnixMilli(f.rec.SettleByMs)
 	}
-	f.out.say("the provider is gone; paying only for verified telemetry, unless it is back by %s to settle the lease", by.UTC().Format(time.RFC3339))
-	rc := f.ownReceipt(pb.Outcome_OUTCOME_FAILED, "the provider vanished")
+	f.out.say("%s; paying only for verified telemetry, unless the provider is back by %s to settle the lease", why, by.UTC().Format(time.RFC3339))
+	rc := f.ownReceipt(pb.Outcome_OUTCOME_FAILED, note)
 	rcs, err := market.NewCoSigned(f.R.Key, market.Renter, rc)
 	if err != nil {
 		return err
