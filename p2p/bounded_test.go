@@ -212,13 +212,13 @@ func planetLabRows(t testing.TB, first, n int) p2ptest.Matrix {
 func BenchmarkBoundedSwarm(b *testing.B) {
 	var ref swarmFigures
 	for _, tc := range []struct {
-		name    string
-		n       int
-		bounded bool
-	}{{"200/unbounded", 200, false}, {"200/bounded", 200, true}, {"1000/bounded", 1000, true}} {
+		name string
+		n    int
+		kind swarmKind
+	}{{"200/unbounded", 200, unbounded}, {"200/bounded", 200, nearestFirst}, {"1000/bounded", 1000, nearestFirst}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for range b.N {
-				f := measureSwarm(b, tc.n, tc.bounded)
+				f := measureSwarm(b, tc.n, tc.kind)
 				b.ReportMetric(f.bytesPerMin/1e3, "KB/node/min")
 				b.ReportMetric((f.bytesPerMin+f.amortized)/1e3, "KB/node/min-amortized")
 				b.ReportMetric(float64(f.p99.Microseconds())/1e3, "p99-ms")
@@ -230,10 +230,10 @@ func BenchmarkBoundedSwarm(b *testing.B) {
 				b.ReportMetric(float64(over64(f.conns)), "nodes-over-64")
 				b.ReportMetric(float64(f.connsLater[len(f.connsLater)-1]), "conns-max-later")
 				b.ReportMetric(float64(over64(f.connsLater)), "nodes-over-64-later")
-				if tc.n == 200 && !tc.bounded {
+				if tc.n == 200 && tc.kind == unbounded {
 					ref = f
 				}
-				if tc.n == 200 && tc.bounded && ref.p99 > 0 {
+				if tc.n == 200 && tc.kind == nearestFirst && ref.p99 > 0 {
 					b.ReportMetric(float64(f.p99)/float64(ref.p99), "p99/unbounded")
 					b.ReportMetric(f.bytesPerMin/ref.bytesPerMin, "bytes/unbounded")
 					b.ReportMetric((f.bytesPerMin+f.amortized)/(ref.bytesPerMin+ref.amortized), "amortized-bytes/unbounded")
@@ -316,25 +316,55 @@ func families(by map[string]float64) string {
 
 // measureSwarm measures a swarm of n nodes on the tests' own 200 rows of
 // the PlanetLab matrix, expanded with 10% jitter past 200.
-func measureSwarm(b testing.TB, n int, bounded bool) swarmFigures {
-	return measureSwarmOn(b, planetLabRows(b, 0, 200), n, bounded, 20)
+func measureSwarm(b testing.TB, n int, kind swarmKind) swarmFigures {
+	return measureSwarmOn(b, planetLabRows(b, 0, 200), n, kind, 20)
+}
+
+// swarmKind is how a measured swarm's nodes choose their connections.
+type swarmKind int
+
+const (
+	// nearestFirst is the daemon's: at most 64 connections (32/64, 20 s
+	// grace), what lookups find dialled nearest first by coordinates, 8
+	// near and 8 random peers kept; rendezvous every minute until a node
+	// holds 32, then every 15.
+	nearestFirst swarmKind = iota
+	// unbounded is raw gossipsub with every node connected to every
+	// other: no connection manager, every rendezvous peer dialled every
+	// minute, every peer pinged every round (the behaviour before bounds).
+	unbounded
+	// randomBound is raw gossipsub at nearestFirst's bound: the same
+	// marks and lookups, but no coordinates, pings or keeper, so a node
+	// dials what a lookup finds in random order, as a libp2p node with a
+	// connection manager does. Where a complete graph is too large to
+	// simulate (1,000 nodes hold half a million connections), it is the
+	// reference that asks only what nearest first changes.
+	randomBound
+)
+
+func (k swarmKind) String() string {
+	return [...]string{"nearest first", "raw gossipsub, every node connected", "raw gossipsub at the bound"}[k]
 }
 
 // measureSwarmOn measures a swarm of n nodes on lat, expanded with 10%
 // jitter where n is past its size, timing offers offers from as many
 // nodes.
-func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, bounded bool, offers int) swarmFigures {
+func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, kind swarmKind, offers int) swarmFigures {
 	const ping, find, window = 30 * time.Second, time.Minute, 2 * time.Minute
 	if n > len(lat) {
 		lat = lat.Expand(n, 0.1, 7)
 	}
-	if bounded && len(lat) == n {
+	bounded := kind != unbounded
+	if kind == nearestFirst && len(lat) == n {
 		lat = withNewcomer(lat) // a row for measureFreshRenter's renter
 	}
 	opts := []p2ptest.Option{p2ptest.WithLatency(lat, 0), p2ptest.WithTraffic(), p2ptest.WithLazyLinks()}
-	if bounded {
+	switch kind {
+	case nearestFirst:
 		opts = append(opts, p2ptest.WithBounds(32, 64, 20*time.Second), p2ptest.WithIntervals(find, 15*find), p2ptest.WithLocality(ping, 8, 8))
-	} else {
+	case randomBound:
+		opts = append(opts, p2ptest.WithBounds(32, 64, 20*time.Second), p2ptest.WithIntervals(find, 15*find))
+	default:
 		opts = append(opts, p2ptest.WithIntervals(find, 0), p2ptest.WithLocality(ping, 8, 8), p2ptest.WithPingEveryRound())
 	}
 	debug.FreeOSMemory() // what an earlier run left is not this one's
@@ -417,10 +447,10 @@ func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, bounded bool, offer
 	time.Sleep(2 * time.Minute)
 	f.connsLater = settledConns(s, bounded)
 	b.Logf("2 minutes later: connections median %d, max %d, %d nodes over 64", f.connsLater[len(f.connsLater)/2], f.connsLater[len(f.connsLater)-1], over64(f.connsLater))
-	b.Logf("%d nodes, bounded %v: connections median %d, max %d; %.1f KB/node/min in the window (%s), %.1f more amortized (lookup %.1f KB, refresh %.1f KB); %.2f peers/node/min closed by the bound in the window (%.0f a node before it); %d offers to all, p50 %s, p99 %s, gossip %.0f B/node/offer (%.1f times its %d bytes); RSS %.1f MB/node",
-		n, bounded, f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.bytesPerMin/1e3, families(f.byProtocol), f.amortized/1e3, lookup/1e3, refresh/1e3, f.evictionsPerMin, f.evictionsForming, offers, f.p50, f.p99,
+	b.Logf("%d nodes, %v: connections median %d, max %d; %.1f KB/node/min in the window (%s), %.1f more amortized (lookup %.1f KB, refresh %.1f KB); %.2f peers/node/min closed by the bound in the window (%.0f a node before it); %d offers to all, p50 %s, p99 %s, gossip %.0f B/node/offer (%.1f times its %d bytes); RSS %.1f MB/node",
+		n, kind, f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.bytesPerMin/1e3, families(f.byProtocol), f.amortized/1e3, lookup/1e3, refresh/1e3, f.evictionsPerMin, f.evictionsForming, offers, f.p50, f.p99,
 		f.gossipPerOffer, f.gossipPerOffer/offerBytes, offerBytes, f.rssPerNode/1e6)
-	if bounded {
+	if kind == nearestFirst {
 		b.Logf("%d nodes: %s", n, measureFreshRenter(ctx, b, s))
 	}
 	return f

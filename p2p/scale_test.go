@@ -21,6 +21,7 @@ var (
 	scaleSizes = flag.String("scale", "", "swarm sizes TestSimulatedSwarmFigures measures on the tests' rows, comma-separated (e.g. 200,500)")
 	tailDraws  = flag.Int("draws", 0, "TestSimulatedSwarmFigures measures this many 200-node draws of the PlanetLab matrix beside raw gossipsub")
 	churnSize  = flag.Int("churn", 0, "TestSimulatedSwarmFigures measures a bounded swarm of this many nodes whose 30% leave at once and as many join")
+	expandTo   = flag.Int("expand", 0, "TestSimulatedSwarmFigures measures the whole PlanetLab matrix expanded to this many nodes beside raw gossipsub at the same bound (and, to 200 nodes, every node connected)")
 )
 
 // tailOffers is how many offers a draw's swarms time, from as many nodes:
@@ -43,12 +44,18 @@ const tailOffers = 100
 // first must not stretch the tail), and its nodes back within their
 // bounds 2 simulated minutes after the offers.
 //
-// -draws 5 does the same for five 200-node draws; -scale 200,500
-// measures bounded swarms of those sizes on the tests' own rows instead;
+// -draws 5 does the same for five 200-node draws. -expand 1000 takes
+// every row of the matrix, expanded with 10% jitter to 1,000 nodes, where
+// a complete graph (half a million connections) is too large to simulate:
+// its reference is raw gossipsub at the same bound (randomBound), which
+// asks only what nearest first changes; to 200 nodes the complete graph
+// runs beside both, to calibrate one reference by the other. -scale
+// 200,500 measures bounded swarms of those sizes on the tests' own rows;
 // -churn 200 measures how a bounded swarm of 200 recovers when 30% of
 // its nodes leave at once and as many join (measureChurn). Each logs:
 //
 //	go test ./p2p -run TestSimulatedSwarmFigures -draws 5 -v -timeout 180m
+//	go test ./p2p -run TestSimulatedSwarmFigures -expand 1000 -v -timeout 180m
 //	go test ./p2p -run TestSimulatedSwarmFigures -scale 200 -v -timeout 60m
 //	go test ./p2p -run TestSimulatedSwarmFigures -churn 200 -v -timeout 60m
 func TestSimulatedSwarmFigures(t *testing.T) {
@@ -64,7 +71,7 @@ func TestSimulatedSwarmFigures(t *testing.T) {
 				var took time.Duration
 				p2ptest.Simulate(t, func(t *testing.T) {
 					start := time.Now()
-					f = measureSwarm(t, n, true)
+					f = measureSwarm(t, n, nearestFirst)
 					took = time.Since(start)
 				})
 				t.Logf("simulated %d nodes for %v: %.1f KB/node/min (+%.1f amortized), offers p50 %v p99 %v, connections median %d max %d (later %d), %.2f peers/node/min closed by the bound (%.0f a node as it formed), RSS %.1f MB/node",
@@ -75,33 +82,51 @@ func TestSimulatedSwarmFigures(t *testing.T) {
 		}
 	case *tailDraws > 0:
 		for d := 1; d <= *tailDraws; d++ {
-			tailRow(t, d, 200)
+			tailRow(t, fmt.Sprintf("draw %d", d), drawRows(t, d, 200), 200, unbounded)
 		}
+	case *expandTo > 0:
+		m, err := p2ptest.PlanetLab()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := takeRows(m, 0, len(m))
+		t.Logf("the matrix's %d rows whose every pair has an RTT, expanded to %d nodes", len(rows), *expandTo)
+		lat := m.Rows(rows).Expand(*expandTo, 0.1, 7)
+		refs := []swarmKind{randomBound}
+		if *expandTo <= 200 {
+			refs = append(refs, unbounded)
+		}
+		tailRow(t, "every row", lat, *expandTo, refs...)
 	case *churnSize > 0:
 		t.Run(fmt.Sprintf("churn/%d", *churnSize), func(t *testing.T) {
 			p2ptest.Simulate(t, func(t *testing.T) { measureChurn(t, *churnSize) })
 		})
 	default:
-		tailRow(t, 1, 80)
+		tailRow(t, "draw 1", drawRows(t, 1, 80), 80, unbounded)
 	}
 }
 
-// tailRow measures draw d of n nodes bounded and as raw gossipsub, logs
-// a row and checks the bounded swarm's tail and bounds.
-func tailRow(t *testing.T, d, n int) {
-	t.Run(fmt.Sprintf("draw%d/%d", d, n), func(t *testing.T) {
-		lat := drawRows(t, d, n)
+// tailRow measures the n nodes of lat nearest first and as each of
+// refs, in that order, logs a row for each reference and checks the
+// nearest-first swarm's tail against each, and its bounds.
+func tailRow(t *testing.T, name string, lat p2ptest.Matrix, n int, refs ...swarmKind) {
+	t.Run(fmt.Sprintf("%s/%d", strings.ReplaceAll(name, " ", ""), n), func(t *testing.T) {
 		offers := min(n, tailOffers)
-		var raw, bounded swarmFigures
-		p2ptest.Simulate(t, func(t *testing.T) { raw = measureSwarmOn(t, lat, n, false, offers) })
-		p2ptest.Simulate(t, func(t *testing.T) { bounded = measureSwarmOn(t, lat, n, true, offers) })
-		ratio := float64(bounded.p99) / float64(raw.p99)
-		t.Logf("draw %d, %d nodes: raw gossipsub p50 %v p99 %v; bounded p50 %v p99 %v; p99 %.2fx, p50 %.2fx; bytes %.1f vs %.1f KB/node/min",
-			d, n, raw.p50, raw.p99, bounded.p50, bounded.p99, ratio, float64(bounded.p50)/float64(raw.p50), bounded.bytesPerMin/1e3, raw.bytesPerMin/1e3)
-		if ratio > 1.1 {
-			t.Errorf("draw %d: bounded p99 %v is %.2f times raw gossipsub's %v, past 1.1", d, bounded.p99, ratio, raw.p99)
+		raw := make([]swarmFigures, len(refs))
+		for i, ref := range refs {
+			p2ptest.Simulate(t, func(t *testing.T) { raw[i] = measureSwarmOn(t, lat, n, ref, offers) })
 		}
-		checkBackWithinBounds(t, bounded)
+		var near swarmFigures
+		p2ptest.Simulate(t, func(t *testing.T) { near = measureSwarmOn(t, lat, n, nearestFirst, offers) })
+		for i, ref := range refs {
+			ratio := float64(near.p99) / float64(raw[i].p99)
+			t.Logf("%s, %d nodes: %v p50 %v p99 %v; nearest first p50 %v p99 %v; p99 %.2fx, p50 %.2fx; bytes %.1f vs %.1f KB/node/min",
+				name, n, ref, raw[i].p50, raw[i].p99, near.p50, near.p99, ratio, float64(near.p50)/float64(raw[i].p50), near.bytesPerMin/1e3, raw[i].bytesPerMin/1e3)
+			if ratio > 1.1 {
+				t.Errorf("%s: nearest-first p99 %v is %.2f times that of %v, %v, past 1.1", name, near.p99, ratio, ref, raw[i].p99)
+			}
+		}
+		checkBackWithinBounds(t, near)
 	})
 }
 
