@@ -43,7 +43,7 @@ const (
 // BookLimits bound the book-sync server: a whole book per request, so a
 // peer gets one at a time, and three in a row, then one each ten seconds.
 var BookLimits = StreamLimits{
-	Service: "idlegrid.book", Memory: market.MaxEnvelopeSize,
+	Service: "idlegrid.book", Memory: market.MaxEnvelopeSize + AnswerBuffer,
 	Request: requestDeadline, Deadline: SyncDeadline, PerPeer: 1, Rate: Rate{0.1, 3},
 }
 
@@ -78,7 +78,7 @@ const digestKeySize = 12
 // BookDigestLimits bound the digest server as BookLimits bound the other,
 // with the memory of a whole digest reserved for the request.
 var BookDigestLimits = StreamLimits{
-	Service: "idlegrid.bookdigest", Memory: market.MaxEnvelopeSize + MaxSyncOffers*DigestEntrySize,
+	Service: "idlegrid.bookdigest", Memory: market.MaxEnvelopeSize + MaxSyncOffers*DigestEntrySize + AnswerBuffer,
 	Request: requestDeadline, Deadline: SyncDeadline, PerPeer: 1, Rate: Rate{0.1, 3},
 }
 
@@ -198,7 +198,7 @@ func ServeBookSync(sv Server, source BookSource) {
 					return err
 				}
 			}
-			return serveBook(ctx, p, s, out, src, want, held)
+			return writeAnswer(s, func(w msgio.Writer) error { return serveBook(ctx, p, w, out, src, want, held) })
 		}
 	}
 	sv.Serve(BookSyncProtocol, BookLimits, handler(false, false))
@@ -276,7 +276,7 @@ func envInShards(env []byte, shards []string) bool {
 
 // serveBook sends p at most want of source's envelopes that held does
 // not hold, within MaxSyncOffers, MaxSyncBytes and out's budgets.
-func serveBook(ctx context.Context, p peer.ID, s network.Stream, out *syncOut, source BookSource, want uint64, held digestTable) error {
+func serveBook(ctx context.Context, p peer.ID, w msgio.Writer, out *syncOut, source BookSource, want uint64, held digestTable) error {
 	if !out.ready(p, time.Now()) {
 		return nil // nothing to spare now: the peer asks another, or again later
 	}
@@ -285,7 +285,6 @@ func serveBook(ctx context.Context, p peer.ID, s network.Stream, out *syncOut, s
 		return err
 	}
 	want = min(want, MaxSyncOffers)
-	w := msgio.NewVarintWriter(s)
 	sent, n := 0, uint64(0)
 	for _, env := range envs {
 		if n == want {

@@ -46,7 +46,7 @@ const (
 // ChainLimits bound the chain server: a few exchanges at once per peer,
 // a burst of 20 and then 2 a second.
 var ChainLimits = StreamLimits{
-	Service: "idlegrid.chain", Memory: MaxChainEntrySize,
+	Service: "idlegrid.chain", Memory: MaxChainEntrySize + AnswerBuffer,
 	Request: requestDeadline, Deadline: ChainDeadline, PerPeer: 2, Rate: Rate{2, 20},
 }
 
@@ -74,19 +74,21 @@ func ServeChain(sv Server, source ChainSource) {
 		if err != nil {
 			return err
 		}
-		w, sent := msgio.NewVarintWriter(s), 0
-		for _, e := range entries {
-			// An entry past a cap ends the answer: what follows it would
-			// look like a gap.
-			if len(e) > MaxChainEntrySize || sent+len(e) > MaxChainBytes {
-				return nil
+		return writeAnswer(s, func(w msgio.Writer) error {
+			sent := 0
+			for _, e := range entries {
+				// An entry past a cap ends the answer: what follows it
+				// would look like a gap.
+				if len(e) > MaxChainEntrySize || sent+len(e) > MaxChainBytes {
+					return nil
+				}
+				if err := w.WriteMsg(e); err != nil {
+					return err
+				}
+				sent += len(e)
 			}
-			if err := w.WriteMsg(e); err != nil {
-				return err
-			}
-			sent += len(e)
-		}
-		return nil
+			return nil
+		})
 	})
 }
 

@@ -32,7 +32,7 @@ const (
 // EvidenceLimits bound the evidence-sync server like book sync's: one at
 // a time per peer, three in a row, then one each ten seconds.
 var EvidenceLimits = StreamLimits{
-	Service: "idlegrid.evidence", Memory: attest.MaxEvidenceSize,
+	Service: "idlegrid.evidence", Memory: attest.MaxEvidenceSize + AnswerBuffer,
 	Request: requestDeadline, Deadline: EvidenceSyncDeadline, PerPeer: 1, Rate: Rate{0.1, 3},
 }
 
@@ -46,16 +46,17 @@ func ServeEvidence(sv Server, source func(context.Context) ([][]byte, error)) {
 		if err != nil {
 			return err
 		}
-		w := msgio.NewVarintWriter(s)
-		for _, ev := range evs[:min(len(evs), MaxSyncEvidence)] {
-			if len(ev) > attest.MaxEvidenceSize {
-				continue
+		return writeAnswer(s, func(w msgio.Writer) error {
+			for _, ev := range evs[:min(len(evs), MaxSyncEvidence)] {
+				if len(ev) > attest.MaxEvidenceSize {
+					continue
+				}
+				if err := w.WriteMsg(ev); err != nil {
+					return err
+				}
 			}
-			if err := w.WriteMsg(ev); err != nil {
-				return err
-			}
-		}
-		return nil
+			return nil
+		})
 	})
 }
 

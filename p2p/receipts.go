@@ -36,7 +36,7 @@ const (
 // ReceiptLimits bound the receipts server: a few exchanges at once per
 // peer, a burst of 20 and then 2 a second.
 var ReceiptLimits = StreamLimits{
-	Service: "idlegrid.receipts", Memory: MaxReceiptSize,
+	Service: "idlegrid.receipts", Memory: MaxReceiptSize + AnswerBuffer,
 	Request: requestDeadline, Deadline: ReceiptsDeadline, PerPeer: 2, Rate: Rate{2, 20},
 }
 
@@ -55,16 +55,17 @@ func ServeReceipts(sv Server, source ReceiptSource) {
 		if err != nil {
 			return err
 		}
-		w := msgio.NewVarintWriter(s)
-		for _, rc := range rcs[:min(uint64(len(rcs)), want, MaxReceiptsReply)] {
-			if len(rc) > MaxReceiptSize {
-				continue
+		return writeAnswer(s, func(w msgio.Writer) error {
+			for _, rc := range rcs[:min(uint64(len(rcs)), want, MaxReceiptsReply)] {
+				if len(rc) > MaxReceiptSize {
+					continue
+				}
+				if err := w.WriteMsg(rc); err != nil {
+					return err
+				}
 			}
-			if err := w.WriteMsg(rc); err != nil {
-				return err
-			}
-		}
-		return nil
+			return nil
+		})
 	})
 }
 

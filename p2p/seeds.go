@@ -33,20 +33,22 @@ const (
 
 // SeedLimits bound the seeds server: a small answer, a few a minute.
 var SeedLimits = StreamLimits{
-	Service: "idlegrid.seeds", Memory: MaxSeedsReply * maxSeedSize,
+	Service: "idlegrid.seeds", Memory: MaxSeedsReply*maxSeedSize + AnswerBuffer,
 	Request: requestDeadline, Deadline: SeedsDeadline, PerPeer: 1, Rate: Rate{1, 10},
 }
 
 // ServeSeeds answers SeedsProtocol with seeds().
 func ServeSeeds(sv Server, seeds func() []peer.ID) {
 	sv.Serve(SeedsProtocol, SeedLimits, func(_ context.Context, _ peer.ID, s network.Stream) error {
-		w, all := msgio.NewVarintWriter(s), seeds()
-		for _, p := range all[:min(len(all), MaxSeedsReply)] {
-			if err := w.WriteMsg([]byte(p)); err != nil {
-				return err
+		all := seeds()
+		return writeAnswer(s, func(w msgio.Writer) error {
+			for _, p := range all[:min(len(all), MaxSeedsReply)] {
+				if err := w.WriteMsg([]byte(p)); err != nil {
+					return err
+				}
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 }
 

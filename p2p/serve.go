@@ -1,9 +1,11 @@
 package p2p
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-msgio"
 )
 
 // StreamLimits bound the server side of one stream protocol. Every
@@ -321,3 +324,23 @@ func dial(ctx context.Context, h host.Host, sw Swarm, p peer.ID, id protocol.ID)
 // requestDeadline is how long a peer has to send a whole request on any
 // protocol here: requests are small, and a stalled one holds a stream.
 const requestDeadline = 5 * time.Second
+
+// AnswerBuffer is the buffer of an answer of many messages (writeAnswer),
+// which its server reserves (StreamLimits.Memory) beside its own.
+const AnswerBuffer = 32 << 10
+
+// writeAnswer runs write with a varint message writer on a buffer over
+// s, and flushes it once write is done: an answer of many small messages
+// (a book sync's offers, a chain's blocks) leaves in writes of up to
+// AnswerBuffer, not one a message. Each stream write is a frame of the
+// transport's (a yamux header, a noise seal); and mocknet takes a
+// stream's writes one at a time, each a link latency after it was made,
+// so there a hundred offers written one by one took a hundred latencies.
+// What write wrote before it failed may be left unsent.
+func writeAnswer(s io.Writer, write func(w msgio.Writer) error) error {
+	bw := bufio.NewWriterSize(s, AnswerBuffer)
+	if err := write(msgio.NewVarintWriter(bw)); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
