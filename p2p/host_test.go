@@ -55,7 +55,7 @@ func connect(a, b host.Host) error {
 
 // connectOver dials b from a over transport ("tcp" or "quic-v1") alone,
 // and checks the connection is over it.
-func connectOver(t *testing.T, a, b host.Host, transport string) {
+func connectOver(t testing.TB, a, b host.Host, transport string) {
 	t.Helper()
 	var addrs []ma.Multiaddr
 	for _, addr := range b.Addrs() {
