@@ -2,8 +2,10 @@ package renter
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"google.golang.org/protobuf/proto"
 )
 
 // A provider that stamps a telemetry beat ahead of the renter's clock (so
@@ -103,19 +106,29 @@ func TestAProviderThatSendsNoReceiptIsNotWaitedForPastTheTerm(t *testing.T) {
 		}
 		return &pb.JobFrame{Kind: &pb.JobFrame_Heartbeat{Heartbeat: env}}
 	}
+	// The provider counts the bytes it sent and the renter's stream those
+	// read (the follower's beats are read's alone while it runs): that a
+	// beat's bytes were read shows the stream still lived.
+	var sent, got, sentBeats atomic.Int64
+	send := func(s network.Stream, fr *pb.JobFrame) {
+		n := proto.Size(fr)
+		sent.Add(int64(n + len(binary.AppendUvarint(nil, uint64(n)))))
+		sentBeats.Add(1) // after sent: a count read first vouches for the bytes read after
+		p2p.WriteMsg(s, fr)
+	}
 	second, third, hold := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	defer close(hold)
 	prov.SetStreamHandler("/test/job/late", func(s network.Stream) {
 		defer s.Reset()
 		<-third
-		p2p.WriteMsg(s, beat(start.Add(55*time.Second)))
+		send(s, beat(start.Add(55*time.Second)))
 		<-hold
 	})
 	prov.SetStreamHandler("/test/job", func(s network.Stream) {
 		defer s.Reset()
-		p2p.WriteMsg(s, beat(start.Add(10*time.Second)))
+		send(s, beat(start.Add(10*time.Second)))
 		<-second
-		p2p.WriteMsg(s, beat(start.Add(50*time.Second)))
+		send(s, beat(start.Add(50*time.Second)))
 		<-hold // and never a receipt
 	})
 
@@ -133,28 +146,32 @@ func TestAProviderThatSendsNoReceiptIsNotWaitedForPastTheTerm(t *testing.T) {
 	}
 	res := make(chan result, 1)
 	read := func(s network.Stream) {
-		done, err := f.read(context.Background(), s)
+		done, err := f.read(context.Background(), countingStream{s, &got})
 		res <- result{done, err}
 	}
 	go read(s)
-	waitBeats := func(n uint64) {
+	// waitRead waits until the renter has read the nth beat sent.
+	waitRead := func(n int) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); f.beats.Beats() < n; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if sentBeats.Load() >= int64(n) && got.Load() >= sent.Load() {
+				return
+			}
 			select {
 			case r := <-res:
-				t.Fatalf("read ended (%v, %v) with %d beats verified, want %d and the stream live", r.done, r.err, f.beats.Beats(), n)
+				t.Fatalf("read ended (%v, %v) before the renter read beat %d; want the stream live", r.done, r.err, n)
 			default:
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%d beats verified, want %d", f.beats.Beats(), n)
+				t.Fatalf("the renter read %d of %d bytes sent, want beat %d", got.Load(), sent.Load(), n)
 			}
 		}
 	}
-	waitBeats(1)
+	waitRead(1)
 	// A minute short of the wait: the stream still carries beats.
 	clk.Advance(time.Minute + ReceiptWait - time.Minute)
 	close(second)
-	waitBeats(2)
+	waitRead(2)
 	gaveUp := func(when string) {
 		t.Helper()
 		select {
@@ -175,9 +192,24 @@ func TestAProviderThatSendsNoReceiptIsNotWaitedForPastTheTerm(t *testing.T) {
 	}
 	go read(late)
 	close(third)
-	waitBeats(3)
+	waitRead(3)
 	clk.Advance(AttachedWait + time.Second)
 	gaveUp("on a stream attached late, past AttachedWait")
+	if n := f.beats.Beats(); n != 3 {
+		t.Errorf("%d beats verified, want the 3 sent", n)
+	}
+}
+
+// countingStream counts the bytes read from its stream in n.
+type countingStream struct {
+	network.Stream
+	n *atomic.Int64
+}
+
+func (c countingStream) Read(b []byte) (int, error) {
+	k, err := c.Stream.Read(b)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 // leaseOnMocknet is a lease of one GPU for d at a dollar an hour, starting
