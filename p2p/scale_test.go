@@ -55,7 +55,7 @@ const tailOffers = 100
 // its nodes leave at once and as many join (measureChurn). Each logs:
 //
 //	go test ./p2p -run TestSimulatedSwarmFigures -draws 5 -v -timeout 180m
-//	go test ./p2p -run TestSimulatedSwarmFigures -expand 1000 -v -timeout 180m
+//	go test ./p2p -run TestSimulatedSwarmFigures -expand 1000 -v -timeout 300m
 //	go test ./p2p -run TestSimulatedSwarmFigures -scale 200 -v -timeout 60m
 //	go test ./p2p -run TestSimulatedSwarmFigures -churn 200 -v -timeout 60m
 func TestSimulatedSwarmFigures(t *testing.T) {
