@@ -3,10 +3,8 @@
 package p2p_test
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -250,7 +248,10 @@ type swarmFigures struct {
 	amortized   float64 // bytes per node per minute of periodic work the window may miss
 	p50, p99    time.Duration
 	rssPerNode  float64
-	byProtocol  map[string]float64 // bytes per node per minute in the window, by protocolFamily
+	byProtocol  map[string]float64 // bytes per node per minute in the window, by p2ptest.Family
+	// tail is the offers' delays on every mesh timed (measureSwarmOn's
+	// meshes): the offers topic's, then each shard's.
+	tail []time.Duration
 	// gossipPerOffer is the gossip bytes, sent and received, per node per
 	// offer of offerBytes published.
 	gossipPerOffer float64
@@ -276,48 +277,10 @@ func evictions(s *p2ptest.Swarm) uint64 {
 // issuer's key and signature.
 const offerBytes = 512
 
-// protocolFamily names the part of the stack a protocol ID belongs to.
-func protocolFamily(id string) string {
-	switch {
-	case strings.Contains(id, "meshsub"):
-		return "gossip"
-	case strings.Contains(id, "kad"):
-		return "dht"
-	case strings.Contains(id, "ping"):
-		return "ping"
-	case strings.Contains(id, "coord"):
-		return "coord"
-	}
-	return id
-}
-
-// bytesByFamily is the swarm's stream bytes since the counters' reset,
-// sent and received, by protocolFamily.
-func bytesByFamily(s *p2ptest.Swarm) map[string]int64 {
-	by := map[string]int64{}
-	for _, nd := range s.Nodes {
-		for p, b := range nd.Traffic.ByProtocol() {
-			by[protocolFamily(string(p))] += b
-		}
-	}
-	return by
-}
-
-// families formats figures by protocol family, largest first.
-func families(by map[string]float64) string {
-	keys := slices.Collect(maps.Keys(by))
-	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(by[b], by[a]) })
-	var out []string
-	for _, k := range keys {
-		out = append(out, fmt.Sprintf("%s %.1f", k, by[k]/1e3))
-	}
-	return strings.Join(out, ", ")
-}
-
 // measureSwarm measures a swarm of n nodes on the tests' own 200 rows of
 // the PlanetLab matrix, expanded with 10% jitter past 200.
 func measureSwarm(b testing.TB, n int, kind swarmKind) swarmFigures {
-	return measureSwarmOn(b, planetLabRows(b, 0, 200), n, kind, 20)
+	return measureSwarmOn(b, planetLabRows(b, 0, 200), n, kind, 20, 1)
 }
 
 // swarmKind is how a measured swarm's nodes choose their connections.
@@ -348,8 +311,11 @@ func (k swarmKind) String() string {
 
 // measureSwarmOn measures a swarm of n nodes on lat, expanded with 10%
 // jitter where n is past its size, timing offers offers from as many
-// nodes.
-func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, kind swarmKind, offers int) swarmFigures {
+// nodes. With meshes past 1 it then times as many offers on each of
+// meshes-1 shards of the offers topic that every node joins, each a
+// mesh of its own on the same connections, and pools every mesh's
+// deliveries in tail.
+func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, kind swarmKind, offers, meshes int) swarmFigures {
 	const ping, find, window = 30 * time.Second, time.Minute, 2 * time.Minute
 	if n > len(lat) {
 		lat = lat.Expand(n, 0.1, 7)
@@ -406,7 +372,7 @@ func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, kind swarmKind, off
 	f.evictionsForming = float64(evictedBefore) / float64(n)
 	f.evictionsPerMin = float64(evictions(s)-evictedBefore) / float64(n) / window.Minutes()
 	f.byProtocol = map[string]float64{}
-	for fam, b := range bytesByFamily(s) {
+	for fam, b := range s.BytesByFamily() {
 		total += b
 		f.byProtocol[fam] = float64(b) / float64(n) / window.Minutes()
 	}
@@ -438,7 +404,7 @@ func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, kind swarmKind, off
 		b.Fatal(err)
 	}
 	time.Sleep(5 * time.Second) // gossip's history: 3 heartbeats of IHAVE
-	f.gossipPerOffer = float64(bytesByFamily(s)["gossip"]) / float64(n) / float64(offers)
+	f.gossipPerOffer = float64(s.BytesByFamily()["gossip"]) / float64(n) / float64(offers)
 	f.conns = settledConns(s, bounded)
 	f.p50, f.p99 = pct(delays, 0.5), pct(delays, 0.99)
 	// A snapshot is one moment: a routing-table refresh or a burst of
@@ -448,12 +414,56 @@ func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, kind swarmKind, off
 	f.connsLater = settledConns(s, bounded)
 	b.Logf("2 minutes later: connections median %d, max %d, %d nodes over 64", f.connsLater[len(f.connsLater)/2], f.connsLater[len(f.connsLater)-1], over64(f.connsLater))
 	b.Logf("%d nodes, %v: connections median %d, max %d; %.1f KB/node/min in the window (%s), %.1f more amortized (lookup %.1f KB, refresh %.1f KB); %.2f peers/node/min closed by the bound in the window (%.0f a node before it); %d offers to all, p50 %s, p99 %s, gossip %.0f B/node/offer (%.1f times its %d bytes); RSS %.1f MB/node",
-		n, kind, f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.bytesPerMin/1e3, families(f.byProtocol), f.amortized/1e3, lookup/1e3, refresh/1e3, f.evictionsPerMin, f.evictionsForming, offers, f.p50, f.p99,
+		n, kind, f.conns[len(f.conns)/2], f.conns[len(f.conns)-1], f.bytesPerMin/1e3, p2ptest.FormatKB(f.byProtocol), f.amortized/1e3, lookup/1e3, refresh/1e3, f.evictionsPerMin, f.evictionsForming, offers, f.p50, f.p99,
 		f.gossipPerOffer, f.gossipPerOffer/offerBytes, offerBytes, f.rssPerNode/1e6)
 	if kind == nearestFirst {
 		b.Logf("%d nodes: %s", n, measureFreshRenter(ctx, b, s))
 	}
+	f.tail = delays
+	if meshes > 1 {
+		f.tail = append(f.tail, timeMeshes(b, s, degree, meshes-1, offers)...)
+	}
 	return f
+}
+
+// timeMeshes has every node of s join k shards of the offers topic,
+// waits until each shard's mesh joins every node with degree mutual
+// mesh peers or more, and times offers offers from as many nodes on
+// each, one shard after another. gossipsub grafts each topic's mesh at
+// random from the node's connections, so each shard is another sample
+// of how the swarm's connections carry gossip: a tail one mesh measures
+// varies from mesh to mesh (raw gossipsub's p99 on one 80-node draw ran
+// from 202 to 239 ms over five swarms).
+func timeMeshes(b testing.TB, s *p2ptest.Swarm, degree, k, offers int) []time.Duration {
+	shards := p2p.KnownShards()
+	if k > len(shards) || k > p2p.MaxShards {
+		b.Fatalf("%d more meshes: there are %d shards to join and a node joins %d at most", k, len(shards), p2p.MaxShards)
+	}
+	shards = shards[:k]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(k)*5*time.Minute)
+	defer cancel()
+	for _, sh := range shards {
+		if err := s.JoinShard(p2p.TopicOffers, sh); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, sh := range shards {
+		if err := s.WaitShardMesh(ctx, degree, p2p.TopicOffers, sh); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var all []time.Duration
+	var p99s []string
+	for _, sh := range shards {
+		d, err := s.DeliverOnShard(ctx, p2p.TopicOffers, sh, spread(len(s.Nodes), offers), 100*time.Millisecond)
+		if err != nil {
+			b.Fatal(err)
+		}
+		all = append(all, d...)
+		p99s = append(p99s, pct(d, 0.99).String())
+	}
+	b.Logf("%d more meshes: p99 %s", k, strings.Join(p99s, ", "))
+	return all
 }
 
 // settledConns is connStats' connections once no node is past 64 (a

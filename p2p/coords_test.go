@@ -165,22 +165,7 @@ func (s *coordSwarm) converge(k int, goal float64, within time.Duration) (errs [
 
 // rows returns n rows of m from first, skipping rows whose RTT to any
 // other taken row is missing (0 off the diagonal).
-func takeRows(m p2ptest.Matrix, first, n int) []int {
-	var rows []int
-	for r := first; r < len(m) && len(rows) < n; r++ {
-		ok := true
-		for _, q := range rows {
-			if m[r][q] <= 0 || m[q][r] <= 0 {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			rows = append(rows, r)
-		}
-	}
-	return rows
-}
+func takeRows(m p2ptest.Matrix, first, n int) []int { return m.CompleteRows(first, n) }
 
 // samplePause is how long a node's sampler rests between samples: the
 // swarm's 200 nodes must not load the machine so much that its scheduler,

@@ -29,6 +29,15 @@ var (
 // swarms of one draw differed by a fifth in it.
 const tailOffers = 100
 
+// tailMeshes is how many meshes a swarm of a tail row times its offers
+// on (measureSwarmOn): the offers topic's and 7 shards' that every node
+// joins. One mesh's p99 is one sample of a random graph: over five
+// swarms of one 80-node draw, raw gossipsub's ran from 202 to 239 ms
+// and nearest first's from 228 to 242, so one run in eight or so put
+// their ratio past 1.1 where the mean was 1.02. Eight meshes' deliveries
+// pooled measure the swarm rather than one mesh of it.
+const tailMeshes = 8
+
 // Swarms measured in simulated time (p2ptest.Simulate) with the daemon's
 // intervals, as BenchmarkBoundedSwarm measures them in real time: formed
 // and settled, each node's traffic over a 2-minute window, offers from
@@ -40,9 +49,10 @@ const tailOffers = 100
 // bounded swarm (the daemon's nearest-first connections) and raw
 // gossipsub on the same positions (every node connected to every other,
 // the unbounded swarm). Every offer must reach every node of both; the
-// bounded swarm's p99 must be at most 1.1 times raw gossipsub's (nearest
-// first must not stretch the tail), and its nodes back within their
-// bounds 2 simulated minutes after the offers.
+// bounded swarm's p99, over the offers of its tailMeshes meshes, must be
+// at most 1.1 times raw gossipsub's (nearest first must not stretch the
+// tail), and its nodes back within their bounds 2 simulated minutes
+// after the offers.
 //
 // -draws 5 does the same for five 200-node draws. -expand 1000 takes
 // every row of the matrix, expanded with 10% jitter to 1,000 nodes, where
@@ -114,16 +124,18 @@ func tailRow(t *testing.T, name string, lat p2ptest.Matrix, n int, refs ...swarm
 		offers := min(n, tailOffers)
 		raw := make([]swarmFigures, len(refs))
 		for i, ref := range refs {
-			p2ptest.Simulate(t, func(t *testing.T) { raw[i] = measureSwarmOn(t, lat, n, ref, offers) })
+			p2ptest.Simulate(t, func(t *testing.T) { raw[i] = measureSwarmOn(t, lat, n, ref, offers, tailMeshes) })
 		}
 		var near swarmFigures
-		p2ptest.Simulate(t, func(t *testing.T) { near = measureSwarmOn(t, lat, n, nearestFirst, offers) })
+		p2ptest.Simulate(t, func(t *testing.T) { near = measureSwarmOn(t, lat, n, nearestFirst, offers, tailMeshes) })
 		for i, ref := range refs {
-			ratio := float64(near.p99) / float64(raw[i].p99)
-			t.Logf("%s, %d nodes: %v p50 %v p99 %v; nearest first p50 %v p99 %v; p99 %.2fx, p50 %.2fx; bytes %.1f vs %.1f KB/node/min",
-				name, n, ref, raw[i].p50, raw[i].p99, near.p50, near.p99, ratio, float64(near.p50)/float64(raw[i].p50), near.bytesPerMin/1e3, raw[i].bytesPerMin/1e3)
+			nearP99, rawP99 := pct(near.tail, 0.99), pct(raw[i].tail, 0.99)
+			ratio := float64(nearP99) / float64(rawP99)
+			t.Logf("%s, %d nodes: %v p50 %v p99 %v; nearest first p50 %v p99 %v; p99 %.2fx, p50 %.2fx; bytes %.1f vs %.1f KB/node/min; offers topic alone: p99 %v vs %v (%.2fx)",
+				name, n, ref, pct(raw[i].tail, 0.5), rawP99, pct(near.tail, 0.5), nearP99, ratio, float64(pct(near.tail, 0.5))/float64(pct(raw[i].tail, 0.5)),
+				near.bytesPerMin/1e3, raw[i].bytesPerMin/1e3, raw[i].p99, near.p99, float64(near.p99)/float64(raw[i].p99))
 			if ratio > 1.1 {
-				t.Errorf("%s: nearest-first p99 %v is %.2f times that of %v, %v, past 1.1", name, near.p99, ratio, ref, raw[i].p99)
+				t.Errorf("%s: nearest-first p99 %v is %.2f times that of %v, %v, past 1.1", name, nearP99, ratio, ref, rawP99)
 			}
 		}
 		checkBackWithinBounds(t, near)

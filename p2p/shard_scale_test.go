@@ -119,7 +119,7 @@ func measureShards(t *testing.T, n int) {
 		c.bytes = append(c.bytes, float64(sent+received)/minutes)
 		var g int64
 		for p, b := range nd.Traffic.ByProtocol() {
-			if protocolFamily(string(p)) == "gossip" {
+			if p2ptest.Family(p) == "gossip" {
 				g += b
 			}
 		}

@@ -18,6 +18,33 @@ import (
 // error says how many deliveries are missing and names the first.
 func (s *Swarm) Deliver(ctx context.Context, kind string, from []int, gap time.Duration) ([]time.Duration, error) {
 	each, err := s.DeliverEach(ctx, kind, from, gap)
+	return flatten(each, from), err
+}
+
+// DeliverEach is Deliver that says which delay is whose: the delay of
+// message k at node i is [k][i], -1 where it did not arrive, 0 at its
+// publisher.
+func (s *Swarm) DeliverEach(ctx context.Context, kind string, from []int, gap time.Duration) ([][]time.Duration, error) {
+	return s.deliverEach(ctx, func(nd *Node) *pubsub.Topic { return nd.Gossip.Topic(kind) }, from, gap)
+}
+
+// DeliverOnShard is Deliver on one shard's topic of a sharded kind
+// (p2p.ShardedKinds), which every node has joined (JoinShard): each
+// message is published there alone. Each topic has a mesh of its own,
+// which gossipsub grafts at random from the same connections, so a
+// shard every node follows times another mesh on the same swarm.
+func (s *Swarm) DeliverOnShard(ctx context.Context, kind, shard string, from []int, gap time.Duration) ([]time.Duration, error) {
+	for i, nd := range s.Nodes {
+		if nd.Gossip.ShardTopic(kind, shard) == nil {
+			return nil, fmt.Errorf("deliver on shard %s: node %d has not joined it", shard, i)
+		}
+	}
+	each, err := s.deliverEach(ctx, func(nd *Node) *pubsub.Topic { return nd.Gossip.ShardTopic(kind, shard) }, from, gap)
+	return flatten(each, from), err
+}
+
+// flatten is DeliverEach's delays as Deliver returns them.
+func flatten(each [][]time.Duration, from []int) []time.Duration {
 	var delays []time.Duration
 	for k := range each {
 		for i, d := range each[k] {
@@ -26,13 +53,11 @@ func (s *Swarm) Deliver(ctx context.Context, kind string, from []int, gap time.D
 			}
 		}
 	}
-	return delays, err
+	return delays
 }
 
-// DeliverEach is Deliver that says which delay is whose: the delay of
-// message k at node i is [k][i], -1 where it did not arrive, 0 at its
-// publisher.
-func (s *Swarm) DeliverEach(ctx context.Context, kind string, from []int, gap time.Duration) ([][]time.Duration, error) {
+// deliverEach is DeliverEach on the topic topic returns for each node.
+func (s *Swarm) deliverEach(ctx context.Context, topic func(*Node) *pubsub.Topic, from []int, gap time.Duration) ([][]time.Duration, error) {
 	arrivals := make(chan arrival, len(from)*len(s.Nodes))
 	index := map[string]int{}
 	payloads := make([][]byte, len(from))
@@ -49,13 +74,14 @@ func (s *Swarm) DeliverEach(ctx context.Context, kind string, from []int, gap ti
 	defer wg.Wait()
 	defer cancel() // before the wait: it ends the readers
 	for i, nd := range s.Nodes {
-		sub, err := nd.Gossip.Topic(kind).Subscribe()
+		t := topic(nd)
+		sub, err := t.Subscribe()
 		if err != nil {
-			return nil, fmt.Errorf("deliver: node %d: subscribe %s: %w", i, kind, err)
+			return nil, fmt.Errorf("deliver: node %d: subscribe %s: %w", i, t, err)
 		}
 		collect(rctx, &wg, sub, index, i, arrivals)
 	}
-	sent, err := s.publishEach(rctx, kind, from, payloads, gap)
+	sent, err := s.publishEach(rctx, topic, from, payloads, gap)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +116,7 @@ func (s *Swarm) DeliverEach(ctx context.Context, kind string, from []int, gap ti
 
 // publishEach publishes payloads[k] from node from[k], gap apart, and
 // returns when each was sent.
-func (s *Swarm) publishEach(ctx context.Context, kind string, from []int, payloads [][]byte, gap time.Duration) ([]time.Time, error) {
+func (s *Swarm) publishEach(ctx context.Context, topic func(*Node) *pubsub.Topic, from []int, payloads [][]byte, gap time.Duration) ([]time.Time, error) {
 	sent := make([]time.Time, len(from))
 	for k, i := range from {
 		if k > 0 {
@@ -101,7 +127,7 @@ func (s *Swarm) publishEach(ctx context.Context, kind string, from []int, payloa
 			}
 		}
 		sent[k] = time.Now()
-		if err := s.Nodes[i].Gossip.Topic(kind).Publish(ctx, payloads[k]); err != nil {
+		if err := topic(s.Nodes[i]).Publish(ctx, payloads[k]); err != nil {
 			return nil, fmt.Errorf("deliver: node %d: publish: %w", i, err)
 		}
 	}

@@ -87,6 +87,26 @@ func (m Matrix) Rows(rows []int) Matrix {
 	return out
 }
 
+// CompleteRows is up to n of m's rows from first on, in order, each
+// taken when it has an RTT to and from every row taken before it: the
+// rows of a matrix with no RTT missing (PlanetLab's has gaps).
+func (m Matrix) CompleteRows(first, n int) []int {
+	var rows []int
+	for r := first; r < len(m) && len(rows) < n; r++ {
+		ok := true
+		for _, q := range rows {
+			if m[r][q] <= 0 || m[q][r] <= 0 {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
 // LoadLatencyMatrix reads a tab-separated square matrix of RTTs in
 // milliseconds, one row a line, such as testdata/planetlab-490.tsv. An error wraps
 // ErrMatrix and names the 0-based row and column at fault.

@@ -1,7 +1,12 @@
 package p2ptest
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -43,6 +48,43 @@ func (t *Traffic) ByProtocol() map[protocol.ID]int64 {
 		out[p] = c[0].Load() + c[1].Load()
 	}
 	return out
+}
+
+// Family names the part of the stack a protocol belongs to: gossip,
+// dht, ping, coord (coordinates), book (book sync), evidence (evidence
+// sync), or else the protocol's ID.
+func Family(id protocol.ID) string {
+	for _, f := range [...]struct{ part, name string }{
+		{"meshsub", "gossip"}, {"kad", "dht"}, {"ping", "ping"}, {"coord", "coord"}, {"/book/", "book"}, {"/evidence/", "evidence"},
+	} {
+		if strings.Contains(string(id), f.part) {
+			return f.name
+		}
+	}
+	return string(id)
+}
+
+// BytesByFamily is the swarm's counted stream bytes (WithTraffic) since
+// the counters' reset, sent and received, by Family.
+func (s *Swarm) BytesByFamily() map[string]int64 {
+	by := map[string]int64{}
+	for _, nd := range s.Nodes {
+		for p, b := range nd.Traffic.ByProtocol() {
+			by[Family(p)] += b
+		}
+	}
+	return by
+}
+
+// FormatKB formats figures in bytes, by family, as KB, largest first.
+func FormatKB(by map[string]float64) string {
+	keys := slices.Collect(maps.Keys(by))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(by[b], by[a]) })
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = fmt.Sprintf("%s %.1f", k, by[k]/1e3)
+	}
+	return strings.Join(out, ", ")
 }
 
 // Reset sets every count back to zero.

@@ -50,6 +50,27 @@ func (s *Swarm) subscribe(nd *Node) error {
 	return nil
 }
 
+// JoinShard has every node join one shard of a sharded kind and
+// subscribe to it, beside what it follows already, as a node that starts
+// to follow the shard does (without keeping its followers connected:
+// here they are every node). Its mesh forms over the next heartbeats
+// (WaitShardMesh).
+func (s *Swarm) JoinShard(kind, shard string) error {
+	for i, nd := range s.Nodes {
+		t, err := nd.Gossip.JoinShard(kind, shard)
+		if err != nil {
+			return fmt.Errorf("node %d: %w", i, err)
+		}
+		sub, err := t.Subscribe()
+		if err != nil {
+			return fmt.Errorf("node %d: subscribe %s: %w", i, t, err)
+		}
+		nd.drains.Add(1)
+		go s.drain(nd, sub)
+	}
+	return nil
+}
+
 // keepShards keeps followers of each shard nd follows connected; its
 // discovery has started.
 func keepShards(nd *Node) error {

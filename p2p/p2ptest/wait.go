@@ -59,6 +59,19 @@ func (s *Swarm) WaitMeshOf(ctx context.Context, degree int, kinds ...string) err
 	return nil
 }
 
+// WaitShardMesh is WaitMeshOf for one shard of a sharded kind, which
+// every node has joined (JoinShard).
+func (s *Swarm) WaitShardMesh(ctx context.Context, degree int, kind, shard string) error {
+	name := kind + "/" + shard
+	err := poll(ctx, func() string {
+		return s.meshGapOf(name, func(nd *Node) []peer.ID { return nd.Gossip.ShardMesh(kind, shard) }, degree)
+	})
+	if err != nil {
+		return fmt.Errorf("wait mesh: %w", err)
+	}
+	return nil
+}
+
 // MeshDegree is the number of mesh peers WaitMesh waits for in a swarm of
 // n nodes: gossipsub's D_lo (below it the heartbeat grafts more), or every
 // other node in a smaller swarm.
@@ -114,12 +127,18 @@ func (s *Swarm) connectGap() string {
 // links both ends have grafted, and that those links join all nodes.
 // It returns what falls short, or "" when nothing does.
 func (s *Swarm) meshGap(kind string, want int) string {
+	return s.meshGapOf(kind, func(nd *Node) []peer.ID { return nd.Gossip.Mesh(kind) }, want)
+}
+
+// meshGapOf is meshGap for the mesh that mesh returns of each node, on
+// a topic called name.
+func (s *Swarm) meshGapOf(name string, mesh func(*Node) []peer.ID, want int) string {
 	index := make(map[peer.ID]int, len(s.Nodes))
 	meshes := make([]map[peer.ID]bool, len(s.Nodes))
 	for i, nd := range s.Nodes {
 		index[nd.Host.ID()] = i
 		meshes[i] = make(map[peer.ID]bool)
-		for _, p := range nd.Gossip.Mesh(kind) {
+		for _, p := range mesh(nd) {
 			meshes[i][p] = true
 		}
 	}
@@ -131,11 +150,11 @@ func (s *Swarm) meshGap(kind string, want int) string {
 			}
 		}
 		if len(adj[i]) < want {
-			return fmt.Sprintf("topic %s: node %d has %d mutual mesh peers, want at least %d", kind, i, len(adj[i]), want)
+			return fmt.Sprintf("topic %s: node %d has %d mutual mesh peers, want at least %d", name, i, len(adj[i]), want)
 		}
 	}
 	if i := unreachable(adj); i >= 0 {
-		return fmt.Sprintf("topic %s: mesh not connected: node %d is unreachable from node 0", kind, i)
+		return fmt.Sprintf("topic %s: mesh not connected: node %d is unreachable from node 0", name, i)
 	}
 	return ""
 }
