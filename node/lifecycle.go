@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/idlegrid/idlegrid/internal/atomicfile"
 	"github.com/idlegrid/idlegrid/node/api"
+	"github.com/idlegrid/idlegrid/node/book"
 	"github.com/idlegrid/idlegrid/node/config"
 	"github.com/idlegrid/idlegrid/node/metrics"
 	"github.com/idlegrid/idlegrid/node/repo"
@@ -24,8 +25,6 @@ import (
 	ds "github.com/ipfs/go-datastore"
 	"github.com/ipfs/go-datastore/namespace"
 	pebbleds "github.com/ipfs/go-ds-pebble"
-	"github.com/libp2p/go-libp2p/core/network"
-	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // step is one part of a node: start brings it up and returns what stops
@@ -264,18 +263,9 @@ func (n *Node) startMarket(ctx context.Context) (func() error, error) {
 		return nil, fmt.Errorf("market: %w", err)
 	}
 	mctx, cancel := context.WithCancel(n.base)
-	gone := make(chan peer.ID, 256)
-	notify := &network.NotifyBundle{DisconnectedF: func(net network.Network, c network.Conn) {
-		if net.Connectedness(c.RemotePeer()) != network.Connected {
-			select {
-			case gone <- c.RemotePeer():
-			default: // the periodic resync covers a peer forgotten here
-			}
-		}
-	}}
-	n.host.Network().Notify(notify)
+	gone, unwatch := book.Disconnects(n.host)
 	stop := func() error {
-		n.host.Network().StopNotify(notify)
+		unwatch()
 		cancel()
 		return n.market.Close()
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/idlegrid/idlegrid/p2p"
 	"github.com/ipfs/go-datastore/query"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -50,6 +52,24 @@ func feedJoins(ctx context.Context, h *pubsub.TopicEventHandler, out chan<- peer
 			}
 		}
 	}()
+}
+
+// Disconnects sends out the peers h loses its last connection to, for
+// Market.Start's gone (a peer is synced again when it joins again),
+// until stop. A peer it cannot hand over at once it drops: the periodic
+// resync covers it.
+func Disconnects(h host.Host) (gone <-chan peer.ID, stop func()) {
+	out := make(chan peer.ID, 256)
+	notify := &network.NotifyBundle{DisconnectedF: func(net network.Network, c network.Conn) {
+		if net.Connectedness(c.RemotePeer()) != network.Connected {
+			select {
+			case out <- c.RemotePeer():
+			default:
+			}
+		}
+	}}
+	h.Network().Notify(notify)
+	return out, func() { h.Network().StopNotify(notify) }
 }
 
 // syncBooks fetches the book of every peer that joins the offers topic,
