@@ -334,36 +334,42 @@ func FetchShards(ctx context.Context, h host.Host, sw Swarm, p peer.ID, shards [
 			return 0, err
 		}
 	}
-	id, req := BookSyncProtocol, binary.AppendUvarint(nil, MaxSyncOffers)
-	digest := func(req []byte) []byte {
+	// The most this node would take, then, by protocol: the shards, and
+	// what it holds.
+	ids := []protocol.ID{BookSyncProtocol}
+	if held != nil {
+		ids = append([]protocol.ID{BookDigestProtocol}, ids...)
+	}
+	if len(shards) > 0 {
+		ids = append([]protocol.ID{BookShardsProtocol}, ids...)
+	}
+	reqFor := func(id protocol.ID) []byte {
+		req := binary.AppendUvarint(nil, MaxSyncOffers)
+		switch id {
+		case BookShardsProtocol:
+			req = appendShards(req, shards)
+		case BookSyncProtocol:
+			return req
+		}
 		if held == nil {
 			return binary.AppendUvarint(req, 0)
 		}
 		return append(binary.AppendUvarint(req, uint64(held.Len())), held.b...)
 	}
-	supports := func(id protocol.ID) bool {
-		ok, _ := h.Peerstore().SupportsProtocols(p, sw.Protocol(id))
-		return len(ok) > 0
-	}
-	switch {
-	case len(shards) > 0 && supports(BookShardsProtocol):
-		id, req = BookShardsProtocol, digest(appendShards(req, shards))
-	case held != nil && supports(BookDigestProtocol):
-		id, req = BookDigestProtocol, digest(req)
-	}
-	kept, keep := 0, each
-	if len(shards) > 0 && id != BookShardsProtocol {
-		keep = func(env []byte) {
+	kept, filtered := 0, false
+	n, err := exchangeOneOf(ctx, h, sw, p, ids, SyncDeadline, reqFor, func(id protocol.ID, r io.Reader) (int, error) {
+		if len(shards) == 0 || id == BookShardsProtocol {
+			return readBook(r, each)
+		}
+		filtered = true
+		return readBook(r, func(env []byte) {
 			if envInShards(env, shards) {
 				kept++
 				each(env)
 			}
-		}
-	}
-	n, err := exchange(ctx, h, sw, p, id, SyncDeadline, req, func(r io.Reader) (int, error) {
-		return readBook(r, keep)
+		})
 	})
-	if len(shards) > 0 && id != BookShardsProtocol {
+	if filtered {
 		n = kept
 	}
 	if err != nil {
@@ -384,13 +390,21 @@ func readBook(r io.Reader, each func([]byte)) (int, error) {
 // or a connection that died without a word (a killed peer's QUIC), is
 // cut off at either, and a stream read fails on is reset.
 func exchange(ctx context.Context, h host.Host, sw Swarm, p peer.ID, id protocol.ID, deadline time.Duration, req []byte, read func(io.Reader) (int, error)) (int, error) {
+	return exchangeOneOf(ctx, h, sw, p, []protocol.ID{id}, deadline, func(protocol.ID) []byte { return req }, func(_ protocol.ID, r io.Reader) (int, error) { return read(r) })
+}
+
+// exchangeOneOf is exchange on the first of ids, in order of preference,
+// that p serves (dialPreferred), with the request req makes for it, its
+// answer read as read says for it.
+func exchangeOneOf(ctx context.Context, h host.Host, sw Swarm, p peer.ID, ids []protocol.ID, deadline time.Duration, reqFor func(protocol.ID) []byte, read func(protocol.ID, io.Reader) (int, error)) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	s, err := dial(ctx, h, sw, p, id)
+	s, id, err := dialPreferred(ctx, h, sw, p, ids...)
 	if err != nil {
 		return 0, err
 	}
 	defer s.Close()
+	req := reqFor(id)
 	if dl, ok := ctx.Deadline(); ok {
 		s.SetDeadline(dl)
 	}
@@ -405,7 +419,7 @@ func exchange(ctx context.Context, h host.Host, sw Swarm, p peer.ID, id protocol
 		}
 	}
 	s.CloseWrite()
-	n, err := read(s)
+	n, err := read(id, s)
 	if err != nil {
 		s.Reset()
 	}

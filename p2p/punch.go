@@ -153,8 +153,8 @@ func punchReady(h host.Host) bool {
 	return slices.Contains(h.Mux().Protocols(), holepunch.Protocol)
 }
 
-// OpenStream opens a stream of pid to p. Over a relayed connection it
-// first waits up to directWait for a direct one (DCUtR), so that a lease's
+// OpenStream opens a stream to p of the first of pids it serves, on
+// host.NewStream's terms. Over a relayed connection it first waits up to directWait for a direct one (DCUtR), so that a lease's
 // streams and a job's output go direct whenever hole punching can; only
 // when that fails (a symmetric NAT) does it use the relay, within the
 // relay's limits, and for the next 10 minutes it takes the relay to that
@@ -166,11 +166,11 @@ func punchReady(h host.Host) bool {
 // answer it yet. Over a relayed connection such a host waits up to 5 s
 // for its own service, and a relayed connection older than the service is
 // opened again, for a second attempt.
-func OpenStream(ctx context.Context, h host.Host, p peer.ID, pid protocol.ID) (network.Stream, error) {
+func OpenStream(ctx context.Context, h host.Host, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
 	relayed := network.WithAllowLimitedConn(ctx, "no direct connection")
 	ph, punching := h.(punchingHost)
 	if !punching {
-		return h.NewStream(relayed, p, pid)
+		return h.NewStream(relayed, p, pids...)
 	}
 	if h.Network().Connectedness(p) == network.Limited {
 		if !punchReady(h) && time.Since(ph.started) < punchReadyWait {
@@ -197,14 +197,14 @@ func OpenStream(ctx context.Context, h host.Host, p peer.ID, pid protocol.ID) (n
 		if lan != nil {
 			<-lan // bounded by lanDialWait
 		}
-		return h.NewStream(relayed, p, pid) // direct, where the dial got through
+		return h.NewStream(relayed, p, pids...) // direct, where the dial got through
 	}
-	s, err := h.NewStream(network.WithDialPeerTimeout(ctx, directWait), p, pid)
+	s, err := h.NewStream(network.WithDialPeerTimeout(ctx, directWait), p, pids...)
 	if err == nil || ctx.Err() != nil || h.Network().Connectedness(p) != network.Limited {
 		return s, err
 	}
 	ph.punchFailed(p)
-	return h.NewStream(relayed, p, pid)
+	return h.NewStream(relayed, p, pids...)
 }
 
 // lanDialWait bounds a direct dial to a relayed peer's private addresses.

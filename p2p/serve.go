@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-msgio"
+	"github.com/multiformats/go-multistream"
 )
 
 // StreamLimits bound the server side of one stream protocol. Every
@@ -310,8 +312,12 @@ func (g *peerGate) release(p peer.ID) {
 
 // dial opens a stream of protocol id, in swarm sw, to p whose deadline is
 // ctx's.
-func dial(ctx context.Context, h host.Host, sw Swarm, p peer.ID, id protocol.ID) (network.Stream, error) {
-	s, err := OpenStream(ctx, h, p, sw.Protocol(id))
+func dial(ctx context.Context, h host.Host, sw Swarm, p peer.ID, ids ...protocol.ID) (network.Stream, error) {
+	full := make([]protocol.ID, len(ids))
+	for i, id := range ids {
+		full[i] = sw.Protocol(id)
+	}
+	s, err := OpenStream(ctx, h, p, full...)
 	if err != nil {
 		return nil, err
 	}
@@ -319,6 +325,46 @@ func dial(ctx context.Context, h host.Host, sw Swarm, p peer.ID, id protocol.ID)
 		s.SetDeadline(d)
 	}
 	return s, nil
+}
+
+// dialPreferred opens a stream to p on the first of ids, in order of
+// preference, that p serves, and says which. The host takes the first
+// its peerstore lists without asking, and the peerstore holds what p's
+// identify said: it misses a protocol p began to serve later when the
+// identify push about it was lost (a receiver takes 10 pushes, then one
+// in 5 s, from each /24). So the ids before the first the peerstore lists
+// are asked for, in one negotiation, before that one is taken; an older
+// peer that serves none of them costs a round trip.
+func dialPreferred(ctx context.Context, h host.Host, sw Swarm, p peer.ID, ids ...protocol.ID) (network.Stream, protocol.ID, error) {
+	full := make([]protocol.ID, len(ids))
+	for i, id := range ids {
+		full[i] = sw.Protocol(id)
+	}
+	known, _ := h.Peerstore().SupportsProtocols(p, full...)
+	ask := len(ids)
+	for i, id := range full {
+		if slices.Contains(known, id) {
+			ask = i
+			break
+		}
+	}
+	chosen := func(s network.Stream) (network.Stream, protocol.ID, error) {
+		return s, ids[max(0, slices.Index(full, s.Protocol()))], nil
+	}
+	if ask > 0 {
+		s, err := dial(ctx, h, sw, p, ids[:ask]...)
+		if err == nil {
+			return chosen(s)
+		}
+		if ask == len(ids) || !errors.As(err, new(multistream.ErrNotSupported[protocol.ID])) {
+			return nil, "", err
+		}
+	}
+	s, err := dial(ctx, h, sw, p, ids[ask])
+	if err != nil {
+		return nil, "", err
+	}
+	return chosen(s)
 }
 
 // requestDeadline is how long a peer has to send a whole request on any
