@@ -316,51 +316,9 @@ func (k swarmKind) String() string {
 // mesh of its own on the same connections, and pools every mesh's
 // deliveries in tail.
 func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, kind swarmKind, offers, meshes int) swarmFigures {
-	const ping, find, window = 30 * time.Second, time.Minute, 2 * time.Minute
-	if n > len(lat) {
-		lat = lat.Expand(n, 0.1, 7)
-	}
+	const window = 2 * time.Minute
+	s, ctx, degree := formSwarm(b, lat, n, kind)
 	bounded := kind != unbounded
-	if kind == nearestFirst && len(lat) == n {
-		lat = withNewcomer(lat) // a row for measureFreshRenter's renter
-	}
-	opts := []p2ptest.Option{p2ptest.WithLatency(lat, 0), p2ptest.WithTraffic(), p2ptest.WithLazyLinks()}
-	switch kind {
-	case nearestFirst:
-		opts = append(opts, p2ptest.WithBounds(32, 64, 20*time.Second), p2ptest.WithIntervals(find, 15*find), p2ptest.WithLocality(ping, 8, 8))
-	case randomBound:
-		opts = append(opts, p2ptest.WithBounds(32, 64, 20*time.Second), p2ptest.WithIntervals(find, 15*find))
-	default:
-		opts = append(opts, p2ptest.WithIntervals(find, 0), p2ptest.WithLocality(ping, 8, 8), p2ptest.WithPingEveryRound())
-	}
-	debug.FreeOSMemory() // what an earlier run left is not this one's
-	start := time.Now()
-	s := p2ptest.NewMocknet(b, n, opts...)
-	// 1,000 nodes take half an hour to form on 2 cores.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(max(1, n/200))*15*time.Minute)
-	defer cancel()
-	if n >= 300 {
-		b.Logf("%d nodes started in %s", n, time.Since(start).Round(time.Second))
-	}
-	if bounded {
-		if err := waitBounded(ctx, s, 64); err != nil {
-			b.Fatal(err)
-		}
-	}
-	// A bounded swarm is formed when its mesh joins every node: its
-	// bounders trim connections the heartbeat then grafts again, so at
-	// 200 nodes there may be no instant at which every node holds D_lo
-	// mutual mesh peers (one draw had none in 15 simulated minutes; a
-	// node had 4 when the wait gave up), and the swarm delivers all the
-	// same, which Deliver checks. An unbounded one reaches D_lo.
-	degree := 1
-	if !bounded {
-		degree = p2ptest.MeshDegree(n)
-	}
-	if err := s.WaitMeshOf(ctx, degree, p2p.TopicOffers); err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("%d nodes formed in %s", n, time.Since(start).Round(time.Second))
 	time.Sleep(time.Minute) // the first ping rounds and lookups pass
 	for _, nd := range s.Nodes {
 		nd.Traffic.Reset()
@@ -424,6 +382,75 @@ func measureSwarmOn(b testing.TB, lat p2ptest.Matrix, n int, kind swarmKind, off
 		f.tail = append(f.tail, timeMeshes(b, s, degree, meshes-1, offers)...)
 	}
 	return f
+}
+
+// formSwarm starts a swarm of kind of n nodes on lat, expanded with 10%
+// jitter where n is past its size, and waits until it has formed: within
+// its bounds, where it has them, and its offers mesh joining every node
+// with degree mutual mesh peers or more. ctx bounds the measurement
+// that follows (the test's cleanup closes the swarm).
+func formSwarm(b testing.TB, lat p2ptest.Matrix, n int, kind swarmKind) (s *p2ptest.Swarm, ctx context.Context, degree int) {
+	const ping, find = 30 * time.Second, time.Minute
+	if n > len(lat) {
+		lat = lat.Expand(n, 0.1, 7)
+	}
+	bounded := kind != unbounded
+	if kind == nearestFirst && len(lat) == n {
+		lat = withNewcomer(lat) // a row for measureFreshRenter's renter
+	}
+	opts := []p2ptest.Option{p2ptest.WithLatency(lat, 0), p2ptest.WithTraffic(), p2ptest.WithLazyLinks()}
+	switch kind {
+	case nearestFirst:
+		opts = append(opts, p2ptest.WithBounds(32, 64, 20*time.Second), p2ptest.WithIntervals(find, 15*find), p2ptest.WithLocality(ping, 8, 8))
+	case randomBound:
+		opts = append(opts, p2ptest.WithBounds(32, 64, 20*time.Second), p2ptest.WithIntervals(find, 15*find))
+	default:
+		opts = append(opts, p2ptest.WithIntervals(find, 0), p2ptest.WithLocality(ping, 8, 8), p2ptest.WithPingEveryRound())
+	}
+	debug.FreeOSMemory() // what an earlier run left is not this one's
+	start := time.Now()
+	s = p2ptest.NewMocknet(b, n, opts...)
+	// 1,000 nodes take half an hour to form on 2 cores.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(max(1, n/200))*15*time.Minute)
+	b.Cleanup(cancel)
+	if n >= 300 {
+		b.Logf("%d nodes started in %s", n, time.Since(start).Round(time.Second))
+	}
+	if bounded {
+		if err := waitBounded(ctx, s, 64); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// A bounded swarm is formed when its mesh joins every node: its
+	// bounders trim connections the heartbeat then grafts again, so at
+	// 200 nodes there may be no instant at which every node holds D_lo
+	// mutual mesh peers (one draw had none in 15 simulated minutes; a
+	// node had 4 when the wait gave up), and the swarm delivers all the
+	// same, which Deliver checks. An unbounded one reaches D_lo.
+	degree = 1
+	if !bounded {
+		degree = p2ptest.MeshDegree(n)
+	}
+	if err := s.WaitMeshOf(ctx, degree, p2p.TopicOffers); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d nodes formed in %s", n, time.Since(start).Round(time.Second))
+	return s, ctx, degree
+}
+
+// measureTail forms a swarm as measureSwarmOn does and times offers
+// offers from as many nodes on its offers topic and on meshes-1 shards
+// (timeMeshes), after a minute for its first ping rounds and lookups;
+// it measures nothing else.
+func measureTail(b testing.TB, lat p2ptest.Matrix, n int, kind swarmKind, offers, meshes int) []time.Duration {
+	s, ctx, degree := formSwarm(b, lat, n, kind)
+	time.Sleep(time.Minute)
+	s.DeliverBytes = offerBytes
+	delays, err := s.Deliver(ctx, p2p.TopicOffers, spread(n, offers), 100*time.Millisecond)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return append(delays, timeMeshes(b, s, degree, meshes-1, offers)...)
 }
 
 // timeMeshes has every node of s join k shards of the offers topic,
