@@ -313,11 +313,7 @@ func (g *peerGate) release(p peer.ID) {
 // dial opens a stream of protocol id, in swarm sw, to p whose deadline is
 // ctx's.
 func dial(ctx context.Context, h host.Host, sw Swarm, p peer.ID, ids ...protocol.ID) (network.Stream, error) {
-	full := make([]protocol.ID, len(ids))
-	for i, id := range ids {
-		full[i] = sw.Protocol(id)
-	}
-	s, err := OpenStream(ctx, h, p, full...)
+	s, err := OpenStream(ctx, h, p, scoped(sw, ids)...)
 	if err != nil {
 		return nil, err
 	}
@@ -325,6 +321,15 @@ func dial(ctx context.Context, h host.Host, sw Swarm, p peer.ID, ids ...protocol
 		s.SetDeadline(d)
 	}
 	return s, nil
+}
+
+// scoped is ids in swarm sw (Swarm.Protocol).
+func scoped(sw Swarm, ids []protocol.ID) []protocol.ID {
+	full := make([]protocol.ID, len(ids))
+	for i, id := range ids {
+		full[i] = sw.Protocol(id)
+	}
+	return full
 }
 
 // dialPreferred opens a stream to p on the first of ids, in order of
@@ -336,17 +341,11 @@ func dial(ctx context.Context, h host.Host, sw Swarm, p peer.ID, ids ...protocol
 // are asked for, in one negotiation, before that one is taken; an older
 // peer that serves none of them costs a round trip.
 func dialPreferred(ctx context.Context, h host.Host, sw Swarm, p peer.ID, ids ...protocol.ID) (network.Stream, protocol.ID, error) {
-	full := make([]protocol.ID, len(ids))
-	for i, id := range ids {
-		full[i] = sw.Protocol(id)
-	}
+	full := scoped(sw, ids)
 	known, _ := h.Peerstore().SupportsProtocols(p, full...)
-	ask := len(ids)
-	for i, id := range full {
-		if slices.Contains(known, id) {
-			ask = i
-			break
-		}
+	ask := slices.IndexFunc(full, func(id protocol.ID) bool { return slices.Contains(known, id) })
+	if ask < 0 {
+		ask = len(ids)
 	}
 	chosen := func(s network.Stream) (network.Stream, protocol.ID, error) {
 		return s, ids[max(0, slices.Index(full, s.Protocol()))], nil
